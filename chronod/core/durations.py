@@ -1,0 +1,38 @@
+"""Durations as operators write them: 90s, 15m, 1h30m, 7d."""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
+_PART = re.compile(r"(\d+)([wdhms])")
+_WHOLE = re.compile(r"(?:\d+[wdhms])+")
+
+
+class DurationError(ValueError):
+    """Not a duration: use digits with units w, d, h, m, s, such as 90s, 15m, 1h30m or 7d."""
+
+
+def parse_duration(text: str) -> int:
+    """Return the number of seconds in `text` ("1h30m" -> 5400); raise DurationError."""
+    s = str(text).strip().lower()
+    if s.isdigit():
+        return int(s)
+    if not s or not _WHOLE.fullmatch(s):
+        raise DurationError(f"{text!r} is not a duration: use digits with units w, d, h, m, s (90s, 15m, 1h30m, 7d)")
+    return sum(int(n) * _UNITS[u] for n, u in _PART.findall(s))
+
+
+def format_duration(seconds: float) -> str:
+    """Render seconds compactly: 5400 -> '1h30m', 0.25 -> '0.25s'."""
+    if seconds < 1 and seconds != 0:
+        return f"{seconds:.2f}s"
+    rest = int(round(seconds))
+    if rest == 0:
+        return "0s"
+    out = []
+    for unit in ("d", "h", "m", "s"):
+        n, rest = divmod(rest, _UNITS[unit])
+        if n:
+            out.append(f"{n}{unit}")
+    return "".join(out)

@@ -1,0 +1,145 @@
+"""The job spec as the rest of chrono sees it: frozen, validated, defaults applied.
+
+Only `chronod.core.validate` builds these (from YAML-derived dicts); everything else
+reads them. Field meanings are DESIGN.md §3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Retry policy: total attempts (1 = no retry) and exponential backoff bounds."""
+
+    attempts: int = 1
+    backoff_s: int = 10
+    max_backoff_s: int = 3600
+
+
+@dataclass(frozen=True)
+class Notify:
+    """One notification route: which events, and a command or a webhook URL."""
+
+    on: tuple[str, ...]
+    command: str | tuple[str, ...] | None = None
+    webhook: str | None = None
+    timeout_s: int = 10
+
+
+@dataclass(frozen=True)
+class RunOn:
+    """Placement: `any` (once per fleet), `each` (every node), or `any` within node globs."""
+
+    mode: str = "any"  # "any" | "each"
+    nodes: tuple[str, ...] = ()  # globs; only with mode "any"
+
+    @property
+    def each(self) -> bool:
+        return self.mode == "each"
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A concurrency group declared under `resources:`."""
+
+    name: str
+    max_concurrency: int
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One validated job definition. `source_file`/`source_line` say where it came from."""
+
+    id: str
+    owner: str
+    schedule: str
+    command: str | tuple[str, ...]
+    idempotency_class: str  # idempotent | keyed | unsafe
+    timezone: str = "UTC"
+    tolerance_s: int = 0  # always resolved (the §3 default is computed by validation)
+    tolerance_reason: str | None = None
+    overlap: str = "forbid"  # forbid | allow | replace
+    catchup: str = "latest"  # latest | all | none
+    catchup_window_s: int = 86400
+    timeout_s: int | None = None
+    kill_grace_s: int = 10
+    retry: Retry = field(default_factory=Retry)
+    max_silence_s: int | None = None  # resolved by validation (None only for @reboot)
+    max_silence_explicit: bool = False
+    run_on: RunOn = field(default_factory=RunOn)
+    user: str | None = None
+    group: str | None = None
+    workdir: str = "/"
+    env: tuple[tuple[str, str], ...] = ()
+    shell: str = "/bin/sh"
+    stdin: str | None = None
+    resource: str | None = None
+    notify: tuple[Notify, ...] = ()
+    tags: tuple[str, ...] = ()
+    output_limit_kb: int = 64
+    description: str = ""
+    enabled: bool = True
+    source_file: str = ""
+    source_line: int = 0
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """A plain dict (JSON-ready) of every field; `from_json_dict` reverses it."""
+        from dataclasses import asdict
+
+        d = asdict(self)
+        d["env"] = dict(self.env)
+        if isinstance(self.command, tuple):
+            d["command"] = list(self.command)
+        return d
+
+    @classmethod
+    def from_json_dict(cls, d: dict[str, Any]) -> "JobSpec":
+        """Rebuild a spec stored with `to_json_dict` (the store keeps specs as JSON text)."""
+        d = dict(d)
+        d["retry"] = Retry(**d.get("retry") or {})
+        d["run_on"] = RunOn(mode=d["run_on"]["mode"], nodes=tuple(d["run_on"].get("nodes") or ()))
+        d["notify"] = tuple(
+            Notify(
+                on=tuple(n["on"]),
+                command=tuple(n["command"]) if isinstance(n.get("command"), list) else n.get("command"),
+                webhook=n.get("webhook"),
+                timeout_s=n.get("timeout_s", 10),
+            )
+            for n in d.get("notify") or ()
+        )
+        d["env"] = tuple(sorted((d.get("env") or {}).items()))
+        d["tags"] = tuple(d.get("tags") or ())
+        if isinstance(d.get("command"), list):
+            d["command"] = tuple(d["command"])
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def spec_hash(self) -> str:
+        """A digest of what the job does (not where it was read from): nodes compare these."""
+        import hashlib
+        import json
+
+        d = self.to_json_dict()
+        d.pop("source_file", None)
+        d.pop("source_line", None)
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+IDEMPOTENCY_CLASSES = ("idempotent", "keyed", "unsafe")
+OVERLAP_POLICIES = ("forbid", "allow", "replace")
+CATCHUP_POLICIES = ("latest", "all", "none")
+NOTIFY_EVENTS = ("failed", "timed_out", "lost", "silence", "recovered", "skipped_overlap", "succeeded", "cancelled")
+TERMINAL_STATES = (
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "skipped_overlap",
+    "skipped_outage",
+    "skipped_paused",
+    "lost",
+)
+ACTIVE_STATES = ("pending", "running", "retry_wait")

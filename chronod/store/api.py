@@ -1,0 +1,253 @@
+"""The store interface: every piece of durable state chrono keeps, behind one class.
+
+INTERFACE — implemented by chronod.store.sql.SqlStore for SQLite and PostgreSQL alike.
+The database enforces the bookkeeping: run ids are primary keys (a second insert of the
+same occurrence does nothing), and every write about a run made by a daemon is
+conditional, in its WHERE clause, on the writer's fencing token still being the current
+token of a live lease for that node. A write that fails that condition changes nothing,
+returns False, and increments `stale_rejections`.
+
+All datetimes in and out are aware UTC. Times used for leases come from the database
+(`now()` on PostgreSQL; on SQLite the single node's clock is the database clock).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterable, Protocol
+
+from chronod.core.model import JobSpec
+
+
+class StoreError(Exception):
+    """The database could not be reached or answered with an error; `url` has no password."""
+
+
+class SchemaTooNew(StoreError):
+    """The database schema is newer than this chrono knows: upgrade chrono on this host."""
+
+
+class SchemaTooOld(StoreError):
+    """The database schema is older than this chrono: run `chronoctl db upgrade`."""
+
+
+class NodeConflict(StoreError):
+    """Another live chronod holds this database (SQLite allows one node only)."""
+
+
+@dataclass
+class Run:
+    """One occurrence of a job and what happened to it (DESIGN §5)."""
+
+    run_id: str
+    job_id: str
+    job_key: str
+    scheduled_at: datetime
+    fire_at: datetime
+    state: str = "pending"
+    attempts: int = 0
+    node: str | None = None
+    pid: int | None = None  # the job's process, also its process group id
+    supervisor_pid: int | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    output_tail: str | None = None
+    output_bytes: int = 0
+    error: str | None = None  # why it failed, or why it was skipped / lost
+    token: int | None = None  # fencing token of the node that wrote it last
+    trigger: str = "schedule"  # schedule | manual | catchup
+    next_attempt_at: datetime | None = None  # for retry_wait
+    updated_at: datetime | None = None
+
+
+@dataclass
+class Attempt:
+    """One attempt of a run, on one node, under one fencing token."""
+
+    run_id: str
+    attempt: int
+    node: str
+    token: int | None
+    state: str
+    pid: int | None = None
+    supervisor_pid: int | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class JobRow:
+    """A registered job definition as stored, with its operator state."""
+
+    job_id: str
+    spec: JobSpec
+    spec_hash: str
+    node: str  # the node that last wrote this definition
+    paused: bool = False
+    paused_reason: str | None = None
+    paused_at: datetime | None = None
+    removed_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass
+class Node:
+    """A chronod process known to the database."""
+
+    name: str
+    token: int
+    pid: int
+    hostname: str
+    boot_id: str
+    started_at: datetime
+    heartbeat_at: datetime
+    lease_expires_at: datetime
+    stopped_at: datetime | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Request:
+    """Something chronoctl asked the daemon to do (trigger, reload)."""
+
+    id: int
+    kind: str  # "trigger" | "reload"
+    job_id: str | None
+    payload: dict[str, Any]
+    created_at: datetime
+
+
+class Store(Protocol):
+    """What the daemon and chronoctl need from the database."""
+
+    url_safe: str  # the URL with any password masked
+    dialect: str  # "sqlite" | "postgresql"
+    stale_rejections: int
+
+    # --- schema -----------------------------------------------------------------
+    def schema_revision(self) -> str | None:
+        """The alembic revision the database is at (None: empty database)."""
+
+    def check_schema(self) -> None:
+        """Raise SchemaTooOld / SchemaTooNew unless the database is at this chrono's head."""
+
+    def upgrade(self) -> None:
+        """Apply pending migrations, under a lock (PostgreSQL advisory lock / SQLite write lock)."""
+
+    def close(self) -> None:
+        """Release every connection."""
+
+    # --- nodes and leases -----------------------------------------------------------
+    def acquire_node(self, name: str, *, pid: int, hostname: str, boot_id: str, ttl_s: float) -> int:
+        """Register `name` with a new lease and return its new fencing token (a sequence,
+        growing on every acquisition). SQLite: raise NodeConflict if another node's lease on
+        this database is live."""
+
+    def renew_lease(self, name: str, token: int, ttl_s: float) -> bool:
+        """Extend the lease if `token` is still current and unexpired; False means it is gone."""
+
+    def release_node(self, name: str, token: int) -> None:
+        """Mark the node stopped (clean shutdown); its lease ends now."""
+
+    def nodes(self) -> list[Node]:
+        """Every node ever seen, newest heartbeat first."""
+
+    def expired_nodes(self) -> list[Node]:
+        """Nodes whose lease has expired (by database time) and that were not stopped cleanly."""
+
+    # --- job definitions --------------------------------------------------------------
+    def sync_jobs(self, node: str, specs: Iterable[JobSpec]) -> None:
+        """Upsert these definitions (spec JSON + hash); jobs this node wrote before and no
+        longer has get `removed_at` set and their pending occurrences cancelled."""
+
+    def jobs(self, include_removed: bool = False) -> list[JobRow]:
+        """Every registered job."""
+
+    def get_job(self, job_id: str) -> JobRow | None:
+        """One job, removed or not; None if never registered."""
+
+    def set_paused(self, job_id: str, paused: bool, reason: str | None) -> bool:
+        """Pause or resume a job; False if no such job."""
+
+    # --- occurrences and runs ------------------------------------------------------------
+    def insert_pending(self, run: Run) -> bool:
+        """Materialize an occurrence; does nothing (False) if its run id exists."""
+
+    def pending(self, job_keys: Iterable[str] | None = None) -> list[Run]:
+        """Runs in state pending or retry_wait (optionally only for these job keys)."""
+
+    def dispatch(self, run_id: str, node: str, token: int, next_run: Run | None) -> Run | None:
+        """Claim a pending/retry_wait run for `node` in ONE transaction: state running,
+        attempts + 1, node, token, started_at = now; a new Attempt row; insert `next_run`
+        as pending (ON CONFLICT DO NOTHING). PostgreSQL uses FOR UPDATE SKIP LOCKED.
+        Return the claimed run, or None if someone else has it or the token is stale."""
+
+    def settle(self, run_id: str, state: str, *, error: str | None, next_run: Run | None,
+               node: str | None = None, token: int | None = None) -> bool:
+        """Move a pending run straight to a terminal skipped_* state (with why) and insert
+        `next_run` as pending, in one transaction. False if it was not pending any more."""
+
+    def set_process(self, run_id: str, attempt: int, pid: int, supervisor_pid: int, token: int) -> bool:
+        """Record the process ids of a started attempt (fenced)."""
+
+    def finish(self, run_id: str, attempt: int, state: str, *, exit_code: int | None,
+               signal: int | None, output_tail: str | None, output_bytes: int,
+               error: str | None, token: int | None, finished_at: datetime | None = None) -> bool:
+        """Record the outcome of a running attempt; fenced on `token` (None: operator/CLI
+        write, not fenced). Only changes a run that is `running` at that attempt."""
+
+    def schedule_retry(self, run_id: str, attempt: int, next_attempt_at: datetime, *,
+                       exit_code: int | None, signal: int | None, error: str | None,
+                       token: int) -> bool:
+        """running -> retry_wait after a failed attempt (fenced)."""
+
+    def running(self, node: str | None = None) -> list[Run]:
+        """Runs in state running (optionally only those held by `node`)."""
+
+    def get_run(self, run_id: str) -> Run | None:
+        """One run by id."""
+
+    def runs(self, job_id: str | None = None, *, since: datetime | None = None,
+             until: datetime | None = None, states: Iterable[str] | None = None,
+             limit: int | None = None, newest_first: bool = True) -> list[Run]:
+        """Runs filtered by job, scheduled_at window and state."""
+
+    def attempts(self, run_id: str) -> list[Attempt]:
+        """Every attempt of a run, in order."""
+
+    def cancel_pending(self, job_id: str, reason: str) -> int:
+        """Pending/retry_wait runs of a job become `cancelled`; returns how many."""
+
+    # --- requests from chronoctl --------------------------------------------------------
+    def add_request(self, kind: str, job_id: str | None, payload: dict[str, Any]) -> int:
+        """Queue a request for the daemon(s); returns its id."""
+
+    def take_requests(self, node: str) -> list[Request]:
+        """Atomically take every queued request (each is taken by one node)."""
+
+    # --- per job-key state (boot id for @reboot, notified state) -----------------------
+    def get_job_state(self, job_key: str) -> dict[str, Any]:
+        """Small JSON state kept per job key ({} when none)."""
+
+    def set_job_state(self, job_key: str, state: dict[str, Any]) -> None:
+        """Replace the state kept for a job key."""
+
+    # --- registry errors ----------------------------------------------------------------
+    def set_registry_errors(self, node: str, errors: list[dict[str, Any]]) -> None:
+        """Replace this node's current registry errors (file, line, message)."""
+
+    def registry_errors(self) -> list[dict[str, Any]]:
+        """Current registry errors of every node."""
+
+
+def open_store(url: str) -> Store:
+    """Open the store at an SQLAlchemy URL or a plain SQLite file path (lazy imports)."""
+    from chronod.store.sql import SqlStore
+
+    return SqlStore(url)
