@@ -54,6 +54,10 @@ class Schedule:
         """Smallest gap in seconds between two consecutive occurrences (None for @reboot)."""
         raise NotImplementedError
 
+    def max_gap_s(self) -> int | None:
+        """Largest gap in seconds between two consecutive occurrences (None for @reboot)."""
+        raise NotImplementedError
+
     def describe(self) -> str:
         """The schedule in words: 'at 02:00 every day (America/New_York)'."""
         raise NotImplementedError
