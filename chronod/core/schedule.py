@@ -1,21 +1,35 @@
 """Fire times: cron expressions, @every and @reboot, evaluated like Vixie cron in a zone.
 
-INTERFACE STUB — to be implemented (see docs/architecture.md). Signatures are the contract.
+A cron schedule is evaluated in two steps: `cronexpr` gives the sorted allowed values of
+each field; `_next_wall` jumps field by field to the next matching *wall* time (naive,
+in the job's zone); `_CronSchedule` maps wall times to UTC instants with the DST rules of
+DESIGN §4 (gap: fixed-time jobs fire once at the transition; fold: fixed-time jobs fire in
+the first pass only, wildcard jobs in both; a change of 3 hours or more is a clock
+correction: nothing caught up, nothing repeated).
 """
 
 from __future__ import annotations
 
+import calendar
+import difflib
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, timedelta, timezone
+from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from chronod.core.cronexpr import CronFields, ScheduleError, parse_fields
+from chronod.core.durations import DurationError, parse_duration
 
-class ScheduleError(ValueError):
-    """The schedule expression is not valid; `hint` says what to write instead."""
+__all__ = ["DstEvent", "Schedule", "ScheduleError", "compile_schedule", "parse_fields"]
 
-    def __init__(self, message: str, hint: str = ""):
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
+UTC = timezone.utc
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SECOND = timedelta(seconds=1)
+_CORRECTION = timedelta(hours=3)  # a clock change this large is a correction, not DST
+_UTC_NAMES = frozenset({"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal", "Etc/Zulu", "Zulu"})
+_MONTH_LEN = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+_SEARCH_YEARS = 400  # the Gregorian calendar repeats every 400 years
+_PREV_HORIZON = timedelta(days=5 * 366)
 
 
 @dataclass(frozen=True)
@@ -38,17 +52,35 @@ class Schedule:
     is_fixed_time: bool  # DESIGN §4: minute and hour fields do not start with '*'
     every_s: int | None  # for kind "every"
 
+    def __repr__(self) -> str:
+        return f"compile_schedule({self.expr!r}, {self.tz!r})"
+
     def next_after(self, after: datetime) -> datetime | None:
         """The first fire instant strictly after `after` (aware), as aware UTC; None for @reboot."""
         raise NotImplementedError
 
     def fires(self, start: datetime, end: datetime, limit: int | None = None) -> list[datetime]:
         """Every fire instant in (start, end], ascending, aware UTC (at most `limit`)."""
-        raise NotImplementedError
+        end = _as_utc(end)
+        out: list[datetime] = []
+        t = self.next_after(start)
+        while t is not None and t <= end and (limit is None or len(out) < limit):
+            out.append(t)
+            t = self.next_after(t)
+        return out
 
     def prev_at_or_before(self, at: datetime) -> datetime | None:
         """The last fire instant <= `at` (aware UTC), or None if none in the last 5 years."""
-        raise NotImplementedError
+        at = _as_utc(at)
+        window = timedelta(seconds=(self.max_gap_s() or 0) + 60)
+        while True:
+            window = min(window, _PREV_HORIZON)
+            found = self.fires(at - window, at)
+            if found:
+                return found[-1]
+            if window >= _PREV_HORIZON:
+                return None
+            window *= 2
 
     def min_gap_s(self) -> int | None:
         """Smallest gap in seconds between two consecutive occurrences (None for @reboot)."""
@@ -64,10 +96,531 @@ class Schedule:
 
     def dst_events(self, start: datetime, end: datetime) -> list[DstEvent]:
         """Every zone transition in [start, end) that changes what this schedule does."""
-        raise NotImplementedError
+        return []
 
 
+def _as_utc(t: datetime) -> datetime:
+    if t.tzinfo is None or t.utcoffset() is None:
+        raise ValueError(f"naive datetime {t.isoformat()}: pass an aware datetime (UTC or with a zone)")
+    return t.astimezone(UTC)
+
+
+# ---------------------------------------------------------------------------------------
+# @reboot and @every
+
+
+class _RebootSchedule(Schedule):
+    """@reboot: once per boot of the daemon, never from the calendar."""
+
+    def __init__(self, expr: str, tz: str):
+        self.expr, self.tz, self.kind = expr, tz, "reboot"
+        self.is_fixed_time, self.every_s = False, None
+
+    def next_after(self, after: datetime) -> datetime | None:
+        _as_utc(after)
+        return None
+
+    def fires(self, start: datetime, end: datetime, limit: int | None = None) -> list[datetime]:
+        _as_utc(start), _as_utc(end)
+        return []
+
+    def prev_at_or_before(self, at: datetime) -> datetime | None:
+        _as_utc(at)
+        return None
+
+    def min_gap_s(self) -> int | None:
+        return None
+
+    def max_gap_s(self) -> int | None:
+        return None
+
+    def describe(self) -> str:
+        return "once at every boot"
+
+
+class _EverySchedule(Schedule):
+    """@every DURATION: UTC epoch multiples of the duration, whatever the zone."""
+
+    def __init__(self, expr: str, tz: str, seconds: int, written: str):
+        self.expr, self.tz, self.kind = expr, tz, "every"
+        self.is_fixed_time, self.every_s = False, seconds
+        self._written = written
+
+    def _epoch_seconds(self, t: datetime) -> int:
+        return (_as_utc(t) - _EPOCH) // _SECOND
+
+    def next_after(self, after: datetime) -> datetime | None:
+        n = self._epoch_seconds(after) // self.every_s + 1
+        return _EPOCH + timedelta(seconds=n * self.every_s)
+
+    def prev_at_or_before(self, at: datetime) -> datetime | None:
+        n = self._epoch_seconds(at) // self.every_s
+        return _EPOCH + timedelta(seconds=n * self.every_s)
+
+    def min_gap_s(self) -> int | None:
+        return self.every_s
+
+    def max_gap_s(self) -> int | None:
+        return self.every_s
+
+    def describe(self) -> str:
+        return f"every {self._written} (UTC epoch multiples)"
+
+
+# ---------------------------------------------------------------------------------------
+# cron: wall-time search
+
+
+def _month_length(y: int, m: int) -> int:
+    if m == 2 and y % 4 == 0 and (y % 100 != 0 or y % 400 == 0):
+        return 29
+    return _MONTH_LEN[m]
+
+
+def _matching_days(f: CronFields, y: int, m: int) -> tuple[int, ...]:
+    first_cron_dow = (date(y, m, 1).weekday() + 1) % 7
+    return f.days_in_month(first_cron_dow, _month_length(y, m))
+
+
+def _bisect_left(values: tuple[int, ...], x: int) -> int:
+    # values are short (<= 60); a linear scan beats bisect's call overhead here
+    for i, v in enumerate(values):
+        if v >= x:
+            return i
+    return len(values)
+
+
+def next_wall(f: CronFields, t: datetime, max_year: int | None = None) -> datetime | None:
+    """The first wall time >= `t` (naive, whole seconds) that matches `f`, or None."""
+    y, mo, d, h, mi, s = t.year, t.month, t.day, t.hour, t.minute, t.second
+    months, hours, minutes, seconds = f.months, f.hours, f.minutes, f.seconds
+    last_year = min(9999, max_year if max_year is not None else y + _SEARCH_YEARS)
+    while y <= last_year:
+        i = _bisect_left(months, mo)
+        if i == len(months):
+            y, mo, d, h, mi, s = y + 1, 1, 1, 0, 0, 0
+            continue
+        if months[i] != mo:
+            mo, d, h, mi, s = months[i], 1, 0, 0, 0
+        days = _matching_days(f, y, mo)
+        j = _bisect_left(days, d)
+        if j == len(days):
+            mo, d, h, mi, s = mo + 1, 1, 0, 0, 0
+            if mo > 12:
+                y, mo = y + 1, 1
+            continue
+        if days[j] != d:
+            d, h, mi, s = days[j], 0, 0, 0
+        k = _bisect_left(hours, h)
+        if k == len(hours):
+            d, h, mi, s = d + 1, 0, 0, 0
+            continue
+        if hours[k] != h:
+            h, mi, s = hours[k], 0, 0
+        m = _bisect_left(minutes, mi)
+        if m == len(minutes):
+            h, mi, s = h + 1, 0, 0
+            continue
+        if minutes[m] != mi:
+            mi, s = minutes[m], 0
+        n = _bisect_left(seconds, s)
+        if n == len(seconds):
+            mi, s = mi + 1, 0
+            continue
+        return datetime(y, mo, d, h, mi, seconds[n])
+    return None
+
+
+def wall_matches(f: CronFields, wall: datetime) -> bool:
+    """Whether the naive wall time `wall` matches every field of `f` (Vixie's day rule)."""
+    return (
+        wall.second in f.seconds
+        and wall.minute in f.minutes
+        and wall.hour in f.hours
+        and wall.month in f.months
+        and f.day_matches(wall.day, (wall.weekday() + 1) % 7)
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# cron: zone mapping
+
+
+def _transition_in(zone: ZoneInfo, lo: datetime, hi: datetime) -> datetime:
+    """The first instant in (lo, hi] (UTC, whole seconds) whose offset differs from lo's."""
+    before = lo.astimezone(zone).utcoffset()
+    while hi - lo > _SECOND:
+        mid = lo + timedelta(seconds=((hi - lo) // _SECOND) // 2)
+        if mid.astimezone(zone).utcoffset() == before:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+@dataclass(frozen=True)
+class _Wall:
+    """How one wall time maps to instants: 'normal', 'gap' or 'fold'."""
+
+    case: str
+    first: datetime  # the instant (normal), the first pass (fold), or the transition (gap)
+    second: datetime | None  # second pass (fold)
+    shift: timedelta  # size of the change (gap/fold), else 0
+    resume: datetime | None  # gap: the first wall time after the gap
+
+
+def _map_wall(zone: ZoneInfo, wall: datetime) -> _Wall:
+    u0 = wall.replace(tzinfo=zone).astimezone(UTC)
+    u1 = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    if u0 == u1:
+        return _Wall("normal", u0, None, timedelta(0), None)
+    if u0 < u1:
+        return _Wall("fold", u0, u1, u1 - u0, None)
+    # in a gap: fold=1 uses the offset after the change, fold=0 the offset before
+    shift = u0 - u1
+    t = _transition_in(zone, u1, u0)
+    resume = t.astimezone(zone).replace(tzinfo=None)
+    return _Wall("gap", t, None, shift, resume)
+
+
+def _fmt_time(t: datetime, seconds: bool) -> str:
+    return t.strftime("%H:%M:%S" if seconds else "%H:%M")
+
+
+class _CronSchedule(Schedule):
+    """A 5- or 6-field cron expression evaluated in a zone like Debian's cron."""
+
+    def __init__(self, expr: str, tz: str, zone: ZoneInfo, fields: CronFields):
+        self.expr, self.tz, self.kind = expr, tz, "cron"
+        self.is_fixed_time, self.every_s = fields.is_fixed_time, None
+        self.fields = fields
+        self._zone = zone
+        self._utc = tz in _UTC_NAMES
+
+    # -- next ---------------------------------------------------------------------------
+
+    def next_after(self, after: datetime) -> datetime | None:
+        a = _as_utc(after)
+        if self._utc:
+            w = next_wall(self.fields, a.replace(tzinfo=None, microsecond=0) + _SECOND)
+            return None if w is None else w.replace(tzinfo=UTC)
+        return self._next_zoned(a)
+
+    def _candidates(self, m: _Wall) -> tuple[datetime, ...]:
+        big = m.shift >= _CORRECTION
+        if m.case == "normal":
+            return (m.first,)
+        if m.case == "fold":
+            return (m.first,) if (self.is_fixed_time or big) else (m.first, m.second)
+        return (m.first,) if (self.is_fixed_time and not big) else ()
+
+    def _next_zoned(self, a: datetime) -> datetime | None:
+        zone = self._zone
+        local = a.astimezone(zone)
+        wall = local.replace(tzinfo=None, microsecond=0)
+        # `a` in the first pass of a fold: earlier wall times still have a second pass ahead
+        back = local.utcoffset() - (a + _CORRECTION).astimezone(zone).utcoffset()
+        if timedelta(0) < back < _CORRECTION:
+            wall -= back
+        best = None
+        w = next_wall(self.fields, wall)
+        while w is not None:
+            m = _map_wall(zone, w)
+            for inst in self._candidates(m):
+                if inst > a and (best is None or inst < best):
+                    best = inst
+            # instants never decrease with wall time (first pass / transition)
+            if best is not None and m.first >= best:
+                break
+            w = next_wall(self.fields, m.resume if m.case == "gap" else w + _SECOND)
+        return best
+
+    # -- gaps ---------------------------------------------------------------------------
+
+    def min_gap_s(self) -> int | None:
+        return _gaps(self.fields)[0]
+
+    def max_gap_s(self) -> int | None:
+        return _gaps(self.fields)[1]
+
+    # -- words --------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        text = _describe_fields(self.fields)
+        return text if self._utc else f"{text} ({self.tz})"
+
+    # -- DST ----------------------------------------------------------------------------
+
+    def dst_events(self, start: datetime, end: datetime) -> list[DstEvent]:
+        if self._utc:
+            return []
+        events = []
+        for t in _transitions(self._zone, _as_utc(start), _as_utc(end)):
+            event = self._event_at(t)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def _walls_between(self, lo: datetime, hi: datetime, cap: int = 10000) -> list[datetime]:
+        out = []
+        w = next_wall(self.fields, lo, max_year=hi.year)
+        while w is not None and w < hi and len(out) < cap:
+            out.append(w)
+            w = next_wall(self.fields, w + _SECOND, max_year=hi.year)
+        return out
+
+    def _event_at(self, t: datetime) -> DstEvent | None:
+        zone = self._zone
+        before, after = (t - _SECOND).astimezone(zone), t.astimezone(zone)
+        shift = after.utcoffset() - before.utcoffset()
+        if not shift:
+            return None
+        wall_at_t = (t + before.utcoffset()).replace(tzinfo=None)  # the old clock's reading
+        size = abs(shift)
+        lo, hi = (wall_at_t, wall_at_t + shift) if shift > timedelta(0) else (wall_at_t + shift, wall_at_t)
+        walls = self._walls_between(lo, hi)
+        if not walls:
+            return None
+        secs = self.fields.has_seconds
+        names = _list_times(walls, secs)
+        n_before, n_after = before.tzname(), after.tzname()
+        big = size >= _CORRECTION
+        day = lo.date().isoformat()
+        if shift > timedelta(0):
+            change = "clock-correction" if big else "spring-forward"
+            verb = "does" if len(walls) == 1 else "do"
+            if big:
+                effect = (f"the clock jumps from {_fmt_time(lo, secs)} {n_before} to {hi:%Y-%m-%d %H:%M} {n_after} "
+                          f"on {day}; {names} {verb} not exist and {_count(walls)} skipped "
+                          f"(a jump of 3 hours or more is a correction: nothing is caught up)")
+            elif self.is_fixed_time:
+                effect = (f"{names} {n_before} {verb} not exist on {day}; "
+                          f"fires once at {_fmt_time(after, secs)} {n_after} instead")
+            else:
+                effect = f"{names} {n_before} {verb} not exist on {day}; {_count(walls)} skipped"
+        else:
+            change = "clock-correction" if big else "fall-back"
+            verb = "happens" if len(walls) == 1 else "happen"
+            if big or self.is_fixed_time:
+                effect = (f"{names} {verb} twice on {day} ({n_before}, then {n_after}); "
+                          f"fires only the first time ({n_before})")
+            else:
+                effect = (f"{names} {verb} twice on {day} ({n_before}, then {n_after}); "
+                          f"fires in both passes")
+        return DstEvent(day, t, change, int(size.total_seconds()), effect)
+
+
+def _count(walls: list[datetime]) -> str:
+    n = len(walls)
+    more = "+" if n >= 10000 else ""
+    return "its fire is" if n == 1 else f"its {n}{more} fires are"
+
+
+def _list_times(walls: list[datetime], seconds: bool) -> str:
+    shown = [_fmt_time(w, seconds) for w in walls[:3]]
+    if len(walls) > 3:
+        return f"{', '.join(shown)}, … {_fmt_time(walls[-1], seconds)}"
+    if len(shown) > 1:
+        return f"{', '.join(shown[:-1])} and {shown[-1]}"
+    return shown[0]
+
+
+def _transitions(zone: ZoneInfo, start: datetime, end: datetime):
+    """Every instant in [start, end) where the zone's UTC offset changes."""
+    step = timedelta(hours=6)
+    lo = start.replace(microsecond=0) - _SECOND
+    off = lo.astimezone(zone).utcoffset()
+    while lo < end:
+        hi = min(lo + step, end)
+        hi_off = hi.astimezone(zone).utcoffset()
+        if hi_off != off:
+            t = _transition_in(zone, lo, hi)
+            if start <= t < end:
+                yield t
+            lo, off = t, t.astimezone(zone).utcoffset()
+            continue
+        lo = hi
+        if hi == end:
+            break
+
+
+# ---------------------------------------------------------------------------------------
+# cron: gaps between occurrences (in UTC terms, ignoring DST)
+
+
+def _diffs(values: tuple[int, ...]) -> list[int]:
+    return [b - a for a, b in zip(values, values[1:])]
+
+
+@lru_cache(maxsize=65536)
+def _gaps(f: CronFields) -> tuple[int, int]:
+    S, M, H = f.seconds, f.minutes, f.hours
+    inner: list[int] = []
+    inner += _diffs(S)
+    inner += [d * 60 - (S[-1] - S[0]) for d in _diffs(M)]
+    in_hour = (M[-1] * 60 + S[-1]) - (M[0] * 60 + S[0])
+    inner += [d * 3600 - in_hour for d in _diffs(H)]
+    span = H[-1] * 3600 + in_hour  # last time of day minus first time of day
+    across = [d * 86400 - span for d in _day_steps(f)]
+    gaps = inner + across
+    return min(gaps), max(gaps)
+
+
+def _day_steps(f: CronFields) -> set[int]:
+    every_day = f.dom_star and f.dow_star and len(f.doms) == 31 and len(f.dows) == 7
+    if every_day and len(f.months) == 12:
+        return {1}
+    for years in (8, _SEARCH_YEARS):
+        ordinals = []
+        for y in range(2024, 2024 + years):
+            for m in f.months:
+                base = date(y, m, 1).toordinal() - 1
+                ordinals.extend(base + d for d in _matching_days(f, y, m))
+        if len(ordinals) >= 2:
+            return set(_diffs(ordinals))
+    raise AssertionError("a schedule that passed the never-fires check fires every 400 years")
+
+
+# ---------------------------------------------------------------------------------------
+# cron: words
+
+_DOW_WORDS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+
+
+def _runs(values: tuple[int, ...]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for v in values:
+        if out and out[-1][1] == v - 1:
+            out[-1] = (out[-1][0], v)
+        else:
+            out.append((v, v))
+    return out
+
+
+def _words(values: tuple[int, ...], name=str, through: str = "-") -> str:
+    parts = []
+    for a, b in _runs(values):
+        if a == b:
+            parts.append(name(a))
+        elif b == a + 1:
+            parts += [name(a), name(b)]
+        else:
+            parts.append(f"{name(a)}{through}{name(b)}")
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _step_of(values: tuple[int, ...], size: int) -> int | None:
+    """k when values are 0, k, 2k, ... covering the whole field evenly."""
+    if values[0] != 0 or len(values) < 2:
+        return None
+    k = values[1]
+    return k if size % k == 0 and values == tuple(range(0, size, k)) else None
+
+
+def _time_words(f: CronFields) -> tuple[str, bool]:
+    """The time-of-day phrase, and whether it names specific times of a day."""
+    S, M, H = f.seconds, f.minutes, f.hours
+    all_h = len(H) == 24
+    every_s = _step_of(S, 60) if (len(M) == 60 and all_h) else None
+    if len(S) == 60 and len(M) == 60 and all_h:
+        return "every second", False
+    if every_s:
+        return f"every {every_s} seconds", False
+    sec = f" at second {S[0]}" if len(S) == 1 and S[0] else ""
+    if len(S) == 1:
+        if len(M) == 60 and all_h:
+            return "every minute" + sec, False
+        k = _step_of(M, 60)
+        if k and all_h:
+            return f"every {k} minutes" + sec, False
+        if all_h:
+            which = "minute" if len(M) == 1 else "minutes"
+            return f"at {which} {_words(M)} of every hour" + sec, False
+        if len(M) * len(H) <= 6:
+            fmt = "%02d:%02d:%02d" if f.has_seconds else "%02d:%02d"
+            times = [fmt % ((h, m, S[0]) if f.has_seconds else (h, m)) for h in H for m in M]
+            return "at " + _words_list(times), True
+        if len(M) == 60:
+            return f"every minute{sec} during hour {_words(H)}", False
+        which = "minute" if len(M) == 1 else "minutes"
+        return f"at {which} {_words(M)} of hours {_words(H)}" + sec, False
+    return f"at seconds {_words(S)} of minutes {_words(M)} of hours {_words(H)}", False
+
+
+def _words_list(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _day_words(f: CronFields) -> str:
+    doms = None if len(f.doms) == 31 else (
+        f"on day {f.doms[0]} of the month" if len(f.doms) == 1 else f"on days {_words(f.doms)} of the month")
+    dows = None if len(f.dows) == 7 else "on " + _words(f.dows, lambda d: _DOW_WORDS[d], " through ")
+    if doms and dows:
+        days = f"{doms} or {dows}" if f.days_are_or else f"{doms} if it is {dows[3:]}"
+    else:
+        days = doms or dows or ""
+    if len(f.months) < 12:
+        months = "in " + _words(f.months, lambda m: calendar.month_name[m], " through ")
+        days = f"{days} {months}".strip()
+    return days
+
+
+def _describe_fields(f: CronFields) -> str:
+    time_text, specific = _time_words(f)
+    days = _day_words(f)
+    if not days:
+        return f"{time_text} every day" if specific else time_text
+    return f"{time_text} {days}"
+
+
+# ---------------------------------------------------------------------------------------
+# compile
+
+
+@lru_cache(maxsize=1)
+def _zone_names() -> tuple[str, ...]:
+    from zoneinfo import available_timezones
+
+    return tuple(sorted(available_timezones()))
+
+
+def _zone(tz: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError, TypeError):
+        pass
+    names = _zone_names()
+    by_lower = {n.lower(): n for n in names}
+    close = [by_lower[tz.lower()]] if tz.lower() in by_lower else difflib.get_close_matches(tz, names, n=3)
+    hint = ("did you mean " + " or ".join(repr(c) for c in close) + "? ") if close else ""
+    raise ScheduleError(f"unknown time zone {tz!r}", hint + "use an IANA name such as 'Europe/Berlin' or 'UTC'")
+
+
+def _every_seconds(expr: str, arg: str) -> int:
+    try:
+        seconds = parse_duration(arg)
+    except DurationError as exc:
+        raise ScheduleError(f"@every {arg!r}: not a duration", "write @every 90s, @every 5m, @every 1h30m or @every 1d") from exc
+    if seconds <= 0:
+        raise ScheduleError(f"{expr!r}: @every needs a duration above zero", "write @every 1m or longer")
+    return seconds
+
+
+@lru_cache(maxsize=131072)
 def compile_schedule(expr: str, tz: str = "UTC") -> Schedule:
     """Parse and compile `expr` for zone `tz` (cached). Raise ScheduleError when invalid,
     when the zone is unknown, or when the expression can never fire (`0 0 31 2 *`)."""
-    raise NotImplementedError
+    if not isinstance(expr, str) or not expr.strip():
+        raise ScheduleError("the schedule is empty", "write five fields such as '30 2 * * *', or @daily, @every 5m")
+    zone = _zone(tz)
+    head, _, rest = expr.strip().partition(" ")
+    word = head.lower()
+    if word == "@reboot":
+        if rest.strip():
+            raise ScheduleError(f"{expr!r}: @reboot takes no argument", "write just @reboot")
+        return _RebootSchedule(expr, tz)
+    if word == "@every":
+        if not rest.strip():
+            raise ScheduleError(f"{expr!r}: @every needs a duration", "write @every 90s, @every 5m or @every 1h30m")
+        return _EverySchedule(expr, tz, _every_seconds(expr, rest.strip()), rest.strip())
+    return _CronSchedule(expr, tz, zone, parse_fields(expr))
