@@ -155,6 +155,9 @@ class Store(Protocol):
     def release_node(self, name: str, token: int) -> None:
         """Mark the node stopped (clean shutdown); its lease ends now."""
 
+    def set_node_info(self, name: str, token: int, info: dict[str, Any]) -> None:
+        """Replace the node's `info` (the daemon publishes registry_loaded_at, jobs, spec_hashes)."""
+
     def nodes(self) -> list[Node]:
         """Every node ever seen, newest heartbeat first."""
 
@@ -175,9 +178,16 @@ class Store(Protocol):
     def set_paused(self, job_id: str, paused: bool, reason: str | None) -> bool:
         """Pause or resume a job; False if no such job."""
 
+    def paused_jobs(self) -> dict[str, str | None]:
+        """job_id -> pause reason for every paused job (cheap: the daemon asks on each wake)."""
+
     # --- occurrences and runs ------------------------------------------------------------
     def insert_pending(self, run: Run) -> bool:
         """Materialize an occurrence; does nothing (False) if its run id exists."""
+
+    def insert_runs(self, runs: Iterable[Run]) -> int:
+        """Insert many runs in one transaction, each in the state it carries (pending, or a
+        terminal skipped_* record), ignoring run ids that exist; returns how many were new."""
 
     def pending(self, job_keys: Iterable[str] | None = None) -> list[Run]:
         """Runs in state pending or retry_wait (optionally only for these job keys)."""
