@@ -460,7 +460,7 @@ def _gaps(f: CronFields) -> tuple[int, int]:
     inner += [d * 60 - (S[-1] - S[0]) for d in _diffs(M)]
     in_hour = (M[-1] * 60 + S[-1]) - (M[0] * 60 + S[0])
     inner += [d * 3600 - in_hour for d in _diffs(H)]
-    span = H[-1] * 3600 + in_hour  # last time of day minus first time of day
+    span = (H[-1] - H[0]) * 3600 + in_hour  # last time of day minus first time of day
     across = [d * 86400 - span for d in _day_steps(f)]
     gaps = inner + across
     return min(gaps), max(gaps)
