@@ -1,0 +1,367 @@
+"""Answers about the past: did an occurrence run, what was missed, how long since a success.
+
+Pure: the schedule says which occurrences fell due, the runs say what happened to them,
+and `now` is an argument. An occurrence that fell due and has no row at all is a finding
+in its own right ("no record"): the daemon was down and nothing caught it up, or the
+database was restored from an older copy.
+
+Runs are read by attribute only (`run_id`, `job_id`, `job_key`, `scheduled_at`,
+`fire_at`, `state`, `attempts`, `node`, `exit_code`, `signal`, `error`, `trigger`,
+`started_at`, `finished_at`, `next_attempt_at`), so the store's `Run` and test doubles
+both fit.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterable, Mapping, Sequence
+
+from chronod.core.durations import format_duration
+from chronod.core.identity import jitter_offset, job_key, run_id
+from chronod.core.model import ACTIVE_STATES, JobSpec
+
+GRACE_S = 60  # a due occurrence without a row is only "missing" after this much lag
+NO_RECORD = "no_record"  # fell due, no row in the history
+NOT_DUE = "not_due"  # the occurrence's fire time is still ahead
+NO_OCCURRENCE = "no_occurrence"  # the schedule had nothing due in the question's window
+TRIGGER_PREFIX = "|manual|"
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One nominal point of a job's schedule on one job key, with its identity."""
+
+    job_id: str
+    job_key: str
+    node: str | None  # set for `run_on: each` jobs only
+    scheduled_at: datetime
+    fire_at: datetime
+    run_id: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer to "did it run?": yes or no, the state behind it, and why in words."""
+
+    yes: bool
+    state: str  # a run state, or NO_RECORD / NOT_DUE / NO_OCCURRENCE
+    reason: str
+    run: Any | None = None
+    occurrence: Occurrence | None = None
+
+
+@dataclass(frozen=True)
+class Miss:
+    """An occurrence in a window that did not succeed, or fell due and has no row."""
+
+    job_id: str
+    owner: str
+    job_key: str
+    node: str | None
+    scheduled_at: datetime
+    fire_at: datetime
+    run_id: str
+    state: str  # a terminal state, "pending" (overdue), or NO_RECORD
+    reason: str
+    run: Any | None = None
+
+
+@dataclass(frozen=True)
+class Silence:
+    """Time since the last success against the job's dead man's switch."""
+
+    last_success: datetime | None
+    age_s: float | None  # None: no success known and no start point to count from
+    max_silence_s: int | None
+    silent: bool
+
+
+def iso(at: datetime | None) -> str | None:
+    """An aware datetime as ISO-8601 in UTC with an explicit offset ("+00:00")."""
+    if at is None:
+        return None
+    return at.astimezone(timezone.utc).isoformat()
+
+
+def _z(at: datetime) -> str:
+    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def manual_run_id(key: str, requested_at: datetime) -> str:
+    """The run id of a manual trigger: `sha256((key + "|manual|" + T).encode()).hexdigest()[:16]`
+    with T the request time in UTC as `YYYY-MM-DDTHH:MM:SSZ` (the §4 formula with the
+    word `manual` between key and time, so it never equals a scheduled occurrence's id)."""
+    import hashlib
+
+    return hashlib.sha256(f"{key}{TRIGGER_PREFIX}{_z(requested_at)}".encode()).hexdigest()[:16]
+
+
+def node_of_key(key: str) -> str | None:
+    """The node part of an `id@node` job key, None for fleet-wide keys."""
+    return key.split("@", 1)[1] if "@" in key else None
+
+
+def job_keys(spec: JobSpec, nodes: Iterable[str] = ()) -> list[tuple[str, str | None]]:
+    """(job key, node) pairs the job runs under: one for `any`, one per node for `each`."""
+    if not spec.run_on.each:
+        return [(spec.id, None)]
+    return [(job_key(spec.id, True, n), n) for n in sorted(set(nodes))]
+
+
+def occurrences_at(spec: JobSpec, scheduled_at: datetime, nodes: Iterable[str] = ()) -> list[Occurrence]:
+    """The occurrence(s) of `spec` at one nominal instant (one per node for `each`)."""
+    out = []
+    for key, node in job_keys(spec, nodes):
+        fire = scheduled_at + timedelta(seconds=jitter_offset(key, spec.tolerance_s))
+        out.append(Occurrence(spec.id, key, node, scheduled_at, fire, run_id(key, scheduled_at)))
+    return out
+
+
+def occurrences(spec: JobSpec, schedule: Any, start: datetime, end: datetime,
+                nodes: Iterable[str] = ()) -> list[Occurrence]:
+    """Every occurrence whose nominal time is in (start, end], ascending."""
+    if schedule.kind == "reboot" or not spec.enabled:
+        return []
+    nodes = list(nodes)
+    return [o for at in schedule.fires(start, end) for o in occurrences_at(spec, at, nodes)]
+
+
+def _nodes_from_runs(runs: Iterable[Any]) -> set[str]:
+    return {n for r in runs if (n := node_of_key(r.job_key))}
+
+
+def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
+    """Why a run is in its state, in one sentence an operator can act on."""
+    s, err = run.state, (f": {run.error}" if run.error else "")
+    on = f" on {run.node}" if run.node else ""
+    if s == "succeeded":
+        when = f" at {_z(run.finished_at)}" if run.finished_at else ""
+        return f"succeeded{when}{on} (attempt {run.attempts})"
+    if s == "failed":
+        if run.exit_code is not None:
+            return f"failed with exit code {run.exit_code} after {run.attempts} attempt(s){on}{err}"
+        if run.signal is not None:
+            return f"failed: killed by signal {run.signal} after {run.attempts} attempt(s){on}{err}"
+        return f"failed{on}{err or ': could not start'}"
+    if s == "timed_out":
+        limit = f" of {format_duration(spec.timeout_s)}" if spec and spec.timeout_s else ""
+        return f"timed out: killed after its timeout{limit}{on}"
+    if s == "cancelled":
+        return f"cancelled{on}{err or ' (by overlap: replace or by an operator)'}"
+    if s == "skipped_overlap":
+        return f"skipped by the overlap policy (forbid): the previous run was still going{err}"
+    if s == "skipped_outage":
+        policy = f" (catchup: {spec.catchup})" if spec else ""
+        return f"skipped by the catch-up policy{policy}: it fell due while nothing could run it{err}"
+    if s == "skipped_paused":
+        return f"skipped: the job was paused when it fell due{err}"
+    if s == "lost":
+        return f"lost: the outcome cannot be known (its node died mid-run){err}"
+    if s == "running":
+        since = f" since {_z(run.started_at)}" if run.started_at else ""
+        return f"still running{on}{since} (attempt {run.attempts})"
+    if s == "retry_wait":
+        nxt = f"; next attempt at {_z(run.next_attempt_at)}" if run.next_attempt_at else ""
+        code = f" (exit code {run.exit_code})" if run.exit_code is not None else ""
+        return f"retrying: attempt {run.attempts} failed{code}{nxt}"
+    if s == "pending":
+        if run.fire_at > now:
+            return f"not due yet: fires at {_z(run.fire_at)}"
+        return f"due at {_z(run.fire_at)} but not started yet (late by {format_duration((now - run.fire_at).total_seconds())})"
+    return f"{s}{err}"
+
+
+def _judge(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec) -> tuple[str, str]:
+    """(state, reason) for one occurrence given its row (or its absence)."""
+    if run is not None:
+        if run.state == "pending" and run.fire_at > now:
+            return NOT_DUE, describe_run(run, now, spec)
+        return run.state, describe_run(run, now, spec)
+    if occ.fire_at > now:
+        return NOT_DUE, f"not due yet: fires at {_z(occ.fire_at)}"
+    return NO_RECORD, (
+        f"no record: it fell due at {_z(occ.fire_at)} but the history has no row for it "
+        f"(run id {occ.run_id}); the daemon was down and nothing caught it up, "
+        "or the database was restored from an older copy"
+    )
+
+
+def _answer_for(occs: Sequence[Occurrence], by_id: Mapping[str, Any], now: datetime, spec: JobSpec) -> Answer:
+    judged = [(o, by_id.get(o.run_id), *_judge(o, by_id.get(o.run_id), now, spec)) for o in occs]
+    if not judged:
+        return Answer(False, NO_RECORD, "no node is known to carry this job, so no occurrence can be expected")
+    bad = [j for j in judged if j[2] != "succeeded"]
+    if not bad:
+        o, r, state, reason = judged[-1]
+        return Answer(True, state, reason, r, o)
+    o, r, state, reason = bad[0]
+    if o.node:
+        reason = f"on {o.node}: {reason}"
+    return Answer(False, state, reason, r, o)
+
+
+def _scheduled(spec: JobSpec, schedule: Any) -> bool:
+    return schedule.kind != "reboot"
+
+
+def did_it_run(spec: JobSpec, runs: Iterable[Any], *, now: datetime, at: datetime | None = None,
+               since: datetime | None = None, schedule: Any = None, nodes: Iterable[str] = ()) -> Answer:
+    """Did the occurrence run?
+
+    - `at`: the occurrence nominally at or just before `at`; yes when it succeeded (for
+      `run_on: each`, on every node).
+    - `since`: yes when any run scheduled in (since, now] succeeded (manual runs count).
+    - neither: the latest occurrence whose fire time is at or before `now`.
+    `runs` are the job's runs around the question (the caller picks the window);
+    `nodes` are the node names an `each` job runs on (nodes seen in `runs` are added).
+    """
+    if at is not None and since is not None:
+        raise ValueError("ask about one occurrence (at) or a window (since), not both")
+    runs = list(runs)
+    schedule = schedule if schedule is not None else _compile(spec)
+    nodes = set(nodes) | _nodes_from_runs(runs)
+    if since is not None:
+        return _did_it_run_since(spec, runs, schedule, since, now, nodes)
+    if not _scheduled(spec, schedule):
+        return _latest_run_answer(runs, now, spec, "@reboot: it runs once per boot")
+    nominal = _occurrence_before(spec, schedule, at, now, nodes)
+    if nominal is None:
+        return Answer(False, NO_OCCURRENCE, "the schedule has no occurrence at or before that time")
+    by_id = {r.run_id: r for r in runs}
+    return _answer_for(occurrences_at(spec, nominal, nodes), by_id, now, spec)
+
+
+def _occurrence_before(spec: JobSpec, schedule: Any, at: datetime | None, now: datetime,
+                       nodes: Iterable[str]) -> datetime | None:
+    if at is not None:
+        return schedule.prev_at_or_before(at)
+    nominal = schedule.prev_at_or_before(now)
+    occs = occurrences_at(spec, nominal, nodes) if nominal else []
+    if nominal is not None and occs and all(o.fire_at > now for o in occs):
+        # Jitter pushed the latest nominal time past now: the one before it is the latest due.
+        nominal = schedule.prev_at_or_before(nominal - timedelta(seconds=1))
+    return nominal
+
+
+def _latest_run_answer(runs: list[Any], now: datetime, spec: JobSpec, what: str) -> Answer:
+    if not runs:
+        return Answer(False, NO_RECORD, f"no record of any run ({what})")
+    latest = max(runs, key=lambda r: r.scheduled_at)
+    return Answer(latest.state == "succeeded", latest.state, describe_run(latest, now, spec), latest)
+
+
+def _did_it_run_since(spec: JobSpec, runs: list[Any], schedule: Any, since: datetime,
+                      now: datetime, nodes: set[str]) -> Answer:
+    window = [r for r in runs if since < r.scheduled_at <= now]
+    wins = [r for r in window if r.state == "succeeded"]
+    if wins:
+        best = max(wins, key=lambda r: r.finished_at or r.scheduled_at)
+        extra = " (a manual run)" if best.trigger == "manual" else ""
+        return Answer(True, "succeeded", describe_run(best, now, spec) + extra, best)
+    if not _scheduled(spec, schedule):
+        return _latest_run_answer(window, now, spec, "@reboot: it runs once per boot")
+    by_id = {r.run_id: r for r in window}
+    due = [o for o in occurrences(spec, schedule, since, now, nodes) if o.fire_at <= now]
+    if not due and not window:
+        nxt = schedule.next_after(now)
+        when = f"; the next occurrence is at {_z(nxt)}" if nxt else ""
+        return Answer(False, NO_OCCURRENCE, f"nothing fell due between {_z(since)} and now{when}")
+    if due:
+        last = max(o.scheduled_at for o in due)
+        answer = _answer_for([o for o in due if o.scheduled_at == last], by_id, now, spec)
+    else:
+        answer = _latest_run_answer(window, now, spec, "")
+    n = len({o.scheduled_at for o in due})
+    if n > 1:
+        answer = Answer(False, answer.state, f"none of the {n} occurrences since {_z(since)} succeeded; "
+                        f"the latest {answer.reason}", answer.run, answer.occurrence)
+    return answer
+
+
+def _compile(spec: JobSpec) -> Any:
+    from chronod.core.schedule import compile_schedule
+
+    return compile_schedule(spec.schedule, spec.timezone)
+
+
+def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, now: datetime,
+           nodes: Iterable[str] = (), known_since: Mapping[str, datetime] | None = None,
+           schedules: Mapping[str, Any] | None = None, grace_s: int = GRACE_S) -> list[Miss]:
+    """Every occurrence scheduled in (since, now] that did not succeed, plus every one that
+    fell due (fire time + `grace_s` before `now`) and has no row at all.
+
+    `runs` are the runs scheduled in the window (every job). Running and retrying runs are
+    not misses (yet); a pending row past its grace is ("due but not started").
+    `known_since[job_id]`, when given, is when the job was first known: occurrences before
+    it are not expected. Runs of jobs missing from `specs` are reported under owner "".
+    Sorted by owner, job, scheduled time.
+    """
+    runs = [r for r in runs if since < r.scheduled_at <= now]
+    by_id = {r.run_id: r for r in runs}
+    all_nodes = set(nodes) | _nodes_from_runs(runs)
+    specs = {s.id: s for s in specs}
+    out: dict[str, Miss] = {}
+    for spec in specs.values():
+        schedule = (schedules or {}).get(spec.id) or _compile(spec)
+        start = max(since, (known_since or {}).get(spec.id, since))
+        for occ in occurrences(spec, schedule, start, now, all_nodes):
+            if occ.run_id not in by_id and occ.fire_at + timedelta(seconds=grace_s) < now:
+                out[occ.run_id] = _miss(spec.id, spec.owner, occ, None, *_judge(occ, None, now, spec))
+    for r in runs:
+        miss = _run_miss(r, specs.get(r.job_id), now, grace_s)
+        if miss is not None:
+            out[r.run_id] = miss
+    return sorted(out.values(), key=lambda m: (m.owner, m.job_id, m.scheduled_at, m.job_key))
+
+
+def _run_miss(r: Any, spec: JobSpec | None, now: datetime, grace_s: int) -> Miss | None:
+    if r.state in ("succeeded", "running", "retry_wait"):
+        return None
+    if r.state == "pending" and r.fire_at + timedelta(seconds=grace_s) >= now:
+        return None
+    occ = Occurrence(r.job_id, r.job_key, node_of_key(r.job_key), r.scheduled_at, r.fire_at, r.run_id)
+    owner = spec.owner if spec else ""
+    return _miss(r.job_id, owner, occ, r, r.state, describe_run(r, now, spec))
+
+
+def _miss(job_id: str, owner: str, occ: Occurrence, run: Any, state: str, reason: str) -> Miss:
+    return Miss(job_id, owner, occ.job_key, occ.node, occ.scheduled_at, occ.fire_at, occ.run_id, state, reason, run)
+
+
+def group_by_owner(misses: Iterable[Miss]) -> dict[str, list[Miss]]:
+    """Misses keyed by owner, owners in order, each list in the order given."""
+    groups: dict[str, list[Miss]] = defaultdict(list)
+    for m in misses:
+        groups[m.owner].append(m)
+    return dict(sorted(groups.items()))
+
+
+def success_streak(runs: Iterable[Any]) -> int:
+    """How many terminal runs in a row, newest first, succeeded (active runs are skipped)."""
+    streak = 0
+    for r in sorted(runs, key=lambda r: r.scheduled_at, reverse=True):
+        if r.state in ACTIVE_STATES:
+            continue
+        if r.state != "succeeded":
+            break
+        streak += 1
+    return streak
+
+
+def last_success(runs: Iterable[Any]) -> Any | None:
+    """The succeeded run that finished last, or None."""
+    wins = [r for r in runs if r.state == "succeeded"]
+    return max(wins, key=lambda r: r.finished_at or r.scheduled_at) if wins else None
+
+
+def silence(spec: JobSpec, last_success_at: datetime | None, now: datetime, *,
+            known_since: datetime | None = None) -> Silence:
+    """Time since the last success against `max_silence_s`. Without any success the age
+    counts from `known_since` (when the job was first known), if given."""
+    start = last_success_at or known_since
+    age = (now - start).total_seconds() if start else None
+    limit = spec.max_silence_s
+    silent = bool(limit is not None and age is not None and age > limit)
+    return Silence(last_success_at, age, limit, silent)

@@ -1,0 +1,259 @@
+"""did-it-run, missed, streaks and silence, from hand-built histories (no database, no clock)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from chronod.core import history as h
+from chronod.core.identity import jitter_offset, run_id
+from chronod.core.model import JobSpec, RunOn
+from chronod.store.api import Run
+
+UTC = timezone.utc
+
+
+def T(s: str) -> datetime:
+    """'2026-03-10 02:00' -> aware UTC."""
+    return datetime.fromisoformat(s).replace(tzinfo=UTC)
+
+
+def spec(id="billing-export", schedule="0 2 * * *", owner="finance", **kw) -> JobSpec:
+    kw.setdefault("max_silence_s", 2 * 86400)
+    return JobSpec(id=id, owner=owner, schedule=schedule, command="true",
+                   idempotency_class="idempotent", **kw)
+
+
+def run(sp: JobSpec, at: str, state: str, *, node=None, key=None, **kw) -> Run:
+    """A run of `sp` for the occurrence nominally at `at`, with its real identity."""
+    key = key or (f"{sp.id}@{node}" if sp.run_on.each else sp.id)
+    sched = T(at)
+    fire = sched + timedelta(seconds=jitter_offset(key, sp.tolerance_s))
+    defaults = dict(attempts=1 if state not in ("pending", "skipped_overlap", "skipped_outage", "skipped_paused") else 0,
+                    node=node or "web1")
+    if state in ("succeeded", "failed", "timed_out"):
+        defaults.update(started_at=fire, finished_at=fire + timedelta(seconds=30))
+    if state == "running":
+        defaults.update(started_at=fire)
+    defaults.update(kw)
+    return Run(run_id=run_id(key, sched), job_id=sp.id, job_key=key, scheduled_at=sched,
+               fire_at=fire, state=state, **defaults)
+
+
+NOW = T("2026-03-10 09:00")
+DAILY = spec()
+
+
+# --- did-it-run, one occurrence -------------------------------------------------------------
+
+def test_a_succeeded_occurrence_answers_yes():
+    a = h.did_it_run(DAILY, [run(DAILY, "2026-03-10 02:00", "succeeded")], now=NOW)
+    assert a.yes and a.state == "succeeded"
+    assert a.occurrence.scheduled_at == T("2026-03-10 02:00")
+
+
+def test_the_default_question_is_about_the_latest_due_occurrence_not_an_older_one():
+    runs = [run(DAILY, "2026-03-09 02:00", "succeeded"), run(DAILY, "2026-03-10 02:00", "failed", exit_code=3)]
+    a = h.did_it_run(DAILY, runs, now=NOW)
+    assert not a.yes
+    assert a.state == "failed"
+    assert "exit code 3" in a.reason
+
+
+def test_at_picks_the_occurrence_nominally_at_or_just_before_it():
+    runs = [run(DAILY, "2026-03-09 02:00", "succeeded"), run(DAILY, "2026-03-10 02:00", "failed", exit_code=1)]
+    assert h.did_it_run(DAILY, runs, now=NOW, at=T("2026-03-10 01:59")).yes
+    assert not h.did_it_run(DAILY, runs, now=NOW, at=T("2026-03-10 02:00")).yes
+
+
+@pytest.mark.parametrize("state, words", [
+    ("timed_out", "timed out"),
+    ("skipped_overlap", "overlap policy"),
+    ("skipped_outage", "catch-up policy"),
+    ("skipped_paused", "paused"),
+    ("lost", "lost"),
+    ("cancelled", "cancelled"),
+])
+def test_each_terminal_failure_state_answers_no_and_says_why(state, words):
+    a = h.did_it_run(DAILY, [run(DAILY, "2026-03-10 02:00", state)], now=NOW)
+    assert (a.yes, a.state) == (False, state)
+    assert words in a.reason
+
+
+def test_a_running_occurrence_is_not_yet_a_yes():
+    a = h.did_it_run(DAILY, [run(DAILY, "2026-03-10 02:00", "running", node="db2")], now=NOW)
+    assert (a.yes, a.state) == (False, "running")
+    assert "still running on db2" in a.reason
+
+
+def test_a_retrying_occurrence_names_the_next_attempt():
+    r = run(DAILY, "2026-03-10 02:00", "retry_wait", attempts=2, exit_code=7, next_attempt_at=T("2026-03-10 09:05"))
+    a = h.did_it_run(DAILY, [r], now=NOW)
+    assert a.state == "retry_wait"
+    assert "attempt 2 failed (exit code 7)" in a.reason and "2026-03-10T09:05:00Z" in a.reason
+
+
+def test_an_occurrence_in_the_future_is_not_due_yet():
+    a = h.did_it_run(DAILY, [], now=NOW, at=T("2026-03-11 03:00"))
+    assert (a.yes, a.state) == (False, h.NOT_DUE)
+    assert "2026-03-11T02:00:00Z" in a.reason
+
+
+def test_an_occurrence_that_fell_due_without_a_row_is_reported_as_no_record():
+    a = h.did_it_run(DAILY, [run(DAILY, "2026-03-09 02:00", "succeeded")], now=NOW)
+    assert (a.yes, a.state) == (False, h.NO_RECORD)
+    assert a.occurrence.run_id == run_id("billing-export", T("2026-03-10 02:00"))
+    assert a.occurrence.run_id in a.reason
+
+
+def test_a_pending_row_past_its_fire_time_says_it_is_late():
+    a = h.did_it_run(DAILY, [run(DAILY, "2026-03-10 02:00", "pending")], now=NOW)
+    assert a.state == "pending" and "not started yet (late by 7h)" in a.reason
+
+
+def test_jitter_that_pushes_the_latest_occurrence_past_now_means_the_one_before_is_asked_about():
+    sp = spec(tolerance_s=3600)
+    off = jitter_offset(sp.id, 3600)
+    now = T("2026-03-10 02:00") + timedelta(seconds=off - 1)  # nominally past 02:00, not yet fired
+    a = h.did_it_run(sp, [run(sp, "2026-03-09 02:00", "succeeded")], now=now)
+    assert a.yes and a.occurrence.scheduled_at == T("2026-03-09 02:00")
+
+
+# --- did-it-run, a window -------------------------------------------------------------------
+
+def test_any_success_in_the_window_answers_yes():
+    hourly = spec(id="sync", schedule="0 * * * *")
+    runs = [run(hourly, "2026-03-10 07:00", "succeeded"), run(hourly, "2026-03-10 08:00", "failed", exit_code=1)]
+    a = h.did_it_run(hourly, runs, now=NOW, since=NOW - timedelta(hours=3))
+    assert a.yes and a.run.scheduled_at == T("2026-03-10 07:00")
+
+
+def test_a_window_without_success_reports_the_latest_occurrence_and_how_many_failed():
+    hourly = spec(id="sync", schedule="0 * * * *")
+    runs = [run(hourly, f"2026-03-10 0{h_}:00", "failed", exit_code=2) for h_ in (7, 8)]
+    a = h.did_it_run(hourly, runs, now=NOW, since=NOW - timedelta(hours=2, minutes=30))
+    assert not a.yes
+    assert a.state == h.NO_RECORD  # 09:00 fell due exactly at now and has no row
+    assert "none of the 3 occurrences" in a.reason
+
+
+def test_a_manual_success_in_the_window_counts_and_is_named():
+    manual = run(DAILY, "2026-03-10 05:00", "succeeded", key="billing-export", trigger="manual")
+    manual.run_id = h.manual_run_id("billing-export", T("2026-03-10 05:00"))
+    runs = [run(DAILY, "2026-03-10 02:00", "failed", exit_code=1), manual]
+    a = h.did_it_run(DAILY, runs, now=NOW, since=NOW - timedelta(hours=12))
+    assert a.yes and "manual" in a.reason
+
+
+def test_a_window_in_which_nothing_fell_due_says_when_it_will():
+    a = h.did_it_run(DAILY, [], now=NOW, since=NOW - timedelta(hours=3))
+    assert (a.yes, a.state) == (False, h.NO_OCCURRENCE)
+    assert "2026-03-11T02:00:00Z" in a.reason
+
+
+def test_asking_about_a_moment_and_a_window_at_once_is_refused():
+    with pytest.raises(ValueError):
+        h.did_it_run(DAILY, [], now=NOW, at=NOW, since=NOW)
+
+
+# --- run_on: each ---------------------------------------------------------------------------
+
+EACH = spec(id="logrotate", owner="platform", run_on=RunOn(mode="each"))
+
+
+def test_an_each_job_ran_only_when_every_known_node_succeeded():
+    runs = [run(EACH, "2026-03-10 02:00", "succeeded", node="a"), run(EACH, "2026-03-10 02:00", "failed", node="b", exit_code=1)]
+    a = h.did_it_run(EACH, runs, now=NOW)
+    assert not a.yes and a.reason.startswith("on b: failed")
+
+
+def test_an_each_job_reports_a_node_that_has_no_row():
+    runs = [run(EACH, "2026-03-10 02:00", "succeeded", node="a")]
+    a = h.did_it_run(EACH, runs, now=NOW, nodes=["a", "c"])
+    assert (a.yes, a.state) == (False, h.NO_RECORD)
+    assert a.occurrence.node == "c" and a.occurrence.job_key == "logrotate@c"
+
+
+# --- missed ---------------------------------------------------------------------------------
+
+def test_missed_lists_failures_and_occurrences_without_rows_grouped_by_owner():
+    hourly = spec(id="sync", schedule="0 * * * *", owner="data")
+    runs = [run(DAILY, "2026-03-10 02:00", "failed", exit_code=4)]
+    runs += [run(hourly, f"2026-03-10 0{x}:00", "succeeded") for x in range(1, 9) if x != 5]
+    got = h.missed([DAILY, hourly], runs, since=T("2026-03-10 00:30"), now=T("2026-03-10 08:30"))
+    assert [(m.owner, m.job_id, m.scheduled_at, m.state) for m in got] == [
+        ("data", "sync", T("2026-03-10 05:00"), h.NO_RECORD),
+        ("finance", "billing-export", T("2026-03-10 02:00"), "failed"),
+    ]
+    assert list(h.group_by_owner(got)) == ["data", "finance"]
+
+
+def test_missed_ignores_occurrences_still_inside_their_grace():
+    hourly = spec(id="sync", schedule="0 * * * *")
+    assert h.missed([hourly], [], since=T("2026-03-10 07:30"), now=T("2026-03-10 08:00:30")) == []
+    got = h.missed([hourly], [], since=T("2026-03-10 07:30"), now=T("2026-03-10 08:01:01"))
+    assert [m.run_id for m in got] == [run_id("sync", T("2026-03-10 08:00"))]
+
+
+def test_missed_does_not_count_running_or_retrying_runs_but_counts_overdue_pending_ones():
+    hourly = spec(id="sync", schedule="0 * * * *")
+    runs = [run(hourly, "2026-03-10 06:00", "running"), run(hourly, "2026-03-10 07:00", "retry_wait"),
+            run(hourly, "2026-03-10 08:00", "pending")]
+    got = h.missed([hourly], runs, since=T("2026-03-10 05:30"), now=T("2026-03-10 08:10"))
+    assert [(m.scheduled_at, m.state) for m in got] == [(T("2026-03-10 08:00"), "pending")]
+
+
+def test_missed_expects_nothing_before_a_job_was_known():
+    hourly = spec(id="sync", schedule="0 * * * *")
+    got = h.missed([hourly], [], since=T("2026-03-10 00:00"), now=T("2026-03-10 08:30"),
+                   known_since={"sync": T("2026-03-10 07:30")})
+    assert [m.scheduled_at for m in got] == [T("2026-03-10 08:00")]
+
+
+def test_missed_expects_nothing_of_a_disabled_job():
+    assert h.missed([spec(enabled=False)], [], since=T("2026-03-09 00:00"), now=NOW) == []
+
+
+def test_missed_computes_each_jobs_per_known_node():
+    got = h.missed([EACH], [run(EACH, "2026-03-10 02:00", "succeeded", node="a")],
+                   since=T("2026-03-10 00:00"), now=NOW, nodes=["a", "b"])
+    assert [(m.job_key, m.state) for m in got] == [("logrotate@b", h.NO_RECORD)]
+
+
+def test_missed_reports_failed_runs_of_jobs_no_longer_registered_under_no_owner():
+    gone = spec(id="old-job")
+    got = h.missed([], [run(gone, "2026-03-10 02:00", "failed", exit_code=1)], since=T("2026-03-10 00:00"), now=NOW)
+    assert [(m.owner, m.job_id) for m in got] == [("", "old-job")]
+
+
+# --- streaks and silence ---------------------------------------------------------------------
+
+def test_the_success_streak_counts_back_to_the_first_failure_skipping_active_runs():
+    runs = [run(DAILY, f"2026-03-0{d} 02:00", s) for d, s in
+            [(3, "succeeded"), (4, "failed"), (5, "succeeded"), (6, "succeeded"), (7, "running")]]
+    assert h.success_streak(runs) == 2
+    assert h.success_streak([]) == 0
+
+
+def test_silence_compares_the_age_of_the_last_success_with_max_silence():
+    s = h.silence(DAILY, T("2026-03-08 02:00"), NOW)
+    assert s.silent and s.age_s == 2 * 86400 + 7 * 3600
+    assert not h.silence(DAILY, T("2026-03-09 02:00"), NOW).silent
+
+
+def test_silence_without_any_success_counts_from_when_the_job_was_known():
+    assert h.silence(DAILY, None, NOW).age_s is None
+    assert h.silence(DAILY, None, NOW, known_since=T("2026-03-01 00:00")).silent
+
+
+def test_the_last_success_is_the_one_that_finished_last():
+    runs = [run(DAILY, "2026-03-08 02:00", "succeeded"), run(DAILY, "2026-03-09 02:00", "succeeded"),
+            run(DAILY, "2026-03-10 02:00", "failed")]
+    assert h.last_success(runs).scheduled_at == T("2026-03-09 02:00")
+
+
+def test_a_manual_run_id_never_equals_the_scheduled_one_at_the_same_instant():
+    at = T("2026-03-10 02:00")
+    assert h.manual_run_id("billing-export", at) != run_id("billing-export", at)
+    assert len(h.manual_run_id("billing-export", at)) == 16
