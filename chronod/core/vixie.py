@@ -91,7 +91,12 @@ def _number(token: str, low: int, high: int, names: tuple[str, ...] | None) -> i
 
 
 def _parse_item(item: str, low: int, high: int, names: tuple[str, ...] | None) -> set[int]:
-    """One range: `*`, `N`, `N-M`, with an optional `/S` after `*` or `N-M`."""
+    """One range: `*`, `N`, `N-M`, with an optional `/S` after `*` or `N-M`.
+
+    Debian's entry.c (3.0pl1-162, checked with its `crontab`) refuses a step after a
+    single number ("5/10") and range ends outside the field, accepts any positive step,
+    and accepts a reversed range ("22-2"), which sets nothing at all.
+    """
     base, slash, step_text = item.partition("/")
     if base == "*":
         first, last = low, high
@@ -99,24 +104,18 @@ def _parse_item(item: str, low: int, high: int, names: tuple[str, ...] | None) -
         a, _, b = base.partition("-")
         first, last = _number(a, low, high, names), _number(b, low, high, names)
     else:
-        # entry.c returns after a single number and skips the rest of the field,
-        # so "5/10" means just 5.
-        value = _number(base, low, high, names)
+        if slash:
+            raise VixieParseError(f"a step needs a range or '*', not {item!r}")
+        first = last = _number(base, low, high, names)
+    for value in (first, last):
         if not low <= value <= high:
-            raise VixieParseError(f"{value} is out of range {low}-{high}")
-        return {value}
+            raise VixieParseError(f"{value} in {item!r} is out of range {low}-{high}")
     step = 1
     if slash:
         if not step_text.isdigit() or int(step_text) == 0:
             raise VixieParseError(f"bad step {step_text!r}")
         step = int(step_text)
-    # entry.c checks each element it sets, not the bounds: "0-60/7" is accepted (56 is
-    # the last element) and a reversed range such as "22-2" sets nothing at all.
-    values = set(range(first, last + 1, step))
-    bad = sorted(v for v in values if not low <= v <= high)
-    if bad:
-        raise VixieParseError(f"{bad[0]} in {item!r} is out of range {low}-{high}")
-    return values
+    return set(range(first, last + 1, step))
 
 
 def _parse_field(text: str, low: int, high: int, names: tuple[str, ...] | None = None) -> frozenset[int]:
