@@ -1,0 +1,233 @@
+"""Clock changes: one table of hard cases, each reasoned out by hand from the zone's rules.
+
+Rules (DESIGN §4, Vixie cron): a fixed-time job whose local time is skipped by a spring-forward
+fires once at the transition instant; in a fall-back it fires in the first pass only.
+Wildcard jobs (minute or hour starts with '*') skip missing times and fire in both passes.
+A change of 3 hours or more is a clock correction: nothing caught up, nothing repeated.
+
+Expected values are local ISO strings with the offset in force, so the DST side is visible.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from chronod.core.schedule import compile_schedule
+
+UTC = timezone.utc
+
+
+@dataclass(frozen=True)
+class Case:
+    zone: str
+    expr: str
+    after: str  # UTC instant
+    expected: tuple[str, ...]  # the next len(expected) fires, local time with offset
+    why: str
+
+    def __str__(self):
+        return f"{self.zone} {self.expr!r} after {self.after}: {self.why}"
+
+
+NY, BERLIN, LONDON, SYDNEY = "America/New_York", "Europe/Berlin", "Europe/London", "Australia/Sydney"
+
+CASES = [
+    # America/New_York transitions: 2026-03-08T07:00Z (02:00 EST -> 03:00 EDT),
+    # 2026-11-01T06:00Z (02:00 EDT -> 01:00 EST), 2027-03-14T07:00Z, 2027-11-07T06:00Z.
+    Case(NY, "30 2 * * *", "2026-11-01T00:00:00Z",
+         ("2026-11-01T02:30:00-05:00", "2026-11-02T02:30:00-05:00"),
+         "02:30 is after the repeated hour 01:00-02:00, so it fires once on 1 November"),
+    Case(NY, "30 2 * * *", "2027-03-13T12:00:00Z",
+         ("2027-03-14T03:00:00-04:00", "2027-03-15T02:30:00-04:00"),
+         "02:30 does not exist on 2027-03-14: fires at the transition, 03:00 EDT"),
+    Case(NY, "30 2 * * *", "2026-03-07T12:00:00Z",
+         ("2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00"),
+         "the same on the 2026 spring-forward"),
+    Case(NY, "30 1 * * *", "2026-10-31T12:00:00Z",
+         ("2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00"),
+         "fixed-time in the repeated hour: first pass (EDT) only"),
+    Case(NY, "30 1 * * *", "2027-11-06T12:00:00Z",
+         ("2027-11-07T01:30:00-04:00", "2027-11-08T01:30:00-05:00"),
+         "the same on the 2027 fall-back"),
+    Case(NY, "30 1 * * *", "2026-11-01T06:10:00Z",
+         ("2026-11-02T01:30:00-05:00",),
+         "starting inside the second pass (01:10 EST): 01:30 EST is not a fire, next is tomorrow"),
+    Case(NY, "*/30 1 * * *", "2026-11-01T04:00:00Z",
+         ("2026-11-01T01:00:00-04:00", "2026-11-01T01:30:00-04:00",
+          "2026-11-01T01:00:00-05:00", "2026-11-01T01:30:00-05:00", "2026-11-02T01:00:00-05:00"),
+         "wildcard minute: both passes, in instant order"),
+    Case(NY, "*/30 1 * * *", "2026-11-01T05:45:00Z",
+         ("2026-11-01T01:00:00-05:00", "2026-11-01T01:30:00-05:00", "2026-11-02T01:00:00-05:00"),
+         "wildcard starting at 01:45 EDT (first pass): the second pass of 01:00 is still ahead"),
+    Case(NY, "0 * * * *", "2026-11-01T04:30:00Z",
+         ("2026-11-01T01:00:00-04:00", "2026-11-01T01:00:00-05:00", "2026-11-01T02:00:00-05:00"),
+         "hourly is wildcard: 01:00 fires twice"),
+    Case(NY, "0 * * * *", "2026-03-08T05:30:00Z",
+         ("2026-03-08T01:00:00-05:00", "2026-03-08T03:00:00-04:00", "2026-03-08T04:00:00-04:00"),
+         "hourly skips the missing 02:00, no catch-up"),
+    Case(NY, "*/15 2 * * *", "2026-03-07T12:00:00Z",
+         ("2026-03-09T02:00:00-04:00", "2026-03-09T02:15:00-04:00"),
+         "wildcard minute with a fixed hour: the whole missing hour is skipped, no extra 03:00 fire"),
+    Case(NY, "0,30 2 * * *", "2026-03-08T00:00:00Z",
+         ("2026-03-08T03:00:00-04:00", "2026-03-09T02:00:00-04:00"),
+         "two matches in one gap collapse into one fire at the transition"),
+    Case(NY, "0 2,3 * * *", "2026-03-08T00:00:00Z",
+         ("2026-03-08T03:00:00-04:00", "2026-03-09T02:00:00-04:00"),
+         "02:00 (skipped) and 03:00 (the end of the gap) collapse into one fire"),
+    Case(NY, "0 2 8 3 *", "2026-01-01T00:00:00Z",
+         ("2026-03-08T03:00:00-04:00", "2027-03-08T02:00:00-05:00"),
+         "matching uses the skipped time's own date"),
+    Case(NY, "0 2 * * sun", "2026-03-07T00:00:00Z",
+         ("2026-03-08T03:00:00-04:00", "2026-03-15T02:00:00-04:00"),
+         "matching uses the skipped time's own weekday (Sunday)"),
+    # six fields (leading seconds) across the New York transitions
+    Case(NY, "*/30 30 2 * * *", "2026-03-08T00:00:00Z",
+         ("2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00", "2026-03-09T02:30:30-04:00"),
+         "02:30:00 and 02:30:30 are skipped and collapse into 03:00:00 EDT"),
+    Case(NY, "*/20 59 1 * * *", "2026-11-01T05:58:00Z",
+         ("2026-11-01T01:59:00-04:00", "2026-11-01T01:59:20-04:00", "2026-11-01T01:59:40-04:00",
+          "2026-11-02T01:59:00-05:00"),
+         "seconds do not make a job wildcard: first pass only"),
+    Case(NY, "0 */30 1 * * *", "2026-11-01T04:00:00Z",
+         ("2026-11-01T01:00:00-04:00", "2026-11-01T01:30:00-04:00",
+          "2026-11-01T01:00:00-05:00", "2026-11-01T01:30:00-05:00"),
+         "six fields with a wildcard minute: both passes"),
+    # Europe/Berlin: 2026-03-29T01:00Z (02:00 CET -> 03:00 CEST), 2026-10-25T01:00Z (03:00 CEST -> 02:00 CET)
+    Case(BERLIN, "30 2 * * *", "2026-03-28T12:00:00Z",
+         ("2026-03-29T03:00:00+02:00", "2026-03-30T02:30:00+02:00"), "gap 02:00-03:00"),
+    Case(BERLIN, "30 2 * * *", "2026-10-24T12:00:00Z",
+         ("2026-10-25T02:30:00+02:00", "2026-10-26T02:30:00+01:00"), "fold 02:00-03:00, first pass only"),
+    # Europe/London: 2026-03-29T01:00Z (01:00 GMT -> 02:00 BST)
+    Case(LONDON, "30 1 * * *", "2026-03-28T12:00:00Z",
+         ("2026-03-29T02:00:00+01:00", "2026-03-30T01:30:00+01:00"), "gap 01:00-02:00"),
+    # Europe/Dublin has negative DST in tzdata (IST is standard, GMT the "saving"):
+    # 2026-03-29T01:00Z (01:00 GMT -> 02:00 IST), 2026-10-25T01:00Z (02:00 IST -> 01:00 GMT)
+    Case("Europe/Dublin", "30 1 * * *", "2026-10-24T12:00:00Z",
+         ("2026-10-25T01:30:00+01:00", "2026-10-26T01:30:00+00:00"), "fold 01:00-02:00, first pass only"),
+    Case("Europe/Dublin", "30 1 * * *", "2026-03-28T12:00:00Z",
+         ("2026-03-29T02:00:00+01:00", "2026-03-30T01:30:00+01:00"), "gap 01:00-02:00"),
+    # Australia/Sydney: 2026-04-04T16:00Z (03:00 AEDT -> 02:00 AEST), 2026-10-03T16:00Z (02:00 AEST -> 03:00 AEDT)
+    Case(SYDNEY, "30 2 * * *", "2026-04-04T00:00:00Z",
+         ("2026-04-05T02:30:00+11:00", "2026-04-06T02:30:00+10:00"), "southern autumn fold"),
+    Case(SYDNEY, "30 2 * * *", "2026-10-03T00:00:00Z",
+         ("2026-10-04T03:00:00+11:00", "2026-10-05T02:30:00+11:00"), "southern spring gap"),
+    # America/Santiago: 2026-04-05T03:00Z (24:00 -03 -> 23:00 -04 on 4 April),
+    # 2026-09-06T04:00Z (24:00 -04 on 5 September -> 01:00 -03 on 6 September)
+    Case("America/Santiago", "30 23 * * *", "2026-04-04T12:00:00Z",
+         ("2026-04-04T23:30:00-03:00", "2026-04-05T23:30:00-04:00"), "fold 23:00-24:00, first pass only"),
+    Case("America/Santiago", "0 0 * * *", "2026-09-05T12:00:00Z",
+         ("2026-09-06T01:00:00-03:00", "2026-09-07T00:00:00-03:00"), "midnight does not exist on 6 September"),
+    # Australia/Lord_Howe moves by 30 minutes: 2026-04-04T15:00Z (02:00 +11 -> 01:30 +1030),
+    # 2026-10-03T15:30Z (02:00 +1030 -> 02:30 +11)
+    Case("Australia/Lord_Howe", "15 2 * * *", "2026-10-03T00:00:00Z",
+         ("2026-10-04T02:30:00+11:00", "2026-10-05T02:15:00+11:00"), "half-hour gap 02:00-02:30"),
+    Case("Australia/Lord_Howe", "45 1 * * *", "2026-04-04T00:00:00Z",
+         ("2026-04-05T01:45:00+11:00", "2026-04-06T01:45:00+10:30"), "half-hour fold 01:30-02:00"),
+    Case("Australia/Lord_Howe", "*/15 1 * * *", "2026-04-04T13:30:00Z",
+         ("2026-04-05T01:00:00+11:00", "2026-04-05T01:15:00+11:00", "2026-04-05T01:30:00+11:00",
+          "2026-04-05T01:45:00+11:00", "2026-04-05T01:30:00+10:30", "2026-04-05T01:45:00+10:30",
+          "2026-04-06T01:00:00+10:30"),
+         "wildcard: 01:30 and 01:45 fire in both passes"),
+    # Pacific/Chatham (+1245/+1345): 2026-04-04T14:00Z (03:45 -> 02:45), 2026-09-26T14:00Z (02:45 -> 03:45)
+    Case("Pacific/Chatham", "0 3 * * *", "2026-04-04T00:00:00Z",
+         ("2026-04-05T03:00:00+13:45", "2026-04-06T03:00:00+12:45"), "fold 02:45-03:45, first pass only"),
+    Case("Pacific/Chatham", "0 3 * * *", "2026-09-26T00:00:00Z",
+         ("2026-09-27T03:45:00+13:45", "2026-09-28T03:00:00+13:45"), "gap 02:45-03:45: fires at 03:45"),
+    Case("Pacific/Chatham", "45 2 * * *", "2026-09-26T00:00:00Z",
+         ("2026-09-27T03:45:00+13:45", "2026-09-28T02:45:00+13:45"), "02:45 is the first skipped minute"),
+    # Europe/Moscow changed its rules: 2011-03-26T23:00Z (02:00 +03 -> 03:00 +04, then no more DST),
+    # 2014-10-25T22:00Z (02:00 +04 -> 01:00 +03, permanent)
+    Case("Europe/Moscow", "30 2 * * *", "2011-03-26T00:00:00Z",
+         ("2011-03-27T03:00:00+04:00", "2011-03-28T02:30:00+04:00"), "last spring-forward"),
+    Case("Europe/Moscow", "30 2 * * *", "2011-10-29T12:00:00Z",
+         ("2011-10-30T02:30:00+04:00", "2011-10-31T02:30:00+04:00"), "no fall-back in 2011"),
+    Case("Europe/Moscow", "30 1 * * *", "2014-10-25T12:00:00Z",
+         ("2014-10-26T01:30:00+04:00", "2014-10-27T01:30:00+03:00"), "the 2014 change back, first pass only"),
+    Case("Europe/Moscow", "30 2 * * *", "2015-03-28T00:00:00Z",
+         ("2015-03-29T02:30:00+03:00", "2015-03-30T02:30:00+03:00"), "no DST any more"),
+    # America/Sao_Paulo stopped DST in 2019: 2018-11-04T03:00Z (00:00 -03 -> 01:00 -02),
+    # 2019-02-17T02:00Z (24:00 -02 -> 23:00 -03 on 16 February), none after
+    Case("America/Sao_Paulo", "30 0 * * *", "2018-11-03T12:00:00Z",
+         ("2018-11-04T01:00:00-02:00", "2018-11-05T00:30:00-02:00"), "gap 00:00-01:00"),
+    Case("America/Sao_Paulo", "30 23 * * *", "2019-02-16T12:00:00Z",
+         ("2019-02-16T23:30:00-02:00", "2019-02-17T23:30:00-03:00"), "the last fold, first pass only"),
+    Case("America/Sao_Paulo", "30 0 * * *", "2019-11-02T12:00:00Z",
+         ("2019-11-03T00:30:00-03:00", "2019-11-04T00:30:00-03:00"), "no spring-forward in 2019"),
+    # Pacific/Apia skipped 30 December 2011: 2011-12-30T10:00Z (29 Dec 24:00 -10 -> 31 Dec 00:00 +14),
+    # a 24-hour jump: a clock correction, nothing is caught up
+    Case("Pacific/Apia", "0 12 * * *", "2011-12-29T00:00:00Z",
+         ("2011-12-29T12:00:00-10:00", "2011-12-31T12:00:00+14:00"), "30 December does not exist"),
+    Case("Pacific/Apia", "30 12 30 12 *", "2011-06-01T00:00:00Z",
+         ("2012-12-30T12:30:00+14:00",), "a job for 30 December is not caught up in 2011"),
+    Case("Pacific/Apia", "0 * * * *", "2011-12-30T08:30:00Z",
+         ("2011-12-29T23:00:00-10:00", "2011-12-31T00:00:00+14:00", "2011-12-31T01:00:00+14:00"),
+         "hourly goes straight from 23:00 on the 29th to midnight on the 31st"),
+]
+
+
+def _next_fires(case: Case) -> list[str]:
+    s = compile_schedule(case.expr, case.zone)
+    zone = ZoneInfo(case.zone)
+    t = datetime.fromisoformat(case.after.replace("Z", "+00:00"))
+    out = []
+    for _ in case.expected:
+        t = s.next_after(t)
+        assert t.tzinfo is UTC
+        out.append(t.astimezone(zone).isoformat())
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_fires_across_clock_changes_follow_vixie_cron(case):
+    assert _next_fires(case) == list(case.expected), case.why
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_walking_backwards_finds_the_same_fires(case):
+    s = compile_schedule(case.expr, case.zone)
+    expected = [datetime.fromisoformat(e).astimezone(UTC) for e in case.expected]
+    for earlier, later in zip(expected, expected[1:]):
+        assert s.prev_at_or_before(later) == later
+        assert s.prev_at_or_before(later.replace(microsecond=0) - (later - earlier) / 2) == earlier
+
+
+def _utc(text):
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_dst_events_name_the_local_times_and_what_the_job_does_instead():
+    events = compile_schedule("30 2 * * *", NY).dst_events(_utc("2026-01-01T00:00:00Z"), _utc("2028-01-01T00:00:00Z"))
+    assert [(e.date, e.change, e.shift_s) for e in events] == [
+        ("2026-03-08", "spring-forward", 3600), ("2027-03-14", "spring-forward", 3600)]
+    assert events[1].transition_at == _utc("2027-03-14T07:00:00Z")
+    assert events[1].effect == "02:30 EST does not exist on 2027-03-14; fires once at 03:00 EDT instead"
+
+
+def test_dst_events_for_the_repeated_hour():
+    fixed = compile_schedule("30 1 * * *", NY).dst_events(_utc("2026-06-01T00:00:00Z"), _utc("2027-01-01T00:00:00Z"))
+    assert [(e.date, e.change) for e in fixed] == [("2026-11-01", "fall-back")]
+    assert "first time" in fixed[0].effect and "01:30" in fixed[0].effect
+    wild = compile_schedule("*/30 1 * * *", NY).dst_events(_utc("2026-06-01T00:00:00Z"), _utc("2027-01-01T00:00:00Z"))
+    assert "both passes" in wild[0].effect
+
+
+def test_transitions_that_touch_no_fire_are_not_listed():
+    assert compile_schedule("0 12 * * *", NY).dst_events(_utc("2026-01-01T00:00:00Z"), _utc("2028-01-01T00:00:00Z")) == []
+    assert compile_schedule("30 2 * * *", "UTC").dst_events(_utc("2026-01-01T00:00:00Z"), _utc("2028-01-01T00:00:00Z")) == []
+
+
+def test_the_apia_day_is_a_clock_correction():
+    events = compile_schedule("0 12 * * *", "Pacific/Apia").dst_events(
+        _utc("2011-12-01T00:00:00Z"), _utc("2012-01-01T00:00:00Z"))
+    assert [(e.date, e.change, e.shift_s, e.transition_at) for e in events] == [
+        ("2011-12-30", "clock-correction", 86400, _utc("2011-12-30T10:00:00Z"))]
+    assert "nothing is caught up" in events[0].effect
+
+
+def test_dst_events_interval_is_half_open():
+    s = compile_schedule("30 2 * * *", NY)
+    t = _utc("2027-03-14T07:00:00Z")
+    assert len(s.dst_events(t, _utc("2027-03-15T00:00:00Z"))) == 1
+    assert s.dst_events(_utc("2027-03-01T00:00:00Z"), t) == []
