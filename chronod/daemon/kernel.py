@@ -1,0 +1,123 @@
+"""Linux facilities the loop waits on, through ctypes: a wall-clock timerfd that wakes at
+an absolute time (and early when the clock is set), and inotify on the registry."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from datetime import datetime
+from pathlib import Path
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+CLOCK_REALTIME = 0
+TFD_CLOEXEC = 0o2000000
+TFD_NONBLOCK = 0o4000
+TFD_TIMER_ABSTIME = 1
+TFD_TIMER_CANCEL_ON_SET = 2
+
+IN_NONBLOCK = 0o4000
+IN_CLOEXEC = 0o2000000
+IN_MODIFY = 0x2
+IN_ATTRIB = 0x4
+IN_CLOSE_WRITE = 0x8
+IN_MOVED_FROM = 0x40
+IN_MOVED_TO = 0x80
+IN_CREATE = 0x100
+IN_DELETE = 0x200
+IN_DELETE_SELF = 0x400
+IN_MOVE_SELF = 0x800
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class _Itimerspec(ctypes.Structure):
+    _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
+
+
+class WallTimer:
+    """A timerfd on CLOCK_REALTIME: readable at an absolute wall time, or at once when
+    someone sets the clock (so a clock jump is noticed without polling)."""
+
+    def __init__(self) -> None:
+        fd = _libc.timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "timerfd_create failed")
+        self.fd = fd
+
+    def arm(self, at: datetime | None) -> None:
+        """Fire at `at` (aware); None disarms."""
+        spec = _Itimerspec()
+        if at is not None:
+            ts = max(at.timestamp(), 1e-9)
+            spec.it_value.tv_sec = int(ts)
+            spec.it_value.tv_nsec = max(int((ts - int(ts)) * 1e9), 1 if int(ts) == 0 else 0)
+        flags = TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET
+        if _libc.timerfd_settime(self.fd, flags, ctypes.byref(spec), None) != 0:
+            raise OSError(ctypes.get_errno(), "timerfd_settime failed")
+
+    def drain(self) -> None:
+        try:
+            os.read(self.fd, 8)
+        except OSError:
+            pass  # EAGAIN, or ECANCELED after a clock change: either way, re-arm
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class DirWatch:
+    """inotify on a registry directory (and its parent, so a replaced directory is seen)."""
+
+    def __init__(self, paths: list[Path]):
+        fd = _libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
+        self.fd = fd
+        mask = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE
+                | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF)
+        for p in paths:
+            target = p if p.is_dir() else p.parent
+            _libc.inotify_add_watch(fd, os.fsencode(str(target)), mask)
+
+    def drain(self) -> bool:
+        """Consume pending events; True if there were any."""
+        got = False
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return got
+            if not data:
+                return got
+            got = True
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def boot_id() -> str:
+    """The kernel's boot id: changes on every boot, the same for every process of one boot."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def boot_time() -> float:
+    """When this boot started, as a Unix time (btime in /proc/stat)."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def rss_bytes() -> int:
+    """This process's resident memory."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+

@@ -1,0 +1,39 @@
+"""Structured log lines on stderr (journald keeps them): `event=... key=value ...`."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+from typing import Any, TextIO
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, datetime):
+        return v.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    s = str(v)
+    if not s or any(c in s for c in ' "=\n\t'):
+        s = '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
+    return s
+
+
+class Log:
+    """Writes one line per event; `level` is info, warning or error."""
+
+    def __init__(self, stream: TextIO | None = None, *, timestamps: bool = True):
+        self.stream = stream or sys.stderr
+        self.timestamps = timestamps
+
+    def __call__(self, event: str, level: str = "info", **fields: Any) -> None:
+        parts = []
+        if self.timestamps:
+            parts.append(datetime.now(timezone.utc).isoformat(timespec="milliseconds"))
+        parts.append(f"level={level}")
+        parts.append(f"event={event}")
+        parts.extend(f"{k}={_value(v)}" for k, v in fields.items() if v is not None)
+        try:
+            self.stream.write(" ".join(parts) + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass  # stderr gone (journald restarting): never let logging stop the scheduler

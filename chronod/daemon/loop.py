@@ -1,0 +1,688 @@
+"""The daemon loop: keep every carried job's next occurrence stored, start what falls due,
+record how each run ends. Decisions come from chronod.core.policy; time only from the
+injected clock; the loop sleeps until the next fire (or a signal, a child's exit, a
+registry change) and never polls.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import heapq
+import os
+import random
+import selectors
+import signal
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+
+from chronod.core import identity, policy
+from chronod.core.clock import Clock
+from chronod.core.model import JobSpec
+from chronod.core.schedule import Schedule, compile_schedule
+from chronod.store.api import Run, Store
+
+SQLITE_LEASE_TTL_S = 600.0
+RECONCILE_EVERY_S = 300.0
+
+
+@dataclass
+class Job:
+    """A carried job: its spec, compiled schedule and identity on this node."""
+
+    spec: JobSpec
+    schedule: Schedule
+    key: str
+    offset: int
+
+
+@dataclass
+class Active:
+    """A run this daemon is watching (launched here or adopted)."""
+
+    run: Run
+    handle: Any
+    job: Job
+
+
+@dataclass
+class Wakeups:
+    """What woke the loop."""
+
+    reload: bool = False
+    requests: bool = False
+    stop: bool = False
+    children: list[Any] = field(default_factory=list)
+
+
+def carries(spec: JobSpec, node: str) -> bool:
+    """Whether this node runs the job at all (`run_on: {nodes: [globs]}` restricts)."""
+    if spec.run_on.each or not spec.run_on.nodes:
+        return True
+    return any(fnmatch.fnmatchcase(node, g) for g in spec.run_on.nodes)
+
+
+class Daemon:
+    """One chronod. Built by chronod.daemon.main (the composition root)."""
+
+    def __init__(self, *, clock: Clock, store: Store, runner: Any, load_registry: Callable[[], Any],
+                 node: str, metrics: Any, notifier: Any, log: Callable[..., None],
+                 waker: Any, boot_id: str, boot_time: float, lease_ttl_s: float = SQLITE_LEASE_TTL_S,
+                 rng: random.Random | None = None):
+        self.clock, self.store, self.runner, self.node = clock, store, runner, node
+        self._load_registry = load_registry
+        self.metrics, self.notifier, self.log, self.waker = metrics, notifier, log, waker
+        self.boot_id, self.boot_time = boot_id, boot_time
+        self.lease_ttl_s = lease_ttl_s
+        self.rng = rng or random.Random()
+        self.token = 0
+        self.lease_deadline = 0.0  # monotonic
+        self.jobs: dict[str, Job] = {}
+        self.file_specs: dict[str, list[JobSpec]] = {}  # last good version of each file
+        self.heap: list[tuple[datetime, int, str]] = []  # (wake at, seq, run_id)
+        self.pending: dict[str, Run] = {}  # run_id -> stored pending / retry_wait run
+        self.active: dict[str, Active] = {}  # run_id -> running here
+        self.queued: dict[str, deque[Run]] = {}  # job_id -> runs waiting for their turn
+        self.paused: dict[str, str | None] = {}
+        self.seq = 0
+        self.stopping = False
+        self.next_reconcile = 0.0
+        self.next_watchdog = 0.0
+
+    # ------------------------------------------------------------------ start / stop
+    def start(self) -> None:
+        """Take the lease, load the registry, adopt orphaned runs, materialize, report READY."""
+        self.token = self.store.acquire_node(
+            self.node, pid=os.getpid(), hostname=os.uname().nodename, boot_id=self.boot_id, ttl_s=self.lease_ttl_s)
+        self.lease_deadline = self.clock.monotonic() + self.lease_ttl_s * 0.9
+        self.metrics.lease_token.set(self.token)
+        self.log("node.acquired", node=self.node, token=self.token)
+        self.reload(initial=True)
+        self.adopt()
+        self.reconcile()
+        self.reboot_jobs()
+        self.notifier.ready(self.status_line())
+        self.log("daemon.ready", node=self.node, jobs=len(self.jobs), pending=len(self.pending),
+                 running=len(self.active))
+
+    def run_forever(self) -> None:
+        """The loop: wait, then handle whatever woke us, until SIGTERM."""
+        while not self.stopping:
+            self.tick(self.waker.wait(self.next_wake(), [a.handle for a in self.active.values()]))
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop launching; leave running jobs to finish under their supervisors."""
+        self.notifier.stopping()
+        self.store.release_node(self.node, self.token)
+        self.log("daemon.stopped", running_left=len(self.active),
+                 note="running jobs continue; the next chronod adopts them")
+
+    # ------------------------------------------------------------------ one wake-up
+    def tick(self, woke: Wakeups) -> None:
+        """Handle one wake-up: children first (frees slots), then control, then due work."""
+        if woke.stop:
+            self.stopping = True
+            return
+        for handle in woke.children:
+            self.child_exited(handle)
+        self.keep_lease()
+        if woke.reload:
+            self.reload()
+        if woke.requests or woke.reload:
+            self.take_requests()
+        self.refresh_paused()
+        self.run_due()
+        self.housekeeping()
+
+    def next_wake(self) -> datetime | None:
+        """The earliest time anything is due (None: nothing scheduled)."""
+        candidates = []
+        if self.heap:
+            candidates.append(self.heap[0][0])
+        now = self.clock.now()
+        mono = self.clock.monotonic()
+        for deadline in (self.lease_deadline - self.lease_ttl_s * 0.4, self.next_reconcile, self.next_watchdog):
+            if deadline > 0:
+                candidates.append(now + timedelta(seconds=max(deadline - mono, 0)))
+        return min(candidates) if candidates else None
+
+    def housekeeping(self) -> None:
+        mono = self.clock.monotonic()
+        if self.notifier.watchdog_interval_s and mono >= self.next_watchdog:
+            self.notifier.watchdog()
+            self.next_watchdog = mono + self.notifier.watchdog_interval_s
+        if mono >= self.next_reconcile:
+            self.reconcile()
+        self.metrics.running.set(len(self.active))
+        stale = self.store.stale_rejections
+        if stale > self._stale_seen:
+            self.metrics.stale.inc(stale - self._stale_seen)
+            self._stale_seen = stale
+
+    _stale_seen = 0
+
+    def keep_lease(self) -> None:
+        """Renew the lease when half of it is used; a lost lease means re-acquire."""
+        mono = self.clock.monotonic()
+        if mono < self.lease_deadline - self.lease_ttl_s * 0.4:
+            return
+        if self.store.renew_lease(self.node, self.token, self.lease_ttl_s):
+            self.lease_deadline = mono + self.lease_ttl_s * 0.9
+            return
+        self.log("node.lease_lost", "warning", node=self.node, token=self.token)
+        self.token = self.store.acquire_node(
+            self.node, pid=os.getpid(), hostname=os.uname().nodename, boot_id=self.boot_id, ttl_s=self.lease_ttl_s)
+        self.lease_deadline = self.clock.monotonic() + self.lease_ttl_s * 0.9
+        self.metrics.lease_token.set(self.token)
+
+    def lease_ok(self) -> bool:
+        """Launch only while the local monotonic deadline says the lease must still hold."""
+        return self.clock.monotonic() < self.lease_deadline
+
+    # ------------------------------------------------------------------ registry
+    def reload(self, initial: bool = False) -> None:
+        """Validate first, then swap: a file with errors keeps its last good version."""
+        result = self._load_registry()
+        specs: dict[str, JobSpec] = {}
+        errors: list[dict[str, Any]] = []
+        for path, fres in sorted(result.files.items()):
+            bad = [p for p in fres.problems if p.severity == "error"]
+            if bad:
+                for p in bad:
+                    errors.append({"file": p.file or path, "line": p.line, "message": p.format()})
+                    self.log("registry.error", "error", file=p.file or path, line=p.line, message=p.format())
+                keep = self.file_specs.get(path)
+                if keep is not None:
+                    self.log("registry.kept_last_good", "warning", file=path, jobs=len(keep))
+                    fres_specs = keep
+                else:
+                    fres_specs = list(fres.specs)
+            else:
+                fres_specs = list(fres.specs)
+                self.file_specs[path] = fres_specs
+            for spec in fres_specs:
+                if spec.id in specs:
+                    continue  # the loader reports duplicates; the first file wins
+                specs[spec.id] = spec
+        for path in list(self.file_specs):
+            if path not in result.files:
+                del self.file_specs[path]
+        self.store.set_registry_errors(self.node, errors)
+        self.metrics.registry_errors.set(len({e["file"] for e in errors}))
+        self.apply_specs(specs)
+        self.store.set_node_info(self.node, self.token, {
+            "registry_loaded_at": self.clock.now().isoformat(),
+            "jobs": len(self.jobs),
+            "spec_hashes": {j.spec.id: j.spec.spec_hash() for j in self.jobs.values()},
+            "registry_errors": len(errors),
+            "pid": os.getpid(),
+        })
+        if not initial:
+            self.log("registry.reloaded", jobs=len(self.jobs), errors=len(errors))
+            self.notifier.status(self.status_line())
+
+    def apply_specs(self, specs: dict[str, JobSpec]) -> None:
+        """Swap in a new set of definitions and keep each job's next occurrence right."""
+        carried = {i: s for i, s in specs.items() if carries(s, self.node)}
+        self.store.sync_jobs(self.node, carried.values())
+        old = self.jobs
+        new: dict[str, Job] = {}
+        for job_id, spec in carried.items():
+            prev = old.get(job_id)
+            if prev is not None and prev.spec == spec:
+                new[job_id] = prev
+                continue
+            key = identity.job_key(spec.id, spec.run_on.each, self.node)
+            new[job_id] = Job(spec, compile_schedule(spec.schedule, spec.timezone), key,
+                              identity.jitter_offset(key, spec.tolerance_s))
+        self.jobs = new
+        self.metrics.jobs.set(len(new))
+        for job_id in old.keys() - new.keys():
+            self.forget_job(job_id)
+        self.load_pending()
+
+    def forget_job(self, job_id: str) -> None:
+        """A removed job: its pending occurrence is cancelled (the store did it); history stays."""
+        for rid in [r for r, run in self.pending.items() if run.job_id == job_id]:
+            del self.pending[rid]
+        self.queued.pop(job_id, None)
+        self.log("job.removed", job=job_id)
+
+    def load_pending(self) -> None:
+        """Read stored pending occurrences of carried jobs; drop ones whose schedule changed."""
+        keys = {j.key: j for j in self.jobs.values()}
+        stored = self.store.pending(list(keys))
+        self.pending = {}
+        self.heap = []
+        for run in stored:
+            job = keys.get(run.job_key)
+            if job is None:
+                continue
+            if run.state == "pending" and run.trigger == "schedule" and not self.still_scheduled(job, run):
+                self.store.settle(run.run_id, "cancelled", error="schedule changed before it fell due",
+                                  next_run=None, node=self.node, token=self.token)
+                continue
+            if run.state == "pending":
+                run.fire_at = run.scheduled_at + timedelta(seconds=job.offset)
+            self.track(run)
+        have = {r.job_key for r in self.pending.values() if r.trigger == "schedule" and r.state == "pending"}
+        fresh = [self.next_run(job, self.clock.now()) for job in self.jobs.values()
+                 if job.key not in have and job.schedule.kind != "reboot" and job.spec.enabled]
+        fresh = [r for r in fresh if r is not None]
+        if fresh:
+            self.store.insert_runs(fresh)
+            for r in fresh:
+                self.track(r)
+
+    def still_scheduled(self, job: Job, run: Run) -> bool:
+        if not job.spec.enabled or job.schedule.kind == "reboot":
+            return False
+        return job.schedule.next_after(run.scheduled_at - timedelta(seconds=1)) == run.scheduled_at
+
+    def next_run(self, job: Job, after: datetime) -> Run | None:
+        """The first occurrence whose fire time is after `after`, as a pending Run."""
+        sched_after = after - timedelta(seconds=job.offset)
+        at = job.schedule.next_after(sched_after)
+        if at is None:
+            return None
+        return self.make_run(job, at)
+
+    def make_run(self, job: Job, scheduled_at: datetime, trigger: str = "schedule", rid: str | None = None) -> Run:
+        return Run(run_id=rid or identity.run_id(job.key, scheduled_at), job_id=job.spec.id, job_key=job.key,
+                   scheduled_at=scheduled_at, fire_at=scheduled_at + timedelta(seconds=job.offset),
+                   state="pending", trigger=trigger)
+
+    def track(self, run: Run) -> None:
+        self.pending[run.run_id] = run
+        wake = run.next_attempt_at if run.state == "retry_wait" and run.next_attempt_at else run.fire_at
+        self.seq += 1
+        heapq.heappush(self.heap, (wake, self.seq, run.run_id))
+
+    # ------------------------------------------------------------------ due work
+    def run_due(self) -> None:
+        """Pop everything due, decide per job with the catch-up policy, then act."""
+        now = self.clock.now()
+        by_job: dict[str, list[Run]] = {}
+        while self.heap and self.heap[0][0] <= now:
+            _, _, rid = heapq.heappop(self.heap)
+            run = self.pending.get(rid)
+            if run is None:
+                continue
+            by_job.setdefault(run.job_id, []).append(run)
+        for job_id, runs in by_job.items():
+            job = self.jobs.get(job_id)
+            if job is None:
+                continue
+            for run in runs:
+                if run.state == "retry_wait" or run.trigger != "schedule":
+                    self.pending.pop(run.run_id, None)
+                    self.start_or_queue(job, run)
+            scheduled = [r for r in runs if r.state == "pending" and r.trigger == "schedule"]
+            if scheduled:
+                self.fall_due(job, scheduled, now)
+        for job_id in list(self.queued):
+            self.drain_queue(job_id)
+
+    def fall_due(self, job: Job, stored: list[Run], now: datetime) -> None:
+        """The stored occurrence(s) fell due: add any later ones that fell due unseen (an
+        outage, a stall, a clock jump), store the next one, then run or skip each."""
+        for r in stored:
+            self.pending.pop(r.run_id, None)
+        last = max(r.scheduled_at for r in stored)
+        extra, nxt = self.due_since(job, last, now)
+        due = sorted(stored + extra, key=lambda r: r.scheduled_at)
+        decision = policy.catchup(job.spec, [policy.Due(r.scheduled_at, r.fire_at) for r in due], now)
+        by_at = {r.scheduled_at: r for r in due}
+        to_store = list(extra)
+        if nxt is not None:
+            to_store.append(nxt)
+        skips = []
+        for d, reason in decision.skip:
+            r = by_at[d.scheduled_at]
+            r.state, r.error = "skipped_outage", reason
+            skips.append(r)
+        stored_ids = {r.run_id for r in stored}
+        self.store.insert_runs(to_store)  # later occurrences: skipped ones in their terminal state
+        for r in skips:
+            if r.run_id in stored_ids:
+                self.store.settle(r.run_id, "skipped_outage", error=r.error, next_run=nxt,
+                                  node=self.node, token=self.token)
+            self.metrics.runs.labels("skipped_outage").inc()
+        if skips:
+            self.log("runs.skipped_outage", job=job.spec.id, count=len(skips),
+                     first=skips[0].scheduled_at, last=skips[-1].scheduled_at)
+        if nxt is not None:
+            self.track(nxt)
+        for d in decision.run:
+            run = by_at[d.scheduled_at]
+            run.state = "pending"
+            if job.spec.catchup == "all" and len(decision.run) > 1:
+                self.queued.setdefault(job.spec.id, deque()).append(run)
+            else:
+                self.start_or_queue(job, run, next_run=nxt)
+
+    def due_since(self, job: Job, last: datetime, now: datetime) -> tuple[list[Run], Run | None]:
+        """Occurrences after `last` whose fire time has passed, and the first that has not."""
+        extra: list[Run] = []
+        at = last
+        while True:
+            at = job.schedule.next_after(at)
+            if at is None:
+                return extra, None
+            run = self.make_run(job, at)
+            if run.fire_at > now:
+                return extra, run
+            extra.append(run)
+            if len(extra) > policy.MAX_BACKLOG_RECORDS:
+                # a very long outage of a very frequent job: keep the newest records only
+                extra = extra[-policy.MAX_BACKLOG_RECORDS:]
+                skip_to = now - timedelta(seconds=job.offset + policy.ON_TIME_GRACE_S + 1)
+                at = max(at, skip_to - timedelta(seconds=1))
+
+    def start_or_queue(self, job: Job, run: Run, next_run: Run | None = None) -> None:
+        """Apply pause, overlap and resource limits, then dispatch and launch."""
+        spec = job.spec
+        if spec.id in self.paused and run.trigger == "schedule":
+            self.settle(run, "skipped_paused", f"job paused: {self.paused[spec.id] or 'no reason given'}", next_run)
+            return
+        running = [a for a in self.active.values() if a.job.spec.id == spec.id]
+        forced = run.trigger == "manual-force"
+        action = "start" if forced or run.state == "retry_wait" else policy.overlap_action(spec, len(running))
+        if action == "skip":
+            prev = running[0].run
+            self.settle(run, "skipped_overlap", f"previous run {prev.run_id} (since {prev.started_at or prev.fire_at:%Y-%m-%dT%H:%M:%SZ}) still running; overlap: forbid", next_run)
+            return
+        if action == "replace":
+            for a in running:
+                self.log("run.replacing", job=spec.id, run=a.run.run_id, by=run.run_id)
+                self.runner.cancel(a.handle)
+        if not self.resource_free(spec):
+            self.queued.setdefault(spec.id, deque()).append(run)
+            return
+        self.launch(job, run, next_run)
+
+    def drain_queue(self, job_id: str) -> None:
+        """Start queued runs of a job whose turn has come (catch-up `all`, resource limits)."""
+        q = self.queued.get(job_id)
+        job = self.jobs.get(job_id)
+        if not q or job is None:
+            self.queued.pop(job_id, None)
+            return
+        while q:
+            busy = any(a.job.spec.id == job_id for a in self.active.values())
+            if busy and job.spec.catchup == "all" and q[0].trigger == "schedule" and job.spec.overlap != "allow":
+                return  # catch-up runs go one after another
+            if not self.resource_free(job.spec):
+                return
+            self.launch(job, q.popleft(), None)
+        self.queued.pop(job_id, None)
+
+    def resource_free(self, spec: JobSpec) -> bool:
+        if not spec.resource:
+            return True
+        limit = self.resource_limit(spec)
+        used = sum(1 for a in self.active.values() if a.job.spec.resource == spec.resource)
+        return used < limit
+
+    def resource_limit(self, spec: JobSpec) -> int:
+        return getattr(self, "_resources", {}).get(spec.resource, 1)
+
+    def settle(self, run: Run, state: str, why: str, next_run: Run | None) -> None:
+        """Record a terminal state for an occurrence that will not start."""
+        self.store.settle(run.run_id, state, error=why, next_run=next_run, node=self.node, token=self.token)
+        self.metrics.runs.labels(state).inc()
+        self.log("run.settled", job=run.job_id, run=run.run_id, state=state, why=why)
+
+    # ------------------------------------------------------------------ launching
+    def launch(self, job: Job, run: Run, next_run: Run | None) -> None:
+        """Claim the run in the store (with the next occurrence), then start its process."""
+        if not self.lease_ok():
+            self.keep_lease()
+            if not self.lease_ok():
+                self.log("launch.refused", "warning", job=job.spec.id, run=run.run_id, why="lease may have lapsed")
+                self.track(run)
+                return
+        claimed = self.store.dispatch(run.run_id, self.node, self.token, next_run)
+        if claimed is None:
+            self.log("dispatch.lost_race", "warning", job=job.spec.id, run=run.run_id)
+            return
+        from chronod.runner.api import LaunchRequest
+
+        env = {
+            "CHRONO_JOB_ID": job.spec.id,
+            "CHRONO_RUN_ID": claimed.run_id,
+            "CHRONO_SCHEDULED_AT": identity.utc_stamp(claimed.scheduled_at),
+            "CHRONO_FIRE_AT": identity.utc_stamp(claimed.fire_at),
+            "CHRONO_ATTEMPT": str(claimed.attempts),
+            "CHRONO_OWNER": job.spec.owner,
+            "CHRONO_NODE": self.node,
+        }
+        handle = self.runner.launch(LaunchRequest(claimed.run_id, claimed.attempts, job.spec, env))
+        now = self.clock.now()
+        lag = (now - claimed.fire_at).total_seconds()
+        if claimed.attempts == 1 and claimed.trigger == "schedule":
+            self.metrics.fire_lag.observe(max(lag, 0.0))
+        self.active[claimed.run_id] = Active(claimed, handle, job)
+        if handle.pid:
+            self.store.set_process(claimed.run_id, claimed.attempts, handle.pid, handle.supervisor_pid, self.token)
+        self.log("run.started", job=job.spec.id, run=claimed.run_id, attempt=claimed.attempts,
+                 supervisor=handle.supervisor_pid, lag_ms=round(lag * 1000, 1))
+
+    # ------------------------------------------------------------------ endings
+    def child_exited(self, handle: Any) -> None:
+        """A supervisor ended: record the outcome, maybe retry, then let queued runs go."""
+        active = next((a for a in self.active.values() if a.handle is handle), None)
+        outcome = self.runner.collect(handle)
+        if active is None or outcome is None:
+            return
+        del self.active[active.run.run_id]
+        self.record_outcome(active.job, active.run, outcome)
+        self.drain_queue(active.job.spec.id)
+        if active.job.spec.resource:
+            for job_id in list(self.queued):
+                self.drain_queue(job_id)
+
+    def record_outcome(self, job: Job, run: Run, outcome: Any) -> None:
+        spec = job.spec
+        state = outcome.state
+        if state == "lost":
+            if policy.on_unknown_outcome(spec) == "redispatch":
+                self.retry_now(job, run, outcome.error or "outcome unknown")
+                return
+        if policy.may_retry(spec, run.attempts, state):
+            delay = policy.retry_delay_s(spec, run.attempts, self.rng)
+            at = self.clock.now() + timedelta(seconds=delay)
+            if self.store.schedule_retry(run.run_id, run.attempts, at, exit_code=outcome.exit_code,
+                                         signal=outcome.signal, error=outcome.error, token=self.token):
+                run.state, run.next_attempt_at = "retry_wait", at
+                self.track(run)
+                self.log("run.retry_wait", job=spec.id, run=run.run_id, attempt=run.attempts,
+                         exit_code=outcome.exit_code, retry_in_s=round(delay, 1))
+            return
+        ok = self.store.finish(run.run_id, run.attempts, state, exit_code=outcome.exit_code, signal=outcome.signal,
+                               output_tail=outcome.output_tail, output_bytes=outcome.output_bytes,
+                               error=outcome.error, token=self.token, finished_at=outcome.finished_at)
+        if not ok:
+            self.log("run.finish_rejected", "warning", job=spec.id, run=run.run_id, why="stale token or state")
+            return
+        self.metrics.runs.labels(state).inc()
+        if state == "succeeded":
+            self.metrics.last_success.labels(spec.id).set((outcome.finished_at or self.clock.now()).timestamp())
+        self.log("run.finished", job=spec.id, run=run.run_id, attempt=run.attempts, state=state,
+                 exit_code=outcome.exit_code, signal=outcome.signal, output_bytes=outcome.output_bytes,
+                 error=outcome.error)
+
+    def retry_now(self, job: Job, run: Run, why: str) -> None:
+        """Idempotent/keyed run whose outcome is unknown: a new attempt, same run id."""
+        at = self.clock.now()
+        if self.store.schedule_retry(run.run_id, run.attempts, at, exit_code=None, signal=None,
+                                     error=f"{why}; re-dispatched", token=self.token):
+            run.state, run.next_attempt_at = "retry_wait", at
+            self.track(run)
+            self.log("run.redispatch", "warning", job=job.spec.id, run=run.run_id, why=why)
+
+    # ------------------------------------------------------------------ restart safety
+    def adopt(self) -> None:
+        """Runs left `running` by a previous chronod: adopt live supervisors, record the
+        results of those that ended meanwhile, and settle the truly unknown."""
+        for run in self.store.running(self.node if self.store.dialect != "sqlite" else None):
+            job = self.jobs.get(run.job_id)
+            found = self.runner.adopt(run.run_id, run.attempts)
+            if job is None:
+                spec_job = self.job_from_store(run.job_id)
+                if spec_job is None:
+                    continue
+                job = spec_job
+            if found is None:
+                self.unknown_outcome(job, run)
+            elif hasattr(found, "fd"):
+                self.active[run.run_id] = Active(run, found, job)
+                self.log("run.adopted", job=run.job_id, run=run.run_id, attempt=run.attempts,
+                         supervisor=found.supervisor_pid)
+            else:
+                self.log("run.ended_while_down", job=run.job_id, run=run.run_id, state=found.state)
+                self.record_outcome(job, run, found)
+
+    def job_from_store(self, job_id: str) -> Job | None:
+        row = self.store.get_job(job_id)
+        if row is None:
+            return None
+        spec = row.spec
+        key = identity.job_key(spec.id, spec.run_on.each, self.node)
+        return Job(spec, compile_schedule(spec.schedule, spec.timezone), key, identity.jitter_offset(key, spec.tolerance_s))
+
+    def unknown_outcome(self, job: Job, run: Run) -> None:
+        why = "chronod stopped while it ran and its supervisor is gone (reboot?): outcome unknown"
+        if policy.on_unknown_outcome(job.spec) == "lost":
+            self.store.finish(run.run_id, run.attempts, "lost", exit_code=None, signal=None, output_tail=None,
+                              output_bytes=0, error=why + "; unsafe job is never re-run", token=self.token)
+            self.metrics.runs.labels("lost").inc()
+            self.log("run.lost", "error", job=job.spec.id, run=run.run_id, why=why)
+        elif job.spec.id in self.jobs:
+            self.retry_now(job, run, why)
+
+    def reboot_jobs(self) -> None:
+        """@reboot jobs run once per kernel boot (boot id), not once per chronod start."""
+        for job in self.jobs.values():
+            if job.schedule.kind != "reboot" or not job.spec.enabled:
+                continue
+            state = self.store.get_job_state(job.key)
+            if state.get("boot_id") == self.boot_id:
+                continue
+            at = datetime.fromtimestamp(int(self.boot_time), timezone.utc)
+            run = self.make_run(job, at, trigger="schedule")
+            run.fire_at = self.clock.now()
+            self.store.insert_runs([run])
+            self.store.set_job_state(job.key, {**state, "boot_id": self.boot_id})
+            self.start_or_queue(job, run)
+
+    def reconcile(self) -> None:
+        """Check the invariant 'every enabled job has its next occurrence stored'; repair."""
+        self.next_reconcile = self.clock.monotonic() + RECONCILE_EVERY_S
+        stored = {r.job_key for r in self.store.pending([j.key for j in self.jobs.values()])
+                  if r.state == "pending" and r.trigger == "schedule"}
+        missing = [j for j in self.jobs.values()
+                   if j.spec.enabled and j.schedule.kind != "reboot" and j.key not in stored]
+        self.metrics.without_next.set(len(missing))
+        if not missing:
+            return
+        runs = [r for r in (self.next_run(j, self.clock.now()) for j in missing) if r is not None]
+        self.store.insert_runs(runs)
+        for r in runs:
+            self.track(r)
+        self.metrics.repairs.inc(len(runs))
+        self.log("reconcile.repaired", "warning", definitions_without_next_timer=len(missing),
+                 jobs=",".join(j.spec.id for j in missing[:20]))
+
+    # ------------------------------------------------------------------ control
+    def refresh_paused(self) -> None:
+        self.paused = self.store.paused_jobs()
+
+    def take_requests(self) -> None:
+        """Manual triggers and reloads queued by chronoctl."""
+        for req in self.store.take_requests(self.node):
+            if req.kind == "reload":
+                continue  # the reload already happened on this wake-up
+            job = self.jobs.get(req.job_id or "")
+            if req.kind != "trigger" or job is None:
+                self.log("request.ignored", "warning", kind=req.kind, job=req.job_id)
+                continue
+            at = self.clock.now().replace(microsecond=0)
+            rid = req.payload.get("run_id") or identity.run_id(f"{job.key}|manual|{req.id}", at)
+            run = self.make_run(job, at, trigger="manual-force" if req.payload.get("force") else "manual", rid=rid)
+            run.fire_at = at
+            self.store.insert_runs([run])
+            self.log("run.triggered", job=job.spec.id, run=rid, force=bool(req.payload.get("force")))
+            self.start_or_queue(job, run)
+
+    def status_line(self) -> str:
+        return f"{len(self.jobs)} jobs, {len(self.active)} running, node {self.node}"
+
+
+def signal_wakeups(pending: set[int]) -> Wakeups:
+    """Translate received signals into what the loop must do."""
+    w = Wakeups()
+    w.stop = bool(pending & {signal.SIGTERM, signal.SIGINT})
+    w.reload = signal.SIGHUP in pending
+    w.requests = signal.SIGUSR1 in pending
+    return w
+
+
+class Waker:
+    """Waits for the earliest of: a wall-clock deadline, a signal, a supervisor's exit,
+    a registry change."""
+
+    def __init__(self, timer: Any, watch: Any | None, log: Callable[..., None]):
+        self.sel = selectors.DefaultSelector()
+        self.timer, self.watch, self.log = timer, watch, log
+        self.rsock, self.wsock = __import__("socket").socketpair()
+        self.rsock.setblocking(False)
+        self.wsock.setblocking(False)
+        signal.set_wakeup_fd(self.wsock.fileno(), warn_on_full_buffer=False)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGCHLD):
+            signal.signal(sig, lambda *_: None)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        self.sel.register(self.rsock, selectors.EVENT_READ, "signal")
+        self.sel.register(timer.fd, selectors.EVENT_READ, "timer")
+        if watch is not None:
+            self.sel.register(watch.fd, selectors.EVENT_READ, "watch")
+        self.watched: dict[int, Any] = {}
+
+    def wait(self, deadline: datetime | None, handles: list[Any]) -> Wakeups:
+        """Block until something happens; never returns for nothing but a deadline."""
+        current = {h.fd: h for h in handles if h.fd >= 0}
+        for fd in self.watched.keys() - current.keys():
+            self.sel.unregister(fd)
+        for fd in current.keys() - self.watched.keys():
+            self.sel.register(fd, selectors.EVENT_READ, "child")
+        self.watched = current
+        self.timer.arm(deadline)
+        w = Wakeups()
+        for key, _ in self.sel.select():
+            kind = key.data
+            if kind == "signal":
+                sigs = set()
+                try:
+                    while True:
+                        data = self.rsock.recv(512)
+                        if not data:
+                            break
+                        sigs.update(data)
+                except BlockingIOError:
+                    pass
+                s = signal_wakeups(sigs)
+                w.stop |= s.stop
+                w.reload |= s.reload
+                w.requests |= s.requests
+            elif kind == "timer":
+                self.timer.drain()
+            elif kind == "watch":
+                if self.watch.drain():
+                    w.reload = True
+            elif kind == "child":
+                w.children.append(current[key.fd])
+        if w.reload and self.watch is not None:
+            self.watch.drain()
+        return w

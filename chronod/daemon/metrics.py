@@ -1,0 +1,37 @@
+"""Prometheus metrics of one chronod (DESIGN §8), on their own registry."""
+
+from __future__ import annotations
+
+
+class Metrics:
+    """Every metric chronod exports; `serve()` starts the HTTP endpoint."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        r = self.registry = CollectorRegistry()
+        self.fire_lag = Histogram(
+            "chrono_fire_lag_seconds", "Process start minus fire time", registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+        )
+        self.runs = Counter("chrono_runs_total", "Occurrences that reached a terminal state", ["state"], registry=r)
+        self.running = Gauge("chrono_running_runs", "Runs in progress on this node", registry=r)
+        self.jobs = Gauge("chrono_jobs", "Jobs this node carries", registry=r)
+        self.without_next = Gauge(
+            "chrono_definitions_without_next_timer",
+            "Enabled jobs found without a stored next occurrence at the last reconcile", registry=r,
+        )
+        self.repairs = Counter("chrono_reconciler_repairs_total", "Next occurrences re-created by the reconciler", registry=r)
+        self.last_success = Gauge("chrono_last_success_timestamp_seconds", "Last successful run per job", ["job"], registry=r)
+        self.registry_errors = Gauge("chrono_registry_errors", "Registry files with errors", registry=r)
+        self.stale = Counter(
+            "dispatch_rejected_stale_token_total", "Writes rejected because the fencing token was stale", registry=r,
+        )
+        self.lease_token = Gauge("chrono_lease_token", "Current fencing token of this node", registry=r)
+
+    def serve(self, addr: str) -> None:
+        """Listen on HOST:PORT (a thread of prometheus_client)."""
+        from prometheus_client import start_http_server
+
+        host, _, port = addr.rpartition(":")
+        start_http_server(int(port), addr=host or "0.0.0.0", registry=self.registry)
