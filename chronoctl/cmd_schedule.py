@@ -1,0 +1,497 @@
+"""`chronoctl next`, `explain` and `forecast`: when jobs fire, why, and how they pile up.
+
+Times in `next` and `explain` are shown in the schedule's own zone (JSON: ISO-8601 with
+that zone's offset, e.g. `2026-11-01T02:30:00-05:00`), because that is the zone the
+expression is written in. `forecast` mixes zones, so its JSON is in UTC (`+00:00`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from chronoctl import common
+from chronoctl.errors import UsageError
+
+COUNT_MAX = 10000
+
+
+def register(app: typer.Typer) -> None:
+    """Add `next`, `explain` and `forecast` to `app`."""
+    app.command("next")(next_fires)
+    app.command("explain")(explain)
+    app.command("forecast")(forecast)
+
+
+# --- what a command is asked about: a registry job or a bare expression ----------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """A schedule with its identity: the job (if any), the key, the tolerance and the offset."""
+
+    job: Any  # JobSpec | None
+    expr: str
+    tz: str
+    schedule: Any  # chronod.core.schedule.Schedule
+    key: str
+    tolerance_s: int
+    offset_s: int
+
+    def occurrence(self, scheduled: datetime) -> dict[str, str]:
+        """`{"at", "scheduled_at", "run_id"}` of one occurrence, in the schedule's zone."""
+        from chronod.core.identity import run_id
+
+        from chronoctl.render import iso
+
+        fire = scheduled + timedelta(seconds=self.offset_s)
+        return {"at": iso(fire, self.tz), "scheduled_at": iso(scheduled, self.tz), "run_id": run_id(self.key, scheduled)}
+
+
+def resolve_target(
+    job_id: str | None, cron: str | None, tz: str | None, node: str | None, registry: Path | None, now: datetime
+) -> Target:
+    """The job `job_id` from the registry, or the expression `cron` in zone `tz` (no jitter,
+    and the expression itself as the run-id key). Exactly one of the two must be given."""
+    if (job_id is None) == (cron is None):
+        raise UsageError("give a JOB id or --cron EXPR (one of the two)", "chronoctl next billing-export; chronoctl next --cron '0 2 * * *' --tz UTC")
+    if cron is not None:
+        if node is not None:
+            raise UsageError("--node applies to a JOB that runs on each node, not to --cron")
+        zone = common.check_zone(tz or "UTC")
+        expr = cron.strip()
+        return Target(None, expr, zone, common.compile_or_fail(expr, zone), expr, 0, 0)
+    if tz is not None:
+        raise UsageError("--tz applies to --cron; a job's zone is its `timezone` field")
+    reg = common.registry_dir(registry)
+    job = common.find_job(reg, job_id, now)
+    from chronod.core.identity import jitter_offset
+
+    key = common.job_key(job, node)
+    schedule = common.compile_or_fail(job.schedule, job.timezone)
+    return Target(job, job.schedule, job.timezone, schedule, key, job.tolerance_s, jitter_offset(key, job.tolerance_s))
+
+
+def _after(text: str | None, tz: str, now: datetime) -> datetime:
+    return common.parse_instant(text, tz) if text is not None else now
+
+
+# --- next ----------------------------------------------------------------------------
+
+
+def next_fires(
+    job: Optional[str] = typer.Argument(None, metavar="JOB", help="A job id from the registry."),
+    cron: Optional[str] = typer.Option(None, "--cron", metavar="EXPR", help="A cron expression instead of a job."),
+    tz: Optional[str] = typer.Option(None, "--tz", metavar="TZ", help="Zone of --cron (IANA name; default UTC)."),
+    after: Optional[str] = typer.Option(
+        None, "--after", metavar="ISO", help="Start after this time (default now); without an offset it is wall time in the schedule's zone."
+    ),
+    count: int = typer.Option(5, "--count", "-n", min=1, max=COUNT_MAX, help="How many fires to list."),
+    node: Optional[str] = typer.Option(None, "--node", metavar="NAME", help="Node name for jobs that run on each node (default: this host)."),
+    registry: Optional[Path] = typer.Option(None, "--registry", metavar="DIR", help="Registry directory (default CHRONO_REGISTRY or the system one)."),
+    as_json: bool = typer.Option(False, "--json", help="A JSON array of {at, scheduled_at, run_id}."),
+) -> None:
+    """The next fire times of a job (with its jitter) or of a cron expression (without)."""
+    now = common.now_utc()
+    target = resolve_target(job, cron, tz, node, registry, now)
+    start = _after(after, target.tz, now)
+    fires = common.occurrences(target.schedule, start, target.offset_s, count)
+    rows = [target.occurrence(s) for s in fires]
+    from chronoctl import render
+
+    if as_json:
+        render.print_json(rows)
+        return
+    _print_next_text(target, fires, now)
+
+
+def _headline(target: Target) -> str:
+    what = f"job {target.job.id}" if target.job is not None else f"cron {target.expr!r}"
+    return f"{what}: {target.schedule.describe()}"
+
+
+def _print_next_text(target: Target, fires: list[datetime], now: datetime) -> None:
+    from chronod.core.identity import run_id
+
+    from chronoctl import render
+
+    render.echo(render.escape_line(_headline(target)))
+    if target.job is not None:
+        render.echo(f"jitter: +{target.offset_s}s (key {render.escape_line(target.key)}, tolerance {target.tolerance_s}s)")
+        if not target.job.enabled:
+            render.echo("note: this job is disabled (enabled: false); these are the times it would fire")
+    if not fires:
+        render.echo("no fire times: @reboot jobs run once when the daemon starts after a boot")
+        return
+    rows = [
+        {"at": s + timedelta(seconds=target.offset_s), "scheduled": s, "run_id": run_id(target.key, s)}
+        for s in fires
+    ]
+    render.print_table(
+        rows,
+        [
+            render.Column("at", "FIRES AT", format=lambda t: render.human_time(t, now, target.tz)),
+            render.Column("scheduled", "SCHEDULED", format=lambda t: render.human_time(t, None, target.tz)),
+            render.Column("run_id", "RUN ID"),
+        ],
+    )
+
+
+# --- explain -------------------------------------------------------------------------
+
+_CLASS_TEXT = {
+    "fixed-time": (
+        "fixed-time (minute and hour are fixed): when a DST change skips its time it fires once, "
+        "at the moment the clock jumps; when a DST change repeats its time it fires only in the first pass"
+    ),
+    "wildcard": (
+        "wildcard (minute or hour starts with '*'): times skipped by a DST change are simply skipped; "
+        "times repeated by a DST change fire in both passes"
+    ),
+    "interval": "interval (@every): fires at UTC multiples of the interval since the epoch; DST changes nothing",
+    "reboot": "@reboot: once each time the daemon starts after a boot; no clock times",
+}
+_BIG_JUMP = "a clock change of 3 hours or more is a correction, not DST: nothing is caught up and nothing repeats"
+
+
+def schedule_class(schedule: Any) -> str:
+    """`fixed-time`, `wildcard`, `interval` or `reboot` (DESIGN §4)."""
+    if schedule.kind == "reboot":
+        return "reboot"
+    if schedule.kind == "every":
+        return "interval"
+    return "fixed-time" if schedule.is_fixed_time else "wildcard"
+
+
+def explanation(target: Target, start: datetime, count: int = 5) -> dict[str, Any]:
+    """Everything `explain` says, as data: words, class, jitter and why, next fires, DST dates."""
+    from chronod.core.identity import run_id, utc_stamp
+
+    from chronoctl.render import iso
+
+    fires = common.occurrences(target.schedule, start, target.offset_s, count)
+    events = target.schedule.dst_events(start, start + timedelta(days=365))
+    klass = schedule_class(target.schedule)
+    job = target.job
+    example = fires[0] if fires else None
+    return {
+        "job": job.id if job is not None else None,
+        "source": {"file": job.source_file, "line": job.source_line} if job is not None else None,
+        "expression": target.expr,
+        "timezone": target.tz,
+        "description": target.schedule.describe(),
+        "class": klass,
+        "class_meaning": _CLASS_TEXT[klass],
+        "job_key": target.key,
+        "run_on": (job.run_on.mode if job is not None else None),
+        "tolerance_s": target.tolerance_s,
+        "jitter_offset_s": target.offset_s,
+        "jitter_formula": "int.from_bytes(sha256(job_key).digest()[:8], 'big') % tolerance_s (0 when tolerance_s is 0)",
+        "run_id_example": None
+        if example is None
+        else {
+            "scheduled_at": iso(example, target.tz),
+            "input": f"{target.key}|{utc_stamp(example)}",
+            "run_id": run_id(target.key, example),
+        },
+        "after": iso(start, target.tz),
+        "next": [target.occurrence(s) for s in fires],
+        "dst_events": [
+            {
+                "date": e.date,
+                "transition_at": iso(e.transition_at, target.tz),
+                "change": e.change,
+                "shift_s": e.shift_s,
+                "effect": e.effect,
+            }
+            for e in events
+        ],
+    }
+
+
+def explain(
+    job: Optional[str] = typer.Argument(None, metavar="JOB", help="A job id from the registry."),
+    cron: Optional[str] = typer.Option(None, "--cron", metavar="EXPR", help="A cron expression instead of a job."),
+    tz: Optional[str] = typer.Option(None, "--tz", metavar="TZ", help="Zone of --cron (IANA name; default UTC)."),
+    after: Optional[str] = typer.Option(None, "--after", metavar="ISO", help="Explain from this time on (default now)."),
+    node: Optional[str] = typer.Option(None, "--node", metavar="NAME", help="Node name for jobs that run on each node (default: this host)."),
+    registry: Optional[Path] = typer.Option(None, "--registry", metavar="DIR", help="Registry directory (default CHRONO_REGISTRY or the system one)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the explanation as JSON."),
+) -> None:
+    """A schedule in words: its zone and DST behaviour, jitter and why, run ids, next fires, DST dates."""
+    now = common.now_utc()
+    target = resolve_target(job, cron, tz, node, registry, now)
+    data = explanation(target, _after(after, target.tz, now))
+    from chronoctl import render
+
+    if as_json:
+        render.print_json(data)
+    else:
+        _print_explanation(data, target, now)
+
+
+def _jitter_lines(data: dict[str, Any]) -> list[str]:
+    if data["job"] is None:
+        return ["jitter:      none (--cron shows nominal times; a job is jittered by its tolerance_s)"]
+    lines = [
+        f"job key:     {data['job_key']} (run_on: {data['run_on']}"
+        + ("; the node name is part of the key" if data["run_on"] == "each" else "")
+        + ")",
+        f"tolerance:   {data['tolerance_s']}s",
+        f"jitter:      +{data['jitter_offset_s']}s = first 8 bytes of sha256({data['job_key']!r}) mod {data['tolerance_s']}"
+        if data["tolerance_s"]
+        else "jitter:      none (tolerance_s is 0: fires exactly on time)",
+        "             the same offset every day, on every node, across restarts",
+    ]
+    return lines
+
+
+def _print_explanation(data: dict[str, Any], target: Target, now: datetime) -> None:
+    from chronoctl import render
+
+    lines = []
+    if data["job"] is not None:
+        src = data["source"]
+        lines.append(f"job:         {data['job']} ({src['file']}:{src['line']})")
+    lines += [
+        f"schedule:    {data['expression']}",
+        f"in words:    {data['description']}",
+        f"zone:        {data['timezone']}",
+        f"class:       {data['class_meaning']}",
+    ]
+    lines += _jitter_lines(data)
+    ex = data["run_id_example"]
+    if ex:
+        lines.append(f"run id:      sha256({ex['input']!r})[:16] = {ex['run_id']}  (scheduled, pre-jitter time in UTC)")
+    for line in lines:
+        render.echo(render.escape_line(line))
+    _print_fires(target, now, data)
+    _print_dst(data)
+
+
+def _print_fires(target: Target, now: datetime, data: dict[str, Any]) -> None:
+    from chronoctl import render
+
+    render.echo("")
+    render.echo("next fires:")
+    if not data["next"]:
+        render.echo("  none (@reboot)")
+    for item in data["next"]:
+        at = datetime.fromisoformat(item["at"])
+        render.echo(f"  {render.human_time(at, now, target.tz)}  run {item['run_id']}")
+
+
+def _print_dst(data: dict[str, Any]) -> None:
+    from chronoctl import render
+
+    render.echo("")
+    if data["class"] in ("interval", "reboot"):
+        render.echo("DST: does not affect this schedule")
+        return
+    if not data["dst_events"]:
+        render.echo(f"DST in the next year: nothing changes what this schedule does in {data['timezone']}")
+        return
+    render.echo(f"DST in the next year ({data['timezone']}):")
+    for e in data["dst_events"]:
+        hours = e["shift_s"] / 3600
+        render.echo(render.escape_line(f"  {e['date']}  {e['change']} ({hours:g}h at {e['transition_at']}): {e['effect']}"))
+    render.echo(f"  ({_BIG_JUMP})")
+
+
+# --- forecast ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Fires per bucket before and after jitter over [start, end), and the busiest buckets."""
+
+    start: datetime
+    end: datetime
+    bucket_s: int
+    jobs: int
+    before: dict[int, int]  # bucket index -> scheduled instants in it
+    after: dict[int, int]  # bucket index -> fire instants in it
+    after_jobs: dict[int, Counter]  # bucket index -> job id -> fires in it
+    before_jobs: dict[int, Counter]
+
+    def bucket_start(self, index: int) -> datetime:
+        return self.start + timedelta(seconds=index * self.bucket_s)
+
+    def peaks(self, which: str = "after", top: int = 5) -> list[dict[str, Any]]:
+        counts, names = (self.after, self.after_jobs) if which == "after" else (self.before, self.before_jobs)
+        best = sorted((i for i, n in counts.items() if n), key=lambda i: (-counts[i], i))[:top]
+        return [
+            {"start": self.bucket_start(i), "count": counts[i], "jobs": sorted(names[i])}
+            for i in best
+        ]
+
+
+def build_forecast(
+    entries: list[tuple[str, list[datetime], int]], start: datetime, end: datetime, bucket_s: int
+) -> Forecast:
+    """Bucket each job's scheduled instants (`before`) and fire instants, scheduled + offset
+    (`after`), that fall in [start, end). `entries` are (job id, scheduled instants, offset)."""
+    before: Counter = Counter()
+    after: Counter = Counter()
+    before_jobs: dict[int, Counter] = defaultdict(Counter)
+    after_jobs: dict[int, Counter] = defaultdict(Counter)
+    t0, t1 = start.timestamp(), end.timestamp()
+    for job_id, scheduled, offset in entries:
+        for s in scheduled:
+            ts = s.timestamp()
+            if t0 <= ts < t1:
+                i = int((ts - t0) // bucket_s)
+                before[i] += 1
+                before_jobs[i][job_id] += 1
+            if t0 <= ts + offset < t1:
+                i = int((ts + offset - t0) // bucket_s)
+                after[i] += 1
+                after_jobs[i][job_id] += 1
+    return Forecast(start, end, bucket_s, len(entries), dict(before), dict(after), after_jobs, before_jobs)
+
+
+def forecast_entries(jobs: dict[str, Any], start: datetime, end: datetime, node: str | None) -> list[tuple[str, list[datetime], int]]:
+    """(id, scheduled instants that may fire or be scheduled in [start, end), jitter offset) per enabled job."""
+    from chronod.core.identity import jitter_offset
+
+    entries = []
+    for job in sorted(jobs.values(), key=lambda j: j.id):
+        if not job.enabled:
+            continue
+        schedule = common.compile_or_fail(job.schedule, job.timezone)
+        if schedule.kind == "reboot":
+            continue
+        offset = jitter_offset(common.job_key(job, node), job.tolerance_s)
+        lo = start - timedelta(seconds=offset, microseconds=1)
+        entries.append((job.id, schedule.fires(lo, end), offset))
+    return entries
+
+
+def forecast_json(fc: Forecast, top: int) -> dict[str, Any]:
+    """The `--json` document; only non-empty buckets are listed."""
+    utc = timezone.utc
+    indexes = sorted(set(fc.before) | set(fc.after))
+
+    def peaks(which: str) -> list[dict[str, Any]]:
+        return [dict(p, start=p["start"].astimezone(utc)) for p in fc.peaks(which, top)]
+
+    return {
+        "from": fc.start.astimezone(utc),
+        "to": fc.end.astimezone(utc),
+        "window_s": int((fc.end - fc.start).total_seconds()),
+        "bucket_s": fc.bucket_s,
+        "jobs": fc.jobs,
+        "fires_before": sum(fc.before.values()),
+        "fires_after": sum(fc.after.values()),
+        "buckets": [
+            {"start": fc.bucket_start(i).astimezone(utc), "before": fc.before.get(i, 0), "after": fc.after.get(i, 0)}
+            for i in indexes
+        ],
+        "peaks": peaks("after"),
+        "peaks_before": peaks("before"),
+    }
+
+
+def forecast(
+    registry: Optional[Path] = typer.Option(None, "--registry", metavar="DIR", help="Registry directory (default CHRONO_REGISTRY or the system one)."),
+    window: str = typer.Option("24h", "--window", metavar="DUR", help="How far ahead to look (90s, 15m, 24h, 7d)."),
+    bucket: str = typer.Option("1m", "--bucket", metavar="DUR", help="Bucket size."),
+    from_: Optional[str] = typer.Option(None, "--from", metavar="ISO", help="Start of the window (default: now, rounded down to the bucket); without an offset, UTC."),
+    node: Optional[str] = typer.Option(None, "--node", metavar="NAME", help="Node name for jobs that run on each node (default: this host)."),
+    top: int = typer.Option(5, "--top", min=1, max=1000, help="How many peak buckets to name."),
+    as_json: bool = typer.Option(False, "--json", help="Buckets and peaks as JSON (UTC times)."),
+) -> None:
+    """The herd calendar: how many jobs fire in each bucket, before and after jitter, and the peaks."""
+    window_s = common.parse_seconds(window, "--window")
+    bucket_s = common.parse_seconds(bucket, "--bucket")
+    if window_s // bucket_s > 1_000_000:
+        raise UsageError(f"--window {window} in --bucket {bucket} buckets is more than a million buckets", "use a larger --bucket")
+    now = common.now_utc()
+    start = common.parse_instant(from_, "UTC", "--from") if from_ else _floor(now, bucket_s)
+    end = start + timedelta(seconds=window_s)
+    reg = common.registry_dir(registry)
+    if not reg.exists():
+        raise UsageError(f"registry {str(reg)!r} does not exist", common.registry_hint(reg))
+    result = common.load([reg], now, secure=False)
+    _warn_invalid(result, reg)
+    fc = build_forecast(forecast_entries(result.jobs, start, end, node), start, end, bucket_s)
+    from chronoctl import render
+
+    if as_json:
+        render.print_json(forecast_json(fc, top))
+    else:
+        _print_forecast(fc, top, now)
+
+
+def _floor(at: datetime, bucket_s: int) -> datetime:
+    ts = int(at.timestamp())
+    return datetime.fromtimestamp(ts - ts % bucket_s, timezone.utc)
+
+
+def _warn_invalid(result: Any, reg: Path) -> None:
+    from chronoctl import render
+
+    errors = [p for p in result.problems if p.severity == "error"]
+    if errors:
+        render.warn(f"{len(errors)} error(s) in {reg}: the forecast covers the valid jobs only (see chronoctl validate {reg})")
+
+
+def _print_forecast(fc: Forecast, top: int, now: datetime) -> None:
+    from chronod.core.durations import format_duration
+
+    from chronoctl import render
+
+    bucket = format_duration(fc.bucket_s)
+    render.echo(
+        f"herd forecast: {fc.jobs} jobs, {sum(fc.before.values())} fires from {render.human_time(fc.start)} "
+        f"to {render.human_time(fc.end)}, in {bucket} buckets"
+    )
+    if not fc.before and not fc.after:
+        render.echo("nothing fires in this window")
+        return
+    _print_chart(fc, bucket)
+    for which, label in (("after", "after jitter"), ("before", "before jitter")):
+        render.echo("")
+        render.echo(f"busiest {bucket} buckets {label}:")
+        for p in fc.peaks(which, top):
+            names = ", ".join(render.escape_line(j) for j in p["jobs"])
+            render.echo(f"  {render.human_time(p['start'], now)}  {p['count']:>5}  {names}")
+
+
+CHART_ROWS = 48
+BAR_WIDTH = 24
+
+
+def chart_rows(fc: Forecast, rows: int = CHART_ROWS) -> list[tuple[datetime, int, int]]:
+    """(row start, busiest bucket before jitter, busiest bucket after jitter) for at most
+    `rows` rows covering the window: each row is a whole number of buckets."""
+    n_buckets = max(1, -(-int((fc.end - fc.start).total_seconds()) // fc.bucket_s))
+    per_row = max(1, -(-n_buckets // rows))
+    out = []
+    for first in range(0, n_buckets, per_row):
+        span = range(first, min(first + per_row, n_buckets))
+        out.append(
+            (fc.bucket_start(first), max(fc.before.get(i, 0) for i in span), max(fc.after.get(i, 0) for i in span))
+        )
+    return out
+
+
+def _print_chart(fc: Forecast, bucket: str) -> None:
+    from chronoctl import render
+
+    rows = chart_rows(fc)
+    per_row_s = int((rows[1][0] - rows[0][0]).total_seconds()) if len(rows) > 1 else fc.bucket_s
+    unicode = render.is_terminal() and (getattr(__import__("sys").stdout, "encoding", "") or "").lower().startswith("utf")
+    top = max(max(b, a) for _, b, a in rows) or 1
+    from chronod.core.durations import format_duration
+
+    render.echo(f"busiest {bucket} bucket in each {format_duration(per_row_s)}: before jitter | after jitter")
+    for start, b, a in rows:
+        left = render.bar(b, top, BAR_WIDTH, unicode).ljust(BAR_WIDTH)
+        right = render.bar(a, top, BAR_WIDTH, unicode)
+        render.echo(f"  {render.human_time(start)}  {b:>5} {left} | {a:>5} {right}".rstrip())

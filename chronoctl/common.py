@@ -1,0 +1,150 @@
+"""What several chronoctl commands share: where the registry is, reading it, finding a job,
+parsing the times and durations given on the command line, and the one clock read.
+
+Everything here raises `chronoctl.errors` classes with a message and a hint, never a bare
+exception, so the error boundary can print them as they are.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from chronoctl.errors import InvalidInput, UnknownJob, UsageError
+
+if TYPE_CHECKING:
+    from chronod.core.model import JobSpec
+    from chronod.core.schedule import Schedule
+
+
+def now_utc() -> datetime:
+    """The wall clock, read once per command at the edge (the core never reads it)."""
+    from chronod.core.clock import Clock
+
+    return Clock().now()
+
+
+def registry_dir(option: Path | None) -> Path:
+    """`--registry DIR`, else `CHRONO_REGISTRY`, else the default for this user (DESIGN §8)."""
+    if option is not None:
+        return option
+    from chronod.paths import default_registry
+
+    return default_registry()
+
+
+def check_paths_exist(paths: list[Path], what: str = "path") -> None:
+    """Raise UsageError (exit 2) naming the first path that does not exist."""
+    for p in paths:
+        if not p.exists() and not p.is_symlink():
+            raise UsageError(f"{what} {str(p)!r} does not exist", "give a job file or a directory of *.yaml files")
+
+
+def load(paths: list[Path], now: datetime, secure: bool | None = False):
+    """`chronod.specfile.load_registry` with I/O failures turned into operator errors."""
+    from chronod.specfile import load_registry
+
+    try:
+        return load_registry(paths, now=now, secure=secure)
+    except PermissionError as exc:
+        raise InvalidInput(f"cannot read {exc.filename or paths[0]}: permission denied",
+                           "run as a user who can read the registry") from exc
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {exc.filename or paths[0]}: {exc.strerror or exc}") from exc
+
+
+def registry_hint(registry: Path) -> str:
+    return f"registry is {registry} (set it with --registry DIR or CHRONO_REGISTRY)"
+
+
+def find_job(registry: Path, job_id: str, now: datetime) -> "JobSpec":
+    """The valid job `job_id` from `registry`; UnknownJob (exit 2) if there is none, and
+    InvalidInput (exit 1) if it exists but does not validate."""
+    if not registry.exists():
+        raise UsageError(f"registry {str(registry)!r} does not exist", registry_hint(registry))
+    result = load([registry], now, secure=False)
+    job = result.jobs.get(job_id)
+    if job is not None:
+        return job
+    own = [p for p in result.problems if p.job_id == job_id and p.severity == "error"]
+    if own:
+        p = own[0]
+        raise InvalidInput(f"job {job_id!r} in {p.file}:{p.line} is not valid: {p.message}",
+                           f"`chronoctl validate {registry}` lists every problem")
+    raise UnknownJob(job_id, f"registry {registry}", registry_hint(registry))
+
+
+def compile_or_fail(expr: str, tz: str):
+    """The compiled schedule, or InvalidInput (exit 1) with the schedule engine's hint."""
+    from chronod.core.schedule import ScheduleError, compile_schedule
+
+    try:
+        return compile_schedule(expr, tz)
+    except ScheduleError as exc:
+        raise InvalidInput(f"schedule {expr!r} (zone {tz}): {exc.message}", exc.hint or None) from exc
+
+
+def parse_instant(text: str, tz: str, flag: str = "--after") -> datetime:
+    """An ISO-8601 time from the command line as aware UTC. `Z` and offsets are honoured; a
+    value without an offset is wall time in zone `tz` (the first one, if it happens twice)."""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError as exc:
+        raise UsageError(f"{flag} {text!r} is not an ISO-8601 time",
+                         "write 2026-11-01T00:00:00Z, 2026-11-01T02:30:00-04:00 or 2026-11-01") from exc
+    if value.tzinfo is None:
+        from zoneinfo import ZoneInfo
+
+        value = value.replace(tzinfo=ZoneInfo(tz))
+    return value.astimezone(timezone.utc)
+
+
+def parse_seconds(text: str, flag: str) -> int:
+    """A duration flag (`90s`, `15m`, `24h`, `7d`) in seconds, > 0; UsageError otherwise."""
+    from chronod.core.durations import DurationError, parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except DurationError as exc:
+        raise UsageError(f"{flag}: {exc}", "durations look like 90s, 15m, 24h, 7d") from exc
+    if seconds <= 0:
+        raise UsageError(f"{flag} must be longer than 0s")
+    return seconds
+
+
+def check_zone(tz: str) -> str:
+    """`tz` if it names an IANA zone, else UsageError."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise UsageError(f"--tz {tz!r} is not a time zone", "use an IANA name such as UTC or America/New_York") from exc
+    return tz
+
+
+def job_key(job: "JobSpec", node: str | None) -> str:
+    """The identity key of `job` (DESIGN §4): its id, or `id@node` when it runs on each node,
+    with `node` defaulting to this host's short name."""
+    from chronod.core import identity
+
+    if job.run_on.each:
+        from chronod.paths import default_node
+
+        return identity.job_key(job.id, True, node or default_node())
+    return identity.job_key(job.id, False, None)
+
+
+def occurrences(schedule: "Schedule", after: datetime, offset_s: int, count: int) -> list[datetime]:
+    """The first `count` scheduled instants whose fire time (scheduled + `offset_s`) is after
+    `after`: an occurrence scheduled just before `after` but jittered past it still counts."""
+    out: list[datetime] = []
+    cursor = after - timedelta(seconds=offset_s)
+    while len(out) < count:
+        nxt = schedule.next_after(cursor)
+        if nxt is None:
+            break
+        out.append(nxt)
+        cursor = nxt
+    return out
