@@ -1,0 +1,153 @@
+"""The state directory shared by supervisors and daemons: one `started` and one `result`
+file per attempt, always written atomically (temporary file, fsync, rename).
+
+    <state_dir>/<run_id>.<attempt>.started.json   written by the supervisor once the job runs
+    <state_dir>/<run_id>.<attempt>.result.json    written by the supervisor when it is done
+
+A `started` file names the supervisor by pid, its start time in clock ticks since boot
+(field 22 of /proc/<pid>/stat) and the boot id, so that a recycled pid, or a pid from
+before a reboot, is never mistaken for a live supervisor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from chronod.runner.api import Outcome
+
+STARTED = "started"
+RESULT = "result"
+_NAME = re.compile(r"^(?P<run_id>[A-Za-z0-9_-][A-Za-z0-9._-]*)\.(?P<attempt>\d+)\.(?P<kind>started|result)\.json$")
+_RUN_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
+
+
+def check_run_id(run_id: str) -> None:
+    """Refuse run ids that cannot safely be part of a file name."""
+    if not _RUN_ID.match(run_id):
+        raise ValueError(f"run id {run_id!r} cannot name a state file: use letters, digits, '.', '_', '-'")
+
+
+def path_of(state_dir: str | Path, run_id: str, attempt: int, kind: str) -> str:
+    """The path of the `started` or `result` file of one attempt."""
+    return os.path.join(state_dir, f"{run_id}.{attempt}.{kind}.json")
+
+
+def write_atomic(path: str, data: bytes, durable: bool) -> None:
+    """Write `data` to `path` so that readers see the old file or the whole new one.
+
+    `durable` also fsyncs the file and its directory: a result must survive a power cut
+    that follows it, a `started` file is worthless after a reboot anyway.
+    """
+    tmp = f"{path}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(tmp, path)
+    if durable:
+        dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def write_json(path: str, record: dict[str, Any], durable: bool) -> None:
+    """`write_atomic` of a JSON object."""
+    write_atomic(path, json.dumps(record, sort_keys=True).encode(), durable)
+
+
+def read_json(path: str) -> dict[str, Any] | None:
+    """The JSON object in `path`, or None when there is no such file."""
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    except FileNotFoundError:
+        return None
+
+
+def remove(state_dir: str | Path, run_id: str, attempt: int) -> None:
+    """Remove both files of an attempt (and a leftover temporary file), if present."""
+    for kind in (STARTED, RESULT):
+        base = path_of(state_dir, run_id, attempt, kind)
+        for path in (base, base + ".tmp"):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+
+def attempts_in(state_dir: str | Path) -> list[tuple[str, int]]:
+    """Every (run_id, attempt) that has a `started` or `result` file, sorted."""
+    found: set[tuple[str, int]] = set()
+    for name in os.listdir(state_dir):
+        m = _NAME.match(name)
+        if m:
+            found.add((m["run_id"], int(m["attempt"])))
+    return sorted(found)
+
+
+def boot_id() -> str:
+    """This boot's id (changes on every reboot)."""
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        return f.read().strip()
+
+
+def proc_start_ticks(pid: int | str) -> int | None:
+    """When process `pid` started, in clock ticks since boot; None if it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    fields = stat[stat.rindex(b")") + 2:].split()
+    return int(fields[19])
+
+
+def outcome_to_json(o: Outcome) -> dict[str, Any]:
+    """A JSON-ready dict of an Outcome (datetimes as ISO-8601 strings)."""
+    return {
+        "run_id": o.run_id,
+        "attempt": o.attempt,
+        "state": o.state,
+        "exit_code": o.exit_code,
+        "signal": o.signal,
+        "started_at": o.started_at.isoformat() if o.started_at else None,
+        "finished_at": o.finished_at.isoformat() if o.finished_at else None,
+        "output_tail": o.output_tail,
+        "output_bytes": o.output_bytes,
+        "error": o.error,
+        "pid": o.pid,
+    }
+
+
+def outcome_from_json(d: dict[str, Any]) -> Outcome:
+    """Rebuild an Outcome written by `outcome_to_json`."""
+    return Outcome(
+        run_id=d["run_id"],
+        attempt=int(d["attempt"]),
+        state=d["state"],
+        exit_code=d.get("exit_code"),
+        signal=d.get("signal"),
+        started_at=_when(d.get("started_at")),
+        finished_at=_when(d.get("finished_at")),
+        output_tail=d.get("output_tail") or "",
+        output_bytes=int(d.get("output_bytes") or 0),
+        error=d.get("error"),
+        pid=d.get("pid"),
+    )
+
+
+def _when(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None

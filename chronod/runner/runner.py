@@ -1,0 +1,324 @@
+"""The daemon's side of the runner: fork supervisors, watch them with pidfds, collect
+their result files, cancel them, and adopt the ones a previous daemon left running.
+
+A daemon killed with -9 loses nothing: supervisors are not its process group, they keep
+their jobs running and write their results; the next daemon `adopt`s each attempt it
+had recorded as running, and `orphans` lists the files nobody claims.
+
+Watch many handles with `select.poll` or `selectors.DefaultSelector` (or `ready()`),
+never `select.select`: a daemon with 1,000 running jobs has descriptors above 1024.
+"""
+
+from __future__ import annotations
+
+import gc
+import grp
+import os
+import pwd
+import resource
+import select
+import signal
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+
+from chronod.core.clock import Clock
+from chronod.core.model import JobSpec
+from chronod.runner import files, supervisor
+from chronod.runner.api import Handle, LaunchRequest, Outcome
+from chronod.runner.supervisor import Credentials, Plan
+
+LOST_ERROR = "supervisor died; outcome unknown"
+USER_PATH = "/usr/local/bin:/usr/bin:/bin"
+ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_BLOCKED_AROUND_FORK = {supervisor.CANCEL_SIGNAL, *supervisor.IGNORED_SIGNALS}
+
+
+class Runner:
+    """Launches attempts under supervisors that write into `state_dir`."""
+
+    def __init__(self, state_dir: Path, clock: Clock | None = None):
+        self.state_dir = Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._clock = clock or Clock()
+        self._nofile = raise_fd_limit()
+        self._handles: dict[tuple[str, int], Handle] = {}
+
+    # -- launching --------------------------------------------------------------------
+
+    def launch(self, req: LaunchRequest) -> Handle:
+        """Start one attempt under a new supervisor and return at once.
+
+        A job that cannot start (unknown user, missing command, bad workdir) still gets a
+        supervisor, which records `failed` with the reason: `collect` reports it like any
+        other end. `Handle.pid` is filled in later by `refresh` or by the Outcome.
+        """
+        files.check_run_id(req.run_id)
+        key = (req.run_id, req.attempt)
+        if key in self._handles:
+            raise ValueError(f"run {req.run_id} attempt {req.attempt} is already running under this runner")
+        plan = self._plan(req)
+        files.remove(self.state_dir, req.run_id, req.attempt)
+        pid = _fork_supervisor(plan)
+        handle = Handle(req.run_id, req.attempt, pid, None, self._clock.now(), os.pidfd_open(pid))
+        self._handles[key] = handle
+        return handle
+
+    def _plan(self, req: LaunchRequest) -> Plan:
+        spec = req.spec
+        creds, account, error = resolve_identity(spec.user, spec.group)
+        argv, what = command_argv(spec)
+        return Plan(
+            run_id=req.run_id,
+            attempt=req.attempt,
+            argv=argv,
+            what=what,
+            env=job_environment(account, spec, req.env),
+            workdir=spec.workdir,
+            stdin=spec.stdin.encode() if spec.stdin is not None else None,
+            creds=creds,
+            timeout_s=spec.timeout_s,
+            kill_grace_s=spec.kill_grace_s,
+            limit_bytes=spec.output_limit_kb * 1024,
+            nofile=self._nofile,
+            state_dir=str(self.state_dir),
+            error=error,
+        )
+
+    # -- watching ---------------------------------------------------------------------
+
+    def handles(self) -> list[Handle]:
+        """Every launched or adopted attempt not collected yet."""
+        return list(self._handles.values())
+
+    def ready(self, timeout_s: float = 0) -> list[Handle]:
+        """The handles whose supervisor has exited, waiting up to `timeout_s` for one."""
+        if not self._handles:
+            return []
+        poller = select.poll()
+        by_fd = {h.fd: h for h in self._handles.values()}
+        for fd in by_fd:
+            poller.register(fd, select.POLLIN)
+        return [by_fd[fd] for fd, _ in poller.poll(max(0, int(timeout_s * 1000)))]
+
+    def refresh(self, handle: Handle) -> bool:
+        """Fill `handle.pid` and `handle.started_at` from the started file; False if not there yet."""
+        record = files.read_json(self._path(handle.run_id, handle.attempt, files.STARTED))
+        if record is None:
+            return False
+        handle.pid = record["pid"]
+        handle.started_at = datetime.fromisoformat(record["started_at"])
+        return True
+
+    def cancel(self, handle: Handle) -> None:
+        """Ask the supervisor to stop the job: SIGTERM to its group, SIGKILL after the grace.
+
+        The attempt then ends as `cancelled`; `collect` it as usual.
+        """
+        try:
+            signal.pidfd_send_signal(handle.fd, supervisor.CANCEL_SIGNAL)
+        except ProcessLookupError:
+            pass  # already finished: its result stands
+
+    def collect(self, handle: Handle) -> Outcome | None:
+        """How the attempt ended, once its supervisor has exited (None while it runs).
+
+        Reads and removes the attempt's files and closes the handle. A supervisor that died
+        without a result (killed -9) gives state `lost`; its job, if still running, is killed
+        so that a re-dispatch never runs beside it.
+        """
+        if not _exited(handle.fd):
+            return None
+        _reap(handle.supervisor_pid)
+        record = files.read_json(self._path(handle.run_id, handle.attempt, files.RESULT))
+        outcome = files.outcome_from_json(record) if record else self._lost(handle)
+        self._forget(handle)
+        return outcome
+
+    def _lost(self, handle: Handle) -> Outcome:
+        started = files.read_json(self._path(handle.run_id, handle.attempt, files.STARTED)) or {}
+        pid = started.get("pid") or handle.pid
+        error = LOST_ERROR
+        if pid and _kill_leftover_job(started):
+            error += f"; its job (process group {pid}) was still running and has been killed"
+        return Outcome(handle.run_id, handle.attempt, "lost", None, None, handle.started_at,
+                       self._clock.now(), "", 0, error, pid)
+
+    def _forget(self, handle: Handle) -> None:
+        files.remove(self.state_dir, handle.run_id, handle.attempt)
+        self._handles.pop((handle.run_id, handle.attempt), None)
+        if handle.fd >= 0:
+            os.close(handle.fd)
+            handle.fd = -1
+
+    # -- after a restart --------------------------------------------------------------
+
+    def adopt(self, run_id: str, attempt: int) -> Handle | Outcome | None:
+        """Take over an attempt a previous daemon launched.
+
+        Returns the recorded Outcome if it ended meanwhile (its files are removed), a new
+        Handle if its supervisor is still alive (same pid, same start time, same boot), or
+        None if nothing is known: never started, or its supervisor died (killed, or with
+        the machine). For None, leftover files are removed and a still-running job killed.
+        """
+        files.check_run_id(run_id)
+        started = files.read_json(self._path(run_id, attempt, files.STARTED))
+        handle = self._watch_live(run_id, attempt, started) if started else None
+        if handle is not None:
+            return handle
+        record = files.read_json(self._path(run_id, attempt, files.RESULT))
+        if record is not None:
+            files.remove(self.state_dir, run_id, attempt)
+            return files.outcome_from_json(record)
+        if started:
+            _kill_leftover_job(started)
+        files.remove(self.state_dir, run_id, attempt)
+        return None
+
+    def _watch_live(self, run_id: str, attempt: int, started: dict) -> Handle | None:
+        if started.get("boot_id") != files.boot_id():
+            return None
+        pid, ticks = started["supervisor_pid"], started["supervisor_start_ticks"]
+        if files.proc_start_ticks(pid) != ticks:
+            return None
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return None
+        # The pid could have been recycled between the check and the open: check again.
+        if files.proc_start_ticks(pid) != ticks or _exited(fd):
+            os.close(fd)
+            return None
+        handle = Handle(run_id, attempt, pid, started["pid"], datetime.fromisoformat(started["started_at"]), fd)
+        self._handles[(run_id, attempt)] = handle
+        return handle
+
+    def orphans(self, known: Iterable[tuple[str, int]] = ()) -> list[tuple[str, int]]:
+        """(run_id, attempt) of state files that neither this runner nor `known` accounts for."""
+        skip = set(self._handles) | set(known)
+        return [key for key in files.attempts_in(self.state_dir) if key not in skip]
+
+    def discard(self, run_id: str, attempt: int) -> None:
+        """Remove an attempt's state files (after the daemon has dealt with an orphan)."""
+        files.remove(self.state_dir, run_id, attempt)
+
+    def close(self) -> None:
+        """Stop watching (the daemon is exiting); supervisors and jobs keep running."""
+        for handle in list(self._handles.values()):
+            os.close(handle.fd)
+            handle.fd = -1
+        self._handles.clear()
+
+    def _path(self, run_id: str, attempt: int, kind: str) -> str:
+        return files.path_of(self.state_dir, run_id, attempt, kind)
+
+
+def _fork_supervisor(plan: Plan) -> int:
+    """Fork the supervisor of `plan`; the child never returns from here."""
+    # Stop signals aimed at the daemon must not reach the child before it installs its own
+    # handlers; blocked signals stay pending for the parent and the child starts with none.
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED_AROUND_FORK)
+    gc.freeze()  # the child's collections (none: it disables gc) must not dirty shared pages
+    try:
+        pid = os.fork()
+        if pid == 0:
+            supervisor.run(plan)
+    finally:
+        gc.unfreeze()
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    return pid
+
+
+def resolve_identity(user: str | None, group: str | None) -> tuple[Credentials | None, pwd.struct_passwd | None, str | None]:
+    """(credentials to switch to, the passwd entry for HOME/USER, an error) for a job.
+
+    Credentials are None when the job runs as the daemon itself. Only a root daemon
+    switches; a non-root daemon asked to be someone else returns an error, never a
+    fallback to its own identity.
+    """
+    euid = os.geteuid()
+    try:
+        account = pwd.getpwnam(user) if user else pwd.getpwuid(euid)
+    except KeyError:
+        if user:
+            return None, None, f"user '{user}' does not exist"
+        account = None  # the daemon's own uid has no passwd entry: run as it anyway
+    gid = account.pw_gid if account else os.getegid()
+    if group:
+        try:
+            gid = grp.getgrnam(group).gr_gid
+        except KeyError:
+            return None, None, f"group '{group}' does not exist"
+    if account is None or (account.pw_uid == euid and gid == os.getegid()):
+        return None, account, None
+    if euid != 0:
+        who = f"user '{user}'" if user else f"group '{group}'"
+        return None, None, f"running as {who} needs a root daemon (chronod runs as uid {euid})"
+    groups = tuple(os.getgrouplist(account.pw_name, gid))
+    return Credentials(account.pw_uid, gid, groups, account.pw_name), account, None
+
+
+def command_argv(spec: JobSpec) -> tuple[tuple[str, ...], str]:
+    """The argv of the job and what argv[0] is ("shell" for string commands)."""
+    if isinstance(spec.command, str):
+        return (spec.shell, "-c", spec.command), "shell"
+    return tuple(spec.command), "command"
+
+
+def job_environment(account: pwd.struct_passwd | None, spec: JobSpec, chrono_env: dict[str, str]) -> dict[str, str]:
+    """The minimal base, then the spec's env, then the CHRONO_* variables.
+
+    The CHRONO_* variables come last so that a spec cannot override the run identity a
+    keyed job dedupes on.
+    """
+    uid = account.pw_uid if account else os.geteuid()
+    name = account.pw_name if account else str(uid)
+    env = {
+        "HOME": account.pw_dir if account else "/",
+        "SHELL": (account.pw_shell if account else "") or "/bin/sh",
+        "PATH": ROOT_PATH if uid == 0 else USER_PATH,
+        "LOGNAME": name,
+        "USER": name,
+    }
+    env.update(spec.env)
+    env.update(chrono_env)
+    return env
+
+
+def raise_fd_limit() -> tuple[int, int]:
+    """Raise this process's soft RLIMIT_NOFILE to the hard limit (one pidfd per running
+    job adds up); return the original limits, which jobs get back."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
+    return soft, hard
+
+
+def _exited(fd: int) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass  # adopted: its parent is init (or a subreaper), not us
+
+
+def _kill_leftover_job(started: dict) -> bool:
+    """SIGKILL the job group of a dead supervisor if that very job still runs; True if it did."""
+    pid, ticks = started.get("pid"), started.get("pid_start_ticks")
+    if not pid or ticks is None or started.get("boot_id") != files.boot_id():
+        return False
+    if files.proc_start_ticks(pid) != ticks:
+        return False
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True

@@ -1,0 +1,380 @@
+"""The code that runs in a supervisor: a child forked from the daemon, one per attempt.
+
+It is a fork of the daemon, not a new interpreter, so it must touch as little of the
+inherited Python state as possible: it never logs, never returns into the caller's code
+and always leaves through `os._exit`. Everything it needs arrives as a `Plan` computed
+by the daemon before the fork (user lookups included: name services are not safe to call
+in a child forked from a threaded process).
+
+The supervisor detaches (its own session, /dev/null on 0-2, every inherited descriptor
+closed), starts the job in a new session of its own, drains the job's output into a
+bounded tail while counting every byte, enforces the timeout, obeys SIGUSR1 as a cancel
+request, ignores the daemon's stop signals (TERM, INT, HUP), and writes the result file.
+"""
+
+from __future__ import annotations
+
+import errno
+import gc
+import os
+import resource
+import select
+import signal
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from chronod.runner import files
+
+CANCEL_SIGNAL = signal.SIGUSR1
+IGNORED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+DRAIN_AFTER_EXIT_S = 0.3  # output still buffered when the job ends; longer-lived writers are cut off
+_CHUNK = 65536
+_MAX_FD = 1 << 20
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Who the job runs as, resolved by the daemon."""
+
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+    user: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a supervisor needs, as plain data. `error` set: fail without starting."""
+
+    run_id: str
+    attempt: int
+    argv: tuple[str, ...]
+    what: str  # "command" or "shell": how a missing argv[0] is described
+    env: dict[str, str]
+    workdir: str
+    stdin: bytes | None
+    creds: Credentials | None
+    timeout_s: int | None
+    kill_grace_s: int
+    limit_bytes: int
+    nofile: tuple[int, int]  # RLIMIT_NOFILE to give the job (the daemon may have raised its own)
+    state_dir: str
+    error: str | None = None
+
+
+def run(plan: Plan) -> None:
+    """Supervise one attempt in the freshly forked child; never returns."""
+    code = 70
+    try:
+        _detach()
+        wake_r = _catch_signals()
+        _supervise(plan, wake_r)
+        code = 0
+    except BaseException:
+        pass
+    finally:
+        os._exit(code)
+
+
+def _detach() -> None:
+    gc.disable()
+    os.setsid()
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.closerange(3, _MAX_FD)
+
+
+def _catch_signals() -> int:
+    """Route the cancel and stop signals to a wakeup pipe; return its read end.
+
+    Caught (not ignored, not blocked) so that the job's exec resets them to the default.
+    The daemon blocked these signals around the fork; they are unblocked here.
+    """
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    for sig in (CANCEL_SIGNAL, *IGNORED_SIGNALS):
+        signal.signal(sig, _noted)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    return wake_r
+
+
+def _noted(signum, frame) -> None:  # the wakeup pipe carries the signal number
+    pass
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _supervise(plan: Plan, wake_r: int) -> None:
+    started_at = _now()
+    if plan.error:
+        _write_result(plan, "failed", started_at, error=plan.error)
+        return
+    out_r, out_w = os.pipe()
+    stdin_fd = _stdin_fd(plan.stdin)
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        _exec_job(plan, stdin_fd, out_w, err_w)
+    os.close(out_w)
+    os.close(err_w)
+    os.close(stdin_fd)
+    failure = _read_exec_failure(err_r)
+    if failure is not None:
+        os.waitpid(pid, 0)
+        _write_result(plan, "failed", started_at, error=_describe(plan, *failure))
+        return
+    try:
+        _write_started(plan, pid, started_at)
+    except OSError:
+        pass  # only adoption by a later daemon needs it; the result still gets written
+    watch = _Watch(plan, pid, out_r, wake_r)
+    status = watch.until_exit()
+    watch.drain_briefly()
+    state, code, sig, error = _verdict(plan, status, watch.reason)
+    _write_result(plan, state, started_at, code=code, sig=sig, error=error,
+                  pid=pid, tail=watch.tail, total=watch.total)
+
+
+def _stdin_fd(text: bytes | None) -> int:
+    if text is None:
+        return os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.memfd_create("chrono-stdin", os.MFD_CLOEXEC)
+    view = memoryview(text)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _exec_job(plan: Plan, stdin_fd: int, out_w: int, err_w: int) -> None:
+    """In the job's child: new session, credentials, workdir, descriptors, exec. Never returns."""
+    step = "session"
+    try:
+        os.setsid()
+        if plan.creds is not None:
+            step = "credentials"
+            os.setgroups(list(plan.creds.groups))
+            os.setgid(plan.creds.gid)
+            os.setuid(plan.creds.uid)
+        step = "workdir"
+        os.chdir(plan.workdir)
+        step = "descriptors"
+        os.dup2(stdin_fd, 0)
+        os.dup2(out_w, 1)
+        os.dup2(out_w, 2)
+        os.closerange(3, err_w)
+        os.closerange(err_w + 1, _MAX_FD)
+        _default_signals()
+        resource.setrlimit(resource.RLIMIT_NOFILE, plan.nofile)
+        step = "exec"
+        os.execvpe(plan.argv[0], list(plan.argv), plan.env)
+    except OSError as e:
+        os.write(err_w, f"{step}:{e.errno}".encode())
+    except BaseException:
+        os.write(err_w, f"{step}:0".encode())
+    os._exit(127)
+
+
+def _default_signals() -> None:
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+
+def _read_exec_failure(err_r: int) -> tuple[str, int] | None:
+    """("workdir", ENOENT)-style failure reported by the child; None once exec succeeded."""
+    data = b""
+    while True:
+        chunk = os.read(err_r, 256)
+        if not chunk:
+            break
+        data += chunk
+    os.close(err_r)
+    if not data:
+        return None
+    step, _, num = data.decode().partition(":")
+    return step, int(num or 0)
+
+
+def _describe(plan: Plan, step: str, num: int) -> str:
+    """An operator-facing reason the job could not start."""
+    reason = os.strerror(num) if num else "unexpected error"
+    who = f" as user '{plan.creds.user}'" if plan.creds else ""
+    if step == "workdir":
+        if num == errno.ENOENT:
+            return f"workdir does not exist: {plan.workdir}"
+        if num == errno.ENOTDIR:
+            return f"workdir is not a directory: {plan.workdir}"
+        if num == errno.EACCES:
+            return f"workdir not accessible{who}: {plan.workdir}"
+        return f"cannot enter workdir {plan.workdir}{who}: {reason}"
+    if step == "exec":
+        name = plan.argv[0]
+        if num == errno.ENOENT:
+            return f"{plan.what} not found: {name}"
+        if num == errno.EACCES:
+            return f"permission denied{who}: {name} (not executable, or a directory on its path is not searchable)"
+        if num == errno.ENOEXEC:
+            return f"not an executable file: {name} (missing '#!' line?)"
+        return f"cannot execute {name}{who}: {reason}"
+    if step == "credentials" and plan.creds is not None:
+        return f"cannot switch to user '{plan.creds.user}' (uid {plan.creds.uid}, gid {plan.creds.gid}): {reason}"
+    return f"cannot start the job ({step}): {reason}"
+
+
+def _write_started(plan: Plan, pid: int, started_at: datetime) -> None:
+    me = os.getpid()
+    record = {
+        "run_id": plan.run_id,
+        "attempt": plan.attempt,
+        "supervisor_pid": me,
+        "supervisor_start_ticks": files.proc_start_ticks(me),
+        "pid": pid,
+        "pid_start_ticks": files.proc_start_ticks(pid),
+        "started_at": started_at.isoformat(),
+        "boot_id": files.boot_id(),
+    }
+    files.write_json(files.path_of(plan.state_dir, plan.run_id, plan.attempt, files.STARTED), record, durable=False)
+
+
+class _Watch:
+    """The supervisor's loop over one running job: output, signals, deadlines, exit."""
+
+    def __init__(self, plan: Plan, pid: int, out_r: int, wake_r: int):
+        self.plan, self.pid, self.out_r, self.wake_r = plan, pid, out_r, wake_r
+        self.tail = bytearray()
+        self.total = 0
+        self.reason: str | None = None  # "timed_out" | "cancelled" once we started killing
+        self.out_open = True
+        self.pidfd = os.pidfd_open(pid)
+        self.poller = select.poll()
+        for fd in (out_r, self.pidfd, wake_r):
+            self.poller.register(fd, select.POLLIN)
+        now = time.monotonic()
+        self.deadline = now + plan.timeout_s if plan.timeout_s else None
+        self.kill_at: float | None = None
+
+    def until_exit(self) -> int:
+        """Serve the job until it (the group leader) exits; return its wait status."""
+        while True:
+            self._deadlines(time.monotonic())
+            for fd, _ in self.poller.poll(self._wait_ms(time.monotonic())):
+                if fd == self.out_r:
+                    self._read()
+                elif fd == self.wake_r:
+                    self._signals()
+                elif fd == self.pidfd:
+                    _, status = os.waitpid(self.pid, 0)
+                    self._finish_kill()
+                    return status
+
+    def drain_briefly(self) -> None:
+        """Read what the job left in the pipe, for at most DRAIN_AFTER_EXIT_S.
+
+        A background child that inherited the pipe may keep it open for hours; the run
+        is over when its leader is, so that child's later output is not waited for.
+        """
+        self.poller.unregister(self.pidfd)
+        self.poller.unregister(self.wake_r)
+        end = time.monotonic() + DRAIN_AFTER_EXIT_S
+        while self.out_open:
+            left = end - time.monotonic()
+            if left <= 0 or not self.poller.poll(int(left * 1000) + 1):
+                return
+            self._read()
+
+    def _read(self) -> None:
+        data = os.read(self.out_r, _CHUNK)
+        if not data:
+            self.out_open = False
+            self.poller.unregister(self.out_r)
+            return
+        self.total += len(data)
+        self.tail += data
+        excess = len(self.tail) - self.plan.limit_bytes
+        if excess > 0:
+            del self.tail[:excess]
+
+    def _signals(self) -> None:
+        try:
+            got = os.read(self.wake_r, 256)
+        except BlockingIOError:
+            return
+        if CANCEL_SIGNAL in got and self.reason is None:
+            self._start_kill("cancelled", time.monotonic())
+
+    def _deadlines(self, now: float) -> None:
+        if self.deadline is not None and self.reason is None and now >= self.deadline:
+            self._start_kill("timed_out", now)
+        if self.kill_at is not None and now >= self.kill_at:
+            self.kill_at = None
+            _killpg(self.pid, signal.SIGKILL)
+
+    def _start_kill(self, reason: str, now: float) -> None:
+        self.reason = reason
+        _killpg(self.pid, signal.SIGTERM)
+        self.kill_at = now + self.plan.kill_grace_s
+
+    def _finish_kill(self) -> None:
+        # The leader is gone; whatever else is left of a group we were told to stop goes now.
+        if self.reason is not None:
+            _killpg(self.pid, signal.SIGKILL)
+
+    def _wait_ms(self, now: float) -> int:
+        times = [t for t in (None if self.reason else self.deadline, self.kill_at) if t is not None]
+        if not times:
+            return -1
+        return max(0, int((min(times) - now) * 1000) + 1)
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _verdict(plan: Plan, status: int, reason: str | None) -> tuple[str, int | None, int | None, str | None]:
+    """(state, exit_code, signal, error) from a wait status and why we killed, if we did."""
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    if reason == "timed_out":
+        return "timed_out", code, sig, f"killed after timeout {plan.timeout_s}s"
+    if reason == "cancelled":
+        return "cancelled", code, sig, "cancelled: the process group was sent SIGTERM"
+    if code == 0:
+        return "succeeded", 0, None, None
+    if sig is not None:
+        return "failed", None, sig, f"killed by signal {sig} ({signal.Signals(sig).name})"
+    return "failed", code, None, f"exit code {code}"
+
+
+def _write_result(plan: Plan, state: str, started_at: datetime, *, code: int | None = None,
+                  sig: int | None = None, error: str | None = None, pid: int | None = None,
+                  tail: bytes | bytearray = b"", total: int = 0) -> None:
+    record = {
+        "run_id": plan.run_id,
+        "attempt": plan.attempt,
+        "state": state,
+        "exit_code": code,
+        "signal": sig,
+        "started_at": started_at.isoformat(),
+        "finished_at": _now().isoformat(),
+        "output_tail": bytes(tail).decode("utf-8", "backslashreplace"),
+        "output_bytes": total,
+        "error": error,
+        "pid": pid,
+    }
+    files.write_json(files.path_of(plan.state_dir, plan.run_id, plan.attempt, files.RESULT), record, durable=True)
