@@ -73,6 +73,9 @@ def _register_commands(target: typer.Typer) -> None:
 
     cmd_spec.register(target)
     cmd_schedule.register(target)
+    __import__("chronoctl.cmd_registry", fromlist=["register"]).register(target)
+    __import__("chronoctl.cmd_history", fromlist=["register"]).register(target)
+    __import__("chronoctl.cmd_control", fromlist=["register"]).register(target)
 
 
 _register_commands(app)

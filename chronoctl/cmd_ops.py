@@ -1,0 +1,199 @@
+"""What the operating commands share: opening the store, finding a job in it, the JSON
+shape of a run, and finding and waking the chronod on this host.
+
+chronoctl never talks to the daemon directly: it writes a request into the store and
+sends the local daemon a signal (SIGHUP: reload the registry; SIGUSR1: requests are
+waiting). A daemon on another host of a fleet finds requests on its next wake.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import typer
+
+from chronoctl.errors import CliError, UnknownJob, Unreachable, EXIT_UNREACHABLE
+
+if TYPE_CHECKING:
+    from chronod.store.api import JobRow, Node, Run, Store
+
+DB_HELP = "Database: an SQLAlchemy URL or an SQLite file path (default: CHRONO_DB, else the per-user default)."
+JSON_HELP = "Print JSON (stable keys, ISO-8601 times with offsets) instead of a table."
+
+
+def db_option() -> Any:
+    """The `--db URL` option every store command takes."""
+    return typer.Option(None, "--db", metavar="URL", help=DB_HELP)
+
+
+def json_option() -> Any:
+    """The `--json` option every command that shows data takes."""
+    return typer.Option(False, "--json", help=JSON_HELP)
+
+
+def db_url(option: str | None) -> str:
+    """`--db`, else `CHRONO_DB`, else the default path for this user (DESIGN §8)."""
+    if option:
+        return option
+    from chronod.paths import default_db
+
+    return default_db()
+
+
+def _safe(url: str) -> str:
+    from chronoctl.render import redact_secrets
+
+    return redact_secrets(url)
+
+
+@contextmanager
+def opened(option: str | None) -> Iterator["Store"]:
+    """The store at `--db`, schema checked; store failures become exit 3 with the URL
+    shown without its password; a schema that is too old names `chronoctl db upgrade`."""
+    from chronod.paths import sqlite_path
+    from chronod.store.api import SchemaTooNew, SchemaTooOld, StoreError, open_store
+
+    url = db_url(option)
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        raise Unreachable(f"no database at {path}",
+                          "chronod creates it on its first start; or give --db URL / CHRONO_DB")
+    try:
+        store = open_store(url)
+    except StoreError as exc:
+        raise Unreachable(f"cannot open the database {_safe(url)}: {_safe(str(exc))}") from exc
+    try:
+        try:
+            store.check_schema()
+        except SchemaTooOld as exc:
+            raise CliError(f"the database {store.url_safe} has an older schema than this chronoctl",
+                           f"run `chronoctl db upgrade --db {store.url_safe}`", EXIT_UNREACHABLE) from exc
+        except SchemaTooNew as exc:
+            raise CliError(f"the database {store.url_safe} has a newer schema than this chronoctl",
+                           "upgrade chrono on this host", EXIT_UNREACHABLE) from exc
+        yield store
+    except StoreError as exc:
+        raise Unreachable(f"the database {store.url_safe} failed: {_safe(str(exc))}") from exc
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] in ("sqlalchemy", "psycopg", "sqlite3"):
+            raise Unreachable(f"the database {store.url_safe} failed: {_safe(str(exc)).splitlines()[0]}") from exc
+        raise
+    finally:
+        store.close()
+
+
+def get_job(store: "Store", job_id: str) -> "JobRow":
+    """The registered job (not removed), or UnknownJob (exit 2)."""
+    row = store.get_job(job_id)
+    if row is None or row.removed_at is not None:
+        gone = " (it was unregistered)" if row is not None else ""
+        raise UnknownJob(job_id, f"the database {store.url_safe}{gone}",
+                         "`chronoctl list` shows the registered jobs; a job registered while no "
+                         "chronod ran reaches the database when chronod starts")
+    return row
+
+
+def iso(at: datetime | None) -> str | None:
+    """ISO-8601 with offset (UTC), or None."""
+    from chronoctl.render import iso as _iso
+
+    return _iso(at) if at is not None else None
+
+
+def duration_s(run: "Run") -> float | None:
+    """Seconds from start to finish, or None while unknown."""
+    if run.started_at and run.finished_at:
+        return round((run.finished_at - run.started_at).total_seconds(), 3)
+    return None
+
+
+def run_json(run: "Run") -> dict[str, Any]:
+    """A run as JSON, keys fixed (DESIGN §8 plus error, signal, output_bytes, token, trigger)."""
+    return {
+        "run_id": run.run_id,
+        "job_id": run.job_id,
+        "job_key": run.job_key,
+        "scheduled_at": iso(run.scheduled_at),
+        "fire_at": iso(run.fire_at),
+        "state": run.state,
+        "attempts": run.attempts,
+        "node": run.node,
+        "started_at": iso(run.started_at),
+        "finished_at": iso(run.finished_at),
+        "duration_s": duration_s(run),
+        "exit_code": run.exit_code,
+        "signal": run.signal,
+        "error": run.error,
+        "output_bytes": run.output_bytes,
+        "token": run.token,
+        "trigger": run.trigger,
+        "next_attempt_at": iso(run.next_attempt_at),
+    }
+
+
+# --- the daemon ------------------------------------------------------------------------
+
+
+def node_alive(node: "Node", now: datetime) -> bool:
+    """A node is up when it did not stop cleanly and its lease has not expired."""
+    return node.stopped_at is None and node.lease_expires_at > now
+
+
+def live_nodes(store: "Store", now: datetime) -> list["Node"]:
+    """Every node whose lease is live."""
+    return [n for n in store.nodes() if node_alive(n, now)]
+
+
+def local_daemon(store: "Store", now: datetime) -> "Node | None":
+    """The live node on this host whose process exists (newest heartbeat first)."""
+    here = {socket.gethostname(), socket.gethostname().split(".")[0]}
+    for node in live_nodes(store, now):
+        if node.hostname in here and _pid_exists(node.pid):
+            return node
+    return None
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def wake(node: "Node | None", sig: int) -> bool:
+    """Send `sig` to the daemon of `node`; False when there is none or it is gone."""
+    if node is None:
+        return False
+    try:
+        os.kill(node.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+SIG_RELOAD = signal.SIGHUP
+SIG_REQUESTS = signal.SIGUSR1
+
+
+def wait_for(check: Callable[[], Any], timeout_s: float, step_s: float = 0.1) -> Any:
+    """Call `check` until it returns something truthy or `timeout_s` passes; its last value."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(step_s)
+
+
+def since_start(now: datetime, seconds: int) -> datetime:
+    """The start of a `--since DUR` window ending now."""
+    return now - timedelta(seconds=seconds)

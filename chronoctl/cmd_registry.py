@@ -1,0 +1,331 @@
+"""`register`, `unregister` and `list`: putting job files into the registry and taking
+jobs out, then making the daemon reload and confirming that it took the change.
+
+Files are written the way the root daemon's checks want them (DESIGN §9): a temporary
+dotfile in the registry directory (the daemon skips dotfiles), fsync, mode 0644, owned by
+root when we are root, then an atomic rename and an fsync of the directory.
+
+`unregister` removes the job's file when the job is its only one. A file with several jobs
+is rewritten only with `--force`, because rewriting YAML loses its comments and layout:
+without it the command refuses and says which file to edit.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import typer
+
+from chronoctl import cmd_ops, common
+from chronoctl.cmd_ops import db_option, json_option
+from chronoctl.errors import EXIT_NO, CliError, InvalidInput, UsageError
+
+if TYPE_CHECKING:
+    from chronod.core.model import JobSpec
+
+REGISTRY_HELP = "Registry directory (default: CHRONO_REGISTRY, else /etc/chrono/jobs.d for root)."
+
+
+def register(app: typer.Typer) -> None:
+    """Add `register`, `unregister` and `list` to `app`."""
+    app.command("register")(register_file)
+    app.command("unregister")(unregister)
+    app.command("list")(list_jobs)
+
+
+def _registry_option() -> Any:
+    return typer.Option(None, "--registry", metavar="DIR", help=REGISTRY_HELP)
+
+
+def _wait_option() -> Any:
+    return typer.Option(10.0, "--wait", metavar="SECONDS", help="How long to wait for the daemon to confirm.")
+
+
+# --- writing files ------------------------------------------------------------------------
+
+
+def write_atomically(target: Path, data: bytes) -> None:
+    """Replace `target` with `data`: temp dotfile in the same directory, fsync, 0644,
+    root-owned when we are root, rename, fsync the directory."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fchmod(f.fileno(), 0o644)
+            if os.geteuid() == 0:
+                os.fchown(f.fileno(), 0, 0)
+            os.fsync(f.fileno())
+        os.rename(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(target.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove(target: Path) -> None:
+    target.unlink()
+    _fsync_dir(target.parent)
+
+
+# --- register -------------------------------------------------------------------------------
+
+
+def register_file(
+    file: Path = typer.Argument(..., metavar="FILE", help="A job file (*.yaml or *.yml)."),
+    replace: bool = typer.Option(False, "--replace", help="Replace a registry file of the same name, and take over ids "
+                                 "defined in other files whose jobs all move to FILE."),
+    registry: Optional[Path] = _registry_option(),
+    db: Optional[str] = db_option(),
+    wait: float = _wait_option(),
+    as_json: bool = json_option(),
+) -> None:
+    """Validate FILE, copy it into the registry atomically, make the daemon reload, and
+    confirm that it took the jobs (or say that no daemon is running)."""
+    from chronod.specfile import load_file, skip_decision
+
+    common.check_paths_exist([file], "job file")
+    now = common.now_utc()
+    loaded = load_file(file, now=now, secure=False)
+    _refuse_problems(loaded.problems)
+    if not loaded.specs:
+        raise InvalidInput(f"{file} defines no jobs", "a job file has a top-level `jobs:` list")
+    reg_dir = common.registry_dir(registry)
+    target = reg_dir / file.name
+    ok, why = skip_decision(file.name)
+    if not ok:
+        raise UsageError(f"{file.name!r} cannot be a registry file name{': ' + why if why else ''}",
+                         "name it like billing.yaml: letters, digits, '_', '.', '-', ending in .yaml or .yml")
+    takeover = _collisions(reg_dir, target, loaded.specs, now, replace)
+    reg_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    write_atomically(target, file.read_bytes())
+    for other in takeover:
+        _remove(other)
+    ids = {s.id: s.spec_hash() for s in loaded.specs}
+    outcome = _reload_and_confirm(db, lambda store, now: _took(store, ids), wait)
+    _report("registered", target, sorted(ids), takeover, outcome, as_json)
+
+
+def _refuse_problems(problems: list[Any]) -> None:
+    errors = [p for p in problems if p.severity == "error"]
+    if not errors:
+        return
+    import sys
+
+    from chronoctl.render import escape_line
+
+    for p in errors:
+        where = f"{p.file}:{p.line}" if p.line else f"{p.file}"
+        job = f" job {p.job_id}:" if p.job_id else ""
+        field = f" {p.path}:" if p.path else ""
+        sys.stderr.write(escape_line(f"{where}:{job}{field} {p.message}") + "\n")
+        if p.hint:
+            sys.stderr.write("  hint: " + escape_line(p.hint) + "\n")
+    raise InvalidInput(f"{len(errors)} error(s); nothing was registered", "fix the file; `chronoctl validate FILE` checks it")
+
+
+def _collisions(reg_dir: Path, target: Path, specs: tuple["JobSpec", ...], now: datetime, replace: bool) -> list[Path]:
+    """Other registry files to remove for `--replace`; refuse anything else that collides."""
+    if target.exists() and not replace:
+        raise CliError(f"{target} already exists", "give --replace to replace it")
+    if not reg_dir.is_dir():
+        return []
+    existing = common.load([reg_dir], now, secure=False)
+    ours = {s.id for s in specs}
+    clashes: dict[str, list[str]] = {}
+    for job_id, spec in existing.jobs.items():
+        if job_id in ours and Path(spec.source_file) != target:
+            clashes.setdefault(spec.source_file, []).append(job_id)
+    if not clashes:
+        return []
+    described = "; ".join(f"{', '.join(ids)} in {f}" for f, ids in sorted(clashes.items()))
+    if not replace:
+        raise CliError(f"job id(s) already registered by other files: {described}",
+                       "rename the jobs, `chronoctl unregister` them first, or give --replace")
+    partial = [f for f, ids in clashes.items() if set(ids) != {s.id for s in existing.files[f].specs}]
+    if partial:
+        raise CliError(f"--replace would take only some jobs of {', '.join(sorted(partial))}: {described}",
+                       "move or unregister those jobs first; their files hold other jobs too")
+    return [Path(f) for f in sorted(clashes)]
+
+
+def _took(store: Any, hashes: dict[str, str]) -> bool:
+    for job_id, want in hashes.items():
+        row = store.get_job(job_id)
+        if row is None or row.removed_at is not None or row.spec_hash != want:
+            return False
+    return True
+
+
+def _reload_and_confirm(db: str | None, done: Any, wait: float) -> dict[str, Any]:
+    """Queue a reload, SIGHUP the local daemon, then poll `done(store, now)`."""
+    try:
+        with cmd_ops.opened(db) as store:
+            now = common.now_utc()
+            node = cmd_ops.local_daemon(store, now)
+            live = cmd_ops.live_nodes(store, now)
+            store.add_request("reload", None, {"requested_at": cmd_ops.iso(now)})
+            woke = cmd_ops.wake(node, cmd_ops.SIG_RELOAD)
+            if not live:
+                return {"daemon": "none", "confirmed": False, "woke_local_daemon": False}
+            confirmed = bool(cmd_ops.wait_for(lambda: done(store, common.now_utc()), wait, 0.2))
+            return {"daemon": node.name if node else live[0].name, "confirmed": confirmed, "woke_local_daemon": woke}
+    except CliError as exc:
+        return {"daemon": "unknown", "confirmed": False, "woke_local_daemon": False, "database": exc.message}
+
+
+def _report(verb: str, target: Path, ids: list[str], removed: list[Path], outcome: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        from chronoctl.render import print_json
+
+        return print_json({"action": verb, "file": str(target), "jobs": ids,
+                           "removed_files": [str(p) for p in removed], **outcome})
+    from chronoctl.render import echo, escape_line
+
+    echo(escape_line(f"{verb} {', '.join(ids)} ({target})"))
+    for p in removed:
+        echo(escape_line(f"removed {p} (its jobs moved to {target.name})"))
+    if outcome["confirmed"]:
+        echo(escape_line(f"chronod on {outcome['daemon']} took it"))
+    elif outcome["daemon"] == "none":
+        echo("no chronod is running; the change applies when chronod starts")
+    elif outcome["daemon"] == "unknown":
+        echo(escape_line(f"could not check the daemon ({outcome.get('database')}); "
+                         "the change applies on its next reload"))
+    else:
+        echo(escape_line(f"chronod on {outcome['daemon']} has not confirmed yet; "
+                         "check `chronoctl status` for registry errors"))
+        raise typer.Exit(EXIT_NO)
+
+
+# --- unregister ----------------------------------------------------------------------------------
+
+
+def unregister(
+    job: str = typer.Argument(..., metavar="JOB", help="A job id."),
+    force: bool = typer.Option(False, "--force", help="Rewrite a file that holds other jobs too (loses its comments)."),
+    registry: Optional[Path] = _registry_option(),
+    db: Optional[str] = db_option(),
+    wait: float = _wait_option(),
+    as_json: bool = json_option(),
+) -> None:
+    """Take a job out of the registry (its file, when it is the file's only job), reload, confirm."""
+    now = common.now_utc()
+    reg_dir = common.registry_dir(registry)
+    spec = common.find_job(reg_dir, job, now)
+    source = Path(spec.source_file)
+    siblings = common.load([source], now, secure=False).files[str(source)].specs
+    if len(siblings) == 1:
+        _remove(source)
+        removed = [source]
+    elif not force:
+        raise CliError(f"{source} holds {len(siblings)} jobs; rewriting it would lose its comments",
+                       f"delete job {job!r} from {source} by hand, or give --force to rewrite the file without it")
+    else:
+        write_atomically(source, _without(source, job))
+        removed = []
+    outcome = _reload_and_confirm(db, lambda store, now: _gone(store, job), wait)
+    _report("unregistered", source, [job], removed, outcome, as_json)
+
+
+def _without(source: Path, job_id: str) -> bytes:
+    import yaml
+
+    doc = yaml.safe_load(source.read_bytes())
+    doc["jobs"] = [j for j in doc.get("jobs") or [] if not (isinstance(j, dict) and j.get("id") == job_id)]
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True).encode()
+
+
+def _gone(store: Any, job_id: str) -> bool:
+    row = store.get_job(job_id)
+    return row is None or row.removed_at is not None
+
+
+# --- list ---------------------------------------------------------------------------------------
+
+
+def list_jobs(
+    registry: Optional[Path] = _registry_option(),
+    db: Optional[str] = db_option(),
+    as_json: bool = json_option(),
+) -> None:
+    """Every job: id, owner, schedule in words, next fire, last state, tags, paused.
+    Jobs come from the registry and the database (a fleet's other nodes)."""
+    now = common.now_utc()
+    reg_dir = common.registry_dir(registry)
+    specs: dict[str, Any] = {}
+    problems = []
+    if reg_dir.is_dir():
+        loaded = common.load([reg_dir], now, secure=False)
+        specs.update({i: (s, "registry") for i, s in loaded.jobs.items()})
+        problems = [p for p in loaded.problems if p.severity == "error"]
+    state = _db_state(db, now, specs)
+    rows = [_list_row(spec, where, state, now) for _, (spec, where) in sorted(specs.items())]
+    if as_json:
+        from chronoctl.render import print_json
+
+        return print_json({"jobs": rows, "registry": str(reg_dir), "database": state.get("error"),
+                           "registry_errors": len(problems)})
+    _print_list(rows, now, state, problems)
+
+
+def _db_state(db: str | None, now: datetime, specs: dict[str, Any]) -> dict[str, Any]:
+    try:
+        with cmd_ops.opened(db) as store:
+            for row in store.jobs():
+                specs.setdefault(row.job_id, (row.spec, "database"))
+            paused = store.paused_jobs()
+            last = {}
+            for job_id in specs:
+                found = store.runs(job_id, until=now, limit=1)
+                if found:
+                    last[job_id] = found[0]
+            return {"paused": paused, "last": last}
+    except CliError as exc:
+        return {"paused": {}, "last": {}, "error": exc.message}
+
+
+def _list_row(spec: Any, where: str, state: dict[str, Any], now: datetime) -> dict[str, Any]:
+    from datetime import timedelta
+
+    from chronod.core.history import job_keys
+    from chronod.core.identity import jitter_offset
+
+    sched = common.compile_or_fail(spec.schedule, spec.timezone)
+    offset = jitter_offset(job_keys(spec, ["?"])[0][0], spec.tolerance_s)
+    nxt = common.occurrences(sched, now, offset, 1)
+    last = state["last"].get(spec.id)
+    return {
+        "job_id": spec.id, "owner": spec.owner, "schedule": spec.schedule, "timezone": spec.timezone,
+        "schedule_words": sched.describe(), "enabled": spec.enabled,
+        "next_fire_at": cmd_ops.iso(nxt[0] + timedelta(seconds=offset)) if nxt and spec.enabled else None,
+        "last_state": last.state if last else None, "last_scheduled_at": cmd_ops.iso(last.scheduled_at) if last else None,
+        "tags": list(spec.tags), "paused": spec.id in state["paused"], "paused_reason": state["paused"].get(spec.id),
+        "source": where, "file": spec.source_file or None,
+    }
+
+
+def _print_list(rows: list[dict[str, Any]], now: datetime, state: dict[str, Any], problems: list[Any]) -> None:
+    from chronoctl.render import print_table, relative, warn
+
+    table = [dict(r, next=relative(datetime.fromisoformat(r["next_fire_at"]), now) if r["next_fire_at"] else None,
+                  tags=",".join(r["tags"]) or None, paused="paused" if r["paused"] else None,
+                  last=r["last_state"]) for r in rows]
+    print_table(table, (("job_id", "ID"), "owner", ("schedule_words", "SCHEDULE"), "next", "last", "tags", "paused"),
+                empty="(no jobs)")
+    if state.get("error"):
+        warn(f"{state['error']}: last states and pauses unknown")
+    if problems:
+        warn(f"{len(problems)} registry error(s): run `chronoctl validate` on the registry")
