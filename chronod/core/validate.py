@@ -1,0 +1,923 @@
+"""Job files as plain data -> validated, frozen JobSpecs, with every problem located.
+
+Pure: no I/O and no clock reads (`now` is an argument). `chronod.specfile` turns YAML
+into a `SpecDocument` (values plus the line of every field path); this module applies
+the one table of field rules, `FIELDS`, that `chronod.core.jsonschema` and the manual
+page `chrono-jobs(5)` are also derived from or checked against. DESIGN.md §3, §4, §9.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import zoneinfo
+from dataclasses import dataclass, field, fields as dc_fields
+from datetime import date, datetime, timedelta
+from typing import Any, Callable, Mapping
+from urllib.parse import urlsplit
+
+from chronod.core import identity
+from chronod.core.durations import DurationError, parse_duration
+from chronod.core.model import (
+    CATCHUP_POLICIES,
+    IDEMPOTENCY_CLASSES,
+    NOTIFY_EVENTS,
+    OVERLAP_POLICIES,
+    JobSpec,
+    Notify,
+    Resource,
+    Retry,
+    RunOn,
+)
+from chronod.core.schedule import ScheduleError, compile_schedule
+
+ERROR = "error"
+WARNING = "warning"
+
+# Bounds (DESIGN §9): a job file is configuration, not a data store.
+MAX_JOBS_PER_FILE = 10_000
+MAX_ENV_ENTRIES = 256
+MAX_COMMAND_CHARS = 64 * 1024
+MAX_COMMAND_ARGS = 4096
+MAX_STRING_CHARS = 4096
+MAX_NOTIFY_ROUTES = 32
+MAX_TAGS = 64
+MAX_RESOURCES = 1024
+DST_LOOKAHEAD = timedelta(days=366)
+
+TOP_LEVEL_KEYS = ("jobs", "defaults", "resources")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong (or worth a look) in a job file, located down to the field.
+
+    `path` is the field path in the file (`jobs[2].retry.attempts`); `line` is 1-based,
+    0 when the problem concerns the whole file; `job_id` is set when the job has a usable id.
+    """
+
+    severity: str  # ERROR | WARNING
+    file: str
+    line: int
+    job_id: str | None
+    path: str
+    message: str
+    hint: str = ""
+
+    def format(self) -> str:
+        """`file:line: error: job 'x': retry.attempts: must be ≥ 1 (hint: ...)`."""
+        where = f"{self.file}:{self.line}" if self.line else (self.file or "<input>")
+        subject, path = "", self.path
+        if self.job_id is not None:
+            subject = f"job {self.job_id!r}: "
+            path = re.sub(r"^jobs\[\d+\]\.?", "", path)
+        text = f"{where}: {self.severity}: {subject}{path + ': ' if path else ''}{self.message}"
+        return f"{text} (hint: {self.hint})" if self.hint else text
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Stable keys for `--json` output."""
+        return {
+            "severity": self.severity,
+            "file": self.file,
+            "line": self.line,
+            "job_id": self.job_id,
+            "path": self.path,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+@dataclass(frozen=True)
+class SpecDocument:
+    """A job file's contents as plain values, and where each value was written.
+
+    `lines` maps field paths (`jobs[0].retry`) to 1-based lines. `plain` maps the path of
+    every unquoted scalar that YAML did NOT read as a string to its text as written, so
+    that `schedule: 12:30` (read as 750) can be reported with a hint to quote it.
+    `problems` carries what the YAML layer already found (duplicate keys).
+    """
+
+    file: str
+    data: Any
+    lines: Mapping[str, int] = field(default_factory=dict)
+    plain: Mapping[str, str] = field(default_factory=dict)
+    problems: tuple[Problem, ...] = ()
+
+
+@dataclass(frozen=True)
+class FileValidation:
+    """What one document validates to: its good jobs, its resources, every problem."""
+
+    jobs: tuple[JobSpec, ...]
+    resources: Mapping[str, Resource]
+    problems: tuple[Problem, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when there is no error (warnings allowed)."""
+        return not any(p.severity == ERROR for p in self.problems)
+
+
+def path_key(parent: str, key: str) -> str:
+    """The path of mapping entry `key` under `parent` (shared with chronod.specfile)."""
+    return f"{parent}.{key}" if parent else str(key)
+
+
+def path_index(parent: str, index: int) -> str:
+    """The path of list item `index` under `parent`."""
+    return f"{parent}[{index}]"
+
+
+class _Invalid:
+    def __repr__(self) -> str:
+        return "INVALID"
+
+
+INVALID: Any = _Invalid()  # a value already reported as wrong; checks that need it stay quiet
+
+
+class _Ctx:
+    """Collects problems for one document and knows the line of every path."""
+
+    def __init__(self, doc: SpecDocument):
+        self.doc = doc
+        self.problems: list[Problem] = list(doc.problems)
+        self.job_id: str | None = None
+
+    def line(self, path: str) -> int:
+        while path:
+            if path in self.doc.lines:
+                return self.doc.lines[path]
+            path = re.sub(r"(\[\d+\]|\.[^.\[]*|^[^.\[]*)$", "", path)
+        return self.doc.lines.get("", 0)
+
+    def report(self, severity: str, path: str, message: str, hint: str = "") -> None:
+        self.problems.append(Problem(severity, self.doc.file, self.line(path), self.job_id, path, message, hint))
+
+    def error(self, path: str, message: str, hint: str = "") -> Any:
+        self.report(ERROR, path, message, hint)
+        return INVALID
+
+    def warn(self, path: str, message: str, hint: str = "") -> None:
+        self.report(WARNING, path, message, hint)
+
+    def error_count(self) -> int:
+        return sum(p.severity == ERROR for p in self.problems)
+
+
+def _last_key(path: str) -> str:
+    return re.split(r"[.\[]", path)[-1].rstrip("]")
+
+
+def _yaml_reading(value: Any, raw: str) -> str:
+    if value is None:
+        return "null (no value)"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int) and ":" in raw:
+        return f"the base-60 number {value}"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, (date, datetime)):
+        return f"the date {value.isoformat()}"
+    return type(value).__name__
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list", dict: "a mapping"}
+    return names.get(type(value), f"a {type(value).__name__}")
+
+
+def _wrong_type(value: Any, expected: str, path: str, ctx: _Ctx) -> Any:
+    raw = ctx.doc.plain.get(path)
+    if raw is not None and expected.endswith("string"):
+        key = _last_key(path)
+        shown = f'- "{raw}"' if path.endswith("]") else f'{key}: "{raw}"'
+        if value is None:
+            return ctx.error(path, "has no value", f'give it a value, or delete the line; to mean the text "{raw}", write {shown}')
+        return ctx.error(
+            path,
+            f"must be {expected}, but YAML reads the unquoted {raw} as {_yaml_reading(value, raw)}",
+            f"quote it: {shown}",
+        )
+    if value is None:
+        return ctx.error(path, f"has no value; it must be {expected}", "give it a value, or delete the line")
+    return ctx.error(path, f"must be {expected}, not {_type_name(value)}")
+
+
+def _did_you_mean(word: str, choices: tuple[str, ...] | list[str], aliases: Mapping[str, str] | None = None) -> str:
+    if aliases and word.lower() in aliases:
+        return f"did you mean {aliases[word.lower()]!r}?"
+    close = difflib.get_close_matches(str(word).lower(), list(choices), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else ""
+
+
+# --- value types -------------------------------------------------------------------------
+
+
+class _Type:
+    """A kind of value: checks one value (reporting problems) and describes itself as JSON Schema."""
+
+    doc = ""
+
+    def check(self, value: Any, path: str, ctx: _Ctx) -> Any:
+        raise NotImplementedError
+
+    def schema(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Str(_Type):
+    """A string with bounds, and optionally a pattern or a meaning (path, URL, zone)."""
+
+    max_len: int = MAX_STRING_CHARS
+    min_len: int = 1
+    pattern: str | None = None
+    pattern_hint: str = ""
+    absolute: bool = False
+    url: bool = False
+    zone: bool = False
+    doc: str = "string"
+
+    def check(self, value: Any, path: str, ctx: _Ctx) -> Any:
+        if not isinstance(value, str):
+            return _wrong_type(value, "a string", path, ctx)
+        if "\x00" in value:
+            return ctx.error(path, "contains a NUL character, which no command or file name can carry")
+        if len(value.strip()) < self.min_len:
+            return ctx.error(path, "must not be empty")
+        if len(value) > self.max_len:
+            return ctx.error(path, f"is {len(value)} characters long; the limit is {self.max_len}")
+        if self.pattern and not re.fullmatch(self.pattern, value):
+            return ctx.error(path, f"{value!r} is not allowed: {self.pattern_hint}", self._pattern_fix(value))
+        if self.absolute and not value.startswith("/"):
+            return ctx.error(path, f"{value!r} must be an absolute path", f"start it with '/', e.g. /{value.lstrip('./')}")
+        if self.url:
+            return self._check_url(value, path, ctx)
+        if self.zone:
+            return _check_zone(value, path, ctx)
+        return value
+
+    def _pattern_fix(self, value: str) -> str:
+        fixed = re.sub(r"[^a-z0-9._-]+", "-", value.lower()).strip("-._")[:63]
+        if self.pattern == ID_PATTERN and fixed and re.fullmatch(ID_PATTERN, fixed):
+            return f"for example {fixed!r}"
+        return ""
+
+    def _check_url(self, value: str, path: str, ctx: _Ctx) -> Any:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc or re.search(r"\s", value):
+            return ctx.error(path, f"{value!r} is not an http(s) URL", "write the full address, e.g. https://alerts.example.com/hook")
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "string", "minLength": self.min_len, "maxLength": self.max_len}
+        if self.pattern:
+            out["pattern"] = f"^(?:{self.pattern})$"
+        if self.absolute:
+            out["pattern"] = "^/"
+        if self.url:
+            out["pattern"] = "^https?://[^\\s/]+"
+            out["format"] = "uri"
+        return out
+
+
+def _check_zone(value: str, path: str, ctx: _Ctx) -> Any:
+    if value == "localtime" or value.startswith("/") or ".." in value:
+        return ctx.error(path, f"{value!r} is not an IANA time zone name", "name the zone, e.g. Europe/Paris or UTC")
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        close = difflib.get_close_matches(value, sorted(zoneinfo.available_timezones()), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else "use an IANA name such as America/New_York or UTC"
+        return ctx.error(path, f"unknown time zone {value!r}", hint)
+    return value
+
+
+@dataclass(frozen=True)
+class Int(_Type):
+    """A whole number within bounds (booleans and durations like '15m' are refused)."""
+
+    minimum: int = 0
+    maximum: int = 10**9
+    doc: str = "int"
+
+    def check(self, value: Any, path: str, ctx: _Ctx) -> Any:
+        if isinstance(value, str):
+            if value.strip().isdigit():
+                return ctx.error(path, f"must be a number, not the string {value!r}", f"remove the quotes: {value.strip()}")
+            try:
+                seconds = parse_duration(value)
+            except DurationError:
+                seconds = None
+            if seconds is not None and path.endswith("_s"):
+                return ctx.error(path, f"must be a number of seconds, not {value!r}", f"write {seconds}")
+        if isinstance(value, float):
+            return ctx.error(path, f"must be a whole number, not {value}", f"write {int(value)}" if value.is_integer() else "")
+        if isinstance(value, bool) or not isinstance(value, int):
+            return _wrong_type(value, "a whole number", path, ctx)
+        if value < self.minimum:
+            return ctx.error(path, f"must be ≥ {self.minimum}, not {value}")
+        if value > self.maximum:
+            return ctx.error(path, f"must be ≤ {self.maximum}, not {value}")
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "integer", "minimum": self.minimum, "maximum": self.maximum}
+
+
+@dataclass(frozen=True)
+class Bool(_Type):
+    """true or false."""
+
+    doc: str = "bool"
+
+    def check(self, value: Any, path: str, ctx: _Ctx) -> Any:
+        if not isinstance(value, bool):
+            return _wrong_type(value, "true or false", path, ctx)
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "boolean"}
+
+
+@dataclass(frozen=True)
+class Enum(_Type):
+    """One of a fixed set of words."""
+
+    choices: tuple[str, ...] = ()
+
+    @property
+    def doc(self) -> str:  # type: ignore[override]
+        return " | ".join(self.choices)
+
+    def check(self, value: Any, path: str, ctx: _Ctx) -> Any:
+        if not isinstance(value, str):
+            return _wrong_type(value, "one of " + ", ".join(self.choices) + " (a string)", path, ctx)
+        if value not in self.choices:
+            hint = _did_you_mean(value, self.choices) or "choose one of " + ", ".join(self.choices)
+            return ctx.error(path, f"{value!r} is not one of {', '.join(self.choices)}", hint)
+        return value
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string", "enum": list(self.choices)}
+
+
+@dataclass(frozen=True)
+class Command(_Type):
+    """A string (run by the shell) or a list of strings (exec'd directly, no shell)."""
+
+    doc: str = "string or list of strings"
+
+    def check(self, value: Any, path: str, ctx: _Ctx) -> Any:
+        if isinstance(value, str):
+            return Str(max_len=MAX_COMMAND_CHARS).check(value, path, ctx)
+        if not isinstance(value, list):
+            return _wrong_type(value, "a string (run by the shell) or a list of strings (exec'd)", path, ctx)
+        if not value:
+            return ctx.error(path, "is an empty list", "give the program and its arguments, e.g. [/usr/bin/backup, --full]")
+        if len(value) > MAX_COMMAND_ARGS:
+            return ctx.error(path, f"has {len(value)} arguments; the limit is {MAX_COMMAND_ARGS}")
+        items = [Str(max_len=MAX_COMMAND_CHARS, min_len=1 if i == 0 else 0).check(v, path_index(path, i), ctx) for i, v in enumerate(value)]
+        if any(v is INVALID for v in items):
+            return INVALID
+        if sum(len(v) for v in items) > MAX_COMMAND_CHARS:
+            return ctx.error(path, f"is longer than {MAX_COMMAND_CHARS} characters in all")
+        return tuple(items)
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "anyOf": [
+                {"type": "string", "minLength": 1, "maxLength": MAX_COMMAND_CHARS},
+                {"type": "array", "minItems": 1, "maxItems": MAX_COMMAND_ARGS, "items": {"type": "string"}},
+            ]
+        }
+
+
+@dataclass(frozen=True)
+class StrList(_Type):
+    """A list of items of one type (strings or words)."""
+
+    item: _Type = field(default_factory=Str)
+    min_items: int = 0
+    max_items: int = 64
+    doc: str = "list of strings"
+
+    def check(self, value: Any, path: str, ctx: _Ctx) -> Any:
+        if not isinstance(value, list):
+            return _wrong_type(value, "a list", path, ctx)
+        if len(value) < self.min_items:
+            return ctx.error(path, f"must list at least {self.min_items}")
+        if len(value) > self.max_items:
+            return ctx.error(path, f"has {len(value)} items; the limit is {self.max_items}")
+        items = [self.item.check(v, path_index(path, i), ctx) for i, v in enumerate(value)]
+        return INVALID if any(v is INVALID for v in items) else tuple(dict.fromkeys(items))
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "array", "minItems": self.min_items, "maxItems": self.max_items, "items": self.item.schema()}
+
+
+ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+@dataclass(frozen=True)
+class EnvMap(_Type):
+    """Environment variables for the run: NAME -> string; CHRONO_* names are chrono's own."""
+
+    doc: str = "mapping of NAME to string"
+
+    def check(self, value: Any, path: str, ctx: _Ctx) -> Any:
+        if not isinstance(value, dict):
+            return _wrong_type(value, "a mapping of NAME: value", path, ctx)
+        if len(value) > MAX_ENV_ENTRIES:
+            return ctx.error(path, f"has {len(value)} entries; the limit is {MAX_ENV_ENTRIES}")
+        before, out = ctx.error_count(), []
+        for name, v in value.items():
+            at = path_key(path, name)
+            if not re.fullmatch(ENV_NAME, str(name)):
+                ctx.error(at, f"{name!r} is not a variable name", "use letters, digits and '_', not starting with a digit")
+            elif str(name).upper().startswith("CHRONO_"):
+                ctx.error(at, f"{name} is set by chrono for every run and cannot be overridden", "choose another name")
+            out.append((str(name), Str(max_len=32 * 1024, min_len=0).check(v, at, ctx)))
+        return tuple(sorted(out)) if ctx.error_count() == before else INVALID
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "maxProperties": MAX_ENV_ENTRIES,
+            "propertyNames": {"pattern": f"^{ENV_NAME}$", "not": {"pattern": "^[Cc][Hh][Rr][Oo][Nn][Oo]_"}},
+            "additionalProperties": {"type": "string"},
+        }
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of a job (or of a nested mapping): its type, default, and rule in words.
+
+    `default` is the value when the key is absent (None where validation computes it or
+    there is none); `default_doc` and `rule` are what the JSON Schema and man page say.
+    """
+
+    name: str
+    type: _Type
+    default: Any = None
+    required: bool = False
+    nullable: bool = False
+    default_doc: str = ""
+    rule: str = ""
+
+
+@dataclass(frozen=True)
+class Obj(_Type):
+    """A mapping with known keys; `build` turns the checked values into a model object."""
+
+    fields: tuple[Field, ...] = ()
+    build: Callable[[dict[str, Any]], Any] = dict
+    post: Callable[[dict[str, Any], str, _Ctx], bool] | None = None
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    exactly_one_of: tuple[str, ...] = ()  # for the schema; `post` enforces it
+    doc: str = "mapping"
+
+    def check(self, value: Any, path: str, ctx: _Ctx) -> Any:
+        if not isinstance(value, dict):
+            return _wrong_type(value, "a mapping", path, ctx)
+        before = ctx.error_count()
+        _unknown_keys(value, tuple(f.name for f in self.fields), path, ctx, self.aliases)
+        out = {}
+        for f in self.fields:
+            at = path_key(path, f.name)
+            if f.name in value:
+                out[f.name] = None if (f.nullable and value[f.name] is None) else f.type.check(value[f.name], at, ctx)
+            elif f.required:
+                out[f.name] = ctx.error(path, f"{f.name} is required", f"add {f.name}: ({f.rule or f.type.doc})")
+            else:
+                out[f.name] = f.default
+        if self.post and ctx.error_count() == before:
+            self.post(out, path, ctx)
+        return self.build(out) if ctx.error_count() == before else INVALID
+
+    def schema(self) -> dict[str, Any]:
+        out = {
+            "type": "object",
+            "properties": {f.name: field_schema(f) for f in self.fields},
+            "required": [f.name for f in self.fields if f.required],
+            "additionalProperties": False,
+        }
+        if self.exactly_one_of:
+            out["oneOf"] = [{"required": [name]} for name in self.exactly_one_of]
+        return out
+
+
+@dataclass(frozen=True)
+class ObjList(_Type):
+    """A list of mappings of one shape."""
+
+    item: Obj = field(default_factory=Obj)
+    max_items: int = 32
+    doc: str = "list of mappings"
+
+    def check(self, value: Any, path: str, ctx: _Ctx) -> Any:
+        if not isinstance(value, list):
+            return _wrong_type(value, "a list", path, ctx)
+        if len(value) > self.max_items:
+            return ctx.error(path, f"has {len(value)} items; the limit is {self.max_items}")
+        items = [self.item.check(v, path_index(path, i), ctx) for i, v in enumerate(value)]
+        return INVALID if any(v is INVALID for v in items) else tuple(items)
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "array", "maxItems": self.max_items, "items": self.item.schema()}
+
+
+NODE_GLOB = r"[A-Za-z0-9_.*?\[\]!-]{1,255}"
+_NODES = Obj(
+    fields=(Field("nodes", StrList(Str(pattern=NODE_GLOB, pattern_hint="node globs use letters, digits, . _ - and * ? [ ]"), min_items=1), required=True),),
+    build=lambda d: RunOn(mode="any", nodes=d["nodes"]),
+)
+
+
+@dataclass(frozen=True)
+class RunOnType(_Type):
+    """`any` (once per fleet), `each` (every node), or `{nodes: [glob, ...]}`."""
+
+    doc: str = "any | each | {nodes: [glob, ...]}"
+
+    def check(self, value: Any, path: str, ctx: _Ctx) -> Any:
+        if isinstance(value, dict):
+            return _NODES.check(value, path, ctx)
+        checked = Enum(("any", "each")).check(value, path, ctx)
+        return INVALID if checked is INVALID else RunOn(mode=checked)
+
+    def schema(self) -> dict[str, Any]:
+        return {"anyOf": [{"type": "string", "enum": ["any", "each"]}, _NODES.schema()]}
+
+
+def field_schema(f: Field) -> dict[str, Any]:
+    """The JSON Schema of one field, with its rule and default as description."""
+    out = dict(f.type.schema())
+    if f.nullable:
+        out = {"anyOf": [out, {"type": "null"}]}
+    if f.rule:
+        out["description"] = f.rule + (f" Default: {f.default_doc}." if f.default_doc else "")
+    if f.default is not None and isinstance(f.default, (str, int, bool)):
+        out["default"] = f.default
+    return out
+
+
+def _retry_post(d: dict[str, Any], path: str, ctx: _Ctx) -> bool:
+    if d["backoff_s"] > d["max_backoff_s"]:
+        ctx.error(path_key(path, "backoff_s"), f"{d['backoff_s']} is larger than max_backoff_s ({d['max_backoff_s']})", "raise max_backoff_s or lower backoff_s")
+        return False
+    return True
+
+
+def _notify_post(d: dict[str, Any], path: str, ctx: _Ctx) -> bool:
+    given = [k for k in ("command", "webhook") if d.get(k) is not None]
+    if len(given) != 1:
+        what = "both command and webhook" if given else "neither command nor webhook"
+        ctx.error(path, f"has {what}; a route has exactly one", "split it into two routes, one with command:, one with webhook:" if given else "add command: or webhook:")
+        return False
+    return True
+
+
+RETRY_FIELDS = (
+    Field("attempts", Int(1, 100), 1, default_doc="1", rule="total attempts; 1 means no retry"),
+    Field("backoff_s", Int(0, 86400), 10, default_doc="10", rule="delay before the second attempt, doubled each time"),
+    Field("max_backoff_s", Int(0, 7 * 86400), 3600, default_doc="3600", rule="upper bound of the delay"),
+)
+NOTIFY_FIELDS = (
+    Field("on", StrList(Enum(NOTIFY_EVENTS), min_items=1, max_items=len(NOTIFY_EVENTS)), required=True, rule="events: " + ", ".join(NOTIFY_EVENTS)),
+    Field("command", Command(), nullable=True, rule="a command run with the event in CHRONO_EVENT"),
+    Field("webhook", Str(url=True, max_len=2048), nullable=True, rule="an http(s) URL that receives a JSON POST"),
+    Field("timeout_s", Int(1, 300), 10, default_doc="10", rule="how long one notification may take"),
+)
+RESOURCE_FIELDS = (Field("max_concurrency", Int(1, 100_000), required=True, rule="at most this many jobs of the group run at once"),)
+
+ID_PATTERN = r"[a-z0-9][a-z0-9._-]{0,62}"
+NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?"
+RESOURCE_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}"
+TAG_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,62}"
+
+FIELDS: tuple[Field, ...] = (
+    Field("id", Str(max_len=63, pattern=ID_PATTERN, pattern_hint="lowercase letters, digits, '.', '_', '-', starting with a letter or digit, at most 63"), required=True, rule="unique across the registry; [a-z0-9][a-z0-9._-]{0,62}"),
+    Field("owner", Str(max_len=256), required=True, rule="the team that is paged for failures"),
+    Field("schedule", Str(max_len=256), required=True, rule="cron expression (5 fields, or 6 with leading seconds), @daily and friends, @every DURATION, or @reboot"),
+    Field("command", Command(), required=True, rule="a string is run by shell; a list is exec'd directly, no shell"),
+    Field("idempotency_class", Enum(IDEMPOTENCY_CLASSES), required=True, rule="idempotent: re-running is harmless; keyed: dedupes on CHRONO_RUN_ID; unsafe: at most once"),
+    Field("timezone", Str(max_len=64, zone=True), "UTC", default_doc="UTC", rule="IANA zone name the schedule is read in"),
+    Field("tolerance_s", Int(0, 86400), None, default_doc="min(300, 10% of the smallest gap between occurrences)", rule="jitter window in seconds; must be smaller than the smallest gap"),
+    Field("tolerance_reason", Str(max_len=1024), nullable=True, default_doc="none", rule="why the job must start exactly on time; expected with tolerance_s: 0"),
+    Field("overlap", Enum(OVERLAP_POLICIES), "forbid", default_doc="forbid", rule="what to do when the previous run is still going"),
+    Field("catchup", Enum(CATCHUP_POLICIES), "latest", default_doc="latest", rule="what to do with occurrences missed while nothing could run them"),
+    Field("catchup_window_s", Int(0, 366 * 86400), 86400, default_doc="86400", rule="occurrences older than this are never run late"),
+    Field("timeout_s", Int(1, 366 * 86400), None, nullable=True, default_doc="none", rule="SIGTERM to the process group after this many seconds"),
+    Field("kill_grace_s", Int(0, 3600), 10, default_doc="10", rule="SIGKILL this long after SIGTERM"),
+    Field("retry", Obj(RETRY_FIELDS, build=lambda d: Retry(**d), post=_retry_post), Retry(), default_doc="{attempts: 1}", rule="{attempts, backoff_s, max_backoff_s}; attempts > 1 not allowed for unsafe jobs"),
+    Field("max_silence_s", Int(1, 10 * 366 * 86400), None, default_doc="2 × the largest gap + tolerance_s", rule="dead man's switch: alert when no success for this long"),
+    Field("run_on", RunOnType(), RunOn(), default_doc="any", rule="any: once per fleet; each: on every node; {nodes: [glob]}: once, on a matching node"),
+    Field("user", Str(pattern=NAME_PATTERN, pattern_hint="a user name"), nullable=True, default_doc="the daemon's user", rule="only a root daemon switches users"),
+    Field("group", Str(pattern=NAME_PATTERN, pattern_hint="a group name"), nullable=True, default_doc="the user's primary group", rule="group to run as"),
+    Field("workdir", Str(absolute=True), "/", default_doc="/", rule="absolute directory the command starts in"),
+    Field("env", EnvMap(), (), default_doc="{}", rule=f"extra variables, NAME: string; at most {MAX_ENV_ENTRIES}; CHRONO_* is reserved"),
+    Field("shell", Str(absolute=True, max_len=1024), "/bin/sh", default_doc="/bin/sh", rule="absolute path of the shell that runs a string command"),
+    Field("stdin", Str(max_len=MAX_COMMAND_CHARS, min_len=0), nullable=True, default_doc="none (empty)", rule="text given to the command on standard input"),
+    Field("resource", Str(pattern=RESOURCE_PATTERN, pattern_hint="a name from resources:"), nullable=True, default_doc="none", rule="a concurrency group declared under resources: in the same file"),
+    Field("notify", ObjList(Obj(NOTIFY_FIELDS, build=lambda d: Notify(**d), post=_notify_post, exactly_one_of=("command", "webhook")), MAX_NOTIFY_ROUTES), (), default_doc="[]", rule="routes: {on: [events], command: ... | webhook: URL}"),
+    Field("tags", StrList(Str(max_len=63, pattern=TAG_PATTERN, pattern_hint="letters, digits and . _ : / -"), max_items=MAX_TAGS), (), default_doc="[]", rule="labels; compliance requires an explicit max_silence_s and a notify"),
+    Field("output_limit_kb", Int(1, 16384), 64, default_doc="64", rule="the tail of output kept per run, in KiB"),
+    Field("description", Str(min_len=0), "", default_doc='""', rule="what the job is for"),
+    Field("enabled", Bool(), True, default_doc="true", rule="false keeps the job defined but never fires it"),
+)
+FIELDS_BY_NAME = {f.name: f for f in FIELDS}
+RESOURCE = Obj(RESOURCE_FIELDS)
+
+# Keys people bring from other schedulers; difflib cannot guess these.
+KEY_ALIASES = {
+    "tz": "timezone",
+    "cron": "schedule",
+    "cmd": "command",
+    "run": "command",
+    "name": "id",
+    "team": "owner",
+    "retries": "retry",
+    "cwd": "workdir",
+    "dir": "workdir",
+    "environment": "env",
+    "timeout": "timeout_s",
+    "tolerance": "tolerance_s",
+    "jitter": "tolerance_s",
+    "concurrency": "overlap",
+    "disabled": "enabled",
+    "labels": "tags",
+}
+
+
+def _unknown_keys(value: dict, allowed: tuple[str, ...], path: str, ctx: _Ctx, aliases: Mapping[str, str] | None = None) -> None:
+    for key in value:
+        if key not in allowed:
+            hint = _did_you_mean(str(key), allowed, aliases) or "known keys: " + ", ".join(allowed)
+            ctx.error(path_key(path, str(key)), f"unknown key {key!r}", hint)
+
+
+# --- the document ------------------------------------------------------------------------
+
+
+def validate_document(doc: SpecDocument, *, now: datetime) -> FileValidation:
+    """Validate one job file's data. Every problem is reported, each with file, line and path.
+
+    `now` (aware) anchors the look-ahead for DST warnings; nothing else reads time.
+    """
+    if now.tzinfo is None:
+        raise ValueError("validate_document needs an aware `now`")
+    ctx = _Ctx(doc)
+    data = doc.data
+    if not isinstance(data, dict):
+        ctx.error("", f"a job file must be a mapping with a jobs: list, not {_type_name(data)}", "start the file with 'jobs:'")
+        return FileValidation((), {}, tuple(ctx.problems))
+    _unknown_keys(data, TOP_LEVEL_KEYS, "", ctx)
+    resources = _resources(data.get("resources"), ctx) if "resources" in data else {}
+    defaults = _defaults(data["defaults"], ctx) if "defaults" in data else {}
+    jobs = _jobs(data, defaults, resources, ctx, now)
+    return FileValidation(tuple(jobs), resources, tuple(sorted(ctx.problems, key=lambda p: p.line)))
+
+
+def _resources(value: Any, ctx: _Ctx) -> dict[str, Resource]:
+    if not isinstance(value, dict):
+        _wrong_type(value, "a mapping of name: {max_concurrency: N}", "resources", ctx)
+        return {}
+    if len(value) > MAX_RESOURCES:
+        ctx.error("resources", f"declares {len(value)} groups; the limit is {MAX_RESOURCES}")
+        return {}
+    out = {}
+    for name, spec in value.items():
+        at = path_key("resources", name)
+        if not re.fullmatch(RESOURCE_PATTERN, str(name)):
+            ctx.error(at, f"{name!r} is not a resource name", "letters, digits, '.', '_', '-', at most 63")
+            continue
+        checked = RESOURCE.check(spec, at, ctx)
+        if checked is not INVALID:
+            out[name] = Resource(name=name, max_concurrency=checked["max_concurrency"])
+    return out
+
+
+def _defaults(value: Any, ctx: _Ctx) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        _wrong_type(value, "a mapping of job fields", "defaults", ctx)
+        return {}
+    allowed = tuple(f.name for f in FIELDS if f.name != "id")
+    out = {}
+    for key, v in value.items():
+        at = path_key("defaults", key)
+        if key == "id":
+            ctx.error(at, "id cannot have a default", "every job names itself with its own id:")
+        elif key not in allowed:
+            ctx.error(at, f"unknown key {key!r}", _did_you_mean(str(key), allowed, KEY_ALIASES) or "defaults take job fields")
+        else:
+            f = FIELDS_BY_NAME[key]
+            out[key] = (None if (f.nullable and v is None) else f.type.check(v, at, ctx), at)
+    return out
+
+
+def _jobs(data: dict, defaults: dict, resources: dict, ctx: _Ctx, now: datetime) -> list[JobSpec]:
+    if "jobs" not in data:
+        ctx.error("", "a job file needs a top-level jobs: list", "add 'jobs:' followed by '- id: ...' entries")
+        return []
+    items = data["jobs"]
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        _wrong_type(items, "a list of jobs", "jobs", ctx)
+        return []
+    if len(items) > MAX_JOBS_PER_FILE:
+        ctx.error("jobs", f"lists {len(items)} jobs; the limit is {MAX_JOBS_PER_FILE} per file", "split the jobs across several files")
+        return []
+    specs, first_seen = [], {}
+    for i, item in enumerate(items):
+        spec = _job(item, path_index("jobs", i), defaults, resources, ctx, now)
+        job_id = item.get("id") if isinstance(item, dict) else None
+        if isinstance(job_id, str):
+            if job_id in first_seen:
+                ctx.job_id = job_id
+                ctx.error(path_key(path_index("jobs", i), "id"), f"id {job_id!r} is already used at line {first_seen[job_id]}", "ids are unique across the registry; rename one")
+                continue
+            first_seen[job_id] = ctx.line(path_key(path_index("jobs", i), "id"))
+        if spec is not None:
+            specs.append(spec)
+    ctx.job_id = None
+    return specs
+
+
+@dataclass
+class _Job:
+    """A job while it is being validated: checked values and the path each came from."""
+
+    path: str
+    values: dict[str, Any]
+    source: dict[str, str]  # field -> path it was written at (the job or defaults)
+    explicit: set[str]  # fields written in the job or in defaults
+    schedule: Any = None
+
+    def at(self, name: str) -> str:
+        return self.source.get(name, self.path)
+
+
+def _job(item: Any, path: str, defaults: dict, resources: dict, ctx: _Ctx, now: datetime) -> JobSpec | None:
+    ctx.job_id = None
+    if not isinstance(item, dict):
+        _wrong_type(item, "a mapping (a job: id, owner, schedule, ...)", path, ctx)
+        return None
+    raw_id = item.get("id")
+    if isinstance(raw_id, str) and re.fullmatch(ID_PATTERN, raw_id):
+        ctx.job_id = raw_id
+    before = ctx.error_count()
+    _unknown_keys(item, tuple(FIELDS_BY_NAME), path, ctx, KEY_ALIASES)
+    job = _Job(path, {}, {}, set())
+    for f in FIELDS:
+        job.values[f.name] = _field_value(f, item, path, defaults, job, ctx)
+    for rule in JOB_RULES:
+        rule(job, resources, ctx, now)
+    if ctx.error_count() > before or any(v is INVALID for v in job.values.values()):
+        return None
+    return _build(job, ctx)
+
+
+def _field_value(f: Field, item: dict, path: str, defaults: dict, job: _Job, ctx: _Ctx) -> Any:
+    if f.name in item:
+        at = path_key(path, f.name)
+        job.source[f.name] = at
+        job.explicit.add(f.name)
+        value = item[f.name]
+        return None if (f.nullable and value is None) else f.type.check(value, at, ctx)
+    if f.name in defaults:
+        value, at = defaults[f.name]
+        job.source[f.name] = at
+        job.explicit.add(f.name)
+        return value
+    if f.required:
+        return ctx.error(path, f"{f.name} is required", f"add {f.name}: ({f.rule})")
+    return f.default
+
+
+def _build(job: _Job, ctx: _Ctx) -> JobSpec:
+    names = {f.name for f in dc_fields(JobSpec)}
+    values = {k: v for k, v in job.values.items() if k in names}
+    return JobSpec(
+        **values,
+        max_silence_explicit="max_silence_s" in job.explicit,
+        source_file=ctx.doc.file,
+        source_line=ctx.line(job.path),
+    )
+
+
+# --- rules across fields (each reports its own problems) -------------------------------------
+
+
+def _rule_schedule(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+    expr, tz = job.values["schedule"], job.values["timezone"]
+    if expr is INVALID:
+        return
+    try:
+        job.schedule = compile_schedule(expr, tz if tz is not INVALID else "UTC")
+    except ScheduleError as e:
+        job.values["schedule"] = ctx.error(job.at("schedule"), e.message, e.hint)
+
+
+def _rule_tolerance(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+    tolerance = job.values["tolerance_s"]
+    gap = job.schedule.min_gap_s() if job.schedule is not None else None
+    if tolerance is None:
+        job.values["tolerance_s"] = min(300, gap // 10) if gap else 0
+        return
+    if tolerance is INVALID or gap is None:
+        return
+    if tolerance >= gap:
+        ctx.error(
+            job.at("tolerance_s"),
+            f"{tolerance} is not smaller than the smallest gap between occurrences ({gap}s)",
+            f"use at most {gap - 1}, or leave it out for the default of {min(300, gap // 10)}",
+        )
+    elif tolerance == 0 and job.values["tolerance_reason"] is None:
+        ctx.warn(job.at("tolerance_s"), "is 0 without a tolerance_reason", "say why the job must start exactly on time: tolerance_reason: ...")
+
+
+def _rule_retry(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+    retry = job.values["retry"]
+    if job.values["idempotency_class"] == "unsafe" and isinstance(retry, Retry) and retry.attempts > 1:
+        ctx.error(
+            path_key(job.at("retry"), "attempts"),
+            f"is {retry.attempts}, but an unsafe job runs at most once and is never retried",
+            "make the job dedupe on CHRONO_RUN_ID and declare idempotency_class: keyed, or remove retry:",
+        )
+
+
+def _rule_max_silence(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+    silence, tolerance = job.values["max_silence_s"], job.values["tolerance_s"]
+    gap = job.schedule.max_gap_s() if job.schedule is not None else None
+    if silence is None:
+        if gap is not None and isinstance(tolerance, int):
+            job.values["max_silence_s"] = 2 * gap + tolerance
+        return
+    if silence is not INVALID and gap is not None and silence < gap:
+        ctx.warn(
+            job.at("max_silence_s"),
+            f"{silence}s is shorter than the largest gap between occurrences ({gap}s): the silence alert will fire between normal runs",
+            f"use at least {gap + (tolerance if isinstance(tolerance, int) else 0)}",
+        )
+
+
+def _rule_compliance(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+    tags = job.values["tags"]
+    if tags is INVALID or "compliance" not in tags:
+        return
+    if "max_silence_s" not in job.explicit:
+        ctx.error(job.at("tags"), "a compliance job needs an explicit max_silence_s", "add max_silence_s: the longest the job may go without succeeding")
+    if not job.values["notify"]:
+        ctx.error(job.at("tags"), "a compliance job needs a notify route", "add notify: [{on: [failed, lost, silence], command: ...}]")
+
+
+def _rule_resource(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+    name = job.values["resource"]
+    if name is None or name is INVALID or name in resources:
+        return
+    hint = _did_you_mean(name, tuple(resources)) or (
+        f"declare it: resources: {{{name}: {{max_concurrency: 1}}}}" if not resources else "declared here: " + ", ".join(sorted(resources))
+    )
+    ctx.error(job.at("resource"), f"{name!r} is not declared under resources: in this file", hint)
+
+
+def _rule_dst(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+    sched = job.schedule
+    if sched is None or sched.kind != "cron" or not sched.is_fixed_time:
+        return
+    for event in sched.dst_events(now, now + DST_LOOKAHEAD):
+        ctx.warn(
+            job.at("schedule"),
+            f"daylight saving time in {sched.tz} ({event.change}): {event.effect}",
+            "if that matters, schedule outside the hours the clocks change, or use timezone: UTC",
+        )
+
+
+JOB_RULES: tuple[Callable[[_Job, dict, _Ctx, datetime], None], ...] = (
+    _rule_schedule,
+    _rule_tolerance,
+    _rule_retry,
+    _rule_max_silence,
+    _rule_compliance,
+    _rule_resource,
+    _rule_dst,
+)
+
+
+# --- helpers others need -----------------------------------------------------------------
+
+
+def job_key_for(spec: JobSpec, node: str | None) -> str:
+    """The job key (DESIGN §4): the id, or `id@node` for `run_on: each` jobs."""
+    return identity.job_key(spec.id, spec.run_on.each, node)
+
+
+def fire_offset(spec: JobSpec, node: str | None) -> int:
+    """Seconds between an occurrence's scheduled time and its fire time on `node`."""
+    return identity.jitter_offset(job_key_for(spec, node), spec.tolerance_s)

@@ -1,0 +1,409 @@
+"""Job files and registry directories -> validated specs, read the way /etc/cron.d should be.
+
+YAML is parsed safely (DESIGN §9): a size cap before parsing; then libyaml's events are
+screened so that no tag, anchor or alias ever reaches a constructor (nothing executes, and
+an alias bomb is refused at its first anchor); then the node tree is turned into plain
+values by hand, keeping the line of every field and the raw text of every unquoted scalar
+that YAML did not read as a string. `chronod.core.validate` does the rest.
+
+A root daemon (`secure`) opens each file with O_NOFOLLOW and checks the open descriptor:
+a regular file, owned by root (or by the user every job in it runs as), not group- or
+world-writable, exactly one hard link. Symbolic links are refused, even ones that point
+inside the registry: a real file cannot be swapped for a link to somewhere else.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import pwd
+import re
+import stat
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+from yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from chronod.core.model import JobSpec, Resource
+from chronod.core.validate import (
+    ERROR,
+    WARNING,
+    Problem,
+    SpecDocument,
+    path_index,
+    path_key,
+    validate_document,
+)
+
+MAX_FILE_BYTES = 1024 * 1024
+MAX_DEPTH = 32
+FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+SUFFIXES = (".yaml", ".yml")
+# Left behind by package managers and editors: never jobs, whatever they end with.
+LEFTOVERS = (
+    ".dpkg-old", ".dpkg-new", ".dpkg-dist", ".dpkg-tmp", ".dpkg-bak",
+    ".rpmnew", ".rpmsave", ".rpmorig", ".swp", ".swo", ".bak", ".orig", ".tmp",
+)
+
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+
+
+@dataclass
+class FileResult:
+    """One file of the registry: its jobs that validated, its resources, its problems.
+
+    `specs` holds every job of the file that is valid on its own, even when another part
+    of the file has errors; `ok` says whether the file as a whole is clean, so that a
+    daemon can keep a bad file's last good version instead. A file that could not be read
+    or parsed, or failed a security check, has no specs.
+    """
+
+    path: str
+    specs: tuple[JobSpec, ...] = ()
+    resources: dict[str, Resource] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    digest: str = ""  # sha256 of the bytes read; "" when the file was not read
+
+    @property
+    def ok(self) -> bool:
+        """No errors (warnings allowed)."""
+        return not any(p.severity == ERROR for p in self.problems)
+
+
+@dataclass
+class RegistryResult:
+    """Everything read from a registry: per file, merged, and every problem in file order.
+
+    `jobs` is the union of the files' `specs` (ids unique: a later file's duplicate is an
+    error and left out); `resources` the union of the files' concurrency groups.
+    """
+
+    files: dict[str, FileResult] = field(default_factory=dict)
+    jobs: dict[str, JobSpec] = field(default_factory=dict)
+    resources: dict[str, Resource] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """No errors anywhere (warnings allowed)."""
+        return not any(p.severity == ERROR for p in self.problems)
+
+
+class _Refused(Exception):
+    """The file cannot be used at all: one problem says why."""
+
+    def __init__(self, message: str, hint: str = "", line: int = 0):
+        super().__init__(message)
+        self.message, self.hint, self.line = message, hint, line
+
+
+# --- YAML -> SpecDocument ----------------------------------------------------------------
+
+
+def parse_text(text: str | bytes, file: str) -> SpecDocument:
+    """Parse one job file's text into a SpecDocument (values, lines, raw scalars).
+
+    Refusals (syntax, tags, anchors, aliases, nesting, size) become the document's problems
+    and leave its data None; duplicate keys are reported and the first value is kept.
+    """
+    try:
+        return _parse(text, file)
+    except _Refused as r:
+        return SpecDocument(file, None, problems=(Problem(ERROR, file, r.line, None, "", r.message, r.hint),))
+
+
+def _parse(text: str | bytes, file: str) -> SpecDocument:
+    if isinstance(text, bytes):
+        if len(text) > MAX_FILE_BYTES:
+            raise _too_big(len(text))
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise _Refused(f"is not UTF-8 text (byte {e.start})", "save the file as UTF-8") from None
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
+        raise _too_big(len(text.encode("utf-8", "surrogatepass")))
+    try:
+        _screen_events(text)
+        root = yaml.compose(text, Loader=_LOADER)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        raise _Refused(f"YAML syntax: {e.problem or e.context}", "check indentation and quoting near this line", mark.line + 1 if mark else 0) from None
+    except yaml.YAMLError as e:
+        raise _Refused(f"YAML syntax: {e}") from None
+    conv = _Converter(file)
+    data = None if root is None else conv.value(root, "")
+    return SpecDocument(file, data, conv.lines, conv.plain, tuple(conv.problems))
+
+
+def _too_big(size: int) -> _Refused:
+    return _Refused(f"is {size} bytes; job files are limited to {MAX_FILE_BYTES} bytes", "split the jobs across several files")
+
+
+def _screen_events(text: str) -> None:
+    """Refuse tags, anchors, aliases and deep nesting before any node is built."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_LOADER):
+        line = event.start_mark.line + 1 if event.start_mark else 0
+        if isinstance(event, AliasEvent):
+            raise _Refused(f"aliases (*{event.anchor}) are not allowed", "write the value out, or use defaults: for shared fields", line)
+        if isinstance(event, NodeEvent) and event.anchor is not None:
+            raise _Refused(f"anchors (&{event.anchor}) are not allowed", "write the value out, or use defaults: for shared fields", line)
+        tag = getattr(event, "tag", None)
+        if tag is not None:
+            raise _Refused(f"YAML tags are not allowed ({_short_tag(tag)})", "remove the tag; to force a string, quote the value", line)
+        if isinstance(event, CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _Refused(f"is nested more than {MAX_DEPTH} levels deep", "", line)
+        elif isinstance(event, CollectionEndEvent):
+            depth -= 1
+
+
+def _short_tag(tag: str) -> str:
+    return "!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else tag
+
+
+class _Converter:
+    """Node tree -> plain values, recording the line of each path and raw non-string scalars."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.lines: dict[str, int] = {}
+        self.plain: dict[str, str] = {}
+        self.problems: list[Problem] = []
+
+    def value(self, node: Node, path: str) -> Any:
+        self.lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, ScalarNode):
+            return self.scalar(node, path)
+        if isinstance(node, SequenceNode):
+            return [self.value(item, path_index(path, i)) for i, item in enumerate(node.value)]
+        assert isinstance(node, MappingNode)
+        return self.mapping(node, path)
+
+    def scalar(self, node: ScalarNode, path: str) -> Any:
+        if node.tag == _STR_TAG:
+            return node.value
+        construct = _LOADER.yaml_constructors.get(node.tag)
+        if construct is None:
+            return node.value
+        value = construct(_CONSTRUCTOR, node)
+        self.plain[path] = node.value
+        return value
+
+    def mapping(self, node: MappingNode, path: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            line = key_node.start_mark.line + 1
+            if not isinstance(key_node, ScalarNode) or key_node.tag == _MERGE_TAG:
+                what = "merge keys (<<)" if isinstance(key_node, ScalarNode) else "keys that are lists or mappings"
+                self._error(line, path, f"{what} are not allowed", "use plain names as keys; shared fields go under defaults:")
+                continue
+            key = key_node.value  # as written: `on:` stays "on", `no:` stays "no"
+            at = path_key(path, key)
+            if key in out:
+                self._error(line, at, f"duplicate key {key!r}: first given at line {self.lines[at]}", "keep one of the two")
+                continue
+            self.lines[at] = line
+            out[key] = self.value(value_node, at)
+        return out
+
+    def _error(self, line: int, path: str, message: str, hint: str) -> None:
+        self.problems.append(Problem(ERROR, self.file, line, None, path, message, hint))
+
+
+# --- files and the registry --------------------------------------------------------------
+
+
+def load_file(path: Path | str, *, now: datetime, secure: bool | None = None) -> FileResult:
+    """Read, check and validate one job file (see `load_registry` for `secure`)."""
+    secure = _default_secure(secure)
+    name = str(path)
+    try:
+        data, owner = _read(Path(path), secure)
+    except _Refused as r:
+        return FileResult(name, problems=[Problem(ERROR, name, r.line, None, "", r.message, r.hint)])
+    doc = parse_text(data, name)
+    if doc.data is None and doc.problems:  # refused before there was anything to validate
+        return FileResult(name, problems=list(doc.problems), digest=hashlib.sha256(data).hexdigest())
+    result = validate_document(doc, now=now)
+    fres = FileResult(name, result.jobs, dict(result.resources), list(result.problems), hashlib.sha256(data).hexdigest())
+    if secure and owner not in _trusted_owners():
+        _check_owner_runs_as(fres, owner)
+    return fres
+
+
+def load_registry(paths: Iterable[Path | str] | Path | str, *, now: datetime, secure: bool | None = None) -> RegistryResult:
+    """Load a registry: job files and directories of `*.yaml`/`*.yml` files.
+
+    `secure` (default: when running as root) applies the §9 file checks. In a directory,
+    dotfiles, `~` backups and package/editor leftovers are skipped silently, other YAML
+    names outside `[A-Za-z0-9_.-]` with a warning. Files load in sorted order, and when
+    two files define the same id the later one's job is an error and left out.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    secure = _default_secure(secure)
+    reg = RegistryResult()
+    for given in paths:
+        for file, skipped in _expand(Path(given), secure, reg):
+            if skipped is not None:
+                reg.problems.append(skipped)
+            elif str(file) not in reg.files:
+                reg.files[str(file)] = load_file(file, now=now, secure=secure)
+    for fres in reg.files.values():
+        _merge(reg, fres)
+    return reg
+
+
+def _default_secure(secure: bool | None) -> bool:
+    return os.geteuid() == 0 if secure is None else secure
+
+
+def _trusted_owners() -> set[int]:
+    return {0, os.geteuid()}
+
+
+def _expand(given: Path, secure: bool, reg: RegistryResult) -> Iterable[tuple[Path, Problem | None]]:
+    if not given.is_dir():
+        if not given.exists() and not given.is_symlink():
+            reg.problems.append(Problem(ERROR, str(given), 0, None, "", "no such file or directory"))
+            return []
+        return [(given, None)]
+    if secure:
+        reg.problems.extend(_check_dir(given))
+    out = []
+    for entry in sorted(os.listdir(given)):
+        load, warning = skip_decision(entry)
+        if load or warning:
+            file = given / entry
+            out.append((file, Problem(WARNING, str(file), 0, None, "", warning) if warning else None))
+    return out
+
+
+def skip_decision(name: str) -> tuple[bool, str]:
+    """Whether a directory entry is a job file to load, and the warning if it is skipped loudly."""
+    if name.startswith(".") or name.endswith("~") or ".ucf-" in name or name.endswith(LEFTOVERS):
+        return False, ""
+    if not name.endswith(SUFFIXES):
+        return False, ""
+    if not FILE_NAME.fullmatch(name):
+        return False, "skipped: job file names may use only letters, digits, '_', '.' and '-'"
+    return True, ""
+
+
+def _check_dir(directory: Path) -> list[Problem]:
+    st = os.stat(directory)
+    problems = []
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        problems.append(Problem(WARNING, str(directory), 0, None, "", "the registry directory is writable by group or others", f"chmod go-w {directory}"))
+    if st.st_uid not in _trusted_owners():
+        problems.append(Problem(WARNING, str(directory), 0, None, "", f"the registry directory is owned by uid {st.st_uid}, not root", f"chown root {directory}"))
+    return problems
+
+
+def _read(path: Path, secure: bool) -> tuple[bytes, int]:
+    """The file's bytes and owner uid, read from one descriptor; _Refused if it fails a check."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | (os.O_NOFOLLOW if secure else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP and secure:
+            raise _Refused("is a symbolic link; registry files must be regular files", "copy the file into the registry instead of linking it") from None
+        raise _Refused(f"cannot be opened: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        _check_stat(st, secure)
+        data = _read_capped(fd)
+    finally:
+        os.close(fd)
+    return data, st.st_uid
+
+
+def _check_stat(st: os.stat_result, secure: bool) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise _Refused("is not a regular file")
+    if st.st_size > MAX_FILE_BYTES:
+        raise _too_big(st.st_size)
+    if not secure:
+        return
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise _Refused(f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})", "chmod go-w the file")
+    if st.st_nlink != 1:
+        raise _Refused(f"has {st.st_nlink} hard links; registry files must have exactly one", "copy the file instead of linking it")
+
+
+def _read_capped(fd: int) -> bytes:
+    chunks, size = [], 0
+    while size <= MAX_FILE_BYTES:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > MAX_FILE_BYTES:
+        raise _too_big(size)
+    return b"".join(chunks)
+
+
+def _check_owner_runs_as(fres: FileResult, owner: int) -> None:
+    """A file not owned by root may only hold jobs that run as the file's owner."""
+    owner_name = _user_name(owner)
+    strangers = [s for s in fres.specs if s.user is None or _uid(s.user) != owner]
+    if not strangers:
+        return
+    first = strangers[0]
+    fres.problems.insert(0, Problem(
+        ERROR, fres.path, first.source_line, first.id, "user",
+        f"the file is owned by {owner_name}, not root, but the job runs as {first.user or 'the daemon user'}",
+        f"a file owned by {owner_name} may only hold jobs with user: {owner_name}; or chown root the file",
+    ))
+    fres.specs = ()
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _uid(name: str) -> int | None:
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return None
+
+
+def _merge(reg: RegistryResult, fres: FileResult) -> None:
+    """Add one file's jobs and resources to the registry; a later duplicate is an error."""
+    kept = []
+    for spec in fres.specs:
+        first = reg.jobs.get(spec.id)
+        if first is None:
+            reg.jobs[spec.id] = spec
+            kept.append(spec)
+            continue
+        fres.problems.append(Problem(
+            ERROR, fres.path, spec.source_line, spec.id, "id",
+            f"id {spec.id!r} is already defined at {first.source_file}:{first.source_line}",
+            "ids are unique across the registry; rename one of the two",
+        ))
+    fres.specs = tuple(kept)
+    for name, res in fres.resources.items():
+        first_res = reg.resources.setdefault(name, res)
+        if first_res.max_concurrency != res.max_concurrency:
+            fres.problems.append(Problem(
+                ERROR, fres.path, 0, None, path_key("resources", name),
+                f"resource {name!r} has max_concurrency {res.max_concurrency} here but {first_res.max_concurrency} in another file",
+                "a resource name is one group across the registry: give it one limit",
+            ))
+    reg.problems.extend(fres.problems)
