@@ -1,0 +1,427 @@
+"""`chronoctl import`: crontabs -> registry files, with the equivalence check against cron.
+
+The I/O edge of the importer: reads the files (or standard input), the host's zone, the
+users' home directories and the clock; `chronoctl.crontab` and `chronoctl.importer` do the
+rest. Exit codes: 0 clean; 1 when any line had an error (the other lines are still
+imported, or with --dry-run only reported); 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from chronoctl.crontab import CronEntry, ParsedCrontab, parse_crontab
+from chronoctl.errors import EXIT_NO, EXIT_OK, UsageError
+from chronoctl.importer import (
+    Difference,
+    ImportOptions,
+    assign_ids,
+    build_job,
+    compare_with_cron,
+    crowded_minutes,
+    defaults_diff,
+    entry_notes,
+    job_timezone,
+    registry_file_name,
+    registry_yaml,
+)
+
+CRON_D_NAME = re.compile(r"^[A-Za-z0-9_-]+$")  # Debian cron's rule for /etc/cron.d file names
+
+
+@dataclass
+class Source:
+    """One crontab to import: where it came from, its text, its format and user."""
+
+    label: str  # the path as given, or "<stdin>"
+    text: str
+    format: str
+    user: str | None
+    registry_name: str
+    guessed: bool = False
+
+
+@dataclass
+class ImportResult:
+    """Everything `import` found, ready to print or write."""
+
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    disabled: list[dict[str, Any]] = field(default_factory=list)
+    differences: list[Difference] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # registry file name -> YAML text
+    risky: list[dict[str, Any]] = field(default_factory=list)
+    crowded: list[tuple[str, int]] = field(default_factory=list)
+    compared: dict[str, str] = field(default_factory=dict)
+
+
+# --- reading sources -----------------------------------------------------------------
+
+
+def host_timezone(etc: Path = Path("/etc")) -> str:
+    """The host's zone as cron sees it: /etc/timezone, else /etc/localtime's link target, else UTC."""
+    try:
+        name = (etc / "timezone").read_text().strip()
+        if name:
+            return name
+    except OSError:
+        pass
+    try:
+        target = os.readlink(etc / "localtime")
+        if "zoneinfo/" in target:
+            return target.split("zoneinfo/", 1)[1]
+    except OSError:
+        pass
+    return "UTC"
+
+
+def _home_of(user: str) -> str | None:
+    try:
+        return pwd.getpwnam(user).pw_dir
+    except KeyError:
+        return None
+
+
+def _user_exists(user: str) -> bool:
+    return _home_of(user) is not None
+
+
+def _current_user() -> str:
+    return pwd.getpwuid(os.geteuid()).pw_name
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}", "check the path and its permissions") from None
+
+
+def _detect(path: Path, fmt: str | None, user: str | None, text: str) -> tuple[str, str | None, bool]:
+    """(format, user, guessed) for a file, from --format/--user, its path, or its content."""
+    parent = path.parent.name
+    if fmt is None:
+        if str(path) == "/etc/crontab" or parent == "cron.d":
+            fmt = "system"
+        elif parent == "crontabs":
+            fmt, user = "user", user or path.name
+        elif user:
+            fmt = "user"
+        else:
+            return _sniff(text, path)
+    if fmt == "user" and not user:
+        user = path.name if parent == "crontabs" else _current_user()
+    return fmt, user, False
+
+
+def _sniff(text: str, path: Path) -> tuple[str, str | None, bool]:
+    """A file whose path says nothing: system format when every entry names a known user."""
+    parsed = parse_crontab(text, str(path), "system")
+    if parsed.entries and not parsed.errors and all(_user_exists(e.user) for e in parsed.entries):
+        return "system", None, True
+    return "user", _current_user(), True
+
+
+def _cron_reads(directory: Path) -> list[Path]:
+    """The files in a directory that cron itself would read (cron.d naming rules)."""
+    out = []
+    for name in sorted(os.listdir(directory)):
+        p = directory / name
+        if CRON_D_NAME.match(name) and p.is_file():
+            out.append(p)
+    return out
+
+
+def collect_sources(path: str, fmt: str | None, user: str | None, stdin_text: str | None = None) -> list[Source]:
+    """The crontabs named by PATH (a file, a directory, or `-`)."""
+    if path == "-":
+        text = stdin_text if stdin_text is not None else sys.stdin.read()
+        the_user = user or _current_user()
+        the_fmt = fmt or "user"
+        return [Source("<stdin>", text, the_fmt, the_user if the_fmt == "user" else None, registry_file_name(f"crontabs/{the_user}"))]
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{path}: no such file or directory", "give a crontab file, a directory such as /etc/cron.d, or - for standard input")
+    files = _cron_reads(p) if p.is_dir() else [p]
+    sources = []
+    for f in files:
+        text = _read_text(f)
+        the_fmt, the_user, guessed = _detect(f, fmt, user, text)
+        if p.is_dir() and fmt is None and p.name != "crontabs" and not user:
+            the_fmt, the_user, guessed = "system", None, False
+        sources.append(Source(str(f), text, the_fmt, the_user, registry_file_name(str(f)), guessed))
+    return sources
+
+
+# --- the import itself ---------------------------------------------------------------
+
+
+def _existing_ids(registry: Path, ours: set[str]) -> set[str]:
+    """Ids defined by registry files other than the ones this import (re)writes."""
+    import yaml
+
+    taken: set[str] = set()
+    if not registry.is_dir():
+        return taken
+    for f in sorted(registry.glob("*.y*ml")):
+        if f.name in ours:
+            continue
+        try:
+            doc = yaml.safe_load(f.read_text())
+        except (OSError, yaml.YAMLError):
+            continue
+        for job in (doc or {}).get("jobs") or [] if isinstance(doc, dict) else []:
+            if isinstance(job, dict) and isinstance(job.get("id"), str):
+                taken.add(job["id"])
+    return taken
+
+
+def run_import(sources: list[Source], options: ImportOptions, now: datetime, taken: set[str] = frozenset()) -> ImportResult:
+    """Parse, name, build, check and render every source. Pure apart from the schedule math."""
+    result = ImportResult()
+    parsed: list[tuple[Source, ParsedCrontab]] = []
+    for src in sources:
+        pc = parse_crontab(src.text, src.label, src.format, src.user)
+        parsed.append((src, pc))
+        result.notes.extend(pc.notes)
+        if src.guessed:
+            result.notes.append(f"{src.label}: read as a {src.format} crontab (guessed from its content; use --format to say)")
+        result.errors += [{"file": e.file, "line": e.line, "message": e.message, "hint": e.hint} for e in pc.errors]
+        result.disabled += [{"file": d.file, "line": d.line, "text": d.text} for d in pc.disabled]
+    all_entries = [e for _, pc in parsed for e in pc.entries]
+    ids = dict(zip(map(id, all_entries), assign_ids(all_entries, taken)))
+    fires: dict[str, list[datetime]] = {}
+    for src, pc in parsed:
+        kept = []
+        for entry in pc.entries:
+            job = _import_entry(entry, ids[id(entry)], options, now, result, fires)
+            if job is not None:
+                kept.append((entry, job))
+        if kept:
+            result.files[src.registry_name] = registry_yaml(src.label, [(e, _spec_only(j)) for e, j in kept])
+    result.crowded = crowded_minutes(fires)
+    result.errors.sort(key=lambda e: (e["file"], e["line"]))
+    return result
+
+
+_EXTRA_KEYS = ("source", "notes", "would_change", "equivalence")
+
+
+def _spec_only(job: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in job.items() if k not in _EXTRA_KEYS}
+
+
+def _import_entry(
+    entry: CronEntry, job_id: str, options: ImportOptions, now: datetime, result: ImportResult, fires: dict[str, list[datetime]]
+) -> dict[str, Any] | None:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    from chronod.core.schedule import ScheduleError, compile_schedule
+    from chronod.core.vixie import simulate
+
+    tz = job_timezone(entry, options)
+    try:
+        ZoneInfo(tz)
+        schedule = compile_schedule(entry.schedule, tz)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        message = getattr(exc, "message", None) or str(exc)
+        if isinstance(exc, ZoneInfoNotFoundError) or "zone" in message.lower():
+            message, hint = f"unknown time zone {tz!r} (CRON_TZ/TZ above this line)", "use an IANA name such as Europe/Paris"
+        else:
+            hint = getattr(exc, "hint", "") if isinstance(exc, ScheduleError) else ""
+            message = f"chrono cannot read {entry.schedule!r}: {message}"
+        result.errors.append({"file": entry.file, "line": entry.line, "message": message, "hint": hint})
+        return None
+    job = build_job(entry, job_id, options)
+    notes = entry_notes(entry, options)
+    if not _user_exists(entry.user):
+        notes.append(f"user {entry.user!r} does not exist on this host")
+    eq = compare_with_cron(job_id, entry, tz, now, schedule.fires)
+    result.differences += eq.differences
+    result.compared[job_id] = eq.compared
+    job.update(
+        source={"file": entry.file, "line": entry.line},
+        notes=notes,
+        would_change=[] if options.adopt_defaults else defaults_diff(job, schedule.min_gap_s()),
+        equivalence={"compared": eq.compared, "cron_starts": eq.fires, "differences": len(eq.differences)},
+    )
+    result.jobs.append(job)
+    if not entry.is_reboot:
+        fires[job_id] = simulate(entry.cron_schedule, tz, now, now + timedelta(days=7))
+        if schedule.is_fixed_time:
+            events = schedule.dst_events(now, now + timedelta(days=400))
+            if events:
+                result.risky.append({"id": job_id, "source": f"{entry.file}:{entry.line}", "reason": "; ".join(f"{e.date}: {e.effect}" for e in events)})
+    return job
+
+
+# --- writing ---------------------------------------------------------------------------
+
+
+def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write `text` to `path` through a temporary file in the same directory and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+# --- output --------------------------------------------------------------------------
+
+
+def as_json(result: ImportResult, written: list[str], dry_run: bool) -> dict[str, Any]:
+    """The `--json` document (DESIGN §8 plus disabled, differences and summary)."""
+    return {
+        "jobs": result.jobs,
+        "errors": result.errors,
+        "disabled": result.disabled,
+        "differences": [
+            {"id": d.job_id, "source": d.source, "date": d.date, "cron_only": list(d.cron), "chrono_only": list(d.chrono)}
+            for d in result.differences
+        ],
+        "summary": {
+            "imported": len(result.jobs),
+            "disabled": len(result.disabled),
+            "errors": len(result.errors),
+            "differences": len(result.differences),
+            "risky": result.risky,
+            "crowded_minutes": [{"utc_minute": m, "jobs": n} for m, n in result.crowded],
+            "notes": result.notes,
+            "dry_run": dry_run,
+            "written": written,
+        },
+    }
+
+
+def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None:
+    """Tables and lists for a person at a terminal."""
+    from chronoctl.render import echo, escape_line, print_table
+
+    rows = [
+        {
+            "id": j["id"],
+            "schedule": j["schedule"],
+            "timezone": j["timezone"],
+            "user": j["user"],
+            "source": f"{j['source']['file']}:{j['source']['line']}",
+            "check": _check_cell(j),
+        }
+        for j in result.jobs
+    ]
+    print_table(rows, ["id", "schedule", "timezone", "user", "source", ("check", "SAME AS CRON")], title="Imported jobs")
+    for title, items in (
+        ("Errors (not imported)", [f"{e['file']}:{e['line']}: {e['message']}" + (f"\n    hint: {e['hint']}" if e["hint"] else "") for e in result.errors]),
+        ("Disabled (commented out, not imported)", [f"{d['file']}:{d['line']}: {d['text'].strip()}" for d in result.disabled]),
+        ("Differences from cron", [d.message() for d in result.differences]),
+        ("Risky: fixed-time jobs on DST days", [f"{r['id']} ({r['source']}): {r['reason']}" for r in result.risky]),
+        ("Risky: many jobs start in the same minute", [f"{m} UTC: {n} jobs" for m, n in result.crowded]),
+        ("Notes", result.notes + [f"{j['id']}: {n}" for j in result.jobs for n in j["notes"]]),
+    ):
+        if items:
+            echo("")
+            echo(f"{title}:")
+            for item in items:
+                echo("  " + "\n    ".join(escape_line(part) for part in item.split("\n    ")))
+    if result.jobs and result.jobs[0]["would_change"]:
+        echo("")
+        echo("Under chrono's defaults (--adopt-defaults), every imported job would change:")
+        for line in result.jobs[0]["would_change"]:
+            echo(f"  {line}")
+    echo("")
+    verb = "would write" if dry_run else "wrote"
+    echo(
+        f"{len(result.jobs)} imported, {len(result.disabled)} disabled, {len(result.errors)} errors, "
+        f"{len(result.differences)} differences, {len(result.risky) + len(result.crowded)} risky; "
+        f"{verb} {', '.join(written) or 'nothing'}"
+    )
+
+
+def _check_cell(job: dict[str, Any]) -> str:
+    eq = job["equivalence"]
+    if eq["compared"].startswith("skipped"):
+        return "n/a (@reboot)"
+    if eq["differences"]:
+        return f"NO: {eq['differences']} day(s) differ"
+    return "yes" + (" (sampled)" if eq["compared"] == "sampled" else "")
+
+
+# --- the command ---------------------------------------------------------------------
+
+
+def import_cmd(
+    path: Optional[str] = typer.Argument(None, help="A crontab file, a directory (/etc/cron.d), or - for standard input."),
+    user: Optional[str] = typer.Option(None, "--user", help="The user a user crontab belongs to (default: the file name in a spool, else you)."),
+    owner: Optional[str] = typer.Option(None, "--owner", help="The team paged for failures (default: the crontab user)."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="system (with a user field) or user; default: from the path."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be imported; write nothing."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    adopt_defaults: bool = typer.Option(False, "--adopt-defaults", help="Use chrono's defaults instead of cron's behaviour."),
+    registry: Optional[Path] = typer.Option(None, "--registry", help="Registry directory to write into."),
+    cutover: bool = typer.Option(False, "--cutover", help="Also comment out the migrated lines in the source file."),
+    rollback: Optional[Path] = typer.Option(None, "--rollback", help="Restore FILE from its backup and remove its registry file."),
+) -> None:
+    """Import crontabs as chrono jobs, keeping cron's behaviour, and check the fire times match."""
+    from chronoctl.common import now_utc, registry_dir
+    from chronoctl.render import print_json
+
+    if cutover or rollback is not None:
+        raise UsageError("--cutover and --rollback are not available yet", "import with the default mode, then comment out the crontab lines yourself")
+    if path is None:
+        raise UsageError("import needs a PATH: a crontab file, a directory, or - for standard input", "chronoctl import /etc/crontab --dry-run")
+    if fmt is not None and fmt not in ("system", "user"):
+        raise UsageError(f"--format must be system or user, not {fmt!r}")
+    sources = collect_sources(path, fmt, user)
+    reg = registry_dir(registry)
+    names = {s.registry_name for s in sources}
+    options = ImportOptions(host_timezone=host_timezone(), owner=owner, adopt_defaults=adopt_defaults, home_of=_home_of)
+    result = run_import(sources, options, now_utc().replace(second=0, microsecond=0), _existing_ids(reg, names))
+    written = [str(reg / name) for name in sorted(result.files)]
+    if not dry_run:
+        for name, text in sorted(result.files.items()):
+            write_atomically(reg / name, text)
+    if json_out:
+        print_json(as_json(result, written, dry_run))
+    else:
+        print_human(result, written, dry_run)
+    raise typer.Exit(EXIT_NO if result.errors else EXIT_OK)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `import` to the chronoctl app."""
+    app.command("import")(import_cmd)
+
+
+if __name__ == "__main__":
+    _app = typer.Typer(add_completion=False)
+    register(_app)
+
+    @_app.callback()
+    def _root() -> None:
+        """chronoctl (import only)."""
+
+    _app()

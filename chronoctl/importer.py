@@ -1,0 +1,407 @@
+"""Parsed crontab entries -> chrono job dicts, registry YAML, and the checks around them.
+
+Pure: the host's zone, the clock and users' home directories come in as arguments. The
+defaults preserve what cron did (no jitter, overlapping runs allowed, no catch-up, at
+most once, on every host); `adopt_defaults=True` leaves those keys out so that chrono's
+own defaults apply, and `defaults_diff` says what that changes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterable
+
+import yaml
+
+from chronoctl.crontab import CronEntry
+
+EQUIVALENCE_DAYS = 400
+CRON_DEFAULT_PATH = "/usr/bin:/bin"  # what cron puts in PATH when the crontab sets none
+_ID_OK = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+_MAX_ID = 63
+_SEPARATORS = {"&&", "||", ";", "|", "&", "(", ")", "{", "}", ";;", "|&", "\n"}
+_KEYWORDS = {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "!", "time", "exec", "{", "}"}
+_GUARDS = {"cd", "test", "[", "[[", "true", ":", "export", "set", "umask", "sleep", "echo", "source", ".", "ulimit", "mkdir", "command", "type", "which", "pgrep", "pidof"}
+_WRAPPERS = {"nice", "ionice", "nohup", "env", "sudo", "su", "flock", "timeout", "chronic", "setlock", "runuser", "chrt", "taskset", "stdbuf", "cronic", "run-one", "lockrun", "xargs"}
+_INTERPRETERS = re.compile(r"^(php[0-9.]*(-cli)?|python[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node(js)?|bash|sh|dash|zsh|ksh|java|Rscript|lua[0-9.]*)$")
+_WITH_SUBJECT = {"invoke-rc.d", "service", "systemctl", "docker", "docker-compose", "kubectl", "make", "rake", "drush", "wp", "artisan", "manage.py", "console"}
+_SCRIPT_EXT = re.compile(r"\.(sh|bash|py|pl|php|rb|js|cron)$")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_REDIRECT = re.compile(r"^[0-9]*[<>]")
+
+
+# --- job ids -------------------------------------------------------------------------
+
+
+def slugify(text: str) -> str:
+    """Lower-case, runs of anything outside [a-z0-9.] become one '-', trimmed to a valid id."""
+    slug = re.sub(r"[^a-z0-9.]+", "-", text.lower())
+    slug = re.sub(r"\.{2,}", ".", slug)
+    slug = slug.strip("-.")[:_MAX_ID].rstrip("-.")
+    return slug or "job"
+
+
+def _words(command: str) -> list[str]:
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        lexer.commenters = ""
+        return list(lexer)
+    except ValueError:
+        return command.replace(";", " ; ").replace("&&", " && ").replace("||", " || ").split()
+
+
+def _segments(command: str) -> list[list[str]]:
+    """The simple commands of a shell line, split at && || ; | & and braces."""
+    out: list[list[str]] = [[]]
+    for word in _words(command):
+        if word in _SEPARATORS:
+            out.append([])
+        else:
+            out[-1].append(word)
+    return [seg for seg in out if seg]
+
+
+def _program(segment: list[str]) -> list[str] | None:
+    """The words from the real program on: keywords, VAR=value, wrappers and redirections
+    dropped; None when the segment is a guard (`cd /`, `test -x …`, `[ … ]`)."""
+    words = [w for w in segment if not _REDIRECT.match(w)]
+    while words and (words[0] in _KEYWORDS or _ASSIGNMENT.match(words[0])):
+        words = words[1:]
+    while words and os.path.basename(words[0]) in _WRAPPERS:
+        words = _skip_wrapper(words)
+    if not words or os.path.basename(words[0]) in _GUARDS:
+        return None
+    return words
+
+
+def _skip_wrapper(words: list[str]) -> list[str]:
+    name = os.path.basename(words[0])
+    rest = words[1:]
+    takes_value = {"nice": {"-n"}, "ionice": {"-c", "-n", "-p"}, "sudo": {"-u", "-g"}, "su": {"-c", "-s"},
+                   "runuser": {"-u", "-g"}, "flock": {"-w", "-E"}, "timeout": {"-s", "-k"}, "chrt": set(),
+                   "taskset": set()}.get(name, set())
+    while rest and (rest[0].startswith("-") or _ASSIGNMENT.match(rest[0])):
+        option = rest.pop(0)
+        if option in takes_value and rest:
+            rest.pop(0)
+    if name in {"flock", "setlock", "lockrun", "timeout", "chrt", "taskset"} and rest:
+        rest = rest[1:]  # the lock file, the duration, the priority, the mask
+    if name == "su" and rest:
+        rest = rest[1:]
+    return rest
+
+
+def _stem(word: str) -> str:
+    base = os.path.basename(word.rstrip("/")) or word
+    return _SCRIPT_EXT.sub("", base)
+
+
+def command_name(command: str) -> str:
+    """The meaningful word(s) of a command: `run-parts --report /etc/cron.daily` ->
+    `run-parts-cron-daily`, `/usr/bin/php /var/www/cron.php` -> `php-cron`,
+    `cd /srv && ./backup-db.sh` -> `backup-db`."""
+    for segment in _segments(command):
+        words = _program(segment)
+        if words is None:
+            continue
+        program = os.path.basename(words[0])
+        args = [w for w in words[1:] if not w.startswith("-") and not _REDIRECT.match(w)]
+        if program == "run-parts" and args:
+            return f"run-parts-{_stem(args[-1]).replace('.', '-')}"
+        if _INTERPRETERS.match(program) and args and program not in {"bash", "sh", "dash", "zsh", "ksh"}:
+            return f"{re.sub(r'[0-9.]+(-cli)?$', '', program)}-{_stem(args[0])}"
+        if _INTERPRETERS.match(program) and args:
+            return _stem(args[0])
+        if program in _WITH_SUBJECT and args:
+            return f"{_stem(program)}-{_stem(args[0])}"
+        return _stem(program)
+    return "job"
+
+
+def base_job_id(user: str, command: str) -> str:
+    """`<user>-<command name>`, slugified ('root-logrotate', 'www-data-php-cron')."""
+    return slugify(f"{user}-{command_name(command)}")
+
+
+def assign_ids(entries: Iterable[CronEntry], taken: Iterable[str] = ()) -> list[str]:
+    """Unique ids in entry order: the second `root-backup` is `root-backup-2`, and so on.
+    `taken` holds ids already used elsewhere in the registry."""
+    used = set(taken)
+    out = []
+    for entry in entries:
+        base = base_job_id(entry.user, entry.command)
+        candidate, n = base, 1
+        while candidate in used:
+            n += 1
+            suffix = f"-{n}"
+            candidate = base[: _MAX_ID - len(suffix)].rstrip("-.") + suffix
+        used.add(candidate)
+        out.append(candidate)
+    return out
+
+
+# --- job dicts -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What the command line decides: owner, defaults, the host's zone, users' homes."""
+
+    host_timezone: str = "UTC"
+    owner: str | None = None
+    adopt_defaults: bool = False
+    home_of: Callable[[str], str | None] | None = None
+
+
+def job_timezone(entry: CronEntry, options: ImportOptions) -> str:
+    """The zone cron scheduled the entry in, as written: CRON_TZ/TZ in force, else the host's."""
+    return entry.timezone or options.host_timezone
+
+
+def build_job(entry: CronEntry, job_id: str, options: ImportOptions) -> dict[str, Any]:
+    """The job dict for one entry, keys in reading order."""
+    env = {k: v for k, v in entry.env if k != "SHELL"}
+    shell = dict(entry.env).get("SHELL", "/bin/sh")
+    job: dict[str, Any] = {
+        "id": job_id,
+        "owner": options.owner or entry.user,
+        "schedule": entry.schedule,
+        "timezone": job_timezone(entry, options),
+        "command": entry.command,
+    }
+    if entry.stdin is not None:
+        job["stdin"] = entry.stdin
+    job["user"] = entry.user
+    job["shell"] = shell
+    if not options.adopt_defaults and "PATH" not in env:
+        env["PATH"] = CRON_DEFAULT_PATH
+    home = env.get("HOME") or (options.home_of(entry.user) if options.home_of else None)
+    if home:
+        job["workdir"] = home
+    if env:
+        job["env"] = env
+    job["idempotency_class"] = "unsafe"
+    if not options.adopt_defaults:
+        job["tolerance_s"] = 0
+        job["tolerance_reason"] = f"imported from {entry.file}:{entry.line}; cron fires on the minute"
+        job["overlap"] = "allow"
+        job["catchup"] = "none"
+        job["run_on"] = "each"
+    return job
+
+
+def defaults_diff(job: dict[str, Any], min_gap_s: int | None) -> list[str]:
+    """What chrono's own defaults would change for this job, one sentence each."""
+    tolerance = min(300, (min_gap_s or 3000) // 10)
+    return [
+        f"tolerance 0s→{tolerance}s: the start would move by a fixed offset of up to {tolerance}s after the minute",
+        "overlap allow→forbid: a slow run would be skipped instead of running twice",
+        "catchup none→latest: after downtime the most recent missed run would run once, late (cron runs none)",
+        "run_on each→any: in a fleet, one node would run it instead of every host that has it",
+    ]
+
+
+def entry_notes(entry: CronEntry, options: ImportOptions) -> list[str]:
+    """What the operator should know about one imported entry."""
+    notes = list(entry.notes)
+    env = dict(entry.env)
+    if "MAILTO" in env:
+        notes.append(f"MAILTO={env['MAILTO']!r} is kept in env, but chrono sends no mail: output is in the run history")
+    if entry.timezone:
+        notes.append(
+            f"scheduled in {entry.timezone} (CRON_TZ/TZ); Debian's cron ignores these and uses the host zone "
+            f"({options.host_timezone}), cronie honours CRON_TZ"
+        )
+    if entry.is_reboot:
+        notes.append("@reboot runs once when chronod starts on a boot, not on every daemon restart")
+    return notes
+
+
+# --- YAML ----------------------------------------------------------------------------
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style for multi-line strings; PyYAML quotes what YAML 1.1 would mis-read."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def _quote_comment(text: str) -> str:
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def registry_yaml(source: str, jobs: list[tuple[CronEntry, dict[str, Any]]]) -> str:
+    """One registry file: a header naming the source, then each job under a comment with
+    its source line and the line as written."""
+    out = [
+        f"# Imported from {_quote_comment(source)} by `chronoctl import`.",
+        "# Edit freely; re-importing the same file gives the same ids.",
+        "jobs:" if jobs else "jobs: []",
+    ]
+    for entry, job in jobs:
+        out.append(f"  # source: {_quote_comment(entry.file)}:{entry.line}")
+        out.append(f"  #   {_quote_comment(entry.text.strip())}")
+        text = yaml.dump([job], Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True, width=10**6)
+        out.extend("  " + line if line else line for line in text.rstrip("\n").split("\n"))
+    return "\n".join(out) + "\n"
+
+
+def registry_file_name(source: str) -> str:
+    """`imported-etc-crontab.yaml`, `imported-cron.d-php.yaml`, `imported-crontab-alice.yaml`."""
+    parts = [p for p in source.split("/") if p]
+    if source in ("-", "<stdin>"):
+        stem = "stdin"
+    elif len(parts) >= 2 and parts[-2] == "crontabs":
+        stem = f"crontab-{parts[-1]}"
+    elif len(parts) >= 2 and parts[-2] == "cron.d":
+        stem = f"cron.d-{parts[-1]}"
+    else:
+        stem = "-".join(parts[-2:])
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.") or "crontab"
+    return f"imported-{stem}.yaml"
+
+
+# --- the equivalence check -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Where chrono's fire times and cron's differ for one job, by local date."""
+
+    job_id: str
+    source: str
+    date: str
+    cron: tuple[str, ...]  # UTC instants only cron starts the job at
+    chrono: tuple[str, ...]  # UTC instants only chrono fires at
+
+    def message(self) -> str:
+        only_cron = ", ".join(self.cron) or "—"
+        only_chrono = ", ".join(self.chrono) or "—"
+        return f"{self.job_id} ({self.source}) on {self.date}: cron only {only_cron}; chrono only {only_chrono}"
+
+
+@dataclass
+class Equivalence:
+    """The outcome of comparing one job: how much was compared and what differed."""
+
+    job_id: str
+    compared: str  # "full", "sampled", "skipped (…)"
+    fires: int = 0
+    differences: list[Difference] = field(default_factory=list)
+
+
+FULL_COMPARE_LIMIT = 20_000  # cron starts in 400 days; above this, compare sample windows
+
+
+def _windows(start: datetime, end: datetime, transitions: list[datetime]) -> list[tuple[datetime, datetime]]:
+    """For frequent jobs: the first week, the first two days of every month, and two days
+    either side of every clock change."""
+    spans = [(start, start + timedelta(days=7))]
+    month = start.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    while month < end:
+        spans.append((month - timedelta(days=1), month + timedelta(days=2)))
+        month = (month + timedelta(days=32)).replace(day=1)
+    spans += [(t - timedelta(days=2), t + timedelta(days=2)) for t in transitions]
+    spans = sorted((max(a, start), min(b, end)) for a, b in spans if b > start and a < end)
+    merged: list[tuple[datetime, datetime]] = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def zone_transitions(tz: str, start: datetime, end: datetime) -> list[datetime]:
+    """UTC instants in [start, end) at which the zone's offset changes (to the hour)."""
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo(tz)
+    out = []
+    t = start.replace(minute=0, second=0, microsecond=0)
+    prev = t.astimezone(zone).utcoffset()
+    while t < end:
+        t += timedelta(hours=1)
+        off = t.astimezone(zone).utcoffset()
+        if off != prev:
+            out.append(t)
+            prev = off
+    return out
+
+
+def compare_with_cron(
+    job_id: str,
+    entry: CronEntry,
+    tz: str,
+    now: datetime,
+    chrono_fires: Callable[[datetime, datetime], list[datetime]],
+    days: int = EQUIVALENCE_DAYS,
+) -> Equivalence:
+    """chrono's fire times against Debian cron's (the `vixie` simulation of the line as
+    written) over (now, now + days]. `chrono_fires(start, end)` is the compiled schedule's
+    `fires`. Jobs with more than FULL_COMPARE_LIMIT starts are compared on sample windows."""
+    from chronod.core.vixie import simulate
+
+    if entry.is_reboot:
+        return Equivalence(job_id, "skipped (@reboot has no fire times)")
+    end = now + timedelta(days=days)
+    cron = simulate(entry.cron_schedule, tz, now, end)
+    if len(cron) <= FULL_COMPARE_LIMIT:
+        spans, compared = [(now, end)], "full"
+    else:
+        spans, compared = _windows(now, end, zone_transitions(tz, now, end)), "sampled"
+    cron_set = set(cron)
+    result = Equivalence(job_id, compared, fires=len(cron))
+    only_cron: set[datetime] = set()
+    only_chrono: set[datetime] = set()
+    for a, b in spans:
+        mine = set(chrono_fires(a, b))
+        theirs = cron_set if compared == "full" else {t for t in cron_set if a < t <= b}
+        only_cron |= theirs - mine
+        only_chrono |= mine - theirs
+    result.differences = _by_date(job_id, entry, tz, only_cron, only_chrono)
+    return result
+
+
+def _by_date(job_id: str, entry: CronEntry, tz: str, only_cron: set[datetime], only_chrono: set[datetime]) -> list[Difference]:
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo(tz)
+    dates: dict[str, tuple[list[str], list[str]]] = {}
+    for bucket, instants in ((0, only_cron), (1, only_chrono)):
+        for t in sorted(instants):
+            local = t.astimezone(zone)
+            dates.setdefault(local.date().isoformat(), ([], []))[bucket].append(
+                f"{t.strftime('%Y-%m-%dT%H:%MZ')} ({local.strftime('%H:%M %Z')})"
+            )
+    source = f"{entry.file}:{entry.line}"
+    return [Difference(job_id, source, d, tuple(c), tuple(m)) for d, (c, m) in sorted(dates.items())]
+
+
+# --- risk ----------------------------------------------------------------------------
+
+
+def crowded_minutes(fires_by_job: dict[str, list[datetime]], threshold: int = 10) -> list[tuple[str, int]]:
+    """UTC minutes of the day (HH:MM) at which at least `threshold` jobs start together,
+    busiest first, with the largest number seen."""
+    per_minute: Counter[datetime] = Counter()
+    for instants in fires_by_job.values():
+        per_minute.update(set(instants))
+    worst: dict[str, int] = {}
+    for t, n in per_minute.items():
+        if n >= threshold:
+            key = t.strftime("%H:%M")
+            worst[key] = max(worst.get(key, 0), n)
+    return sorted(worst.items(), key=lambda kv: (-kv[1], kv[0]))
