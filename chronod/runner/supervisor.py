@@ -31,6 +31,7 @@ IGNORED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 DRAIN_AFTER_EXIT_S = 0.3  # output still buffered when the job ends; longer-lived writers are cut off
 _CHUNK = 65536
 _MAX_FD = 1 << 20
+_DEFAULTED_SIGNALS = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
 
 
 @dataclass(frozen=True)
@@ -118,16 +119,11 @@ def _supervise(plan: Plan, wake_r: int) -> None:
         return
     out_r, out_w = os.pipe()
     stdin_fd = _stdin_fd(plan.stdin)
-    err_r, err_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        _exec_job(plan, stdin_fd, out_w, err_w)
+    start = _fork_exec if plan.creds is not None else _spawn
+    pid, failure = start(plan, stdin_fd, out_w)
     os.close(out_w)
-    os.close(err_w)
     os.close(stdin_fd)
-    failure = _read_exec_failure(err_r)
     if failure is not None:
-        os.waitpid(pid, 0)
         _write_result(plan, "failed", started_at, error=_describe(plan, *failure))
         return
     try:
@@ -144,7 +140,7 @@ def _supervise(plan: Plan, wake_r: int) -> None:
 
 def _stdin_fd(text: bytes | None) -> int:
     if text is None:
-        return os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+        return os.dup(0)  # the supervisor's own stdin is /dev/null already
     fd = os.memfd_create("chrono-stdin", os.MFD_CLOEXEC)
     view = memoryview(text)
     while view:
@@ -153,8 +149,47 @@ def _stdin_fd(text: bytes | None) -> int:
     return fd
 
 
+def _spawn(plan: Plan, stdin_fd: int, out_w: int) -> tuple[int, tuple[str, int] | None]:
+    """Start the job with posix_spawn (a vfork: no copy of this process's page tables).
+
+    For jobs that keep the daemon's identity. The supervisor enters the workdir itself,
+    since only its children care where it stands.
+    """
+    try:
+        os.chdir(plan.workdir)
+    except OSError as e:
+        return 0, ("workdir", e.errno or 0)
+    resource.setrlimit(resource.RLIMIT_NOFILE, plan.nofile)
+    # posix_spawnp searches the caller's PATH; make it the job's.
+    os.environ["PATH"] = plan.env.get("PATH", "")
+    try:
+        pid = os.posix_spawnp(
+            plan.argv[0], list(plan.argv), plan.env,
+            file_actions=[(os.POSIX_SPAWN_DUP2, stdin_fd, 0), (os.POSIX_SPAWN_DUP2, out_w, 1),
+                          (os.POSIX_SPAWN_DUP2, out_w, 2)],
+            setsid=True, setsigmask=(), setsigdef=_DEFAULTED_SIGNALS,
+        )
+    except OSError as e:
+        return 0, ("exec", e.errno or 0)
+    return pid, None
+
+
+def _fork_exec(plan: Plan, stdin_fd: int, out_w: int) -> tuple[int, tuple[str, int] | None]:
+    """Start the job in a forked child that switches user before exec."""
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        _exec_job(plan, stdin_fd, out_w, err_w)
+    os.close(err_w)
+    failure = _read_exec_failure(err_r)
+    if failure is not None:
+        os.waitpid(pid, 0)
+    return pid, failure
+
+
 def _exec_job(plan: Plan, stdin_fd: int, out_w: int, err_w: int) -> None:
-    """In the job's child: new session, credentials, workdir, descriptors, exec. Never returns."""
+    """In the job's child: new session, credentials (supplementary groups, gid, uid, in
+    that order), workdir as the new user, descriptors, signals, exec. Never returns."""
     step = "session"
     try:
         os.setsid()
@@ -183,9 +218,7 @@ def _exec_job(plan: Plan, stdin_fd: int, out_w: int, err_w: int) -> None:
 
 
 def _default_signals() -> None:
-    for sig in signal.valid_signals():
-        if sig in (signal.SIGKILL, signal.SIGSTOP):
-            continue
+    for sig in _DEFAULTED_SIGNALS:
         try:
             signal.signal(sig, signal.SIG_DFL)
         except (OSError, ValueError):

@@ -115,6 +115,22 @@ def test_without_stdin_the_job_reads_dev_null(runner):
     assert out.output_tail == "eof\n"
 
 
+SIGNAL_MASKS = "grep -E '^Sig(Blk|Ign)' /proc/self/status"
+
+
+def test_the_job_starts_with_no_blocked_or_ignored_signals(runner):
+    # Python ignores SIGPIPE, the daemon blocks its stop signals around the fork: neither
+    # may reach the job.
+    out = run(runner, SIGNAL_MASKS)
+    assert standard_signals(out.output_tail) == {"SigBlk": 0, "SigIgn": 0}
+
+
+def standard_signals(masks: str) -> dict[str, int]:
+    # Signals 1-31 only: glibc's posix_spawn leaves its two internal real-time signals
+    # (32, 33) ignored, and every glibc program reinstalls its own handlers for them.
+    return {name: int(bits, 16) & 0x7FFFFFFF for name, bits in (line.split(":\t") for line in masks.splitlines())}
+
+
 def test_a_non_zero_exit_is_a_failure_with_its_code(runner):
     out = run(runner, "echo to stderr >&2; exit 3")
     assert (out.state, out.exit_code, out.signal) == ("failed", 3, None)
@@ -215,7 +231,7 @@ def test_the_job_leads_its_own_process_group_and_session(runner):
 
 def test_many_concurrent_attempts_are_all_collected(runner, tmp_path):
     handles = [runner.launch(LaunchRequest(f"r{i}", 1, spec("sleep 0.2; echo $CHRONO_RUN_ID"),
-                                           {"CHRONO_RUN_ID": f"r{i}"})) for i in range(200)]
+                                           {"CHRONO_RUN_ID": f"r{i}"})) for i in range(100)]
     outcomes = {}
     end = time.monotonic() + 20
     while runner.handles() and time.monotonic() < end:
@@ -328,6 +344,12 @@ def test_a_root_daemon_runs_the_job_as_its_user_with_that_users_groups(runner, t
     assert sorted(map(int, groups.split())) == sorted(set(os.getgrouplist(TEST_USER, test_user.pw_gid)))
     assert 0 not in map(int, groups.split())
     assert who == f"{test_user.pw_dir} {TEST_USER} {TEST_USER}"
+
+
+@pytest.mark.root
+def test_a_job_switched_to_a_user_starts_with_no_blocked_or_ignored_signals(runner, test_user):
+    out = run(runner, SIGNAL_MASKS, user=TEST_USER)
+    assert standard_signals(out.output_tail) == {"SigBlk": 0, "SigIgn": 0}
 
 
 @pytest.mark.root
