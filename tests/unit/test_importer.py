@@ -1,0 +1,171 @@
+"""Entries become jobs that keep cron's behaviour, with stable ids and a check against cron."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from chronoctl.cmd_import import Source, run_import
+from chronoctl.crontab import parse_crontab
+from chronoctl.importer import (
+    ImportOptions,
+    assign_ids,
+    build_job,
+    command_name,
+    compare_with_cron,
+    registry_file_name,
+    registry_yaml,
+)
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "crontabs"
+NOW = datetime(2026, 1, 10, 12, 0, tzinfo=timezone.utc)
+OPTIONS = ImportOptions(host_timezone="Europe/London")
+
+
+def entries(name: str, fmt: str = "system", user: str | None = None):
+    return parse_crontab((FIXTURES / name).read_text(), f"/etc/cron.d/{name}", fmt, user).entries
+
+
+@pytest.mark.parametrize(
+    "command, name",
+    [
+        ("cd / && run-parts --report /etc/cron.hourly", "run-parts-cron-hourly"),
+        ("test -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.daily; }", "run-parts-cron-daily"),
+        ("/usr/bin/php /var/www/cron.php", "php-cron"),
+        ("php -f /var/www/html/wp-cron.php > /dev/null 2>&1", "php-wp-cron"),
+        ("[ -x /usr/lib/php/sessionclean ] && if [ ! -d /run/systemd/system ]; then /usr/lib/php/sessionclean; fi", "sessionclean"),
+        ("test -e /run/systemd/system || SERVICE_MODE=1 /sbin/e2scrub_all -A -r", "e2scrub_all"),
+        ("flock -n /run/lock/x.lock nice -n 19 /usr/local/bin/pg-backup.sh --verify", "pg-backup"),
+        ("cd /srv/app && ./bin/backup-db.sh >> /var/log/b.log 2>&1", "backup-db"),
+        ("command -v debian-sa1 > /dev/null && debian-sa1 1 1", "debian-sa1"),
+        ("/usr/sbin/invoke-rc.d anacron start", "invoke-rc.d-anacron"),
+    ],
+)
+def test_job_names_come_from_the_meaningful_word_of_the_command(command, name):
+    assert command_name(command) == name
+
+
+def test_ids_are_user_and_command_slugified_and_unique_in_file_order():
+    ids = assign_ids(entries("backup"))
+    assert ids == ["postgres-pg-backup", "postgres-pg-backup-2", "root-pg-backup", "root-pg-backup-2"]
+
+
+def test_ids_are_the_same_on_every_reimport_and_avoid_ids_taken_elsewhere():
+    first = assign_ids(entries("kitchen-sink"))
+    assert first == assign_ids(entries("kitchen-sink"))
+    assert "root-backup-db" in first and "www-data-php-cron" in first
+    again = assign_ids(entries("kitchen-sink"), taken={"root-backup-db"})
+    assert again[0] == "root-backup-db-2"
+
+
+def test_a_job_keeps_crons_behaviour_by_default():
+    entry = next(e for e in entries("kitchen-sink") if e.line == 14)
+    job = build_job(entry, "root-mail", ImportOptions(host_timezone="Europe/London", owner="ops"))
+    assert job == {
+        "id": "root-mail",
+        "owner": "ops",
+        "schedule": "0 6 * * *",
+        "timezone": "Europe/London",
+        "command": 'mail -s "daily report" ops',
+        "stdin": "Hello,\ntoday is fine.\nBye % done",
+        "user": "root",
+        "shell": "/bin/bash",
+        "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "MAILTO": "ops@example.com", "GREETING": "hello world"},
+        "idempotency_class": "unsafe",
+        "tolerance_s": 0,
+        "tolerance_reason": "imported from /etc/cron.d/kitchen-sink:14; cron fires on the minute",
+        "overlap": "allow",
+        "catchup": "none",
+        "run_on": "each",
+    }
+
+
+def test_adopting_defaults_leaves_the_policy_keys_out_and_cron_path_is_only_added_to_preserve():
+    entry = entries("user-alice", "user", "alice")[0]
+    kept = build_job(entry, "alice-check-mail", OPTIONS)
+    adopted = build_job(entry, "alice-check-mail", ImportOptions(host_timezone="UTC", adopt_defaults=True))
+    assert kept["env"]["PATH"] == "/usr/bin:/bin"
+    assert not {"tolerance_s", "overlap", "catchup", "run_on", "tolerance_reason"} & set(adopted)
+    assert "PATH" not in adopted["env"]
+
+
+def test_the_zone_is_cron_tz_when_set_else_the_hosts():
+    by_line = {e.line: build_job(e, "x", OPTIONS)["timezone"] for e in entries("kitchen-sink")}
+    assert by_line[8] == "Europe/London" and by_line[21] == "America/New_York"
+
+
+def test_registry_yaml_round_trips_and_points_at_each_source_line():
+    es = entries("kitchen-sink")
+    ids = assign_ids(es)
+    jobs = [(e, build_job(e, i, OPTIONS)) for e, i in zip(es, ids)]
+    text = registry_yaml("/etc/cron.d/kitchen-sink", jobs)
+    assert yaml.safe_load(text) == {"jobs": [j for _, j in jobs]}
+    assert "  # source: /etc/cron.d/kitchen-sink:14\n" in text
+    assert "schedule: '@reboot'" in text
+
+
+def test_strings_yaml_would_misread_are_quoted():
+    entry = parse_crontab("NO=no\nOCT=0755\n0 5 * * * yes true\n", "f", "system").entries[0]
+    text = registry_yaml("f", [(entry, build_job(entry, "yes-true", OPTIONS))])
+    job = yaml.safe_load(text)["jobs"][0]
+    assert (job["user"], job["env"]["NO"], job["env"]["OCT"], job["command"]) == ("yes", "no", "0755", "true")
+
+
+@pytest.mark.parametrize(
+    "source, name",
+    [
+        ("/etc/crontab", "imported-etc-crontab.yaml"),
+        ("/etc/cron.d/php", "imported-cron.d-php.yaml"),
+        ("/var/spool/cron/crontabs/alice", "imported-crontab-alice.yaml"),
+    ],
+)
+def test_one_registry_file_per_source_file(source, name):
+    assert registry_file_name(source) == name
+
+
+def test_the_equivalence_check_agrees_with_cron_across_new_york_dst():
+    entry = parse_crontab("CRON_TZ=America/New_York\n30 2 * * * root x\n", "f", "system").entries[0]
+    from chronod.core.schedule import compile_schedule
+
+    eq = compare_with_cron("root-x", entry, "America/New_York", NOW, compile_schedule(entry.schedule, "America/New_York").fires)
+    assert (eq.compared, eq.fires, eq.differences) == ("full", 400, [])
+
+
+def test_the_equivalence_check_prints_the_dates_where_chrono_differs():
+    entry = parse_crontab("30 2 * * * root x\n", "f", "system").entries[0]
+
+    def one_hour_late(start, end):
+        from datetime import timedelta
+        from chronod.core.schedule import compile_schedule
+
+        return [t + timedelta(hours=1) for t in compile_schedule("30 2 * * *", "UTC").fires(start, end)][:2]
+
+    eq = compare_with_cron("root-x", entry, "UTC", NOW, one_hour_late)
+    assert eq.differences[0].date == "2026-01-11"
+    assert eq.differences[0].cron == ("2026-01-11T02:30Z (02:30 UTC)",)
+    assert eq.differences[0].chrono == ("2026-01-11T03:30Z (03:30 UTC)",)
+    assert "on 2026-01-11: cron only 2026-01-11T02:30Z" in eq.differences[0].message()
+
+
+def test_reboot_jobs_are_not_compared():
+    entry = parse_crontab("@reboot root x\n", "f", "system").entries[0]
+    assert compare_with_cron("root-x", entry, "UTC", NOW, lambda a, b: []).compared.startswith("skipped")
+
+
+def test_a_whole_import_reports_jobs_errors_disabled_and_risky_dst_jobs():
+    src = Source("dst", (FIXTURES / "dst").read_text(), "system", None, "imported-dst.yaml")
+    result = run_import([src], OPTIONS, NOW)
+    assert [j["id"] for j in result.jobs] == ["root-two-thirty", "root-one-thirty", "root-every-minute-of-two", "root-hourly", "root-lord-howe"]
+    assert result.errors == [{"file": "dst", "line": 9, "message": "unknown time zone 'Not/AZone' (CRON_TZ/TZ above this line)", "hint": "use an IANA name such as Europe/Paris"}]
+    assert {r["id"] for r in result.risky} == {"root-two-thirty", "root-one-thirty", "root-lord-howe"}
+    assert result.differences == []
+    assert list(result.files) == ["imported-dst.yaml"]
+
+
+def test_many_jobs_in_the_same_minute_are_flagged():
+    text = "".join(f"0 3 * * * root /usr/local/bin/job{i}\n" for i in range(12))
+    result = run_import([Source("f", text, "system", None, "imported-f.yaml")], OPTIONS, NOW)
+    assert result.crowded == [("03:00", 12)]
