@@ -69,13 +69,16 @@ def _root(
 
 
 def _register_commands(target: typer.Typer) -> None:
-    from chronoctl import cmd_schedule, cmd_spec
+    # One line per command module; each module keeps its heavy imports inside functions.
+    from chronoctl import cmd_control, cmd_history, cmd_import, cmd_registry, cmd_schedule, cmd_spec
 
     cmd_spec.register(target)
     cmd_schedule.register(target)
-    __import__("chronoctl.cmd_registry", fromlist=["register"]).register(target)
-    __import__("chronoctl.cmd_history", fromlist=["register"]).register(target)
-    __import__("chronoctl.cmd_control", fromlist=["register"]).register(target)
+    target.command("import")(cmd_import.import_cmd)
+    cmd_registry.register(target)
+    cmd_history.register(target)
+    cmd_control.register(target)
+    # TODO: `db upgrade|check` from chronoctl.cmd_db (target.add_typer(cmd_db.app, name="db")) once it lands.
 
 
 _register_commands(app)
@@ -105,6 +108,9 @@ def _error(message: str, hint: str | None = None) -> None:
 
 def program(args: list[str]) -> int:
     """Parse `args` and run the command; return its exit code. Errors propagate to `main`."""
+    from chronoctl import _params
+
+    _params.install()
     command = typer.main.get_command(app)
     rv = command.main(args=args, prog_name="chronoctl", standalone_mode=False)
     return rv if isinstance(rv, int) else errors.EXIT_OK

@@ -1,0 +1,199 @@
+"""chronoctl.render: escaping, times with offsets, relative ages, JSON, tables, bars."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from chronoctl import render
+
+NOW = datetime(2026, 11, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+# --- escape_control ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw, shown",
+    [
+        ("plain text", "plain text"),
+        ("\x1b[31mred\x1b[0m", "\\x1b[31mred\\x1b[0m"),
+        ("bell\x07", "bell\\x07"),
+        ("nul\x00", "nul\\x00"),
+        ("carriage\rreturn", "carriage\\x0dreturn"),
+        ("del\x7f", "del\\x7f"),
+        ("c1 csi\x9b2J", "c1 csi\\x9b2J"),
+        ("rtl \u202eevil", "rtl \\u202eevil"),
+        ("isolate \u2066x\u2069", "isolate \\u2066x\\u2069"),
+        ("bad byte \udcff", "bad byte \\xff"),
+        ("accents stay: café, 日本", "accents stay: café, 日本"),
+    ],
+)
+def test_escape_control_makes_every_control_character_visible(raw, shown):
+    assert render.escape_control(raw) == shown
+
+
+def test_escape_control_keeps_newlines_and_tabs():
+    assert render.escape_control("a\tb\nc") == "a\tb\nc"
+
+
+def test_escape_line_escapes_newlines_and_tabs_too():
+    assert render.escape_line("a\tb\nc") == "a\\x09b\\x0ac"
+
+
+def test_escape_control_output_never_contains_a_control_character():
+    every = "".join(chr(i) for i in range(0x00, 0x200))
+    out = render.escape_control(every, keep="")
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in out)
+
+
+def test_escape_control_accepts_non_strings():
+    assert render.escape_control(42) == "42"
+
+
+# --- secrets -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw, shown",
+    [
+        ("postgresql+psycopg://chrono:s3cret@db:5432/chrono", "postgresql+psycopg://chrono:***@db:5432/chrono"),
+        ("could not connect to postgresql://u:p%40ss@h/db: refused", "could not connect to postgresql://u:***@h/db: refused"),
+        ("host=db password=hunter2 user=x", "host=db password=*** user=x"),
+        ("sqlite:////var/lib/chrono/chrono.db", "sqlite:////var/lib/chrono/chrono.db"),
+        ("postgresql://user@host/db", "postgresql://user@host/db"),
+    ],
+)
+def test_redact_secrets_hides_passwords_in_database_urls(raw, shown):
+    assert render.redact_secrets(raw) == shown
+
+
+# --- times -------------------------------------------------------------------------------
+
+
+def test_iso_keeps_the_offset_of_the_zone_asked_for():
+    at = datetime(2026, 11, 1, 7, 30, tzinfo=timezone.utc)
+    assert render.iso(at, "America/New_York") == "2026-11-01T02:30:00-05:00"
+    assert render.iso(at) == "2026-11-01T07:30:00+00:00"
+
+
+def test_iso_shows_the_summer_offset_in_summer():
+    at = datetime(2027, 3, 14, 7, 0, tzinfo=timezone.utc)
+    assert render.iso(at, ZoneInfo("America/New_York")) == "2027-03-14T03:00:00-04:00"
+
+
+def test_iso_keeps_microseconds_only_when_there_are_some():
+    at = datetime(2026, 1, 1, 0, 0, 0, 250000, tzinfo=timezone.utc)
+    assert render.iso(at) == "2026-01-01T00:00:00.250000+00:00"
+
+
+def test_iso_refuses_a_naive_datetime():
+    with pytest.raises(ValueError):
+        render.iso(datetime(2026, 1, 1))
+
+
+@pytest.mark.parametrize(
+    "delta_s, text",
+    [
+        (0, "now"),
+        (0.4, "now"),
+        (-45, "45s ago"),
+        (300, "in 5m"),
+        (-3 * 3600, "3h ago"),
+        (-(3 * 3600 + 12 * 60 + 59), "3h12m ago"),
+        (2 * 86400, "in 2d"),
+        (-(2 * 86400 + 4 * 3600 + 30), "2d4h ago"),
+        (59.9, "in 59s"),
+    ],
+)
+def test_relative_ages_read_like_an_operator_would_say_them(delta_s, text):
+    assert render.relative(NOW + timedelta(seconds=delta_s), NOW) == text
+
+
+def test_human_time_is_in_the_given_zone_with_its_abbreviation_and_age():
+    at = NOW + timedelta(minutes=5)
+    assert render.human_time(at, NOW, "America/New_York") == "2026-11-01 07:05:00 EST (in 5m)"
+
+
+def test_human_time_without_now_has_no_age():
+    assert render.human_time(NOW, None, "UTC") == "2026-11-01 12:00:00 UTC"
+
+
+# --- JSON --------------------------------------------------------------------------------
+
+
+def test_json_renders_datetimes_with_offsets_and_keeps_key_order():
+    at = datetime(2026, 11, 1, 2, 30, tzinfo=ZoneInfo("America/New_York"))
+    text = render.to_json({"z": 1, "at": at})
+    assert json.loads(text) == {"z": 1, "at": "2026-11-01T02:30:00-05:00"}
+    assert text.index('"z"') < text.index('"at"')
+    assert text.startswith("{\n  ")
+
+
+def test_json_escapes_control_characters_and_non_ascii():
+    text = render.to_json({"out": "\x1b[2J\x9b café"})
+    assert "\x1b" not in text and "\x9b" not in text
+    assert json.loads(text) == {"out": "\x1b[2J\x9b café"}
+
+
+def test_json_refuses_what_it_cannot_render_faithfully():
+    with pytest.raises(TypeError):
+        render.to_json({"x": object()})
+
+
+# --- tables and bars ---------------------------------------------------------------------
+
+
+def test_plain_table_aligns_columns_and_escapes_cells():
+    rows = [{"id": "a", "n": 5, "out": "x\x1b[2Jy"}, {"id": "long-name", "n": 12, "out": None}]
+    cols = [render.Column("id", "JOB"), render.Column("n", "N", justify="right"), "out"]
+    assert render.table_lines(rows, cols) == [
+        "JOB         N  OUT",
+        "a           5  x\\x1b[2Jy",
+        "long-name  12  -",
+    ]
+
+
+def test_print_table_to_a_pipe_is_plain_text():
+    out = io.StringIO()
+    render.print_table([{"a": 1}], ["a"], file=out, title="t")
+    assert out.getvalue() == "t\nA\n1\n"
+
+
+def test_print_table_with_no_rows_says_so():
+    out = io.StringIO()
+    render.print_table([], ["a"], file=out, empty="no runs")
+    assert out.getvalue() == "no runs\n"
+
+
+def test_color_is_off_with_no_color_set(monkeypatch):
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert render.color_enabled(Tty())
+    monkeypatch.setenv("NO_COLOR", "")
+    assert not render.color_enabled(Tty())
+    assert not render.color_enabled(io.StringIO())
+
+
+@pytest.mark.parametrize(
+    "value, maximum, width, unicode, shown",
+    [
+        (10, 10, 4, True, "████"),
+        (5, 10, 4, True, "██"),
+        (1, 10, 4, True, "▍"),
+        (1, 1000, 4, True, "▏"),
+        (0, 10, 4, True, ""),
+        (5, 10, 4, False, "##"),
+        (1, 1000, 4, False, "#"),
+    ],
+)
+def test_bars_scale_to_the_maximum_and_never_hide_a_non_zero_value(value, maximum, width, unicode, shown):
+    assert render.bar(value, maximum, width, unicode) == shown
