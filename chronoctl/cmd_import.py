@@ -149,7 +149,7 @@ def collect_sources(path: str, fmt: str | None, user: str | None, stdin_text: st
         text = stdin_text if stdin_text is not None else sys.stdin.read()
         the_user = user or _current_user()
         the_fmt = fmt or "user"
-        return [Source("<stdin>", text, the_fmt, the_user if the_fmt == "user" else None, registry_file_name(f"crontabs/{the_user}"))]
+        return [Source("<stdin>", text, the_fmt, the_user if the_fmt == "user" else None, registry_file_name("-", the_user if the_fmt == "user" else None))]
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{path}: no such file or directory", "give a crontab file, a directory such as /etc/cron.d, or - for standard input")
@@ -160,7 +160,8 @@ def collect_sources(path: str, fmt: str | None, user: str | None, stdin_text: st
         the_fmt, the_user, guessed = _detect(f, fmt, user, text)
         if p.is_dir() and fmt is None and p.name != "crontabs" and not user:
             the_fmt, the_user, guessed = "system", None, False
-        sources.append(Source(str(f), text, the_fmt, the_user, registry_file_name(str(f)), guessed))
+        name = registry_file_name(str(f), the_user if the_fmt == "user" else None)
+        sources.append(Source(str(f), text, the_fmt, the_user, name, guessed))
     return sources
 
 

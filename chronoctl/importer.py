@@ -258,13 +258,12 @@ def registry_yaml(source: str, jobs: list[tuple[CronEntry, dict[str, Any]]]) -> 
     return "\n".join(out) + "\n"
 
 
-def registry_file_name(source: str) -> str:
-    """`imported-etc-crontab.yaml`, `imported-cron.d-php.yaml`, `imported-crontab-alice.yaml`."""
+def registry_file_name(source: str, user: str | None = None) -> str:
+    """`imported-etc-crontab.yaml`, `imported-cron.d-php.yaml`; a user crontab (spool
+    file or standard input) is `imported-crontab-<user>.yaml`."""
     parts = [p for p in source.split("/") if p]
-    if source in ("-", "<stdin>"):
-        stem = "stdin"
-    elif len(parts) >= 2 and parts[-2] == "crontabs":
-        stem = f"crontab-{parts[-1]}"
+    if user:
+        stem = f"crontab-{user}"
     elif len(parts) >= 2 and parts[-2] == "cron.d":
         stem = f"cron.d-{parts[-1]}"
     else:

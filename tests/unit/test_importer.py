@@ -115,15 +115,16 @@ def test_strings_yaml_would_misread_are_quoted():
 
 
 @pytest.mark.parametrize(
-    "source, name",
+    "source, user, name",
     [
-        ("/etc/crontab", "imported-etc-crontab.yaml"),
-        ("/etc/cron.d/php", "imported-cron.d-php.yaml"),
-        ("/var/spool/cron/crontabs/alice", "imported-crontab-alice.yaml"),
+        ("/etc/crontab", None, "imported-etc-crontab.yaml"),
+        ("/etc/cron.d/php", None, "imported-cron.d-php.yaml"),
+        ("/var/spool/cron/crontabs/alice", "alice", "imported-crontab-alice.yaml"),
+        ("-", "bob", "imported-crontab-bob.yaml"),
     ],
 )
-def test_one_registry_file_per_source_file(source, name):
-    assert registry_file_name(source) == name
+def test_one_registry_file_per_source_file(source, user, name):
+    assert registry_file_name(source, user) == name
 
 
 def test_the_equivalence_check_agrees_with_cron_across_new_york_dst():

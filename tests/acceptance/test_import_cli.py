@@ -1,0 +1,139 @@
+"""`chronoctl import`, black-box: the installed binary on fixture crontabs and on this host's
+real Debian cron files. Every run is checked for a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+BIN_DIR = Path(sys.executable).parent
+CHRONOCTL = shutil.which("chronoctl", path=str(BIN_DIR)) or shutil.which("chronoctl")
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "crontabs"
+
+pytestmark = pytest.mark.skipif(CHRONOCTL is None, reason="chronoctl is not installed (pip install -e .)")
+
+
+def chronoctl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHRONO_")}
+    proc = subprocess.run([CHRONOCTL, *args], input=stdin, capture_output=True, text=True, timeout=120, env=env)
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    return proc
+
+
+def import_json(*args: str, stdin: str | None = None) -> tuple[int, dict]:
+    proc = chronoctl("import", *args, "--json", stdin=stdin)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def validate_registry(directory: Path) -> None:
+    specfile = pytest.importorskip("chronod.specfile")
+    result = specfile.load_registry(directory, now=datetime.now(timezone.utc), secure=False)
+    errors = [p for p in result.problems if p.severity == "error"]
+    assert errors == [] and result.jobs
+
+
+@pytest.fixture(scope="session")
+def host_cron_files(tmp_path_factory) -> Path:
+    """A copy of this host's /etc/crontab and /etc/cron.d, as cron's packages installed them."""
+    root = tmp_path_factory.mktemp("host") / "etc"
+    (root / "cron.d").mkdir(parents=True)
+    if Path("/etc/crontab").is_file():
+        shutil.copy("/etc/crontab", root / "crontab")
+    if Path("/etc/cron.d").is_dir():
+        for f in Path("/etc/cron.d").iterdir():
+            if f.is_file():
+                shutil.copy(f, root / "cron.d" / f.name)
+    for f in (FIXTURES / "debian").iterdir():  # the packaged files copied into the repository
+        if f.name not in ("README", "crontab") and not (root / "cron.d" / f.name).exists():
+            shutil.copy(f, root / "cron.d" / f.name)
+    return root
+
+
+def test_a_file_with_errors_exits_1_and_lists_jobs_errors_and_disabled_lines():
+    code, doc = import_json(str(FIXTURES / "kitchen-sink"), "--format", "system", "--dry-run")
+    assert code == 1
+    assert len(doc["jobs"]) == 14
+    assert [(e["line"], e["file"].endswith("kitchen-sink")) for e in doc["errors"]] == [(25, True), (26, True), (27, True), (28, True), (31, True)]
+    assert [d["line"] for d in doc["disabled"]] == [15, 16]
+    mail = next(j for j in doc["jobs"] if j["id"] == "root-mail")
+    assert mail["stdin"] == "Hello,\ntoday is fine.\nBye % done"
+    assert mail["source"]["line"] == 14 and mail["timezone"] and mail["user"] == "root"
+    assert doc["differences"] == [] and doc["summary"]["dry_run"] is True
+
+
+def test_import_writes_one_valid_registry_file_per_source_and_reimport_is_identical(tmp_path):
+    registry = tmp_path / "jobs.d"
+    code = chronoctl("import", str(FIXTURES / "backup"), "--format", "system", "--registry", str(registry)).returncode
+    assert code == 0
+    written = registry / "imported-crontabs-backup.yaml"
+    first = written.read_bytes()
+    assert stat.S_IMODE(written.stat().st_mode) == 0o644
+    assert b"# source: " in first
+    assert chronoctl("import", str(FIXTURES / "backup"), "--format", "system", "--registry", str(registry)).returncode == 0
+    assert written.read_bytes() == first
+    assert sorted(p.name for p in registry.iterdir()) == ["imported-crontabs-backup.yaml"]
+    validate_registry(registry)
+
+
+def test_dry_run_writes_nothing(tmp_path):
+    chronoctl("import", str(FIXTURES / "php"), "--format", "system", "--dry-run", "--registry", str(tmp_path / "r"))
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_user_crontab_on_standard_input_needs_no_user_field():
+    code, doc = import_json("-", "--user", "alice", "--owner", "team-a", "--dry-run", stdin=(FIXTURES / "user-alice").read_text())
+    assert code == 0
+    assert [j["id"] for j in doc["jobs"]] == ["alice-check-mail", "alice-weekly", "alice-cleanup", "alice-cleanup-2"]
+    assert {j["owner"] for j in doc["jobs"]} == {"team-a"} and {j["user"] for j in doc["jobs"]} == {"alice"}
+
+
+def test_adopt_defaults_leaves_chrono_defaults_in_place():
+    code, doc = import_json(str(FIXTURES / "crlf"), "--format", "system", "--dry-run", "--adopt-defaults")
+    assert code == 0
+    assert all("overlap" not in j and "tolerance_s" not in j for j in doc["jobs"])
+
+
+def test_a_missing_file_is_a_usage_error_with_a_clear_message():
+    proc = chronoctl("import", "/no/such/crontab")
+    assert proc.returncode == 2
+    assert "no such file" in proc.stderr
+
+
+def test_a_directory_imports_only_the_files_cron_reads(tmp_path):
+    crond = tmp_path / "cron.d"
+    crond.mkdir()
+    shutil.copy(FIXTURES / "php", crond / "php")
+    shutil.copy(FIXTURES / "php", crond / "php.dpkg-old")
+    shutil.copy(FIXTURES / "php", crond / "php~")
+    shutil.copy(FIXTURES / "php", crond / ".hidden")
+    code, doc = import_json(str(crond), "--dry-run")
+    assert code == 0
+    assert {j["source"]["file"] for j in doc["jobs"]} == {str(crond / "php")}
+    assert [j["id"] for j in doc["jobs"]] == ["root-sessionclean", "www-data-php-cron", "www-data-php-wp-cron"]
+
+
+def test_the_hosts_real_cron_files_import_cleanly_and_match_cron(host_cron_files, tmp_path):
+    registry = tmp_path / "jobs.d"
+    code, doc = import_json(str(host_cron_files / "cron.d"), "--registry", str(registry))
+    assert code == 0, doc["errors"]
+    assert doc["jobs"] and doc["differences"] == []
+    if (host_cron_files / "crontab").exists():
+        code, doc = import_json(str(host_cron_files / "crontab"), "--format", "system", "--registry", str(registry))
+        assert code == 0 and doc["differences"] == []
+        assert "root-run-parts-cron-daily" in [j["id"] for j in doc["jobs"]]
+    validate_registry(registry)
+
+
+def test_human_output_has_the_summary_line():
+    proc = chronoctl("import", str(FIXTURES / "dst"), "--format", "system", "--dry-run")
+    assert proc.returncode == 1
+    assert "5 imported, 0 disabled, 1 errors, 0 differences" in proc.stdout
+    assert "Risky: fixed-time jobs on DST days" in proc.stdout
