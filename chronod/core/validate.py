@@ -9,10 +9,11 @@ page `chrono-jobs(5)` are also derived from or checked against. DESIGN.md ยง3, ย
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import zoneinfo
 from dataclasses import dataclass, field, fields as dc_fields
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
@@ -589,8 +590,8 @@ RETRY_FIELDS = (
 )
 NOTIFY_FIELDS = (
     Field("on", StrList(Enum(NOTIFY_EVENTS), min_items=1, max_items=len(NOTIFY_EVENTS)), required=True, rule="events: " + ", ".join(NOTIFY_EVENTS)),
-    Field("command", Command(), nullable=True, rule="a command run with the event in CHRONO_EVENT"),
-    Field("webhook", Str(url=True, max_len=2048), nullable=True, rule="an http(s) URL that receives a JSON POST"),
+    Field("command", Command(), nullable=True, rule="a command run when one of the events happens"),
+    Field("webhook", Str(url=True, max_len=2048), nullable=True, rule="an http(s) URL that is notified of the events"),
     Field("timeout_s", Int(1, 300), 10, default_doc="10", rule="how long one notification may take"),
 )
 RESOURCE_FIELDS = (Field("max_concurrency", Int(1, 100_000), required=True, rule="at most this many jobs of the group run at once"),)
@@ -889,7 +890,7 @@ def _rule_resource(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None
 
 def _rule_dst(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
     sched = job.schedule
-    if sched is None or sched.kind != "cron" or not sched.is_fixed_time:
+    if sched is None or sched.kind != "cron" or not sched.is_fixed_time or not _near_a_transition(sched, now):
         return
     for event in sched.dst_events(now, now + DST_LOOKAHEAD):
         ctx.warn(
@@ -897,6 +898,42 @@ def _rule_dst(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
             f"daylight saving time in {sched.tz} ({event.change}): {event.effect}",
             "if that matters, schedule outside the hours the clocks change, or use timezone: UTC",
         )
+
+
+def _near_a_transition(sched: Any, now: datetime) -> bool:
+    """Whether the schedule fires in or right after an interval a clock change skips or repeats.
+
+    A cheap filter in front of `dst_events`, which scans the whole year per schedule: a
+    file of thousands of jobs must validate in seconds, and most jobs fire nowhere near
+    the hours the clocks change.
+    """
+    end = now + DST_LOOKAHEAD
+    for at, shift_s in _zone_transitions(sched.tz, now.date()):
+        if not now <= at < end:
+            continue
+        # A clock correction (3 hours or more) drops fires instead of moving them: ask always.
+        if shift_s >= 3 * 3600 or sched.fires(at - timedelta(seconds=shift_s + 1), at, limit=1):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def _zone_transitions(tz: str, day: date) -> tuple[tuple[datetime, int], ...]:
+    """(UTC instant, size in seconds) of each offset change of `tz` in the 368 days from `day`."""
+    zone = zoneinfo.ZoneInfo(tz)
+    start = datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
+    found, before = [], start.astimezone(zone).utcoffset()
+    for n in range(1, 369):
+        t = start + timedelta(days=n)
+        after = t.astimezone(zone).utcoffset()
+        if after != before:
+            lo, hi = int(t.timestamp()) - 86400, int(t.timestamp())
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if datetime.fromtimestamp(mid, zone).utcoffset() == after else (mid, hi)
+            found.append((datetime.fromtimestamp(hi, timezone.utc), int(abs((after - before).total_seconds()))))
+            before = after
+    return tuple(found)
 
 
 JOB_RULES: tuple[Callable[[_Job, dict, _Ctx, datetime], None], ...] = (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -354,3 +354,24 @@ def test_the_field_table_covers_the_job_spec():
 
     internal = {"max_silence_explicit", "source_file", "source_line"}
     assert {f.name for f in FIELDS} == {f.name for f in fields(JobSpec)} - internal
+
+
+@pytest.mark.parametrize(
+    "schedule, zone",
+    [("30 2 * * *", "America/New_York"), ("30 1 * * *", "America/New_York"), ("0 3 * * *", "America/New_York"),
+     ("15 2 * * sun", "Europe/Berlin"), ("0 2,3 * * *", "Europe/London"), ("0 0 30 12 *", "Pacific/Apia"),
+     ("45 1 * * *", "Australia/Lord_Howe"), ("0 9 * * *", "Europe/Paris")],
+)
+def test_dst_warnings_are_exactly_the_schedules_own_dst_events(schedule, zone):
+    from chronod.core.schedule import compile_schedule
+
+    for now in (NOW, datetime(2011, 6, 1, tzinfo=timezone.utc)):
+        text = job(f"timezone: {zone}").replace('"0 4 * * *"', f'"{schedule}"')
+        found = [p.message for p in validate_document(parse_text(text, "j.yaml"), now=now).problems]
+        events = compile_schedule(schedule, zone).dst_events(now, now + timedelta(days=366))
+        assert len(found) == len(events) and all(e.effect in m for e, m in zip(events, found))
+
+
+def test_a_fall_back_repeat_is_warned_about_too():
+    result = check(job("timezone: America/New_York").replace('"0 4 * * *"', '"30 1 * * *"'))
+    assert "fall-back" in at(result, "jobs[0].schedule", WARNING).message
