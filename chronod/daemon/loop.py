@@ -85,6 +85,7 @@ class Daemon:
         self.active: dict[str, Active] = {}  # run_id -> running here
         self.queued: dict[str, deque[Run]] = {}  # job_id -> runs waiting for their turn
         self.paused: dict[str, str | None] = {}
+        self.resources: dict[str, int] = {}
         self.seq = 0
         self.stopping = False
         self.next_reconcile = 0.0
@@ -209,6 +210,10 @@ class Daemon:
         for path in list(self.file_specs):
             if path not in result.files:
                 del self.file_specs[path]
+        self.resources = {}
+        for fres in result.files.values():
+            for name, res in (fres.resources or {}).items():
+                self.resources.setdefault(name, res.max_concurrency)
         self.store.set_registry_errors(self.node, errors)
         self.metrics.registry_errors.set(len({e["file"] for e in errors}))
         self.apply_specs(specs)
@@ -427,7 +432,7 @@ class Daemon:
         return used < limit
 
     def resource_limit(self, spec: JobSpec) -> int:
-        return getattr(self, "_resources", {}).get(spec.resource, 1)
+        return self.resources.get(spec.resource, 1)
 
     def settle(self, run: Run, state: str, why: str, next_run: Run | None) -> None:
         """Record a terminal state for an occurrence that will not start."""
@@ -479,6 +484,7 @@ class Daemon:
             return
         del self.active[active.run.run_id]
         self.record_outcome(active.job, active.run, outcome)
+        self.runner.discard(active.run.run_id, active.run.attempts)
         self.drain_queue(active.job.spec.id)
         if active.job.spec.resource:
             for job_id in list(self.queued):
@@ -544,6 +550,11 @@ class Daemon:
             else:
                 self.log("run.ended_while_down", job=run.job_id, run=run.run_id, state=found.state)
                 self.record_outcome(job, run, found)
+                self.runner.discard(run.run_id, run.attempts)
+        for rid, attempt in self.runner.orphans(known=[(r, a.run.attempts) for r, a in self.active.items()]):
+            run = self.store.get_run(rid)
+            if run is None or run.state != "running" or run.attempts != attempt:
+                self.runner.discard(rid, attempt)  # already recorded before a crash
 
     def job_from_store(self, job_id: str) -> Job | None:
         row = self.store.get_job(job_id)

@@ -123,7 +123,8 @@ class Runner:
     def collect(self, handle: Handle) -> Outcome | None:
         """How the attempt ended, once its supervisor has exited (None while it runs).
 
-        Reads and removes the attempt's files and closes the handle. A supervisor that died
+        Reads the attempt's files and closes the handle; the files stay until the daemon has
+        stored the outcome and calls `discard` (a crash in between loses nothing). A supervisor that died
         without a result (killed -9) gives state `lost`; its job, if still running, is killed
         so that a re-dispatch never runs beside it.
         """
@@ -145,7 +146,6 @@ class Runner:
                        self._clock.now(), "", 0, error, pid)
 
     def _forget(self, handle: Handle) -> None:
-        files.remove(self.state_dir, handle.run_id, handle.attempt)
         self._handles.pop((handle.run_id, handle.attempt), None)
         if handle.fd >= 0:
             os.close(handle.fd)
@@ -156,7 +156,7 @@ class Runner:
     def adopt(self, run_id: str, attempt: int) -> Handle | Outcome | None:
         """Take over an attempt a previous daemon launched.
 
-        Returns the recorded Outcome if it ended meanwhile (its files are removed), a new
+        Returns the recorded Outcome if it ended meanwhile (its files stay until `discard`), a new
         Handle if its supervisor is still alive (same pid, same start time, same boot), or
         None if nothing is known: never started, or its supervisor died (killed, or with
         the machine). For None, leftover files are removed and a still-running job killed.
@@ -168,7 +168,6 @@ class Runner:
             return handle
         record = files.read_json(self._path(run_id, attempt, files.RESULT))
         if record is not None:
-            files.remove(self.state_dir, run_id, attempt)
             return files.outcome_from_json(record)
         if started:
             _kill_leftover_job(started)
@@ -199,7 +198,7 @@ class Runner:
         return [key for key in files.attempts_in(self.state_dir) if key not in skip]
 
     def discard(self, run_id: str, attempt: int) -> None:
-        """Remove an attempt's state files (after the daemon has dealt with an orphan)."""
+        """Remove an attempt's state files once the daemon has stored its outcome."""
         files.remove(self.state_dir, run_id, attempt)
 
     def close(self) -> None:

@@ -237,6 +237,7 @@ def test_many_concurrent_attempts_are_all_collected(runner, tmp_path):
     while runner.handles() and time.monotonic() < end:
         for h in runner.ready(1):
             outcomes[h.run_id] = runner.collect(h)
+            runner.discard(h.run_id, h.attempt)
     assert len(outcomes) == len(handles)
     assert all(o.state == "succeeded" and o.output_tail == f"{rid}\n" for rid, o in outcomes.items())
     assert os.listdir(tmp_path / "state") == []
@@ -264,6 +265,8 @@ def test_an_adopted_attempt_reports_its_real_exit_code(tmp_path):
     assert isinstance(adopted, Handle) and adopted.pid == handle.pid
     out = finish(second, adopted)
     assert (out.state, out.exit_code) == ("failed", 3)
+    assert second.orphans() == [("r1", 1)]  # kept until the outcome is stored
+    second.discard("r1", 1)
     assert second.orphans() == []
 
 
@@ -276,6 +279,9 @@ def test_an_attempt_that_ended_while_no_daemon_was_up_is_adopted_as_its_outcome(
     assert second.orphans() == [("r1", 1)]
     out = second.adopt("r1", 1)
     assert isinstance(out, Outcome) and (out.state, out.output_tail) == ("succeeded", "bye\n")
+    # the result stays on disk until the outcome is stored: a crash in between loses nothing
+    assert second.adopt("r1", 1) == out
+    second.discard("r1", 1)
     assert second.orphans() == [] and second.adopt("r1", 1) is None
 
 
