@@ -1,7 +1,7 @@
 """chronoctl, the command line of chrono.
 
-`app` is the typer application; each command module adds its commands with
-`register(app)` (one line per module in `_register_commands`). `main()` is the error
+`build_app()` makes the typer application; each command module adds its commands with
+`register(app)`, and `COMMAND_MODULES` says which module adds which command. `main()` is the error
 boundary and the console-script entry point: it runs the program and turns every way it
 can end into one line on stderr and an exit code (see `chronoctl.errors`):
 
@@ -30,19 +30,32 @@ import typer
 
 from chronoctl import errors
 
-app = typer.Typer(
-    name="chronoctl",
-    help="Validate, explain and operate chrono jobs: the command line of the chrono scheduler.",
-    epilog="Exit status: 0 ok/yes, 1 no/invalid, 2 usage or unknown job, 3 database/daemon unreachable. See chronoctl(1).",
-    no_args_is_help=True,
-    add_completion=True,
-    rich_markup_mode=None,
-    pretty_exceptions_enable=False,
-    pretty_exceptions_show_locals=False,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-)
-
 _TRUE = ("1", "true", "yes", "on")
+
+# Which module adds each command (with `register(app)`). `main` imports only the module of
+# the command it runs, so `chronoctl next` never pays for the importer or the store; help,
+# completion and a command missing from this table load them all. A new command module:
+# one line per command here (tests/unit/test_man_chronoctl_drift.py checks the table).
+COMMAND_MODULES = {
+    "validate": "chronoctl.cmd_spec",
+    "schema": "chronoctl.cmd_spec",
+    "next": "chronoctl.cmd_schedule",
+    "explain": "chronoctl.cmd_schedule",
+    "forecast": "chronoctl.cmd_schedule",
+    "import": "chronoctl.cmd_import",
+    "register": "chronoctl.cmd_registry",
+    "unregister": "chronoctl.cmd_registry",
+    "list": "chronoctl.cmd_registry",
+    "status": "chronoctl.cmd_history",
+    "runs": "chronoctl.cmd_history",
+    "logs": "chronoctl.cmd_history",
+    "did-it-run": "chronoctl.cmd_history",
+    "missed": "chronoctl.cmd_history",
+    "trigger": "chronoctl.cmd_control",
+    "pause": "chronoctl.cmd_control",
+    "resume": "chronoctl.cmd_control",
+    # TODO: "db": "chronoctl.cmd_db" (a typer app added with add_typer) once it lands.
+}
 
 
 def _show_version(value: bool) -> None:
@@ -56,7 +69,6 @@ def _show_version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     traceback: bool = typer.Option(
         False, "--traceback", help="Show the Python traceback of an unexpected error (also CHRONO_TRACEBACK=1)."
@@ -68,20 +80,49 @@ def _root(
     """Validate, explain and operate chrono jobs: the command line of the chrono scheduler."""
 
 
-def _register_commands(target: typer.Typer) -> None:
-    # One line per command module; each module keeps its heavy imports inside functions.
-    from chronoctl import cmd_control, cmd_history, cmd_import, cmd_registry, cmd_schedule, cmd_spec
+def _register_module(target: typer.Typer, name: str) -> None:
+    import importlib
 
-    cmd_spec.register(target)
-    cmd_schedule.register(target)
-    target.command("import")(cmd_import.import_cmd)
-    cmd_registry.register(target)
-    cmd_history.register(target)
-    cmd_control.register(target)
-    # TODO: `db upgrade|check` from chronoctl.cmd_db (target.add_typer(cmd_db.app, name="db")) once it lands.
+    module = importlib.import_module(name)
+    if name == "chronoctl.cmd_import":
+        target.command("import")(module.import_cmd)
+    else:
+        module.register(target)
 
 
-_register_commands(app)
+def build_app(command: str | None = None) -> typer.Typer:
+    """The typer app with every command, or only with the module that adds `command`."""
+    target = typer.Typer(
+        name="chronoctl",
+        help="Validate, explain and operate chrono jobs: the command line of the chrono scheduler.",
+        epilog="Exit status: 0 ok/yes, 1 no/invalid, 2 usage or unknown job, 3 database/daemon unreachable. See chronoctl(1).",
+        no_args_is_help=True,
+        add_completion=True,
+        rich_markup_mode=None,
+        pretty_exceptions_enable=False,
+        pretty_exceptions_show_locals=False,
+        context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    )
+    target.callback()(_root)
+    modules = [COMMAND_MODULES[command]] if command in COMMAND_MODULES else COMMAND_MODULES.values()
+    for name in dict.fromkeys(modules):
+        _register_module(target, name)
+    return target
+
+
+def __getattr__(name: str):
+    # `from chronoctl.main import app`: the full app, built on first use.
+    if name == "app":
+        globals()["app"] = full = build_app()
+        return full
+    raise AttributeError(name)
+
+
+def _command_name(args: list[str]) -> str | None:
+    """The command `args` run (global options are flags, so it is the first non-option)."""
+    if os.environ.get("_CHRONOCTL_COMPLETE"):
+        return None
+    return next((a for a in args if not a.startswith("-")), None)
 
 
 # --- the error boundary --------------------------------------------------------------
@@ -111,7 +152,7 @@ def program(args: list[str]) -> int:
     from chronoctl import _params
 
     _params.install()
-    command = typer.main.get_command(app)
+    command = typer.main.get_command(build_app(_command_name(args)))
     rv = command.main(args=args, prog_name="chronoctl", standalone_mode=False)
     return rv if isinstance(rv, int) else errors.EXIT_OK
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import typer.main
 
-from chronoctl.main import app
+from chronoctl.main import COMMAND_MODULES, app, build_app
 
 MAN = Path(__file__).resolve().parents[2] / "man" / "chronoctl.1"
 
@@ -75,6 +75,16 @@ def test_every_command_has_a_man_section_naming_each_of_its_options(path, comman
     items = _sections(items_only=True)[title.splitlines()[0]]
     missing = [o for o in _options(command) if not _mentions(items, o)]
     assert missing == [], f"'chronoctl {' '.join(path)}' options without a .TP item in its man section: {missing}"
+
+
+def test_every_command_is_in_the_table_that_lets_chronoctl_import_only_what_it_runs():
+    top = sorted(ROOT.commands)
+    assert sorted(COMMAND_MODULES) == top
+
+
+@pytest.mark.parametrize("name", sorted(COMMAND_MODULES))
+def test_the_app_built_for_one_command_has_that_command(name):
+    assert name in typer.main.get_command(build_app(name)).commands
 
 
 def test_every_global_option_is_in_the_man_page():
