@@ -1,0 +1,177 @@
+"""The database schema as SQLAlchemy Core tables: what the store reads and writes.
+
+The migrations in `migrate/versions/` spell the same tables out again on purpose (they
+must never import this module, so an old revision keeps meaning what it meant); the drift
+test in tests/contract/test_migrations.py proves the two agree on SQLite and PostgreSQL.
+
+Fencing tokens come from the sequence `fencing_token_seq` on PostgreSQL and from the
+one-row table `fencing_token` on SQLite (which has no sequences); the table exists on
+both so that the two schemas differ only by the sequence.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Sequence,
+    Table,
+    Text,
+)
+from sqlalchemy.types import TypeDecorator
+
+HEAD_REVISION = "0001"
+"""The newest alembic revision this chrono knows (a test keeps it equal to alembic's head)."""
+
+REVISIONS = ("0001",)
+"""Every revision in order, oldest first: a database at one of these is older, not newer."""
+
+
+class UTCDateTime(TypeDecorator):
+    """Aware UTC datetimes in and out: `timestamptz` on PostgreSQL, naive UTC text on SQLite."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"the store takes aware datetimes only, got naive {value.isoformat()}")
+        value = value.astimezone(timezone.utc)
+        # SQLite keeps text; naive UTC in one fixed format compares correctly as text.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+metadata = MetaData()
+
+fencing_token_seq = Sequence("fencing_token_seq", metadata=metadata)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("job_id", Text, primary_key=True),
+    Column("spec_json", Text, nullable=False),
+    Column("spec_hash", Text, nullable=False),
+    Column("node", Text, nullable=False),
+    Column("paused", Boolean, nullable=False),
+    Column("paused_reason", Text),
+    Column("paused_at", UTCDateTime),
+    Column("removed_at", UTCDateTime),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("run_id", Text, primary_key=True),
+    Column("job_id", Text, nullable=False),
+    Column("job_key", Text, nullable=False),
+    Column("scheduled_at", UTCDateTime, nullable=False),
+    Column("fire_at", UTCDateTime, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("node", Text),
+    Column("pid", Integer),
+    Column("supervisor_pid", Integer),
+    Column("started_at", UTCDateTime),
+    Column("finished_at", UTCDateTime),
+    Column("exit_code", Integer),
+    Column("signal", Integer),
+    Column("output_tail", Text),
+    Column("output_bytes", BigInteger, nullable=False),
+    Column("error", Text),
+    Column("token", BigInteger),
+    Column("trigger", Text, nullable=False),
+    Column("next_attempt_at", UTCDateTime),
+    Column("updated_at", UTCDateTime),
+    Index("ix_runs_job_id_scheduled_at", "job_id", "scheduled_at"),
+    Index("ix_runs_scheduled_at", "scheduled_at"),
+    Index("ix_runs_state", "state"),
+)
+
+attempts = Table(
+    "attempts",
+    metadata,
+    Column("run_id", Text, ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("node", Text, nullable=False),
+    Column("token", BigInteger),
+    Column("state", Text, nullable=False),
+    Column("pid", Integer),
+    Column("supervisor_pid", Integer),
+    Column("started_at", UTCDateTime),
+    Column("finished_at", UTCDateTime),
+    Column("exit_code", Integer),
+    Column("signal", Integer),
+    Column("error", Text),
+)
+
+nodes = Table(
+    "nodes",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("token", BigInteger, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("hostname", Text, nullable=False),
+    Column("boot_id", Text, nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("heartbeat_at", UTCDateTime, nullable=False),
+    Column("lease_expires_at", UTCDateTime, nullable=False),
+    Column("stopped_at", UTCDateTime),
+    Column("info_json", Text, nullable=False),
+)
+
+requests = Table(
+    "requests",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", Text, nullable=False),
+    Column("job_id", Text),
+    Column("payload_json", Text, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("taken_by", Text),
+    Column("taken_at", UTCDateTime),
+)
+
+job_state = Table(
+    "job_state",
+    metadata,
+    Column("job_key", Text, primary_key=True),
+    Column("state_json", Text, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+registry_errors = Table(
+    "registry_errors",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("node", Text, nullable=False),
+    Column("file", Text, nullable=False),
+    Column("line", Integer),
+    Column("message", Text, nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+    Index("ix_registry_errors_node", "node"),
+)
+
+fencing_token = Table(
+    "fencing_token",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("value", BigInteger, nullable=False),
+)

@@ -1,0 +1,280 @@
+"""Shared fixtures: PostgreSQL for the tests that need it, and a `store` on every backend.
+
+PostgreSQL comes from, in order: `CHRONO_TEST_PG_DSN` (an SQLAlchemy URL of a database
+on a server where that user may CREATE DATABASE), the local server on 127.0.0.1:5432 as
+user postgres, or a throwaway cluster started with the `initdb`/`pg_ctl` found in PATH or
+/usr/lib/postgresql/*/bin. Only when none works are PostgreSQL tests skipped, loudly.
+
+Test databases are cheap: one template database is migrated once per session and every
+test that wants a fresh database gets `CREATE DATABASE ... TEMPLATE` (as procrastinate does).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+LOCAL_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+_PG_SKIP_REASON: list[str] = []
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _pg_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return candidates[-1] if candidates else None
+
+
+def _admin_engine(url: str):
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
+    return sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+
+
+def _try_admin(url: str) -> bool:
+    import sqlalchemy as sa
+
+    engine = _admin_engine(url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        return True
+    except Exception:
+        return False
+    finally:
+        engine.dispose()
+
+
+class _Cluster:
+    """A throwaway PostgreSQL cluster in a temp dir, run as a non-root user when we are root."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="chrono-pg-"))
+        self.port = _free_port()
+        self.user = None
+        if os.geteuid() == 0:
+            import pwd
+
+            for candidate in ("postgres", "nobody"):
+                try:
+                    pwd.getpwnam(candidate)
+                    self.user = candidate
+                    break
+                except KeyError:
+                    continue
+            shutil.chown(self.dir, self.user)
+        self.data = self.dir / "data"
+
+    def _run(self, *argv: str) -> None:
+        cmd = list(argv)
+        if self.user:
+            cmd = ["runuser", "-u", self.user, "--", *cmd]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+
+    def start(self) -> str:
+        self._run(_pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
+        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-o", opts, "-l", str(self.dir / "log"), "-w", "start")
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def stop(self) -> None:
+        try:
+            self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url():
+    """An SQLAlchemy URL of a database on a server where we may create databases."""
+    env = os.environ.get("CHRONO_TEST_PG_DSN")
+    if env:
+        from chronod.store.sql import normalize_url
+
+        url = normalize_url(env)
+        if _try_admin(url):
+            yield url
+            return
+        _skip_pg(f"CHRONO_TEST_PG_DSN is set but that server does not answer")
+    if not os.environ.get("CHRONO_TEST_PG_THROWAWAY") and _port_open("127.0.0.1", 5432) and _try_admin(LOCAL_ADMIN):
+        yield LOCAL_ADMIN
+        return
+    if _pg_bin("initdb") and _pg_bin("pg_ctl"):
+        cluster = _Cluster()
+        try:
+            url = cluster.start()
+        except Exception as e:
+            cluster.stop()
+            _skip_pg(f"could not start a throwaway PostgreSQL cluster: {e}")
+        try:
+            yield url
+        finally:
+            cluster.stop()
+        return
+    _skip_pg("no CHRONO_TEST_PG_DSN, nothing on 127.0.0.1:5432, and no initdb/pg_ctl to start one")
+
+
+def _skip_pg(reason: str) -> None:
+    message = f"POSTGRESQL TESTS SKIPPED: {reason}. The fleet half of chrono is NOT tested."
+    if message not in _PG_SKIP_REASON:
+        _PG_SKIP_REASON.append(message)
+    pytest.skip(message)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    for message in _PG_SKIP_REASON:
+        terminalreporter.write_sep("!", message, red=True, bold=True)
+
+
+def _db_url(admin_url: str, name: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+
+
+def create_pg_database(admin_url: str, name: str, template: str | None = None) -> str:
+    """Create database `name` (optionally a copy of `template`); returns its URL."""
+    import sqlalchemy as sa
+
+    engine = _admin_engine(admin_url)
+    try:
+        with engine.connect() as conn:
+            clause = f' TEMPLATE "{template}" STRATEGY FILE_COPY' if template else ""
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"{clause}'))
+    finally:
+        engine.dispose()
+    return _db_url(admin_url, name)
+
+
+def drop_pg_database(admin_url: str, name: str) -> None:
+    """Drop a test database, closing whatever still holds it."""
+    import sqlalchemy as sa
+
+    engine = _admin_engine(admin_url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        engine.dispose()
+
+
+def pg_connections(admin_url: str, name: str) -> int:
+    """How many sessions are connected to database `name` (leak check)."""
+    import sqlalchemy as sa
+
+    engine = _admin_engine(admin_url)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :d"),
+                                {"d": name}).scalar_one()
+    finally:
+        engine.dispose()
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def pg_dsn(pg_admin_url):
+    """The URL of a fresh, empty PostgreSQL database for this session (dropped at the end)."""
+    name = _unique("chrono_test")
+    url = create_pg_database(pg_admin_url, name)
+    yield url
+    drop_pg_database(pg_admin_url, name)
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_admin_url):
+    """Name of a database migrated to head once per session, to copy from."""
+    from chronod.store.sql import SqlStore
+
+    name = _unique("chrono_tpl")
+    store = SqlStore(create_pg_database(pg_admin_url, name))
+    try:
+        store.upgrade()
+    finally:
+        store.close()
+    yield name
+    drop_pg_database(pg_admin_url, name)
+
+
+@pytest.fixture
+def new_pg_database(pg_admin_url, pg_template):
+    """Factory: `new_pg_database(migrated=True)` returns the URL of a new database, a copy
+    of the migrated template (or empty); every one is dropped after the test."""
+    made: list[str] = []
+
+    def make(migrated: bool = True) -> str:
+        name = _unique("chrono_t")
+        made.append(name)
+        return create_pg_database(pg_admin_url, name, pg_template if migrated else None)
+
+    yield make
+    for name in made:
+        drop_pg_database(pg_admin_url, name)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    """A path for a new SQLite database."""
+    return str(tmp_path / "state" / "chrono.db")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request, tmp_path) -> str:
+    """The URL of a freshly migrated database, once per backend."""
+    from chronod.store.sql import SqlStore
+
+    if request.param == "postgres":
+        return request.getfixturevalue("new_pg_database")()
+    url = str(tmp_path / "state" / "chrono.db")
+    store = SqlStore(url)
+    try:
+        store.upgrade()
+    finally:
+        store.close()
+    return url
+
+
+@pytest.fixture
+def store(store_url, request):
+    """A migrated SqlStore on each backend; teardown checks that no connection leaked."""
+    from chronod.store.sql import SqlStore
+
+    st = SqlStore(store_url)
+    yield st
+    leaked = st.engine.pool.checkedout()
+    st.close()
+    assert leaked == 0, f"{leaked} connection(s) still checked out of the pool"
+    if st.dialect == "postgresql":
+        from sqlalchemy.engine import make_url
+
+        name = make_url(store_url).database
+        admin = request.getfixturevalue("pg_admin_url")
+        assert pg_connections(admin, name) == 0, "the store left sessions open after close()"

@@ -1,0 +1,534 @@
+"""One contract for the store, run against every backend (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import sqlalchemy as sa
+
+from chronod.core.model import JobSpec
+from chronod.store import schema
+from chronod.store.api import NodeConflict, Run, SchemaTooNew, SchemaTooOld, StoreError
+from chronod.store.sql import SqlStore, mask_url
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+HOST = "host-a"
+BOOT = "boot-1"
+
+
+def run(i: int, job: str = "backup", state: str = "pending") -> Run:
+    at = T0 + timedelta(minutes=i)
+    return Run(run_id=f"{job}-{i:06d}", job_id=job, job_key=job, scheduled_at=at, fire_at=at + timedelta(seconds=7),
+               state=state)
+
+
+def spec(job_id: str, command: str = "true") -> JobSpec:
+    return JobSpec(id=job_id, owner="ops", schedule="*/5 * * * *", command=command, idempotency_class="idempotent")
+
+
+def acquire(store, name: str = "n1", ttl: float = 60.0) -> int:
+    return store.acquire_node(name, pid=os.getpid(), hostname=HOST, boot_id=BOOT, ttl_s=ttl)
+
+
+def expire_lease(store, name: str) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(schema.nodes.update().where(schema.nodes.c.name == name)
+                     .values(lease_expires_at=datetime.now(timezone.utc) - timedelta(seconds=5)))
+
+
+def finish_ok(store, run_id: str, attempt: int, token: int | None) -> bool:
+    return store.finish(run_id, attempt, "succeeded", exit_code=0, signal=None, output_tail="done\n",
+                        output_bytes=5, error=None, token=token)
+
+
+# --- schema ---------------------------------------------------------------------------
+
+def test_a_migrated_database_is_at_this_chronos_head(store):
+    assert store.schema_revision() == schema.HEAD_REVISION
+    store.check_schema()
+
+
+def test_an_empty_database_is_too_old_and_names_the_command_that_fixes_it(tmp_path):
+    st = SqlStore(str(tmp_path / "empty.db"))
+    try:
+        assert st.schema_revision() is None
+        with pytest.raises(SchemaTooOld, match="chronoctl db upgrade"):
+            st.check_schema()
+    finally:
+        st.close()
+
+
+def test_a_database_from_a_newer_chrono_is_refused_with_upgrade_chrono(store):
+    with store.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
+    with pytest.raises(SchemaTooNew, match="this chrono is older than the database; upgrade chrono"):
+        store.check_schema()
+
+
+def test_upgrade_twice_is_harmless(store):
+    store.upgrade()
+    assert store.schema_revision() == schema.HEAD_REVISION
+
+
+# --- URLs and secrets ---------------------------------------------------------------------
+
+def test_url_safe_hides_the_password():
+    st = SqlStore("postgresql://chrono:hunter2-secret@db.example:5432/chrono")
+    try:
+        assert "hunter2-secret" not in st.url_safe
+        assert st.url_safe == "postgresql+psycopg://chrono:***@db.example:5432/chrono"
+    finally:
+        st.close()
+    assert "hunter2" not in mask_url("postgres://u:hunter2@h/d")
+
+
+def test_an_unreachable_postgres_raises_store_error_without_the_password():
+    st = SqlStore("postgresql://chrono:hunter2-secret@127.0.0.1:1/chrono?connect_timeout=2")
+    try:
+        with pytest.raises(StoreError) as err:
+            st.schema_revision()
+    finally:
+        st.close()
+    text = str(err.value)
+    assert "hunter2-secret" not in text and "127.0.0.1:1" in text
+    assert err.value.__cause__ is None and err.value.__suppress_context__
+
+
+def test_a_plain_path_becomes_an_sqlite_url_and_its_directory_is_created_private(tmp_path):
+    path = tmp_path / "deep" / "chrono.db"
+    st = SqlStore(str(path))
+    try:
+        assert st.dialect == "sqlite" and st.url_safe == f"sqlite:///{path}"
+        assert (path.parent.stat().st_mode & 0o777) == 0o700
+    finally:
+        st.close()
+
+
+# --- occurrences ----------------------------------------------------------------------------
+
+def test_insert_pending_is_idempotent_on_run_id(store):
+    assert store.insert_pending(run(1)) is True
+    assert store.insert_pending(run(1)) is False
+    assert [r.run_id for r in store.pending()] == ["backup-000001"]
+
+
+def test_insert_runs_counts_only_new_runs_and_keeps_their_states(store):
+    assert store.insert_runs([run(i) for i in range(1500)] + [run(2000, state="skipped_outage")]) == 1501
+    assert store.insert_runs([run(i) for i in range(1490, 1510)]) == 10
+    assert len(store.pending()) == 1510
+    assert store.get_run("backup-002000").state == "skipped_outage"
+
+
+def test_datetimes_come_back_aware_utc(store):
+    store.insert_pending(run(3))
+    got = store.get_run("backup-000003")
+    assert got.scheduled_at == T0 + timedelta(minutes=3) and got.scheduled_at.tzinfo == timezone.utc
+    assert got.fire_at - got.scheduled_at == timedelta(seconds=7)
+
+
+def test_naive_datetimes_are_refused(store):
+    bad = run(4)
+    bad.scheduled_at = bad.scheduled_at.replace(tzinfo=None)
+    with pytest.raises((ValueError, StoreError)):
+        store.insert_pending(bad)
+
+
+# --- dispatch ---------------------------------------------------------------------------------
+
+def test_dispatch_claims_once_and_writes_the_next_occurrence_in_the_same_transaction(store):
+    token = acquire(store)
+    store.insert_pending(run(1))
+    claimed = store.dispatch("backup-000001", "n1", token, run(2))
+    assert claimed.state == "running" and claimed.attempts == 1 and claimed.node == "n1"
+    assert claimed.token == token and claimed.started_at is not None
+    assert store.dispatch("backup-000001", "n1", token, run(3)) is None
+    assert [r.run_id for r in store.pending()] == ["backup-000002"]
+    [attempt] = store.attempts("backup-000001")
+    assert (attempt.attempt, attempt.node, attempt.token, attempt.state) == (1, "n1", token, "running")
+    assert store.stale_rejections == 0
+
+
+def test_a_failed_dispatch_does_not_write_the_next_occurrence(store):
+    token = acquire(store)
+    assert store.dispatch("no-such-run", "n1", token, run(9)) is None
+    assert store.get_run("backup-000009") is None
+
+
+def test_dispatch_with_a_superseded_token_is_rejected_and_counted(store):
+    old = acquire(store)
+    new = acquire(store)
+    assert new > old
+    store.insert_pending(run(1))
+    assert store.dispatch("backup-000001", "n1", old, run(2)) is None
+    assert store.stale_rejections == 1
+    assert store.get_run("backup-000001").state == "pending"
+    assert store.get_run("backup-000002") is None
+    assert store.dispatch("backup-000001", "n1", new, run(2)).token == new
+
+
+def test_dispatch_after_the_lease_expired_is_rejected_and_counted(store):
+    token = acquire(store)
+    store.insert_pending(run(1))
+    expire_lease(store, "n1")
+    assert store.renew_lease("n1", token, 60) is False
+    assert store.dispatch("backup-000001", "n1", token, None) is None
+    assert store.stale_rejections == 1
+
+
+def test_writes_after_release_are_rejected(store):
+    token = acquire(store)
+    store.insert_pending(run(1))
+    store.dispatch("backup-000001", "n1", token, None)
+    store.release_node("n1", token)
+    assert finish_ok(store, "backup-000001", 1, token) is False
+    assert store.stale_rejections == 1
+    assert store.get_run("backup-000001").state == "running"
+
+
+@pytest.mark.postgres
+def test_two_nodes_racing_on_postgres_claim_each_run_exactly_once(store, store_url):
+    if store.dialect != "postgresql":
+        pytest.skip("one node per SQLite database")
+    other = SqlStore(store_url)
+    try:
+        tokens = {"a": acquire(store, "a"), "b": acquire(other, "b")}
+        store.insert_runs([run(i) for i in range(200)])
+        won: dict[str, list[str]] = {"a": [], "b": []}
+        barrier = threading.Barrier(2)
+
+        def race(name: str, st: SqlStore) -> None:
+            barrier.wait()
+            for i in range(200):
+                got = st.dispatch(f"backup-{i:06d}", name, tokens[name], None)
+                if got is not None:
+                    won[name].append(got.run_id)
+
+        threads = [threading.Thread(target=race, args=("a", store)), threading.Thread(target=race, args=("b", other))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(won["a"] + won["b"]) == [f"backup-{i:06d}" for i in range(200)]
+        assert not set(won["a"]) & set(won["b"])
+        assert all(len(store.attempts(r)) == 1 for r in won["a"][:20] + won["b"][:20])
+        assert store.stale_rejections == other.stale_rejections == 0
+    finally:
+        other.close()
+
+
+# --- process ids, finish, retries -------------------------------------------------------------
+
+def test_finish_records_the_outcome_only_at_the_running_attempt(store):
+    token = acquire(store)
+    store.insert_pending(run(1))
+    store.dispatch("backup-000001", "n1", token, None)
+    assert store.set_process("backup-000001", 1, 4242, 4241, token) is True
+    assert finish_ok(store, "backup-000001", 2, token) is False
+    assert store.stale_rejections == 0
+    assert finish_ok(store, "backup-000001", 1, token) is True
+    assert finish_ok(store, "backup-000001", 1, token) is False
+    done = store.get_run("backup-000001")
+    assert (done.state, done.exit_code, done.pid, done.supervisor_pid) == ("succeeded", 0, 4242, 4241)
+    assert (done.output_tail, done.output_bytes) == ("done\n", 5)
+    assert done.finished_at >= done.started_at
+    [attempt] = store.attempts("backup-000001")
+    assert (attempt.state, attempt.exit_code, attempt.pid) == ("succeeded", 0, 4242)
+
+
+def test_finish_with_another_nodes_token_is_rejected(store):
+    if store.dialect == "sqlite":
+        pytest.skip("one node per SQLite database")
+    a, b = acquire(store, "a"), acquire(store, "b")
+    store.insert_pending(run(1))
+    store.dispatch("backup-000001", "a", a, None)
+    assert finish_ok(store, "backup-000001", 1, b) is False
+    assert store.set_process("backup-000001", 1, 1, 1, b) is False
+
+
+def test_an_operator_finish_without_token_is_not_fenced(store):
+    token = acquire(store)
+    store.insert_pending(run(1))
+    store.dispatch("backup-000001", "n1", token, None)
+    store.release_node("n1", token)
+    assert store.finish("backup-000001", 1, "cancelled", exit_code=None, signal=15, output_tail=None,
+                        output_bytes=0, error="cancelled by an operator", token=None) is True
+    assert store.get_run("backup-000001").state == "cancelled"
+
+
+def test_finish_refuses_a_non_terminal_state(store):
+    with pytest.raises(ValueError, match="terminal"):
+        store.finish("x", 1, "running", exit_code=None, signal=None, output_tail=None, output_bytes=0,
+                     error=None, token=None)
+
+
+def test_a_retry_waits_then_is_dispatched_as_attempt_two(store):
+    token = acquire(store)
+    store.insert_pending(run(1))
+    store.dispatch("backup-000001", "n1", token, None)
+    later = T0 + timedelta(minutes=5)
+    assert store.schedule_retry("backup-000001", 1, later, exit_code=3, signal=None, error="exit 3",
+                                token=token) is True
+    waiting = store.get_run("backup-000001")
+    assert (waiting.state, waiting.next_attempt_at, waiting.exit_code) == ("retry_wait", later, 3)
+    assert [r.run_id for r in store.pending()] == ["backup-000001"]
+    again = store.dispatch("backup-000001", "n1", token, None)
+    assert again.attempts == 2 and again.exit_code is None and again.next_attempt_at is None
+    assert [(a.attempt, a.state, a.exit_code) for a in store.attempts("backup-000001")] == [
+        (1, "failed", 3), (2, "running", None)]
+
+
+def test_schedule_retry_with_a_stale_token_is_rejected_and_counted(store):
+    old = acquire(store)
+    store.insert_pending(run(1))
+    store.dispatch("backup-000001", "n1", old, None)
+    acquire(store)
+    assert store.schedule_retry("backup-000001", 1, T0, exit_code=1, signal=None, error="x", token=old) is False
+    assert store.stale_rejections == 1
+
+
+def test_a_restarted_daemon_adopts_its_running_attempt_then_finishes_it(store):
+    old = acquire(store)
+    store.insert_pending(run(1))
+    store.dispatch("backup-000001", "n1", old, None)
+    new = acquire(store)
+    assert finish_ok(store, "backup-000001", 1, new) is False
+    assert store.adopt("backup-000001", 1, node="n1", token=new) is True
+    assert store.get_run("backup-000001").token == new
+    assert finish_ok(store, "backup-000001", 1, new) is True
+
+
+def test_a_live_holders_run_cannot_be_adopted_or_reclaimed(store):
+    if store.dialect == "sqlite":
+        pytest.skip("one node per SQLite database")
+    a, b = acquire(store, "a"), acquire(store, "b")
+    store.insert_pending(run(1))
+    store.dispatch("backup-000001", "a", a, None)
+    assert store.adopt("backup-000001", 1, node="b", token=b) is False
+    assert store.reclaim("backup-000001", 1, node="b", token=b, state="lost", error="x") is False
+    expire_lease(store, "a")
+    assert [n.name for n in store.expired_nodes()] == ["a"]
+    assert store.reclaim("backup-000001", 1, node="b", token=b, state="lost",
+                         error="node a died mid-run; the job is unsafe") is True
+    assert store.get_run("backup-000001").state == "lost"
+    assert store.attempts("backup-000001")[0].state == "lost"
+
+
+def test_reclaim_into_retry_wait_makes_a_new_attempt_possible(store):
+    old = acquire(store)
+    store.insert_pending(run(1))
+    store.dispatch("backup-000001", "n1", old, None)
+    new = acquire(store)
+    assert store.reclaim("backup-000001", 1, node="n1", token=new, state="retry_wait",
+                         error="the daemon restarted and the process was gone") is True
+    assert store.dispatch("backup-000001", "n1", new, None).attempts == 2
+
+
+# --- settle, cancel, queries -----------------------------------------------------------------
+
+def test_settle_records_a_skip_and_the_next_occurrence_together(store):
+    store.insert_pending(run(1))
+    assert store.settle("backup-000001", "skipped_paused", error="paused: maintenance", next_run=run(2)) is True
+    assert store.settle("backup-000001", "skipped_paused", error="again", next_run=run(3)) is False
+    skipped = store.get_run("backup-000001")
+    assert (skipped.state, skipped.error) == ("skipped_paused", "paused: maintenance")
+    assert skipped.finished_at is not None
+    assert [r.run_id for r in store.pending()] == ["backup-000002"]
+
+
+def test_settle_with_a_stale_token_is_rejected(store):
+    old = acquire(store)
+    acquire(store)
+    store.insert_pending(run(1))
+    assert store.settle("backup-000001", "skipped_overlap", error="x", next_run=None, node="n1", token=old) is False
+    assert store.stale_rejections == 1 and store.get_run("backup-000001").state == "pending"
+
+
+def test_running_lists_runs_held_by_a_node(store):
+    token = acquire(store)
+    store.insert_runs([run(1), run(2)])
+    store.dispatch("backup-000001", "n1", token, None)
+    assert [r.run_id for r in store.running()] == ["backup-000001"]
+    assert [r.run_id for r in store.running("n1")] == ["backup-000001"]
+    assert store.running("elsewhere") == []
+
+
+def test_runs_filters_by_job_window_and_state(store):
+    store.insert_runs([run(i) for i in range(10)] + [run(i, job="other") for i in range(10)])
+    store.settle("backup-000004", "skipped_outage", error="down", next_run=None)
+    got = store.runs("backup", since=T0 + timedelta(minutes=2), until=T0 + timedelta(minutes=6))
+    assert [r.run_id for r in got] == ["backup-000005", "backup-000004", "backup-000003", "backup-000002"]
+    oldest = store.runs("backup", newest_first=False, limit=2)
+    assert [r.run_id for r in oldest] == ["backup-000000", "backup-000001"]
+    assert [r.run_id for r in store.runs("backup", states=["skipped_outage"])] == ["backup-000004"]
+    assert len(store.runs()) == 20
+
+
+def test_cancel_pending_cancels_waiting_runs_only(store):
+    token = acquire(store)
+    store.insert_runs([run(1), run(2), run(3)])
+    store.dispatch("backup-000001", "n1", token, None)
+    assert store.cancel_pending("backup", "cancelled by an operator") == 2
+    assert store.get_run("backup-000001").state == "running"
+    assert store.get_run("backup-000002").error == "cancelled by an operator"
+    assert store.pending() == []
+
+
+def test_delete_run_removes_its_attempts(store):
+    token = acquire(store)
+    store.insert_pending(run(1))
+    store.dispatch("backup-000001", "n1", token, None)
+    assert store.delete_run("backup-000001") is True
+    assert store.get_run("backup-000001") is None and store.attempts("backup-000001") == []
+
+
+# --- nodes ----------------------------------------------------------------------------------
+
+def test_tokens_grow_on_every_acquisition_and_leases_renew(store):
+    first = acquire(store)
+    second = acquire(store)
+    assert second > first
+    assert store.renew_lease("n1", first, 60) is False
+    assert store.renew_lease("n1", second, 60) is True
+    [node] = store.nodes()
+    assert (node.name, node.token, node.pid, node.hostname) == ("n1", second, os.getpid(), HOST)
+    assert node.lease_expires_at > node.heartbeat_at
+    store.set_node_info("n1", second, {"jobs": 3})
+    assert store.nodes()[0].info == {"jobs": 3}
+    store.release_node("n1", second)
+    assert store.nodes()[0].stopped_at is not None and store.expired_nodes() == []
+
+
+def test_sqlite_refuses_a_second_live_chronod(store):
+    if store.dialect != "sqlite":
+        pytest.skip("a fleet shares PostgreSQL")
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        store.acquire_node("first", pid=sleeper.pid, hostname=HOST, boot_id=BOOT, ttl_s=60)
+        with pytest.raises(NodeConflict) as err:
+            acquire(store, "second")
+        message = str(err.value)
+        assert f"pid {sleeper.pid}" in message and "node first" in message
+        assert "SQLite supports one node" in message and "PostgreSQL" in message
+        with pytest.raises(NodeConflict):
+            acquire(store, "first")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert acquire(store, "second") > 0
+
+
+def test_sqlite_takes_over_from_a_chronod_that_died_or_whose_host_rebooted(store):
+    if store.dialect != "sqlite":
+        pytest.skip("a fleet shares PostgreSQL")
+    store.acquire_node("old", pid=os.getpid(), hostname=HOST, boot_id="an-earlier-boot", ttl_s=60)
+    assert acquire(store, "new") > 0
+
+
+def test_postgres_lets_distinct_nodes_share_the_database(store):
+    if store.dialect != "postgresql":
+        pytest.skip("one node per SQLite database")
+    assert acquire(store, "a") != acquire(store, "b")
+    assert {n.name for n in store.nodes()} == {"a", "b"}
+
+
+# --- job definitions -----------------------------------------------------------------------------
+
+def test_sync_jobs_upserts_and_round_trips_the_spec(store):
+    store.sync_jobs("n1", [spec("backup", "tar czf /b.tgz /etc"), spec("rotate")])
+    row = store.get_job("backup")
+    assert row.spec == spec("backup", "tar czf /b.tgz /etc") and row.node == "n1"
+    assert row.spec_hash == spec("backup", "tar czf /b.tgz /etc").spec_hash()
+    store.sync_jobs("n1", [spec("backup", "tar cJf /b.txz /etc"), spec("rotate")])
+    assert store.get_job("backup").spec.command == "tar cJf /b.txz /etc"
+
+
+def test_a_job_removed_from_the_registry_is_marked_and_its_pending_runs_cancelled(store):
+    store.sync_jobs("n1", [spec("backup"), spec("rotate")])
+    store.insert_runs([run(1), run(2, job="rotate")])
+    store.sync_jobs("n1", [spec("rotate")])
+    assert [j.job_id for j in store.jobs()] == ["rotate"]
+    assert store.get_job("backup").removed_at is not None
+    assert [j.job_id for j in store.jobs(include_removed=True)] == ["backup", "rotate"]
+    gone = store.get_run("backup-000001")
+    assert (gone.state, gone.error) == ("cancelled", "job removed from the registry")
+    assert store.get_run("rotate-000002").state == "pending"
+    store.sync_jobs("n1", [spec("backup"), spec("rotate")])
+    assert store.get_job("backup").removed_at is None
+
+
+def test_sync_jobs_leaves_jobs_written_by_other_nodes_alone(store):
+    store.sync_jobs("a", [spec("backup")])
+    store.sync_jobs("b", [spec("rotate")])
+    assert {j.job_id for j in store.jobs()} == {"backup", "rotate"}
+
+
+def test_pause_and_resume_keep_the_reason_and_survive_a_sync(store):
+    store.sync_jobs("n1", [spec("backup")])
+    assert store.set_paused("backup", True, "disk replacement") is True
+    store.sync_jobs("n1", [spec("backup", "other")])
+    row = store.get_job("backup")
+    assert (row.paused, row.paused_reason) == (True, "disk replacement") and row.paused_at is not None
+    assert store.paused_jobs() == {"backup": "disk replacement"}
+    assert store.set_paused("backup", False, None) is True
+    assert store.get_job("backup").paused is False and store.paused_jobs() == {}
+    assert store.set_paused("nope", True, "x") is False
+
+
+# --- requests, job state, registry errors -------------------------------------------------------
+
+def test_each_request_is_taken_by_exactly_one_node(store):
+    first = store.add_request("trigger", "backup", {"by": "alice"})
+    second = store.add_request("reload", None, {})
+    taken = store.take_requests("n1")
+    assert [(r.id, r.kind, r.job_id, r.payload) for r in taken] == [
+        (first, "trigger", "backup", {"by": "alice"}), (second, "reload", None, {})]
+    assert taken[0].created_at.tzinfo == timezone.utc
+    assert store.take_requests("n2") == []
+
+
+def test_job_state_is_replaced_whole(store):
+    assert store.get_job_state("backup@n1") == {}
+    store.set_job_state("backup@n1", {"boot_id": "b1", "notified": "failed"})
+    store.set_job_state("backup@n1", {"boot_id": "b2"})
+    assert store.get_job_state("backup@n1") == {"boot_id": "b2"}
+
+
+def test_registry_errors_are_replaced_per_node(store):
+    store.set_registry_errors("a", [{"file": "/etc/chrono/jobs.d/x.yaml", "line": 3, "message": "bad"}])
+    store.set_registry_errors("b", [{"file": "y.yaml", "line": None, "message": "worse"}])
+    store.set_registry_errors("a", [])
+    [only] = store.registry_errors()
+    assert (only["node"], only["file"], only["line"], only["message"]) == ("b", "y.yaml", None, "worse")
+    assert only["at"].tzinfo == timezone.utc
+
+
+def test_metrics_count_runs_by_state(store):
+    store.sync_jobs("n1", [spec("backup")])
+    store.insert_runs([run(1), run(2), run(3, state="skipped_outage")])
+    m = store.metrics()
+    assert m["runs_by_state"] == {"pending": 2, "skipped_outage": 1}
+    assert (m["jobs"], m["paused_jobs"], m["stale_rejections"]) == (1, 0, 0)
+
+
+# --- the query plan behind `runs()` --------------------------------------------------------------
+
+def test_runs_by_job_and_window_uses_the_job_time_index(store):
+    store.insert_runs([run(i, job=f"job{j:02d}") for j in range(20) for i in range(100)])
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("ANALYZE runs" if store.dialect == "postgresql" else "ANALYZE")
+    q = store.runs_query("job07", since=T0, until=T0 + timedelta(days=1), limit=50)
+    with store.engine.connect() as conn:
+        if store.dialect == "sqlite":
+            sql = str(q.compile(conn, compile_kwargs={"literal_binds": True}))
+            plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
+        else:
+            conn.exec_driver_sql("SET enable_seqscan = off")
+            sql = str(q.compile(conn, compile_kwargs={"literal_binds": True}))
+            plan = " ".join(r[0] for r in conn.exec_driver_sql(f"EXPLAIN {sql}"))
+        conn.rollback()
+    assert "ix_runs_job_id_scheduled_at" in plan, plan
