@@ -326,7 +326,7 @@ class Forecast:
         counts, names = (self.after, self.after_jobs) if which == "after" else (self.before, self.before_jobs)
         best = sorted((i for i, n in counts.items() if n), key=lambda i: (-counts[i], i))[:top]
         return [
-            {"start": self.bucket_start(i), "count": counts[i], "jobs": sorted(names[i])}
+            {"start": self.bucket_start(i), "count": counts[i], "jobs": sorted(names[i]), "by_job": dict(sorted(names[i].items()))}
             for i in best
         ]
 
@@ -459,8 +459,8 @@ def _print_forecast(fc: Forecast, top: int, now: datetime) -> None:
         render.echo("")
         render.echo(f"busiest {bucket} buckets {label}:")
         for p in fc.peaks(which, top):
-            names = ", ".join(render.escape_line(j) for j in p["jobs"])
-            render.echo(f"  {render.human_time(p['start'], now)}  {p['count']:>5}  {names}")
+            names = ", ".join(render.escape_line(j) + (f" x{n}" if n > 1 else "") for j, n in p["by_job"].items())
+            render.echo(f"  {p['count']:>5}  {render.human_time(p['start'], now)}  {names}")
 
 
 CHART_ROWS = 48

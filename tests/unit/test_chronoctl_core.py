@@ -1,0 +1,241 @@
+"""chronoctl's pure parts: the error boundary, flag conversion, time parsing, the herd count."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+from pathlib import Path
+
+import pytest
+
+from chronoctl import _params, common, errors
+from chronoctl import main as cli
+from chronoctl.cmd_schedule import build_forecast, chart_rows
+from chronoctl.cmd_spec import github_annotation
+
+UTC = timezone.utc
+
+
+# --- the error boundary ------------------------------------------------------------------
+
+
+def _failing(exc: BaseException):
+    def program(args):
+        raise exc
+
+    return program
+
+
+@pytest.mark.parametrize(
+    "exc, code",
+    [
+        (errors.InvalidInput("bad"), 1),
+        (errors.UsageError("bad"), 2),
+        (errors.UnknownJob("x", "registry /r"), 2),
+        (errors.Unreachable("db down"), 3),
+        (errors.CliError("custom", code=4), 4),
+        (KeyboardInterrupt(), 130),
+        (RuntimeError("boom"), 70),
+    ],
+)
+def test_each_way_a_command_ends_has_its_exit_code(monkeypatch, capsys, exc, code):
+    monkeypatch.setattr(cli, "program", _failing(exc))
+    assert cli.main([]) == code
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_an_operator_error_prints_message_and_hint_in_our_format(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "program", _failing(errors.UnknownJob("nightly", "registry /etc/chrono/jobs.d")))
+    cli.main([])
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "chronoctl: error: no job 'nightly' in registry /etc/chrono/jobs.d"
+    assert err[1].startswith("hint: ")
+
+
+def test_a_bug_is_one_line_with_the_way_to_see_more(monkeypatch, capsys):
+    monkeypatch.delenv("CHRONO_TRACEBACK", raising=False)
+    monkeypatch.setattr(cli, "program", _failing(ValueError("bad\nsecond line")))
+    cli.main(["next"])
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == "chronoctl: error: unexpected ValueError: bad"
+    assert "--traceback" in err and "Traceback" not in err
+
+
+def test_traceback_is_shown_when_asked_for_with_the_password_masked(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "program", _failing(RuntimeError("connect postgresql://u:hunter2@db/x")))
+    assert cli.main(["--traceback", "status"]) == 70
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err
+    assert "hunter2" not in err and "postgresql://u:***@db/x" in err
+
+
+def test_chrono_traceback_in_the_environment_also_shows_it(monkeypatch, capsys):
+    monkeypatch.setenv("CHRONO_TRACEBACK", "1")
+    monkeypatch.setattr(cli, "program", _failing(RuntimeError("boom")))
+    cli.main(["next"])
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_an_error_message_cannot_drive_the_terminal(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "program", _failing(errors.InvalidInput("job \x1b[2J\x07 is bad")))
+    cli.main([])
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\\x1b[2J\\x07" in err
+
+
+def test_usage_errors_exit_2_in_process(capsys):
+    assert cli.main(["next", "--count", "zero", "--cron", "* * * * *"]) == 2
+    assert cli.main(["no-such-command"]) == 2
+    assert capsys.readouterr().err.startswith("chronoctl: error: ")
+
+
+def test_help_exits_0(capsys):
+    assert cli.main(["--help"]) == 0
+    assert "validate" in capsys.readouterr().out
+
+
+# --- flag conversion without pydantic -------------------------------------------------------
+
+
+class Colour(str, Enum):
+    red = "red"
+    blue = "blue"
+
+
+class Info:
+    def __init__(self, **kw):
+        self.min = kw.get("min")
+        self.max = kw.get("max")
+        self.clamp = kw.get("clamp", False)
+        self.case_sensitive = kw.get("case_sensitive", True)
+        self.parser = None
+        self.click_type = None
+        for name, default in _params._PATH_DEFAULTS.items():
+            setattr(self, name, kw.get(name, default))
+
+
+@pytest.mark.parametrize(
+    "annotation, info, raw, value",
+    [
+        (str, Info(), "x", "x"),
+        (int, Info(min=1, max=10), "5", 5),
+        (int, Info(min=1, max=10, clamp=True), "50", 10),
+        (float, Info(), "2.5", 2.5),
+        (bool, Info(), "yes", True),
+        (bool, Info(), "0", False),
+        (Path, Info(), "/etc/chrono", Path("/etc/chrono")),
+        (Colour, Info(), "blue", Colour.blue),
+        (Colour, Info(case_sensitive=False), "RED", Colour.red),
+        (list[Path], Info(), ("a", "b"), [Path("a"), Path("b")]),
+    ],
+)
+def test_simple_flags_convert_like_typer_would(annotation, info, raw, value):
+    assert _params.converter(annotation, info)(raw) == value
+
+
+@pytest.mark.parametrize(
+    "annotation, info, raw, message",
+    [
+        (int, Info(), "x", "'x' is not a valid integer"),
+        (int, Info(min=1, max=10), "0", "0 is not in the range 1<=x<=10"),
+        (int, Info(min=1), "0", "0 is not in the range x>=1"),
+        (Colour, Info(), "green", "'green' is not one of 'red', 'blue'"),
+        (bool, Info(), "maybe", "is not a valid boolean"),
+    ],
+)
+def test_bad_flag_values_are_refused_with_a_reason(annotation, info, raw, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _params.converter(annotation, info)(raw)
+
+
+def test_paths_with_checks_and_unknown_types_are_left_to_typer():
+    assert _params.converter(Path, Info(exists=True)) is None
+    assert _params.converter(complex, Info()) is None
+
+
+# --- times from the command line -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, tz, utc",
+    [
+        ("2026-11-01T00:00:00Z", "America/New_York", "2026-11-01T00:00:00+00:00"),
+        ("2026-11-01T02:30:00-04:00", "UTC", "2026-11-01T06:30:00+00:00"),
+        ("2026-07-01T02:30:00", "America/New_York", "2026-07-01T06:30:00+00:00"),
+        ("2026-11-01T01:30:00", "America/New_York", "2026-11-01T05:30:00+00:00"),  # first of two 01:30s
+        ("2026-07-01", "Europe/Berlin", "2026-06-30T22:00:00+00:00"),
+    ],
+)
+def test_command_line_times_honour_offsets_and_read_naive_ones_in_the_zone(text, tz, utc):
+    assert common.parse_instant(text, tz).isoformat() == utc
+
+
+def test_a_time_that_is_not_iso_is_a_usage_error():
+    with pytest.raises(errors.UsageError, match="ISO-8601"):
+        common.parse_instant("tomorrow", "UTC")
+
+
+@pytest.mark.parametrize("text, seconds", [("90s", 90), ("15m", 900), ("24h", 86400), ("7d", 604800), ("1h30m", 5400)])
+def test_duration_flags(text, seconds):
+    assert common.parse_seconds(text, "--window") == seconds
+
+
+@pytest.mark.parametrize("text", ["0s", "soon", "-5m"])
+def test_bad_duration_flags_are_usage_errors(text):
+    with pytest.raises(errors.UsageError):
+        common.parse_seconds(text, "--window")
+
+
+class Every:
+    """A schedule firing every `step` seconds from the epoch (enough for `occurrences`)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def next_after(self, after: datetime) -> datetime:
+        ts = int(after.timestamp()) // self.step * self.step + self.step
+        return datetime.fromtimestamp(ts, UTC)
+
+
+def test_occurrences_include_one_scheduled_before_after_but_jittered_past_it():
+    after = datetime(2026, 1, 1, 0, 0, 30, tzinfo=UTC)
+    got = common.occurrences(Every(60), after, offset_s=45, count=2)
+    assert got == [datetime(2026, 1, 1, 0, 0, tzinfo=UTC), datetime(2026, 1, 1, 0, 1, tzinfo=UTC)]
+    assert common.occurrences(Every(60), after, offset_s=0, count=1) == [datetime(2026, 1, 1, 0, 1, tzinfo=UTC)]
+
+
+# --- the herd count ------------------------------------------------------------------------
+
+
+def test_forecast_counts_scheduled_and_jittered_instants_in_their_buckets():
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    end = start + timedelta(minutes=10)
+    at = lambda m, s=0: start + timedelta(minutes=m, seconds=s)  # noqa: E731
+    fc = build_forecast(
+        [("a", [at(0), at(5)], 90), ("b", [at(0), at(9, 30)], 0), ("c", [at(-1)], 70)],
+        start,
+        end,
+        bucket_s=60,
+    )
+    assert fc.before == {0: 2, 5: 1, 9: 1}
+    # a: 00:00+90s -> bucket 1, 05:00+90s -> bucket 6; c: scheduled before the window, fires in bucket 0
+    assert fc.after == {1: 1, 6: 1, 0: 2, 9: 1}
+    assert fc.peaks("after", 1) == [{"start": at(0), "count": 2, "jobs": ["b", "c"], "by_job": {"b": 1, "c": 1}}]
+    assert fc.peaks("before", 1)[0]["jobs"] == ["a", "b"]
+
+
+def test_chart_rows_cover_the_window_with_the_busiest_bucket_of_each_row():
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    fc = build_forecast([("a", [start + timedelta(minutes=m) for m in (0, 0, 3)], 0)], start, start + timedelta(minutes=4), 60)
+    assert chart_rows(fc, rows=2) == [(start, 2, 2), (start + timedelta(minutes=2), 1, 1)]
+
+
+# --- github annotations ----------------------------------------------------------------------
+
+
+def test_github_annotations_escape_what_the_workflow_syntax_reserves():
+    line = github_annotation(
+        {"severity": "error", "file": "jobs,a:b.yaml", "line": 3, "job_id": "x", "path": "schedule",
+         "message": "100% wrong\nreally", "hint": None}
+    )
+    assert line == "::error file=jobs%2Ca%3Ab.yaml,line=3,title=chrono::job 'x': schedule: 100%25 wrong%0Areally"
