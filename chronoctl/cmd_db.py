@@ -1,0 +1,122 @@
+"""`chronoctl db upgrade` and `chronoctl db check`: the database schema by hand.
+
+chronod applies migrations itself when it starts; these commands are for operators who
+upgrade a shared PostgreSQL before rolling a new chrono out, and for health checks.
+`check` exits 0 when the schema is current, 1 when it is not (an upgrade is pending, or
+the database is newer than this chrono), 3 when the database cannot be reached.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+from chronoctl.errors import EXIT_NO, Unreachable
+
+DB_HELP = "Database: an SQLAlchemy URL or an SQLite file path (default: CHRONO_DB, else the per-user default)."
+
+app = typer.Typer(
+    name="db",
+    help="Inspect and upgrade the database schema.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,
+)
+
+
+def register(target: typer.Typer) -> None:
+    """Add the `db` command group to `target`."""
+    target.add_typer(app, name="db")
+
+
+def _url(option: str | None) -> str:
+    if option:
+        return option
+    from chronod.paths import default_db
+
+    return default_db()
+
+
+def _status(revision: str | None, head: str, known: tuple[str, ...]) -> str:
+    """current | upgrade_pending | too_new."""
+    if revision == head:
+        return "current"
+    return "upgrade_pending" if revision is None or revision in known else "too_new"
+
+
+def _open(url: str):
+    from chronod.store.api import StoreError, open_store
+
+    try:
+        return open_store(url)
+    except StoreError as exc:
+        raise Unreachable(str(exc), "check --db / CHRONO_DB") from None
+
+
+@app.command("upgrade")
+def upgrade(db: str = typer.Option(None, "--db", metavar="URL", help=DB_HELP)) -> None:
+    """Apply every pending migration (under a lock; safe to run on many hosts at once)."""
+    from chronod.store.api import StoreError
+    from chronod.store.schema import HEAD_REVISION
+
+    store = _open(_url(db))
+    try:
+        before = store.schema_revision()
+        store.upgrade()
+        after = store.schema_revision()
+    except StoreError as exc:
+        raise Unreachable(str(exc), "check that the database is up and that this user may change its schema") from None
+    finally:
+        store.close()
+    if before == after:
+        typer.echo(f"{store.url_safe}: schema already at revision {after} (this chrono's head is {HEAD_REVISION})")
+    else:
+        typer.echo(f"{store.url_safe}: schema upgraded from revision {before or 'none'} to {after}")
+
+
+@app.command("check")
+def check(
+    db: str = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON: url, revision, head, status."),
+) -> None:
+    """Say whether the schema is current: exit 0 current, 1 upgrade pending (or too new), 3 unreachable."""
+    from chronod.paths import sqlite_path
+    from chronod.store.api import StoreError
+    from chronod.store.schema import HEAD_REVISION, REVISIONS
+
+    url = _url(db)
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        # Opening SQLite would create the file; a check must not.
+        url_safe, revision = str(path), None
+    else:
+        store = _open(url)
+        url_safe = store.url_safe
+        try:
+            revision = store.schema_revision()
+        except StoreError as exc:
+            raise Unreachable(str(exc), "check --db / CHRONO_DB and that the database is up") from None
+        finally:
+            store.close()
+    status = _status(revision, HEAD_REVISION, REVISIONS)
+    _report(url_safe, revision, HEAD_REVISION, status, as_json)
+    if status != "current":
+        raise typer.Exit(EXIT_NO)
+
+
+def _report(url_safe: str, revision: str | None, head: str, status: str, as_json: bool) -> None:
+    if as_json:
+        doc: dict[str, Any] = {"url": url_safe, "revision": revision, "head": head, "status": status}
+        typer.echo(json.dumps(doc, sort_keys=True))
+        return
+    shown = revision or "none"
+    lines = {
+        "current": f"{url_safe}: schema at revision {shown}, this chrono's head: up to date",
+        "upgrade_pending": (f"{url_safe}: schema at revision {shown}, this chrono needs {head}: "
+                            f"run `chronoctl db upgrade`"),
+        "too_new": (f"{url_safe}: schema at revision {shown}, newer than this chrono's {head}: "
+                    f"this chrono is older than the database; upgrade chrono"),
+    }
+    typer.echo(lines[status])

@@ -1,0 +1,61 @@
+"""`chronoctl db check|upgrade` through the chronoctl error boundary, on a real database."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chronoctl import main as cli
+
+
+@pytest.fixture(autouse=True)
+def db_command(monkeypatch):
+    # Harmless once chronoctl.main lists the group itself.
+    monkeypatch.setitem(cli.COMMAND_MODULES, "db", "chronoctl.cmd_db")
+
+
+def chronoctl(capsys, *args: str) -> tuple[int, str, str]:
+    code = cli.main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_check_says_an_upgrade_is_pending_then_upgrade_makes_it_current(capsys, tmp_path):
+    db = str(tmp_path / "chrono.db")
+    code, out, _ = chronoctl(capsys, "db", "check", "--db", db)
+    assert code == 1 and "revision none" in out and "chronoctl db upgrade" in out
+    assert not (tmp_path / "chrono.db").exists()
+    code, out, _ = chronoctl(capsys, "db", "upgrade", "--db", db)
+    assert code == 0 and "from revision none to 0001" in out
+    code, out, _ = chronoctl(capsys, "db", "check", "--db", db, "--json")
+    assert code == 0
+    assert json.loads(out) == {"url": f"sqlite:///{db}", "revision": "0001", "head": "0001", "status": "current"}
+
+
+def test_check_on_a_database_from_a_newer_chrono_says_upgrade_chrono(capsys, tmp_path):
+    import sqlalchemy as sa
+
+    db = str(tmp_path / "chrono.db")
+    chronoctl(capsys, "db", "upgrade", "--db", db)
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '0999'"))
+    engine.dispose()
+    code, out, _ = chronoctl(capsys, "db", "check", "--db", db)
+    assert code == 1 and "upgrade chrono" in out and "0999" in out
+
+
+def test_an_unreachable_database_exits_3_without_its_password(capsys):
+    code, out, err = chronoctl(capsys, "db", "check", "--db", "postgresql://chrono:hunter2-pw@127.0.0.1:1/chrono")
+    assert code == 3
+    assert "hunter2-pw" not in out + err and err.startswith("chronoctl: error: ")
+
+
+@pytest.mark.postgres
+def test_upgrade_on_postgres_reaches_head(capsys, new_pg_database):
+    pg_dsn = new_pg_database(migrated=False)
+    code, out, _ = chronoctl(capsys, "db", "upgrade", "--db", pg_dsn)
+    assert code == 0 and "0001" in out
+    code, _, _ = chronoctl(capsys, "db", "check", "--db", pg_dsn)
+    assert code == 0
