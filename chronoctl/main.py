@@ -10,7 +10,7 @@ can end into one line on stderr and an exit code (see `chronoctl.errors`):
     2   a usage error (bad flags, missing path) or an unknown job
     3   the database or the daemon could not be reached
     70  a bug in chronoctl: one line, and "re-run with --traceback"
-    130 interrupted (Ctrl-C); 141 stdout closed early (`| head`)
+    130 interrupted (Ctrl-C); a closed stdout (`| head`) ends quietly with 1
 
 Errors read `chronoctl: error: <message>` then `hint: <what to do>`. A Python traceback
 is printed only with `chronoctl --traceback ...` or `CHRONO_TRACEBACK=1`, and even then
@@ -199,7 +199,7 @@ def _closed_stdout() -> int:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):
         pass
-    return 141
+    return errors.EXIT_NO
 
 
 def main(argv: list[str] | None = None) -> int:
