@@ -54,7 +54,7 @@ COMMAND_MODULES = {
     "trigger": "chronoctl.cmd_control",
     "pause": "chronoctl.cmd_control",
     "resume": "chronoctl.cmd_control",
-    # TODO: "db": "chronoctl.cmd_db" (a typer app added with add_typer) once it lands.
+    "db": "chronoctl.cmd_db",
 }
 
 
