@@ -126,7 +126,7 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
     }
 
 
-def _print_job_status(d: dict[str, Any], last: list["Run"], now: datetime) -> None:
+def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime) -> None:
     from chronoctl.render import age, echo, escape_line, human_time, print_table
 
     echo(f"job       {escape_line(d['job_id'])}   owner {escape_line(d['owner'])}")
@@ -144,7 +144,7 @@ def _print_job_status(d: dict[str, Any], last: list["Run"], now: datetime) -> No
     flag = "  SILENT: past max_silence_s" if d["silent"] else ""
     echo(f"success   streak {streak}; last success {last}; max silence {limit}{flag}")
     echo()
-    print_table(_run_rows(last, now), RUN_COLUMNS, title="last runs", empty="(no runs recorded)")
+    print_table(_run_rows(recent, now), RUN_COLUMNS, title="last runs", empty="(no runs recorded)")
 
 
 def _human(text: str | None, now: datetime) -> str:

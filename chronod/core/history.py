@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from chronod.core.durations import format_duration
 from chronod.core.identity import jitter_offset, job_key, run_id
@@ -303,17 +303,74 @@ def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, no
     all_nodes = set(nodes) | _nodes_from_runs(runs)
     specs = {s.id: s for s in specs}
     out: dict[str, Miss] = {}
+    marks = _scheduled_marks(runs)
     for spec in specs.values():
         schedule = (schedules or {}).get(spec.id) or _compile(spec)
         start = max(since, (known_since or {}).get(spec.id, since))
-        for occ in occurrences(spec, schedule, start, now, all_nodes):
-            if occ.run_id not in by_id and occ.fire_at + timedelta(seconds=grace_s) < now:
+        for occ in _unrecorded(spec, schedule, start, now, all_nodes, marks, by_id):
+            if occ.fire_at + timedelta(seconds=grace_s) < now:
                 out[occ.run_id] = _miss(spec.id, spec.owner, occ, None, *_judge(occ, None, now, spec))
     for r in runs:
         miss = _run_miss(r, specs.get(r.job_id), now, grace_s)
         if miss is not None:
             out[r.run_id] = miss
     return sorted(out.values(), key=lambda m: (m.owner, m.job_id, m.scheduled_at, m.job_key))
+
+
+def _scheduled_marks(runs: Iterable[Any]) -> dict[str, list[datetime]]:
+    """Scheduled (not manual) run times per job key, ascending."""
+    marks: dict[str, list[datetime]] = defaultdict(list)
+    for r in runs:
+        if r.trigger != "manual":
+            marks[r.job_key].append(r.scheduled_at)
+    for times in marks.values():
+        times.sort()
+    return marks
+
+
+def _unrecorded(spec: JobSpec, schedule: Any, start: datetime, now: datetime, nodes: set[str],
+                marks: Mapping[str, list[datetime]], by_id: Mapping[str, Any]) -> Iterator[Occurrence]:
+    """Occurrences in (start, now] without a row, searching only the gaps between recorded
+    runs that are wide enough to hide one (see `_gaps`)."""
+    if schedule.kind == "reboot" or not spec.enabled:
+        return
+    for key, node in job_keys(spec, nodes):
+        offset = timedelta(seconds=jitter_offset(key, spec.tolerance_s))
+        for a, b in _gaps(marks.get(key, []), start, now, schedule):
+            for at in schedule.fires(a, b):
+                rid = run_id(key, at)
+                if rid not in by_id:
+                    yield Occurrence(spec.id, key, node, at, at + offset, rid)
+
+
+DST_MARGIN = timedelta(hours=3, seconds=1)  # shifts of 3h or more are clock corrections (DESIGN §4)
+
+
+def _gaps(times: list[datetime], start: datetime, now: datetime, schedule: Any) -> list[tuple[datetime, datetime]]:
+    """The intervals (a, b] of the window in which an occurrence could be missing.
+
+    Two occurrences are at least `min_gap_s` apart, less at most a DST shift in a zone
+    with clock changes. So between two recorded runs closer than twice that, at the start
+    of the window closer than once that to the first run, and at its end, nothing can be
+    missing, and the schedule need not be evaluated there: with a full history this
+    skips nearly every fire computation.
+    """
+    times = [t for t in times if start < t <= now]
+    gap = schedule.min_gap_s()
+    if not times or not gap:
+        return [(start, now)]
+    least = timedelta(seconds=gap) - (timedelta(0) if _steady(schedule) else DST_MARGIN)
+    points = [start, *times, now]
+    out = []
+    for i, (a, b) in enumerate(zip(points, points[1:])):
+        edge = i == 0 or i == len(points) - 2
+        if b - a >= (least if edge else 2 * least):
+            out.append((a, b))
+    return out
+
+
+def _steady(schedule: Any) -> bool:
+    return schedule.kind == "every" or schedule.tz in ("UTC", "Etc/UTC", "GMT", "Etc/GMT")
 
 
 def _run_miss(r: Any, spec: JobSpec | None, now: datetime, grace_s: int) -> Miss | None:

@@ -229,8 +229,10 @@ def test_status_of_a_job_shows_its_last_runs_streak_and_silence(db):
     assert data["silent"] is False and data["max_silence_s"] == 3 * 3600
     rc, data = ctl_json("status", "cleanup", "--db", url)
     assert data["paused"] and data["paused_reason"] == "INC-7: upstream down"
-    text = ctl("status", "billing-export", "--db", url).stdout
-    assert "streak 2" in text and "at minute 0 of every hour" in text
+    p = ctl("status", "billing-export", "--db", url)
+    assert p.returncode == 0, p.stderr
+    assert "streak 2" in p.stdout and "at minute 0 of every hour" in p.stdout
+    assert run_id("billing-export", info["h0"] - timedelta(hours=2)) in p.stdout
 
 
 def test_status_overview_lists_failing_jobs_and_paused_ones(db):

@@ -257,3 +257,32 @@ def test_a_manual_run_id_never_equals_the_scheduled_one_at_the_same_instant():
     at = T("2026-03-10 02:00")
     assert h.manual_run_id("billing-export", at) != run_id("billing-export", at)
     assert len(h.manual_run_id("billing-export", at)) == 16
+
+
+# --- the gap search equals the full search -----------------------------------------------------
+
+@pytest.mark.parametrize("expr, tz, start, days", [
+    ("0 * * * *", "UTC", "2026-03-01 00:00", 3),
+    ("*/20 * * * *", "UTC", "2026-03-01 00:00", 1),
+    ("30 2 * * *", "America/New_York", "2026-03-01 00:00", 14),  # spring forward on 03-08
+    ("0 1 * * *", "America/New_York", "2026-10-25 00:00", 14),  # fall back on 11-01
+    ("15 * * * *", "Europe/Berlin", "2026-03-28 00:00", 2),  # spring forward on 03-29
+    ("0 9 * * 1-5", "UTC", "2026-03-01 00:00", 21),
+])
+def test_missed_finds_exactly_the_occurrences_without_rows_whatever_the_gaps(expr, tz, start, days):
+    import random
+
+    from chronod.core.schedule import compile_schedule
+
+    sp = spec(id="gappy", schedule=expr, timezone=tz)
+    sched = compile_schedule(expr, tz)
+    since, now = T(start), T(start) + timedelta(days=days, seconds=90)
+    fires = sched.fires(since, now)
+    rng = random.Random(f"{expr}{tz}")
+    for trial in range(8):
+        absent = set(rng.sample(fires, k=min(len(fires), trial)))
+        if trial == 7:
+            absent |= set(fires[:3]) | set(fires[-2:])  # at both edges of the window
+        runs = [run(sp, at.strftime("%Y-%m-%d %H:%M:%S"), "succeeded") for at in fires if at not in absent]
+        got = h.missed([sp], runs, since=since, now=now)
+        assert {m.scheduled_at for m in got} == absent
