@@ -482,15 +482,18 @@ def chart_rows(fc: Forecast, rows: int = CHART_ROWS) -> list[tuple[datetime, int
 
 
 def _print_chart(fc: Forecast, bucket: str) -> None:
+    from chronod.core.durations import format_duration
+
     from chronoctl import render
 
     rows = chart_rows(fc)
     per_row_s = int((rows[1][0] - rows[0][0]).total_seconds()) if len(rows) > 1 else fc.bucket_s
-    unicode = render.is_terminal() and (getattr(__import__("sys").stdout, "encoding", "") or "").lower().startswith("utf")
     top = max(max(b, a) for _, b, a in rows) or 1
-    from chronod.core.durations import format_duration
-
-    render.echo(f"busiest {bucket} bucket in each {format_duration(per_row_s)}: before jitter | after jitter")
+    unicode = render.unicode_ok()
+    if per_row_s == fc.bucket_s:
+        render.echo(f"fires per {bucket} bucket: before jitter | after jitter")
+    else:
+        render.echo(f"busiest {bucket} bucket in each {format_duration(per_row_s)}: before jitter | after jitter")
     for start, b, a in rows:
         left = render.bar(b, top, BAR_WIDTH, unicode).ljust(BAR_WIDTH)
         right = render.bar(a, top, BAR_WIDTH, unicode)

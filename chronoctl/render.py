@@ -160,6 +160,13 @@ def is_terminal(stream: TextIO | None = None) -> bool:
         return False
 
 
+def unicode_ok(stream: TextIO | None = None) -> bool:
+    """Block characters only on a terminal that speaks UTF-8; pipes get plain ASCII."""
+    stream = stream or sys.stdout
+    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+    return is_terminal(stream) and encoding == "utf8"
+
+
 def color_enabled(stream: TextIO | None = None) -> bool:
     """Colour only on a terminal, and never with NO_COLOR set (to anything) or TERM=dumb."""
     if "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb":
