@@ -228,6 +228,11 @@ class Store(Protocol):
              limit: int | None = None, newest_first: bool = True) -> list[Run]:
         """Runs filtered by job, scheduled_at window and state."""
 
+    def run_marks(self, *, since: datetime, until: datetime) -> list[tuple[str, str, str, datetime, str, str]]:
+        """(run_id, job_id, job_key, scheduled_at, state, trigger) of every run scheduled in
+        [since, until): the slim shape `chronoctl missed` needs to tell which occurrences
+        have a row, without building a full Run for each."""
+
     def attempts(self, run_id: str) -> list[Attempt]:
         """Every attempt of a run, in order."""
 
