@@ -246,13 +246,42 @@ def sqlite_url(tmp_path) -> str:
     return str(tmp_path / "state" / "chrono.db")
 
 
+@pytest.fixture(scope="session")
+def _pg_shared(pg_admin_url, pg_template):
+    """One migrated PostgreSQL database that `store_url` empties before each test."""
+    name = _unique("chrono_shared")
+    url = create_pg_database(pg_admin_url, name, pg_template)
+    yield url
+    drop_pg_database(pg_admin_url, name)
+
+
+def reset_pg_database(url: str) -> None:
+    """Empty every chrono table and put the schema back at head (cheaper than a new database)."""
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
+    from chronod.store import schema
+
+    engine = sa.create_engine(url, poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            tables = ", ".join(t.name for t in schema.metadata.sorted_tables)
+            conn.execute(sa.text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+            conn.execute(sa.text("UPDATE alembic_version SET version_num = :v"), {"v": schema.HEAD_REVISION})
+    finally:
+        engine.dispose()
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store_url(request, tmp_path) -> str:
-    """The URL of a freshly migrated database, once per backend."""
+    """The URL of a migrated, empty database, once per backend (PostgreSQL: one shared
+    database emptied before each test; use `new_pg_database` for a database of your own)."""
     from chronod.store.sql import SqlStore
 
     if request.param == "postgres":
-        return request.getfixturevalue("new_pg_database")()
+        url = request.getfixturevalue("_pg_shared")
+        reset_pg_database(url)
+        return url
     url = str(tmp_path / "state" / "chrono.db")
     store = SqlStore(url)
     try:
