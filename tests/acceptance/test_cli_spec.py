@@ -192,13 +192,38 @@ def test_a_directory_without_job_files_is_a_warning_not_a_crash(tmp_path):
     assert chronoctl("validate", "--strict", str(tmp_path)).returncode == 1
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
-def test_an_unreadable_file_gets_a_clean_message(tmp_path):
-    f = tmp_path / "secret.yaml"
-    f.write_text("jobs: []\n")
-    f.chmod(0)
-    proc = chronoctl("validate", str(f))
-    assert proc.returncode == 1
+def _as_nobody() -> list[str]:
+    """Root reads every file: run as nobody (through setpriv) for the permission tests."""
+    if os.geteuid() != 0:
+        return []
+    prefix = [shutil.which("setpriv") or "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    try:
+        works = subprocess.run([*prefix, CHRONOCTL, "--version"], capture_output=True, timeout=30).returncode == 0
+    except OSError:
+        works = False
+    if not works:
+        pytest.skip("running as root and cannot run chronoctl as nobody: permission errors cannot be provoked")
+    return prefix
+
+
+@pytest.mark.parametrize("mode, what", [(0o000, "file"), (0o300, "directory")])
+def test_unreadable_files_and_directories_get_a_clean_message(mode, what):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as top:
+        os.chmod(top, 0o755)
+        target = Path(top) / "jobs.d"
+        target.mkdir()
+        (target / "secret.yaml").write_text("jobs: []\n")
+        (target / "secret.yaml" if what == "file" else target).chmod(mode)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CHRONO_")}
+        proc = subprocess.run(
+            [*_as_nobody(), CHRONOCTL, "validate", str(target)], capture_output=True, text=True, timeout=30, env=env
+        )
+        target.chmod(0o755)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "ermission denied" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
 
 
 def test_control_characters_in_a_file_never_reach_the_terminal(tmp_path):
