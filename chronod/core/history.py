@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from chronod.core.durations import format_duration
 from chronod.core.identity import jitter_offset, job_key, run_id
@@ -286,28 +286,43 @@ def _compile(spec: JobSpec) -> Any:
     return compile_schedule(spec.schedule, spec.timezone)
 
 
+class Mark(NamedTuple):
+    """That a run exists: what `missed` needs of the runs that succeeded (the store's slim
+    rows; a tuple because a day of a large fleet has tens of thousands)."""
+
+    run_id: str
+    job_id: str
+    job_key: str
+    scheduled_at: datetime
+    state: str
+    trigger: str
+
+
 def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, now: datetime,
            nodes: Iterable[str] = (), known_since: Mapping[str, datetime] | None = None,
-           schedules: Mapping[str, Any] | None = None, grace_s: int = GRACE_S) -> list[Miss]:
+           schedules: Mapping[str, Any] | None = None, grace_s: int = GRACE_S,
+           marks: Iterable[Mark] | None = None) -> list[Miss]:
     """Every occurrence scheduled in (since, now] that did not succeed, plus every one that
     fell due (fire time + `grace_s` before `now`) and has no row at all.
 
-    `runs` are the runs scheduled in the window (every job). Running and retrying runs are
+    `runs` are the runs scheduled in the window (every job); with `marks` (every run in the
+    window, slim), `runs` need only hold those that did not succeed. Running and retrying runs are
     not misses (yet); a pending row past its grace is ("due but not started").
     `known_since[job_id]`, when given, is when the job was first known: occurrences before
     it are not expected. Runs of jobs missing from `specs` are reported under owner "".
     Sorted by owner, job, scheduled time.
     """
     runs = [r for r in runs if since < r.scheduled_at <= now]
-    by_id = {r.run_id: r for r in runs}
-    all_nodes = set(nodes) | _nodes_from_runs(runs)
+    seen = runs if marks is None else [m for m in marks if since < m.scheduled_at <= now]
+    by_id = {r.run_id: r for r in seen}
+    all_nodes = set(nodes) | _nodes_from_runs(seen)
     specs = {s.id: s for s in specs}
     out: dict[str, Miss] = {}
-    marks = _scheduled_marks(runs)
+    keyed = _scheduled_marks(seen)
     for spec in specs.values():
         schedule = (schedules or {}).get(spec.id) or _compile(spec)
         start = max(since, (known_since or {}).get(spec.id, since))
-        for occ in _unrecorded(spec, schedule, start, now, all_nodes, marks, by_id):
+        for occ in _unrecorded(spec, schedule, start, now, all_nodes, keyed, by_id):
             if occ.fire_at + timedelta(seconds=grace_s) < now:
                 out[occ.run_id] = _miss(spec.id, spec.owner, occ, None, *_judge(occ, None, now, spec))
     for r in runs:

@@ -286,3 +286,16 @@ def test_missed_finds_exactly_the_occurrences_without_rows_whatever_the_gaps(exp
         runs = [run(sp, at.strftime("%Y-%m-%d %H:%M:%S"), "succeeded") for at in fires if at not in absent]
         got = h.missed([sp], runs, since=since, now=now)
         assert {m.scheduled_at for m in got} == absent
+
+
+def test_missed_with_slim_marks_and_only_the_unhappy_runs_answers_as_with_every_run():
+    hourly = spec(id="sync", schedule="0 * * * *", owner="data")
+    runs = [run(hourly, f"2026-03-10 0{x}:00", "failed" if x == 3 else "succeeded", exit_code=1)
+            for x in range(1, 9) if x != 5]
+    marks = [h.Mark(r.run_id, r.job_id, r.job_key, r.scheduled_at, r.state, r.trigger) for r in runs]
+    unhappy = [r for r in runs if r.state != "succeeded"]
+    kw = dict(since=T("2026-03-10 00:30"), now=T("2026-03-10 08:30"))
+    full = h.missed([hourly], runs, **kw)
+    slim = h.missed([hourly], unhappy, marks=marks, **kw)
+    assert [(m.scheduled_at, m.state) for m in slim] == [(m.scheduled_at, m.state) for m in full] == [
+        (T("2026-03-10 03:00"), "failed"), (T("2026-03-10 05:00"), h.NO_RECORD)]
