@@ -151,10 +151,10 @@ def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
     if s == "cancelled":
         return f"cancelled{on}{err or ' (by overlap: replace or by an operator)'}"
     if s == "skipped_overlap":
-        return f"skipped by the overlap policy (forbid): the previous run was still going{err}"
+        return f"skipped by the overlap policy{err or ' (forbid): the previous run was still going'}"
     if s == "skipped_outage":
         policy = f" (catchup: {spec.catchup})" if spec else ""
-        return f"skipped by the catch-up policy{policy}: it fell due while nothing could run it{err}"
+        return f"skipped by the catch-up policy{policy}{err or ': it fell due while nothing could run it'}"
     if s == "skipped_paused":
         return f"skipped: the job was paused when it fell due{err}"
     if s == "lost":
