@@ -258,7 +258,7 @@ def _did_it_run_since(spec: JobSpec, runs: list[Any], schedule: Any, since: date
     wins = [r for r in window if r.state == "succeeded"]
     if wins:
         best = max(wins, key=lambda r: r.finished_at or r.scheduled_at)
-        extra = " (a manual run)" if best.trigger == "manual" else ""
+        extra = " (a manual run)" if best.trigger.startswith("manual") else ""
         return Answer(True, "succeeded", describe_run(best, now, spec) + extra, best)
     if not _scheduled(spec, schedule):
         return _latest_run_answer(window, now, spec, "@reboot: it runs once per boot")
@@ -336,7 +336,7 @@ def _scheduled_marks(runs: Iterable[Any]) -> dict[str, list[datetime]]:
     """Scheduled (not manual) run times per job key, ascending."""
     marks: dict[str, list[datetime]] = defaultdict(list)
     for r in runs:
-        if r.trigger != "manual":
+        if not r.trigger.startswith("manual"):
             marks[r.job_key].append(r.scheduled_at)
     for times in marks.values():
         times.sort()
