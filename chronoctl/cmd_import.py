@@ -21,7 +21,7 @@ from typing import Any, Optional
 import typer
 
 from chronoctl.crontab import CronEntry, ParsedCrontab, parse_crontab
-from chronoctl.errors import EXIT_NO, EXIT_OK, UsageError
+from chronoctl.errors import EXIT_NO, EXIT_OK, EXIT_UNREACHABLE, CliError, Unreachable, UsageError
 from chronoctl.importer import (
     Difference,
     ImportOptions,
@@ -371,6 +371,155 @@ def _check_cell(job: dict[str, Any]) -> str:
     return "yes" + (" (sampled)" if eq["compared"] == "sampled" else "")
 
 
+# --- cutover and rollback -------------------------------------------------------------
+
+
+def cutover_cmd(path: str, fmt: str | None, user: str | None, owner: str | None, reg: Path, db: str | None,
+                dry_run: bool, json_out: bool, adopt_defaults: bool) -> None:
+    """`import PATH --cutover`: import, then hand the imported lines from cron to chronod
+    (chronoctl.cutover). Refused without a live chronod: cron must not stop before it runs."""
+    from chronoctl import cutover as co
+    from chronoctl.common import now_utc
+    from chronoctl.render import print_json
+
+    if path == "-":
+        raise UsageError("--cutover needs the crontab file itself, not standard input",
+                         "give the spool file (/var/spool/cron/crontabs/USER) or /etc/crontab, /etc/cron.d/NAME")
+    if adopt_defaults:
+        raise UsageError("--cutover keeps cron's behaviour: it cannot be combined with --adopt-defaults",
+                         "cut over first, then edit the imported registry file to adopt chrono's defaults")
+    if fmt is not None and fmt not in ("system", "user"):
+        raise UsageError(f"--format must be system or user, not {fmt!r}")
+    sources = collect_sources(os.path.abspath(path), fmt, user)
+    options = ImportOptions(host_timezone=host_timezone(), owner=owner, adopt_defaults=False, home_of=_home_of)
+    names = {s.registry_name for s in sources}
+    result = run_import(sources, options, now_utc().replace(second=0, microsecond=0), _existing_ids(reg, names))
+    migrations, done = _plan_cutover(sources, result, reg)
+    plan = {"migrate": [{"file": str(m.crontab), "lines": sorted(m.lines), "registry_file": str(m.registry_file),
+                         "backup": str(co.backup_path(m.crontab))} for m in migrations],
+            "already_migrated": done}
+    written = [str(m.registry_file) for m in migrations]
+    if dry_run or not migrations:
+        _print_cutover(result, written if migrations else [], dry_run, json_out, {**plan, "switch": None})
+        raise typer.Exit(EXIT_NO if result.errors and migrations else EXIT_OK)
+    for m in migrations:
+        m.specs = co.specs_of(m.registry_text, str(m.registry_file))
+    from chronoctl import cmd_ops
+
+    try:
+        with cmd_ops.opened(db) as store:
+            daemon = co.find_daemon(store)
+            if daemon is None:
+                raise CliError(f"no chronod is running on this host (database {store.url_safe}); "
+                               "the crontab and the registry were not changed",
+                               "start chronod (systemctl start chronod), then run the cutover again: "
+                               "cron must not stop before chronod runs", EXIT_UNREACHABLE)
+            co.ping(daemon)
+            if (co.switch_start(now_utc()) - now_utc()).total_seconds() > 1 and not json_out:
+                sys.stderr.write("waiting for second 5-45 of a minute to switch...\n")
+            switch = co.cutover(migrations, daemon)
+    except Unreachable as exc:
+        raise CliError(f"{exc.message}; the crontab and the registry were not changed",
+                       "start chronod before the cutover: cron must not stop before chronod runs",
+                       EXIT_UNREACHABLE) from None
+    _print_cutover(result, written, False, json_out, {**plan, "switch": switch.as_json()})
+    raise typer.Exit(EXIT_NO if result.errors else EXIT_OK)
+
+
+def _plan_cutover(sources: list[Source], result: ImportResult, reg: Path) -> tuple[list[Any], list[str]]:
+    """Per source: lines to migrate, or "already migrated"; refuses a file that was cut
+    over and has gained new lines since (its backup would no longer be the original)."""
+    from chronoctl import cutover as co
+
+    migrations, done = [], []
+    for src in sources:
+        crontab = Path(src.label)
+        lines = {j["source"]["line"]: j["id"] for j in result.jobs if j["source"]["file"] == src.label}
+        data = crontab.read_bytes()
+        backup = co.backup_path(crontab)
+        if not lines:
+            if co.migrated_ids(data):
+                done.append(str(crontab))
+            continue
+        if backup.exists():
+            raise CliError(f"{crontab} was cut over before ({backup} exists) and has new lines since: "
+                           f"{', '.join(str(n) for n in sorted(lines))}",
+                           f"roll it back first (chronoctl import --rollback {crontab}), then cut it over again")
+        migrations.append(co.Migration(crontab, data, lines, reg / src.registry_name, result.files[src.registry_name]))
+    return migrations, done
+
+
+def _print_cutover(result: ImportResult, written: list[str], dry_run: bool, json_out: bool, plan: dict[str, Any]) -> None:
+    from chronoctl.render import echo, escape_line, print_json
+
+    if json_out:
+        print_json({**as_json(result, written, dry_run), "cutover": plan})
+        return
+    if plan["migrate"] or not plan["already_migrated"]:
+        print_human(result, written, dry_run)
+    for f in plan["already_migrated"]:
+        echo(escape_line(f"{f}: already migrated to chrono; nothing to do (undo: chronoctl import --rollback {f})"))
+    switch = plan["switch"]
+    for m in plan["migrate"]:
+        lines = ", ".join(str(n) for n in m["lines"])
+        if switch is None:
+            echo(escape_line(f"cutover would comment out line(s) {lines} of {m['file']} (backup {m['backup']})"))
+            continue
+        echo(escape_line(f"cut over {m['file']}: line(s) {lines} commented out, backup {m['backup']}"))
+    if switch is not None:
+        at = datetime.fromisoformat(switch["switched_at"])
+        echo(f"switched at {at:%H:%M:%S.%f}"[:-3] + f" UTC, second {switch['second_of_minute']:.1f} of the minute: "
+             f"cron ran these lines up to {datetime.fromisoformat(switch['minute']):%H:%M}, chronod runs them from:")
+        for job_id, first in switch["chrono_first"].items():
+            echo(escape_line(f"  {job_id}: {datetime.fromisoformat(first):%Y-%m-%d %H:%M} UTC"))
+        echo(escape_line("undo with: " + "; ".join(f"chronoctl import --rollback {m['file']}" for m in plan["migrate"])))
+
+
+def rollback_cmd(crontab: Path, reg: Path, db: str | None, json_out: bool) -> None:
+    """`import --rollback FILE`: restore the crontab from its backup, then remove the
+    registry files imported from it and confirm chronod dropped their jobs."""
+    from chronoctl import cmd_ops
+    from chronoctl import cutover as co
+    from chronoctl.render import echo, escape_line, print_json
+
+    crontab = Path(os.path.abspath(crontab))
+    if crontab.is_dir():
+        raise UsageError(f"{crontab} is a directory; --rollback takes one crontab file",
+                         f"roll back each file of {crontab} that has a {co.BACKUP_SUFFIX} backup")
+    plan = co.plan_rollback(crontab, reg)
+    report: dict[str, Any] = {"file": str(crontab), "restored_from": None, "removed": [], "jobs": plan.job_ids,
+                              "daemon": None, "switch": None}
+    if plan.nothing_to_do:
+        if json_out:
+            print_json({**report, "nothing_to_do": True})
+        else:
+            echo(escape_line(f"{crontab}: nothing to roll back (no {plan.backup.name} backup, no registry file "
+                             f"imported from it in {reg})"))
+        raise typer.Exit(EXIT_OK)
+    try:
+        with cmd_ops.opened(db) as store:
+            daemon = co.find_daemon(store)
+            switch = co.rollback(plan, daemon)
+            report["daemon"] = daemon.node.name if daemon else None
+    except Unreachable:
+        switch = co.rollback(plan, None)
+    report.update(restored_from=str(plan.backup) if plan.restore is not None else None,
+                  removed=[str(f) for f in plan.registry_files], switch=switch.as_json(), nothing_to_do=False)
+    if json_out:
+        print_json(report)
+        raise typer.Exit(EXIT_OK)
+    if plan.restore is not None:
+        echo(escape_line(f"restored {crontab} from {plan.backup}; cron runs its lines again from "
+                         f"{switch.minute + timedelta(minutes=1):%H:%M} UTC"))
+    for f in plan.registry_files:
+        echo(escape_line(f"removed {f} ({', '.join(plan.job_ids)})"))
+    if report["daemon"] and plan.registry_files:
+        echo(escape_line(f"chronod on {report['daemon']} dropped the jobs at {switch.confirmed_at:%H:%M:%S} UTC"))
+    elif plan.registry_files:
+        echo("no chronod is running; it will not carry these jobs when it starts")
+    raise typer.Exit(EXIT_OK)
+
+
 # --- the command ---------------------------------------------------------------------
 
 
@@ -383,19 +532,30 @@ def import_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
     adopt_defaults: bool = typer.Option(False, "--adopt-defaults", help="Use chrono's defaults instead of cron's behaviour."),
     registry: Optional[Path] = typer.Option(None, "--registry", help="Registry directory to write into."),
-    cutover: bool = typer.Option(False, "--cutover", help="Also comment out the migrated lines in the source file."),
-    rollback: Optional[Path] = typer.Option(None, "--rollback", help="Restore FILE from its backup and remove its registry file."),
+    cutover: bool = typer.Option(False, "--cutover", help="Register the jobs with the running chronod, then comment out "
+                                 "the migrated lines in the source file (backup FILE.chrono-backup), in one minute."),
+    rollback: Optional[Path] = typer.Option(None, "--rollback", metavar="FILE", help="Restore FILE from its backup, "
+                                            "then remove its imported jobs from the registry and chronod."),
+    db: Optional[str] = typer.Option(None, "--db", metavar="URL", help="Database through which chronod is found "
+                                     "(--cutover, --rollback; default: CHRONO_DB, else the per-user default)."),
 ) -> None:
     """Import crontabs as chrono jobs, keeping cron's behaviour, and check the fire times match."""
     from chronoctl.common import now_utc, registry_dir
     from chronoctl.render import print_json
 
-    if cutover or rollback is not None:
-        raise UsageError("--cutover and --rollback are not available yet", "import with the default mode, then comment out the crontab lines yourself")
+    if rollback is not None:
+        if path is not None or cutover:
+            raise UsageError("--rollback FILE takes the crontab as its value, with no PATH and no --cutover",
+                             "chronoctl import --rollback /etc/cron.d/backup")
+        rollback_cmd(rollback, registry_dir(registry), db, json_out)
+        return
     if path is None:
         raise UsageError("import needs a PATH: a crontab file, a directory, or - for standard input", "chronoctl import /etc/crontab --dry-run")
     if fmt is not None and fmt not in ("system", "user"):
         raise UsageError(f"--format must be system or user, not {fmt!r}")
+    if cutover:
+        cutover_cmd(path, fmt, user, owner, registry_dir(registry), db, dry_run, json_out, adopt_defaults)
+        return
     sources = collect_sources(path, fmt, user)
     reg = registry_dir(registry)
     names = {s.registry_name for s in sources}
