@@ -534,16 +534,18 @@ class Daemon:
         """Runs left `running` by a previous chronod: adopt live supervisors, record the
         results of those that ended meanwhile, and settle the truly unknown."""
         for run in self.store.running(self.node if self.store.dialect != "sqlite" else None):
-            job = self.jobs.get(run.job_id)
-            found = self.runner.adopt(run.run_id, run.attempts)
+            job = self.jobs.get(run.job_id) or self.job_from_store(run.job_id)
             if job is None:
-                spec_job = self.job_from_store(run.job_id)
-                if spec_job is None:
-                    continue
-                job = spec_job
+                continue
+            found = self.runner.adopt(run.run_id, run.attempts)
             if found is None:
                 self.unknown_outcome(job, run)
-            elif hasattr(found, "fd"):
+                continue
+            if not self.store.adopt(run.run_id, run.attempts, node=self.node, token=self.token):
+                self.log("run.adopt_refused", "warning", job=run.job_id, run=run.run_id,
+                         why="its holder still has a live lease")
+                continue
+            if hasattr(found, "fd"):
                 self.active[run.run_id] = Active(run, found, job)
                 self.log("run.adopted", job=run.job_id, run=run.run_id, attempt=run.attempts,
                          supervisor=found.supervisor_pid)
@@ -565,14 +567,22 @@ class Daemon:
         return Job(spec, compile_schedule(spec.schedule, spec.timezone), key, identity.jitter_offset(key, spec.tolerance_s))
 
     def unknown_outcome(self, job: Job, run: Run) -> None:
-        why = "chronod stopped while it ran and its supervisor is gone (reboot?): outcome unknown"
+        """No supervisor and no result: the machine rebooted, or chronod died between the
+        claim and the fork. Unsafe runs are `lost`; others get a new attempt now."""
+        why = "chronod stopped while it ran and no supervisor or result is left: outcome unknown"
         if policy.on_unknown_outcome(job.spec) == "lost":
-            self.store.finish(run.run_id, run.attempts, "lost", exit_code=None, signal=None, output_tail=None,
-                              output_bytes=0, error=why + "; unsafe job is never re-run", token=self.token)
-            self.metrics.runs.labels("lost").inc()
-            self.log("run.lost", "error", job=job.spec.id, run=run.run_id, why=why)
-        elif job.spec.id in self.jobs:
-            self.retry_now(job, run, why)
+            if self.store.reclaim(run.run_id, run.attempts, node=self.node, token=self.token, state="lost",
+                                  error=why + "; an unsafe job is never run twice"):
+                self.metrics.runs.labels("lost").inc()
+                self.log("run.lost", "error", job=job.spec.id, run=run.run_id, why=why)
+            return
+        now = self.clock.now()
+        if job.spec.id in self.jobs and self.store.reclaim(
+                run.run_id, run.attempts, node=self.node, token=self.token, state="retry_wait",
+                error=why + "; re-dispatched", next_attempt_at=now):
+            run.state, run.next_attempt_at = "retry_wait", now
+            self.track(run)
+            self.log("run.redispatch", "warning", job=job.spec.id, run=run.run_id, why=why)
 
     def reboot_jobs(self) -> None:
         """@reboot jobs run once per kernel boot (boot id), not once per chronod start."""

@@ -1,0 +1,88 @@
+"""Drive the installed chronod and chronoctl as a user would: real processes, real jobs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal as _signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+def wait_until(cond, timeout: float = 15.0, interval: float = 0.05, what: str = "condition"):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = cond()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Chronod:
+    """One chronod subprocess on a registry directory and a database."""
+
+    def __init__(self, registry: Path, db: str, log: Path, *extra: str, env: dict | None = None):
+        self.registry, self.db, self.log_path, self.extra = registry, db, log, extra
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self._offset = 0
+
+    def start(self, wait_ready: bool = True) -> "Chronod":
+        self._offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [str(BIN / "chronod"), "--registry", str(self.registry), "--db", self.db, *self.extra],
+            stdout=logf, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+        logf.close()
+        if wait_ready:
+            wait_until(lambda: "event=daemon.ready" in self.log_since_start() or self.proc.poll() is not None,
+                       timeout=30, what="chronod to become ready")
+            assert self.proc.poll() is None, self.log_since_start()
+        return self
+
+    def log_since_start(self) -> str:
+        data = self.log_path.read_bytes()[self._offset:]
+        return data.decode(errors="replace")
+
+    def send(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self, sig: int = _signal.SIGTERM, timeout: float = 15) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+def chronoctl(*args: str, db: str | None = None, check: bool = False, env: dict | None = None,
+              timeout: float = 30) -> subprocess.CompletedProcess:
+    argv = [str(BIN / "chronoctl"), *args]
+    if db is not None:
+        argv += ["--db", db]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    if check and res.returncode != 0:
+        raise AssertionError(f"chronoctl {' '.join(args)} exited {res.returncode}: {res.stderr}{res.stdout}")
+    return res
+
+
+def runs_json(job: str, db: str, since: str = "1h") -> list[dict]:
+    res = chronoctl("runs", job, "--since", since, "--limit", "100000", "--json", db=db, check=True)
+    return json.loads(res.stdout)
+
+
+def write_jobs(path: Path, jobs_yaml: str) -> None:
+    tmp = path.with_name("." + path.name + ".tmp")
+    tmp.write_text(jobs_yaml)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
