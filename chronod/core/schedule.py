@@ -231,6 +231,55 @@ def next_wall(f: CronFields, t: datetime, max_year: int | None = None) -> dateti
     return None
 
 
+def _bisect_last(values: tuple[int, ...], x: int) -> int:
+    """Index of the largest value <= x, or -1."""
+    for i in range(len(values) - 1, -1, -1):
+        if values[i] <= x:
+            return i
+    return -1
+
+
+def prev_wall(f: CronFields, t: datetime, min_year: int | None = None) -> datetime | None:
+    """The last wall time <= `t` (naive, whole seconds) that matches `f`, or None."""
+    y, mo, d, h, mi, s = t.year, t.month, t.day, t.hour, t.minute, t.second
+    months, hours, minutes, seconds = f.months, f.hours, f.minutes, f.seconds
+    first_year = max(1, min_year if min_year is not None else y - _SEARCH_YEARS)
+    while y >= first_year:
+        i = _bisect_last(months, mo)
+        if i < 0:
+            y, mo, d, h, mi, s = y - 1, 12, 31, 23, 59, 59
+            continue
+        if months[i] != mo:
+            mo, d, h, mi, s = months[i], 31, 23, 59, 59
+        days = _matching_days(f, y, mo)
+        j = _bisect_last(days, d)
+        if j < 0:
+            mo, d, h, mi, s = mo - 1, 31, 23, 59, 59
+            if mo < 1:
+                y, mo = y - 1, 12
+            continue
+        if days[j] != d:
+            d, h, mi, s = days[j], 23, 59, 59
+        k = _bisect_last(hours, h)
+        if k < 0:
+            d, h, mi, s = d - 1, 23, 59, 59
+            continue
+        if hours[k] != h:
+            h, mi, s = hours[k], 59, 59
+        m = _bisect_last(minutes, mi)
+        if m < 0:
+            h, mi, s = h - 1, 59, 59
+            continue
+        if minutes[m] != mi:
+            mi, s = minutes[m], 59
+        n = _bisect_last(seconds, s)
+        if n < 0:
+            mi, s = mi - 1, 59
+            continue
+        return datetime(y, mo, d, h, mi, seconds[n])
+    return None
+
+
 def wall_matches(f: CronFields, wall: datetime) -> bool:
     """Whether the naive wall time `wall` matches every field of `f` (Vixie's day rule)."""
     return (
@@ -267,6 +316,7 @@ class _Wall:
     second: datetime | None  # second pass (fold)
     shift: timedelta  # size of the change (gap/fold), else 0
     resume: datetime | None  # gap: the first wall time after the gap
+    before: datetime | None = None  # gap: the last wall time before the gap
 
 
 def _map_wall(zone: ZoneInfo, wall: datetime) -> _Wall:
@@ -280,7 +330,8 @@ def _map_wall(zone: ZoneInfo, wall: datetime) -> _Wall:
     shift = u0 - u1
     t = _transition_in(zone, u1, u0)
     resume = t.astimezone(zone).replace(tzinfo=None)
-    return _Wall("gap", t, None, shift, resume)
+    before = (t - _SECOND).astimezone(zone).replace(tzinfo=None)
+    return _Wall("gap", t, None, shift, resume, before)
 
 
 def _fmt_time(t: datetime, seconds: bool) -> str:
@@ -333,6 +384,40 @@ class _CronSchedule(Schedule):
             if best is not None and m.first >= best:
                 break
             w = next_wall(self.fields, m.resume if m.case == "gap" else w + _SECOND)
+        return best
+
+    # -- previous -----------------------------------------------------------------------
+
+    def prev_at_or_before(self, at: datetime) -> datetime | None:
+        a = _as_utc(at)
+        floor = a.replace(microsecond=0)
+        if self._utc:
+            w = prev_wall(self.fields, floor.replace(tzinfo=None), min_year=a.year - 6)
+            best = None if w is None else w.replace(tzinfo=UTC)
+        else:
+            best = self._prev_zoned(a)
+        return best if best is not None and best >= a - _PREV_HORIZON else None
+
+    def _prev_zoned(self, a: datetime) -> datetime | None:
+        zone = self._zone
+        local = a.astimezone(zone)
+        wall = local.replace(tzinfo=None, microsecond=0)
+        # `a` in the second pass of a fold: later wall times had their first pass already
+        ahead = (a - _CORRECTION).astimezone(zone).utcoffset() - local.utcoffset()
+        if timedelta(0) < ahead < _CORRECTION:
+            wall += ahead
+        best = None
+        w = prev_wall(self.fields, wall, min_year=a.year - 6)
+        while w is not None:
+            m = _map_wall(zone, w)
+            for inst in self._candidates(m):
+                if inst <= a and (best is None or inst > best):
+                    best = inst
+            # the latest instant of a wall time never decreases with wall time
+            latest = m.second if m.case == "fold" else m.first
+            if best is not None and latest <= best:
+                break
+            w = prev_wall(self.fields, m.before if m.case == "gap" else w - _SECOND, min_year=a.year - 6)
         return best
 
     # -- gaps ---------------------------------------------------------------------------
