@@ -145,6 +145,7 @@ def _item(name: str, whole: str, item: str) -> range:
     return range(first, last + 1, step)
 
 
+@lru_cache(maxsize=16384)
 def parse_field(name: str, text: str) -> tuple[int, ...]:
     """The sorted allowed values of one field ("day-of-week" folds 7 into 0)."""
     values: set[int] = set()

@@ -52,7 +52,6 @@ def test_around_each_clock_change_we_fire_when_debian_cron_would(zone, transitio
                                f"only cron {sorted(set(theirs) - set(ours))[:4]}"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("zone", ["America/New_York", "Australia/Lord_Howe", "Pacific/Chatham"])
 def test_over_a_whole_year_we_fire_when_debian_cron_would(zone):
     start, end = datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC)
