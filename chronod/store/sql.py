@@ -45,6 +45,7 @@ from chronod.store.api import (
 WAITING = ("pending", "retry_wait")
 BATCH = 5000
 _ADVISORY_LOCK_KEY = 0x6368726F6E6F  # "chrono": serializes migrations across a fleet
+_ALEMBIC_LOCK = threading.Lock()  # alembic keeps its running context in module globals
 _RUN_FIELDS = tuple(Run.__dataclass_fields__)
 _ATTEMPT_FIELDS = tuple(Attempt.__dataclass_fields__)
 
@@ -215,7 +216,7 @@ class SqlStore:
         cfg.set_main_option("script_location", str(migrations_dir()))
         cfg.set_main_option("path_separator", "os")
         try:
-            with self.engine.connect() as conn:
+            with _ALEMBIC_LOCK, self.engine.connect() as conn:
                 if self.dialect == "postgresql":
                     conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": _ADVISORY_LOCK_KEY})
                     conn.commit()
@@ -328,10 +329,10 @@ class SqlStore:
             rows = []
             for job_id, spec in wanted.items():
                 old = stored.get(job_id)
-                spec_hash = spec.spec_hash()
+                spec_json, spec_hash = spec_json_and_hash(spec)
                 if old is None or old.spec_hash != spec_hash or old.node != node or old.removed_at is not None:
-                    rows.append(dict(job_id=job_id, spec_json=json.dumps(spec.to_json_dict(), sort_keys=True),
-                                     spec_hash=spec_hash, node=node, paused=False, updated_at=now))
+                    rows.append(dict(job_id=job_id, spec_json=spec_json, spec_hash=spec_hash, node=node,
+                                     paused=False, updated_at=now))
             if rows:
                 ins = self._insert(s.jobs)
                 upsert = ins.on_conflict_do_update(index_elements=["job_id"], set_=dict(
@@ -717,6 +718,34 @@ class SqlStore:
             rows = c.execute(sa.select(e.node, e.file, e.line, e.message, e.at)
                              .order_by(e.node, e.file, e.line, e.id)).mappings()
             return [dict(row) for row in rows]
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def spec_json_and_hash(spec: JobSpec) -> tuple[str, str]:
+    """`json.dumps(spec.to_json_dict())` and `spec.spec_hash()` from one walk of the spec.
+
+    dataclasses.asdict deep-copies every value and made a 100,000-job sync take half a
+    minute; tests/contract/test_store_contract.py keeps this equal to the model's methods."""
+    import hashlib
+
+    d = _plain(spec)
+    d["env"] = dict(spec.env)
+    text = json.dumps(d, sort_keys=True)
+    # spec_hash() dumps the same sorted dict without the two source keys; they are adjacent
+    # top-level keys after every nested object, so cutting their last occurrence is exact.
+    source = f'"source_file": {json.dumps(spec.source_file)}, "source_line": {json.dumps(spec.source_line)}, '
+    before, found, after = text.rpartition(source)
+    if not found:
+        del d["source_file"], d["source_line"]
+        return text, hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+    return text, hashlib.sha256((before + after).encode()).hexdigest()[:16]
 
 
 def _terminal(state: str) -> None:

@@ -532,3 +532,66 @@ def test_runs_by_job_and_window_uses_the_job_time_index(store):
             plan = " ".join(r[0] for r in conn.exec_driver_sql(f"EXPLAIN {sql}"))
         conn.rollback()
     assert "ix_runs_job_id_scheduled_at" in plan, plan
+
+
+def test_the_stored_spec_json_and_hash_match_the_models_own():
+    from chronod.core.model import Notify, Retry, RunOn
+
+    from chronod.store.sql import spec_json_and_hash
+    import json
+
+    rich = JobSpec(id="rich", owner="ops", schedule="0 3 * * *", command=("/usr/bin/backup", "--all"),
+                   idempotency_class="keyed", retry=Retry(attempts=3, backoff_s=5), run_on=RunOn("any", ("web-*",)),
+                   env=(("A", "1"), ("B", "2")), notify=(Notify(on=("failed", "lost"), command=("page", "ops")),),
+                   tags=("compliance",), max_silence_s=90000, source_file="/etc/chrono/jobs.d/a.yaml", source_line=7)
+    odd = JobSpec(id="odd", owner="ops", schedule="@hourly", command='echo "source_file": x',
+                  idempotency_class="unsafe", env=(("source_file", "a.yaml"),), source_file='we"ird.yaml')
+    for one in (rich, spec("plain"), odd):
+        text, digest = spec_json_and_hash(one)
+        assert json.loads(text) == json.loads(json.dumps(one.to_json_dict()))
+        assert digest == one.spec_hash()
+        assert JobSpec.from_json_dict(json.loads(text)) == one
+
+
+def test_threads_of_one_daemon_claim_each_run_once(store):
+    token = acquire(store)
+    store.insert_runs([run(i) for i in range(60)])
+    won: list[str] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        for i in range(60):
+            got = store.dispatch(f"backup-{i:06d}", "n1", token, None)
+            if got is not None:
+                with lock:
+                    won.append(got.run_id)
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(won) == [f"backup-{i:06d}" for i in range(60)]
+
+
+def upgrade_in_three_processes(url: str) -> None:
+    import sys
+
+    code = "import sys; from chronod.store.sql import SqlStore; s = SqlStore(sys.argv[1]); s.upgrade(); s.close()"
+    procs = [subprocess.Popen([sys.executable, "-c", code, url], stderr=subprocess.PIPE) for _ in range(3)]
+    results = [(p.wait(timeout=60), p.stderr.read().decode()) for p in procs]
+    assert [rc for rc, _ in results] == [0, 0, 0], results
+    st = SqlStore(url)
+    try:
+        assert st.schema_revision() == schema.HEAD_REVISION
+    finally:
+        st.close()
+
+
+def test_concurrent_upgrades_of_a_new_sqlite_database_all_succeed(tmp_path):
+    upgrade_in_three_processes(str(tmp_path / "race.db"))
+
+
+@pytest.mark.postgres
+def test_concurrent_upgrades_of_a_new_postgres_database_all_succeed(new_pg_database):
+    upgrade_in_three_processes(new_pg_database(migrated=False))
