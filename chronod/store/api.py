@@ -214,8 +214,23 @@ class Store(Protocol):
 
     def schedule_retry(self, run_id: str, attempt: int, next_attempt_at: datetime, *,
                        exit_code: int | None, signal: int | None, error: str | None,
-                       token: int) -> bool:
-        """running -> retry_wait after a failed attempt (fenced)."""
+                       token: int, attempt_state: str = "failed") -> bool:
+        """running -> retry_wait after a failed attempt (fenced). `attempt_state` is what the
+        attempt row records (failed or timed_out)."""
+
+    def adopt(self, run_id: str, attempt: int, *, node: str, token: int) -> bool:
+        """A restarted daemon re-attaches to a still-running attempt: the run and its attempt
+        row take `node` and `token`. Only when the holder's token is no longer a live lease
+        (or already is `token`) and `token` is live for `node`; otherwise False (and counted
+        when `token` is stale)."""
+
+    def reclaim(self, run_id: str, attempt: int, *, node: str, token: int, state: str,
+                error: str, next_attempt_at: datetime | None = None) -> bool:
+        """End a running attempt whose holder's lease is gone (the node died, or the process
+        was not found after a restart): `retry_wait` (a new attempt of an idempotent/keyed
+        job, due at `next_attempt_at`, default now) or a terminal state (`lost` for unsafe
+        jobs, with finished_at now). The attempt row records `lost` and `error`. Fenced on
+        `token` being live for `node`; False if the holder is still live or the run moved on."""
 
     def running(self, node: str | None = None) -> list[Run]:
         """Runs in state running (optionally only those held by `node`)."""
@@ -238,6 +253,13 @@ class Store(Protocol):
 
     def cancel_pending(self, job_id: str, reason: str) -> int:
         """Pending/retry_wait runs of a job become `cancelled`; returns how many."""
+
+    def delete_run(self, run_id: str) -> bool:
+        """Remove a run and its attempts (tests, operator repair); False if there was none."""
+
+    def metrics(self) -> dict[str, Any]:
+        """A cheap summary: {"runs_by_state": {state: n}, "jobs": n, "paused_jobs": n,
+        "stale_rejections": n (this process)}."""
 
     # --- requests from chronoctl --------------------------------------------------------
     def add_request(self, kind: str, job_id: str | None, payload: dict[str, Any]) -> int:
