@@ -254,7 +254,7 @@ def runs(
     now = common.now_utc()
     start = cmd_ops.since_start(now, common.parse_seconds(since, "--since")) if since else None
     with cmd_ops.opened(db) as store:
-        cmd_ops.get_job(store, job)
+        cmd_ops.get_job(store, job, removed_ok=True)
         found = store.runs(job, since=start, states=state or None, limit=limit)
     if as_json:
         return _print_json([cmd_ops.run_json(r) for r in found])

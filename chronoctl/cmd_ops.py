@@ -88,10 +88,11 @@ def opened(option: str | None) -> Iterator["Store"]:
         store.close()
 
 
-def get_job(store: "Store", job_id: str) -> "JobRow":
-    """The registered job (not removed), or UnknownJob (exit 2)."""
+def get_job(store: "Store", job_id: str, *, removed_ok: bool = False) -> "JobRow":
+    """The registered job (not removed, unless `removed_ok`: its history stays readable),
+    or UnknownJob (exit 2)."""
     row = store.get_job(job_id)
-    if row is None or row.removed_at is not None:
+    if row is None or (row.removed_at is not None and not removed_ok):
         gone = " (it was unregistered)" if row is not None else ""
         raise UnknownJob(job_id, f"the database {store.url_safe}{gone}",
                          "`chronoctl list` shows the registered jobs; a job registered while no "
