@@ -378,9 +378,9 @@ def cutover_cmd(path: str, fmt: str | None, user: str | None, owner: str | None,
                 dry_run: bool, json_out: bool, adopt_defaults: bool) -> None:
     """`import PATH --cutover`: import, then hand the imported lines from cron to chronod
     (chronoctl.cutover). Refused without a live chronod: cron must not stop before it runs."""
+    from chronoctl import cmd_ops
     from chronoctl import cutover as co
     from chronoctl.common import now_utc
-    from chronoctl.render import print_json
 
     if path == "-":
         raise UsageError("--cutover needs the crontab file itself, not standard input",
@@ -390,22 +390,11 @@ def cutover_cmd(path: str, fmt: str | None, user: str | None, owner: str | None,
                          "cut over first, then edit the imported registry file to adopt chrono's defaults")
     if fmt is not None and fmt not in ("system", "user"):
         raise UsageError(f"--format must be system or user, not {fmt!r}")
-    sources = collect_sources(os.path.abspath(path), fmt, user)
-    options = ImportOptions(host_timezone=host_timezone(), owner=owner, adopt_defaults=False, home_of=_home_of)
-    names = {s.registry_name for s in sources}
-    result = run_import(sources, options, now_utc().replace(second=0, microsecond=0), _existing_ids(reg, names))
-    migrations, done = _plan_cutover(sources, result, reg)
-    plan = {"migrate": [{"file": str(m.crontab), "lines": sorted(m.lines), "registry_file": str(m.registry_file),
-                         "backup": str(co.backup_path(m.crontab))} for m in migrations],
-            "already_migrated": done}
-    written = [str(m.registry_file) for m in migrations]
-    if dry_run or not migrations:
-        _print_cutover(result, written if migrations else [], dry_run, json_out, {**plan, "switch": None})
-        raise typer.Exit(EXIT_NO if result.errors and migrations else EXIT_OK)
-    for m in migrations:
-        m.specs = co.specs_of(m.registry_text, str(m.registry_file))
-    from chronoctl import cmd_ops
-
+    todo, done = _split_migrated(collect_sources(os.path.abspath(path), fmt, user))
+    if not todo or dry_run:
+        result, migrations = _import_for_cutover(todo, owner, reg)
+        _print_cutover(result, dry_run, json_out, migrations, done, None)
+        raise typer.Exit(EXIT_NO if result.errors else EXIT_OK)
     try:
         with cmd_ops.opened(db) as store:
             daemon = co.find_daemon(store)
@@ -414,65 +403,91 @@ def cutover_cmd(path: str, fmt: str | None, user: str | None, owner: str | None,
                                "the crontab and the registry were not changed",
                                "start chronod (systemctl start chronod), then run the cutover again: "
                                "cron must not stop before chronod runs", EXIT_UNREACHABLE)
-            co.ping(daemon)
-            if (co.switch_start(now_utc()) - now_utc()).total_seconds() > 1 and not json_out:
-                sys.stderr.write("waiting for second 5-45 of a minute to switch...\n")
-            switch = co.cutover(migrations, daemon)
+            result, migrations = _import_for_cutover(todo, owner, reg)
+            if migrations:
+                co.ping(daemon)
+                if (co.switch_start(now_utc()) - now_utc()).total_seconds() > 1 and not json_out:
+                    sys.stderr.write("waiting for second 5-45 of a minute to switch...\n")
+                switch = co.cutover(migrations, daemon)
     except Unreachable as exc:
         raise CliError(f"{exc.message}; the crontab and the registry were not changed",
                        "start chronod before the cutover: cron must not stop before chronod runs",
                        EXIT_UNREACHABLE) from None
-    _print_cutover(result, written, False, json_out, {**plan, "switch": switch.as_json()})
+    _print_cutover(result, False, json_out, migrations, done, switch if migrations else None)
     raise typer.Exit(EXIT_NO if result.errors else EXIT_OK)
 
 
-def _plan_cutover(sources: list[Source], result: ImportResult, reg: Path) -> tuple[list[Any], list[str]]:
-    """Per source: lines to migrate, or "already migrated"; refuses a file that was cut
-    over and has gained new lines since (its backup would no longer be the original)."""
+def _split_migrated(sources: list[Source]) -> tuple[list[Source], list[str]]:
+    """Sources with lines still to migrate, and the files already migrated. Refuses a file
+    that was cut over and has gained new lines since (its backup is no longer the original)."""
     from chronoctl import cutover as co
 
-    migrations, done = [], []
+    todo, done = [], []
     for src in sources:
         crontab = Path(src.label)
-        lines = {j["source"]["line"]: j["id"] for j in result.jobs if j["source"]["file"] == src.label}
-        data = crontab.read_bytes()
-        backup = co.backup_path(crontab)
-        if not lines:
-            if co.migrated_ids(data):
-                done.append(str(crontab))
+        entries = parse_crontab(src.text, src.label, src.format, src.user).entries
+        if not entries:
+            if co.migrated_ids(crontab.read_bytes()):
+                done.append(src.label)
             continue
+        backup = co.backup_path(crontab)
         if backup.exists():
             raise CliError(f"{crontab} was cut over before ({backup} exists) and has new lines since: "
-                           f"{', '.join(str(n) for n in sorted(lines))}",
+                           f"{', '.join(str(e.line) for e in entries)}",
                            f"roll it back first (chronoctl import --rollback {crontab}), then cut it over again")
-        migrations.append(co.Migration(crontab, data, lines, reg / src.registry_name, result.files[src.registry_name]))
-    return migrations, done
+        todo.append(src)
+    return todo, done
 
 
-def _print_cutover(result: ImportResult, written: list[str], dry_run: bool, json_out: bool, plan: dict[str, Any]) -> None:
+def _import_for_cutover(sources: list[Source], owner: str | None, reg: Path) -> tuple[ImportResult, list[Any]]:
+    """The import itself (nothing written), and per crontab the lines that became jobs."""
+    from chronoctl import cutover as co
+    from chronoctl.common import now_utc
+
+    options = ImportOptions(host_timezone=host_timezone(), owner=owner, adopt_defaults=False, home_of=_home_of)
+    names = {s.registry_name for s in sources}
+    result = run_import(sources, options, now_utc().replace(second=0, microsecond=0), _existing_ids(reg, names))
+    migrations = []
+    for src in sources:
+        lines = {j["source"]["line"]: j["id"] for j in result.jobs if j["source"]["file"] == src.label}
+        if lines:
+            target = reg / src.registry_name
+            text = result.files[src.registry_name]
+            migrations.append(co.Migration(Path(src.label), Path(src.label).read_bytes(), lines, target, text,
+                                           co.specs_of(text, str(target))))
+    return result, migrations
+
+
+def _print_cutover(result: ImportResult, dry_run: bool, json_out: bool, migrations: list[Any], done: list[str],
+                   switch: Any) -> None:
+    from chronoctl import cutover as co
     from chronoctl.render import echo, escape_line, print_json
 
+    written = [str(m.registry_file) for m in migrations]
+    plan = [{"file": str(m.crontab), "lines": sorted(m.lines), "registry_file": str(m.registry_file),
+             "backup": str(co.backup_path(m.crontab))} for m in migrations]
     if json_out:
-        print_json({**as_json(result, written, dry_run), "cutover": plan})
+        print_json({**as_json(result, written, dry_run), "cutover": {
+            "migrate": plan, "already_migrated": done, "switch": switch.as_json() if switch else None}})
         return
-    if plan["migrate"] or not plan["already_migrated"]:
+    if migrations or not done:
         print_human(result, written, dry_run)
-    for f in plan["already_migrated"]:
+    for f in done:
         echo(escape_line(f"{f}: already migrated to chrono; nothing to do (undo: chronoctl import --rollback {f})"))
-    switch = plan["switch"]
-    for m in plan["migrate"]:
+    for m in plan:
         lines = ", ".join(str(n) for n in m["lines"])
         if switch is None:
             echo(escape_line(f"cutover would comment out line(s) {lines} of {m['file']} (backup {m['backup']})"))
-            continue
-        echo(escape_line(f"cut over {m['file']}: line(s) {lines} commented out, backup {m['backup']}"))
-    if switch is not None:
-        at = datetime.fromisoformat(switch["switched_at"])
-        echo(f"switched at {at:%H:%M:%S.%f}"[:-3] + f" UTC, second {switch['second_of_minute']:.1f} of the minute: "
-             f"cron ran these lines up to {datetime.fromisoformat(switch['minute']):%H:%M}, chronod runs them from:")
-        for job_id, first in switch["chrono_first"].items():
-            echo(escape_line(f"  {job_id}: {datetime.fromisoformat(first):%Y-%m-%d %H:%M} UTC"))
-        echo(escape_line("undo with: " + "; ".join(f"chronoctl import --rollback {m['file']}" for m in plan["migrate"])))
+        else:
+            echo(escape_line(f"cut over {m['file']}: line(s) {lines} commented out, backup {m['backup']}"))
+    if switch is None:
+        return
+    second = (switch.switched_at - switch.minute).total_seconds()
+    echo(f"switched at {switch.switched_at:%H:%M:%S} UTC, second {second:.1f} of the minute: cron ran these lines "
+         f"up to {switch.minute:%H:%M}, chronod runs them from:")
+    for job_id, first in sorted(switch.firsts.items()):
+        echo(escape_line(f"  {job_id}: {first:%Y-%m-%d %H:%M} UTC"))
+    echo(escape_line("undo with: " + "; ".join(f"chronoctl import --rollback {m['file']}" for m in plan)))
 
 
 def rollback_cmd(crontab: Path, reg: Path, db: str | None, json_out: bool) -> None:
