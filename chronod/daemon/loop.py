@@ -674,11 +674,19 @@ class Waker:
     def wait(self, deadline: datetime | None, handles: list[Any]) -> Wakeups:
         """Block until something happens; never returns for nothing but a deadline."""
         current = {h.fd: h for h in handles if h.fd >= 0}
-        for fd in self.watched.keys() - current.keys():
-            self.sel.unregister(fd)
-        for fd in current.keys() - self.watched.keys():
-            self.sel.register(fd, selectors.EVENT_READ, "child")
-        self.watched = current
+        # A collected handle's pidfd is closed and its number may already belong to a new
+        # handle: compare handles, not numbers, or the new supervisor would go unwatched.
+        for fd, h in list(self.watched.items()):
+            if current.get(fd) is not h:
+                try:
+                    self.sel.unregister(fd)
+                except (KeyError, ValueError, OSError):
+                    pass
+                del self.watched[fd]
+        for fd, h in current.items():
+            if fd not in self.watched:
+                self.sel.register(fd, selectors.EVENT_READ, "child")
+                self.watched[fd] = h
         self.timer.arm(deadline)
         w = Wakeups()
         for key, _ in self.sel.select():
