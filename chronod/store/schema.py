@@ -28,10 +28,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
-HEAD_REVISION = "0001"
+HEAD_REVISION = "0002"
 """The newest alembic revision this chrono knows (a test keeps it equal to alembic's head)."""
 
-REVISIONS = ("0001",)
+REVISIONS = ("0001", "0002")
 """Every revision in order, oldest first: a database at one of these is older, not newer."""
 
 
@@ -103,6 +103,7 @@ runs = Table(
     Index("ix_runs_job_id_scheduled_at", "job_id", "scheduled_at"),
     Index("ix_runs_scheduled_at", "scheduled_at"),
     Index("ix_runs_state", "state"),
+    Index("ix_runs_updated_at", "updated_at"),  # 0002: the notifier reads runs changed since its cursor
 )
 
 attempts = Table(
@@ -174,4 +175,37 @@ fencing_token = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("value", BigInteger, nullable=False),
+)
+
+
+# --- 0002: notifications (chronod.notify) ---------------------------------------------------
+
+notifications = Table(
+    "notifications",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", Text, nullable=False),
+    Column("event", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("run_id", Text),
+    Column("dedupe_key", Text, nullable=False),
+    Column("route_json", Text, nullable=False),
+    Column("payload_json", Text, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("claimed_by", Text),
+    Column("claimed_until", UTCDateTime),
+    Column("next_try_at", UTCDateTime),
+    Column("sent_at", UTCDateTime),
+    Column("attempts", Integer, nullable=False),
+    Column("last_error", Text),
+    Index("ux_notifications_dedupe_key", "dedupe_key", unique=True),
+    Index("ix_notifications_sent_at", "sent_at"),
+)
+
+notify_state = Table(
+    "notify_state",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("state_json", Text, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
 )
