@@ -265,7 +265,7 @@ class Switch:
     started_at: datetime
     minute: datetime
     confirmed_at: datetime | None = None
-    switched_at: datetime | None = None  # the crontab's new mtime (cutover) / the daemon's confirmation (rollback)
+    switched_at: datetime | None = None  # the crontab's new mtime: when cron can see the change
     firsts: dict[str, datetime] = field(default_factory=dict)
     done_at: datetime | None = None
 
@@ -277,6 +277,7 @@ class Switch:
             "started_at": iso(self.started_at), "minute": iso(self.minute), "confirmed_at": iso(self.confirmed_at),
             "switched_at": iso(self.switched_at), "done_at": iso(self.done_at),
             "second_of_minute": round((self.switched_at - self.minute).total_seconds(), 3) if self.switched_at else None,
+            "confirm_s": round((self.confirmed_at - self.started_at).total_seconds(), 3) if self.confirmed_at else None,
             "cron_last_minute": iso(self.minute), "chrono_first": {k: iso(v) for k, v in sorted(self.firsts.items())},
         }
 
@@ -340,7 +341,8 @@ def cutover(migrations: list[Migration], daemon: Daemon, clock: Clock = _now) ->
         _undo_registration(migrations, daemon, clock)
         raise CliError(f"chronod did not confirm the jobs before second {DEADLINE_S} of the minute; "
                        "the registry files were put back and no crontab was changed",
-                       "check chronod's log for registry errors, then run the command again", EXIT_NO)
+                       f"check that chronod reads {migrations[0].registry_file.parent} (--registry) and its log "
+                       "for registry errors, then run the command again", EXIT_NO)
     sw.confirmed_at = clock()
     early = {i: t for i, t in firsts.items() if t <= sw.minute}
     if early:
@@ -349,6 +351,11 @@ def cutover(migrations: list[Migration], daemon: Daemon, clock: Clock = _now) ->
                        "already ran; the registry files were put back and no crontab was changed",
                        "cut over jobs imported with cron's behaviour (tolerance_s: 0), without --adopt-defaults")
     sw.firsts = firsts
+    changed = [m.crontab for m in migrations if m.crontab.read_bytes() != m.data]
+    if changed:
+        _undo_registration(migrations, daemon, clock)
+        raise CliError(f"{changed[0]} changed during the cutover; the registry files were put back and no "
+                       "crontab was changed", "run the command again")
     for m in migrations:
         st = os.stat(m.crontab)
         backup = backup_path(m.crontab)
@@ -447,13 +454,13 @@ def plan_rollback(crontab: Path, registry: Path) -> RollbackPlan:
 def rollback(plan: RollbackPlan, daemon: Daemon | None, clock: Clock = _now) -> Switch:
     """Restore the crontab, then take the jobs out of the registry and confirm chronod
     dropped them, inside one minute's window (no window is needed without a daemon)."""
-    if daemon is not None:
+    if daemon is not None and (plan.restore is not None or plan.registry_files):
         _sleep_until(switch_start(clock()), clock)
     sw = Switch(started_at=clock(), minute=minute_of(clock()))
     deadline = switch_deadline(sw.minute)
     if plan.restore is not None:
-        like = os.stat(plan.backup)
-        replace_file(plan.crontab, plan.restore, like)
+        new = replace_file(plan.crontab, plan.restore, os.stat(plan.backup))
+        sw.switched_at = datetime.fromtimestamp(new.st_mtime, timezone.utc)
     for f in plan.registry_files:
         _remove(f)
     if daemon is not None and plan.registry_files:
@@ -464,7 +471,6 @@ def rollback(plan: RollbackPlan, daemon: Daemon | None, clock: Clock = _now) -> 
                            "as cron. The crontab is restored and the registry files are removed",
                            "check `chronoctl list` and chronod's log; it drops the jobs on its next reload")
         sw.confirmed_at = clock()
-    sw.switched_at = sw.confirmed_at or clock()
     if plan.drop_backup:
         _remove(plan.backup)
     sw.done_at = clock()

@@ -135,6 +135,27 @@ def test_cutover_with_chronod_stopped_refuses_and_changes_nothing(tmp_path):
     assert list(registry.iterdir()) == []
 
 
+def test_rollback_without_a_daemon_restores_at_once_and_removes_the_imported_file(tmp_path):
+    from chronoctl import cutover as co
+
+    registry = tmp_path / "jobs.d"
+    registry.mkdir()
+    crontab = tmp_path / "crontab"
+    original = b"MAILTO=ops\n*/5 * * * * root /usr/bin/true\n"
+    co.backup_path(crontab).write_bytes(original)
+    crontab.write_bytes(co.comment_out(original, {2: "root-true"}))
+    imported = registry / "imported-tmp-crontab.yaml"
+    imported.write_text(co.registry_header(str(crontab)) + "\njobs:\n  - id: root-true\n")
+    other = registry / "billing.yaml"
+    other.write_text("jobs: []\n")
+    res = _import("--rollback", str(crontab), registry=registry, db=str(tmp_path / "none.db"))
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert crontab.read_bytes() == original
+    assert sorted(p.name for p in registry.iterdir()) == ["billing.yaml"]
+    assert not co.backup_path(crontab).exists()
+    assert "no chronod is running" in res.stdout
+
+
 def test_cutover_refuses_standard_input_and_adopted_defaults(tmp_path):
     res = _import("-", "--cutover", registry=tmp_path, db=str(tmp_path / "x.db"))
     assert res.returncode == 2 and "standard input" in res.stderr
