@@ -121,8 +121,9 @@ class SqlStore:
     # --- plumbing ---------------------------------------------------------------------
     def _create_engine(self, parsed) -> sa.Engine:
         if self.dialect == "postgresql":
+            connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": 10}
             return sa.create_engine(parsed, pool_pre_ping=True, pool_size=5, max_overflow=5,
-                                    connect_args={"connect_timeout": 10})
+                                    connect_args=connect_args)
         engine = sa.create_engine(parsed)
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
@@ -270,8 +271,9 @@ class SqlStore:
     def _conflict_message(self, row) -> str:
         since = row["started_at"].isoformat()
         if self.dialect == "sqlite":
-            return (f"another chronod (pid {row['pid']}, node {row['name']}, host {row['hostname']}) is using "
-                    f"this database since {since}; SQLite supports one node: stop it, or use PostgreSQL for a fleet")
+            return (f"another chronod (pid {row['pid']}, node {row['name']}) is using this database since "
+                    f"{since} (host {row['hostname']}); SQLite supports one node: stop it, or use PostgreSQL "
+                    f"for a fleet")
         return (f"another chronod (pid {row['pid']} on host {row['hostname']}) holds node name {row['name']!r} "
                 f"since {since}, lease until {row['lease_expires_at'].isoformat()}: stop it, or give this "
                 f"one another --node name")

@@ -412,7 +412,7 @@ def test_sqlite_refuses_a_second_live_chronod(store):
         with pytest.raises(NodeConflict) as err:
             acquire(store, "second")
         message = str(err.value)
-        assert f"pid {sleeper.pid}" in message and "node first" in message
+        assert f"another chronod (pid {sleeper.pid}, node first) is using this database since" in message
         assert "SQLite supports one node" in message and "PostgreSQL" in message
         with pytest.raises(NodeConflict):
             acquire(store, "first")

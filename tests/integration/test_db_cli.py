@@ -7,6 +7,7 @@ import json
 import pytest
 
 from chronoctl import main as cli
+from chronod.store.schema import HEAD_REVISION
 
 
 @pytest.fixture(autouse=True)
@@ -27,10 +28,11 @@ def test_check_says_an_upgrade_is_pending_then_upgrade_makes_it_current(capsys, 
     assert code == 1 and "revision none" in out and "chronoctl db upgrade" in out
     assert not (tmp_path / "chrono.db").exists()
     code, out, _ = chronoctl(capsys, "db", "upgrade", "--db", db)
-    assert code == 0 and "from revision none to 0001" in out
+    assert code == 0 and f"from revision none to {HEAD_REVISION}" in out
     code, out, _ = chronoctl(capsys, "db", "check", "--db", db, "--json")
     assert code == 0
-    assert json.loads(out) == {"url": f"sqlite:///{db}", "revision": "0001", "head": "0001", "status": "current"}
+    assert json.loads(out) == {"url": f"sqlite:///{db}", "revision": HEAD_REVISION, "head": HEAD_REVISION,
+                                "status": "current"}
 
 
 def test_check_on_a_database_from_a_newer_chrono_says_upgrade_chrono(capsys, tmp_path):
@@ -56,6 +58,6 @@ def test_an_unreachable_database_exits_3_without_its_password(capsys):
 def test_upgrade_on_postgres_reaches_head(capsys, new_pg_database):
     pg_dsn = new_pg_database(migrated=False)
     code, out, _ = chronoctl(capsys, "db", "upgrade", "--db", pg_dsn)
-    assert code == 0 and "0001" in out
+    assert code == 0 and HEAD_REVISION in out
     code, _, _ = chronoctl(capsys, "db", "check", "--db", pg_dsn)
     assert code == 0
