@@ -80,15 +80,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     log("daemon.starting", version=__version__, node=node, db=store.url_safe,
         registry=",".join(map(str, registry)), state_dir=str(state_dir))
+    notifier = notify_service(store, clock, log, node, metrics)
+    daemon.notify_service = notifier  # the loop calls notifier.wake() after recording an outcome
     try:
         daemon.start()
+        notifier.start()
         daemon.run_forever()
     except NodeConflict as e:
         return fail(str(e), EXIT_CONFIG)
     except StoreError as e:
         log("daemon.store_error", "error", message=str(e))
         return fail(str(e), EXIT_UNAVAILABLE)
+    finally:
+        notifier.stop()
     return 0
+
+
+def notify_service(store, clock, log, node: str, metrics):
+    """The notifier (chronod.notify.service): its own thread, woken by the loop, never blocking it."""
+    from chronod.notify.service import NotifyService
+
+    return NotifyService(store, clock, log, node, metrics=metrics, version=__version__)
 
 
 def run() -> None:

@@ -1,0 +1,1 @@
+"""Telling owners what their jobs did and did not do: decisions (core), outbox and delivery (service)."""

@@ -1,0 +1,201 @@
+"""What to tell a job's owner, decided from the history alone (pure: `now` is an argument).
+
+A job is in one condition at a time: `ok`, or failing as its last bad run ended
+(`failed`, `timed_out`, `lost`). A notice goes out when the condition CHANGES, not for
+every run: a job failing every minute sends one `failed`, then one `recovered` at its
+first success. Beside it run two flags with the same rule: `overlap` (a streak of
+`skipped_overlap`) and `silent` (no success for `max_silence_s`, the dead man's switch).
+`succeeded` and `cancelled` are per-run events, sent only to routes that ask for them.
+
+Every notice carries a dedupe key computed from the history only (`job|event|run id` or
+`job|silence|<start of the silence>`), so two nodes, or one node before and after a
+restart, deciding the same thing produce the same key; the outbox keeps one row per key.
+
+The reconciler's findings read the schedule, not only the runs table: an occurrence that
+fell due and that nothing claimed (no row, or a row still `pending` past its fire time +
+tolerance + grace), and an enabled job with nothing waiting for it (no next occurrence).
+Both are sent as `silence` notices, their `state` saying which (`unclaimed`,
+`no_next_occurrence`), because both mean the job is not doing what its schedule says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterable, Mapping
+
+from chronod.core import history
+from chronod.core.model import JobSpec
+
+BAD = ("failed", "timed_out", "lost")
+PER_RUN = ("succeeded", "cancelled")
+SILENT = "silent"
+UNCLAIMED = "unclaimed"
+NO_NEXT = "no_next_occurrence"
+RECONCILE_GRACE_S = 60  # beyond fire time + tolerance: a busy node may start a little late
+
+
+@dataclass(frozen=True)
+class NotifyState:
+    """What the owner was last told about a job, persisted between steps and restarts.
+
+    `seen_at`/`seen_run` mark the last run taken into account (finish time, then run id);
+    `basis` is when the current silence clock started (the last success, or when the job
+    was first known); `no_next` remembers a reported missing next occurrence."""
+
+    condition: str = "ok"
+    overlap: bool = False
+    silent: bool = False
+    no_next: bool = False
+    seen_at: datetime | None = None
+    seen_run: str = ""
+    basis: datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (times as ISO-8601 UTC)."""
+        return {"condition": self.condition, "overlap": self.overlap, "silent": self.silent,
+                "no_next": self.no_next, "seen_at": history.iso(self.seen_at), "seen_run": self.seen_run,
+                "basis": history.iso(self.basis)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> "NotifyState":
+        """The state written by `to_json`; a fresh state for None or {}."""
+        if not d:
+            return cls()
+        t = lambda k: datetime.fromisoformat(d[k]) if d.get(k) else None  # noqa: E731
+        return cls(d.get("condition", "ok"), bool(d.get("overlap")), bool(d.get("silent")),
+                   bool(d.get("no_next")), t("seen_at"), d.get("seen_run", ""), t("basis"))
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One thing to tell the owner of `job_id`. `state` is the run state behind it (or
+    `silent`, `unclaimed`, `no_next_occurrence`); `at` is when it became true."""
+
+    job_id: str
+    event: str
+    state: str
+    dedupe_key: str
+    at: datetime
+    run_id: str | None = None
+    detail: str = ""
+
+
+def _key(job_id: str, event: str, what: str) -> str:
+    return f"{job_id}|{event}|{what}"
+
+
+def _stamp(at: datetime) -> str:
+    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _finished(run: Any) -> datetime:
+    return run.finished_at or run.updated_at or run.scheduled_at
+
+
+def unseen(runs: Iterable[Any], state: NotifyState) -> list[Any]:
+    """Terminal runs not yet taken into account, in the order they ended."""
+    mark = (state.seen_at, state.seen_run) if state.seen_at else None
+    out = [r for r in runs if r.state not in ("pending", "running", "retry_wait")]
+    if mark is not None:
+        out = [r for r in out if (_finished(r), r.run_id) > mark]
+    return sorted(out, key=lambda r: (_finished(r), r.run_id))
+
+
+def after_run(spec: JobSpec, run: Any, state: NotifyState) -> tuple[list[Notice], NotifyState]:
+    """The notices one ended run causes, and the state after it."""
+    s, at, rid = run.state, _finished(run), run.run_id
+    out: list[Notice] = []
+    new = replace(state, seen_at=at, seen_run=rid)
+    if s in PER_RUN and routes_for(spec, s):
+        out.append(Notice(spec.id, s, s, _key(spec.id, s, rid), at, rid, history.describe_run(run, at, spec)))
+    if s == "succeeded":
+        if state.condition != "ok" or state.silent:
+            was = SILENT if state.silent and state.condition == "ok" else state.condition
+            out.append(Notice(spec.id, "recovered", s, _key(spec.id, "recovered", rid), at, rid,
+                              f"succeeded again after {was.replace('_', ' ')}"))
+        return out, replace(new, condition="ok", overlap=False, silent=False, basis=at)
+    if s in BAD:
+        if state.condition != s:
+            out.append(Notice(spec.id, s, s, _key(spec.id, s, rid), at, rid, history.describe_run(run, at, spec)))
+        return out, replace(new, condition=s, overlap=False)
+    if s == "skipped_overlap":
+        if not state.overlap:
+            out.append(Notice(spec.id, s, s, _key(spec.id, s, rid), at, rid, history.describe_run(run, at, spec)))
+        return out, replace(new, overlap=True)
+    return out, new
+
+
+def silence_deadline(spec: JobSpec, state: NotifyState) -> datetime | None:
+    """When the job goes silent if nothing succeeds first (None: never, or already silent)."""
+    if state.silent or state.basis is None or not spec.max_silence_s or not spec.enabled:
+        return None
+    return state.basis + timedelta(seconds=spec.max_silence_s)
+
+
+def check_silence(spec: JobSpec, state: NotifyState, now: datetime, *, paused: bool = False
+                  ) -> tuple[list[Notice], NotifyState]:
+    """A `silence` notice once the dead man's switch trips (not while paused)."""
+    deadline = silence_deadline(spec, state)
+    if deadline is not None and paused:
+        # A pause is deliberate: the silence clock restarts when the job is resumed.
+        half = timedelta(seconds=spec.max_silence_s / 2)
+        return [], (replace(state, basis=now) if now - state.basis > half else state)
+    if deadline is None or now < deadline:
+        return [], state
+    age = history.silence(spec, state.basis, now)
+    detail = (f"no success for {round(age.age_s or 0)}s (max_silence_s {spec.max_silence_s}); "
+              f"silent since {_stamp(deadline)}")
+    n = Notice(spec.id, "silence", SILENT, _key(spec.id, "silence", _stamp(state.basis)), deadline, None, detail)
+    return [n], replace(state, silent=True)
+
+
+def decide(spec: JobSpec, runs: Iterable[Any], state: NotifyState, now: datetime, *,
+           known_since: datetime | None = None, paused: bool = False) -> tuple[list[Notice], NotifyState]:
+    """Every notice the job's ended runs and the clock call for, given what was already
+    told (`state`), and the new state to persist. `runs` may repeat runs already seen;
+    they are skipped. `known_since` starts the silence clock of a job that never succeeded."""
+    if state.basis is None and known_since is not None:
+        state = replace(state, basis=known_since)
+    out: list[Notice] = []
+    for run in unseen(runs, state):
+        more, state = after_run(spec, run, state)
+        out += more
+    more, state = check_silence(spec, state, now, paused=paused)
+    return out + more, state
+
+
+def unclaimed(spec: JobSpec, schedule: Any, runs: Iterable[Any], *, since: datetime, now: datetime,
+              nodes: Iterable[str] = (), grace_s: int = RECONCILE_GRACE_S,
+              marks: Iterable[Any] | None = None) -> list[Notice]:
+    """Occurrences in (since, now] that fell due and that nothing claimed: no row at all,
+    or a row still `pending` after fire time + tolerance + grace (`history.missed` judges).
+    `runs` are the job's runs in the window; with `marks` (every run, slim) they need only
+    hold the pending ones."""
+    grace = spec.tolerance_s + grace_s
+    misses = history.missed([spec], runs, since=since, now=now, nodes=nodes, grace_s=grace,
+                            schedules={spec.id: schedule}, marks=marks)
+    return [Notice(spec.id, "silence", UNCLAIMED, _key(spec.id, UNCLAIMED, m.run_id), m.fire_at, m.run_id, m.reason)
+            for m in misses if m.state in (history.NO_RECORD, "pending")]
+
+
+def no_next(spec: JobSpec, schedule: Any, waiting: bool, latest_run_id: str | None, state: NotifyState,
+            now: datetime) -> tuple[list[Notice], NotifyState]:
+    """A notice when an enabled, scheduled job has nothing waiting (no pending, running or
+    retrying run): the chain of occurrences is broken until the daemon's reconciler repairs
+    it. One notice per break (keyed on the job's latest run)."""
+    broken = spec.enabled and schedule.kind != "reboot" and not waiting
+    if not broken:
+        return [], replace(state, no_next=False)
+    if state.no_next:
+        return [], state
+    what = latest_run_id or "none"
+    detail = ("no next occurrence is stored for this enabled job: nothing will start it "
+              "until chronod's reconciler re-creates it (it runs at start and every 5 minutes)")
+    n = Notice(spec.id, "silence", NO_NEXT, _key(spec.id, NO_NEXT, what), now, None, detail)
+    return [n], replace(state, no_next=True)
+
+
+def routes_for(spec: JobSpec, event: str) -> list[int]:
+    """Indexes of the job's notify routes that subscribe to `event`."""
+    return [i for i, n in enumerate(spec.notify) if event in n.on]

@@ -1,0 +1,283 @@
+"""The notifier: reads the history from the database, decides (chronod.notify.core), writes
+each notice to the outbox, and delivers the outbox through a small pool of worker threads.
+
+Working from the database, not the loop's memory, is what makes notices survive a
+restart and work in a fleet: the decisions are persisted per job (`notify_state`), each
+notice has a dedupe key (one row whoever computes it), and each row is claimed by one
+node for delivery. A webhook that hangs holds a worker thread, never the scheduler.
+
+`step(now)` does one round and says when the next one is needed (the next silence
+deadline); `run()` is the thread body that calls it on that timer, at least every
+`MAX_SLEEP_S`, or sooner after `wake()` (the loop calls it when it records an outcome).
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from typing import Any, Callable
+
+from chronod.core.schedule import compile_schedule
+from chronod.notify import core
+from chronod.notify.deliver import TAIL_BYTES, DeliveryError, deliver
+from chronod.store.outbox import CURSOR, Outbox, Outgoing
+
+MAX_SLEEP_S = 5.0
+CURSOR_OVERLAP_S = 30  # re-read this much before the cursor: commits land out of order
+FIRST_LOOKBACK_S = 600  # a database never seen by a notifier: only the last ten minutes
+RECONCILE_EVERY_S = 60.0
+UNCLAIMED_LOOKBACK_S = 3600
+RETRY_BASE_S, RETRY_MAX_S = 60, 3600
+WORKERS = 4
+
+
+def job_state_name(job_id: str) -> str:
+    """The notify_state row of one job."""
+    return f"job:{job_id}"
+
+
+class NotifyService:
+    """Notices from the history, through the outbox, to the owners' routes."""
+
+    def __init__(self, store: Any, clock: Any, log: Callable[..., None], node: str, *,
+                 metrics: Any = None, version: str = "", workers: int = WORKERS,
+                 send: Callable[[dict, dict], None] = deliver, reconcile_every_s: float = RECONCILE_EVERY_S):
+        self.store, self.clock, self.log, self.node = store, clock, log, node
+        self.outbox = Outbox(store)
+        self.metrics, self.version, self.send = metrics, version, send
+        self.reconcile_every_s = reconcile_every_s
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chrono-notify")
+        self.workers = workers
+        self.inflight: set[int] = set()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._next_reconcile: datetime | None = None
+        self.thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ thread
+    def start(self) -> None:
+        """Run `step` in a background thread until `stop()`."""
+        self.thread = threading.Thread(target=self.run, name="chrono-notifier", daemon=True)
+        self.thread.start()
+
+    def wake(self) -> None:
+        """Ask for a step now (cheap, thread-safe): call after recording a run's outcome."""
+        self._wake.set()
+
+    def stop(self, wait_s: float = 5.0) -> None:
+        """Stop stepping; deliveries in flight finish or are retried by the next start."""
+        self._stop.set()
+        self._wake.set()
+        if self.thread is not None:
+            self.thread.join(wait_s)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def run(self) -> None:
+        """The thread body: step, then sleep until the next deadline (at most MAX_SLEEP_S) or a wake."""
+        while not self._stop.is_set():
+            now = self.clock.now()
+            try:
+                nxt = self.step(now)
+            except Exception as e:  # the store may be down: say so, try again on the next round
+                self.log("notify.step_failed", "error", error=str(e).splitlines()[0] if str(e) else type(e).__name__)
+                nxt = None
+            wait = MAX_SLEEP_S if nxt is None else (nxt - self.clock.now()).total_seconds()
+            self._wake.wait(min(max(wait, 0.02), MAX_SLEEP_S))
+            self._wake.clear()
+
+    # ------------------------------------------------------------------ one round
+    def step(self, now: datetime) -> datetime | None:
+        """Decide on everything new, record the notices, hand due rows to the workers; return
+        when the next round is needed (the earliest silence deadline), None if not before
+        MAX_SLEEP_S matters."""
+        rows = self.store.jobs()
+        specs = {r.job_id: r.spec for r in rows}
+        paused = {r.job_id for r in rows if r.paused}
+        names = [job_state_name(j) for j in specs]
+        stored = self.outbox.get_states([CURSOR, *names])
+        cursor = _parse(stored.get(CURSOR, {}).get("at"))
+        since = (cursor - timedelta(seconds=CURSOR_OVERLAP_S)) if cursor else now - timedelta(seconds=FIRST_LOOKBACK_S)
+        changed = self.outbox.changed_runs(since, now + timedelta(days=1))
+        by_job: dict[str, list[Any]] = {}
+        for r in changed:
+            by_job.setdefault(r.job_id, []).append(r)
+        states = {j: core.NotifyState.from_json(stored.get(job_state_name(j))) for j in specs}
+        fresh = [j for j, st in states.items() if st.basis is None]
+        known = self._known_since(fresh, now) if fresh else {}
+        notices: list[core.Notice] = []
+        runs_by_id = {r.run_id: r for r in changed}
+        new_states: dict[str, core.NotifyState] = {}
+        for job_id, spec in specs.items():
+            out, st = core.decide(spec, by_job.get(job_id, ()), states[job_id], now,
+                                  known_since=known.get(job_id), paused=job_id in paused)
+            notices += out
+            if st != states[job_id]:
+                new_states[job_id] = st
+        if self._reconcile_due(now):
+            more, changed_states = self._reconcile(specs, {**states, **new_states}, now)
+            notices += more
+            new_states.update(changed_states)
+        self._record(notices, specs, runs_by_id, now)
+        save = {job_state_name(j): st.to_json() for j, st in new_states.items()}
+        newest = max((r.updated_at for r in changed if r.updated_at), default=cursor)
+        if newest is not None and newest != cursor:
+            save[CURSOR] = {"at": newest.isoformat()}
+        elif cursor is None:
+            save[CURSOR] = {"at": since.isoformat()}
+        self.outbox.set_states(save, now)
+        final = {**states, **new_states}
+        self._export(specs, final, paused)
+        self._dispatch(now)
+        return self._next_deadline(specs, final, paused, now)
+
+    def _known_since(self, job_ids: list[str], now: datetime) -> dict[str, datetime]:
+        """When the silence clock of a job never seen before starts: its last success, else
+        its first run, else now."""
+        wins = self.outbox.last_successes(job_ids)
+        first = self.outbox.first_seen()
+        return {j: wins.get(j) or first.get(j) or now for j in job_ids}
+
+    def _reconcile_due(self, now: datetime) -> bool:
+        if self._next_reconcile is not None and now < self._next_reconcile:
+            return False
+        self._next_reconcile = now + timedelta(seconds=self.reconcile_every_s)
+        return True
+
+    def _reconcile(self, specs: dict[str, Any], states: dict[str, core.NotifyState], now: datetime
+                   ) -> tuple[list[core.Notice], dict[str, core.NotifyState]]:
+        """The schedule against the table: jobs without a next occurrence, and occurrences
+        that fell due and that nothing claimed."""
+        waiting = {key.split("@", 1)[0] for key in self.outbox.waiting_keys()}
+        latest = self.outbox.latest_runs()
+        since = now - timedelta(seconds=UNCLAIMED_LOOKBACK_S)
+        marks = self.store.run_marks(since=since, until=now + timedelta(seconds=1))
+        pending = self.store.runs(since=since, until=now, states=["pending"])
+        nodes = [n.name for n in self.store.nodes() if n.stopped_at is None]
+        from chronod.core.history import Mark
+
+        marks = [Mark(*m) for m in marks]
+        out: list[core.Notice] = []
+        changed: dict[str, core.NotifyState] = {}
+        for job_id, spec in specs.items():
+            try:
+                schedule = compile_schedule(spec.schedule, spec.timezone)
+            except Exception:
+                continue
+            if job_id not in latest:
+                continue  # never materialized yet: the daemon has not picked it up
+            more, st = core.no_next(spec, schedule, job_id in waiting, latest[job_id][0], states[job_id], now)
+            out += more
+            if st != states[job_id]:
+                changed[job_id] = st
+            start = max(since, states[job_id].basis or since)
+            job_marks = [m for m in marks if m.job_id == job_id]
+            out += core.unclaimed(spec, schedule, [r for r in pending if r.job_id == job_id], since=start,
+                                  now=now, nodes=nodes, marks=job_marks)
+        return out, changed
+
+    # ------------------------------------------------------------------ outbox
+    def _record(self, notices: list[core.Notice], specs: dict[str, Any], runs: dict[str, Any], now: datetime) -> None:
+        rows = []
+        for n in notices:
+            spec = specs[n.job_id]
+            run = runs.get(n.run_id) if n.run_id else None
+            if run is None and n.run_id:
+                run = self.store.get_run(n.run_id)
+            for i in core.routes_for(spec, n.event):
+                rows.append(dict(job_id=n.job_id, event=n.event, state=n.state, run_id=n.run_id,
+                                 dedupe_key=f"{n.dedupe_key}|route{i}", route=route_json(spec, i),
+                                 payload=payload(n, spec, run, self.node, self.version)))
+        if rows:
+            new = self.outbox.add(rows, now)
+            for n in notices:
+                self.log("notify.notice", job=n.job_id, event=n.event, state=n.state, run=n.run_id, detail=n.detail)
+            if self.metrics is not None and new:
+                for r in rows:
+                    self.metrics.notices.labels(r["event"]).inc()
+
+    def _dispatch(self, now: datetime) -> None:
+        with self._lock:
+            room = self.workers * 2 - len(self.inflight)
+        if room <= 0:
+            return
+        for row in self.outbox.claim(self.node, now, limit=room):
+            with self._lock:
+                if row.id in self.inflight:
+                    continue
+                self.inflight.add(row.id)
+            self.pool.submit(self._deliver, row)
+
+    def _deliver(self, row: Outgoing) -> None:
+        try:
+            body = dict(row.payload, sent_at=self.clock.now().isoformat())
+            try:
+                self.send(row.route, body)
+            except DeliveryError as e:
+                self._failed(row, str(e))
+                return
+            except Exception as e:
+                self._failed(row, f"{type(e).__name__}: {e}")
+                return
+            self.outbox.mark_sent(row.id, self.node, self.clock.now())
+            self.log("notify.sent", job=row.job_id, event=row.event, run=row.run_id,
+                     channel="webhook" if row.route.get("webhook") else "command")
+        except Exception as e:  # the store went away mid-delivery: the claim expires, it is sent again
+            self.log("notify.record_failed", "error", job=row.job_id, event=row.event, error=str(e))
+        finally:
+            with self._lock:
+                self.inflight.discard(row.id)
+
+    def _failed(self, row: Outgoing, error: str) -> None:
+        delay = min(RETRY_BASE_S * 2 ** row.attempts, RETRY_MAX_S)
+        retry_at = self.clock.now() + timedelta(seconds=delay)
+        channel = "webhook" if row.route.get("webhook") else "command"
+        self.log("notify.failed", "warning", job=row.job_id, event=row.event, run=row.run_id, channel=channel,
+                 error=error, attempts=row.attempts + 1, retry_in_s=delay)
+        if self.metrics is not None:
+            self.metrics.notify_failures.labels(channel).inc()
+        self.outbox.mark_failed(row.id, self.node, error, retry_at)
+
+    # ------------------------------------------------------------------ export
+    def _export(self, specs: dict[str, Any], states: dict[str, core.NotifyState], paused: set[str]) -> None:
+        if self.metrics is None:
+            return
+        for job_id, st in states.items():
+            self.metrics.job_silent.labels(job_id).set(1 if st.silent else 0)
+
+    def _next_deadline(self, specs: dict[str, Any], states: dict[str, core.NotifyState], paused: set[str],
+                       now: datetime) -> datetime | None:
+        deadlines = [d for j, spec in specs.items() if j not in paused
+                     if (d := core.silence_deadline(spec, states[j])) is not None and d > now]
+        if self._next_reconcile is not None:
+            deadlines.append(self._next_reconcile)
+        return min(deadlines, default=None)
+
+
+def route_json(spec: Any, index: int) -> dict[str, Any]:
+    """A route as stored with its notice: where to send, how long it may take, as whom."""
+    n = spec.notify[index]
+    return {"index": index, "command": list(n.command) if isinstance(n.command, tuple) else n.command,
+            "webhook": n.webhook, "timeout_s": n.timeout_s, "user": spec.user, "group": spec.group}
+
+
+def payload(n: core.Notice, spec: Any, run: Any | None, node: str, version: str) -> dict[str, Any]:
+    """The documented JSON body (chrono-jobs(5), NOTIFICATIONS); `sent_at` is set on delivery."""
+    from chronod.core.history import iso
+
+    tail = (run.output_tail or "")[-TAIL_BYTES:] if run is not None else ""
+    return {
+        "event": n.event, "job_id": n.job_id, "owner": spec.owner, "run_id": n.run_id, "state": n.state,
+        "scheduled_at": iso(run.scheduled_at) if run is not None else None,
+        "fire_at": iso(run.fire_at) if run is not None else None,
+        "exit_code": run.exit_code if run is not None else None,
+        "error": run.error if run is not None else None,
+        "output_tail": tail, "node": (run.node if run is not None and run.node else node),
+        "detail": n.detail, "at": iso(n.at), "sent_at": None, "chrono_version": version,
+    }
+
+
+def _parse(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+

@@ -1,0 +1,193 @@
+"""The notifications outbox and the notifier's state, over an SqlStore's engine.
+
+Kept beside `sql.py` rather than inside it: the notifier is its only user. The database
+does the bookkeeping:
+
+- one row per notice and route, `dedupe_key` UNIQUE, inserted with ON CONFLICT DO
+  NOTHING: whichever node (or restarted daemon) computes a notice, one row exists;
+- a row is claimed for delivery by one node at a time (`FOR UPDATE SKIP LOCKED` on
+  PostgreSQL; SQLite writers are serialized by BEGIN IMMEDIATE), for a limited time, so a
+  node that dies mid-delivery leaves it to another after `claimed_until`;
+- `sent_at` is written after a successful delivery; a crash between the two sends the
+  notice again (at least once).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Iterable
+
+import sqlalchemy as sa
+
+from chronod.core.model import TERMINAL_STATES
+from chronod.store import schema as s
+from chronod.store.api import Run
+
+CURSOR = "cursor"
+
+
+@dataclass
+class Outgoing:
+    """A notice row: `route` says where it goes, `payload` what it says."""
+
+    id: int
+    job_id: str
+    event: str
+    state: str
+    run_id: str | None
+    dedupe_key: str
+    route: dict[str, Any]
+    payload: dict[str, Any]
+    created_at: datetime
+    attempts: int = 0
+    sent_at: datetime | None = None
+    last_error: str | None = None
+    claimed_by: str | None = None
+
+
+class Outbox:
+    """Notifier storage on the same database as `store` (a chronod.store.sql.SqlStore)."""
+
+    def __init__(self, store: Any):
+        self.store = store
+
+    # --- notifier state -----------------------------------------------------------------
+    def get_state(self, name: str) -> dict[str, Any]:
+        """The JSON state kept under `name` ({} when none)."""
+        t = s.notify_state.c
+        with self.store._tx(write=False) as c:
+            text = c.execute(sa.select(t.state_json).where(t.name == name)).scalar()
+        return json.loads(text) if text else {}
+
+    def get_states(self, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """State per name for many names at once (missing names are left out)."""
+        t, names, out = s.notify_state.c, list(names), {}
+        with self.store._tx(write=False) as c:
+            for i in range(0, len(names), 500):
+                for row in c.execute(sa.select(t.name, t.state_json).where(t.name.in_(names[i:i + 500]))):
+                    out[row.name] = json.loads(row.state_json)
+        return out
+
+    def set_states(self, states: dict[str, dict[str, Any]], now: datetime) -> None:
+        """Replace the state kept under each name, in one transaction."""
+        if not states:
+            return
+        rows = [dict(name=k, state_json=json.dumps(v, sort_keys=True, default=str), updated_at=now)
+                for k, v in states.items()]
+        ins = self.store._insert(s.notify_state)
+        stmt = ins.on_conflict_do_update(index_elements=["name"], set_=dict(
+            state_json=ins.excluded.state_json, updated_at=ins.excluded.updated_at))
+        with self.store._tx() as c:
+            c.execute(stmt, rows)
+
+    # --- what changed -------------------------------------------------------------------
+    def changed_runs(self, since: datetime | None, until: datetime) -> list[Run]:
+        """Terminal runs whose row changed in [since, until) (all of them when since is None)."""
+        r = s.runs.c
+        q = sa.select(s.runs).where(r.state.in_(TERMINAL_STATES), r.updated_at < until)
+        if since is not None:
+            q = q.where(r.updated_at >= since)
+        return self.store._select_runs(q.order_by(r.updated_at, r.run_id))
+
+    def waiting_keys(self) -> set[str]:
+        """Job keys with a pending, running or retrying run (the chain is alive)."""
+        r = s.runs.c
+        with self.store._tx(write=False) as c:
+            return set(c.execute(sa.select(r.job_key).where(
+                r.state.in_(("pending", "running", "retry_wait"))).distinct()).scalars())
+
+    def latest_runs(self) -> dict[str, tuple[str, datetime]]:
+        """job_id -> (run id, scheduled_at) of its latest scheduled run."""
+        r = s.runs.c
+        latest = sa.select(r.job_id, sa.func.max(r.scheduled_at).label("at")).group_by(r.job_id).subquery()
+        q = sa.select(r.job_id, r.run_id, r.scheduled_at).join(
+            latest, sa.and_(r.job_id == latest.c.job_id, r.scheduled_at == latest.c.at))
+        with self.store._tx(write=False) as c:
+            return {row.job_id: (row.run_id, row.scheduled_at) for row in c.execute(q)}
+
+    def first_seen(self) -> dict[str, datetime]:
+        """job_id -> scheduled_at of its earliest run (when the history starts)."""
+        r = s.runs.c
+        with self.store._tx(write=False) as c:
+            rows = c.execute(sa.select(r.job_id, sa.func.min(r.scheduled_at)).group_by(r.job_id))
+            return {job_id: at for job_id, at in rows}
+
+    def last_successes(self, job_ids: Iterable[str]) -> dict[str, datetime]:
+        """job_id -> finish time of its latest success."""
+        r, ids, out = s.runs.c, list(job_ids), {}
+        with self.store._tx(write=False) as c:
+            for i in range(0, len(ids), 500):
+                q = (sa.select(r.job_id, sa.func.max(sa.func.coalesce(r.finished_at, r.scheduled_at)))
+                     .where(r.job_id.in_(ids[i:i + 500]), r.state == "succeeded").group_by(r.job_id))
+                out.update({job_id: at for job_id, at in c.execute(q)})
+        return out
+
+    # --- the outbox -----------------------------------------------------------------------
+    def add(self, rows: Iterable[dict[str, Any]], now: datetime) -> int:
+        """Insert notice rows (keys: job_id, event, state, run_id, dedupe_key, route,
+        payload); rows whose dedupe key exists are ignored. Returns how many were new."""
+        new = 0
+        with self.store._tx() as c:
+            for row in rows:
+                values = dict(job_id=row["job_id"], event=row["event"], state=row["state"], run_id=row.get("run_id"),
+                              dedupe_key=row["dedupe_key"], route_json=json.dumps(row["route"], sort_keys=True),
+                              payload_json=json.dumps(row["payload"], sort_keys=True, default=str),
+                              created_at=now, attempts=0)
+                stmt = self.store._insert(s.notifications).values(**values)
+                stmt = stmt.on_conflict_do_nothing(index_elements=["dedupe_key"])
+                new += c.execute(stmt.returning(s.notifications.c.id)).first() is not None
+        return new
+
+    def claim(self, node: str, now: datetime, *, limit: int = 20, hold_s: float = 300) -> list[Outgoing]:
+        """Take up to `limit` unsent rows that are due and not held by a live claim."""
+        n = s.notifications.c
+        free = sa.and_(n.sent_at.is_(None), sa.or_(n.claimed_until.is_(None), n.claimed_until < now),
+                       sa.or_(n.next_try_at.is_(None), n.next_try_at <= now))
+        pick = sa.select(n.id).where(free).order_by(n.id).limit(limit)
+        if self.store.dialect == "postgresql":
+            pick = pick.with_for_update(skip_locked=True)
+        with self.store._tx() as c:
+            ids = list(c.execute(pick).scalars())
+            if not ids:
+                return []
+            c.execute(s.notifications.update().where(n.id.in_(ids), free).values(
+                claimed_by=node, claimed_until=now + timedelta(seconds=hold_s)))
+            rows = c.execute(sa.select(s.notifications).where(n.id.in_(ids), n.claimed_by == node)
+                             .order_by(n.id)).mappings().all()
+        return [_outgoing(r) for r in rows]
+
+    def mark_sent(self, notice_id: int, node: str, now: datetime) -> bool:
+        """Record a delivery; False when the claim was lost meanwhile (someone else sends)."""
+        n = s.notifications.c
+        with self.store._tx() as c:
+            res = c.execute(s.notifications.update().where(n.id == notice_id, n.claimed_by == node,
+                                                           n.sent_at.is_(None))
+                            .values(sent_at=now, attempts=n.attempts + 1, last_error=None, claimed_until=None))
+            return res.rowcount == 1
+
+    def mark_failed(self, notice_id: int, node: str, error: str, retry_at: datetime) -> None:
+        """Record a failed delivery and release the row for a new try at `retry_at`."""
+        n = s.notifications.c
+        with self.store._tx() as c:
+            c.execute(s.notifications.update().where(n.id == notice_id, n.claimed_by == node, n.sent_at.is_(None))
+                      .values(attempts=n.attempts + 1, last_error=error[:2000], claimed_by=None,
+                              claimed_until=None, next_try_at=retry_at))
+
+    def notices(self, job_id: str | None = None) -> list[Outgoing]:
+        """Every row (optionally of one job), oldest first: for status and tests."""
+        n = s.notifications.c
+        q = sa.select(s.notifications).order_by(n.id)
+        if job_id is not None:
+            q = q.where(n.job_id == job_id)
+        with self.store._tx(write=False) as c:
+            return [_outgoing(r) for r in c.execute(q).mappings().all()]
+
+
+def _outgoing(row) -> Outgoing:
+    return Outgoing(id=row["id"], job_id=row["job_id"], event=row["event"], state=row["state"],
+                    run_id=row["run_id"], dedupe_key=row["dedupe_key"], route=json.loads(row["route_json"]),
+                    payload=json.loads(row["payload_json"]), created_at=row["created_at"],
+                    attempts=row["attempts"], sent_at=row["sent_at"], last_error=row["last_error"],
+                    claimed_by=row["claimed_by"])

@@ -1,0 +1,162 @@
+"""chronod.notify.core: one notice per change of state, decided from the history alone."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from chronod.core.identity import run_id
+from chronod.core.model import JobSpec, Notify
+from chronod.core.schedule import compile_schedule
+from chronod.notify import core
+from chronod.notify.core import NotifyState, decide
+from chronod.store.api import Run
+
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)
+ROUTE = Notify(on=("failed", "timed_out", "lost", "silence", "recovered", "skipped_overlap"), webhook="http://x/")
+
+
+def spec(**kw) -> JobSpec:
+    base = dict(id="purge", owner="team-a", schedule="* * * * *", command="true", idempotency_class="idempotent",
+                max_silence_s=600, notify=(ROUTE,))
+    return JobSpec(**{**base, **kw})
+
+
+def run(minute: int, state: str, job: str = "purge", **kw) -> Run:
+    at = T0 + timedelta(minutes=minute)
+    return Run(run_id=run_id(job, at), job_id=job, job_key=job, scheduled_at=at, fire_at=at, state=state,
+               attempts=1, started_at=at, finished_at=at + timedelta(seconds=5), updated_at=at + timedelta(seconds=5),
+               exit_code=0 if state == "succeeded" else (1 if state == "failed" else None), **kw)
+
+
+def events(notices) -> list[str]:
+    return [n.event for n in notices]
+
+
+def test_a_job_failing_every_minute_sends_one_failed_then_one_recovered():
+    history = [run(0, "succeeded")] + [run(m, "failed") for m in range(1, 30)] + [run(30, "succeeded"), run(31, "succeeded")]
+    notices, state = decide(spec(), history, NotifyState(), T0 + timedelta(minutes=32))
+    assert events(notices) == ["failed", "recovered"]
+    assert notices[0].run_id == history[1].run_id
+    assert notices[1].run_id == history[30].run_id
+    assert state.condition == "ok" and not state.silent
+
+
+def test_a_change_from_failed_to_timed_out_is_a_new_notice_but_repeats_are_not():
+    history = [run(0, "failed"), run(1, "failed"), run(2, "timed_out"), run(3, "timed_out"), run(4, "failed")]
+    notices, _ = decide(spec(), history, NotifyState(), T0 + timedelta(minutes=5))
+    assert events(notices) == ["failed", "timed_out", "failed"]
+
+
+def test_feeding_the_same_runs_again_after_a_restart_repeats_nothing():
+    history = [run(0, "succeeded"), run(1, "failed"), run(2, "failed")]
+    first, state = decide(spec(), history, NotifyState(), T0 + timedelta(minutes=3))
+    restored = NotifyState.from_json(state.to_json())
+    again, _ = decide(spec(), history + [run(3, "failed")], restored, T0 + timedelta(minutes=4))
+    assert events(first) == ["failed"]
+    assert again == []
+
+
+def test_dedupe_keys_are_the_same_whoever_decides():
+    history = [run(0, "succeeded"), run(1, "failed"), run(2, "succeeded")]
+    a, _ = decide(spec(), history, NotifyState(), T0 + timedelta(minutes=3))
+    b, _ = decide(spec(), list(reversed(history)), NotifyState(), T0 + timedelta(minutes=3))
+    assert [n.dedupe_key for n in a] == [n.dedupe_key for n in b]
+    assert a[0].dedupe_key == f"purge|failed|{history[1].run_id}"
+
+
+def test_silence_is_raised_once_at_the_deadline_and_recovered_after():
+    s = spec(max_silence_s=300)
+    last = run(0, "succeeded")
+    before, state = decide(s, [last], NotifyState(), last.finished_at + timedelta(seconds=299))
+    assert before == []
+    assert core.silence_deadline(s, state) == last.finished_at + timedelta(seconds=300)
+    at, state = decide(s, [], state, last.finished_at + timedelta(seconds=301))
+    assert events(at) == ["silence"] and at[0].state == "silent"
+    assert at[0].at == last.finished_at + timedelta(seconds=300)
+    later, state = decide(s, [], state, last.finished_at + timedelta(hours=5))
+    assert later == []
+    back, state = decide(s, [run(400, "succeeded")], state, T0 + timedelta(minutes=401))
+    assert events(back) == ["recovered"] and not state.silent
+
+
+def test_a_job_that_never_succeeded_counts_its_silence_from_when_it_was_first_known():
+    s = spec(max_silence_s=120)
+    quiet, state = decide(s, [], NotifyState(), T0 + timedelta(seconds=100), known_since=T0)
+    loud, _ = decide(s, [], state, T0 + timedelta(seconds=121))
+    assert quiet == [] and events(loud) == ["silence"]
+
+
+def test_a_paused_job_does_not_go_silent_and_its_clock_restarts():
+    s = spec(max_silence_s=120)
+    _, state = decide(s, [run(0, "succeeded")], NotifyState(), T0 + timedelta(minutes=1))
+    paused, state = decide(s, [], state, T0 + timedelta(hours=3), paused=True)
+    resumed, _ = decide(s, [], state, T0 + timedelta(hours=3, seconds=60))
+    assert paused == [] and resumed == []
+    assert state.basis == T0 + timedelta(hours=3)
+
+
+def test_overlap_skips_send_one_notice_per_streak():
+    history = [run(0, "succeeded"), run(1, "skipped_overlap"), run(2, "skipped_overlap"),
+               run(3, "succeeded"), run(4, "skipped_overlap")]
+    notices, _ = decide(spec(), history, NotifyState(), T0 + timedelta(minutes=5))
+    assert events(notices) == ["skipped_overlap", "skipped_overlap"]
+
+
+def test_lost_is_a_failure_condition_and_a_success_recovers_it():
+    notices, _ = decide(spec(idempotency_class="unsafe"), [run(0, "lost"), run(1, "lost"), run(2, "succeeded")],
+                        NotifyState(), T0 + timedelta(minutes=3))
+    assert events(notices) == ["lost", "recovered"]
+
+
+def test_skips_for_pause_and_outage_change_nothing():
+    notices, state = decide(spec(), [run(0, "failed"), run(1, "skipped_paused"), run(2, "skipped_outage"),
+                                     run(3, "failed")], NotifyState(), T0 + timedelta(minutes=4))
+    assert events(notices) == ["failed"] and state.condition == "failed"
+
+
+def test_routes_receive_only_the_events_they_ask_for():
+    s = spec(notify=(Notify(on=("failed",), command="x"), Notify(on=("recovered", "failed"), webhook="http://y/")))
+    assert core.routes_for(s, "failed") == [0, 1]
+    assert core.routes_for(s, "recovered") == [1]
+    assert core.routes_for(s, "silence") == []
+
+
+def test_an_occurrence_with_no_row_or_still_pending_past_its_grace_is_unclaimed():
+    s = spec(schedule="*/10 * * * *", tolerance_s=0)
+    sched = compile_schedule(s.schedule, s.timezone)
+    ran = run(0, "succeeded")
+    stuck = Run(run_id=run_id("purge", T0 + timedelta(minutes=20)), job_id="purge", job_key="purge",
+                scheduled_at=T0 + timedelta(minutes=20), fire_at=T0 + timedelta(minutes=20), state="pending")
+    found = core.unclaimed(s, sched, [ran, stuck], since=T0 - timedelta(seconds=1), now=T0 + timedelta(minutes=25))
+    assert [(n.state, n.run_id) for n in found] == [
+        ("unclaimed", run_id("purge", T0 + timedelta(minutes=10))),
+        ("unclaimed", stuck.run_id),
+    ]
+    assert all(n.event == "silence" for n in found)
+
+
+def test_an_occurrence_inside_its_grace_is_not_unclaimed_yet():
+    s = spec(schedule="*/10 * * * *", tolerance_s=0)
+    sched = compile_schedule(s.schedule, s.timezone)
+    found = core.unclaimed(s, sched, [run(0, "succeeded")], since=T0 - timedelta(seconds=1),
+                           now=T0 + timedelta(minutes=10, seconds=30))
+    assert found == []
+
+
+def test_a_job_without_a_next_occurrence_is_reported_once_per_break():
+    s = spec()
+    sched = compile_schedule(s.schedule, s.timezone)
+    first, state = core.no_next(s, sched, False, "abc", NotifyState(), T0)
+    again, state = core.no_next(s, sched, False, "abc", state, T0 + timedelta(minutes=1))
+    healed, state = core.no_next(s, sched, True, "abc", state, T0 + timedelta(minutes=2))
+    broken, _ = core.no_next(s, sched, False, "def", state, T0 + timedelta(minutes=3))
+    assert [n.state for n in first] == ["no_next_occurrence"] and again == [] and healed == []
+    assert [n.dedupe_key for n in broken] == ["purge|no_next_occurrence|def"]
+
+
+def test_a_disabled_job_never_goes_silent_nor_lacks_a_next_occurrence():
+    s = spec(enabled=False, max_silence_s=60)
+    sched = compile_schedule(s.schedule, s.timezone)
+    notices, _ = decide(s, [], NotifyState(), T0 + timedelta(days=3), known_since=T0)
+    missing, _ = core.no_next(s, sched, False, None, NotifyState(), T0)
+    assert notices == [] and missing == []
