@@ -2,9 +2,9 @@
 
 YAML is parsed safely (DESIGN §9): a size cap before parsing; then libyaml's events are
 screened so that no tag, anchor or alias ever reaches a constructor (nothing executes, and
-an alias bomb is refused at its first anchor); then the node tree is turned into plain
-values by hand, keeping the line of every field and the raw text of every unquoted scalar
-that YAML did not read as a string. `chronod.core.validate` does the rest.
+an alias bomb is refused at its first anchor); in the same single pass the events are
+turned into plain values by hand (no node tree is composed), keeping the line of every
+field and the raw text of every unquoted scalar that YAML did not read as a string. `chronod.core.validate` does the rest.
 
 A root daemon (`secure`) opens each file with O_NOFOLLOW and checks the open descriptor:
 a regular file, owned by root (or by the user every job in it runs as), not group- or
@@ -26,8 +26,18 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
-from yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.composer import ComposerError
+from yaml.events import (
+    AliasEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    NodeEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
+from yaml.nodes import ScalarNode
 
 from chronod.core.model import JobSpec, Resource
 from chronod.core.validate import (
@@ -54,6 +64,7 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
+_RESOLVER = yaml.resolver.Resolver()  # the implicit typing the composer would apply
 
 
 @dataclass
@@ -130,16 +141,14 @@ def _parse(text: str | bytes, file: str) -> SpecDocument:
             raise _Refused(f"is not UTF-8 text (byte {e.start})", "save the file as UTF-8") from None
     if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
         raise _too_big(len(text.encode("utf-8", "surrogatepass")))
+    conv = _Converter(file)
     try:
-        _screen_events(text)
-        root = yaml.compose(text, Loader=_LOADER)
+        data = conv.document(_Screened(text))
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         raise _Refused(f"YAML syntax: {e.problem or e.context}", "check indentation and quoting near this line", mark.line + 1 if mark else 0) from None
     except yaml.YAMLError as e:
         raise _Refused(f"YAML syntax: {e}") from None
-    conv = _Converter(file)
-    data = None if root is None else conv.value(root, "")
     return SpecDocument(file, data, conv.lines, conv.plain, tuple(conv.problems))
 
 
@@ -147,24 +156,40 @@ def _too_big(size: int) -> _Refused:
     return _Refused(f"is {size} bytes; job files are limited to {MAX_FILE_BYTES} bytes", "split the jobs across several files")
 
 
-def _screen_events(text: str) -> None:
-    """Refuse tags, anchors, aliases and deep nesting before any node is built."""
-    depth = 0
-    for event in yaml.parse(text, Loader=_LOADER):
-        line = event.start_mark.line + 1 if event.start_mark else 0
-        if isinstance(event, AliasEvent):
-            raise _Refused(f"aliases (*{event.anchor}) are not allowed", "write the value out, or use defaults: for shared fields", line)
+class _Screened:
+    """libyaml's events, each screened before it is used: no tag, anchor or alias ever
+    reaches a constructor, and nesting deeper than MAX_DEPTH is refused at its first level
+    too many (an alias bomb stops at its first anchor)."""
+
+    def __init__(self, text: str):
+        self._events = yaml.parse(text, Loader=_LOADER)
+        self.depth = 0
+
+    def next(self) -> Any:
+        event = next(self._events)
+        kind = type(event)
+        if kind is ScalarEvent:
+            if event.tag is None and event.anchor is None:
+                return event
+        elif kind is MappingStartEvent or kind is SequenceStartEvent:
+            self.depth += 1
+            if self.depth > MAX_DEPTH and event.tag is None and event.anchor is None:
+                raise _Refused(f"is nested more than {MAX_DEPTH} levels deep", "", _line(event))
+        elif kind is MappingEndEvent or kind is SequenceEndEvent:
+            self.depth -= 1
+            return event
+        elif kind is AliasEvent:
+            raise _Refused(f"aliases (*{event.anchor}) are not allowed", "write the value out, or use defaults: for shared fields", _line(event))
         if isinstance(event, NodeEvent) and event.anchor is not None:
-            raise _Refused(f"anchors (&{event.anchor}) are not allowed", "write the value out, or use defaults: for shared fields", line)
+            raise _Refused(f"anchors (&{event.anchor}) are not allowed", "write the value out, or use defaults: for shared fields", _line(event))
         tag = getattr(event, "tag", None)
         if tag is not None:
-            raise _Refused(f"YAML tags are not allowed ({_short_tag(tag)})", "remove the tag; to force a string, quote the value", line)
-        if isinstance(event, CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise _Refused(f"is nested more than {MAX_DEPTH} levels deep", "", line)
-        elif isinstance(event, CollectionEndEvent):
-            depth -= 1
+            raise _Refused(f"YAML tags are not allowed ({_short_tag(tag)})", "remove the tag; to force a string, quote the value", _line(event))
+        return event
+
+
+def _line(event: Any) -> int:
+    return event.start_mark.line + 1 if event.start_mark else 0
 
 
 def _short_tag(tag: str) -> str:
@@ -172,7 +197,8 @@ def _short_tag(tag: str) -> str:
 
 
 class _Converter:
-    """Node tree -> plain values, recording the line of each path and raw non-string scalars."""
+    """Screened events -> plain values, recording the line of each path and raw non-string
+    scalars. One pass over libyaml's events: no node tree is composed."""
 
     def __init__(self, file: str):
         self.file = file
@@ -180,44 +206,80 @@ class _Converter:
         self.plain: dict[str, str] = {}
         self.problems: list[Problem] = []
 
-    def value(self, node: Node, path: str) -> Any:
-        self.lines.setdefault(path, node.start_mark.line + 1)
-        if isinstance(node, ScalarNode):
-            return self.scalar(node, path)
-        if isinstance(node, SequenceNode):
-            return [self.value(item, path_index(path, i)) for i, item in enumerate(node.value)]
-        assert isinstance(node, MappingNode)
-        return self.mapping(node, path)
+    def document(self, events: _Screened) -> Any:
+        """The single document of the stream (None for an empty stream)."""
+        events.next()  # stream start
+        start = events.next()
+        if type(start) is StreamEndEvent:
+            return None
+        data = self.value(events, events.next(), "")
+        events.next()  # document end
+        end = events.next()
+        if type(end) is not StreamEndEvent:
+            raise ComposerError("expected a single document in the stream", start.start_mark,
+                                "but found another document", end.start_mark)
+        return data
 
-    def scalar(self, node: ScalarNode, path: str) -> Any:
-        if node.tag == _STR_TAG:
-            return node.value
-        construct = _LOADER.yaml_constructors.get(node.tag)
+    def value(self, events: _Screened, event: Any, path: str) -> Any:
+        self.lines.setdefault(path, event.start_mark.line + 1)
+        kind = type(event)
+        if kind is ScalarEvent:
+            return self.scalar(event, path)
+        if kind is SequenceStartEvent:
+            items = []
+            item = events.next()
+            while type(item) is not SequenceEndEvent:
+                items.append(self.value(events, item, path_index(path, len(items))))
+                item = events.next()
+            return items
+        return self.mapping(events, path)
+
+    def scalar(self, event: ScalarEvent, path: str) -> Any:
+        tag = _RESOLVER.resolve(ScalarNode, event.value, event.implicit)
+        if tag == _STR_TAG:
+            return event.value
+        construct = _LOADER.yaml_constructors.get(tag)
         if construct is None:
-            return node.value
-        value = construct(_CONSTRUCTOR, node)
-        self.plain[path] = node.value
+            return event.value
+        value = construct(_CONSTRUCTOR, ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style))
+        self.plain[path] = event.value
         return value
 
-    def mapping(self, node: MappingNode, path: str) -> dict[str, Any]:
+    def mapping(self, events: _Screened, path: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            line = key_node.start_mark.line + 1
-            if not isinstance(key_node, ScalarNode) or key_node.tag == _MERGE_TAG:
-                what = "merge keys (<<)" if isinstance(key_node, ScalarNode) else "keys that are lists or mappings"
+        key = events.next()
+        while type(key) is not MappingEndEvent:
+            line = key.start_mark.line + 1
+            if type(key) is not ScalarEvent or _RESOLVER.resolve(ScalarNode, key.value, key.implicit) == _MERGE_TAG:
+                what = "merge keys (<<)" if type(key) is ScalarEvent else "keys that are lists or mappings"
                 self._error(line, path, f"{what} are not allowed", "use plain names as keys; shared fields go under defaults:")
-                continue
-            key = key_node.value  # as written: `on:` stays "on", `no:` stays "no"
-            at = path_key(path, key)
-            if key in out:
-                self._error(line, at, f"duplicate key {key!r}: first given at line {self.lines[at]}", "keep one of the two")
-                continue
-            self.lines[at] = line
-            out[key] = self.value(value_node, at)
+                _skip(events, key)
+                _skip(events, events.next())
+            else:
+                name = key.value  # as written: `on:` stays "on", `no:` stays "no"
+                at = path_key(path, name)
+                if name in out:
+                    self._error(line, at, f"duplicate key {name!r}: first given at line {self.lines[at]}", "keep one of the two")
+                    _skip(events, events.next())
+                else:
+                    self.lines[at] = line
+                    out[name] = self.value(events, events.next(), at)
+            key = events.next()
         return out
 
     def _error(self, line: int, path: str, message: str, hint: str) -> None:
         self.problems.append(Problem(ERROR, self.file, line, None, path, message, hint))
+
+
+def _skip(events: _Screened, event: Any) -> None:
+    """Consume the rest of the node that starts with `event` (still screened)."""
+    depth = 1 if type(event) in (MappingStartEvent, SequenceStartEvent) else 0
+    while depth:
+        kind = type(events.next())
+        if kind is MappingStartEvent or kind is SequenceStartEvent:
+            depth += 1
+        elif kind is MappingEndEvent or kind is SequenceEndEvent:
+            depth -= 1
 
 
 # --- files and the registry --------------------------------------------------------------
