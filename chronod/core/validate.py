@@ -144,6 +144,8 @@ class _Ctx:
         self.doc = doc
         self.problems: list[Problem] = list(doc.problems)
         self.job_id: str | None = None
+        # counted as reported: recounting the list per job made a file's validation quadratic
+        self.errors = sum(p.severity == ERROR for p in self.problems)
 
     def line(self, path: str) -> int:
         while path:
@@ -154,6 +156,8 @@ class _Ctx:
 
     def report(self, severity: str, path: str, message: str, hint: str = "") -> None:
         self.problems.append(Problem(severity, self.doc.file, self.line(path), self.job_id, path, message, hint))
+        if severity == ERROR:
+            self.errors += 1
 
     def error(self, path: str, message: str, hint: str = "") -> Any:
         self.report(ERROR, path, message, hint)
@@ -163,7 +167,7 @@ class _Ctx:
         self.report(WARNING, path, message, hint)
 
     def error_count(self) -> int:
-        return sum(p.severity == ERROR for p in self.problems)
+        return self.errors
 
 
 def _last_key(path: str) -> str:
@@ -890,14 +894,27 @@ def _rule_resource(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None
 
 def _rule_dst(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
     sched = job.schedule
-    if sched is None or sched.kind != "cron" or not sched.is_fixed_time or not _near_a_transition(sched, now):
+    if sched is None or sched.kind != "cron" or not sched.is_fixed_time:
         return
-    for event in sched.dst_events(now, now + DST_LOOKAHEAD):
+    for event in _dst_events(sched, now):
         ctx.warn(
             job.at("schedule"),
             f"daylight saving time in {sched.tz} ({event.change}): {event.effect}",
             "if that matters, schedule outside the hours the clocks change, or use timezone: UTC",
         )
+
+
+@functools.lru_cache(maxsize=4096)
+def _dst_events(sched: Any, now: datetime) -> tuple[Any, ...]:
+    """The DST events of a fixed-time schedule in the look-ahead from `now`.
+
+    Cached: `compile_schedule` hands out one object per (expression, zone) and a registry
+    load validates every file with the same `now`, so a schedule shared by thousands of
+    jobs is scanned once.
+    """
+    if not _near_a_transition(sched, now):
+        return ()
+    return tuple(sched.dst_events(now, now + DST_LOOKAHEAD))
 
 
 def _near_a_transition(sched: Any, now: datetime) -> bool:
