@@ -98,7 +98,6 @@ class SqlStore:
     """
 
     def __init__(self, url: str, *, now: Callable[[], datetime] | None = None):
-        self._raw_url = url
         self.url_safe = mask_url(url)
         try:
             parsed = make_url(normalize_url(url))
@@ -112,7 +111,12 @@ class SqlStore:
         self.stale_rejections = 0
         self._lock = threading.Lock()
         if self.dialect == "sqlite" and parsed.database not in (None, "", ":memory:"):
-            Path(parsed.database).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            folder = Path(parsed.database).parent
+            try:
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"cannot create {folder} for the database {self.url_safe}: "
+                                 f"{e.strerror or e}") from None
         try:
             self.engine = self._create_engine(parsed)
         except exc.SQLAlchemyError as e:

@@ -595,3 +595,10 @@ def test_concurrent_upgrades_of_a_new_sqlite_database_all_succeed(tmp_path):
 @pytest.mark.postgres
 def test_concurrent_upgrades_of_a_new_postgres_database_all_succeed(new_pg_database):
     upgrade_in_three_processes(new_pg_database(migrated=False))
+
+
+def test_a_database_directory_that_cannot_be_created_is_a_store_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(StoreError, match=f"cannot create {blocker}"):
+        SqlStore(str(blocker / "sub" / "chrono.db"))
