@@ -58,7 +58,11 @@ class NotifyService:
 
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
-        """Run `step` in a background thread until `stop()`."""
+        """Run `step` in a background thread until `stop()`. Called after the daemon holds
+        its lease, so claims left by this node's previous process can be taken back."""
+        released = self.outbox.release_claims(self.node)
+        if released:
+            self.log("notify.reclaimed", node=self.node, notices=released)
         self.thread = threading.Thread(target=self.run, name="chrono-notifier", daemon=True)
         self.thread.start()
 
@@ -192,7 +196,7 @@ class NotifyService:
         if rows:
             new = self.outbox.add(rows, now)
             for n in notices:
-                self.log("notify.notice", job=n.job_id, event=n.event, state=n.state, run=n.run_id, detail=n.detail)
+                self.log("notify.notice", job=n.job_id, notice=n.event, state=n.state, run=n.run_id, detail=n.detail)
             if self.metrics is not None and new:
                 for r in rows:
                     self.metrics.notices.labels(r["event"]).inc()
@@ -221,10 +225,10 @@ class NotifyService:
                 self._failed(row, f"{type(e).__name__}: {e}")
                 return
             self.outbox.mark_sent(row.id, self.node, self.clock.now())
-            self.log("notify.sent", job=row.job_id, event=row.event, run=row.run_id,
+            self.log("notify.sent", job=row.job_id, notice=row.event, run=row.run_id,
                      channel="webhook" if row.route.get("webhook") else "command")
         except Exception as e:  # the store went away mid-delivery: the claim expires, it is sent again
-            self.log("notify.record_failed", "error", job=row.job_id, event=row.event, error=str(e))
+            self.log("notify.record_failed", "error", job=row.job_id, notice=row.event, error=str(e))
         finally:
             with self._lock:
                 self.inflight.discard(row.id)
@@ -233,7 +237,7 @@ class NotifyService:
         delay = min(RETRY_BASE_S * 2 ** row.attempts, RETRY_MAX_S)
         retry_at = self.clock.now() + timedelta(seconds=delay)
         channel = "webhook" if row.route.get("webhook") else "command"
-        self.log("notify.failed", "warning", job=row.job_id, event=row.event, run=row.run_id, channel=channel,
+        self.log("notify.failed", "warning", job=row.job_id, notice=row.event, run=row.run_id, channel=channel,
                  error=error, attempts=row.attempts + 1, retry_in_s=delay)
         if self.metrics is not None:
             self.metrics.notify_failures.labels(channel).inc()

@@ -158,6 +158,14 @@ class Outbox:
                              .order_by(n.id)).mappings().all()
         return [_outgoing(r) for r in rows]
 
+    def release_claims(self, node: str) -> int:
+        """Free the rows a previous process of `node` claimed and did not finish (it is dead:
+        its lease passed to us); they are sent again, at least once."""
+        n = s.notifications.c
+        with self.store._tx() as c:
+            return c.execute(s.notifications.update().where(n.claimed_by == node, n.sent_at.is_(None))
+                             .values(claimed_by=None, claimed_until=None)).rowcount
+
     def mark_sent(self, notice_id: int, node: str, now: datetime) -> bool:
         """Record a delivery; False when the claim was lost meanwhile (someone else sends)."""
         n = s.notifications.c
