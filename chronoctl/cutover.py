@@ -326,13 +326,23 @@ def cutover(migrations: list[Migration], daemon: Daemon, clock: Clock = _now) ->
         start = switch_start(now)
         _sleep_until(start, clock)
     sw = Switch(started_at=clock(), minute=minute_of(clock()))
-    deadline = switch_deadline(sw.minute)
     for m in migrations:
         if m.crontab.read_bytes() != m.data:
             raise CliError(f"{m.crontab} changed while the cutover was being prepared; nothing was changed",
                            "run the command again")
     for m in migrations:
         m.previous = m.registry_file.read_bytes() if m.registry_file.exists() else None
+    try:
+        return _switch(migrations, daemon, sw, clock)
+    except KeyboardInterrupt:
+        if all(m.crontab.read_bytes() == m.data for m in migrations):
+            _undo_registration(migrations, daemon, clock)  # interrupted before cron was told
+        raise
+
+
+def _switch(migrations: list[Migration], daemon: Daemon, sw: Switch, clock: Clock) -> Switch:
+    deadline = switch_deadline(sw.minute)
+    for m in migrations:
         _write_registry(m.registry_file, m.registry_text.encode())
     daemon.ask_reload()
     specs = [s for m in migrations for s in m.specs]
