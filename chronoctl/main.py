@@ -55,6 +55,7 @@ COMMAND_MODULES = {
     "pause": "chronoctl.cmd_control",
     "resume": "chronoctl.cmd_control",
     "db": "chronoctl.cmd_db",
+    "report": "chronoctl.cmd_report",
 }
 
 

@@ -1,0 +1,100 @@
+"""`report`: every expected occurrence of a job (or of every job with a tag) in a period,
+with what happened to it, as Markdown for an auditor or as JSON (chronod.core.report)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import typer
+
+from chronoctl import cmd_ops, common
+from chronoctl.cmd_ops import db_option
+from chronoctl.errors import UnknownJob, UsageError
+
+if TYPE_CHECKING:
+    from chronod.core.model import JobSpec
+    from chronod.store.api import Store
+
+FORMATS = ("md", "json")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `report` to `app`."""
+    app.command("report")(report)
+
+
+def report(
+    job: Optional[str] = typer.Argument(None, metavar="[JOB]", help="A job id (or use --tag)."),
+    tag: Optional[str] = typer.Option(None, "--tag", metavar="TAG", help="Every job with this tag."),
+    start: str = typer.Option(..., "--from", metavar="DATE", help="Start of the period (ISO date or time; UTC unless an offset is given)."),
+    end: str = typer.Option(..., "--to", metavar="DATE", help="End of the period; a date means the end of that day."),
+    fmt: str = typer.Option("md", "--format", metavar="md|json", help="Markdown (default) or JSON."),
+    db: Optional[str] = db_option(),
+    registry: Optional[Path] = typer.Option(None, "--registry", metavar="DIR",
+                                            help="Read the job definitions from this registry instead of the database."),
+) -> None:
+    """Every expected occurrence in a period with its state, run id, attempts, start, duration and exit code."""
+    if (job is None) == (tag is None):
+        raise UsageError("give a JOB or --tag TAG (one of them)", "chronoctl report purge --from 2026-03-01 --to 2026-03-31")
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r} is not one of md, json")
+    since, until = period(start, end)
+    now = common.now_utc()
+    with cmd_ops.opened(db) as store:
+        specs = _specs(store, registry, job, tag, now)
+        reports = [_report(store, spec, since, until, now) for spec in specs]
+    _print(reports, fmt, now, since, until)
+
+
+def period(start: str, end: str) -> tuple[datetime, datetime]:
+    """[from, to) in UTC: a bare date as --to covers that whole day."""
+    since = common.parse_instant(start, "UTC", "--from")
+    until = common.parse_instant(end, "UTC", "--to")
+    if len(end.strip()) == 10:
+        until += timedelta(days=1)
+    if until <= since:
+        raise UsageError(f"--to {end} is not after --from {start}")
+    return since, until
+
+
+def _specs(store: "Store", registry: Path | None, job: str | None, tag: str | None, now: datetime) -> list["JobSpec"]:
+    if registry is not None:
+        loaded = common.load([registry], now, secure=False).jobs
+        specs = list(loaded.values())
+        where = f"registry {registry}"
+    else:
+        specs = [r.spec for r in store.jobs(include_removed=True)]
+        where = f"the database {store.url_safe}"
+    if job is not None:
+        found = [s for s in specs if s.id == job]
+        if not found:
+            raise UnknownJob(job, where)
+        return found
+    found = sorted((s for s in specs if tag in s.tags), key=lambda s: s.id)
+    if not found:
+        raise UsageError(f"no job in {where} has the tag {tag!r}")
+    return found
+
+
+def _report(store: "Store", spec: "JobSpec", since: datetime, until: datetime, now: datetime) -> tuple[Any, str]:
+    from chronod.core.report import job_report
+
+    schedule = common.compile_or_fail(spec.schedule, spec.timezone)
+    # Jitter moves a fire time up to tolerance_s after its nominal time; runs are keyed by both.
+    runs = store.runs(spec.id, since=since - timedelta(days=1), until=until, newest_first=False)
+    nodes = [n.name for n in store.nodes()] if spec.run_on.each else []
+    return job_report(spec, schedule, runs, start=since, end=until, now=now, nodes=nodes), schedule.describe()
+
+
+def _print(reports: list[tuple[Any, str]], fmt: str, now: datetime, since: datetime, until: datetime) -> None:
+    from chronod.core.report import to_json, to_markdown
+    from chronoctl.render import escape_control, print_json
+
+    if fmt == "json":
+        print_json({"generated_at": cmd_ops.iso(now), "from": cmd_ops.iso(since), "to": cmd_ops.iso(until),
+                    "jobs": [to_json(r, words) for r, words in reports]})
+        return
+    text = "\n".join(to_markdown(r, words, now) for r, words in reports)
+    typer.echo(escape_control(text), nl=False)

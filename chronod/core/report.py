@@ -1,0 +1,167 @@
+"""The audit report: every expected occurrence of a job in a period, joined with the history.
+
+Pure: the schedule says which occurrences were expected, the runs say what happened, and
+`now` is an argument. Each occurrence appears exactly once; one that has no row at all is
+`missing`, which is the finding an auditor most needs to see. Every occurrence that did
+not succeed gets a category (failure, policy, outage, paused, missing, not finished)
+and the history's sentence explaining it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Iterable
+
+from chronod.core import history
+from chronod.core.model import JobSpec
+
+MISSING = "missing"
+CATEGORY = {
+    "succeeded": "",
+    "failed": "failure", "timed_out": "failure", "lost": "failure",
+    "cancelled": "policy", "skipped_overlap": "policy",
+    "skipped_outage": "outage",
+    "skipped_paused": "paused",
+    MISSING: "missing",
+    "pending": "not finished", "running": "not finished", "retry_wait": "not finished",
+    history.NOT_DUE: "not due",
+}
+
+
+@dataclass(frozen=True)
+class Line:
+    """One expected occurrence and what happened to it."""
+
+    scheduled_at: datetime
+    fire_at: datetime
+    run_id: str
+    node: str | None
+    state: str  # a run state, `missing`, or `not_due`
+    category: str
+    explanation: str
+    attempts: int = 0
+    started_at: datetime | None = None
+    duration_s: float | None = None
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """A job's occurrences in [start, end), their totals, and the manual runs beside them."""
+
+    spec: JobSpec
+    start: datetime
+    end: datetime
+    lines: list[Line]
+    manual: list[Any] = field(default_factory=list)
+
+    @property
+    def totals(self) -> dict[str, int]:
+        """Occurrences per state, in a fixed order, zero counts left out."""
+        counts = Counter(line.state for line in self.lines)
+        order = ["succeeded", "failed", "timed_out", "lost", "cancelled", "skipped_overlap", "skipped_outage",
+                 "skipped_paused", MISSING, "pending", "running", "retry_wait", history.NOT_DUE]
+        return {s: counts[s] for s in order if counts[s]}
+
+    @property
+    def compliance_gaps(self) -> list[str]:
+        """What a job tagged `compliance` lacks (the validator refuses such jobs; shown anyway)."""
+        if "compliance" not in self.spec.tags:
+            return []
+        gaps = []
+        if not self.spec.max_silence_explicit:
+            gaps.append("no explicit max_silence_s")
+        if not self.spec.notify:
+            gaps.append("no notify route")
+        return gaps
+
+
+def job_report(spec: JobSpec, schedule: Any, runs: Iterable[Any], *, start: datetime, end: datetime,
+               now: datetime, nodes: Iterable[str] = ()) -> JobReport:
+    """Every occurrence nominally in [start, end) with its run (or `missing`); `runs` are the
+    job's runs around the period (others are ignored)."""
+    runs = list(runs)
+    by_id = {r.run_id: r for r in runs}
+    eps = timedelta(microseconds=1)
+    nodes = set(nodes) | {n for r in runs if (n := history.node_of_key(r.job_key))}
+    occs = history.occurrences(spec, schedule, start - eps, end - eps, nodes)
+    lines = [_line(o, by_id.get(o.run_id), now, spec) for o in occs]
+    manual = sorted((r for r in runs if r.trigger.startswith("manual") and start <= r.scheduled_at < end),
+                    key=lambda r: r.scheduled_at)
+    return JobReport(spec, start, end, lines, manual)
+
+
+def _line(occ: history.Occurrence, run: Any | None, now: datetime, spec: JobSpec) -> Line:
+    if run is None:
+        if occ.fire_at > now:
+            return Line(occ.scheduled_at, occ.fire_at, occ.run_id, occ.node, history.NOT_DUE, "not due",
+                        f"not due yet: fires at {history.iso(occ.fire_at)}")
+        return Line(occ.scheduled_at, occ.fire_at, occ.run_id, occ.node, MISSING, "missing",
+                    "MISSING: no record at all; it fell due but the history has no row for it (chronod was "
+                    "down and nothing caught it up, or the database was restored from an older copy)")
+    state = run.state
+    if state == "pending" and run.fire_at > now:
+        state = history.NOT_DUE
+    why = "" if state == "succeeded" else history.describe_run(run, now, spec)
+    duration = (run.finished_at - run.started_at).total_seconds() if run.started_at and run.finished_at else None
+    return Line(occ.scheduled_at, occ.fire_at, occ.run_id, occ.node, state, CATEGORY.get(state, state), why,
+                run.attempts, run.started_at, duration, run.exit_code)
+
+
+def to_json(report: JobReport, words: str) -> dict[str, Any]:
+    """The report of one job as JSON (stable keys, ISO-8601 times with offsets)."""
+    s = report.spec
+    return {
+        "job_id": s.id, "owner": s.owner, "schedule": s.schedule, "schedule_words": words, "timezone": s.timezone,
+        "tags": list(s.tags), "max_silence_s": s.max_silence_s,
+        "notify_events": sorted({e for n in s.notify for e in n.on}),
+        "compliance_gaps": report.compliance_gaps,
+        "from": history.iso(report.start), "to": history.iso(report.end),
+        "expected": len(report.lines), "totals": report.totals,
+        "occurrences": [{
+            "scheduled_at": history.iso(line.scheduled_at), "fire_at": history.iso(line.fire_at),
+            "run_id": line.run_id, "node": line.node, "state": line.state, "category": line.category,
+            "attempts": line.attempts, "started_at": history.iso(line.started_at),
+            "duration_s": round(line.duration_s, 3) if line.duration_s is not None else None,
+            "exit_code": line.exit_code, "explanation": line.explanation,
+        } for line in report.lines],
+        "manual_runs": [{"run_id": r.run_id, "scheduled_at": history.iso(r.scheduled_at), "state": r.state,
+                         "trigger": r.trigger} for r in report.manual],
+    }
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(report: JobReport, words: str, generated_at: datetime) -> str:
+    """The report of one job as Markdown: a header, the totals, then every occurrence."""
+    d = to_json(report, words)
+    out = [f"# Audit report: {_cell(d['job_id'])}", "", "| | |", "|---|---|",
+           f"| Job | `{_cell(d['job_id'])}` |", f"| Owner | {_cell(d['owner'])} |",
+           f"| Schedule | `{_cell(d['schedule'])}`: {_cell(words)} (zone {_cell(d['timezone'])}) |",
+           f"| Period | {d['from']} to {d['to']} (end excluded) |",
+           f"| Generated at | {history.iso(generated_at)} |",
+           f"| Expected occurrences | {d['expected']} |",
+           f"| Tags | {_cell(', '.join(d['tags']) or '-')} |",
+           f"| Dead man's switch | {_cell(d['max_silence_s'])} s |",
+           f"| Notified on | {_cell(', '.join(d['notify_events']) or 'nothing')} |"]
+    if d["compliance_gaps"]:
+        out.append(f"| Compliance gaps | {_cell('; '.join(d['compliance_gaps']))} |")
+    out += ["", "## Totals", "", "| state | occurrences |", "|---|---:|"]
+    out += [f"| {state} | {n} |" for state, n in d["totals"].items()]
+    out += [f"| **total** | **{d['expected']}** |", "", "## Occurrences", "",
+            "| # | scheduled at | state | run id | attempts | started at | duration (s) | exit | explanation |",
+            "|---:|---|---|---|---:|---|---:|---:|---|"]
+    for i, o in enumerate(d["occurrences"], 1):
+        out.append(f"| {i} | {o['scheduled_at']} | {o['state']} | `{o['run_id']}` | {o['attempts']} | "
+                   f"{_cell(o['started_at'] or '-')} | {_cell(o['duration_s'] if o['duration_s'] is not None else '-')} | "
+                   f"{_cell(o['exit_code'] if o['exit_code'] is not None else '-')} | {_cell(o['explanation'])} |")
+    if d["manual_runs"]:
+        out += ["", "## Manual runs in the period (beside the schedule)", "", "| scheduled at | state | run id |",
+                "|---|---|---|"]
+        out += [f"| {m['scheduled_at']} | {m['state']} | `{m['run_id']}` |" for m in d["manual_runs"]]
+    return "\n".join(out) + "\n"
