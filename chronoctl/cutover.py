@@ -278,7 +278,7 @@ class Switch:
             "switched_at": iso(self.switched_at), "done_at": iso(self.done_at),
             "second_of_minute": round((self.switched_at - self.minute).total_seconds(), 3) if self.switched_at else None,
             "confirm_s": round((self.confirmed_at - self.started_at).total_seconds(), 3) if self.confirmed_at else None,
-            "cron_last_minute": iso(self.minute), "chrono_first": {k: iso(v) for k, v in sorted(self.firsts.items())},
+            "chrono_first": {k: iso(v) for k, v in sorted(self.firsts.items())},
         }
 
 
