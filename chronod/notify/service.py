@@ -120,7 +120,8 @@ class NotifyService:
             if st != states[job_id]:
                 new_states[job_id] = st
         if self._reconcile_due(now):
-            more, changed_states = self._reconcile(specs, {**states, **new_states}, now)
+            registered = {r.job_id: r.updated_at for r in rows if r.updated_at}
+            more, changed_states = self._reconcile(specs, {**states, **new_states}, now, registered)
             notices += more
             new_states.update(changed_states)
         self._record(notices, specs, runs_by_id, now)
@@ -149,12 +150,13 @@ class NotifyService:
         self._next_reconcile = now + timedelta(seconds=self.reconcile_every_s)
         return True
 
-    def _reconcile(self, specs: dict[str, Any], states: dict[str, core.NotifyState], now: datetime
-                   ) -> tuple[list[core.Notice], dict[str, core.NotifyState]]:
+    def _reconcile(self, specs: dict[str, Any], states: dict[str, core.NotifyState], now: datetime,
+                   registered: dict[str, datetime]) -> tuple[list[core.Notice], dict[str, core.NotifyState]]:
         """The schedule against the table: jobs without a next occurrence, and occurrences
         that fell due and that nothing claimed."""
         waiting = {key.split("@", 1)[0] for key in self.outbox.waiting_keys()}
         latest = self.outbox.latest_runs()
+        first = self.outbox.first_seen()
         since = now - timedelta(seconds=UNCLAIMED_LOOKBACK_S)
         marks = self.store.run_marks(since=since, until=now + timedelta(seconds=1))
         pending = self.store.runs(since=since, until=now, states=["pending"])
@@ -169,13 +171,16 @@ class NotifyService:
                 schedule = compile_schedule(spec.schedule, spec.timezone)
             except Exception:
                 continue
-            if job_id not in latest:
-                continue  # never materialized yet: the daemon has not picked it up
-            more, st = core.no_next(spec, schedule, job_id in waiting, latest[job_id][0], states[job_id], now)
+            young = registered.get(job_id) and now - registered[job_id] < timedelta(seconds=core.RECONCILE_GRACE_S)
+            if job_id not in latest and young:
+                continue  # just registered: the daemon has not materialized it yet
+            more, st = core.no_next(spec, schedule, job_id in waiting, (latest.get(job_id) or (None,))[0],
+                                    states[job_id], now)
             out += more
             if st != states[job_id]:
                 changed[job_id] = st
-            start = max(since, states[job_id].basis or since)
+            # Occurrences before the job's first row were never expected of this database.
+            start = max(since, first[job_id] - timedelta(microseconds=1)) if job_id in first else since
             job_marks = [m for m in marks if m.job_id == job_id]
             out += core.unclaimed(spec, schedule, [r for r in pending if r.job_id == job_id], since=start,
                                   now=now, nodes=nodes, marks=job_marks)

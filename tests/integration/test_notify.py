@@ -220,3 +220,124 @@ def test_a_notice_claimed_by_a_killed_daemon_is_sent_after_the_restart(env, hook
         d.stop()
         live.shutdown()
         live.server_close()
+
+
+# --- the notifier's reconciler and the outbox, in process, on a real database ------------------
+
+
+def _service(store, node, sent):
+    from chronod.core.clock import Clock
+    from chronod.notify.service import NotifyService
+
+    return NotifyService(store, Clock(), lambda *a, **k: None, node, send=lambda route, body: sent.append(body))
+
+
+def _spec_store(store_url, tmp_path, yaml_text):
+    from chronod.specfile import load_registry
+    from chronod.store.api import open_store
+
+    reg = tmp_path / "reg"
+    reg.mkdir(exist_ok=True)
+    write_jobs(reg / "a.yaml", yaml_text)
+    store = open_store(store_url)
+    store.sync_jobs("n1", load_registry([reg], now=datetime.now(timezone.utc), secure=False).jobs.values())
+    return store
+
+
+def _rows(store, job_id):
+    from chronod.store.outbox import Outbox
+
+    return Outbox(store).notices(job_id)
+
+
+def test_two_nodes_deciding_the_same_history_record_and_send_each_notice_once(store_url, tmp_path):
+    from chronod.core.identity import run_id
+    from chronod.store.api import Run
+
+    store = _spec_store(store_url, tmp_path, jobs_file(job("flaky", "exit 1", "http://127.0.0.1:9/",
+                                                           on=("failed",), max_silence_s=3600)))
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    at = now - timedelta(seconds=30)
+    store.insert_runs([Run(run_id=run_id("flaky", at - timedelta(seconds=i)), job_id="flaky", job_key="flaky",
+                           scheduled_at=at - timedelta(seconds=i), fire_at=at - timedelta(seconds=i), state="failed",
+                           attempts=1, exit_code=1, finished_at=at - timedelta(seconds=i) + timedelta(milliseconds=300))
+                       for i in range(5)])
+    sent_a, sent_b = [], []
+    a, b = _service(store, "a", sent_a), _service(store, "b", sent_b)
+    try:
+        for _ in range(3):
+            a.step(now)
+            b.step(now)
+        wait_until(lambda: all(r.sent_at for r in _rows(store, "flaky")), what="delivery")
+        assert [r.event for r in _rows(store, "flaky")] == ["failed"]
+        assert len(sent_a) + len(sent_b) == 1
+    finally:
+        a.stop()
+        b.stop()
+        store.close()
+
+
+def test_a_deleted_next_occurrence_is_noticed_and_chronod_repairs_it(env, hook, tmp_path):
+    from chronod.store.api import open_store
+
+    write_jobs(env["reg"] / "a.yaml", jobs_file(job("hourly", "true", hook.url, on=("silence",),
+                                                    max_silence_s=7200).replace('"@every 1s"', '"@every 1h"')))
+    d = chronod(env).start()
+    d.stop()
+    store = open_store(env["db"])
+    try:
+        pending = [r for r in store.pending() if r.job_id == "hourly"]
+        assert len(pending) == 1
+        from chronod.core.identity import run_id
+        from chronod.store.api import Run
+
+        before = pending[0].scheduled_at - timedelta(hours=1)
+        store.insert_runs([Run(run_id=run_id("hourly", before), job_id="hourly", job_key="hourly", scheduled_at=before,
+                               fire_at=before, state="succeeded", attempts=1, finished_at=before + timedelta(seconds=1))])
+        assert store.delete_run(pending[0].run_id)
+        sent = []
+        svc = _service(store, "checker", sent)
+        try:
+            svc.step(datetime.now(timezone.utc))
+            rows = _rows(store, "hourly")
+            assert [(r.event, r.state) for r in rows] == [("silence", "no_next_occurrence")]
+            wait_until(lambda: sent, what="the no-next notice")
+            svc._next_reconcile = None
+            svc.step(datetime.now(timezone.utc))
+            assert len(_rows(store, "hourly")) == 1  # once per break, not once per check
+        finally:
+            svc.stop()
+        d = chronod(env).start()  # chronod's reconciler runs at start (and every 300 s)
+        d.stop()
+        assert [r.run_id for r in store.pending() if r.job_id == "hourly"] == [pending[0].run_id]
+    finally:
+        store.close()
+
+
+def test_an_occurrence_left_pending_past_its_grace_is_reported_unclaimed(store_url, tmp_path):
+    from chronod.core.identity import run_id
+    from chronod.store.api import Run
+
+    store = _spec_store(store_url, tmp_path, jobs_file(job("stuck", "true", "http://127.0.0.1:9/", on=("silence",),
+                                                           max_silence_s=7200)))
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    late = now - timedelta(seconds=90)
+    store.insert_runs([
+        Run(run_id=run_id("stuck", late - timedelta(seconds=1)), job_id="stuck", job_key="stuck",
+            scheduled_at=late - timedelta(seconds=1), fire_at=late - timedelta(seconds=1), state="succeeded",
+            attempts=1, finished_at=late),
+        Run(run_id=run_id("stuck", late), job_id="stuck", job_key="stuck", scheduled_at=late, fire_at=late,
+            state="pending"),
+    ])
+    sent = []
+    svc = _service(store, "n1", sent)
+    try:
+        svc.step(now)
+        unclaimed = [r for r in _rows(store, "stuck") if r.state == "unclaimed"]
+        # every second after `late` has no row either: all of them are unclaimed, each once
+        assert run_id("stuck", late) in {r.run_id for r in unclaimed}
+        assert len({r.dedupe_key for r in unclaimed}) == len(unclaimed)
+        assert all((now - timedelta(seconds=60)) >= datetime.fromisoformat(r.payload["at"]) for r in unclaimed)
+    finally:
+        svc.stop()
+        store.close()
