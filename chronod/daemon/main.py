@@ -55,14 +55,19 @@ def main(argv: list[str] | None = None) -> int:
     from chronod.daemon.sysd import Notifier
     from chronod.runner.runner import Runner
     from chronod.specfile import load_registry
-    from chronod.store.api import NodeConflict, StoreError, open_store
+    from chronod.store.api import NodeConflict, SchemaTooNew, SchemaTooOld, StoreError, open_store
 
     log = Log(timestamps="JOURNAL_STREAM" not in os.environ)
     clock = Clock()
     secure = os.geteuid() == 0 and not args.insecure_registry
     try:
         store = open_store(db)
-        store.upgrade()
+        try:
+            store.check_schema()
+        except SchemaTooOld:
+            store.upgrade()  # under a lock: several nodes may start at once
+    except SchemaTooNew as e:
+        return fail(str(e), EXIT_CONFIG)
     except StoreError as e:
         return fail(str(e), EXIT_UNAVAILABLE)
     state_dir = args.state_dir or paths.default_state_dir(db)

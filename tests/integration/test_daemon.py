@@ -276,3 +276,17 @@ def test_the_shipped_unit_file_passes_systemd_analyze_verify(tmp_path):
     # the man pages are not installed in a test environment; everything else must be clean
     problems = [l for l in res.stderr.splitlines() if "chronod.service" in l and "Command 'man " not in l]
     assert not problems, res.stderr
+
+
+def test_chronod_refuses_a_database_newer_than_it_knows_and_names_the_fix(env):
+    import sqlite3
+
+    write_jobs(env["reg"] / "a.yaml", jobs_file(job("x", "@every 1h", "true")))
+    daemon(env).start().stop()
+    with sqlite3.connect(env["db"]) as c:
+        c.execute("UPDATE alembic_version SET version_num = 'ffff_from_the_future'")
+    d = daemon(env).start(wait_ready=False)
+    rc = d.proc.wait(30)
+    assert rc == 78
+    assert "newer than this chrono" in d.log_since_start() and "upgrade chrono" in d.log_since_start()
+    assert "Traceback" not in d.log_since_start()
