@@ -1,7 +1,13 @@
 """The daemon loop: keep every carried job's next occurrence stored, start what falls due,
 record how each run ends. Decisions come from chronod.core.policy; time only from the
 injected clock; the loop sleeps until the next fire (or a signal, a child's exit, a
-registry change) and never polls.
+registry change, a heartbeat) and never polls.
+
+On PostgreSQL the node is one of a fleet (docs/fleet.md): it renews its lease every
+ttl/3, takes over the running runs of nodes whose lease expired, stops launching and
+terminates what it no longer owns when it finds its own lease gone, runs only the
+fleet's version of a job the registries disagree about, and outlives database outages
+(`each` jobs keep running and spool their records; `any` jobs wait for catch-up).
 """
 
 from __future__ import annotations
@@ -15,16 +21,22 @@ import signal
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any, Callable
 
 from chronod.core import identity, policy
 from chronod.core.clock import Clock
 from chronod.core.model import JobSpec
 from chronod.core.schedule import Schedule, compile_schedule
-from chronod.store.api import Run, Store
+from chronod.fleet import placement
+from chronod.fleet.spool import Spool
+from chronod.store.api import Run, Store, StoreError
 
 SQLITE_LEASE_TTL_S = 600.0
 RECONCILE_EVERY_S = 300.0
+VERSION_CHECK_EVERY_S = 10.0
+OUTAGE_BACKOFF_S = (0.5, 30.0)  # first retry, longest wait between retries
+GROUP_FULL_RETRY_S = 1.0
 
 
 @dataclass
@@ -44,6 +56,8 @@ class Active:
     run: Run
     handle: Any
     job: Job
+    disowned: bool = False  # another node took the run over; the process is being terminated
+    offline: bool = False  # started while the database was unreachable; spooled
 
 
 @dataclass
@@ -90,16 +104,32 @@ class Daemon:
         self.stopping = False
         self.next_reconcile = 0.0
         self.next_watchdog = 0.0
+        self.fleet = store.dialect == "postgresql"
+        # PostgreSQL: a timer wake-up every ttl/3; SQLite: renew when half the lease is used
+        self.heartbeat_s = lease_ttl_s / 3 if self.fleet else lease_ttl_s * 0.5
+        self.next_heartbeat = 0.0  # monotonic
+        self.tokens: set[int] = set()  # every token this process held
+        self.outvoted: dict[str, str] = {}  # job_id -> the fleet's spec hash, when ours lost
+        self.next_version_check = 0.0
+        self.outage: tuple[float, str] | None = None  # (monotonic start, first error)
+        self.retry_at = 0.0
+        self.backoff_s = OUTAGE_BACKOFF_S[0]
+        self.offline_new: dict[str, Run] = {}  # occurrences materialized during an outage
+        self.reload_wanted = False  # a reload or request arrived during an outage
+        self.batch: list[tuple[Job, Run, Run | None]] | None = None  # runs to claim together
+        self.lease_gone = False  # set by the lease thread when a renewal found the lease gone
+        self.lease_thread_stop = __import__("threading").Event()
+        self.spool = Spool(Path(getattr(runner, "state_dir", ".")) / "spool.jsonl")
 
     # ------------------------------------------------------------------ start / stop
     def start(self) -> None:
         """Take the lease, load the registry, adopt orphaned runs, materialize, report READY."""
-        self.token = self.store.acquire_node(
-            self.node, pid=os.getpid(), hostname=os.uname().nodename, boot_id=self.boot_id, ttl_s=self.lease_ttl_s)
-        self.lease_deadline = self.clock.monotonic() + self.lease_ttl_s * 0.9
-        self.metrics.lease_token.set(self.token)
+        self.acquire()
         self.log("node.acquired", node=self.node, token=self.token)
+        if self.fleet:
+            self.start_lease_thread()
         self.reload(initial=True)
+        self.replay_spool()
         self.adopt()
         self.reconcile()
         self.reboot_jobs()
@@ -108,15 +138,28 @@ class Daemon:
                  running=len(self.active))
 
     def run_forever(self) -> None:
-        """The loop: wait, then handle whatever woke us, until SIGTERM."""
+        """The loop: wait, then handle whatever woke us, until SIGTERM. A database error
+        never ends it: the node goes offline and retries (see `offline_tick`)."""
         while not self.stopping:
-            self.tick(self.waker.wait(self.next_wake(), [a.handle for a in self.active.values()]))
+            woke = self.waker.wait(self.next_wake(), [a.handle for a in self.active.values()])
+            try:
+                if self.outage is None:
+                    self.tick(woke)
+                else:
+                    self.offline_tick(woke)
+            except StoreError as e:
+                self.went_offline(e)
         self.shutdown()
 
     def shutdown(self) -> None:
         """Stop launching; leave running jobs to finish under their supervisors."""
         self.notifier.stopping()
-        self.store.release_node(self.node, self.token)
+        self.lease_thread_stop.set()
+        try:
+            self.store.release_node(self.node, self.token)
+        except StoreError as e:
+            self.log("node.release_failed", "warning", node=self.node, message=str(e),
+                     note="the lease expires by itself")
         self.log("daemon.stopped", running_left=len(self.active),
                  note="running jobs continue; the next chronod adopts them")
 
@@ -144,7 +187,11 @@ class Daemon:
             candidates.append(self.heap[0][0])
         now = self.clock.now()
         mono = self.clock.monotonic()
-        for deadline in (self.lease_deadline - self.lease_ttl_s * 0.4, self.next_reconcile, self.next_watchdog):
+        if self.outage is None:
+            deadlines = (self.next_heartbeat, self.next_reconcile, self.next_watchdog)
+        else:
+            deadlines = (self.retry_at, self.next_watchdog)
+        for deadline in deadlines:
             if deadline > 0:
                 candidates.append(now + timedelta(seconds=max(deadline - mono, 0)))
         return min(candidates) if candidates else None
@@ -164,19 +211,132 @@ class Daemon:
 
     _stale_seen = 0
 
-    def keep_lease(self) -> None:
-        """Renew the lease when half of it is used; a lost lease means re-acquire."""
+    def acquire(self) -> None:
+        """A new lease under a new fencing token."""
         mono = self.clock.monotonic()
-        if mono < self.lease_deadline - self.lease_ttl_s * 0.4:
-            return
-        if self.store.renew_lease(self.node, self.token, self.lease_ttl_s):
-            self.lease_deadline = mono + self.lease_ttl_s * 0.9
-            return
-        self.log("node.lease_lost", "warning", node=self.node, token=self.token)
         self.token = self.store.acquire_node(
             self.node, pid=os.getpid(), hostname=os.uname().nodename, boot_id=self.boot_id, ttl_s=self.lease_ttl_s)
-        self.lease_deadline = self.clock.monotonic() + self.lease_ttl_s * 0.9
+        self.tokens.add(self.token)
+        self.lease_deadline = mono + self.lease_ttl_s * 0.9
+        self.next_heartbeat = mono + self.heartbeat_s
         self.metrics.lease_token.set(self.token)
+
+    def start_lease_thread(self) -> None:
+        """Fleet: renew the lease from a thread too, so that a loop busy starting hundreds
+        of runs does not lose it (a false failover); a paused process still loses it."""
+        import threading
+
+        threading.Thread(target=self.lease_thread, name="chrono-lease", daemon=True).start()
+
+    def lease_thread(self) -> None:
+        while not self.lease_thread_stop.wait(self.heartbeat_s):
+            token, mono = self.token, self.clock.monotonic()
+            try:
+                ok = self.store.renew_lease(self.node, token, self.lease_ttl_s)
+            except StoreError:
+                continue  # the loop sees the outage through its own calls
+            if token != self.token:
+                continue  # the loop rejoined meanwhile
+            if ok:
+                self.lease_deadline = max(self.lease_deadline, mono + self.lease_ttl_s * 0.9)
+            else:
+                self.lease_gone = True
+
+    def keep_lease(self) -> None:
+        """Heartbeat when it is due (every ttl/3 in a fleet)."""
+        if self.clock.monotonic() >= self.next_heartbeat:
+            self.heartbeat()
+
+    def heartbeat(self) -> None:
+        """Renew the lease (database time); a lost lease means rejoin. In a fleet, also take
+        over the runs of expired nodes and check which version of each job the fleet runs."""
+        mono = self.clock.monotonic()
+        self.next_heartbeat = mono + self.heartbeat_s
+        if self.lease_gone:
+            self.lease_lost()
+        elif self.store.renew_lease(self.node, self.token, self.lease_ttl_s):
+            self.lease_deadline = mono + self.lease_ttl_s * 0.9
+        else:
+            self.lease_lost()
+        if self.fleet:
+            self.take_over()
+            if mono >= self.next_version_check:
+                self.check_versions()
+
+    def lease_lost(self) -> None:
+        """Our lease lapsed (a pause, a stall, an outage): rejoin with a new token, keep the
+        runs nobody took over, terminate the ones another node now owns."""
+        old = self.token
+        self.lease_gone = False
+        self.acquire()
+        self.log("node.lease_lost", "warning", node=self.node, token=old, new_token=self.token)
+        for rid, a in list(self.active.items()):
+            if a.disowned or a.offline:
+                continue  # offline runs are not stored yet: the spool replay claims them
+            if self.store.adopt(rid, a.run.attempts, node=self.node, token=self.token):
+                a.run.token = self.token
+                continue
+            a.disowned = True
+            self.runner.cancel(a.handle)
+            self.log("run.disowned", "warning", job=a.job.spec.id, run=rid, attempt=a.run.attempts,
+                     why="taken over by another node while this node's lease had lapsed; terminating it here")
+
+    def take_over(self) -> None:
+        """Runs held by nodes whose lease expired: a new attempt here for idempotent/keyed
+        jobs this node carries, `lost` for unsafe ones. Each reclaim is fenced, so one node
+        wins it. `each` runs belong to their host and wait for it to come back."""
+        for dead in self.store.expired_nodes():
+            if dead.name == self.node:
+                continue
+            for run in self.store.running(dead.name):
+                if run.job_key == run.job_id:
+                    self.take_over_run(dead.name, run)
+            self.take_over_retries(dead.name)
+
+    def take_over_run(self, dead: str, run: Run) -> None:
+        job = self.jobs.get(run.job_id) or self.job_from_store(run.job_id)
+        if job is None:
+            return
+        why = f"node {dead} stopped renewing its lease while this ran (attempt {run.attempts})"
+        if policy.on_unknown_outcome(job.spec) == "lost":
+            if self.store.reclaim(run.run_id, run.attempts, node=self.node, token=self.token, state="lost",
+                                  error=why + "; an unsafe job is never run twice: outcome unknown"):
+                self.metrics.runs.labels("lost").inc()
+                self.metrics.takeovers.labels("lost").inc()
+                self.log("run.lost", "error", job=run.job_id, run=run.run_id, dead_node=dead, why=why,
+                         notice="owner must check whether it ran")
+            return
+        if run.job_id not in self.jobs:
+            return  # a node that carries the job takes it over
+        now = self.clock.now()
+        if self.store.reclaim(run.run_id, run.attempts, node=self.node, token=self.token, state="retry_wait",
+                              error=why + "; re-dispatched", next_attempt_at=now):
+            run.state, run.next_attempt_at = "retry_wait", now
+            self.track(run)
+            self.metrics.takeovers.labels("redispatched").inc()
+            self.log("run.taken_over", "warning", job=run.job_id, run=run.run_id, dead_node=dead,
+                     attempt=run.attempts + 1)
+
+    def take_over_retries(self, dead: str) -> None:
+        """Retries the dead node was waiting to start: nobody else tracks them."""
+        from chronod.fleet.claims import waiting_retries
+
+        for run in waiting_retries(self.store, dead):
+            if run.job_id in self.jobs and run.run_id not in self.pending:
+                self.track(run)
+
+    def check_versions(self) -> None:
+        """Which version of each disagreeing job the fleet runs (chronod.fleet.placement)."""
+        self.next_version_check = self.clock.monotonic() + VERSION_CHECK_EVERY_S
+        local = {j.spec.id: j.spec.spec_hash() for j in self.jobs.values() if not j.spec.run_on.each}
+        lost = placement.outvoted(local, self.store.nodes(), self.clock.now())
+        for job_id, best in lost.items():
+            if self.outvoted.get(job_id) != best:
+                self.log("job.version_outvoted", "warning", job=job_id, local_hash=local[job_id], fleet_hash=best,
+                         note="this node's definition differs from the fleet's; it leaves this job to the others")
+        for job_id in self.outvoted.keys() - lost.keys():
+            self.log("job.version_agreed", job=job_id)
+        self.outvoted = lost
 
     def lease_ok(self) -> bool:
         """Launch only while the local monotonic deadline says the lease must still hold."""
@@ -217,6 +377,7 @@ class Daemon:
         self.store.set_registry_errors(self.node, errors)
         self.metrics.registry_errors.set(len({e["file"] for e in errors}))
         self.apply_specs(specs)
+        self.next_version_check = 0.0
         self.store.set_node_info(self.node, self.token, {
             "registry_loaded_at": self.clock.now().isoformat(),
             "jobs": len(self.jobs),
@@ -307,7 +468,18 @@ class Daemon:
 
     # ------------------------------------------------------------------ due work
     def run_due(self) -> None:
-        """Pop everything due, decide per job with the catch-up policy, then act."""
+        """Pop everything due, decide per job with the catch-up policy, then act. In a
+        fleet the runs to start are claimed together at the end (one transaction)."""
+        if self.fleet:
+            self.batch = []
+        try:
+            self.run_due_now()
+            if self.batch:
+                self.flush_batch()
+        finally:
+            self.batch = None
+
+    def run_due_now(self) -> None:
         now = self.clock.now()
         by_job: dict[str, list[Run]] = {}
         while self.heap and self.heap[0][0] <= now:
@@ -349,7 +521,10 @@ class Daemon:
             r.state, r.error = "skipped_outage", reason
             skips.append(r)
         stored_ids = {r.run_id for r in stored}
-        self.store.insert_runs(to_store)  # later occurrences: skipped ones in their terminal state
+        if extra or len(decision.run) != 1:
+            # later occurrences (skipped ones in their terminal state); a single run to
+            # start stores `nxt` in the transaction that claims or settles it
+            self.store.insert_runs(to_store)
         for r in skips:
             if r.run_id in stored_ids:
                 self.store.settle(r.run_id, "skipped_outage", error=r.error, next_run=nxt,
@@ -392,7 +567,7 @@ class Daemon:
         if spec.id in self.paused and run.trigger == "schedule":
             self.settle(run, "skipped_paused", f"job paused: {self.paused[spec.id] or 'no reason given'}", next_run)
             return
-        running = [a for a in self.active.values() if a.job.spec.id == spec.id]
+        running = [a for a in self.active.values() if a.job.spec.id == spec.id and not a.disowned]
         forced = run.trigger == "manual-force"
         action = "start" if forced or run.state == "retry_wait" else policy.overlap_action(spec, len(running))
         if action == "skip":
@@ -404,6 +579,8 @@ class Daemon:
                 self.log("run.replacing", job=spec.id, run=a.run.run_id, by=run.run_id)
                 self.runner.cancel(a.handle)
         if not self.resource_free(spec):
+            if next_run is not None:
+                self.store.insert_runs([next_run])  # the chain must not wait for the queue
             self.queued.setdefault(spec.id, deque()).append(run)
             return
         self.launch(job, run, next_run)
@@ -428,7 +605,7 @@ class Daemon:
         if not spec.resource:
             return True
         limit = self.resource_limit(spec)
-        used = sum(1 for a in self.active.values() if a.job.spec.resource == spec.resource)
+        used = sum(1 for a in self.active.values() if a.job.spec.resource == spec.resource and not a.disowned)
         return used < limit
 
     def resource_limit(self, spec: JobSpec) -> int:
@@ -444,15 +621,37 @@ class Daemon:
     def launch(self, job: Job, run: Run, next_run: Run | None) -> None:
         """Claim the run in the store (with the next occurrence), then start its process."""
         if not self.lease_ok():
-            self.keep_lease()
+            self.heartbeat()
             if not self.lease_ok():
                 self.log("launch.refused", "warning", job=job.spec.id, run=run.run_id, why="lease may have lapsed")
+                if next_run is not None:
+                    self.store.insert_runs([next_run])
                 self.track(run)
                 return
-        claimed = self.store.dispatch(run.run_id, self.node, self.token, next_run)
-        if claimed is None:
-            self.log("dispatch.lost_race", "warning", job=job.spec.id, run=run.run_id)
+        if job.spec.id in self.outvoted and not job.spec.run_on.each:
+            if next_run is not None:
+                self.store.insert_runs([next_run])
+            return  # the nodes with the fleet's version of this job dispatch it
+        if self.batch is not None and not job.spec.resource:
+            self.batch.append((job, run, next_run))
             return
+        claimed = self.claim(job, run, next_run)
+        if claimed is not None:
+            self.start_process(job, claimed)
+
+    def flush_batch(self) -> None:
+        """Claim every run collected in this wake-up in one transaction, then start them."""
+        from chronod.fleet.claims import claim_many
+
+        batch, self.batch = self.batch or [], None
+        if not batch:
+            return
+        jobs = {run.run_id: job for job, run, _ in batch}
+        for claimed in claim_many(self.store, [(run.run_id, nxt) for _, run, nxt in batch], self.node, self.token):
+            self.start_process(jobs[claimed.run_id], claimed)
+
+    def start_process(self, job: Job, claimed: Run) -> None:
+        """Start the process of a claimed attempt and watch it."""
         from chronod.runner.api import LaunchRequest
 
         env = {
@@ -475,6 +674,27 @@ class Daemon:
         self.log("run.started", job=job.spec.id, run=claimed.run_id, attempt=claimed.attempts,
                  supervisor=handle.supervisor_pid, lag_ms=round(lag * 1000, 1))
 
+    def claim(self, job: Job, run: Run, next_run: Run | None) -> Run | None:
+        """Dispatch in the store; in a fleet, a `resource` limit holds across every node."""
+        spec = job.spec
+        if self.fleet and spec.resource:
+            from chronod.fleet.claims import dispatch_in_group
+
+            claimed, full = dispatch_in_group(self.store, run.run_id, self.node, self.token, next_run,
+                                              resource=spec.resource, limit=self.resource_limit(spec))
+            if full:
+                run.fire_at = max(run.fire_at, self.clock.now())
+                self.pending[run.run_id] = run
+                self.seq += 1
+                heapq.heappush(self.heap, (self.clock.now() + timedelta(seconds=GROUP_FULL_RETRY_S),
+                                           self.seq, run.run_id))
+                return None
+            return claimed
+        claimed = self.store.dispatch(run.run_id, self.node, self.token, next_run)
+        if claimed is None and not self.fleet:
+            self.log("dispatch.lost_race", "warning", job=spec.id, run=run.run_id)
+        return claimed
+
     # ------------------------------------------------------------------ endings
     def child_exited(self, handle: Any) -> None:
         """A supervisor ended: record the outcome, maybe retry, then let queued runs go."""
@@ -483,7 +703,10 @@ class Daemon:
         if active is None or outcome is None:
             return
         del self.active[active.run.run_id]
-        self.record_outcome(active.job, active.run, outcome)
+        if self.outage is not None:
+            self.spool_outcome(active, outcome)
+        else:
+            self.record_outcome(active.job, active.run, outcome)
         self.runner.discard(active.run.run_id, active.run.attempts)
         self.drain_queue(active.job.spec.id)
         if active.job.spec.resource:
@@ -534,10 +757,15 @@ class Daemon:
         """Runs left `running` by a previous chronod: adopt live supervisors, record the
         results of those that ended meanwhile, and settle the truly unknown."""
         for run in self.store.running(self.node if self.store.dialect != "sqlite" else None):
+            if run.run_id in self.active:
+                continue
             job = self.jobs.get(run.job_id) or self.job_from_store(run.job_id)
             if job is None:
                 continue
             found = self.runner.adopt(run.run_id, run.attempts)
+            if found is None and run.token in self.tokens:
+                self.never_started(job, run)
+                continue
             if found is None:
                 self.unknown_outcome(job, run)
                 continue
@@ -583,6 +811,160 @@ class Daemon:
             run.state, run.next_attempt_at = "retry_wait", now
             self.track(run)
             self.log("run.redispatch", "warning", job=job.spec.id, run=run.run_id, why=why)
+
+    def never_started(self, job: Job, run: Run) -> None:
+        """A claim this very process made whose launch never happened (the database failed
+        between the claim's commit and its answer): no process ever ran, so a new attempt
+        is safe for every class, unsafe included."""
+        why = "claimed, but the database connection failed before the job was started; started again"
+        if run.token != self.token and not self.store.adopt(run.run_id, run.attempts, node=self.node,
+                                                             token=self.token):
+            return
+        now = self.clock.now()
+        if self.store.schedule_retry(run.run_id, run.attempts, now, exit_code=None, signal=None, error=why,
+                                     token=self.token):
+            run.state, run.next_attempt_at = "retry_wait", now
+            if job.spec.id in self.jobs:
+                self.track(run)
+            self.log("run.redispatch", "warning", job=job.spec.id, run=run.run_id, why=why)
+
+    # ------------------------------------------------------------------ database outages
+    def went_offline(self, e: StoreError) -> None:
+        """The database failed: log once per outage, then retry with backoff."""
+        mono = self.clock.monotonic()
+        if self.outage is None:
+            self.outage = (mono, str(e))
+            self.backoff_s = OUTAGE_BACKOFF_S[0]
+            self.metrics.store_up.set(0)
+            self.log("store.unreachable", "error", message=str(e),
+                     note="each jobs keep running and are spooled; any jobs wait and catch up")
+        else:
+            self.backoff_s = min(self.backoff_s * 2, OUTAGE_BACKOFF_S[1])
+        self.retry_at = mono + self.backoff_s * self.rng.uniform(0.8, 1.2)
+
+    def offline_tick(self, woke: Wakeups) -> None:
+        """One wake-up without the database: record endings in the spool, start due `each`
+        runs, hold `any` runs back, and try to reconnect when the backoff says so."""
+        if woke.stop:
+            self.stopping = True
+            return
+        for handle in woke.children:
+            self.child_exited(handle)
+        self.reload_wanted |= woke.reload or woke.requests
+        if self.notifier.watchdog_interval_s and self.clock.monotonic() >= self.next_watchdog:
+            self.notifier.watchdog()  # the process is healthy; the database is not
+            self.next_watchdog = self.clock.monotonic() + self.notifier.watchdog_interval_s
+        if self.clock.monotonic() >= self.retry_at:
+            self.reconnect()
+            if self.outage is None:
+                return
+        self.run_due_offline()
+
+    def reconnect(self) -> None:
+        """The database answers again: rejoin (renew or a new token), replay the spool,
+        re-read what is stored (the runs held back fall due and go through catch-up)."""
+        started, first = self.outage
+        self.heartbeat()
+        if self.offline_new:
+            self.store.insert_runs([r for r in self.offline_new.values() if r.state == "pending"])
+        self.replay_spool()
+        self.adopt()
+        if self.reload_wanted:
+            self.reload()
+            self.take_requests()
+        self.load_pending()
+        self.reconcile()
+        self.offline_new = {}
+        self.reload_wanted = False
+        self.outage = None
+        self.metrics.store_up.set(1)
+        self.log("store.reachable", outage_s=round(self.clock.monotonic() - started, 1), first_error=first)
+
+    def run_due_offline(self) -> None:
+        now = self.clock.now()
+        held = []
+        while self.heap and self.heap[0][0] <= now:
+            entry = heapq.heappop(self.heap)
+            run = self.pending.get(entry[2])
+            job = self.jobs.get(run.job_id) if run is not None else None
+            if job is None:
+                continue
+            if not job.spec.run_on.each:
+                held.append(entry)  # a late fire beats a double fire: wait for the database
+                continue
+            self.pending.pop(run.run_id, None)
+            self.launch_offline(job, run, now)
+        # held `any` runs come back from the database at reconnect; keep them out of the heap
+        # meanwhile so that the loop sleeps until the next `each` fire or retry
+        for _, _, rid in held:
+            self.pending.pop(rid, None)
+
+    def launch_offline(self, job: Job, run: Run, now: datetime) -> None:
+        """Start an `each` run with no database: the spool is its record until replay."""
+        from chronod.runner.api import LaunchRequest
+
+        nxt = self.next_run(job, now)
+        if nxt is not None:
+            self.offline_new[nxt.run_id] = nxt
+            self.track(nxt)
+        spec = job.spec
+        if any(a.job.spec.id == spec.id for a in self.active.values()) and spec.overlap == "forbid":
+            self.spool.append("skip", run=run.__dict__, state="skipped_overlap",
+                              error="previous run still running; overlap: forbid (database unreachable)")
+            return
+        run.attempts += 1
+        run.state, run.node, run.started_at = "running", self.node, now
+        env = {"CHRONO_JOB_ID": spec.id, "CHRONO_RUN_ID": run.run_id,
+               "CHRONO_SCHEDULED_AT": identity.utc_stamp(run.scheduled_at),
+               "CHRONO_FIRE_AT": identity.utc_stamp(run.fire_at), "CHRONO_ATTEMPT": str(run.attempts),
+               "CHRONO_OWNER": spec.owner, "CHRONO_NODE": self.node}
+        self.spool.append("start", run=run.__dict__)
+        handle = self.runner.launch(LaunchRequest(run.run_id, run.attempts, spec, env))
+        self.active[run.run_id] = Active(run, handle, job, offline=True)
+        self.log("run.started", job=spec.id, run=run.run_id, attempt=run.attempts, offline=True,
+                 lag_ms=round((now - run.fire_at).total_seconds() * 1000, 1))
+
+    def spool_outcome(self, active: Active, outcome: Any) -> None:
+        run = active.run
+        self.spool.append("finish", run_id=run.run_id, attempt=run.attempts, state=outcome.state,
+                          exit_code=outcome.exit_code, signal=outcome.signal, output_tail=outcome.output_tail,
+                          output_bytes=outcome.output_bytes, error=outcome.error,
+                          finished_at=outcome.finished_at or self.clock.now())
+        self.log("run.finished", job=run.job_id, run=run.run_id, attempt=run.attempts, state=outcome.state,
+                 exit_code=outcome.exit_code, spooled=True)
+
+    def replay_spool(self) -> None:
+        """Write what happened while the database was unreachable, oldest first."""
+        from chronod.fleet.claims import claim_offline
+
+        records = self.spool.records()
+        if not records:
+            return
+        written = 0
+        for rec in records:
+            kind = rec["kind"]
+            if kind == "start":
+                run = Run(**rec["run"])
+                ok = claim_offline(self.store, run, self.node, self.token) is not None
+                if ok and run.run_id in self.active:
+                    self.active[run.run_id].run.token = self.token
+                    self.active[run.run_id].offline = False
+            elif kind == "finish":
+                self.store.adopt(rec["run_id"], rec["attempt"], node=self.node, token=self.token)
+                ok = self.store.finish(rec["run_id"], rec["attempt"], rec["state"], exit_code=rec["exit_code"],
+                                       signal=rec["signal"], output_tail=rec["output_tail"],
+                                       output_bytes=rec["output_bytes"], error=rec["error"], token=self.token,
+                                       finished_at=rec["finished_at"])
+                if ok:
+                    self.metrics.runs.labels(rec["state"]).inc()
+            else:
+                run = Run(**rec["run"])
+                self.store.insert_runs([run])
+                ok = self.store.settle(run.run_id, rec["state"], error=rec["error"], next_run=None,
+                                       node=self.node, token=self.token)
+            written += bool(ok)
+        self.spool.clear()
+        self.log("spool.replayed", records=len(records), written=written)
 
     def reboot_jobs(self) -> None:
         """@reboot jobs run once per kernel boot (boot id), not once per chronod start."""
