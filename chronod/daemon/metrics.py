@@ -28,6 +28,12 @@ class Metrics:
             "dispatch_rejected_stale_token_total", "Writes rejected because the fencing token was stale", registry=r,
         )
         self.lease_token = Gauge("chrono_lease_token", "Current fencing token of this node", registry=r)
+        self.takeovers = Counter(
+            "chrono_takeovers_total", "Runs of expired nodes taken over, by outcome (redispatched, lost)",
+            ["outcome"], registry=r,
+        )
+        self.store_up = Gauge("chrono_store_up", "1 while the database answers, 0 during an outage", registry=r)
+        self.store_up.set(1)
         # chronod.notify: the dead man's switch and the notices it and the history raise.
         self.job_silent = Gauge("chrono_job_silent", "1 while a job has had no success for max_silence_s", ["job"], registry=r)
         self.notices = Counter("chrono_notifications_total", "Notices recorded for delivery, by event", ["event"], registry=r)
