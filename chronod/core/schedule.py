@@ -551,7 +551,21 @@ def _gaps(f: CronFields) -> tuple[int, int]:
     return min(gaps), max(gaps)
 
 
+_DAY_STEPS: dict[tuple, set[int]] = {}
+
+
 def _day_steps(f: CronFields) -> set[int]:
+    # Only the day fields matter, and registries repeat them far more than whole expressions.
+    key = (f.months, f.doms, f.dows, f.dom_star, f.dow_star)
+    steps = _DAY_STEPS.get(key)
+    if steps is None:
+        if len(_DAY_STEPS) >= 65536:
+            _DAY_STEPS.clear()
+        steps = _DAY_STEPS[key] = _day_steps_of(f)
+    return steps
+
+
+def _day_steps_of(f: CronFields) -> set[int]:
     every_day = f.dom_star and f.dow_star and len(f.doms) == 31 and len(f.dows) == 7
     if every_day and len(f.months) == 12:
         return {1}

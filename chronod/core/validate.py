@@ -805,9 +805,11 @@ def _field_value(f: Field, item: dict, path: str, defaults: dict, job: _Job, ctx
     return f.default
 
 
+_SPEC_FIELDS = frozenset(f.name for f in dc_fields(JobSpec))
+
+
 def _build(job: _Job, ctx: _Ctx) -> JobSpec:
-    names = {f.name for f in dc_fields(JobSpec)}
-    values = {k: v for k, v in job.values.items() if k in names}
+    values = {k: v for k, v in job.values.items() if k in _SPEC_FIELDS}
     return JobSpec(
         **values,
         max_silence_explicit="max_silence_s" in job.explicit,
