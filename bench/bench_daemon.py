@@ -262,7 +262,8 @@ def bench_fire(counts: list[int], work: Path) -> dict:
                 jobs.append({"id": f"bench.{i}", "schedule": f"{minute.minute} {minute.hour} * * *",
                              "command": witness_cmd(wit_chronod, i)})
             else:
-                cron_lines.append(f"{local.minute} {local.hour} * * * root {witness_cmd(wit_cron, i)}")
+                # cron turns an unescaped % into a newline
+                cron_lines.append(f"{local.minute} {local.hour} * * * root " + witness_cmd(wit_cron, i).replace("%", "\\%"))
     write_registry_file(reg / "fire.yaml", jobs, {
         "owner": "bench", "timezone": "UTC", "tolerance_s": 0, "idempotency_class": "idempotent",
         "tolerance_reason": "the benchmark measures fire lag", "catchup": "none"})
