@@ -1,6 +1,11 @@
 """The daemon's side of the runner: fork supervisors, watch them with pidfds, collect
 their result files, cancel them, and adopt the ones a previous daemon left running.
 
+With `zygote=True` (the daemon) the supervisors are forked by a small helper process
+(chronod.runner.zygote) instead of by the daemon itself: much cheaper forks, and the
+daemon gets each supervisor's pidfd all the same. If the helper is gone, the runner
+forks by itself.
+
 A daemon killed with -9 loses nothing: supervisors are not its process group, they keep
 their jobs running and write their results; the next daemon `adopt`s each attempt it
 had recorded as running, and `orphans` lists the files nobody claims.
@@ -27,6 +32,7 @@ from chronod.core.model import JobSpec
 from chronod.runner import files, supervisor
 from chronod.runner.api import Handle, LaunchRequest, Outcome
 from chronod.runner.supervisor import Credentials, Plan
+from chronod.runner.zygote import Zygote, ZygoteError
 
 LOST_ERROR = "supervisor died; outcome unknown"
 USER_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -37,8 +43,10 @@ _BLOCKED_AROUND_FORK = {supervisor.CANCEL_SIGNAL, *supervisor.IGNORED_SIGNALS}
 class Runner:
     """Launches attempts under supervisors that write into `state_dir`."""
 
-    def __init__(self, state_dir: Path, clock: Clock | None = None):
+    def __init__(self, state_dir: Path, clock: Clock | None = None, *, zygote: bool = False):
         self.state_dir = Path(state_dir)
+        self._use_zygote = zygote
+        self._zygote: Zygote | None = None
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._clock = clock or Clock()
         self._nofile = raise_fd_limit()
@@ -59,10 +67,22 @@ class Runner:
             raise ValueError(f"run {req.run_id} attempt {req.attempt} is already running under this runner")
         plan = self._plan(req)
         files.remove(self.state_dir, req.run_id, req.attempt)
-        pid = _fork_supervisor(plan)
-        handle = Handle(req.run_id, req.attempt, pid, None, self._clock.now(), os.pidfd_open(pid))
+        pid, pidfd = self._start(plan)
+        handle = Handle(req.run_id, req.attempt, pid, None, self._clock.now(), pidfd)
         self._handles[key] = handle
         return handle
+
+    def _start(self, plan: Plan) -> tuple[int, int]:
+        """(supervisor pid, pidfd): through the zygote when enabled and alive."""
+        if self._use_zygote:
+            try:
+                if self._zygote is None:
+                    self._zygote = Zygote()
+                return self._zygote.fork(plan)
+            except (ZygoteError, OSError):
+                self._zygote = None  # a new one is spawned on the next launch
+        pid = _fork_supervisor(plan)
+        return pid, os.pidfd_open(pid)
 
     def _plan(self, req: LaunchRequest) -> Plan:
         spec = req.spec
@@ -207,6 +227,9 @@ class Runner:
             os.close(handle.fd)
             handle.fd = -1
         self._handles.clear()
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
 
     def _path(self, run_id: str, attempt: int, kind: str) -> str:
         return files.path_of(self.state_dir, run_id, attempt, kind)
