@@ -178,14 +178,19 @@ def _overview(store: "Store", now: datetime) -> dict[str, Any]:
         if q.silent:
             silent.append({"job_id": j.job_id, "owner": j.spec.owner, "last_success_at": cmd_ops.iso(q.last_success),
                            "silence_s": round(q.age_s), "max_silence_s": q.max_silence_s})
+    from chronod.fleet import placement
+
+    running = store.running()
+    per_node = {n.name: sorted(r.job_id for r in running if r.node == n.name) for n in nodes}
     return {
-        "nodes": [_node_json(n, now) for n in nodes],
+        "nodes": [dict(_node_json(n, now), running=per_node[n.name]) for n in nodes],
+        "spec_disagreements": placement.report(nodes, now),
         "jobs": len(rows),
         "paused": sorted(j.job_id for j in rows if j.paused),
         "failing": [dict(cmd_ops.run_json(r), owner=_owner(rows, r.job_id)) for r in failing],
         "silent": silent,
         "registry_errors": store.registry_errors(),
-        "running": [cmd_ops.run_json(r) for r in store.running()],
+        "running": [cmd_ops.run_json(r) for r in running],
     }
 
 
@@ -200,6 +205,8 @@ def _node_json(n: Any, now: datetime) -> dict[str, Any]:
         "name": n.name, "hostname": n.hostname, "pid": n.pid, "up": up,
         "since": cmd_ops.iso(n.started_at if up else down_since),
         "heartbeat_at": cmd_ops.iso(n.heartbeat_at), "token": n.token,
+        "lease_age_s": round((now - n.heartbeat_at).total_seconds(), 1),
+        "lease_expires_at": cmd_ops.iso(n.lease_expires_at),
         "registry_loaded_at": (n.info or {}).get("registry_loaded_at"), "jobs": (n.info or {}).get("jobs"),
     }
 
@@ -207,10 +214,18 @@ def _node_json(n: Any, now: datetime) -> dict[str, Any]:
 def _print_overview(d: dict[str, Any], now: datetime) -> None:
     from chronoctl.render import echo, escape_line, print_table
 
-    nodes = [dict(n, status="up" if n["up"] else "DOWN", since=_human(n["since"], now)) for n in d["nodes"]]
-    print_table(nodes, ("name", "status", "since", "hostname", ("pid", "PID", "right")), title="daemons",
+    nodes = [dict(n, status="up" if n["up"] else "DOWN", since=_human(n["since"], now), lease=f"{n['lease_age_s']}s",
+                  runs=len(n["running"])) for n in d["nodes"]]
+    print_table(nodes, ("name", "status", "since", "hostname", ("pid", "PID", "right"), ("token", "TOKEN", "right"),
+                        ("lease", "HEARTBEAT AGO", "right"), ("runs", "RUNNING", "right")), title="daemons",
                 empty="(no chronod has ever used this database)")
     echo()
+    if d["spec_disagreements"]:
+        rows = [dict(r, nodes=", ".join(r["nodes"]), runs="runs" if r["runs"] else "idle")
+                for r in d["spec_disagreements"]]
+        print_table(rows, ("job_id", "spec_hash", "nodes", "runs"),
+                    title="registries disagree (the fleet runs one version: most nodes, then greater hash)")
+        echo()
     paused = f", {len(d['paused'])} paused ({', '.join(d['paused'])})" if d["paused"] else ""
     echo(escape_line(f"jobs: {d['jobs']} registered{paused}"))
     echo()
@@ -256,11 +271,23 @@ def runs(
     with cmd_ops.opened(db) as store:
         cmd_ops.get_job(store, job, removed_ok=True)
         found = store.runs(job, since=start, states=state or None, limit=limit)
+        tries = {r.run_id: store.attempts(r.run_id) for r in found if r.attempts}
     if as_json:
-        return _print_json([cmd_ops.run_json(r) for r in found])
+        return _print_json([dict(cmd_ops.run_json(r), tries=[_attempt_json(a) for a in tries.get(r.run_id, [])])
+                            for r in found])
     from chronoctl.render import print_table
 
-    print_table(_run_rows(found, now), RUN_COLUMNS, empty="(no runs match)")
+    rows = _run_rows(found, now)
+    for row in rows:
+        row["tries"] = ", ".join(f"{a.attempt}:{a.node}#{a.token}" for a in tries.get(row["run_id"], [])) or None
+    print_table(rows, RUN_COLUMNS + (("tries", "ATTEMPT:NODE#TOKEN"),), empty="(no runs match)")
+
+
+def _attempt_json(a: Any) -> dict[str, Any]:
+    """One attempt of a run: where it ran and under which fencing token."""
+    return {"attempt": a.attempt, "node": a.node, "token": a.token, "state": a.state,
+            "started_at": cmd_ops.iso(a.started_at), "finished_at": cmd_ops.iso(a.finished_at),
+            "exit_code": a.exit_code, "error": a.error}
 
 
 def logs(

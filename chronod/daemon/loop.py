@@ -37,6 +37,7 @@ RECONCILE_EVERY_S = 300.0
 VERSION_CHECK_EVERY_S = 10.0
 OUTAGE_BACKOFF_S = (0.5, 30.0)  # first retry, longest wait between retries
 GROUP_FULL_RETRY_S = 1.0
+CLAIM_CHUNK = 25  # runs claimed per transaction: small enough that idle nodes share a burst
 
 
 @dataclass
@@ -118,6 +119,7 @@ class Daemon:
         self.reload_wanted = False  # a reload or request arrived during an outage
         self.batch: list[tuple[Job, Run, Run | None]] | None = None  # runs to claim together
         self.lease_gone = False  # set by the lease thread when a renewal found the lease gone
+        self.notify_service: Any = None  # set by the composition root; woken after each outcome
         self.lease_thread_stop = __import__("threading").Event()
         self.spool = Spool(Path(getattr(runner, "state_dir", ".")) / "spool.jsonl")
 
@@ -647,8 +649,19 @@ class Daemon:
         if not batch:
             return
         jobs = {run.run_id: job for job, run, _ in batch}
-        for claimed in claim_many(self.store, [(run.run_id, nxt) for _, run, nxt in batch], self.node, self.token):
-            self.start_process(jobs[claimed.run_id], claimed)
+        # claim a chunk, start it, claim the next: a node busy forking leaves the rest of a
+        # burst to the other nodes instead of holding all of it
+        for i in range(0, len(batch), CLAIM_CHUNK):
+            if not self.lease_ok():
+                self.heartbeat()
+            if not self.lease_ok():
+                self.store.insert_runs([nxt for _, _, nxt in batch[i:] if nxt is not None])
+                for _, run, _ in batch[i:]:
+                    self.track(run)
+                return
+            chunk = [(run.run_id, nxt) for _, run, nxt in batch[i:i + CLAIM_CHUNK]]
+            for claimed in claim_many(self.store, chunk, self.node, self.token):
+                self.start_process(jobs[claimed.run_id], claimed)
 
     def start_process(self, job: Job, claimed: Run) -> None:
         """Start the process of a claimed attempt and watch it."""
@@ -707,6 +720,8 @@ class Daemon:
             self.spool_outcome(active, outcome)
         else:
             self.record_outcome(active.job, active.run, outcome)
+            if self.notify_service is not None:
+                self.notify_service.wake()
         self.runner.discard(active.run.run_id, active.run.attempts)
         self.drain_queue(active.job.spec.id)
         if active.job.spec.resource:
