@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import typer
 
 from chronoctl.errors import CliError, UnknownJob, Unreachable, EXIT_UNREACHABLE
+from chronod import fsutil
 
 if TYPE_CHECKING:
     from chronod.store.api import JobRow, Node, Run, Store
@@ -155,19 +156,9 @@ def local_daemon(store: "Store", now: datetime) -> "Node | None":
     """The live node on this host whose process exists (newest heartbeat first)."""
     here = {socket.gethostname(), socket.gethostname().split(".")[0]}
     for node in live_nodes(store, now):
-        if node.hostname in here and _pid_exists(node.pid):
+        if node.hostname in here and fsutil.pid_alive(node.pid):
             return node
     return None
-
-
-def _pid_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def wake(node: "Node | None", sig: int) -> bool:

@@ -12,8 +12,6 @@ without it the command refuses and says which file to edit.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -21,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from chronoctl import cmd_ops, common
+from chronod import fsutil
 from chronoctl.cmd_ops import db_option, json_option
 from chronoctl.errors import EXIT_NO, CliError, InvalidInput, UsageError
 
@@ -49,35 +48,12 @@ def _wait_option() -> Any:
 
 
 def write_atomically(target: Path, data: bytes) -> None:
-    """Replace `target` with `data`: temp dotfile in the same directory, fsync, 0644,
-    root-owned when we are root, rename, fsync the directory."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fchmod(f.fileno(), 0o644)
-            if os.geteuid() == 0:
-                os.fchown(f.fileno(), 0, 0)
-            os.fsync(f.fileno())
-        os.rename(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(target.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Replace `target` with `data` durably: mode 0644, root-owned when we are root."""
+    fsutil.write_atomically(target, data, mode=0o644, owner=(0, 0))
 
 
 def _remove(target: Path) -> None:
-    target.unlink()
-    _fsync_dir(target.parent)
+    fsutil.remove_durably(target)
 
 
 # --- register -------------------------------------------------------------------------------

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from chronoctl.errors import CliError, EXIT_NO, EXIT_UNREACHABLE
+from chronod import fsutil
 
 MARKER = "# chrono: migrated to "
 BACKUP_SUFFIX = ".chrono-backup"
@@ -112,37 +112,14 @@ def registry_header(source: str) -> str:
 
 
 def replace_file(target: Path, data: bytes, like: os.stat_result) -> os.stat_result:
-    """Atomically replace `target` with `data`, owned and moded as `like`: a temporary
-    dotfile in the same directory (cron skips dotfiles), fsync, rename, fsync the
-    directory. Returns the new file's status (its mtime is when cron can notice it)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            if os.geteuid() == 0:
-                os.fchown(f.fileno(), like.st_uid, like.st_gid)
-            os.fchmod(f.fileno(), like.st_mode & 0o7777)
-            os.fsync(f.fileno())
-        os.rename(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(target.parent)
-    return os.stat(target)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Atomically replace `target` with `data`, owned and moded as `like` (see
+    fsutil.write_atomically). Returns the new file's status (its mtime is when cron can
+    notice it)."""
+    return fsutil.write_atomically(target, data, mode=like.st_mode & 0o7777, owner=(like.st_uid, like.st_gid))
 
 
 def _remove(path: Path) -> None:
-    path.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
+    fsutil.remove_durably(path, missing_ok=True)
 
 
 def imported_files(registry: Path, source: str) -> list[Path]:
@@ -407,11 +384,9 @@ def _wait_until(check: Callable[[], Any], deadline: datetime, clock: Clock) -> A
 def _mark_reboot_done(daemon: Daemon, spec: Any) -> None:
     """cron already ran this @reboot job for the current boot: record that, so that a
     chronod restarted later in this boot does not run it a second time."""
-    from chronod.daemon.kernel import boot_id
-
     key = daemon.key(spec)
     state = daemon.store.get_job_state(key)
-    daemon.store.set_job_state(key, {**state, "boot_id": boot_id()})
+    daemon.store.set_job_state(key, {**state, "boot_id": fsutil.boot_id()})
 
 
 # --- rollback ---------------------------------------------------------------------------------

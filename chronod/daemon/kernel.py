@@ -99,12 +99,7 @@ class DirWatch:
         os.close(self.fd)
 
 
-def boot_id() -> str:
-    """The kernel's boot id: changes on every boot, the same for every process of one boot."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown"
+
 
 
 def boot_time() -> float:
@@ -119,5 +114,3 @@ def rss_bytes() -> int:
     """This process's resident memory."""
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-

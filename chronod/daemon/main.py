@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from chronod import __version__, paths
+from chronod import __version__, fsutil, paths
 
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
@@ -77,11 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.metrics_addr:
         metrics.serve(args.metrics_addr)
     daemon = Daemon(
-        clock=clock, store=store, runner=Runner(state_dir),
+        clock=clock, store=store, runner=Runner(state_dir, zygote=True),
         load_registry=lambda: load_registry(registry, now=clock.now(), secure=secure),
         node=node, metrics=metrics, notifier=Notifier(), log=log,
         waker=Waker(kernel.WallTimer(), kernel.DirWatch(registry), log),
-        boot_id=kernel.boot_id(), boot_time=kernel.boot_time(), lease_ttl_s=ttl,
+        boot_id=fsutil.boot_id(), boot_time=kernel.boot_time(), lease_ttl_s=ttl,
     )
     log("daemon.starting", version=__version__, node=node, db=store.url_safe,
         registry=",".join(map(str, registry)), state_dir=str(state_dir))

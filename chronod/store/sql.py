@@ -17,7 +17,6 @@ WHERE clause, on that token being the current token of a live lease (`_lease_liv
 from __future__ import annotations
 
 import json
-import os
 import threading
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -28,6 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc, func
 from sqlalchemy.engine import Connection, make_url
 
+from chronod.fsutil import pid_alive
 from chronod.core.model import TERMINAL_STATES, JobSpec
 from chronod.store import schema as s
 from chronod.store.api import (
@@ -75,15 +75,7 @@ def migrations_dir() -> Path:
     return Path(chronod.__file__).resolve().parent.parent / "migrate"
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this id exists on this host (EPERM means it does)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+
 
 
 def _utcnow() -> datetime:
