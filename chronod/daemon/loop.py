@@ -652,6 +652,8 @@ class Daemon:
         # claim a chunk, start it, claim the next: a node busy forking leaves the rest of a
         # burst to the other nodes instead of holding all of it
         for i in range(0, len(batch), CLAIM_CHUNK):
+            if getattr(self.waker, "stop_requested", False):
+                return  # SIGTERM: what is not claimed stays pending for the others
             if not self.lease_ok():
                 self.heartbeat()
             if not self.lease_ok():
@@ -1059,14 +1061,20 @@ class Waker:
         self.rsock.setblocking(False)
         self.wsock.setblocking(False)
         signal.set_wakeup_fd(self.wsock.fileno(), warn_on_full_buffer=False)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGCHLD):
+        self.stop_requested = False  # readable mid-tick: a long burst of launches checks it
+        for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGCHLD):
             signal.signal(sig, lambda *_: None)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._stop_handler)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         self.sel.register(self.rsock, selectors.EVENT_READ, "signal")
         self.sel.register(timer.fd, selectors.EVENT_READ, "timer")
         if watch is not None:
             self.sel.register(watch.fd, selectors.EVENT_READ, "watch")
         self.watched: dict[int, Any] = {}
+
+    def _stop_handler(self, *_: Any) -> None:
+        self.stop_requested = True
 
     def wait(self, deadline: datetime | None, handles: list[Any]) -> Wakeups:
         """Block until something happens; never returns for nothing but a deadline."""

@@ -45,10 +45,10 @@ class Fleet:
         self.nodes: dict[str, Chronod] = {}
         self.ports: dict[str, int] = {}
 
-    def start(self, name: str, wait_ready: bool = True) -> Chronod:
+    def start(self, name: str, wait_ready: bool = True, registry: Path | None = None) -> Chronod:
         state = self.tmp / f"state-{name}"
         self.ports[name] = free_port()
-        d = Chronod(self.reg, self.db, self.tmp / f"{name}.log", "--node", name, "--state-dir", str(state),
+        d = Chronod(registry or self.reg, self.db, self.tmp / f"{name}.log", "--node", name, "--state-dir", str(state),
                     "--lease-ttl", TTL, "--metrics-addr", f"127.0.0.1:{self.ports[name]}")
         self.nodes[name] = d.start(wait_ready)
         return d
@@ -280,3 +280,45 @@ def test_three_nodes_run_every_occurrence_of_200_jobs_each_second_exactly_once(f
     # a fleet short of CPU falls behind and says so (skipped_outage); it never double-runs
     assert set(states) <= {"succeeded", "running", "pending", "skipped_outage"}, states
     assert len(per_node) == 3
+
+
+def test_a_resource_limit_holds_across_nodes(fleet):
+    w = fleet.w
+    body = "echo start $(date +%s.%N) >> {w}; sleep 1.5; echo end $(date +%s.%N) >> {w}".format(w=w)
+    write_jobs(fleet.reg / "a.yaml", "resources:\n  db:\n    max_concurrency: 1\njobs:\n" + "".join(
+        job(f"r{i}", "*/4 * * * * *", body, resource="db", overlap="allow") for i in range(4)))
+    for n in ("a", "b"):
+        fleet.start(n)
+    time.sleep(14)
+    fleet.stop_all()
+    time.sleep(1.6)
+    depth = most = 0
+    events = sorted((float(l[1]), l[0]) for l in fleet.witness())
+    for _, kind in events:
+        depth += 1 if kind == "start" else -1
+        most = max(most, depth)
+    starts = sum(1 for _, k in events if k == "start")
+    print(f"\nFIGURE resource db max_concurrency 1 over 2 nodes: {starts} runs, most at once {most}")
+    assert starts >= 4 and most == 1
+
+
+def test_nodes_with_different_versions_of_a_job_are_reported_and_only_one_version_runs(fleet):
+    w = fleet.w
+    other = fleet.tmp / "jobs-old.d"
+    other.mkdir()
+    write_jobs(fleet.reg / "a.yaml", "jobs:\n" + job("v", "@every 1s", f"echo new $CHRONO_NODE >> {w}"))
+    write_jobs(other / "a.yaml", "jobs:\n" + job("v", "@every 1s", f"echo old $CHRONO_NODE >> {w}"))
+    fleet.start("a", registry=other)
+    fleet.start("b")
+    fleet.start("c")
+    wait_until(lambda: "event=job.version_outvoted" in fleet.nodes["a"].log_since_start(), timeout=15,
+               what="a to stand aside")
+    mark = len(fleet.witness())
+    time.sleep(4)
+    status = json.loads(chronoctl("status", "--json", db=fleet.db, check=True).stdout)
+    fleet.stop_all()
+    after = Counter(l[0] for l in fleet.witness()[mark:])
+    rows = {(r["spec_hash"], tuple(r["nodes"]), r["runs"]) for r in status["spec_disagreements"]}
+    print(f"\nFIGURE registries disagree (a: old; b, c: new): runs after the check {dict(after)}")
+    assert {(nodes, runs) for _, nodes, runs in rows} == {(("a",), False), (("b", "c"), True)}
+    assert after["old"] == 0 and after["new"] >= 3
