@@ -133,7 +133,26 @@ def proc_cpu_s(pid: int) -> float:
 
 def proc_status(pid: int) -> dict[str, str]:
     out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    out.update(proc_status_path(Path(f"/proc/{pid}/status")))
+    return out
+
+
+def voluntary_switches(pid: int) -> dict[str, int]:
+    """Voluntary context switches of every thread of `pid`, by thread name (each sleep that
+    ended is one: a thread that never wakes adds none)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            st = proc_status_path(task / "status")
+        except OSError:
+            continue
+        out[f"{st['Name']}/{task.name}"] = int(st["voluntary_ctxt_switches"])
+    return out
+
+
+def proc_status_path(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
         k, _, v = line.partition(":")
         out[k] = v.strip()
     return out
@@ -334,14 +353,16 @@ def bench_idle(work: Path, jobs_n: int = 10_000, cpu_window_s: float = 60, strac
         pid = daemon.proc.pid
         time.sleep(2)  # let the ready line's aftermath settle
         out["rss_mb"] = rss_mb(pid)
-        st0, cpu0, t0 = proc_status(pid), proc_cpu_s(pid), time.monotonic()
+        sw0, cpu0, t0 = voluntary_switches(pid), proc_cpu_s(pid), time.monotonic()
         trace = strace_wakeups(pid, strace_s) if shutil.which("strace") else None
         time.sleep(max(0.0, cpu_window_s - (time.monotonic() - t0)))
-        cpu1, t1, st1 = proc_cpu_s(pid), time.monotonic(), proc_status(pid)
+        cpu1, t1, sw1 = proc_cpu_s(pid), time.monotonic(), voluntary_switches(pid)
         out["cpu_s"] = cpu1 - cpu0
         out["window_s"] = t1 - t0
         out["cpu_pct"] = 100 * out["cpu_s"] / out["window_s"]
-        out["voluntary_ctxt_switches"] = int(st1["voluntary_ctxt_switches"]) - int(st0["voluntary_ctxt_switches"])
+        per_thread = {name: n - sw0.get(name, 0) for name, n in sw1.items()}
+        out["voluntary_ctxt_switches_by_thread"] = per_thread
+        out["voluntary_ctxt_switches"] = sum(per_thread.values())
         out["strace"] = trace
         out["rss_mb_after"] = rss_mb(pid)
     finally:
@@ -361,11 +382,18 @@ def strace_wakeups(pid: int, seconds: float) -> dict:
         lines = [ln for ln in out.read_text().splitlines() if ln.strip()]
     finally:
         out.unlink(missing_ok=True)
-    waits = [ln for ln in lines if any(w in ln for w in ("epoll_wait", "epoll_pwait", "select(", "poll(", "ppoll("))]
+    waits = [ln for ln in lines if any(w in ln for w in WAIT_CALLS)]
     # the call in progress when strace attached/detached shows up as resumed/unfinished
-    returned = [ln for ln in waits if "unfinished" not in ln and "resumed" not in ln]
+    returned = [ln for ln in waits if "unfinished" not in ln]
+    by_thread: dict[str, int] = {}
+    for ln in lines:
+        by_thread[ln.split()[0]] = by_thread.get(ln.split()[0], 0) + 1
     return {"seconds": seconds, "syscalls": len(lines), "wait_calls_returned": len(returned),
-            "sample": lines[:6]}
+            "syscalls_by_thread": by_thread, "sample": lines[:6]}
+
+
+WAIT_CALLS = ("epoll_wait", "epoll_pwait", "select(", "pselect6(", "poll(", "ppoll(", "futex(", "clock_nanosleep(",
+              "nanosleep(")
 
 
 # --------------------------------------------------------------------------- 4. start-up
@@ -491,8 +519,10 @@ def report(res: dict) -> None:
     if idle:
         tr = idle.get("strace") or {}
         print(f"\nIdle with {idle['jobs']} jobs: CPU {idle['cpu_s']:.3f} s in {idle['window_s']:.0f} s = "
-              f"{idle['cpu_pct']:.4f} % of a core; voluntary context switches {idle['voluntary_ctxt_switches']}; "
-              f"strace {tr.get('seconds')} s: {tr.get('syscalls')} syscalls, {tr.get('wait_calls_returned')} waits returned")
+              f"{idle['cpu_pct']:.4f} % of a core; voluntary context switches {idle['voluntary_ctxt_switches']} "
+              f"{idle.get('voluntary_ctxt_switches_by_thread')}; "
+              f"strace {tr.get('seconds')} s: {tr.get('syscalls')} syscalls {tr.get('syscalls_by_thread')}, "
+              f"{tr.get('wait_calls_returned')} waits returned")
         print(f"Memory with {idle['jobs']} jobs: VmRSS {idle['rss_mb']:.1f} MB after ready "
               f"({idle['rss_mb_after']:.1f} MB a minute later); start-up {idle['startup_s']:.2f} s")
     st = res.get("startup")
