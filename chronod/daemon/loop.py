@@ -491,6 +491,8 @@ class Daemon:
                 continue
             by_job.setdefault(run.job_id, []).append(run)
         for job_id, runs in by_job.items():
+            if getattr(self.waker, "stop_requested", False):
+                return  # SIGTERM: stored occurrences stay pending for the other nodes or the next start
             job = self.jobs.get(job_id)
             if job is None:
                 continue
