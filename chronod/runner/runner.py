@@ -47,6 +47,12 @@ class Runner:
         self.state_dir = Path(state_dir)
         self._use_zygote = zygote
         self._zygote: Zygote | None = None
+        if zygote:
+            # now, not at the first launch: its interpreter takes a good 100 ms to start
+            try:
+                self._zygote = Zygote()
+            except OSError:
+                pass  # the first launch tries again, then forks by itself
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._clock = clock or Clock()
         self._nofile = raise_fd_limit()
