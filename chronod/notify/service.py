@@ -23,10 +23,10 @@ from chronod.notify import core
 from chronod.notify.deliver import TAIL_BYTES, DeliveryError, deliver
 from chronod.store.outbox import CURSOR, Outbox, Outgoing
 
-MAX_SLEEP_S = 5.0
+MAX_SLEEP_S = 60.0  # the loop wakes us after every outcome; this bounds retries and reconciles
 CURSOR_OVERLAP_S = 30  # re-read this much before the cursor: commits land out of order
 FIRST_LOOKBACK_S = 600  # a database never seen by a notifier: only the last ten minutes
-RECONCILE_EVERY_S = 60.0
+RECONCILE_EVERY_S = 300.0
 UNCLAIMED_LOOKBACK_S = 3600
 RETRY_BASE_S, RETRY_MAX_S = 60, 3600
 WORKERS = 4
@@ -55,6 +55,7 @@ class NotifyService:
         self._stop = threading.Event()
         self._next_reconcile: datetime | None = None
         self.thread: threading.Thread | None = None
+        self._jobs: tuple[Any, list[Any]] | None = None
 
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
@@ -96,7 +97,10 @@ class NotifyService:
         """Decide on everything new, record the notices, hand due rows to the workers; return
         when the next round is needed (the earliest silence deadline), None if not before
         MAX_SLEEP_S matters."""
-        rows = self.store.jobs()
+        version = self.outbox.jobs_version()
+        if self._jobs is None or self._jobs[0] != version:
+            self._jobs = (version, self.store.jobs())  # parsing every spec is the costly part
+        rows = self._jobs[1]
         specs = {r.job_id: r.spec for r in rows}
         paused = {r.job_id for r in rows if r.paused}
         names = [job_state_name(j) for j in specs]
