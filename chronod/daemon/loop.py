@@ -440,7 +440,10 @@ class Daemon:
                  if job.key not in have and job.schedule.kind != "reboot" and job.spec.enabled]
         fresh = [r for r in fresh if r is not None]
         if fresh:
-            self.store.insert_runs(fresh)
+            if self.store.insert_runs(fresh) < len(fresh):
+                # a job removed and added back before its next occurrence: that occurrence
+                # was cancelled with the removal and must not be lost
+                self.store.revive(r.run_id for r in fresh)
             for r in fresh:
                 self.track(r)
 

@@ -189,6 +189,9 @@ class Store(Protocol):
         """Insert many runs in one transaction, each in the state it carries (pending, or a
         terminal skipped_* record), ignoring run ids that exist; returns how many were new."""
 
+    def revive(self, run_ids: Iterable[str]) -> int:
+        """Cancelled-before-start occurrences become pending again (a job back in the registry)."""
+
     def pending(self, job_keys: Iterable[str] | None = None) -> list[Run]:
         """Runs in state pending or retry_wait (optionally only for these job keys)."""
 

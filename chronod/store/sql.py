@@ -654,6 +654,19 @@ class SqlStore:
         with self._tx() as c:
             return self._cancel_waiting(c, s.runs.c.job_id == job_id, reason)
 
+    def revive(self, run_ids: Iterable[str]) -> int:
+        """Added: occurrences cancelled before they ever started (their job was removed, or
+        its schedule changed) become pending again when the job comes back unchanged within
+        the same interval; returns how many."""
+        ids = list(run_ids)
+        if not ids:
+            return 0
+        r = s.runs.c
+        with self._tx() as c:
+            return c.execute(s.runs.update()
+                             .where(r.run_id.in_(ids), r.state == "cancelled", r.attempts == 0)
+                             .values(state="pending", error=None, finished_at=None, updated_at=self._ts())).rowcount
+
     def delete_run(self, run_id: str) -> bool:
         """Added (tests and operator repair): remove a run and its attempts."""
         with self._tx() as c:

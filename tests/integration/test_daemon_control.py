@@ -108,3 +108,20 @@ def test_a_manual_trigger_runs_at_once_with_its_own_run_id(env):
     d.stop()
     assert manual[0]["run_id"] == env["w"].read_text().split()[0]
     assert manual[0]["trigger"].startswith("manual")
+
+
+def test_a_job_removed_and_added_back_before_its_next_occurrence_still_runs_it(env):
+    spec = jobs_file(job("back", "@every 6s", f"echo $CHRONO_RUN_ID >> {env['w']}"))
+    write_jobs(env["reg"] / "a.yaml", spec)
+    d = daemon(env).start()
+    wait_until(lambda: env["w"].exists(), timeout=10, what="a first run")
+    (env["reg"] / "a.yaml").unlink()
+    wait_until(lambda: "event=job.removed" in d.log_since_start(), what="the removal")
+    write_jobs(env["reg"] / "a.yaml", spec)
+    wait_until(lambda: d.log_since_start().count("event=registry.reloaded") >= 2, what="the re-add")
+    time.sleep(7)
+    d.stop()
+    ran = env["w"].read_text().split()
+    assert len(ran) >= 2, "the occurrence after the re-add did not run"
+    runs = {r["run_id"]: r for r in runs_json("back", env["db"])}
+    assert all(runs[rid]["state"] == "succeeded" for rid in ran)
