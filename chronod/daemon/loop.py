@@ -61,6 +61,42 @@ class Active:
     offline: bool = False  # started while the database was unreachable; spooled
 
 
+class ActiveRuns(dict):
+    """run_id -> Active, with an index by job so that overlap checks stay O(1) per launch
+    when a thousand runs are in flight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._by_job: dict[str, dict[str, Active]] = {}
+
+    def __setitem__(self, run_id: str, active: Active) -> None:
+        if run_id in self:
+            del self[run_id]
+        super().__setitem__(run_id, active)
+        self._by_job.setdefault(active.job.spec.id, {})[run_id] = active
+
+    def __delitem__(self, run_id: str) -> None:
+        active = self[run_id]
+        super().__delitem__(run_id)
+        runs = self._by_job.get(active.job.spec.id, {})
+        runs.pop(run_id, None)
+        if not runs:
+            self._by_job.pop(active.job.spec.id, None)
+
+    def pop(self, run_id: str, *default: Any) -> Any:
+        if run_id not in self:
+            if default:
+                return default[0]
+            raise KeyError(run_id)
+        active = self[run_id]
+        del self[run_id]
+        return active
+
+    def for_job(self, job_id: str) -> list[Active]:
+        """The runs of one job in flight here."""
+        return list(self._by_job.get(job_id, {}).values())
+
+
 @dataclass
 class Wakeups:
     """What woke the loop."""
@@ -97,7 +133,7 @@ class Daemon:
         self.file_specs: dict[str, list[JobSpec]] = {}  # last good version of each file
         self.heap: list[tuple[datetime, int, str]] = []  # (wake at, seq, run_id)
         self.pending: dict[str, Run] = {}  # run_id -> stored pending / retry_wait run
-        self.active: dict[str, Active] = {}  # run_id -> running here
+        self.active = ActiveRuns()  # run_id -> running here (launched or adopted)
         self.queued: dict[str, deque[Run]] = {}  # job_id -> runs waiting for their turn
         self.paused: dict[str, str | None] = {}
         self.resources: dict[str, int] = {}
@@ -133,7 +169,8 @@ class Daemon:
         self.reload(initial=True)
         self.replay_spool()
         self.adopt()
-        self.reconcile()
+        # load_pending has just made the invariant true; the first check comes later
+        self.next_reconcile = self.clock.monotonic() + RECONCILE_EVERY_S
         self.reboot_jobs()
         self.notifier.ready(self.status_line())
         self.log("daemon.ready", node=self.node, jobs=len(self.jobs), pending=len(self.pending),
@@ -475,8 +512,7 @@ class Daemon:
     def run_due(self) -> None:
         """Pop everything due, decide per job with the catch-up policy, then act. In a
         fleet the runs to start are claimed together at the end (one transaction)."""
-        if self.fleet:
-            self.batch = []
+        self.batch = []  # one claim transaction per wake-up, on SQLite too
         try:
             self.run_due_now()
             if self.batch:
@@ -574,7 +610,7 @@ class Daemon:
         if spec.id in self.paused and run.trigger == "schedule":
             self.settle(run, "skipped_paused", f"job paused: {self.paused[spec.id] or 'no reason given'}", next_run)
             return
-        running = [a for a in self.active.values() if a.job.spec.id == spec.id and not a.disowned]
+        running = [a for a in self.active.for_job(spec.id) if not a.disowned]
         forced = run.trigger == "manual-force"
         action = "start" if forced or run.state == "retry_wait" else policy.overlap_action(spec, len(running))
         if action == "skip":
@@ -600,7 +636,7 @@ class Daemon:
             self.queued.pop(job_id, None)
             return
         while q:
-            busy = any(a.job.spec.id == job_id for a in self.active.values())
+            busy = bool(self.active.for_job(job_id))
             if busy and job.spec.catchup == "all" and q[0].trigger == "schedule" and job.spec.overlap != "allow":
                 return  # catch-up runs go one after another
             if not self.resource_free(job.spec):
@@ -718,7 +754,9 @@ class Daemon:
     # ------------------------------------------------------------------ endings
     def child_exited(self, handle: Any) -> None:
         """A supervisor ended: record the outcome, maybe retry, then let queued runs go."""
-        active = next((a for a in self.active.values() if a.handle is handle), None)
+        active = self.active.get(handle.run_id)
+        if active is not None and active.handle is not handle:
+            active = None
         outcome = self.runner.collect(handle)
         if active is None or outcome is None:
             return
@@ -930,7 +968,7 @@ class Daemon:
             self.offline_new[nxt.run_id] = nxt
             self.track(nxt)
         spec = job.spec
-        if any(a.job.spec.id == spec.id for a in self.active.values()) and spec.overlap == "forbid":
+        if self.active.for_job(spec.id) and spec.overlap == "forbid":
             self.spool.append("skip", run=run.__dict__, state="skipped_overlap",
                               error="previous run still running; overlap: forbid (database unreachable)")
             return

@@ -102,8 +102,10 @@ def claim_many(store: Any, items: list[tuple[str, Run | None]], node: str, token
     ids = [rid for rid, _ in items]
     nexts = [store._run_row(n) for _, n in items if n is not None]
     with store._tx() as c:
-        if nexts:
+        if nexts and store.dialect == "postgresql":
             store._insert_runs_unnest(c, nexts)
+        elif nexts:
+            c.execute(store._insert(s.runs).on_conflict_do_nothing(index_elements=["run_id"]), nexts)
         free = (sa.select(r.run_id).where(r.run_id.in_(ids), r.state.in_(WAITING))
                 .with_for_update(skip_locked=True))
         now = store._ts()

@@ -439,9 +439,13 @@ class SqlStore:
         r = s.runs.c
         q = sa.select(s.runs).where(r.state.in_(WAITING)).order_by(r.fire_at, r.run_id)
         if job_keys is not None:
-            keys = list(job_keys)
+            keys = set(job_keys)
+            if len(keys) > 500:
+                # there is no index on job_key: one pass over the waiting runs, filtered
+                # here, beats hundreds of IN (...) scans (24 s at 100,000 jobs)
+                return [run for run in self._select_runs(q) if run.job_key in keys]
             out: list[Run] = []
-            for chunk in _chunks(keys, 500):
+            for chunk in _chunks(sorted(keys), 500):
                 out += self._select_runs(q.where(r.job_key.in_(chunk)))
             return sorted(out, key=lambda x: (x.fire_at, x.run_id))
         return self._select_runs(q)

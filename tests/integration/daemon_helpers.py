@@ -23,6 +23,9 @@ def wait_until(cond, timeout: float = 15.0, interval: float = 0.05, what: str = 
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+STARTED: list["Chronod"] = []  # every daemon a test started; the conftest stops leftovers
+
+
 class Chronod:
     """One chronod subprocess on a registry directory and a database."""
 
@@ -39,6 +42,7 @@ class Chronod:
             [str(BIN / "chronod"), "--registry", str(self.registry), "--db", self.db, *self.extra],
             stdout=logf, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
         logf.close()
+        STARTED.append(self)
         if wait_ready:
             wait_until(lambda: "event=daemon.ready" in self.log_since_start() or self.proc.poll() is not None,
                        timeout=30, what="chronod to become ready")
