@@ -368,23 +368,53 @@ class _CronSchedule(Schedule):
     def _next_zoned(self, a: datetime) -> datetime | None:
         zone = self._zone
         local = a.astimezone(zone)
-        wall = local.replace(tzinfo=None, microsecond=0)
-        # `a` in the first pass of a fold: earlier wall times still have a second pass ahead
-        back = local.utcoffset() - (a + _CORRECTION).astimezone(zone).utcoffset()
-        if timedelta(0) < back < _CORRECTION:
-            wall -= back
-        best = None
+        second = None if self.is_fixed_time else self._next_second_pass(a, local)
+        if local.fold:
+            # `a` is in the second pass: every first-pass instant of the repeated interval is
+            # behind it, so the search resumes where the repeated interval ends
+            old = local.replace(fold=0).utcoffset()
+            lo = a.replace(microsecond=0) - (old - local.utcoffset())
+            wall = (_transition_in(zone, lo, a.replace(microsecond=0)) + old).replace(tzinfo=None)
+        else:
+            wall = local.replace(tzinfo=None, microsecond=0)
         w = next_wall(self.fields, wall)
         while w is not None:
             m = _map_wall(zone, w)
-            for inst in self._candidates(m):
-                if inst > a and (best is None or inst < best):
-                    best = inst
-            # instants never decrease with wall time (first pass / transition)
-            if best is not None and m.first >= best:
-                break
+            # first-pass instants (and transition instants) never decrease with wall time
+            if m.first > a and (m.case != "gap" or self._candidates(m)):
+                return m.first if second is None else min(m.first, second)
+            if second is not None and m.first >= second:
+                return second
             w = next_wall(self.fields, m.resume if m.case == "gap" else w + _SECOND)
-        return best
+        return second
+
+    def _next_second_pass(self, a: datetime, local: datetime) -> datetime | None:
+        """For wildcard jobs: the first second-pass instant > `a` of a repeated interval
+        (shorter than 3 hours) that `a` is in or that starts within 3 hours of `a`."""
+        zone = self._zone
+        if local.fold:
+            if local.replace(fold=0).utcoffset() - local.utcoffset() >= _CORRECTION:
+                return None
+            w = next_wall(self.fields, local.replace(tzinfo=None, microsecond=0))
+            while w is not None:
+                m = _map_wall(zone, w)
+                if m.case != "fold":
+                    return None
+                if m.second > a:
+                    return m.second
+                w = next_wall(self.fields, w + _SECOND)
+            return None
+        soon = (a + _CORRECTION).astimezone(zone).utcoffset()
+        back = local.utcoffset() - soon
+        if not timedelta(0) < back < _CORRECTION:
+            return None
+        lo = a.replace(microsecond=0)
+        t = _transition_in(zone, lo, lo + _CORRECTION)
+        fold_start = t.astimezone(zone).replace(tzinfo=None)
+        w = next_wall(self.fields, fold_start)
+        if w is None or w >= fold_start + back:
+            return None
+        return w.replace(tzinfo=zone, fold=1).astimezone(UTC)
 
     # -- previous -----------------------------------------------------------------------
 

@@ -231,3 +231,11 @@ def test_dst_events_interval_is_half_open():
     t = _utc("2027-03-14T07:00:00Z")
     assert len(s.dst_events(t, _utc("2027-03-15T00:00:00Z"))) == 1
     assert s.dst_events(_utc("2027-03-01T00:00:00Z"), t) == []
+
+
+def test_a_dense_wildcard_job_fires_every_matching_second_in_both_passes():
+    # New York, 2026-11-01T06:00Z: 01:00-01:59:59 happens twice (EDT 05:00-06:00Z, EST 06:00-07:00Z)
+    got = compile_schedule("*/2 * 1 * * *", NY).fires(_utc("2026-11-01T04:00:00Z"), _utc("2026-11-01T08:00:00Z"))
+    expected = [_utc("2026-11-01T05:00:00Z") + i * (_utc("2026-11-01T00:00:02Z") - _utc("2026-11-01T00:00:00Z"))
+                for i in range(3600)]
+    assert got == expected

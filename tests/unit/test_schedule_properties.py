@@ -20,7 +20,7 @@ UTC = timezone.utc
 ZONES = ["UTC", "America/New_York", "Europe/Berlin", "Australia/Sydney", "Australia/Lord_Howe",
          "Pacific/Chatham", "America/Santiago", "Asia/Kolkata", "Europe/Dublin"]
 BOUNDS = {"second": (0, 59), "minute": (0, 59), "hour": (0, 23), "dom": (1, 31), "month": (1, 12), "dow": (0, 7)}
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _transitions(zone_name, first_year, last_year):
@@ -83,7 +83,7 @@ def starts(draw, zone, window):
 
 
 def _window(expr):
-    return timedelta(hours=3) if parse_fields(expr).has_seconds else timedelta(hours=40)
+    return timedelta(minutes=30) if parse_fields(expr).has_seconds else timedelta(hours=40)
 
 
 def _expected_by_scan(expr, zone_name, start, end):
