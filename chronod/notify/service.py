@@ -56,6 +56,7 @@ class NotifyService:
         self._next_reconcile: datetime | None = None
         self.thread: threading.Thread | None = None
         self._jobs: tuple[Any, list[Any]] | None = None
+        self._deadline: datetime | None = None
 
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
@@ -98,16 +99,24 @@ class NotifyService:
         when the next round is needed (the earliest silence deadline), None if not before
         MAX_SLEEP_S matters."""
         version = self.outbox.jobs_version()
-        if self._jobs is None or self._jobs[0] != version:
+        same_jobs = self._jobs is not None and self._jobs[0] == version
+        if not same_jobs:
             self._jobs = (version, self.store.jobs())  # parsing every spec is the costly part
+        cursor = _parse(self.outbox.get_state(CURSOR).get("at"))
+        since = (cursor - timedelta(seconds=CURSOR_OVERLAP_S)) if cursor else now - timedelta(seconds=FIRST_LOOKBACK_S)
+        changed = self.outbox.changed_runs(since, now + timedelta(days=1))
+        quiet = (same_jobs and cursor is not None and not [r for r in changed if not r.updated_at or r.updated_at > cursor]
+                 and self._deadline is not None and now < self._deadline and not self._reconcile_due(now))
+        if quiet:
+            # nothing new since the last round: deciding again for every job would only
+            # burn CPU on an idle daemon; deliveries that wait for a retry still go out
+            self._dispatch(now)
+            return self._deadline
         rows = self._jobs[1]
         specs = {r.job_id: r.spec for r in rows}
         paused = {r.job_id for r in rows if r.paused}
         names = [job_state_name(j) for j in specs]
         stored = self.outbox.get_states([CURSOR, *names])
-        cursor = _parse(stored.get(CURSOR, {}).get("at"))
-        since = (cursor - timedelta(seconds=CURSOR_OVERLAP_S)) if cursor else now - timedelta(seconds=FIRST_LOOKBACK_S)
-        changed = self.outbox.changed_runs(since, now + timedelta(days=1))
         by_job: dict[str, list[Any]] = {}
         for r in changed:
             by_job.setdefault(r.job_id, []).append(r)
@@ -139,7 +148,8 @@ class NotifyService:
         final = {**states, **new_states}
         self._export(specs, final, paused)
         self._dispatch(now)
-        return self._next_deadline(specs, final, paused, now)
+        self._deadline = self._next_deadline(specs, final, paused, now)
+        return self._deadline
 
     def _known_since(self, job_ids: list[str], now: datetime) -> dict[str, datetime]:
         """When the silence clock of a job never seen before starts: its last success, else
