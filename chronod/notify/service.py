@@ -105,8 +105,9 @@ class NotifyService:
         cursor = _parse(self.outbox.get_state(CURSOR).get("at"))
         since = (cursor - timedelta(seconds=CURSOR_OVERLAP_S)) if cursor else now - timedelta(seconds=FIRST_LOOKBACK_S)
         changed = self.outbox.changed_runs(since, now + timedelta(days=1))
+        reconcile = self._reconcile_due(now)
         quiet = (same_jobs and cursor is not None and not [r for r in changed if not r.updated_at or r.updated_at > cursor]
-                 and self._deadline is not None and now < self._deadline and not self._reconcile_due(now))
+                 and self._deadline is not None and now < self._deadline and not reconcile)
         if quiet:
             # nothing new since the last round: deciding again for every job would only
             # burn CPU on an idle daemon; deliveries that wait for a retry still go out
@@ -132,7 +133,7 @@ class NotifyService:
             notices += out
             if st != states[job_id]:
                 new_states[job_id] = st
-        if self._reconcile_due(now):
+        if reconcile:
             registered = {r.job_id: r.updated_at for r in rows if r.updated_at}
             more, changed_states = self._reconcile(specs, {**states, **new_states}, now, registered)
             notices += more
