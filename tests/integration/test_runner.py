@@ -68,7 +68,8 @@ def rss_kb(pid: int | str = "self") -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
-    raise AssertionError(f"no VmRSS for {pid}")
+    # an exited process not yet reaped (a zombie) has no memory lines
+    raise ProcessLookupError(f"no VmRSS for {pid}: it has exited")
 
 
 @pytest.fixture
