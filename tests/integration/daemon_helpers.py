@@ -90,3 +90,18 @@ def write_jobs(path: Path, jobs_yaml: str) -> None:
     tmp.write_text(jobs_yaml)
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
+
+
+def job(id_: str, schedule: str, command: str, **fields) -> str:
+    lines = [f"  - id: {id_}", "    owner: team", f"    schedule: {json.dumps(schedule)}",
+             f"    command: {json.dumps(command)}"]
+    fields.setdefault("idempotency_class", "idempotent")
+    fields.setdefault("tolerance_s", 0)
+    fields.setdefault("tolerance_reason", "tests need exact times")
+    for k, v in fields.items():
+        lines.append(f"    {k}: {json.dumps(v)}")
+    return "\n".join(lines) + "\n"
+
+
+def jobs_file(*jobs: str) -> str:
+    return "jobs:\n" + "".join(jobs)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.daemon_helpers import Chronod, chronoctl, runs_json, wait_until, write_jobs
+from tests.integration.daemon_helpers import Chronod, chronoctl, job, jobs_file, runs_json, wait_until, write_jobs
 
 TERMINAL = {"succeeded", "failed", "timed_out", "cancelled", "skipped_overlap", "skipped_outage",
             "skipped_paused", "lost"}
@@ -31,21 +30,6 @@ def env(tmp_path):
 
 def daemon(env, *extra) -> Chronod:
     return Chronod(env["reg"], env["db"], env["log"], *extra)
-
-
-def job(id_: str, schedule: str, command: str, **fields) -> str:
-    lines = [f"  - id: {id_}", "    owner: team", f"    schedule: {json.dumps(schedule)}",
-             f"    command: {json.dumps(command)}"]
-    fields.setdefault("idempotency_class", "idempotent")
-    fields.setdefault("tolerance_s", 0)
-    fields.setdefault("tolerance_reason", "tests need exact times")
-    for k, v in fields.items():
-        lines.append(f"    {k}: {json.dumps(v)}")
-    return "\n".join(lines) + "\n"
-
-
-def jobs_file(*jobs: str) -> str:
-    return "jobs:\n" + "".join(jobs)
 
 
 def at_second(delay_s: int) -> str:
@@ -199,8 +183,6 @@ def test_a_second_chronod_on_the_same_sqlite_database_refuses_to_start(env):
 
 
 def test_a_bad_file_keeps_its_last_good_version_and_the_error_is_shown(env):
-    from tests.integration.daemon_helpers import BIN  # noqa: F401
-
     write_jobs(env["reg"] / "good.yaml", jobs_file(job("keep", "@every 1s", "true")))
     write_jobs(env["reg"] / "other.yaml", jobs_file(job("other", "@every 1s", "true")))
     port = 20000 + os.getpid() % 20000

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import socket
 import time
@@ -13,7 +11,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tests.integration.daemon_helpers import Chronod, chronoctl, runs_json, wait_until, write_jobs
-from tests.integration.test_daemon import by_scheduled, job, jobs_file, parse
+from tests.integration.daemon_helpers import job, jobs_file
+from tests.integration.test_daemon import by_scheduled, parse
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.daemon_helpers import Chronod, chronoctl, runs_json, wait_until, write_jobs
+from tests.integration.daemon_helpers import Chronod, chronoctl, job, runs_json, wait_until, write_jobs
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -87,17 +87,6 @@ def fleet(tmp_path, new_pg_database):
     yield f
     f.stop_all()
     f.kill_jobs()
-
-
-def job(id_: str, schedule: str, command: str, **fields) -> str:
-    lines = [f"  - id: {id_}", "    owner: team", f"    schedule: {json.dumps(schedule)}",
-             f"    command: {json.dumps(command)}"]
-    fields.setdefault("idempotency_class", "idempotent")
-    fields.setdefault("tolerance_s", 0)
-    fields.setdefault("tolerance_reason", "tests need exact times")
-    for k, v in fields.items():
-        lines.append(f"    {k}: {json.dumps(v)}")
-    return "\n".join(lines) + "\n"
 
 
 def at_second(delay_s: int) -> str:

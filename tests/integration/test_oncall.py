@@ -10,7 +10,7 @@ import pytest
 
 from chronod.store.api import open_store
 from tests.integration.daemon_helpers import Chronod, chronoctl, runs_json, wait_until, write_jobs
-from tests.integration.test_daemon import job, jobs_file
+from tests.integration.daemon_helpers import job, jobs_file
 
 
 @pytest.mark.slow
