@@ -209,7 +209,9 @@ def test_missed_occurrences_after_downtime_follow_the_catchup_policy(env):
     time.sleep(1.5)
     d.stop()
     down_from = datetime.now(timezone.utc)
-    time.sleep(4)
+    # 5.5 s down leaves a window of at least 3 s between the two margins below: two
+    # whole-second occurrences at least, however fast the daemon comes back up.
+    time.sleep(5.5)
     d = daemon(env).start()
     up_at = datetime.now(timezone.utc)
     time.sleep(1)
