@@ -69,10 +69,11 @@ def mask_url(url: str) -> str:
 
 
 def migrations_dir() -> Path:
-    """The alembic environment shipped beside the chronod package."""
-    import chronod
-
-    return Path(chronod.__file__).resolve().parent.parent / "migrate"
+    """The alembic environment: `chronod/_migrate` in an installed chrono (setup.py maps the
+    repository's `migrate/` there at build time), `migrate/` beside the package in a checkout."""
+    package = Path(__file__).resolve().parents[1]
+    installed = package / "_migrate"
+    return installed if installed.is_dir() else package.parent / "migrate"
 
 
 
