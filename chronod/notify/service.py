@@ -24,6 +24,7 @@ from chronod.notify.deliver import TAIL_BYTES, DeliveryError, deliver
 from chronod.store.outbox import CURSOR, Outbox, Outgoing
 
 MAX_SLEEP_S = 60.0  # the loop wakes us after every outcome; this bounds retries and reconciles
+MIN_ROUND_GAP_S = 0.5  # a busy node records hundreds of outcomes a second: decide on them in rounds
 CURSOR_OVERLAP_S = 30  # re-read this much before the cursor: commits land out of order
 FIRST_LOOKBACK_S = 600  # a database never seen by a notifier: only the last ten minutes
 RECONCILE_EVERY_S = 300.0
@@ -57,6 +58,7 @@ class NotifyService:
         self.thread: threading.Thread | None = None
         self._jobs: tuple[Any, list[Any]] | None = None
         self._deadline: datetime | None = None
+        self._states: dict[str, core.NotifyState] = {}  # every job's state after the last round
 
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
@@ -90,7 +92,8 @@ class NotifyService:
                 self.log("notify.step_failed", "error", error=str(e).splitlines()[0] if str(e) else type(e).__name__)
                 nxt = None
             wait = MAX_SLEEP_S if nxt is None else (nxt - self.clock.now()).total_seconds()
-            self._wake.wait(min(max(wait, 0.02), MAX_SLEEP_S))
+            self._stop.wait(MIN_ROUND_GAP_S)
+            self._wake.wait(min(max(wait - MIN_ROUND_GAP_S, 0.0), MAX_SLEEP_S))
             self._wake.clear()
 
     # ------------------------------------------------------------------ one round
@@ -116,11 +119,16 @@ class NotifyService:
         rows = self._jobs[1]
         specs = {r.job_id: r.spec for r in rows}
         paused = {r.job_id for r in rows if r.paused}
-        names = [job_state_name(j) for j in specs]
-        stored = self.outbox.get_states([CURSOR, *names])
         by_job: dict[str, list[Any]] = {}
         for r in changed:
             by_job.setdefault(r.job_id, []).append(r)
+        # Every job when the jobs, a silence deadline or the reconcile call for it; otherwise
+        # only the jobs with new runs (the others' states cannot have changed).
+        full = (not same_jobs or reconcile or self._deadline is None or now >= self._deadline
+                or not self._states.keys() >= specs.keys())
+        if not full:
+            specs = {j: specs[j] for j in by_job if j in specs}
+        stored = self.outbox.get_states([CURSOR, *(job_state_name(j) for j in specs)])
         states = {j: core.NotifyState.from_json(stored.get(job_state_name(j))) for j in specs}
         fresh = [j for j, st in states.items() if st.basis is None]
         known = self._known_since(fresh, now) if fresh else {}
@@ -147,9 +155,15 @@ class NotifyService:
             save[CURSOR] = {"at": since.isoformat()}
         self.outbox.set_states(save, now)
         final = {**states, **new_states}
-        self._export(specs, final, paused)
+        self._export(final)
+        if full:
+            self._states = final
+            self._deadline = self._next_deadline(specs, final, paused, now)
+        else:
+            self._states.update(final)
+            self._deadline = min((d for d in (self._deadline, self._next_deadline(specs, final, paused, now))
+                                  if d is not None), default=None)
         self._dispatch(now)
-        self._deadline = self._next_deadline(specs, final, paused, now)
         return self._deadline
 
     def _known_since(self, job_ids: list[str], now: datetime) -> dict[str, datetime]:
@@ -178,7 +192,12 @@ class NotifyService:
         nodes = [n.name for n in self.store.nodes() if n.stopped_at is None]
         from chronod.core.history import Mark
 
-        marks = [Mark(*m) for m in marks]
+        marks_by_job: dict[str, list[Mark]] = {}
+        for m in marks:
+            marks_by_job.setdefault(m[1], []).append(Mark(*m))
+        pending_by_job: dict[str, list[Any]] = {}
+        for r in pending:
+            pending_by_job.setdefault(r.job_id, []).append(r)
         out: list[core.Notice] = []
         changed: dict[str, core.NotifyState] = {}
         for job_id, spec in specs.items():
@@ -196,9 +215,8 @@ class NotifyService:
                 changed[job_id] = st
             # Occurrences before the job's first row were never expected of this database.
             start = max(since, first[job_id] - timedelta(microseconds=1)) if job_id in first else since
-            job_marks = [m for m in marks if m.job_id == job_id]
-            out += core.unclaimed(spec, schedule, [r for r in pending if r.job_id == job_id], since=start,
-                                  now=now, nodes=nodes, marks=job_marks)
+            out += core.unclaimed(spec, schedule, pending_by_job.get(job_id, []), since=start,
+                                  now=now, nodes=nodes, marks=marks_by_job.get(job_id, []))
         return out, changed
 
     # ------------------------------------------------------------------ outbox
@@ -264,7 +282,7 @@ class NotifyService:
         self.outbox.mark_failed(row.id, self.node, error, retry_at)
 
     # ------------------------------------------------------------------ export
-    def _export(self, specs: dict[str, Any], states: dict[str, core.NotifyState], paused: set[str]) -> None:
+    def _export(self, states: dict[str, core.NotifyState]) -> None:
         if self.metrics is None:
             return
         for job_id, st in states.items():

@@ -341,3 +341,41 @@ def test_an_occurrence_left_pending_past_its_grace_is_reported_unclaimed(store_u
     finally:
         svc.stop()
         store.close()
+
+
+def test_a_round_busy_with_one_job_still_notices_another_job_going_silent(store_url, tmp_path, monkeypatch):
+    from chronod.core.identity import run_id
+    from chronod.notify import service
+    from chronod.store.api import Run
+
+    monkeypatch.setattr(service, "CURSOR_OVERLAP_S", 0)  # later rounds read only busy's new rows
+
+    store = _spec_store(store_url, tmp_path, jobs_file(
+        job("busy", "exit 1", "http://127.0.0.1:9/", on=("failed",), max_silence_s=3600),
+        job("quiet", "true", "http://127.0.0.1:9/", on=("silence",), max_silence_s=60)
+        .replace('"@every 1s"', '"@every 1h"')))
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+
+    def ran(job_id, at, state):
+        store.insert_runs([Run(run_id=run_id(job_id, at), job_id=job_id, job_key=job_id, scheduled_at=at, fire_at=at,
+                               state=state, attempts=1, exit_code=0 if state == "succeeded" else 1,
+                               finished_at=at + timedelta(milliseconds=200))])
+
+    ran("quiet", now - timedelta(seconds=50), "succeeded")
+    for job_id in ("busy", "quiet"):
+        ran(job_id, now + timedelta(hours=1), "pending")  # each has its next occurrence
+    svc = _service(store, "n1", [])
+    try:
+        svc.step(now)
+        assert [r.event for r in _rows(store, "quiet")] == []
+        # rounds that only bring new runs of `busy`: the one after quiet's deadline still
+        # decides for quiet
+        for i in range(1, 4):
+            time.sleep(0.01)
+            ran("busy", now + timedelta(seconds=5 * i), "failed")
+            svc.step(now + timedelta(seconds=5 * i + 1))
+        assert [r.event for r in _rows(store, "quiet")] == ["silence"]
+        assert [r.event for r in _rows(store, "busy")] == ["failed"]
+    finally:
+        svc.stop()
+        store.close()
