@@ -12,7 +12,6 @@ import os
 import pwd
 import re
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -265,31 +264,6 @@ def _import_entry(
             if events:
                 result.risky.append({"id": job_id, "source": f"{entry.file}:{entry.line}", "reason": "; ".join(f"{e.date}: {e.effect}" for e in events)})
     return job
-
-
-# --- writing ---------------------------------------------------------------------------
-
-
-def write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write `text` to `path` through a temporary file in the same directory and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 # --- output --------------------------------------------------------------------------
@@ -578,8 +552,10 @@ def import_cmd(
     result = run_import(sources, options, now_utc().replace(second=0, microsecond=0), _existing_ids(reg, names))
     written = [str(reg / name) for name in sorted(result.files)]
     if not dry_run:
+        from chronoctl.cutover import write_registry_file
+
         for name, text in sorted(result.files.items()):
-            write_atomically(reg / name, text)
+            write_registry_file(reg / name, text.encode())
     if json_out:
         print_json(as_json(result, written, dry_run))
     else:

@@ -320,7 +320,7 @@ def cutover(migrations: list[Migration], daemon: Daemon, clock: Clock = _now) ->
 def _switch(migrations: list[Migration], daemon: Daemon, sw: Switch, clock: Clock) -> Switch:
     deadline = switch_deadline(sw.minute)
     for m in migrations:
-        _write_registry(m.registry_file, m.registry_text.encode())
+        write_registry_file(m.registry_file, m.registry_text.encode())
     daemon.ask_reload()
     specs = [s for m in migrations for s in m.specs]
     firsts = _wait_until(lambda: daemon.first_occurrences(specs), deadline, clock)
@@ -355,7 +355,9 @@ def _switch(migrations: list[Migration], daemon: Daemon, sw: Switch, clock: Cloc
     return sw
 
 
-def _write_registry(path: Path, data: bytes) -> None:
+def write_registry_file(path: Path, data: bytes) -> None:
+    """Put `data` into the registry at `path` as the daemon's checks want it (mode 0644,
+    root-owned when we are root, atomic and durable), creating the registry directory (0755)."""
     from chronoctl.cmd_registry import write_atomically
 
     path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
@@ -367,7 +369,7 @@ def _undo_registration(migrations: list[Migration], daemon: Daemon, clock: Clock
         if m.previous is None:
             _remove(m.registry_file)
         else:
-            _write_registry(m.registry_file, m.previous)
+            write_registry_file(m.registry_file, m.previous)
     daemon.ask_reload()
     ids = [s.id for m in migrations if m.previous is None for s in m.specs]
     _wait_until(lambda: daemon.dropped(ids), clock() + timedelta(seconds=10), clock)

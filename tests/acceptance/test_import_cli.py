@@ -83,6 +83,21 @@ def test_import_writes_one_valid_registry_file_per_source_and_reimport_is_identi
     validate_registry(registry)
 
 
+def test_an_import_under_a_loose_umask_still_writes_a_registry_the_daemon_trusts(tmp_path):
+    registry = tmp_path / "jobs.d"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHRONO_")}
+    proc = subprocess.run([CHRONOCTL, "import", str(FIXTURES / "backup"), "--format", "system", "--registry", str(registry)],
+                          capture_output=True, text=True, timeout=120, env=env, preexec_fn=lambda: os.umask(0))
+    assert proc.returncode == 0, proc.stderr
+    written = registry / "imported-crontabs-backup.yaml"
+    assert (stat.S_IMODE(registry.stat().st_mode), stat.S_IMODE(written.stat().st_mode)) == (0o755, 0o644)
+    if os.geteuid() == 0:
+        assert (written.stat().st_uid, written.stat().st_gid) == (0, 0)
+    specfile = pytest.importorskip("chronod.specfile")
+    result = specfile.load_registry(registry, now=datetime.now(timezone.utc), secure=True)
+    assert [p.format() for p in result.problems] == [] and result.jobs
+
+
 def test_dry_run_writes_nothing(tmp_path):
     chronoctl("import", str(FIXTURES / "php"), "--format", "system", "--dry-run", "--registry", str(tmp_path / "r"))
     assert not (tmp_path / "r").exists()
