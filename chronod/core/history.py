@@ -78,6 +78,18 @@ class Silence:
     silent: bool
 
 
+@dataclass(frozen=True)
+class SilentJob:
+    """A job past its dead man's switch: no success for longer than `max_silence_s`."""
+
+    job_id: str
+    owner: str
+    last_success: datetime | None  # None: it never succeeded
+    silence_s: float  # since the last success, or since the job was known
+    max_silence_s: int
+    silent_since: datetime  # when the switch tripped
+
+
 def iso(at: datetime | None) -> str | None:
     """An aware datetime as ISO-8601 in UTC with an explicit offset ("+00:00")."""
     if at is None:
@@ -437,3 +449,53 @@ def silence(spec: JobSpec, last_success_at: datetime | None, now: datetime, *,
     limit = spec.max_silence_s
     silent = bool(limit is not None and age is not None and age > limit)
     return Silence(last_success_at, age, limit, silent)
+
+
+def latest_successes(runs: Iterable[Any]) -> dict[str, datetime]:
+    """job_id -> when its latest success ended (finish time, else scheduled_at)."""
+    out: dict[str, datetime] = {}
+    for r in runs:
+        if r.state == "succeeded":
+            t = r.finished_at or r.scheduled_at
+            out[r.job_id] = max(t, out.get(r.job_id, t))
+    return out
+
+
+def watched(job: Any) -> bool:
+    """Whether the dead man's switch applies to a registered job now: enabled, not
+    paused (a pause is deliberate), with a `max_silence_s` (@reboot jobs have none)."""
+    return bool(job.spec.enabled and not job.paused and job.spec.max_silence_s is not None)
+
+
+def silence_suspects(jobs: Iterable[Any], recent: Iterable[Any], now: datetime) -> list[Any]:
+    """The watched jobs that may be silent at `now`, judged from `recent` runs or marks
+    (read by `job_id`, `state`, `scheduled_at`): all but those with a success scheduled
+    within their `max_silence_s`. A run never finishes before its scheduled time, so such a
+    job is surely not silent; the others need their true last success (`silent_jobs`)."""
+    newest: dict[str, datetime] = {}
+    for r in recent:
+        if r.state == "succeeded":
+            newest[r.job_id] = max(r.scheduled_at, newest.get(r.job_id, r.scheduled_at))
+    out = []
+    for j in jobs:
+        seen = newest.get(j.job_id)
+        if watched(j) and (seen is None or (now - seen).total_seconds() > j.spec.max_silence_s):
+            out.append(j)
+    return out
+
+
+def silent_jobs(jobs: Iterable[Any], last_success_at: Mapping[str, datetime], now: datetime) -> list[SilentJob]:
+    """The jobs that are silent at `now`, in job id order. `jobs` are registered jobs read
+    by attribute (`job_id`, `spec`, `paused`, `updated_at`); `last_success_at` maps a job id
+    to its latest success, and a job missing from it never succeeded: its silence counts
+    from its last definition change (`updated_at`), as `silence` does with `known_since`."""
+    out = []
+    for j in sorted(jobs, key=lambda j: j.job_id):
+        if not watched(j):
+            continue
+        q = silence(j.spec, last_success_at.get(j.job_id), now, known_since=j.updated_at)
+        if q.silent:
+            basis = q.last_success or j.updated_at
+            out.append(SilentJob(j.job_id, j.spec.owner, q.last_success, q.age_s, j.spec.max_silence_s,
+                                 basis + timedelta(seconds=j.spec.max_silence_s)))
+    return out

@@ -9,7 +9,7 @@ import pytest
 from chronod.core import history as h
 from chronod.core.identity import jitter_offset, run_id
 from chronod.core.model import JobSpec, RunOn
-from chronod.store.api import Run
+from chronod.store.api import JobRow, Run
 
 UTC = timezone.utc
 
@@ -251,6 +251,53 @@ def test_the_last_success_is_the_one_that_finished_last():
     runs = [run(DAILY, "2026-03-08 02:00", "succeeded"), run(DAILY, "2026-03-09 02:00", "succeeded"),
             run(DAILY, "2026-03-10 02:00", "failed")]
     assert h.last_success(runs).scheduled_at == T("2026-03-09 02:00")
+
+
+def registered(sp: JobSpec, updated_at: str = "2026-03-01 00:00", **kw) -> JobRow:
+    return JobRow(job_id=sp.id, spec=sp, spec_hash="h", node="web1", updated_at=T(updated_at), **kw)
+
+
+def test_the_latest_success_per_job_is_its_latest_finish_and_failures_do_not_count():
+    other = spec(id="purge", owner="privacy")
+    runs = [run(DAILY, "2026-03-08 02:00", "succeeded"), run(DAILY, "2026-03-09 02:00", "succeeded"),
+            run(DAILY, "2026-03-10 02:00", "failed"), run(other, "2026-03-07 02:00", "succeeded"),
+            run(other, "2026-03-08 02:00", "timed_out")]
+    assert h.latest_successes(runs) == {"billing-export": T("2026-03-09 02:00:30"), "purge": T("2026-03-07 02:00:30")}
+
+
+def test_a_job_whose_only_successes_are_older_than_max_silence_is_silent_since_the_switch_tripped():
+    last = T("2026-03-07 02:00:30")  # 3 days before NOW; the limit is 2 days
+    [q] = h.silent_jobs([registered(DAILY, "2026-03-09 12:00")], {DAILY.id: last}, NOW)
+    assert (q.job_id, q.owner, q.last_success) == ("billing-export", "finance", last)
+    assert q.silence_s == (NOW - last).total_seconds()
+    assert q.max_silence_s == 2 * 86400 and q.silent_since == last + timedelta(days=2)
+    assert h.silent_jobs([registered(DAILY)], {DAILY.id: T("2026-03-08 09:30")}, NOW) == []
+
+
+def test_a_job_that_never_succeeded_is_silent_once_max_silence_has_passed_since_its_last_change():
+    [q] = h.silent_jobs([registered(DAILY, "2026-03-07 00:00")], {}, NOW)
+    assert q.last_success is None and q.silent_since == T("2026-03-09 00:00")
+    assert h.silent_jobs([registered(DAILY, "2026-03-09 00:00")], {}, NOW) == []
+
+
+def test_paused_disabled_and_reboot_jobs_are_never_silent_and_the_rest_come_in_id_order():
+    old = T("2026-01-01 00:00")
+    rows = [registered(spec(id="zeta")), registered(spec(id="paused"), paused=True),
+            registered(spec(id="off", enabled=False)), registered(spec(id="boot", schedule="@reboot", max_silence_s=None)),
+            registered(spec(id="alpha"))]
+    got = h.silent_jobs(rows, {r.job_id: old for r in rows}, NOW)
+    assert [q.job_id for q in got] == ["alpha", "zeta"]
+
+
+def test_only_jobs_without_a_success_scheduled_inside_their_max_silence_need_their_last_success_looked_up():
+    hourly = spec(id="hourly", schedule="0 * * * *", max_silence_s=3 * 3600)
+    rows = [registered(DAILY), registered(hourly), registered(spec(id="purge")),
+            registered(spec(id="paused"), paused=True)]
+    recent = [run(DAILY, "2026-03-10 02:00", "succeeded"), run(hourly, "2026-03-10 05:00", "succeeded"),
+              run(hourly, "2026-03-10 08:00", "failed"), h.Mark("x", "purge", "purge", T("2026-03-10 02:00"), "failed", "schedule")]
+    assert [j.job_id for j in h.silence_suspects(rows, recent, NOW)] == ["hourly", "purge"]
+    recent.append(h.Mark("y", "hourly", "hourly", T("2026-03-10 06:00"), "succeeded", "schedule"))
+    assert [j.job_id for j in h.silence_suspects(rows, recent, NOW)] == ["purge"]
 
 
 def test_a_manual_run_id_never_equals_the_scheduled_one_at_the_same_instant():
