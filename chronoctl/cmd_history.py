@@ -107,7 +107,8 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
     win = win or next(iter(store.runs(spec.id, states=["succeeded"], limit=1)), None)
     streak = history.success_streak(recent)
     last_at = (win.finished_at or win.scheduled_at) if win else None
-    quiet = history.silence(spec, last_at, now)
+    quiet = history.silence(spec, last_at, now, known_since=row.updated_at)
+    silent = history.silent_jobs([row], {spec.id: last_at} if last_at else {}, now)  # as `status` and `missed` list it
     key = _keys(row, _node_names(store))[0]
     offset = jitter_offset(key, spec.tolerance_s)
     nxt = common.occurrences(sched, now, offset, 3)
@@ -120,7 +121,7 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
         "success_streak": streak, "success_streak_capped": streak >= STREAK_SCAN,
         "last_success_at": cmd_ops.iso(last_at),
         "silence_s": round(quiet.age_s) if quiet.age_s is not None else None,
-        "max_silence_s": quiet.max_silence_s, "silent": quiet.silent,
+        "max_silence_s": quiet.max_silence_s, "silent": bool(silent),
         "runs": [cmd_ops.run_json(r) for r in recent[:LAST_RUNS]],
         "_runs": recent[:LAST_RUNS],
     }
@@ -154,8 +155,6 @@ def _human(text: str | None, now: datetime) -> str:
 
 
 def _overview(store: "Store", now: datetime) -> dict[str, Any]:
-    from chronod.core import history
-
     rows = store.jobs()
     nodes = store.nodes()
     day = store.runs(since=now - timedelta(days=1), until=now)
@@ -164,20 +163,7 @@ def _overview(store: "Store", now: datetime) -> dict[str, Any]:
         if r.state not in ("pending", "running", "retry_wait"):
             latest.setdefault(r.job_id, r)
     failing = [r for r in latest.values() if r.state in FAILING]
-    longest = max((j.spec.max_silence_s or 0 for j in rows), default=0)
-    wins = store.runs(since=now - timedelta(seconds=longest), until=now, states=["succeeded"]) if rows else []
-    last_win: dict[str, datetime] = {}
-    for r in wins:
-        t = r.finished_at or r.scheduled_at
-        last_win[r.job_id] = max(t, last_win.get(r.job_id, t))
-    silent = []
-    for j in rows:
-        if not j.spec.enabled or j.paused or j.spec.max_silence_s is None:
-            continue
-        q = history.silence(j.spec, last_win.get(j.job_id), now, known_since=j.updated_at)
-        if q.silent:
-            silent.append({"job_id": j.job_id, "owner": j.spec.owner, "last_success_at": cmd_ops.iso(q.last_success),
-                           "silence_s": round(q.age_s), "max_silence_s": q.max_silence_s})
+    silent = [_silent_json(q) for q in _silent(store, rows, now, day)]
     from chronod.fleet import placement
 
     running = store.running()
@@ -192,6 +178,42 @@ def _overview(store: "Store", now: datetime) -> dict[str, Any]:
         "registry_errors": store.registry_errors(),
         "running": [cmd_ops.run_json(r) for r in running],
     }
+
+
+def _silent(store: "Store", rows: list["JobRow"], now: datetime, recent: list[Any]) -> list[Any]:
+    """The jobs silent now (no success for longer than `max_silence_s`), for `status` and
+    `missed` alike; the judging is `history.silent_jobs`. `recent` are the runs or marks
+    the command read anyway: a job with a success in them recent enough is not silent,
+    and only the others (silent, or close to it, or weekly) are looked up one by one for
+    their latest success, however old. A job that never succeeded has its silence counted
+    from its last definition change."""
+    from chronod.core import history
+
+    suspects = history.silence_suspects(rows, recent, now)
+    last: dict[str, datetime] = {}
+    for j in suspects:
+        last.update(history.latest_successes(store.runs(j.job_id, until=now, states=["succeeded"], limit=1)))
+    return history.silent_jobs(suspects, last, now)
+
+
+def _silent_json(q: Any) -> dict[str, Any]:
+    """A silent job in `--json` (the same keys in `status` and `missed`)."""
+    return {"job_id": q.job_id, "owner": q.owner, "last_success_at": cmd_ops.iso(q.last_success),
+            "silence_s": round(q.silence_s), "max_silence_s": q.max_silence_s,
+            "silent_since": cmd_ops.iso(q.silent_since)}
+
+
+def _silent_row(d: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """A silent job as a table row: its last success (or "never"), how long without one."""
+    from chronoctl.render import age
+
+    last = _human(d["last_success_at"], now) if d["last_success_at"] else "never"
+    return {"job": d["job_id"], "owner": d["owner"], "last_success": last,
+            "no_success_for": age(d["silence_s"]), "max_silence": age(d["max_silence_s"])}
+
+
+SILENT_COLUMNS = ("job", "last_success", ("no_success_for", "NO SUCCESS FOR", "right"),
+                  ("max_silence", "MAX SILENCE", "right"))
 
 
 def _owner(rows: list["JobRow"], job_id: str) -> str | None:
@@ -234,9 +256,8 @@ def _print_overview(d: dict[str, Any], now: datetime) -> None:
     print_table(failing, ("job", "owner", "state", ("exit", "EXIT", "right"), "scheduled", ("run_id", "RUN ID")),
                 title="failing (latest run in the last 24h)")
     echo()
-    silent = [{"job": s["job_id"], "owner": s["owner"], "last_success": _human(s["last_success_at"], now),
-               "max_silence": f"{s['max_silence_s']}s"} for s in d["silent"]]
-    print_table(silent, ("job", "owner", "last_success", "max_silence"), title="silent past max_silence_s")
+    silent = [_silent_row(s, now) for s in d["silent"]]
+    print_table(silent, (SILENT_COLUMNS[0], "owner", *SILENT_COLUMNS[1:]), title="silent past max_silence_s")
     echo()
     errs = [{"node": e.get("node"), "file": e.get("file"), "line": e.get("line"), "message": e.get("message")}
             for e in d["registry_errors"]]
@@ -389,8 +410,10 @@ def missed(
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
 ) -> None:
-    """Every occurrence in the window that did not succeed, and every one that fell due
-    with no record at all, grouped by owner. Exit 0 when nothing was missed, 1 otherwise."""
+    """Every occurrence in the window that did not succeed, every one that fell due with
+    no record at all, and every job silent now (no success for longer than its
+    max_silence_s), grouped by owner. Exit 0 when nothing was missed and nothing is
+    silent, 1 otherwise."""
     from chronod.core import history
 
     now = common.now_utc()
@@ -399,11 +422,12 @@ def missed(
         rows = [j for j in store.jobs() if j.removed_at is None]
         found, marks = _window(store, start - timedelta(seconds=1), now + timedelta(seconds=1))
         nodes = _node_names(store)
+        silent = _silent(store, rows, now, marks if marks is not None else found)
     known = _known_since(rows, marks if marks is not None else found, start)
     misses = history.missed([j.spec for j in rows], found, since=start, now=now, nodes=nodes,
                             known_since=known, marks=marks)
-    _print_misses(misses, start, now, as_json)
-    if misses:
+    _print_misses(misses, silent, start, now, as_json)
+    if misses or silent:
         raise typer.Exit(EXIT_NO)
 
 
@@ -443,23 +467,38 @@ def _miss_json(m: Any) -> dict[str, Any]:
     }
 
 
-def _print_misses(misses: list[Any], start: datetime, now: datetime, as_json: bool) -> None:
+def _by_owner(misses: list[Any], silent: list[Any]) -> dict[str, tuple[list[Any], list[Any]]]:
+    """owner -> (its misses, its silent jobs), owners in order."""
     from chronod.core.history import group_by_owner
 
-    groups = group_by_owner(misses)
+    groups = {o: (ms, []) for o, ms in group_by_owner(misses).items()}
+    for q in silent:
+        groups.setdefault(q.owner, ([], []))[1].append(q)
+    return dict(sorted(groups.items()))
+
+
+def _print_misses(misses: list[Any], silent: list[Any], start: datetime, now: datetime, as_json: bool) -> None:
+    groups = _by_owner(misses, silent)
     if as_json:
         return _print_json({
             "since": cmd_ops.iso(start), "until": cmd_ops.iso(now), "count": len(misses),
-            "owners": [{"owner": o or None, "missed": [_miss_json(m) for m in ms]} for o, ms in groups.items()],
+            "silent_count": len(silent),
+            "owners": [{"owner": o or None, "missed": [_miss_json(m) for m in ms],
+                        "silent": [_silent_json(q) for q in qs]} for o, (ms, qs) in groups.items()],
         })
     from chronoctl.render import echo, escape_line, human_time, print_table
 
-    if not misses:
-        echo(f"nothing missed since {human_time(start, now)}")
+    if not groups:
+        echo(f"nothing missed since {human_time(start, now)} and no job silent")
         return
-    for owner, ms in groups.items():
-        rows = [{"job": m.job_key, "scheduled": human_time(m.scheduled_at, now), "state": m.state,
-                 "run_id": m.run_id, "why": m.reason} for m in ms]
-        print_table(rows, ("job", "scheduled", "state", ("run_id", "RUN ID"), "why"),
-                    title=escape_line(f"{owner or '(jobs no longer registered)'}: {len(ms)} missed"))
+    for owner, (ms, qs) in groups.items():
+        who = owner or "(jobs no longer registered)"
+        if ms:
+            rows = [{"job": m.job_key, "scheduled": human_time(m.scheduled_at, now), "state": m.state,
+                     "run_id": m.run_id, "why": m.reason} for m in ms]
+            print_table(rows, ("job", "scheduled", "state", ("run_id", "RUN ID"), "why"),
+                        title=escape_line(f"{who}: {len(ms)} missed"))
+        if qs:
+            print_table([_silent_row(_silent_json(q), now) for q in qs], SILENT_COLUMNS,
+                        title=escape_line(f"{who}: {len(qs)} silent (no success for longer than max_silence_s)"))
         echo()

@@ -1,0 +1,147 @@
+"""`chronoctl missed` reports the jobs that are silent now (the dead man's switch), through
+the installed binary, against a history written with the store API relative to the real
+clock: a purge whose only successes are a month old, next to jobs that must not count
+(a healthy one, a paused one, one registered a moment ago)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+from chronod.core.identity import run_id
+from chronod.core.model import JobSpec
+from chronod.store.api import Run
+from chronod.store.sql import SqlStore
+from tests.integration.daemon_helpers import chronoctl
+
+DAY = 86400
+
+
+def _spec(id: str, owner: str, schedule: str, max_silence_s: int) -> JobSpec:
+    return JobSpec(id=id, owner=owner, schedule=schedule, command="true", idempotency_class="idempotent",
+                   max_silence_s=max_silence_s)
+
+
+PURGE = _spec("gdpr-purge", "privacy", "0 3 * * *", 2 * DAY)
+HOURLY = _spec("billing-export", "finance", "0 * * * *", 3 * 3600)
+PAUSED = _spec("cleanup", "platform", "30 2 * * *", 2 * DAY)
+FRESH = _spec("new-report", "finance", "0 5 * * *", 2 * DAY)
+NEVER = _spec("warehouse-load", "data", "0 4 * * *", 2 * DAY)
+
+
+def _won(spec: JobSpec, at: datetime) -> Run:
+    return Run(run_id=run_id(spec.id, at), job_id=spec.id, job_key=spec.id, scheduled_at=at, fire_at=at,
+               state="succeeded", attempts=1, node="web1", trigger="schedule", started_at=at + timedelta(seconds=1),
+               finished_at=at + timedelta(seconds=31), exit_code=0, output_bytes=0)
+
+
+def _store(url: str, clock=None) -> SqlStore:
+    store = SqlStore(url, now=clock)
+    store.upgrade()
+    return store
+
+
+def _fill(url: str, now: datetime) -> datetime:
+    """The history; returns when the purge last succeeded (finished)."""
+    day0 = now.replace(hour=3, minute=0, second=0, microsecond=0)
+    hour0 = now.replace(minute=0, second=0, microsecond=0)
+    store = _store(url)
+    try:
+        store.sync_jobs("web1", [PURGE, HOURLY, PAUSED, FRESH])
+        store.set_paused(PAUSED.id, True, "INC-9: bucket migration")
+        store.insert_runs([_won(PURGE, day0 - timedelta(days=35)), _won(PURGE, day0 - timedelta(days=34)),
+                           *(_won(HOURLY, hour0 - timedelta(hours=h)) for h in range(3)),
+                           _won(PAUSED, day0 - timedelta(days=30))])
+    finally:
+        store.close()
+    return day0 - timedelta(days=34, seconds=-31)
+
+
+def _missed(db: str, *args: str) -> tuple[int, dict]:
+    res = chronoctl("missed", *args, "--json", db=db)
+    assert "Traceback" not in res.stderr, res.stderr
+    return res.returncode, json.loads(res.stdout)
+
+
+def test_missed_reports_a_job_whose_only_successes_are_old_as_silent_and_exits_1(tmp_path):
+    db = str(tmp_path / "chrono.db")
+    last = _fill(db, datetime.now(timezone.utc))
+    before = datetime.now(timezone.utc)
+    rc, data = _missed(db, "--since", "24h")
+    after = datetime.now(timezone.utc)
+    assert rc == 1
+    assert data["count"] == 0 and data["silent_count"] == 1
+    [group] = data["owners"]
+    assert group["owner"] == "privacy" and group["missed"] == []
+    [q] = group["silent"]
+    assert q["job_id"] == "gdpr-purge" and q["owner"] == "privacy"
+    assert datetime.fromisoformat(q["last_success_at"]) == last
+    assert q["max_silence_s"] == 2 * DAY
+    assert datetime.fromisoformat(q["silent_since"]) == last + timedelta(days=2)
+    assert (before - last).total_seconds() - 1 <= q["silence_s"] <= (after - last).total_seconds() + 1
+
+
+def test_status_and_missed_agree_on_which_jobs_are_silent(tmp_path):
+    db = str(tmp_path / "chrono.db")
+    _fill(db, datetime.now(timezone.utc))
+    res = chronoctl("status", "--json", db=db, check=True)
+    status = json.loads(res.stdout)["silent"]
+    _, data = _missed(db)
+    missed = [q for g in data["owners"] for q in g["silent"]]
+    same = ("job_id", "owner", "last_success_at", "max_silence_s", "silent_since")
+    assert [{k: q[k] for k in same} for q in status] == [{k: q[k] for k in same} for q in missed]
+    assert [q["job_id"] for q in status] == ["gdpr-purge"]
+
+
+def test_missed_text_names_the_owner_the_silent_job_and_its_last_success(tmp_path):
+    db = str(tmp_path / "chrono.db")
+    _fill(db, datetime.now(timezone.utc))
+    res = chronoctl("missed", db=db, env={"NO_COLOR": "1"})
+    assert res.returncode == 1, res.stderr
+    assert "privacy: 1 silent" in res.stdout
+    line = next(x for x in res.stdout.splitlines() if x.startswith("gdpr-purge"))
+    assert "ago" in line and "2d" in line
+    for quiet in ("billing-export", "cleanup", "new-report"):
+        assert quiet not in res.stdout
+
+
+def test_a_job_that_never_succeeded_is_silent_from_its_registration_and_shows_never(tmp_path):
+    db = str(tmp_path / "chrono.db")
+    registered = datetime.now(timezone.utc) - timedelta(days=5)
+    store = _store(db, clock=lambda: registered)
+    try:
+        store.sync_jobs("web1", [NEVER])
+    finally:
+        store.close()
+    rc, data = _missed(db, "--since", "1h")
+    assert rc == 1
+    [q] = [q for g in data["owners"] for q in g["silent"]]
+    assert q["job_id"] == "warehouse-load" and q["last_success_at"] is None
+    assert datetime.fromisoformat(q["silent_since"]) == registered + timedelta(days=2)
+    res = chronoctl("missed", "--since", "1h", db=db, env={"NO_COLOR": "1"})
+    line = next(x for x in res.stdout.splitlines() if x.startswith("warehouse-load"))
+    assert "never" in line and "5d" in line
+
+
+def test_missed_exits_0_when_nothing_was_missed_and_no_job_is_silent(tmp_path):
+    db = str(tmp_path / "chrono.db")
+    store = _store(db)
+    try:
+        store.sync_jobs("web1", [HOURLY])
+        hour0 = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
+        store.insert_runs([_won(HOURLY, hour0 - timedelta(hours=h)) for h in range(2)])
+    finally:
+        store.close()
+    rc, data = _missed(db)
+    assert rc == 0 and data["silent_count"] == 0 and data["owners"] == []
+
+
+def test_status_of_one_job_calls_it_silent_exactly_when_missed_lists_it(tmp_path):
+    db = str(tmp_path / "chrono.db")
+    _fill(db, datetime.now(timezone.utc))
+    _, data = _missed(db)
+    listed = {q["job_id"] for g in data["owners"] for q in g["silent"]}
+    for spec in (PURGE, HOURLY, PAUSED, FRESH):
+        res = chronoctl("status", spec.id, "--json", db=db, check=True)
+        assert json.loads(res.stdout)["silent"] is (spec.id in listed), spec.id
+    assert listed == {"gdpr-purge"}
