@@ -23,6 +23,7 @@ _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _ENV_LINE = re.compile(r"""^[ \t]*(?:"([^"]*)"|'([^']*)'|([^\s="']+))[ \t]*=[ \t]*(.*)$""")
 _USER_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@-]*\$?$")
 _REVERSED = re.compile(r"(?:^|,)(\w+)-(\w+)(?:/\d+)?(?=,|$)")
+_UNESCAPED_PERCENT = re.compile(r"(?<!\\)%")  # a `%` that ends the command or a stdin line
 _DOC_EXAMPLE = "command to be executed"
 
 
@@ -99,33 +100,8 @@ def parse_env_line(line: str) -> tuple[str, str] | None:
 def split_percent(command: str) -> tuple[str, str | None]:
     """cron's `%` rule: an unescaped `%` ends the command; the rest is standard input
     with every further `%` a newline. `\\%` is a literal `%` in both parts."""
-    out: list[str] = []
-    i = 0
-    while i < len(command):
-        ch = command[i]
-        if ch == "\\" and command[i + 1 : i + 2] == "%":
-            out.append("%")
-            i += 2
-            continue
-        if ch == "%":
-            return "".join(out), _stdin_text(command[i + 1 :])
-        out.append(ch)
-        i += 1
-    return "".join(out), None
-
-
-def _stdin_text(rest: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(rest):
-        ch = rest[i]
-        if ch == "\\" and rest[i + 1 : i + 2] == "%":
-            out.append("%")
-            i += 2
-        else:
-            out.append("\n" if ch == "%" else ch)
-            i += 1
-    return "".join(out)
+    command, *stdin_lines = (part.replace("\\%", "%") for part in _UNESCAPED_PERCENT.split(command))
+    return command, "\n".join(stdin_lines) if stdin_lines else None
 
 
 def _split_fields(text: str, count: int) -> tuple[list[str], str] | None:
