@@ -28,6 +28,29 @@ def register(app: typer.Typer) -> None:
     app.command("forecast")(forecast)
 
 
+# --- options that next, explain and forecast share ---------------------------------------
+
+
+def _job_argument() -> Any:
+    return typer.Argument(None, metavar="JOB", help="A job id from the registry.")
+
+
+def _cron_option() -> Any:
+    return typer.Option(None, "--cron", metavar="EXPR", help="A cron expression instead of a job.")
+
+
+def _tz_option() -> Any:
+    return typer.Option(None, "--tz", metavar="TZ", help="Zone of --cron (IANA name; default UTC).")
+
+
+def _node_option() -> Any:
+    return typer.Option(None, "--node", metavar="NAME", help="Node name for jobs that run on each node (default: this host).")
+
+
+def _registry_option() -> Any:
+    return typer.Option(None, "--registry", metavar="DIR", help="Registry directory (default CHRONO_REGISTRY or the system one).")
+
+
 # --- what a command is asked about: a registry job or a bare expression ----------------
 
 
@@ -85,15 +108,15 @@ def _after(text: str | None, tz: str, now: datetime) -> datetime:
 
 
 def next_fires(
-    job: Optional[str] = typer.Argument(None, metavar="JOB", help="A job id from the registry."),
-    cron: Optional[str] = typer.Option(None, "--cron", metavar="EXPR", help="A cron expression instead of a job."),
-    tz: Optional[str] = typer.Option(None, "--tz", metavar="TZ", help="Zone of --cron (IANA name; default UTC)."),
+    job: Optional[str] = _job_argument(),
+    cron: Optional[str] = _cron_option(),
+    tz: Optional[str] = _tz_option(),
     after: Optional[str] = typer.Option(
         None, "--after", metavar="ISO", help="Start after this time (default now); without an offset it is wall time in the schedule's zone."
     ),
     count: int = typer.Option(5, "--count", "-n", min=1, max=COUNT_MAX, help="How many fires to list."),
-    node: Optional[str] = typer.Option(None, "--node", metavar="NAME", help="Node name for jobs that run on each node (default: this host)."),
-    registry: Optional[Path] = typer.Option(None, "--registry", metavar="DIR", help="Registry directory (default CHRONO_REGISTRY or the system one)."),
+    node: Optional[str] = _node_option(),
+    registry: Optional[Path] = _registry_option(),
     as_json: bool = typer.Option(False, "--json", help="A JSON array of {at, scheduled_at, run_id}."),
 ) -> None:
     """The next fire times of a job (with its jitter) or of a cron expression (without)."""
@@ -215,12 +238,12 @@ def explanation(target: Target, start: datetime, count: int = 5) -> dict[str, An
 
 
 def explain(
-    job: Optional[str] = typer.Argument(None, metavar="JOB", help="A job id from the registry."),
-    cron: Optional[str] = typer.Option(None, "--cron", metavar="EXPR", help="A cron expression instead of a job."),
-    tz: Optional[str] = typer.Option(None, "--tz", metavar="TZ", help="Zone of --cron (IANA name; default UTC)."),
+    job: Optional[str] = _job_argument(),
+    cron: Optional[str] = _cron_option(),
+    tz: Optional[str] = _tz_option(),
     after: Optional[str] = typer.Option(None, "--after", metavar="ISO", help="Explain from this time on (default now)."),
-    node: Optional[str] = typer.Option(None, "--node", metavar="NAME", help="Node name for jobs that run on each node (default: this host)."),
-    registry: Optional[Path] = typer.Option(None, "--registry", metavar="DIR", help="Registry directory (default CHRONO_REGISTRY or the system one)."),
+    node: Optional[str] = _node_option(),
+    registry: Optional[Path] = _registry_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the explanation as JSON."),
 ) -> None:
     """A schedule in words: its zone and DST behaviour, jitter and why, run ids, next fires, DST dates."""
@@ -398,11 +421,11 @@ def forecast_json(fc: Forecast, top: int) -> dict[str, Any]:
 
 
 def forecast(
-    registry: Optional[Path] = typer.Option(None, "--registry", metavar="DIR", help="Registry directory (default CHRONO_REGISTRY or the system one)."),
+    registry: Optional[Path] = _registry_option(),
     window: str = typer.Option("24h", "--window", metavar="DUR", help="How far ahead to look (90s, 15m, 24h, 7d)."),
     bucket: str = typer.Option("1m", "--bucket", metavar="DUR", help="Bucket size."),
     from_: Optional[str] = typer.Option(None, "--from", metavar="ISO", help="Start of the window (default: now, rounded down to the bucket); without an offset, UTC."),
-    node: Optional[str] = typer.Option(None, "--node", metavar="NAME", help="Node name for jobs that run on each node (default: this host)."),
+    node: Optional[str] = _node_option(),
     top: int = typer.Option(5, "--top", min=1, max=1000, help="How many peak buckets to name."),
     as_json: bool = typer.Option(False, "--json", help="Buckets and peaks as JSON (UTC times)."),
 ) -> None:
