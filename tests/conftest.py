@@ -71,7 +71,8 @@ def _try_admin(url: str) -> bool:
 
 
 class _Cluster:
-    """A throwaway PostgreSQL cluster in a temp dir, run as a non-root user when we are root."""
+    """A throwaway PostgreSQL cluster in a temp dir, run as a non-root user when we are root
+    (initdb refuses root). Also what `own_pg_cluster` hands to tests that restart the server."""
 
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="chrono-pg-"))
@@ -89,22 +90,42 @@ class _Cluster:
                     continue
             shutil.chown(self.dir, self.user)
         self.data = self.dir / "data"
+        self.opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off"
 
     def _run(self, *argv: str) -> None:
         cmd = list(argv)
         if self.user:
             cmd = ["runuser", "-u", self.user, "--", *cmd]
-        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+        try:
+            subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+        except subprocess.CalledProcessError as e:
+            raise RuntimeError(f"{' '.join(argv[:1] + argv[-1:])} failed (exit {e.returncode}): "
+                               f"{(e.stderr or b'').decode(errors='replace').strip()}") from None
 
     def start(self) -> str:
         self._run(_pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
-        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-o", opts, "-l", str(self.dir / "log"), "-w", "start")
+        self.start_server()
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
 
+    def start_server(self) -> None:
+        """`pg_ctl start`, waiting until the server accepts connections."""
+        # -l also keeps the server off our output pipe, which subprocess.run would wait on
+        self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-o", self.opts, "-l", str(self.dir / "log"), "-w", "start")
+
+    def stop_server(self, mode: str = "immediate") -> None:
+        """`pg_ctl stop -m MODE`; the data directory stays for `start_server`."""
+        self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def restart(self, mode: str = "immediate") -> None:
+        """`pg_ctl restart -m MODE`, waiting until the server accepts connections again."""
+        self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-m", mode, "-o", self.opts, "-l", str(self.dir / "log"),
+                  "-w", "restart")
+
     def stop(self) -> None:
+        """Stop the server (if it runs) and remove the cluster."""
         try:
-            self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
+            if (self.data / "postmaster.pid").exists():  # not when a test left it stopped
+                self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -137,6 +158,33 @@ def pg_admin_url():
             cluster.stop()
         return
     _skip_pg("no CHRONO_TEST_PG_DSN, nothing on 127.0.0.1:5432, and no initdb/pg_ctl to start one")
+
+
+@pytest.fixture
+def own_pg_cluster():
+    """A PostgreSQL server of this test's own, for tests that restart or stop it (never the
+    shared one on 5432): a `_Cluster` with `admin_url` and `url`, the latter a database
+    migrated to head. Costs a few seconds (initdb)."""
+    from chronod.store.sql import SqlStore
+
+    if not (_pg_bin("initdb") and _pg_bin("pg_ctl")):
+        _skip_pg("no initdb/pg_ctl to start a server that the test may restart")
+    cluster = _Cluster()
+    try:
+        cluster.admin_url = cluster.start()
+        cluster.url = create_pg_database(cluster.admin_url, "chrono")
+        store = SqlStore(cluster.url)
+        try:
+            store.upgrade()
+        finally:
+            store.close()
+    except Exception as e:
+        cluster.stop()
+        _skip_pg(f"could not start a PostgreSQL cluster of the test's own: {e}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 def _skip_pg(reason: str) -> None:

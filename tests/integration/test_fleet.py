@@ -37,8 +37,8 @@ def free_port() -> int:
 class Fleet:
     """Named chronod nodes on one registry and one database, each with its own state dir."""
 
-    def __init__(self, tmp: Path, db: str):
-        self.tmp, self.db = tmp, db
+    def __init__(self, tmp: Path, db: str, ttl: str = TTL):
+        self.tmp, self.db, self.ttl = tmp, db, ttl
         self.reg = tmp / "jobs.d"
         self.reg.mkdir()
         self.w = tmp / "witness"
@@ -49,7 +49,7 @@ class Fleet:
         state = self.tmp / f"state-{name}"
         self.ports[name] = free_port()
         d = Chronod(registry or self.reg, self.db, self.tmp / f"{name}.log", "--node", name, "--state-dir", str(state),
-                    "--lease-ttl", TTL, "--metrics-addr", f"127.0.0.1:{self.ports[name]}")
+                    "--lease-ttl", self.ttl, "--metrics-addr", f"127.0.0.1:{self.ports[name]}")
         self.nodes[name] = d.start(wait_ready)
         return d
 
@@ -231,6 +231,129 @@ def test_killed_database_connections_during_dispatch_miss_and_duplicate_no_occur
           f"{checked} occurrences checked, missed {missed}, duplicated {duplicated}")
     assert killed[0] > 10
     assert missed == 0 and duplicated == 0
+
+
+@pytest.fixture
+def restartable_fleet(tmp_path, own_pg_cluster):
+    """A fleet on a PostgreSQL server of its own, which the test may restart. Its lease
+    (10 s) outlasts the outages the test makes, as a production lease (15 s) outlasts a
+    database restart: a database away for longer than the lease is a false failover
+    (docs/fleet.md), which the kill -9 and SIGSTOP tests cover."""
+    f = Fleet(tmp_path, own_pg_cluster.url, ttl="10")
+    yield f
+    f.stop_all()
+    f.kill_jobs()
+
+
+def log_times(d: Chronod, needle: str) -> list[datetime]:
+    """The timestamps of the log lines of `d` that contain `needle`."""
+    return [datetime.fromisoformat(l.split()[0]) for l in d.log_since_start().splitlines() if needle in l]
+
+
+def restart_on_a_second(cluster, down_s: float = 0) -> tuple[datetime, datetime]:
+    """Restart PostgreSQL with `-m immediate` (a crash and recovery) 10 ms after a whole
+    second, while the nodes claim that second's occurrences; with `down_s`, leave it down
+    that long first. Returns when the kill was issued and when the server answered again."""
+    time.sleep(1 - time.time() % 1 + 0.01)
+    issued = datetime.now(timezone.utc)
+    if down_s:
+        cluster.stop_server("immediate")
+        time.sleep(down_s)
+        cluster.start_server()
+    else:
+        cluster.restart("immediate")
+    return issued, datetime.now(timezone.utc)
+
+
+TERMINAL = {"succeeded", "failed", "timed_out", "cancelled", "skipped_overlap", "skipped_outage",
+            "skipped_paused", "lost"}
+
+
+def audit(db: str, catchup: dict[str, str], first: datetime, last: datetime, witness: list[list[str]]) -> dict:
+    """Every occurrence the schedule (`@every 1s`) had in [first, last], against the rows
+    and the witness. missed: no row, or no terminal state; false: a record that contradicts
+    the witness (succeeded but never ran, skipped but ran) or the policy (catch-up `all`
+    must run everything); duplicated: an occurrence that ran more than once (for an unsafe
+    job, a broken promise; for an idempotent one, a re-run nothing called for here)."""
+    from chronod.core import identity
+    from chronod.core.schedule import compile_schedule
+
+    ran = Counter(l[0] for l in witness)
+    rows = {rid: state for rid, state in pg_sql(
+        db, "SELECT run_id, state FROM runs WHERE scheduled_at BETWEEN :a AND :b", a=first, b=last)}
+    expected = {identity.run_id(job_id, at): (job_id, at) for job_id in catchup
+                for at in compile_schedule("@every 1s").fires(first - timedelta(seconds=1), last)}
+    missed, false, states = [], [], Counter()
+    for rid, (job_id, at) in sorted(expected.items(), key=lambda kv: kv[1]):
+        state = rows.get(rid, "no row")
+        states[f"{job_id}:{state}"] += 1
+        where = (job_id, at.strftime("%H:%M:%S"), state, ran[rid])
+        if state not in TERMINAL:
+            missed.append(where)
+        elif (state == "succeeded" and not ran[rid]) or (state.startswith("skipped") and ran[rid]) \
+                or (catchup[job_id] == "all" and state != "succeeded"):
+            false.append(where)
+    return {"occurrences": len(expected), "missed": missed, "false": false,
+            "duplicated": [(expected[rid][0], expected[rid][1].strftime("%H:%M:%S"), n)
+                           for rid, n in ran.items() if rid in expected and n > 1],
+            "not_of_the_schedule": sorted(set(rows) - set(expected)), "states": dict(sorted(states.items()))}
+
+
+def recovery(fleet: Fleet, restarts: list[tuple[datetime, datetime]]) -> list[dict]:
+    """Per restart: how long the server was away, when each node was back on the database
+    (store.reachable; 0 if it never noticed), and when the fleet launched a run again —
+    seconds after the server answered again."""
+    def first(times: list[datetime], since: datetime, until: datetime, back: datetime) -> float | None:
+        later = [t for t in times if since < t < until]
+        return round(max((min(later) - back).total_seconds(), 0.0), 2) if later else None
+
+    out = []
+    ends = [issued for issued, _ in restarts[1:]] + [datetime.max.replace(tzinfo=timezone.utc)]
+    for (issued, back), until in zip(restarts, ends):
+        nodes = {n: first(log_times(d, "event=store.reachable"), issued, until, back) or 0.0
+                 for n, d in fleet.nodes.items()}
+        started = [first(log_times(d, "event=run.started"), back, until, back) for d in fleet.nodes.values()]
+        out.append({"down_s": round((back - issued).total_seconds(), 2), "node_back_s": nodes,
+                    "dispatch_s": min((s for s in started if s is not None), default=None)})
+    return out
+
+
+def test_postgresql_restarted_during_dispatch_misses_and_duplicates_no_occurrence(restartable_fleet, own_pg_cluster,
+                                                                                 record_property):
+    fleet, cluster = restartable_fleet, own_pg_cluster
+    catchup = {f"idem{i}": "all" for i in range(3)} | {f"once{i}": "latest" for i in range(3)}
+    write_jobs(fleet.reg / "a.yaml", "jobs:\n" + "".join(
+        job(j, "@every 1s", WITNESS.format(w=fleet.w), catchup=c, overlap="allow",
+            idempotency_class="idempotent" if c == "all" else "unsafe") for j, c in catchup.items()))
+    for n in ("a", "b", "c"):
+        fleet.start(n)
+    first = (datetime.now(timezone.utc) + timedelta(seconds=2)).replace(microsecond=0)
+    time.sleep(3)
+    restarts = [restart_on_a_second(cluster)]
+    time.sleep(4)
+    # down across a few occurrences: catch-up decides (all: run each; latest: run one, skip the rest)
+    restarts.append(restart_on_a_second(cluster, down_s=3))
+    time.sleep(6)
+    last = (datetime.now(timezone.utc) - timedelta(seconds=2)).replace(microsecond=0)
+    time.sleep(3)
+    alive = {n: d.proc.poll() is None for n, d in fleet.nodes.items()}
+    fleet.stop_all()
+    found = audit(fleet.db, catchup, first, last, fleet.witness())
+    back = recovery(fleet, restarts)
+    figures = {"occurrences": found["occurrences"], "missed": len(found["missed"]),
+               "duplicated": len(found["duplicated"]), "restarts": back, "states": found["states"]}
+    print(f"\nFIGURE pg_ctl restart -m immediate during dispatch (once at once, once down 3s), 3 nodes, "
+          f"6 jobs @every 1s: {figures['occurrences']} occurrences, missed {figures['missed']}, duplicated "
+          f"{figures['duplicated']}; recovery after the server answered again {back}; states {found['states']}")
+    record_property("pg_restart", json.dumps(figures))
+    assert all(alive.values()), f"a node exited on the database restart: {alive}"
+    assert first < restarts[0][0] and last > restarts[-1][1], "the window must hold both restarts"
+    assert found["missed"] == [], f"occurrences with no terminal state (job, time, state, runs): {found['missed']}"
+    assert found["duplicated"] == [], f"occurrences that ran more than once (job, time, runs): {found['duplicated']}"
+    assert found["false"] == [], f"records that contradict what ran, or catch-up all: {found['false']}"
+    assert found["not_of_the_schedule"] == []
+    for r in back:
+        assert r["dispatch_s"] is not None and r["dispatch_s"] < 5, f"the fleet was slow to dispatch again: {r}"
 
 
 def test_three_nodes_run_every_occurrence_of_200_jobs_each_second_exactly_once(fleet):
