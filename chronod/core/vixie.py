@@ -82,62 +82,79 @@ class Entry:
         return dom_ok or dow_ok
 
 
-def _number(token: str, low: int, high: int, names: tuple[str, ...] | None) -> int:
-    if token.isdigit():
-        return int(token)
+def _get_number(text: str, i: int, low: int, names: tuple[str, ...] | None) -> tuple[int, int]:
+    """entry.c `get_number`: the run of ASCII letters and digits at `i`, as a name (any
+    case) or a plain number; (index after it, value)."""
+    j = i
+    while j < len(text) and text[j].isascii() and text[j].isalnum():
+        j += 1
+    token = text[i:j]
+    if not token:
+        raise VixieParseError(f"expected a number at {text[i:i + 1]!r} in {text!r}" if i < len(text) else f"{text!r} ends early")
     if names is not None and token.lower() in names:
-        return names.index(token.lower()) + (1 if names is _MONTHS else 0)
+        return j, names.index(token.lower()) + low
+    if token.isdigit():
+        return j, int(token)
     raise VixieParseError(f"{token!r} is not a number{' or a name' if names else ''}")
 
 
-def _parse_item(item: str, low: int, high: int, names: tuple[str, ...] | None) -> set[int]:
-    """One range: `*`, `N`, `N-M`, with an optional `/S` after `*` or `N-M`.
+def _get_range(text: str, i: int, low: int, high: int, names: tuple[str, ...] | None) -> tuple[int, set[int]]:
+    """entry.c `get_range` at `i`: `*`, `N` or `N-M`, then an optional `/S`.
 
     Debian's entry.c (3.0pl1-162, checked with its `crontab`) refuses a step after a
-    single number ("5/10") and range ends outside the field, accepts any positive step,
-    and accepts a reversed range ("22-2"), which sets nothing at all.
+    single number ("5/10"), a step of 0 and range ends outside the field; it accepts any
+    positive step and a reversed range ("22-2"), which sets nothing at all. What follows
+    a complete range other than `,` ends the field: get_list skips it (`*/5/2` is `*/5`).
     """
-    base, slash, step_text = item.partition("/")
-    if base == "*":
-        first, last = low, high
-    elif "-" in base:
-        a, _, b = base.partition("-")
-        first, last = _number(a, low, high, names), _number(b, low, high, names)
+    if text[i:i + 1] == "*":
+        first, last, i = low, high, i + 1
     else:
-        if slash:
-            raise VixieParseError(f"a step needs a range or '*', not {item!r}")
-        first = last = _number(base, low, high, names)
-    for value in (first, last):
-        if not low <= value <= high:
-            raise VixieParseError(f"{value} in {item!r} is out of range {low}-{high}")
+        i, first = _get_number(text, i, low, names)
+        if text[i:i + 1] != "-":
+            if text[i:i + 1] == "/":
+                raise VixieParseError(f"a step needs a range or '*', not {text!r}")
+            _check_bounds(first, low, high, text)
+            return i, {first}
+        i, last = _get_number(text, i + 1, low, names)
+        _check_bounds(first, low, high, text)
+        _check_bounds(last, low, high, text)
     step = 1
-    if slash:
-        if not step_text.isdigit() or int(step_text) == 0:
-            raise VixieParseError(f"bad step {step_text!r}")
-        step = int(step_text)
-    return set(range(first, last + 1, step))
+    if text[i:i + 1] == "/":
+        i, step = _get_number(text, i + 1, 0, None)
+        if step == 0:
+            raise VixieParseError(f"bad step 0 in {text!r}")
+    return i, set(range(first, last + 1, step))
+
+
+def _check_bounds(value: int, low: int, high: int, text: str) -> None:
+    if not low <= value <= high:
+        raise VixieParseError(f"{value} in {text!r} is out of range {low}-{high}")
 
 
 def _parse_field(text: str, low: int, high: int, names: tuple[str, ...] | None = None) -> frozenset[int]:
+    """entry.c `get_list`: ranges joined by `,`; anything after the last one is skipped."""
     values: set[int] = set()
-    for item in text.split(","):
-        if not item:
-            raise VixieParseError(f"empty item in {text!r}")
-        values |= _parse_item(item, low, high, names)
-    return frozenset(values)
+    i = 0
+    while True:
+        i, got = _get_range(text, i, low, high, names)
+        values |= got
+        if text[i:i + 1] != ",":
+            return frozenset(values)
+        i += 1
 
 
 def parse_entry(expr: str) -> Entry:
     """Parse five time fields or an `@` macro the way Debian's entry.c does."""
     text = expr.strip()
-    if text.lower() == "@reboot":
+    if text == "@reboot":
         empty: frozenset[int] = frozenset()
         return Entry(empty, empty, empty, empty, empty, False, False, False, reboot=True)
     if text.startswith("@"):
-        if text.lower() not in _MACROS:
+        if text not in _MACROS:  # entry.c compares with strcmp: "@Daily" is refused
             raise VixieParseError(f"unknown macro {text!r}")
-        text = _MACROS[text.lower()]
-    fields = text.split()
+        text = _MACROS[text]
+    fields = text.replace("\t", " ").split(" ")
+    fields = [f for f in fields if f]  # entry.c separates fields by blanks and tabs only
     if len(fields) != 5:
         raise VixieParseError(f"expected 5 time fields, got {len(fields)}")
     minute, hour, dom, month, dow = fields

@@ -123,3 +123,26 @@ def test_what_debian_crontab_refuses_raises(expr):
     # each of these was checked with Debian's own `crontab` (cron 3.0pl1-162): "bad minute" etc.
     with pytest.raises(VixieParseError):
         parse_entry(expr)
+
+
+@pytest.mark.parametrize(
+    "expr, minutes, wildcard",
+    [
+        ("*/5/2 3 * * *", set(range(0, 60, 5)), True),
+        ("5; 3 * * *", {5}, False),
+        ("*x 3 * * *", set(range(60)), True),
+        ("*-5 3 * * *", set(range(60)), True),
+        ("1-5. 3 * * *", {1, 2, 3, 4, 5}, False),
+        ("*/20,7;x 3 * * *", {0, 7, 20, 40}, True),
+    ],
+)
+def test_what_follows_a_complete_range_is_skipped_like_get_list_does(expr, minutes, wildcard):
+    # each accepted by Debian's `crontab -n`; a `* * * * *` job in `*x` form ran under its cron daemon
+    entry = parse_entry(expr)
+    assert (set(entry.minutes), entry.wildcard) == (minutes, wildcard)
+
+
+@pytest.mark.parametrize("expr", ["@Daily", "@DAILY", "@Reboot", "1-5x * * * *", "50-70/100 * * * *"])
+def test_macros_are_case_sensitive_and_a_number_must_end_at_a_non_alphanumeric(expr):
+    with pytest.raises(VixieParseError):
+        parse_entry(expr)
