@@ -257,7 +257,7 @@ def _import_entry(
         equivalence={"compared": eq.compared, "cron_starts": eq.fires, "differences": len(eq.differences)},
     )
     result.jobs.append(job)
-    if not entry.is_reboot:
+    if not entry.is_reboot and not entry.file_ignored:  # a disabled job neither crowds a minute nor meets DST
         fires[job_id] = simulate(entry.cron_schedule, tz, now, now + timedelta(days=7))
         if schedule.is_fixed_time:
             events = schedule.dst_events(now, now + timedelta(days=400))
@@ -339,7 +339,7 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
 def _check_cell(job: dict[str, Any]) -> str:
     eq = job["equivalence"]
     if eq["compared"].startswith("skipped"):
-        return "n/a (@reboot)"
+        return "n/a (@reboot)" if "@reboot" in eq["compared"] else "n/a (imported disabled)"
     if eq["differences"]:
         return f"NO: {eq['differences']} day(s) differ"
     return "yes" + (" (sampled)" if eq["compared"] == "sampled" else "")

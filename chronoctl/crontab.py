@@ -4,14 +4,17 @@ Two formats: `system` (`/etc/crontab`, `/etc/cron.d/*`: five time fields, a user
 command) and `user` (spool files and `crontab -l`: no user field). Every line is
 accounted for: an entry, an environment setting, a comment, a commented-out entry
 (reported as disabled), or an error with its line number and a hint. One bad line never
-stops the lines after it.
+stops the lines after it here, but Debian cron ignores a whole file when it refuses any
+line of it, or when its last line has no newline: such a file's entries are still read,
+marked with `file_ignored` (none of them ever ran under cron).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from chronod.core.cronexpr import ScheduleError, parse_field
 from chronod.core.vixie import Entry, VixieParseError, parse_entry
 
 FORMATS = ("system", "user")
@@ -20,9 +23,11 @@ _FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
 _FIELD_LIMITS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 _MONTH_NAMES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-_ENV_LINE = re.compile(r"""^[ \t]*(?:"([^"]*)"|'([^']*)'|([^\s="']+))[ \t]*=[ \t]*(.*)$""")
+_C_SPACE = " \t\n\v\f\r"  # isspace() in the C locale
 _USER_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@-]*\$?$")
 _REVERSED = re.compile(r"(?:^|,)(\w+)-(\w+)(?:/\d+)?(?=,|$)")
+_WORD = re.compile(r"[^ \t]+")
+_SETTING = re.compile(r"""^[ \t]*["']?[A-Za-z_][A-Za-z0-9_]*["']?[ \t]*=""")
 _UNESCAPED_PERCENT = re.compile(r"(?<!\\)%")  # a `%` that ends the command or a stdin line
 _DOC_EXAMPLE = "command to be executed"
 
@@ -44,6 +49,7 @@ class CronEntry:
     timezone: str | None  # CRON_TZ (or TZ) in force above this line
     text: str  # the line as written (without its line ending)
     notes: tuple[str, ...] = ()
+    file_ignored: str | None = None  # why Debian cron ignores the whole file: this line never ran
 
     @property
     def is_reboot(self) -> bool:
@@ -67,6 +73,7 @@ class CrontabProblem:
     line: int
     message: str
     hint: str = ""
+    cron_refuses: bool = False  # cron itself refuses the line, and with it the whole file
 
 
 @dataclass(frozen=True)
@@ -78,23 +85,62 @@ class ParsedCrontab:
     entries: tuple[CronEntry, ...] = ()
     disabled: tuple[DisabledEntry, ...] = ()
     errors: tuple[CrontabProblem, ...] = ()
-    notes: tuple[str, ...] = ()  # about the whole file (CRLF, missing final newline)
+    notes: tuple[str, ...] = ()  # about the whole file (CRLF)
+    ignored_by_cron: str | None = None  # why Debian cron ignores the whole file, if it does
+
+
+_NAMEI, _NAME, _EQ1, _EQ2, _VALUEI, _VALUE, _FINI, _ERROR = range(8)
 
 
 def parse_env_line(line: str) -> tuple[str, str] | None:
-    """`NAME=value` as cron's env.c reads it (spaces around `=`, one pair of matching
-    quotes removed, trailing blanks dropped), or None when the line is not a setting."""
-    m = _ENV_LINE.match(line)
-    if not m:
+    """`NAME=value` as Debian cron's env.c `load_env` reads it, or None when the line is not
+    a setting (cron then reads it as an entry). Blanks may surround `=`; the name and the
+    value may each be quoted with one pair of matching quotes, and nothing may follow the
+    closing quote but blanks; an unquoted value loses its trailing blanks and must not be
+    empty (`MAILTO=` is not a setting: write `MAILTO=""`)."""
+    c = line.lstrip(" \t")
+    name: list[str] = []
+    value: list[str] = []
+    out, state, quote, i = name, _NAMEI, "", 0
+    while state != _ERROR and i < len(c):
+        if state in (_NAMEI, _VALUEI):
+            if c[i] in "'\"":
+                quote = c[i]
+                i += 1
+            state += 1
+            if i == len(c):
+                break
+        ch = c[i]
+        if state in (_NAME, _VALUE):
+            if quote:
+                if ch == quote:
+                    state, i = state + 1, i + 1
+                    continue
+                if state == _NAME and ch == "=":
+                    state = _ERROR
+                    continue
+            elif state == _NAME and ch in _C_SPACE:
+                state, i = _EQ1, i + 1
+                continue
+            elif state == _NAME and ch == "=":
+                state = _EQ1
+                continue
+            out.append(ch)
+            i += 1
+        elif state == _EQ1:
+            if ch == "=":
+                state, out, quote = _EQ2, value, ""
+            elif ch not in _C_SPACE:
+                state = _ERROR
+            i += 1
+        elif ch in _C_SPACE:  # _EQ2, _FINI: skip blanks
+            i += 1
+        else:
+            state += 1
+    if state != _FINI and not (state == _VALUE and not quote):
         return None
-    name = next(g for g in m.groups()[:3] if g is not None)
-    value = m.group(4).rstrip(" \t")
-    if value[:1] in ("'", '"'):
-        quote = value[0]
-        if len(value) < 2 or value[-1] != quote or quote in value[1:-1]:
-            return None  # an unterminated quote: cron reads the line as an entry
-        value = value[1:-1]
-    return name, value
+    text = "".join(value)
+    return "".join(name), text.rstrip(_C_SPACE) if state == _VALUE else text
 
 
 def split_percent(command: str) -> tuple[str, str | None]:
@@ -105,14 +151,16 @@ def split_percent(command: str) -> tuple[str, str | None]:
 
 
 def _split_fields(text: str, count: int) -> tuple[list[str], str] | None:
-    """The first `count` blank-separated words and the rest of the line (None if short)."""
-    parts = text.lstrip(" \t").split(None, count)
-    if len(parts) <= count:
-        return None
-    words, _ = parts[:count], parts[count]
+    """The first `count` words (separated by blanks and tabs, as entry.c separates them)
+    and the rest of the line, possibly empty; None if the line has fewer words."""
     rest = text.lstrip(" \t")
-    for word in words:
-        rest = rest[len(word) :].lstrip(" \t")
+    words = []
+    for _ in range(count):
+        m = _WORD.match(rest)
+        if m is None:
+            return None
+        words.append(m.group(0))
+        rest = rest[m.end() :].lstrip(" \t")
     return words, rest
 
 
@@ -127,10 +175,12 @@ class _Reader:
     errors: list[CrontabProblem] = field(default_factory=list)
     line_notes: tuple[str, ...] = ()
 
-    def error(self, line: int, message: str, hint: str = "") -> None:
-        self.errors.append(CrontabProblem(self.file, line, message, hint))
+    def error(self, line: int, message: str, hint: str = "", cron_refuses: bool = True) -> None:
+        self.errors.append(CrontabProblem(self.file, line, message, hint, cron_refuses))
 
     def set_env(self, name: str, value: str) -> None:
+        if not name:
+            return  # cron accepts "=value", but no shell passes a nameless variable on
         self.env = [(k, v) for k, v in self.env if k != name] + [(name, value)]
         if name == "CRON_TZ" or (name == "TZ" and not any(k == "CRON_TZ" for k, _ in self.env)):
             self.tz = value or None
@@ -148,41 +198,69 @@ def parse_crontab(text: str, file: str, fmt: str, user: str | None = None) -> Pa
     reader = _Reader(file, fmt)
     file_notes: list[str] = []
     lines = text.split("\n")
-    if lines and lines[-1] == "":
+    unterminated = lines[-1] != ""
+    if not unterminated:
         lines.pop()
-    elif lines:
-        file_notes.append(
-            f"{file}:{len(lines)} has no newline at the end: Debian's crontab refuses such a file and "
-            "cron may skip its last line; it is imported, check that it really ran under cron"
-        )
     if any(ln.endswith("\r") for ln in lines):
         file_notes.append(
             f"{file} has CRLF line endings: cron passes the carriage return to the shell as part of each "
             "command (usually breaking it); chrono strips it"
         )
     for number, raw in enumerate(lines, start=1):
-        _read_line(reader, number, raw.removesuffix("\r"), user)
+        _read_line(reader, number, raw, user)
+    if unterminated and _is_setting_or_entry(lines[-1]):
+        reader.error(
+            len(lines),
+            "the last line has no newline at its end: Debian cron ignores the whole file "
+            "(\"Missing newline before EOF, this crontab file will be ignored\")",
+            "end the file with a newline; until then none of its entries run under cron",
+        )
+    ignored = _why_cron_ignores(reader.errors)
+    entries = [replace(e, file_ignored=ignored) for e in reader.entries] if ignored else reader.entries
     return ParsedCrontab(
         file=file,
         format=fmt,
-        entries=tuple(reader.entries),
+        entries=tuple(entries),
         disabled=tuple(reader.disabled),
-        errors=tuple(reader.errors),
+        errors=tuple(sorted(reader.errors, key=lambda p: p.line)),
         notes=tuple(file_notes),
+        ignored_by_cron=ignored,
     )
 
 
+def _is_setting_or_entry(line: str) -> bool:
+    stripped = line.lstrip(" \t")
+    return bool(stripped) and not stripped.startswith("#")
+
+
+def _why_cron_ignores(problems: list[CrontabProblem]) -> str | None:
+    refused = sorted((p for p in problems if p.cron_refuses), key=lambda p: p.line)
+    if not refused:
+        return None
+    return f"Debian cron ignores this whole file because of line {refused[0].line}"
+
+
 def _read_line(reader: _Reader, number: int, line: str, user: str | None) -> None:
+    """One line as cron's skip_comments/load_env/load_entry see it: a carriage return is
+    an ordinary character (a CRLF file's empty line is a line cron refuses)."""
     stripped = line.strip(" \t")
     if not stripped:
         return
     if stripped.startswith("#"):
-        if _looks_like_entry(stripped.lstrip("#").strip(" \t"), reader.fmt):
-            reader.disabled.append(DisabledEntry(reader.file, number, line))
+        if _looks_like_entry(stripped.lstrip("#").strip(" \t").removesuffix("\r"), reader.fmt):
+            reader.disabled.append(DisabledEntry(reader.file, number, line.removesuffix("\r")))
         return
     env = parse_env_line(line)
     if env is not None:
         reader.set_env(*env)
+        return
+    if _SETTING.match(line):
+        reader.error(
+            number,
+            f"{line.strip(_C_SPACE)!r} is not a setting cron understands: cron reads it as an entry and refuses it",
+            'write NAME=value; an empty value is NAME="" (MAILTO="" turns mail off); a quoted value is one pair '
+            "of matching quotes with nothing after the closing one",
+        )
         return
     _read_entry(reader, number, line, user)
 
@@ -205,6 +283,9 @@ def _read_entry(reader: _Reader, number: int, line: str, user: str | None) -> No
         _short_line(reader, number, line, count)
         return
     words, command = split
+    if reader.fmt == "system" and not command:
+        _short_line(reader, number, line, count)  # cron refuses a user with no command after it
+        return
     time_words = words[:1] if head.startswith("@") else words[:5]
     if reader.fmt == "system":
         entry_user = words[-1]
@@ -223,10 +304,20 @@ def _read_entry(reader: _Reader, number: int, line: str, user: str | None) -> No
     if checked is None:
         return
     schedule, notes = checked
-    command, stdin = split_percent(command.rstrip(" \t"))
+    if reader.fmt == "user" and command.startswith("*"):
+        reader.error(
+            number,
+            f"cron refuses a command that starts with '*' in a user crontab ({command.split()[0]!r} reads like a sixth time field)",
+            "a user crontab has five time fields and no seconds: `*/5 * * * * /usr/local/bin/poll`",
+        )
+        return
+    command, stdin = split_percent(command.removesuffix("\r").rstrip(" \t"))
     command = command.rstrip(" \t")
     if not command.strip():
-        reader.error(number, "no command after the time fields", "add the command to run, or delete the line")
+        reader.error(
+            number, "no command after the time fields (cron accepts the line and runs nothing)",
+            "add the command to run, or delete the line", cron_refuses=False,
+        )
         return
     reader.entries.append(
         CronEntry(
@@ -239,7 +330,7 @@ def _read_entry(reader: _Reader, number: int, line: str, user: str | None) -> No
             stdin=stdin,
             env=tuple(reader.env),
             timezone=reader.tz,
-            text=line,
+            text=line.removesuffix("\r"),
             notes=tuple(notes),
         )
     )
@@ -272,31 +363,74 @@ def _short_line(reader: _Reader, number: int, line: str, count: int) -> None:
 
 def _check_schedule(reader: _Reader, number: int, expr: str) -> tuple[str, list[str]] | None:
     """Refuse what cron refuses; refuse what can never run; rewrite what chrono reads differently."""
-    if expr.startswith("@") and expr.lower() not in MACROS:
-        reader.error(number, f"unknown macro {expr!r}", "cron knows " + " ".join(MACROS))
+    if expr.startswith("@"):
+        if expr in MACROS:
+            return expr, []
+        if expr.lower() in MACROS:
+            reader.error(number, f"cron does not know {expr!r}: its macros are lower case", f"write {expr.lower()}")
+        else:
+            reader.error(number, f"unknown macro {expr!r}", "cron knows " + " ".join(MACROS))
         return None
-    if expr.lower() in MACROS:
-        return expr.lower(), []
     try:
         entry = parse_entry(expr)
     except VixieParseError as exc:
         reader.error(number, f"cron refuses {_bad_field(expr) or 'the time fields'} in {expr!r}: {exc}", _field_hint(expr))
         return None
-    words = expr.split()
+    words = expr.split(" ")
     notes: list[str] = []
     for index, word in enumerate(words):
-        reversed_items = [m.group(0).lstrip(",") for m in _REVERSED.finditer(word) if _is_reversed(m, index)]
-        if reversed_items:
-            words[index] = _explicit(entry, index)
-            notes.append(
-                f"the {_FIELD_NAMES[index]} range {', '.join(reversed_items)} runs backwards: cron matches nothing "
-                f"for it, so the field means {words[index] or 'nothing'}"
-            )
+        rewritten, why = _as_chrono_reads(entry, index, word)
+        if rewritten != word:
+            words[index] = rewritten
+            notes.append(why)
     never = _never_runs(entry)
     if never:
-        reader.error(number, f"{expr!r} can never run: {never[0]}", never[1])
+        reader.error(number, f"{expr!r} can never run: {never[0]}", never[1], cron_refuses=False)
         return None
     return " ".join(words), notes
+
+
+def _field_values(entry: Entry, index: int) -> frozenset[int]:
+    return (entry.minutes, entry.hours, entry.doms, entry.months, entry.dows)[index]
+
+
+def _chrono_values(index: int, word: str) -> frozenset[int] | None:
+    try:
+        return frozenset(parse_field(_FIELD_NAMES[index], word))
+    except ScheduleError:
+        return None
+
+
+def _as_chrono_reads(entry: Entry, index: int, word: str) -> tuple[str, str]:
+    """The field as chrono should be given it so that it means what cron reads, and why it
+    was rewritten (unchanged, with no reason, when both read it alike)."""
+    values = _field_values(entry, index)
+    if _chrono_values(index, word) == values:
+        return word, ""
+    text = _explicit(index, word, values)
+    name = _FIELD_NAMES[index]
+    reversed_items = [m.group(0).lstrip(",") for m in _REVERSED.finditer(word) if _is_reversed(m, index)]
+    if reversed_items:
+        return text, (
+            f"the {name} range {', '.join(reversed_items)} runs backwards: cron matches nothing "
+            f"for it, so the field means {text or 'nothing'}"
+        )
+    return text, f"cron reads the {name} field {word!r} as {text!r} (it skips what follows a complete range)"
+
+
+def _explicit(index: int, word: str, values: frozenset[int]) -> str:
+    """`values` written so that chrono reads them; a field that starts with '*' keeps its
+    '*', which decides the day rule and whether the job is a wildcard job across DST."""
+    plain = ",".join(str(v) for v in sorted(values))
+    if not word.startswith("*"):
+        return plain
+    low, high = _FIELD_LIMITS[index]
+    span = high - low + 1
+    for candidate in ["*"] + [f"*/{k}" for k in range(2, span + 1)]:
+        if _chrono_values(index, candidate) == values:
+            return candidate
+    rest = ",".join(str(v) for v in sorted(values) if v != low)  # a '*' item always sets `low`
+    return f"*/{span},{rest}"
 
 
 def _is_reversed(m: re.Match[str], index: int) -> bool:
@@ -312,11 +446,6 @@ def _as_number(token: str, index: int) -> int | None:
     if names and token.lower() in names:
         return names.index(token.lower()) + (1 if index == 3 else 0)
     return None
-
-
-def _explicit(entry: Entry, index: int) -> str:
-    values = (entry.minutes, entry.hours, entry.doms, entry.months, entry.dows)[index]
-    return ",".join(str(v) for v in sorted(values))
 
 
 def _never_runs(entry: Entry) -> tuple[str, str] | None:

@@ -187,6 +187,8 @@ def build_job(entry: CronEntry, job_id: str, options: ImportOptions) -> dict[str
     if env:
         job["env"] = env
     job["idempotency_class"] = "unsafe"
+    if entry.file_ignored:
+        job["enabled"] = False  # cron never ran it: importing it must not start it
     if not options.adopt_defaults:
         job["tolerance_s"] = 0
         job["tolerance_reason"] = f"imported from {entry.file}:{entry.line}; cron fires on the minute"
@@ -210,6 +212,11 @@ def defaults_diff(job: dict[str, Any], min_gap_s: int | None) -> list[str]:
 def entry_notes(entry: CronEntry, options: ImportOptions) -> list[str]:
     """What the operator should know about one imported entry."""
     notes = list(entry.notes)
+    if entry.file_ignored:
+        notes.append(
+            f"imported disabled: {entry.file_ignored} (see the errors), so this line never ran under cron; "
+            "set enabled: true once you want it to run"
+        )
     env = dict(entry.env)
     if "MAILTO" in env:
         notes.append(f"MAILTO={env['MAILTO']!r} is kept in env, but chrono sends no mail: output is in the run history")
@@ -355,6 +362,8 @@ def compare_with_cron(
 
     if entry.is_reboot:
         return Equivalence(job_id, "skipped (@reboot has no fire times)")
+    if entry.file_ignored:
+        return Equivalence(job_id, "skipped (cron ignores the file; the job is imported disabled)")
     end = now + timedelta(days=days)
     cron = simulate(entry.cron_schedule, tz, now, end)
     if len(cron) <= FULL_COMPARE_LIMIT:

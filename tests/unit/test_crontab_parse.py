@@ -99,10 +99,70 @@ def test_crlf_line_endings_are_stripped_and_noted():
     assert "CRLF" in parsed.notes[0]
 
 
-def test_a_last_line_without_newline_is_imported_and_noted():
+def test_a_last_line_without_newline_makes_cron_ignore_the_whole_file():
+    # cron logs "Missing newline before EOF, this crontab file will be ignored" and runs none of it
     parsed = read("no-newline")
     assert [e.line for e in parsed.entries] == [1, 2]
-    assert "no newline at the end" in parsed.notes[0]
+    assert [(p.line, p.cron_refuses) for p in parsed.errors] == [(2, True)]
+    assert "no newline" in parsed.errors[0].message
+    assert "line 2" in parsed.ignored_by_cron
+    assert all(e.file_ignored == parsed.ignored_by_cron for e in parsed.entries)
+
+
+@pytest.mark.parametrize("text", ["0 1 * * * root x\n# last comment", "0 1 * * * root x\n  ", ""])
+def test_a_comment_or_blanks_without_newline_at_the_end_are_harmless(text):
+    parsed = parse_crontab(text, "f", "system")
+    assert parsed.errors == () and parsed.ignored_by_cron is None
+
+
+def test_a_line_cron_refuses_makes_it_ignore_the_whole_file():
+    # cron logs "Syntax error, this crontab file will be ignored": none of the good lines ran either
+    parsed = read("kitchen-sink")
+    assert [(p.line, p.cron_refuses) for p in parsed.errors] == [
+        (25, True), (26, True), (27, False), (28, False), (31, True)]
+    assert parsed.ignored_by_cron.startswith("Debian cron ignores this whole file because of line 25")
+    assert {e.file_ignored for e in parsed.entries} == {parsed.ignored_by_cron}
+
+
+def test_lines_cron_accepts_but_never_runs_leave_the_rest_of_the_file_alone():
+    parsed = parse_crontab("0 0 31 2 * root never\n0 22-2 * * * root reversed\n0 1 * * * root good\n", "f", "system")
+    assert [p.line for p in parsed.errors] == [1, 2]
+    assert parsed.ignored_by_cron is None and parsed.entries[0].file_ignored is None
+
+
+def test_an_empty_line_in_a_crlf_file_is_a_line_cron_refuses():
+    parsed = parse_crontab("0 1 * * * root a\r\n\r\n0 2 * * * root b\r\n", "f", "system")
+    assert [(p.line, p.cron_refuses) for p in parsed.errors] == [(2, True)]
+    assert [e.command for e in parsed.entries] == ["a", "b"] and parsed.ignored_by_cron
+
+
+def test_an_empty_mailto_is_not_a_setting_and_the_message_says_how_to_write_it():
+    parsed = parse_crontab("MAILTO=\n0 1 * * * root a\n", "f", "system")
+    assert parsed.errors[0].line == 1 and "not a setting" in parsed.errors[0].message
+    assert 'MAILTO=""' in parsed.errors[0].hint
+    assert parsed.entries[0].file_ignored and "MAILTO" not in dict(parsed.entries[0].env)
+
+
+def test_macros_are_lower_case_only():
+    parsed = parse_crontab("@Daily root x\n", "f", "system")
+    assert parsed.entries == () and parsed.errors[0].cron_refuses
+    assert "lower case" in parsed.errors[0].message and parsed.errors[0].hint == "write @daily"
+
+
+def test_what_follows_a_complete_range_is_skipped_and_chrono_gets_the_field_cron_reads():
+    parsed = parse_crontab("*/5/2 * * * * root a\n1-5. 3 * * * root b\n*x 3 * * * root c\n", "f", "system")
+    assert parsed.errors == ()
+    assert [(e.cron_schedule, e.schedule) for e in parsed.entries] == [
+        ("*/5/2 * * * *", "*/5 * * * *"), ("1-5. 3 * * *", "1,2,3,4,5 3 * * *"), ("*x 3 * * *", "* 3 * * *")]
+    assert "skips what follows" in parsed.entries[0].notes[0]
+
+
+def test_a_star_led_field_keeps_its_star_when_rewritten():
+    # the leading '*' makes a job wildcard (DST) and a day field unrestricted (day rule)
+    entry = parse_crontab("0 3 *-9;x * mon root a\n", "f", "system").entries[0]
+    assert entry.schedule == "0 3 * * mon"
+    entry = parse_crontab("*/20,7;x 3 * * * root a\n", "f", "system").entries[0]
+    assert entry.schedule == "*/60,7,20,40 3 * * *"
 
 
 def test_a_user_crontab_has_no_user_field_and_takes_the_user_given():
@@ -133,7 +193,17 @@ def test_real_debian_files_parse_cleanly():
         ('FOO="a b"', ("FOO", "a b")),
         ("FOO='a # b'", ("FOO", "a # b")),
         ('MAILTO=""', ("MAILTO", "")),
-        ("EMPTY=", ("EMPTY", "")),
+        ("EMPTY=", None),
+        ("EMPTY= ", None),
+        ("A =", None),
+        ("=x", ("", "x")),
+        ("'A=B'=1", None),
+        ('A"B=1', ('A"B', "1")),
+        ('A="b"c', None),
+        ("H=1\r", ("H", "1")),
+        ('"B C"=2', ("B C", "2")),
+        ("E= x y  ", ("E", "x y")),
+        ("A==1", ("A", "=1")),
         ("PATH=$PATH:/opt/bin", ("PATH", "$PATH:/opt/bin")),
         ('BAD="unterminated', None),
         ("0 5 * * * root FOO=bar cmd", None),
@@ -141,6 +211,7 @@ def test_real_debian_files_parse_cleanly():
     ],
 )
 def test_environment_lines_are_recognised_like_env_c(line, expected):
+    # each checked with Debian's `crontab -n` (cron 3.0pl1-162): None means cron refuses the line
     assert parse_env_line(line) == expected
 
 
@@ -185,3 +256,33 @@ def test_one_bad_line_does_not_stop_the_next():
 def test_both_day_fields_restricted_can_still_run_on_the_weekday():
     parsed = parse_crontab("0 0 31 2 mon root x\n", "f", "system")
     assert parsed.errors == () and parsed.entries[0].schedule == "0 0 31 2 mon"
+
+
+# Each line was checked with Debian's own `crontab -n` (cron 3.0pl1-162), as a user crontab:
+# True means cron accepts the line, False that it refuses it (and with it the whole file).
+CRONTAB_N = [
+    ("0 5 * * * true", True), ("60 * * * * true", False), ("* * * * 7 true", True), ("* * * * 8 true", False),
+    ("5/10 * * * * true", False), ("*/0 * * * * true", False), ("*/100 * * * * true", True),
+    ("50-70/100 * * * * true", False), ("*/5/2 * * * * true", True), ("5; * * * * true", True),
+    ("*x * * * * true", True), ("1-5x * * * * true", False), ("1-5. * * * * true", True),
+    ("5-1 * * * * true", True), ("* * * * fri-mon true", True), ("* * * January * true", False),
+    ("* * * JAN * true", True), ("* * * * monday true", False), ("1,,2 * * * * true", False),
+    (",1 * * * * true", False), ("@daily true", True), ("@Daily true", False), ("@DAILY true", False),
+    ("@every true", False), ("@daily", True), ("0 5 * * *", True), ("0 5 * * * %only-stdin", True),
+    ("*/15 * * * *true", True), ("* * * * * * true", False), ("0 5 * * * *true", False),
+    ("@daily * true", False), ("0 5 * * * 5 true", True), ("\t0\t5\t*\t*\t*\ttrue", True),
+    ("A=", False), ("MAILTO=", False), ("A= 1", True), ("A =", False), ("A B=1", False),
+    ('A="b', False), ('A="b"c', False), ('"A B"=1', True), ("=x", True),
+]
+
+
+@pytest.mark.parametrize("line, accepted", CRONTAB_N, ids=[repr(c[0]) for c in CRONTAB_N])
+def test_a_line_is_refused_exactly_when_debian_crontab_refuses_it(line, accepted):
+    parsed = parse_crontab(line + "\n", "f", "user", "alice")
+    assert (parsed.ignored_by_cron is None) == accepted, parsed.errors
+
+
+def test_in_a_system_crontab_a_command_may_start_with_a_star_but_a_user_needs_a_command():
+    # checked with Debian's cron daemon: `* * * * * root * true` runs "* true"; `0 5 * * * root` voids the file
+    assert parse_crontab("* * * * * root * true\n", "f", "system").entries[0].command == "* true"
+    assert parse_crontab("0 5 * * * root\n", "f", "system").ignored_by_cron

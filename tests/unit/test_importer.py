@@ -16,6 +16,7 @@ from chronoctl.importer import (
     build_job,
     command_name,
     compare_with_cron,
+    entry_notes,
     registry_file_name,
     registry_yaml,
 )
@@ -62,7 +63,9 @@ def test_ids_are_the_same_on_every_reimport_and_avoid_ids_taken_elsewhere():
 
 
 def test_a_job_keeps_crons_behaviour_by_default():
-    entry = next(e for e in entries("kitchen-sink") if e.line == 14)
+    head = "".join((FIXTURES / "kitchen-sink").read_text().splitlines(keepends=True)[:14])  # before its bad lines
+    entry = parse_crontab(head, "/etc/cron.d/kitchen-sink", "system").entries[-1]
+    assert entry.line == 14
     job = build_job(entry, "root-mail", ImportOptions(host_timezone="Europe/London", owner="ops"))
     assert job == {
         "id": "root-mail",
@@ -149,6 +152,24 @@ def test_the_equivalence_check_prints_the_dates_where_chrono_differs():
     assert eq.differences[0].cron == ("2026-01-11T02:30Z (02:30 UTC)",)
     assert eq.differences[0].chrono == ("2026-01-11T03:30Z (03:30 UTC)",)
     assert "on 2026-01-11: cron only 2026-01-11T02:30Z" in eq.differences[0].message()
+
+
+def test_the_jobs_of_a_file_cron_ignores_are_imported_disabled_and_say_why():
+    text = "0 1 * * * root /usr/local/bin/good\n60 * * * * root /usr/local/bin/bad\n"
+    entry = parse_crontab(text, "/etc/cron.d/f", "system").entries[0]
+    job = build_job(entry, "root-good", OPTIONS)
+    assert job["enabled"] is False
+    note = next(n for n in entry_notes(entry, OPTIONS) if n.startswith("imported disabled"))
+    assert "because of line 2" in note and "never ran under cron" in note
+    assert compare_with_cron("root-good", entry, "UTC", NOW, lambda a, b: []).compared.startswith("skipped (cron ignores")
+    assert "enabled" not in build_job(parse_crontab(text[:35], "f", "system").entries[0], "x", OPTIONS)
+
+
+def test_importing_a_file_cron_ignores_starts_none_of_its_jobs():
+    result = run_import([Source("ks", (FIXTURES / "kitchen-sink").read_text(), "system", None, "imported-ks.yaml")], OPTIONS, NOW)
+    assert len(result.jobs) == 14 and {j["enabled"] for j in result.jobs} == {False}
+    assert [e["line"] for e in result.errors] == [25, 26, 27, 28, 31]
+    assert all(yaml.safe_load(result.files["imported-ks.yaml"])["jobs"][i]["enabled"] is False for i in range(14))
 
 
 def test_reboot_jobs_are_not_compared():
