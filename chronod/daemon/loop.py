@@ -30,7 +30,7 @@ from chronod.core.model import JobSpec
 from chronod.core.schedule import Schedule, compile_schedule
 from chronod.fleet import placement
 from chronod.fleet.spool import Spool
-from chronod.store.api import Run, Store, StoreError
+from chronod.store.api import Ending, Run, Store, StoreError
 
 SQLITE_LEASE_TTL_S = 600.0
 RECONCILE_EVERY_S = 300.0
@@ -59,6 +59,16 @@ class Active:
     job: Job
     disowned: bool = False  # another node took the run over; the process is being terminated
     offline: bool = False  # started while the database was unreachable; spooled
+
+
+@dataclass
+class Batch:
+    """What one wake-up writes together (`Store.commit_wakeup`): occurrences to store,
+    waiting runs to settle (run_id, state, error), runs to claim and start."""
+
+    inserts: list[Run] = field(default_factory=list)
+    settles: list[tuple[str, str, str | None]] = field(default_factory=list)
+    claims: list[tuple[Job, Run]] = field(default_factory=list)
 
 
 class ActiveRuns(dict):
@@ -152,8 +162,9 @@ class Daemon:
         self.retry_at = 0.0
         self.backoff_s = OUTAGE_BACKOFF_S[0]
         self.offline_new: dict[str, Run] = {}  # occurrences materialized during an outage
+        self.takeover_after = 0.0  # monotonic; no takeovers before (see reconnect)
         self.reload_wanted = False  # a reload or request arrived during an outage
-        self.batch: list[tuple[Job, Run, Run | None]] | None = None  # runs to claim together
+        self.batch: Batch | None = None  # set while a wake-up collects its writes
         self.lease_gone = False  # set by the lease thread when a renewal found the lease gone
         self.notify_service: Any = None  # set by the composition root; woken after each outcome
         self.lease_thread_stop = __import__("threading").Event()
@@ -208,8 +219,7 @@ class Daemon:
         if woke.stop:
             self.stopping = True
             return
-        for handle in woke.children:
-            self.child_exited(handle)
+        self.children_exited(woke.children)
         self.keep_lease()
         if woke.reload:
             self.reload()
@@ -298,7 +308,8 @@ class Daemon:
         else:
             self.lease_lost()
         if self.fleet:
-            self.take_over()
+            if mono >= self.takeover_after:
+                self.take_over()
             if mono >= self.next_version_check:
                 self.check_versions()
 
@@ -512,11 +523,10 @@ class Daemon:
     def run_due(self) -> None:
         """Pop everything due, decide per job with the catch-up policy, then act. In a
         fleet the runs to start are claimed together at the end (one transaction)."""
-        self.batch = []  # one claim transaction per wake-up, on SQLite too
+        self.batch = Batch()  # one transaction per wake-up, on SQLite too
         try:
             self.run_due_now()
-            if self.batch:
-                self.flush_batch()
+            self.flush_batch()
         finally:
             self.batch = None
 
@@ -564,14 +574,11 @@ class Daemon:
             r.state, r.error = "skipped_outage", reason
             skips.append(r)
         stored_ids = {r.run_id for r in stored}
-        if extra or len(decision.run) != 1:
-            # later occurrences (skipped ones in their terminal state); a single run to
-            # start stores `nxt` in the transaction that claims or settles it
-            self.store.insert_runs(to_store)
+        # later occurrences (skipped ones in their terminal state) and the next one
+        self.store_runs(to_store)
         for r in skips:
             if r.run_id in stored_ids:
-                self.store.settle(r.run_id, "skipped_outage", error=r.error, next_run=nxt,
-                                  node=self.node, token=self.token)
+                self.settle_quietly(r.run_id, "skipped_outage", r.error, nxt)
             self.metrics.runs.labels("skipped_outage").inc()
         if skips:
             self.log("runs.skipped_outage", job=job.spec.id, count=len(skips),
@@ -622,8 +629,7 @@ class Daemon:
                 self.log("run.replacing", job=spec.id, run=a.run.run_id, by=run.run_id)
                 self.runner.cancel(a.handle)
         if not self.resource_free(spec):
-            if next_run is not None:
-                self.store.insert_runs([next_run])  # the chain must not wait for the queue
+            self.store_runs([next_run])  # the chain must not wait for the queue
             self.queued.setdefault(spec.id, deque()).append(run)
             return
         self.launch(job, run, next_run)
@@ -656,9 +662,27 @@ class Daemon:
 
     def settle(self, run: Run, state: str, why: str, next_run: Run | None) -> None:
         """Record a terminal state for an occurrence that will not start."""
-        self.store.settle(run.run_id, state, error=why, next_run=next_run, node=self.node, token=self.token)
+        self.settle_quietly(run.run_id, state, why, next_run)
         self.metrics.runs.labels(state).inc()
         self.log("run.settled", job=run.job_id, run=run.run_id, state=state, why=why)
+
+    def settle_quietly(self, run_id: str, state: str, why: str | None, next_run: Run | None) -> None:
+        """`settle` without the log line: with this wake-up's writes, or now."""
+        if self.batch is None:
+            self.store.settle(run_id, state, error=why, next_run=next_run, node=self.node, token=self.token)
+            return
+        self.batch.settles.append((run_id, state, why))
+        self.store_runs([next_run])
+
+    def store_runs(self, runs: list[Run | None]) -> None:
+        """Store occurrences (existing run ids are left alone): with this wake-up's writes, or now."""
+        runs = [r for r in runs if r is not None]
+        if not runs:
+            return
+        if self.batch is not None:
+            self.batch.inserts.extend(runs)
+        else:
+            self.store.insert_runs(runs)
 
     # ------------------------------------------------------------------ launching
     def launch(self, job: Job, run: Run, next_run: Run | None) -> None:
@@ -667,47 +691,50 @@ class Daemon:
             self.heartbeat()
             if not self.lease_ok():
                 self.log("launch.refused", "warning", job=job.spec.id, run=run.run_id, why="lease may have lapsed")
-                if next_run is not None:
-                    self.store.insert_runs([next_run])
+                self.store_runs([next_run])
                 self.track(run)
                 return
         if job.spec.id in self.outvoted and not job.spec.run_on.each:
-            if next_run is not None:
-                self.store.insert_runs([next_run])
+            self.store_runs([next_run])
             return  # the nodes with the fleet's version of this job dispatch it
         if self.batch is not None and not job.spec.resource:
-            self.batch.append((job, run, next_run))
+            self.batch.claims.append((job, run))
+            self.store_runs([next_run])
             return
         claimed = self.claim(job, run, next_run)
         if claimed is not None:
             self.start_process(job, claimed)
 
     def flush_batch(self) -> None:
-        """Claim every run collected in this wake-up in one transaction, then start them."""
-        from chronod.fleet.claims import claim_many
-
-        batch, self.batch = self.batch or [], None
-        if not batch:
+        """Write what this wake-up collected in one transaction with the first claims, then
+        start the claimed runs, a chunk at a time: a node busy forking leaves the rest of
+        a burst to the other nodes instead of holding all of it."""
+        batch, self.batch = self.batch, None
+        if batch is None:
             return
-        jobs = {run.run_id: job for job, run, _ in batch}
-        # claim a chunk, start it, claim the next: a node busy forking leaves the rest of a
-        # burst to the other nodes instead of holding all of it
-        for i in range(0, len(batch), CLAIM_CHUNK):
-            if getattr(self.waker, "stop_requested", False):
-                return  # SIGTERM: what is not claimed stays pending for the others
+        inserts = list({r.run_id: r for r in batch.inserts}.values())
+        settles, claims = batch.settles, batch.claims
+        jobs = {run.run_id: job for job, run in claims}
+        i = 0
+        while inserts or settles or i < len(claims):
             if not self.lease_ok():
                 self.heartbeat()
-            if not self.lease_ok():
-                self.store.insert_runs([nxt for _, _, nxt in batch[i:] if nxt is not None])
-                for _, run, _ in batch[i:]:
+            if getattr(self.waker, "stop_requested", False) or not self.lease_ok():
+                # SIGTERM or a doubtful lease: store what must be stored, start nothing;
+                # what is not claimed stays pending for the other nodes or the next start
+                self.store.commit_wakeup(inserts, settles, [], self.node, self.token)
+                for _, run in claims[i:]:
                     self.track(run)
                 return
-            chunk = [(run.run_id, nxt) for _, run, nxt in batch[i:i + CLAIM_CHUNK]]
-            for claimed in claim_many(self.store, chunk, self.node, self.token):
-                self.start_process(jobs[claimed.run_id], claimed)
+            chunk = [run.run_id for _, run in claims[i:i + CLAIM_CHUNK]]
+            claimed = self.store.commit_wakeup(inserts, settles, chunk, self.node, self.token)
+            inserts, settles, i = [], [], i + CLAIM_CHUNK
+            started = [self.start_process(jobs[c.run_id], c, record=False) for c in claimed]
+            self.store.set_processes([p for p in started if p is not None], self.token)
 
-    def start_process(self, job: Job, claimed: Run) -> None:
-        """Start the process of a claimed attempt and watch it."""
+    def start_process(self, job: Job, claimed: Run, record: bool = True) -> tuple[str, int, int, int] | None:
+        """Start the process of a claimed attempt and watch it; store its process ids now,
+        or (`record=False`) return them for the caller to store with others."""
         from chronod.runner.api import LaunchRequest
 
         env = {
@@ -725,10 +752,14 @@ class Daemon:
         if claimed.attempts == 1 and claimed.trigger == "schedule":
             self.metrics.fire_lag.observe(max(lag, 0.0))
         self.active[claimed.run_id] = Active(claimed, handle, job)
-        if handle.pid:
-            self.store.set_process(claimed.run_id, claimed.attempts, handle.pid, handle.supervisor_pid, self.token)
         self.log("run.started", job=job.spec.id, run=claimed.run_id, attempt=claimed.attempts,
                  supervisor=handle.supervisor_pid, lag_ms=round(lag * 1000, 1))
+        if not handle.pid:
+            return None
+        pids = (claimed.run_id, claimed.attempts, handle.pid, handle.supervisor_pid)
+        if record:
+            self.store.set_processes([pids], self.token)
+        return pids
 
     def claim(self, job: Job, run: Run, next_run: Run | None) -> Run | None:
         """Dispatch in the store; in a fleet, a `resource` limit holds across every node."""
@@ -752,47 +783,68 @@ class Daemon:
         return claimed
 
     # ------------------------------------------------------------------ endings
-    def child_exited(self, handle: Any) -> None:
-        """A supervisor ended: record the outcome, maybe retry, then let queued runs go."""
-        active = self.active.get(handle.run_id)
-        if active is not None and active.handle is not handle:
-            active = None
-        outcome = self.runner.collect(handle)
-        if active is None or outcome is None:
+    def children_exited(self, handles: list[Any]) -> None:
+        """Supervisors ended: record the outcomes (one transaction for the lot), maybe
+        retry, then let queued runs go. A result file is discarded only once recorded."""
+        ended = []
+        for handle in handles:
+            active = self.active.get(handle.run_id)
+            if active is not None and active.handle is not handle:
+                active = None
+            outcome = self.runner.collect(handle)
+            if active is None or outcome is None:
+                continue
+            del self.active[active.run.run_id]
+            ended.append((active, outcome))
+        if not ended:
             return
-        del self.active[active.run.run_id]
         if self.outage is not None:
-            self.spool_outcome(active, outcome)
+            for active, outcome in ended:
+                self.spool_outcome(active, outcome)
         else:
-            self.record_outcome(active.job, active.run, outcome)
+            self.record_outcomes([(active.job, active.run, outcome) for active, outcome in ended])
             if self.notify_service is not None:
                 self.notify_service.wake()
-        self.runner.discard(active.run.run_id, active.run.attempts)
-        self.drain_queue(active.job.spec.id)
-        if active.job.spec.resource:
-            for job_id in list(self.queued):
-                self.drain_queue(job_id)
+        for active, _ in ended:
+            self.runner.discard(active.run.run_id, active.run.attempts)
+        jobs = {active.job.spec.id for active, _ in ended}
+        if any(active.job.spec.resource for active, _ in ended):
+            jobs |= set(self.queued)
+        for job_id in jobs:
+            self.drain_queue(job_id)
 
-    def record_outcome(self, job: Job, run: Run, outcome: Any) -> None:
-        spec = job.spec
-        state = outcome.state
-        if state == "lost":
-            if policy.on_unknown_outcome(spec) == "redispatch":
+    def record_outcomes(self, ended: list[tuple[Job, Run, Any]]) -> None:
+        """Retries and unknown outcomes one by one; every final outcome in one transaction."""
+        final = []
+        for job, run, outcome in ended:
+            state = outcome.state
+            if state == "lost" and policy.on_unknown_outcome(job.spec) == "redispatch":
                 self.retry_now(job, run, outcome.error or "outcome unknown")
-                return
-        if policy.may_retry(spec, run.attempts, state):
-            delay = policy.retry_delay_s(spec, run.attempts, self.rng)
-            at = self.clock.now() + timedelta(seconds=delay)
-            if self.store.schedule_retry(run.run_id, run.attempts, at, exit_code=outcome.exit_code,
-                                         signal=outcome.signal, error=outcome.error, token=self.token):
-                run.state, run.next_attempt_at = "retry_wait", at
-                self.track(run)
-                self.log("run.retry_wait", job=spec.id, run=run.run_id, attempt=run.attempts,
-                         exit_code=outcome.exit_code, retry_in_s=round(delay, 1))
+            elif policy.may_retry(job.spec, run.attempts, state):
+                self.schedule_retry(job, run, outcome)
+            else:
+                final.append((job, run, outcome))
+        if not final:
             return
-        ok = self.store.finish(run.run_id, run.attempts, state, exit_code=outcome.exit_code, signal=outcome.signal,
-                               output_tail=outcome.output_tail, output_bytes=outcome.output_bytes,
-                               error=outcome.error, token=self.token, finished_at=outcome.finished_at)
+        done = self.store.finish_many([
+            Ending(run.run_id, run.attempts, outcome.state, exit_code=outcome.exit_code, signal=outcome.signal,
+                   output_tail=outcome.output_tail, output_bytes=outcome.output_bytes, error=outcome.error,
+                   finished_at=outcome.finished_at) for _, run, outcome in final], self.token)
+        for job, run, outcome in final:
+            self.recorded(job, run, outcome, run.run_id in done)
+
+    def schedule_retry(self, job: Job, run: Run, outcome: Any) -> None:
+        delay = policy.retry_delay_s(job.spec, run.attempts, self.rng)
+        at = self.clock.now() + timedelta(seconds=delay)
+        if self.store.schedule_retry(run.run_id, run.attempts, at, exit_code=outcome.exit_code,
+                                     signal=outcome.signal, error=outcome.error, token=self.token):
+            run.state, run.next_attempt_at = "retry_wait", at
+            self.track(run)
+            self.log("run.retry_wait", job=job.spec.id, run=run.run_id, attempt=run.attempts,
+                     exit_code=outcome.exit_code, retry_in_s=round(delay, 1))
+
+    def recorded(self, job: Job, run: Run, outcome: Any, ok: bool) -> None:
+        spec, state = job.spec, outcome.state
         if not ok:
             self.log("run.finish_rejected", "warning", job=spec.id, run=run.run_id, why="stale token or state")
             return
@@ -839,7 +891,7 @@ class Daemon:
                          supervisor=found.supervisor_pid)
             else:
                 self.log("run.ended_while_down", job=run.job_id, run=run.run_id, state=found.state)
-                self.record_outcome(job, run, found)
+                self.record_outcomes([(job, run, found)])
                 self.runner.discard(run.run_id, run.attempts)
         for rid, attempt in self.runner.orphans(known=[(r, a.run.attempts) for r, a in self.active.items()]):
             run = self.store.get_run(rid)
@@ -908,8 +960,7 @@ class Daemon:
         if woke.stop:
             self.stopping = True
             return
-        for handle in woke.children:
-            self.child_exited(handle)
+        self.children_exited(woke.children)
         self.reload_wanted |= woke.reload or woke.requests
         if self.notifier.watchdog_interval_s and self.clock.monotonic() >= self.next_watchdog:
             self.notifier.watchdog()  # the process is healthy; the database is not
@@ -924,6 +975,10 @@ class Daemon:
         """The database answers again: rejoin (renew or a new token), replay the spool,
         re-read what is stored (the runs held back fall due and go through catch-up)."""
         started, first = self.outage
+        # The other nodes lost the database too and may not have renewed yet: a lease that
+        # lapsed during the outage says nothing about its node until it had a lease's time
+        # to come back (a takeover now would re-run work that finished and is spooled).
+        self.takeover_after = self.clock.monotonic() + self.lease_ttl_s
         self.heartbeat()
         if self.offline_new:
             self.store.insert_runs([r for r in self.offline_new.values() if r.state == "pending"])

@@ -63,6 +63,21 @@ class Run:
     updated_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class Ending:
+    """The outcome of one running attempt, as `Store.finish_many` records it."""
+
+    run_id: str
+    attempt: int
+    state: str
+    exit_code: int | None = None
+    signal: int | None = None
+    output_tail: str | None = None
+    output_bytes: int = 0
+    error: str | None = None
+    finished_at: datetime | None = None
+
+
 @dataclass
 class Attempt:
     """One attempt of a run, on one node, under one fencing token."""
@@ -206,14 +221,29 @@ class Store(Protocol):
         """Move a pending run straight to a terminal skipped_* state (with why) and insert
         `next_run` as pending, in one transaction. False if it was not pending any more."""
 
+    def commit_wakeup(self, inserts: list[Run], settles: list[tuple[str, str, str | None]], claims: list[str],
+                      node: str, token: int) -> list[Run]:
+        """Everything one wake-up writes, in one transaction: store `inserts` (existing run
+        ids left alone), settle the waiting runs in `settles` (run_id, state, error), then
+        claim the waiting runs in `claims` that no other node holds (skip locked: never
+        waits). Settles and claims are fenced on `token`. Returns the claimed runs."""
+
     def set_process(self, run_id: str, attempt: int, pid: int, supervisor_pid: int, token: int) -> bool:
         """Record the process ids of a started attempt (fenced)."""
+
+    def set_processes(self, started: list[tuple[str, int, int, int]], token: int) -> set[str]:
+        """`set_process` for many (run_id, attempt, pid, supervisor_pid) in one transaction;
+        returns the run ids recorded."""
 
     def finish(self, run_id: str, attempt: int, state: str, *, exit_code: int | None,
                signal: int | None, output_tail: str | None, output_bytes: int,
                error: str | None, token: int | None, finished_at: datetime | None = None) -> bool:
         """Record the outcome of a running attempt; fenced on `token` (None: operator/CLI
         write, not fenced). Only changes a run that is `running` at that attempt."""
+
+    def finish_many(self, endings: list[Ending], token: int | None) -> set[str]:
+        """`finish` for many attempts in one transaction (a busy node's wake-up); returns
+        the run ids whose outcome was recorded. Each is fenced and conditional alone."""
 
     def schedule_retry(self, run_id: str, attempt: int, next_attempt_at: datetime, *,
                        exit_code: int | None, signal: int | None, error: str | None,

@@ -32,6 +32,7 @@ from chronod.core.model import TERMINAL_STATES, JobSpec
 from chronod.store import schema as s
 from chronod.store.api import (
     Attempt,
+    Ending,
     JobRow,
     Node,
     NodeConflict,
@@ -119,8 +120,11 @@ class SqlStore:
     def _create_engine(self, parsed) -> sa.Engine:
         if self.dialect == "postgresql":
             connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": 10}
-            return sa.create_engine(parsed, pool_pre_ping=True, pool_size=5, max_overflow=5,
-                                    connect_args=connect_args)
+            # No pre-ping: it costs a round trip per transaction (8% of a busy node's loop).
+            # A connection that died with the server fails its first statement instead; the
+            # daemon treats that like any outage (offline, retry) and the pool, seeing a
+            # disconnect, drops every pooled connection at once.
+            return sa.create_engine(parsed, pool_size=5, max_overflow=5, connect_args=connect_args)
         engine = sa.create_engine(parsed)
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
@@ -456,48 +460,79 @@ class SqlStore:
             return [Run(**row) for row in c.execute(q).mappings()]
 
     def dispatch(self, run_id: str, node: str, token: int, next_run: Run | None) -> Run | None:
-        r = s.runs.c
         with self._tx() as c:
-            free = c.execute(sa.select(r.run_id).where(r.run_id == run_id, r.state.in_(WAITING))
-                             .with_for_update(skip_locked=True)).first()
-            if free is None:
-                return None
-            now = self._ts()
-            row = c.execute(
-                s.runs.update()
-                .where(r.run_id == run_id, r.state.in_(WAITING), self._lease_live(token, node))
-                .values(state="running", attempts=r.attempts + 1, node=node, token=token, started_at=now,
-                        finished_at=None, pid=None, supervisor_pid=None, exit_code=None, signal=None,
-                        output_tail=None, output_bytes=0, error=None, next_attempt_at=None, updated_at=now)
-                .returning(*s.runs.c)
-            ).mappings().first()
-            if row is None:
-                self._rejected(c, token)
-                return None
-            c.execute(s.attempts.insert().values(run_id=run_id, attempt=row["attempts"], node=node, token=token,
-                                                 state="running", started_at=row["started_at"]))
-            self._insert_new(c, next_run)
-            return Run(**row)
+            claimed = self._claim(c, [run_id], node, token)
+            if claimed:
+                self._insert_new(c, next_run)
+            return claimed[0] if claimed else None
+
+    def commit_wakeup(self, inserts: list[Run], settles: list[tuple[str, str, str | None]], claims: list[str],
+                      node: str, token: int) -> list[Run]:
+        """Everything one wake-up of the loop writes, in ONE transaction: store `inserts`
+        (existing run ids are left alone), settle the waiting runs in `settles` (run_id,
+        state, error), then claim the runs in `claims` that nobody else holds: state
+        running, attempts + 1, a new attempt row. Rows another node has locked are skipped,
+        not waited for. Settles and claims are fenced on `token`. Returns the claimed runs."""
+        for _, state, _ in settles:
+            _terminal(state)
+        rows = [self._run_row(r) for r in inserts]
+        with self._tx() as c:
+            if rows and self.dialect == "postgresql":
+                self._insert_runs_unnest(c, rows)
+            elif rows:
+                c.execute(self._insert(s.runs).on_conflict_do_nothing(index_elements=["run_id"]), rows)
+            for run_id, state, error in settles:
+                self._settle(c, run_id, state, error, node, token)
+            return self._claim(c, claims, node, token) if claims else []
+
+    def _claim(self, c: Connection, run_ids: list[str], node: str, token: int, *,
+               started_at: datetime | None = None, attempts: int | None = None) -> list[Run]:
+        """Waiting runs -> running under `token`, each with a new attempt row. `started_at`
+        and `attempts` (a run started while the database was unreachable) override now and
+        attempts + 1."""
+        r = s.runs.c
+        free = sa.select(r.run_id).where(r.run_id.in_(run_ids), r.state.in_(WAITING)).with_for_update(skip_locked=True)
+        now = self._ts()
+        rows = c.execute(
+            s.runs.update()
+            .where(r.run_id.in_(free.scalar_subquery()), self._lease_live(token, node))
+            .values(state="running", attempts=attempts if attempts is not None else r.attempts + 1, node=node,
+                    token=token, started_at=sa.literal(started_at, s.UTCDateTime()) if started_at else now,
+                    finished_at=None, pid=None, supervisor_pid=None, exit_code=None, signal=None,
+                    output_tail=None, output_bytes=0, error=None, next_attempt_at=None, updated_at=now)
+            .returning(*s.runs.c)
+        ).mappings().all()
+        if not rows:
+            self._rejected(c, token)
+            return []
+        c.execute(s.attempts.insert(), [dict(run_id=row["run_id"], attempt=row["attempts"], node=node, token=token,
+                                             state="running", started_at=row["started_at"]) for row in rows])
+        return [Run(**row) for row in rows]
 
     def settle(self, run_id: str, state: str, *, error: str | None, next_run: Run | None,
                node: str | None = None, token: int | None = None) -> bool:
         """Also accepts a run in retry_wait (a waiting retry can be skipped or settled too)."""
         _terminal(state)
+        with self._tx() as c:
+            if not self._settle(c, run_id, state, error, node, token):
+                return False
+            self._insert_new(c, next_run)
+            return True
+
+    def _settle(self, c: Connection, run_id: str, state: str, error: str | None, node: str | None,
+                token: int | None) -> bool:
         r = s.runs.c
         cond = [r.run_id == run_id, r.state.in_(WAITING)]
         if token is not None:
             cond.append(self._lease_live(token, node))
-        with self._tx() as c:
-            now = self._ts()
-            values = dict(state=state, error=error, finished_at=now, updated_at=now, next_attempt_at=None)
-            if token is not None:
-                values.update(token=token, node=node)
-            res = c.execute(s.runs.update().where(*cond).values(**values))
-            if res.rowcount != 1:
-                self._rejected(c, token)
-                return False
-            self._insert_new(c, next_run)
-            return True
+        now = self._ts()
+        values = dict(state=state, error=error, finished_at=now, updated_at=now, next_attempt_at=None)
+        if token is not None:
+            values.update(token=token, node=node)
+        if c.execute(s.runs.update().where(*cond).values(**values)).rowcount != 1:
+            self._rejected(c, token)
+            return False
+        return True
 
     def _held(self, run_id: str, attempt: int, token: int | None) -> list:
         """The run is running at this attempt, and (when fenced) held under a live `token`."""
@@ -512,31 +547,49 @@ class SqlStore:
         c.execute(s.attempts.update().where(a.run_id == run_id, a.attempt == attempt).values(**values))
 
     def set_process(self, run_id: str, attempt: int, pid: int, supervisor_pid: int, token: int) -> bool:
+        return run_id in self.set_processes([(run_id, attempt, pid, supervisor_pid)], token)
+
+    def set_processes(self, started: list[tuple[str, int, int, int]], token: int) -> set[str]:
+        done: set[str] = set()
+        if not started:
+            return done
         with self._tx() as c:
-            res = c.execute(s.runs.update().where(*self._held(run_id, attempt, token))
-                            .values(pid=pid, supervisor_pid=supervisor_pid, updated_at=self._ts()))
-            if res.rowcount != 1:
-                self._rejected(c, token)
-                return False
-            self._update_attempt(c, run_id, attempt, pid=pid, supervisor_pid=supervisor_pid)
-            return True
+            for run_id, attempt, pid, supervisor_pid in started:
+                res = c.execute(s.runs.update().where(*self._held(run_id, attempt, token))
+                                .values(pid=pid, supervisor_pid=supervisor_pid, updated_at=self._ts()))
+                if res.rowcount != 1:
+                    self._rejected(c, token)
+                    continue
+                self._update_attempt(c, run_id, attempt, pid=pid, supervisor_pid=supervisor_pid)
+                done.add(run_id)
+        return done
 
     def finish(self, run_id: str, attempt: int, state: str, *, exit_code: int | None,
                signal: int | None, output_tail: str | None, output_bytes: int,
                error: str | None, token: int | None, finished_at: datetime | None = None) -> bool:
-        _terminal(state)
+        ending = Ending(run_id, attempt, state, exit_code, signal, output_tail, output_bytes, error, finished_at)
+        return run_id in self.finish_many([ending], token)
+
+    def finish_many(self, endings: list[Ending], token: int | None) -> set[str]:
+        for e in endings:
+            _terminal(e.state)
+        done: set[str] = set()
+        if not endings:
+            return done
         with self._tx() as c:
-            end = sa.literal(finished_at, s.UTCDateTime()) if finished_at else self._ts()
-            res = c.execute(s.runs.update().where(*self._held(run_id, attempt, token)).values(
-                state=state, exit_code=exit_code, signal=signal, output_tail=output_tail,
-                output_bytes=output_bytes, error=error, finished_at=end, next_attempt_at=None,
-                updated_at=self._ts()))
-            if res.rowcount != 1:
-                self._rejected(c, token)
-                return False
-            self._update_attempt(c, run_id, attempt, state=state, finished_at=end, exit_code=exit_code,
-                                 signal=signal, error=error)
-            return True
+            for e in endings:
+                end = sa.literal(e.finished_at, s.UTCDateTime()) if e.finished_at else self._ts()
+                res = c.execute(s.runs.update().where(*self._held(e.run_id, e.attempt, token)).values(
+                    state=e.state, exit_code=e.exit_code, signal=e.signal, output_tail=e.output_tail,
+                    output_bytes=e.output_bytes, error=e.error, finished_at=end, next_attempt_at=None,
+                    updated_at=self._ts()))
+                if res.rowcount != 1:
+                    self._rejected(c, token)
+                    continue
+                self._update_attempt(c, e.run_id, e.attempt, state=e.state, finished_at=end,
+                                     exit_code=e.exit_code, signal=e.signal, error=e.error)
+                done.add(e.run_id)
+        return done
 
     def schedule_retry(self, run_id: str, attempt: int, next_attempt_at: datetime, *,
                        exit_code: int | None, signal: int | None, error: str | None,

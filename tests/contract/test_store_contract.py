@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from chronod.core.model import JobSpec
 from chronod.store import schema
-from chronod.store.api import NodeConflict, Run, SchemaTooNew, SchemaTooOld, StoreError
+from chronod.store.api import Ending, NodeConflict, Run, SchemaTooNew, SchemaTooOld, StoreError
 from chronod.store.sql import SqlStore, mask_url
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -153,6 +153,24 @@ def test_dispatch_claims_once_and_writes_the_next_occurrence_in_the_same_transac
     assert store.stale_rejections == 0
 
 
+def test_one_wakeup_stores_settles_and_claims_in_one_call_and_a_stale_token_changes_nothing_but_inserts(store):
+    token = acquire(store)
+    store.insert_runs([run(1), run(2), run(3)])
+    store.dispatch("backup-000003", "n1", token, None)
+    claimed = store.commit_wakeup([run(1), run(4)], [("backup-000002", "skipped_outage", "catch-up: latest"),
+                                                     ("backup-000003", "skipped_outage", "not waiting")],
+                                  ["backup-000001", "backup-000003", "backup-000004"], "n1", token)
+    assert sorted(c.run_id for c in claimed) == ["backup-000001", "backup-000004"]
+    states = {r: store.get_run(f"backup-00000{r}").state for r in (1, 2, 3, 4)}
+    assert states == {1: "running", 2: "skipped_outage", 3: "running", 4: "running"}
+    assert store.get_run("backup-000002").error == "catch-up: latest"
+    expire_lease(store, "n1")
+    assert store.commit_wakeup([run(5), run(6)], [("backup-000005", "skipped_outage", "x")], ["backup-000006"],
+                               "n1", token) == []
+    assert (store.get_run("backup-000005").state, store.get_run("backup-000006").state) == ("pending", "pending")
+    assert store.stale_rejections >= 1
+
+
 def test_a_failed_dispatch_does_not_write_the_next_occurrence(store):
     token = acquire(store)
     assert store.dispatch("no-such-run", "n1", token, run(9)) is None
@@ -238,6 +256,24 @@ def test_finish_records_the_outcome_only_at_the_running_attempt(store):
     assert done.finished_at >= done.started_at
     [attempt] = store.attempts("backup-000001")
     assert (attempt.state, attempt.exit_code, attempt.pid) == ("succeeded", 0, 4242)
+
+
+def test_many_endings_in_one_call_each_recorded_only_where_it_holds(store):
+    token = acquire(store)
+    for i in (1, 2, 3):
+        store.insert_pending(run(i))
+        store.dispatch(f"backup-{i:06d}", "n1", token, None)
+    started = [(f"backup-{i:06d}", 1, 100 + i, 200 + i) for i in (1, 2, 3)] + [("backup-000009", 1, 9, 9)]
+    assert store.set_processes(started, token) == {"backup-000001", "backup-000002", "backup-000003"}
+    endings = [Ending("backup-000001", 1, "succeeded", exit_code=0),
+               Ending("backup-000002", 2, "failed", exit_code=1),  # not the running attempt
+               Ending("backup-000003", 1, "failed", exit_code=3, error="exit 3")]
+    assert store.finish_many(endings, token) == {"backup-000001", "backup-000003"}
+    got = {r: store.get_run(r) for r in ("backup-000001", "backup-000002", "backup-000003")}
+    assert [(g.state, g.exit_code, g.pid) for g in got.values()] == [
+        ("succeeded", 0, 101), ("running", None, 102), ("failed", 3, 103)]
+    assert [a.state for a in store.attempts("backup-000003")] == ["failed"]
+    assert store.finish_many([], token) == set()
 
 
 def test_finish_with_another_nodes_token_is_rejected(store):

@@ -235,11 +235,10 @@ def test_killed_database_connections_during_dispatch_miss_and_duplicate_no_occur
 
 @pytest.fixture
 def restartable_fleet(tmp_path, own_pg_cluster):
-    """A fleet on a PostgreSQL server of its own, which the test may restart. Its lease
-    (10 s) outlasts the outages the test makes, as a production lease (15 s) outlasts a
-    database restart: a database away for longer than the lease is a false failover
-    (docs/fleet.md), which the kill -9 and SIGSTOP tests cover."""
-    f = Fleet(tmp_path, own_pg_cluster.url, ttl="10")
+    """A fleet on a PostgreSQL server of its own, which the test may restart. The lease
+    (3 s) is shorter than the longest outage the test makes: a node back from an outage
+    gives the others a lease's time to come back before it takes anything over."""
+    f = Fleet(tmp_path, own_pg_cluster.url)
     yield f
     f.stop_all()
     f.kill_jobs()
