@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from chronod.core.schedule import compile_schedule
+from chronod.core.schedule import compile_schedule, wall_matches
 from chronod.core.vixie import simulate
 
 UTC = timezone.utc
@@ -57,3 +57,72 @@ def test_over_a_whole_year_we_fire_when_debian_cron_would(zone):
     start, end = datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC)
     for expr in ["30 2 * * *", "0 * * * *", "*/20 1-2 * * *", "45 2 * * 1-5", "0 0 */10 * mon"]:
         assert compile_schedule(expr, zone).fires(start, end) == simulate(expr, zone, start, end), expr
+
+
+# --- every zone that changes its clock in 2026 ----------------------------------------
+
+SWEEP_EXPRESSIONS = [
+    "0 2 * * *", "30 2 * * *", "0 0 * * *", "30 0 * * *", "*/15 * * * *", "0 * * * *", "59 1 * * *",
+    "0 1-3 * * *", "15,45 2 * * 0", "0 3 * * *", "0 23 * * *", "30 23 * * 6", "@daily", "@hourly", "0 2 1,15 * 1",
+]
+
+
+def _changes_in(zone_name, year):
+    """(UTC instant, offset before, offset after) of each change in `year`: day steps, then bisection."""
+    zone, out = ZoneInfo(zone_name), []
+    t, end = datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
+    off = t.astimezone(zone).utcoffset()
+    while t < end:
+        nxt = t + timedelta(days=1)
+        new = nxt.astimezone(zone).utcoffset()
+        if new != off:
+            lo, hi = t, nxt
+            while hi - lo > timedelta(seconds=1):
+                mid = lo + timedelta(seconds=(hi - lo) // timedelta(seconds=1) // 2)
+                lo, hi = (mid, hi) if mid.astimezone(zone).utcoffset() == off else (lo, mid)
+            out.append((hi, off, new))
+            off = new
+        t = nxt
+    return tuple(out)
+
+
+def _zones_by_rules(year):
+    """One zone per distinct list of clock changes (zones with the same changes behave alike)."""
+    from zoneinfo import available_timezones
+
+    seen = {}
+    regions = ("Africa/", "America/", "Antarctica/", "Asia/", "Atlantic/", "Australia/", "Europe/", "Pacific/")
+    for name in sorted(available_timezones(), key=lambda n: (not n.startswith(regions), n)):
+        try:
+            changes = _changes_in(name, year)
+        except (ValueError, OSError):
+            continue
+        if changes:
+            seen.setdefault(changes, name)
+    return sorted(seen.values())
+
+
+SWEEP_ZONES = _zones_by_rules(2026)
+
+
+def test_the_sweep_covers_the_awkward_zones():
+    covered = {name: _changes_in(name, 2026) for name in SWEEP_ZONES}
+    for name in ["Australia/Lord_Howe", "Pacific/Chatham", "Europe/Dublin", "America/Santiago", "Asia/Gaza",
+                 "Africa/Casablanca", "America/Havana", "America/Nuuk", "Antarctica/Troll"]:
+        assert _changes_in(name, 2026) in covered.values(), name
+    assert len(SWEEP_ZONES) >= 25
+
+
+@pytest.mark.parametrize("zone", SWEEP_ZONES)
+def test_in_every_zone_that_changes_its_clock_we_fire_when_debian_cron_would(zone):
+    for transition, before, after in _changes_in(zone, 2026):
+        start, end = transition - timedelta(days=2), transition + timedelta(days=2)
+        for expr in SWEEP_EXPRESSIONS:
+            schedule = compile_schedule(expr, zone)
+            ours = schedule.fires(start, end)
+            assert ours == simulate(expr, zone, start, end), f"{expr!r} around {transition.isoformat()}"
+            assert all(a < b for a, b in zip(ours, ours[1:]))
+            collapsed = after > before and schedule.is_fixed_time
+            for t in ours:  # each fire is a matching wall time, or a gap's matches collapsed at the change
+                wall = t.astimezone(ZoneInfo(zone)).replace(tzinfo=None)
+                assert wall_matches(schedule.fields, wall) or (collapsed and t == transition), (expr, t)
