@@ -191,3 +191,32 @@ def test_many_jobs_in_the_same_minute_are_flagged():
     text = "".join(f"0 3 * * * root /usr/local/bin/job{i}\n" for i in range(12))
     result = run_import([Source("f", text, "system", None, "imported-f.yaml")], OPTIONS, NOW)
     assert result.crowded == [("03:00", 12)]
+
+
+# Real /etc/cron.d files from Debian 12 packages (tests/fixtures/crontabs/debian/README):
+# (file, [(line, user, schedule)], disabled lines, what else must hold)
+DEBIAN_FILES = [
+    ("certbot", [(17, "root", "0 */12 * * *")], [], lambda jobs: "perl -e 'sleep int(rand(43200))'" in jobs[0]["command"]),
+    ("mdadm", [(12, "root", "57 0 * * 0")], [], lambda jobs: "$(date +%d) -le 7" in jobs[0]["command"]),  # \% -> %
+    ("tiger", [(9, "root", "0 * * * *")], [],
+     lambda jobs: {k: jobs[0]["env"][k] for k in ("DEFAULT", "NICETIGER")} == {"DEFAULT": "/etc/default/tiger", "NICETIGER": "10"}),
+    ("cacti", [(2, "www-data", "*/5 * * * *")], [9], lambda jobs: jobs[0]["env"]["MAILTO"] == "root"),
+    ("munin", [(7, "munin", "*/5 * * * *"), (8, "munin", "14 10 * * *"), (11, "munin", "27 03 * * *"),
+               (12, "www-data", "32 03 * * *")], [], lambda jobs: jobs[2]["command"].startswith("htmldir=$({ cat ")),
+    ("sysstat", [(6, "root", "5-55/10 * * * *"), (9, "root", "59 23 * * *")], [],
+     lambda jobs: jobs[0]["env"]["PATH"].startswith("/usr/lib/sysstat:")),
+    ("anacron", [(6, "root", "30 7-23 * * *")], [], lambda jobs: jobs[0]["id"] == "root-invoke-rc.d-anacron"),
+    ("e2scrub_all", [(1, "root", "30 3 * * 0"), (2, "root", "10 3 * * *")], [],
+     lambda jobs: [j["id"] for j in jobs] == ["root-e2scrub-all-cron", "root-e2scrub-all"]),
+]
+
+
+@pytest.mark.parametrize("name, expected, disabled, check", DEBIAN_FILES, ids=[d[0] for d in DEBIAN_FILES])
+def test_debian_packaged_cron_d_files_import_as_cron_runs_them(name, expected, disabled, check):
+    src = Source(f"/etc/cron.d/{name}", (FIXTURES / "debian" / name).read_text(), "system", None, f"imported-cron.d-{name}.yaml")
+    result = run_import([src], ImportOptions(host_timezone="Europe/Berlin"), NOW)
+    assert result.errors == [] and result.differences == []
+    assert [(j["source"]["line"], j["user"], j["schedule"]) for j in result.jobs] == expected
+    assert all("enabled" not in j and j["timezone"] == "Europe/Berlin" for j in result.jobs)
+    assert [d["line"] for d in result.disabled] == disabled
+    assert check(result.jobs)
