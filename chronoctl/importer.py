@@ -57,9 +57,20 @@ def _words(command: str) -> list[str]:
 
 
 def _segments(command: str) -> list[list[str]]:
-    """The simple commands of a shell line, split at && || ; | & and braces."""
+    """The simple commands of a shell line, split at && || ; | & and braces; what a
+    `$( … )` substitutes only feeds a word and is left out (`[ $(date +%d) -le 7 ]`)."""
     out: list[list[str]] = [[]]
-    for word in _words(command):
+    words = _words(command)
+    depth = 0
+    for i, word in enumerate(words):
+        punctuation = not word.strip("();<>|&")
+        if depth or (punctuation and word.startswith("(") and i and words[i - 1].endswith("$")):
+            if punctuation:  # shlex groups punctuation: `);` closes and separates
+                depth += word.count("(") - word.count(")")
+                if depth <= 0 and word.strip(")"):
+                    depth = 0
+                    out.append([])
+            continue
         if word in _SEPARATORS:
             out.append([])
         else:
@@ -75,9 +86,21 @@ def _program(segment: list[str]) -> list[str] | None:
         words = words[1:]
     while words and os.path.basename(words[0]) in _WRAPPERS:
         words = _skip_wrapper(words)
-    if not words or os.path.basename(words[0]) in _GUARDS:
+    if not words or os.path.basename(words[0]) in _GUARDS or _quiet_grep(words):
         return None
     return words
+
+
+def _quiet_grep(words: list[str]) -> bool:
+    """`grep -q …` only tests a file's content: a guard like `test`."""
+    return os.path.basename(words[0]) in {"grep", "egrep", "fgrep"} and any(
+        w.startswith("-") and not w.startswith("--") and "q" in w for w in words[1:])
+
+
+def _inline_code(words: list[str]) -> bool:
+    """`perl -e CODE`, `python3 -c CODE`: the program is the code, a poor name when a
+    later command of the line has a real one (`perl -e 'sleep …' && certbot renew`)."""
+    return bool(_INTERPRETERS.match(os.path.basename(words[0]))) and any(w in ("-e", "-c", "-r") for w in words[1:2])
 
 
 def _skip_wrapper(words: list[str]) -> list[str]:
@@ -106,10 +129,9 @@ def command_name(command: str) -> str:
     """The meaningful word(s) of a command: `run-parts --report /etc/cron.daily` ->
     `run-parts-cron-daily`, `/usr/bin/php /var/www/cron.php` -> `php-cron`,
     `cd /srv && ./backup-db.sh` -> `backup-db`."""
-    for segment in _segments(command):
-        words = _program(segment)
-        if words is None:
-            continue
+    programs = [w for w in map(_program, _segments(command)) if w is not None]
+    programs = [w for w in programs if not _inline_code(w)] or programs
+    for words in programs:
         program = os.path.basename(words[0])
         args = [w for w in words[1:] if not w.startswith("-") and not _REDIRECT.match(w)]
         if program == "run-parts" and args:

@@ -43,6 +43,14 @@ def entries(name: str, fmt: str = "system", user: str | None = None):
         ("cd /srv/app && ./bin/backup-db.sh >> /var/log/b.log 2>&1", "backup-db"),
         ("command -v debian-sa1 > /dev/null && debian-sa1 1 1", "debian-sa1"),
         ("/usr/sbin/invoke-rc.d anacron start", "invoke-rc.d-anacron"),
+        # certbot's, mdadm's and geoipupdate's cron.d lines: inline perl, $( ) and grep -q are not the job
+        ("test -x /usr/bin/certbot -a \\! -d /run/systemd/system && perl -e 'sleep int(rand(43200))' && certbot -q renew",
+         "certbot"),
+        ("if [ -x /usr/share/mdadm/checkarray ] && [ $(date +%d) -le 7 ]; then /usr/share/mdadm/checkarray --cron; fi",
+         "checkarray"),
+        ("test -x /usr/bin/geoipupdate && /usr/bin/grep -Eq '^AccountID' /etc/GeoIP.conf && /usr/bin/geoipupdate",
+         "geoipupdate"),
+        ("d=$({ cat /etc/munin/munin.conf || true; } | tail -1); if [ -d \"$d\" ]; then find \"$d/\" -delete; fi", "find"),
     ],
 )
 def test_job_names_come_from_the_meaningful_word_of_the_command(command, name):
@@ -196,8 +204,10 @@ def test_many_jobs_in_the_same_minute_are_flagged():
 # Real /etc/cron.d files from Debian 12 packages (tests/fixtures/crontabs/debian/README):
 # (file, [(line, user, schedule)], disabled lines, what else must hold)
 DEBIAN_FILES = [
-    ("certbot", [(17, "root", "0 */12 * * *")], [], lambda jobs: "perl -e 'sleep int(rand(43200))'" in jobs[0]["command"]),
-    ("mdadm", [(12, "root", "57 0 * * 0")], [], lambda jobs: "$(date +%d) -le 7" in jobs[0]["command"]),  # \% -> %
+    ("certbot", [(17, "root", "0 */12 * * *")], [],
+     lambda jobs: "perl -e 'sleep int(rand(43200))'" in jobs[0]["command"] and jobs[0]["id"] == "root-certbot"),
+    ("mdadm", [(12, "root", "57 0 * * 0")], [],  # \% -> %
+     lambda jobs: "$(date +%d) -le 7" in jobs[0]["command"] and jobs[0]["id"] == "root-checkarray"),
     ("tiger", [(9, "root", "0 * * * *")], [],
      lambda jobs: {k: jobs[0]["env"][k] for k in ("DEFAULT", "NICETIGER")} == {"DEFAULT": "/etc/default/tiger", "NICETIGER": "10"}),
     ("cacti", [(2, "www-data", "*/5 * * * *")], [9], lambda jobs: jobs[0]["env"]["MAILTO"] == "root"),
