@@ -28,6 +28,11 @@ Two simplifications, both on the side of what chrono promises (DESIGN §4):
 * The zone offset is re-read every minute. Debian's `set_time` only re-reads it when
   `tm_isdst` flips, which matters for offset changes that keep the DST flag (Pacific/Apia
   on 2011-12-30 stayed "DST" while jumping a day).
+
+The thresholds are cron.c's, so this oracle and DESIGN §4 part at one boundary: a clock
+that goes back by exactly 3 hours (timeDiff -179) is "DST ends" here, a correction in
+DESIGN and in `chronod.core.schedule`. Only Antarctica/Casey's standard-time changes of
+2010-2023 are that size; a 3-hour jump forward (timeDiff 181) is a correction in both.
 """
 
 from __future__ import annotations

@@ -126,3 +126,17 @@ def test_in_every_zone_that_changes_its_clock_we_fire_when_debian_cron_would(zon
             for t in ours:  # each fire is a matching wall time, or a gap's matches collapsed at the change
                 wall = t.astimezone(ZoneInfo(zone)).replace(tzinfo=None)
                 assert wall_matches(schedule.fields, wall) or (collapsed and t == transition), (expr, t)
+
+
+def test_a_fall_back_of_exactly_three_hours_is_where_design_and_cron_c_part():
+    # Antarctica/Casey, 2023-03-08T16:00Z: 03:00 +11 -> 00:00 +08, a standard-time change of exactly
+    # 3 hours. cron.c's arithmetic (timeDiff = -179 > -180) treats it as "DST ends" and runs wildcard
+    # jobs in the repeated hours; DESIGN §4 calls any change of 3 hours or more a correction, and the
+    # evaluator follows DESIGN. (Debian's cron would not notice this change at all: tm_isdst stays 0.)
+    zone, t = "Antarctica/Casey", datetime(2023, 3, 8, 16, 0, tzinfo=UTC)
+    start, end = t - timedelta(hours=1), t + timedelta(hours=4)
+    ours, cron = compile_schedule("0 * * * *", zone).fires(start, end), simulate("0 * * * *", zone, start, end)
+    assert sorted(set(cron) - set(ours)) == [t + timedelta(hours=h) for h in range(3)]
+    assert set(ours) <= set(cron)
+    for expr in ("30 1 * * *", "0 0 * * *"):  # fixed-time jobs agree: first pass only either way
+        assert compile_schedule(expr, zone).fires(start, end) == simulate(expr, zone, start, end)
