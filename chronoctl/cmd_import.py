@@ -246,7 +246,10 @@ def _import_entry(
     job = build_job(entry, job_id, options)
     notes = entry_notes(entry, options)
     if not _user_exists(entry.user):
-        notes.append(f"user {entry.user!r} does not exist on this host")
+        notes.append(
+            f"user {entry.user!r} does not exist on this host, so cron here has not been running this line "
+            "(in /etc/crontab and /etc/cron.d it refuses the whole file: \"bad username\")"
+        )
     eq = compare_with_cron(job_id, entry, tz, now, schedule.fires)
     result.differences += eq.differences
     result.compared[job_id] = eq.compared

@@ -230,3 +230,10 @@ def test_debian_packaged_cron_d_files_import_as_cron_runs_them(name, expected, d
     assert all("enabled" not in j and j["timezone"] == "Europe/Berlin" for j in result.jobs)
     assert [d["line"] for d in result.disabled] == disabled
     assert check(result.jobs)
+
+
+def test_a_line_for_a_user_this_host_lacks_says_cron_here_never_ran_it():
+    # checked with Debian's cron daemon: a cron.d file naming an unknown user is ignored whole
+    src = Source("/etc/cron.d/f", "0 1 * * * no-such-user-here /bin/true\n", "system", None, "imported-cron.d-f.yaml")
+    job = run_import([src], OPTIONS, NOW).jobs[0]
+    assert any("does not exist on this host" in n and "bad username" in n for n in job["notes"])
