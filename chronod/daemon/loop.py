@@ -37,7 +37,8 @@ RECONCILE_EVERY_S = 300.0
 VERSION_CHECK_EVERY_S = 10.0
 OUTAGE_BACKOFF_S = (0.5, 30.0)  # first retry, longest wait between retries
 GROUP_FULL_RETRY_S = 1.0
-CLAIM_CHUNK = 25  # runs claimed per transaction: small enough that idle nodes share a burst
+CLAIM_CHUNK = 50  # runs claimed per transaction: the first ones start before the rest are claimed
+RESCUE_AFTER_S = 2.0  # an `any` occurrence still unclaimed this long after its fire time: any node takes it
 
 
 @dataclass
@@ -157,6 +158,10 @@ class Daemon:
         self.next_heartbeat = 0.0  # monotonic
         self.tokens: set[int] = set()  # every token this process held
         self.outvoted: dict[str, str] = {}  # job_id -> the fleet's spec hash, when ours lost
+        self.carried: dict[str, dict[str, str]] = {}  # live node -> job_id -> spec hash (placement)
+        self.live: list[tuple[str, int]] = []  # (name, token) of the live nodes at the last heartbeat
+        self.owners: dict[str, str | None] = {}  # job_id -> the node that dispatches it (cache)
+        self.deferred: set[str] = set()  # run ids left to their owner, checked at fire + RESCUE_AFTER_S
         self.next_version_check = 0.0
         self.outage: tuple[float, str] | None = None  # (monotonic start, first error)
         self.retry_at = 0.0
@@ -178,6 +183,8 @@ class Daemon:
         if self.fleet:
             self.start_lease_thread()
         self.reload(initial=True)
+        if self.fleet:
+            self.check_versions()
         self.replay_spool()
         self.adopt()
         # load_pending has just made the invariant true; the first check comes later
@@ -310,7 +317,9 @@ class Daemon:
         if self.fleet:
             if mono >= self.takeover_after:
                 self.take_over()
-            if mono >= self.next_version_check:
+            live = self.store.live_nodes()
+            if mono >= self.next_version_check or live != self.live:
+                self.live = live
                 self.check_versions()
 
     def lease_lost(self) -> None:
@@ -376,10 +385,16 @@ class Daemon:
                 self.track(run)
 
     def check_versions(self) -> None:
-        """Which version of each disagreeing job the fleet runs (chronod.fleet.placement)."""
+        """Which version of each disagreeing job the fleet runs, and which node dispatches
+        each `any` job (chronod.fleet.placement)."""
         self.next_version_check = self.clock.monotonic() + VERSION_CHECK_EVERY_S
         local = {j.spec.id: j.spec.spec_hash() for j in self.jobs.values() if not j.spec.run_on.each}
-        lost = placement.outvoted(local, self.store.nodes(), self.clock.now())
+        nodes, now = self.store.nodes(), self.clock.now()
+        lost = placement.outvoted(local, nodes, now)
+        carried = {n.name: (n.info or {}).get("spec_hashes") or {} for n in nodes if placement.node_live(n, now)}
+        carried[self.node] = local
+        if carried != self.carried:
+            self.carried, self.owners = carried, {}
         for job_id, best in lost.items():
             if self.outvoted.get(job_id) != best:
                 self.log("job.version_outvoted", "warning", job=job_id, local_hash=local[job_id], fleet_hash=best,
@@ -463,6 +478,7 @@ class Daemon:
         """A removed job: its pending occurrence is cancelled (the store did it); history stays."""
         for rid in [r for r, run in self.pending.items() if run.job_id == job_id]:
             del self.pending[rid]
+            self.deferred.discard(rid)
         self.queued.pop(job_id, None)
         self.log("job.removed", job=job_id)
 
@@ -472,6 +488,7 @@ class Daemon:
         stored = self.store.pending(list(keys))
         self.pending = {}
         self.heap = []
+        self.deferred = set()
         for run in stored:
             job = keys.get(run.job_key)
             if job is None:
@@ -533,10 +550,15 @@ class Daemon:
     def run_due_now(self) -> None:
         now = self.clock.now()
         by_job: dict[str, list[Run]] = {}
+        rescue: list[Run] = []
         while self.heap and self.heap[0][0] <= now:
             _, _, rid = heapq.heappop(self.heap)
             run = self.pending.get(rid)
             if run is None:
+                continue
+            if rid in self.deferred:
+                self.deferred.discard(rid)
+                rescue.append(run)
                 continue
             by_job.setdefault(run.job_id, []).append(run)
         for job_id, runs in by_job.items():
@@ -550,8 +572,12 @@ class Daemon:
                     self.pending.pop(run.run_id, None)
                     self.start_or_queue(job, run)
             scheduled = [r for r in runs if r.state == "pending" and r.trigger == "schedule"]
-            if scheduled:
+            if scheduled and not self.owns(job):
+                self.defer(job, scheduled)
+            elif scheduled:
                 self.fall_due(job, scheduled, now)
+        if rescue:
+            self.rescue(rescue, now)
         for job_id in list(self.queued):
             self.drain_queue(job_id)
 
@@ -592,6 +618,53 @@ class Daemon:
                 self.queued.setdefault(job.spec.id, deque()).append(run)
             else:
                 self.start_or_queue(job, run, next_run=nxt)
+
+    def owns(self, job: Job) -> bool:
+        """Whether this node dispatches the job's scheduled occurrences: always for `each`
+        jobs and on one host; in a fleet, the `any` job's owner (chronod.fleet.placement)."""
+        if not self.fleet or job.spec.run_on.each:
+            return True
+        job_id = job.spec.id
+        if job_id not in self.owners:
+            self.owners[job_id] = placement.owner(job_id, self.carried)
+        return self.owners[job_id] in (None, self.node)
+
+    def defer(self, job: Job, runs: list[Run]) -> None:
+        """Another node owns the job: look again at RESCUE_AFTER_S past the fire time, and
+        follow the schedule meanwhile (the owner stores the next occurrence when it claims)."""
+        for r in runs:
+            self.deferred.add(r.run_id)
+            self.seq += 1
+            heapq.heappush(self.heap, (r.fire_at + timedelta(seconds=RESCUE_AFTER_S), self.seq, r.run_id))
+        at = job.schedule.next_after(max(r.scheduled_at for r in runs))
+        if at is not None:
+            nxt = self.make_run(job, at)
+            if nxt.run_id not in self.pending:
+                self.track(nxt)
+
+    def rescue(self, runs: list[Run], now: datetime) -> None:
+        """Deferred occurrences whose owner has not claimed them (dead, paused, behind): this
+        node takes them, through the catch-up policy, competing for the claim like any other.
+        Those claimed or settled meanwhile are dropped."""
+        states = self.store.run_states([r.run_id for r in runs])
+        for r in runs:
+            self.pending.pop(r.run_id, None)
+            job = self.jobs.get(r.job_id)
+            if job is None or states.get(r.run_id, "pending") not in ("pending", "retry_wait"):
+                continue
+            self.metrics.rescued.inc()
+            self.log("run.rescued", "warning", job=r.job_id, run=r.run_id, owner=self.owners.get(r.job_id),
+                     late_s=round((now - r.fire_at).total_seconds(), 1))
+            if r.run_id not in states:
+                self.store_runs([r])  # its owner never stored it
+            at = job.schedule.next_after(r.scheduled_at)
+            nxt = self.make_run(job, at) if at is not None else None
+            decision = policy.catchup(job.spec, [policy.Due(r.scheduled_at, r.fire_at)], now)
+            if decision.run:
+                self.start_or_queue(job, r, next_run=nxt)
+            else:
+                for _, reason in decision.skip:
+                    self.settle(r, "skipped_outage", reason, nxt)
 
     def due_since(self, job: Job, last: datetime, now: datetime) -> tuple[list[Run], Run | None]:
         """Occurrences after `last` whose fire time has passed, and the first that has not."""

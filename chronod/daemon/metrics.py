@@ -28,6 +28,10 @@ class Metrics:
             "dispatch_rejected_stale_token_total", "Writes rejected because the fencing token was stale", registry=r,
         )
         self.lease_token = Gauge("chrono_lease_token", "Current fencing token of this node", registry=r)
+        self.rescued = Counter(
+            "chrono_rescued_total", "Occurrences of jobs another node owns, still unclaimed after their fire time "
+            "and taken by this node", registry=r,
+        )
         self.takeovers = Counter(
             "chrono_takeovers_total", "Runs of expired nodes taken over, by outcome (redispatched, lost)",
             ["outcome"], registry=r,

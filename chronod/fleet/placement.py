@@ -12,10 +12,20 @@ a function of the published hashes only:
 A node whose own version lost does not dispatch that job's `any` occurrences; the nodes
 with the winning version do. `each` jobs keep running their local version on every node
 (they are that node's own work); their disagreement is only reported.
+
+Which node dispatches an `any` job's occurrences (`owner`) is rendezvous hashing over the
+live nodes that carry the fleet's version of the job: every node computes the same owner
+from the same published hashes, a job stays on its node while the fleet does not change,
+and when a node leaves only its own jobs move. The others leave the job to its owner and
+step in only when an occurrence is still unclaimed a little after its fire time (a dead
+or overloaded owner; see Daemon.run_due_now). The database claim, not this choice, is what
+makes each occurrence run once: two nodes that disagree about the owner for a moment
+compete for the claim and one wins.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from datetime import datetime
 from typing import Any, Iterable
@@ -70,3 +80,23 @@ def report(nodes: Iterable[Any], now: datetime) -> list[dict[str, Any]]:
         for h, names in sorted(by_hash.items()):
             rows.append({"job_id": job_id, "spec_hash": h, "nodes": names, "runs": h == best})
     return rows
+
+
+def rank(job_id: str, node: str) -> bytes:
+    """The rendezvous score of `node` for `job_id`: the highest score owns the job."""
+    return hashlib.blake2b(f"{job_id}\0{node}".encode(), digest_size=8).digest()
+
+
+def owner(job_id: str, carried: dict[str, dict[str, str]]) -> str | None:
+    """The node that dispatches `job_id`: among the nodes that carry the fleet's version
+    of it (`carried`: live node -> job_id -> spec hash), the one with the highest rank.
+    None if no live node carries it."""
+    by_hash: dict[str, list[str]] = {}
+    for name, hashes in carried.items():
+        h = hashes.get(job_id)
+        if h is not None:
+            by_hash.setdefault(h, []).append(name)
+    if not by_hash:
+        return None
+    best = winner(by_hash) if len(by_hash) > 1 else next(iter(by_hash))
+    return max(by_hash[best], key=lambda name: rank(job_id, name))

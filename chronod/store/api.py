@@ -176,6 +176,10 @@ class Store(Protocol):
     def nodes(self) -> list[Node]:
         """Every node ever seen, newest heartbeat first."""
 
+    def live_nodes(self) -> list[tuple[str, int]]:
+        """(name, token) of every node whose lease (database time) is unexpired, by name:
+        cheap enough for every heartbeat."""
+
     def expired_nodes(self) -> list[Node]:
         """Nodes whose lease has expired (by database time) and that were not stopped cleanly."""
 
@@ -267,6 +271,9 @@ class Store(Protocol):
 
     def running(self, node: str | None = None) -> list[Run]:
         """Runs in state running (optionally only those held by `node`)."""
+
+    def run_states(self, run_ids: Iterable[str]) -> dict[str, str]:
+        """run_id -> state for those of `run_ids` that have a row."""
 
     def get_run(self, run_id: str) -> Run | None:
         """One run by id."""

@@ -315,6 +315,13 @@ class SqlStore:
             rows = c.execute(sa.select(s.nodes).order_by(s.nodes.c.heartbeat_at.desc())).mappings().all()
         return [_node(r) for r in rows]
 
+    def live_nodes(self) -> list[tuple[str, int]]:
+        n = s.nodes.c
+        with self._tx(write=False) as c:
+            return [tuple(r) for r in c.execute(
+                sa.select(n.name, n.token).where(n.lease_expires_at > self._now_sql(), n.stopped_at.is_(None))
+                .order_by(n.name))]
+
     def expired_nodes(self) -> list[Node]:
         n = s.nodes.c
         with self._tx(write=False) as c:
@@ -401,7 +408,9 @@ class SqlStore:
     def insert_runs(self, runs: Iterable[Run]) -> int:
         """Insert many runs (each in its own state) in one transaction with batched
         executemany; existing run ids are left alone. Returns how many were new."""
-        rows = [self._run_row(r) for r in runs]
+        # in run id order everywhere: two nodes inserting the same ids then wait for each
+        # other in one order, never in a cycle (a deadlock)
+        rows = [self._run_row(r) for r in sorted(runs, key=lambda r: r.run_id)]
         if not rows:
             return 0
         # executemany's rowcount is not reliable on psycopg and RETURNING makes it ten times
@@ -475,13 +484,13 @@ class SqlStore:
         not waited for. Settles and claims are fenced on `token`. Returns the claimed runs."""
         for _, state, _ in settles:
             _terminal(state)
-        rows = [self._run_row(r) for r in inserts]
+        rows = [self._run_row(r) for r in sorted(inserts, key=lambda r: r.run_id)]
         with self._tx() as c:
             if rows and self.dialect == "postgresql":
                 self._insert_runs_unnest(c, rows)
             elif rows:
                 c.execute(self._insert(s.runs).on_conflict_do_nothing(index_elements=["run_id"]), rows)
-            for run_id, state, error in settles:
+            for run_id, state, error in sorted(settles):
                 self._settle(c, run_id, state, error, node, token)
             return self._claim(c, claims, node, token) if claims else []
 
@@ -657,6 +666,14 @@ class SqlStore:
         if node is not None:
             q = q.where(r.node == node)
         return self._select_runs(q)
+
+    def run_states(self, run_ids: Iterable[str]) -> dict[str, str]:
+        r = s.runs.c
+        out: dict[str, str] = {}
+        with self._tx(write=False) as c:
+            for part in _chunks(list(run_ids), 1000):
+                out.update((rid, st) for rid, st in c.execute(sa.select(r.run_id, r.state).where(r.run_id.in_(part))))
+        return out
 
     def get_run(self, run_id: str) -> Run | None:
         found = self._select_runs(sa.select(s.runs).where(s.runs.c.run_id == run_id))

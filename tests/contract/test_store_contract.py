@@ -171,6 +171,17 @@ def test_one_wakeup_stores_settles_and_claims_in_one_call_and_a_stale_token_chan
     assert store.stale_rejections >= 1
 
 
+def test_run_states_answer_for_the_ids_that_have_a_row_and_live_nodes_lists_unexpired_leases(store):
+    token = acquire(store, "n1")
+    store.insert_runs([run(1), run(2)])
+    store.dispatch("backup-000002", "n1", token, None)
+    assert store.run_states(["backup-000001", "backup-000002", "nope"]) == {
+        "backup-000001": "pending", "backup-000002": "running"}
+    assert store.live_nodes() == [("n1", token)]
+    expire_lease(store, "n1")
+    assert store.live_nodes() == []
+
+
 def test_a_failed_dispatch_does_not_write_the_next_occurrence(store):
     token = acquire(store)
     assert store.dispatch("no-such-run", "n1", token, run(9)) is None

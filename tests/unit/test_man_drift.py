@@ -41,3 +41,15 @@ def test_the_manual_renders_with_groff_without_warnings():
         pytest.skip("GROFF IS MISSING: chrono-jobs(5) was not rendered; install groff to run this check")
     done = subprocess.run(["groff", "-man", "-ww", "-z", str(MAN)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stderr == ""
+
+
+def test_every_metric_chronod_exports_is_in_its_manual():
+    from chronod.daemon.metrics import Metrics
+
+    text = (MAN.parent / "chronod.8").read_text().replace("\\-", "-")
+    section = text[text.index(".SH METRICS"):text.index(".SH", text.index(".SH METRICS") + 1)]
+    documented = set(re.findall(r"^\.TP\n\.B ([a-z_]+)", section, re.M))
+    exported = {m.name.removesuffix("_total") + ("_total" if m.type == "counter" else "")
+                for m in Metrics().registry.collect()}
+    assert exported - documented == set()
+    assert documented - exported == set()
