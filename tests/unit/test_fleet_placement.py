@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -66,3 +67,33 @@ def test_the_spool_gives_back_its_records_in_order_with_times_and_survives_a_tor
     assert records[0]["run"]["started_at"] == NOW
     spool.clear()
     assert spool.records() == []
+
+
+# --- which node dispatches an `any` job ------------------------------------------------
+
+def _carried(names, jobs, h="h1"):
+    return {n: {j: h for j in jobs} for n in names}
+
+
+def test_every_node_computes_the_same_owner_and_the_jobs_spread_over_the_nodes():
+    jobs = [f"job-{i}" for i in range(3000)]
+    carried = _carried(["a", "b", "c"], jobs)
+    owners = Counter(placement.owner(j, carried) for j in jobs)
+    assert set(owners) == {"a", "b", "c"}
+    assert all(800 < n < 1200 for n in owners.values()), owners
+    reordered = dict(reversed(list(carried.items())))
+    assert all(placement.owner(j, reordered) == placement.owner(j, carried) for j in jobs[:200])
+
+
+def test_a_node_leaving_moves_only_its_own_jobs():
+    jobs = [f"job-{i}" for i in range(1000)]
+    before = {j: placement.owner(j, _carried(["a", "b", "c"], jobs)) for j in jobs}
+    after = {j: placement.owner(j, _carried(["a", "b"], jobs)) for j in jobs}
+    moved = [j for j in jobs if before[j] != after[j]]
+    assert moved and all(before[j] == "c" for j in moved)
+
+
+def test_only_nodes_that_carry_the_fleets_version_own_a_job():
+    carried = {"a": {"x": "old"}, "b": {"x": "new"}, "c": {"x": "new"}, "d": {}}
+    assert placement.owner("x", carried) in {"b", "c"}
+    assert placement.owner("y", carried) is None
