@@ -24,6 +24,7 @@ from chronod.notify.deliver import TAIL_BYTES, DeliveryError, deliver
 from chronod.store.outbox import CURSOR, Outbox, Outgoing
 
 MAX_SLEEP_S = 60.0  # the loop wakes us after every outcome; this bounds retries and reconciles
+FOLLOWER_SLEEP_S = 5.0  # a node that does not decide looks again this often (it may become the first)
 MIN_ROUND_GAP_S = 0.5  # a busy node records hundreds of outcomes a second: decide on them in rounds
 CURSOR_OVERLAP_S = 30  # re-read this much before the cursor: commits land out of order
 FIRST_LOOKBACK_S = 600  # a database never seen by a notifier: only the last ten minutes
@@ -101,6 +102,9 @@ class NotifyService:
         """Decide on everything new, record the notices, hand due rows to the workers; return
         when the next round is needed (the earliest silence deadline), None if not before
         MAX_SLEEP_S matters."""
+        if not self._decides():
+            self._dispatch(now)  # deliveries are shared; deciding is the first node's work
+            return now + timedelta(seconds=FOLLOWER_SLEEP_S)
         version = self.outbox.jobs_version()
         same_jobs = self._jobs is not None and self._jobs[0] == version
         if not same_jobs:
@@ -165,6 +169,12 @@ class NotifyService:
                                   if d is not None), default=None)
         self._dispatch(now)
         return self._deadline
+
+    def _decides(self) -> bool:
+        """In a fleet one node decides (the first live one by name): the others would only
+        repeat its work, row for row. A node that is not live itself decides anyway."""
+        live = [name for name, _ in self.store.live_nodes()]
+        return not live or self.node not in live or live[0] == self.node
 
     def _known_since(self, job_ids: list[str], now: datetime) -> dict[str, datetime]:
         """When the silence clock of a job never seen before starts: its last success, else

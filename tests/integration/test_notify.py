@@ -379,3 +379,29 @@ def test_a_round_busy_with_one_job_still_notices_another_job_going_silent(store_
     finally:
         svc.stop()
         store.close()
+
+
+def test_in_a_fleet_only_the_first_live_node_decides_and_the_next_takes_over_when_it_leaves(store_url, tmp_path):
+    if "postgresql" not in store_url:
+        pytest.skip("a fleet shares PostgreSQL")
+    from chronod.core.identity import run_id
+    from chronod.store.api import Run
+
+    store = _spec_store(store_url, tmp_path, jobs_file(job("flaky", "exit 1", "http://127.0.0.1:9/", on=("failed",),
+                                                           max_silence_s=3600)))
+    tokens = {n: store.acquire_node(n, pid=os.getpid(), hostname="h", boot_id="b", ttl_s=60) for n in ("a", "b")}
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    store.insert_runs([Run(run_id=run_id("flaky", now), job_id="flaky", job_key="flaky", scheduled_at=now,
+                           fire_at=now, state="failed", attempts=1, exit_code=1,
+                           finished_at=now + timedelta(milliseconds=300))])
+    a, b = _service(store, "a", []), _service(store, "b", [])
+    try:
+        b.step(now)
+        assert _rows(store, "flaky") == []  # b is not the first live node
+        store.release_node("a", tokens["a"])
+        b.step(now)
+        assert [r.event for r in _rows(store, "flaky")] == ["failed"]
+    finally:
+        a.stop()
+        b.stop()
+        store.close()
