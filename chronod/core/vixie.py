@@ -23,8 +23,12 @@ Two simplifications, both on the side of what chrono promises (DESIGN §4):
 
 * Every job cron would queue during one real minute is reported as one start in that
   minute. Real cron flushes its queue between the virtual minutes it replays, so a
-  fixed-time job that matches twice inside one skipped DST hour can start twice, ten
-  seconds apart; chrono collapses those into one fire.
+  fixed-time job that matches twice inside one skipped DST hour starts twice: Debian's
+  cron 3.0pl1-162, run under libfaketime across New York's 2026 spring-forward, started
+  `0,30 2 * * *` twice in the first second of 03:00 EDT, and `0 1-3 * * *` three times
+  across Antarctica/Troll's two-hour gap. chrono collapses those into one fire (DESIGN §4).
+  Apart from that, the same run (6 transitions in New York, Lord Howe, Troll and Havana,
+  28 expressions) matched this simulation minute for minute.
 * The zone offset is re-read every minute. Debian's `set_time` only re-reads it when
   `tm_isdst` flips, which matters for offset changes that keep the DST flag (Pacific/Apia
   on 2011-12-30 stayed "DST" while jumping a day).
