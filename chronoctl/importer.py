@@ -30,6 +30,7 @@ _GUARDS = {"cd", "test", "[", "[[", "true", ":", "export", "set", "umask", "slee
 _WRAPPERS = {"nice", "ionice", "nohup", "env", "sudo", "su", "flock", "timeout", "chronic", "setlock", "runuser", "chrt", "taskset", "stdbuf", "cronic", "run-one", "lockrun", "xargs"}
 _INTERPRETERS = re.compile(r"^(php[0-9.]*(-cli)?|python[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node(js)?|bash|sh|dash|zsh|ksh|java|Rscript|lua[0-9.]*)$")
 _WITH_SUBJECT = {"invoke-rc.d", "service", "systemctl", "docker", "docker-compose", "kubectl", "make", "rake", "drush", "wp", "artisan", "manage.py", "console"}
+_SHELLS = {"bash", "sh", "dash", "zsh", "ksh"}
 _SCRIPT_EXT = re.compile(r"\.(sh|bash|py|pl|php|rb|js|cron)$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _REDIRECT = re.compile(r"^[0-9]*[<>]")
@@ -84,8 +85,8 @@ def _program(segment: list[str]) -> list[str] | None:
     words = [w for w in segment if not _REDIRECT.match(w)]
     while words and (words[0] in _KEYWORDS or _ASSIGNMENT.match(words[0])):
         words = words[1:]
-    while words and os.path.basename(words[0]) in _WRAPPERS:
-        words = _skip_wrapper(words)
+    while words and (os.path.basename(words[0]) in _WRAPPERS or words[:2] == ["bundle", "exec"]):
+        words = words[2:] if words[0] == "bundle" else _skip_wrapper(words)
     if not words or os.path.basename(words[0]) in _GUARDS or _quiet_grep(words):
         return None
     return words
@@ -134,6 +135,10 @@ def command_name(command: str) -> str:
     for words in programs:
         program = os.path.basename(words[0])
         args = [w for w in words[1:] if not w.startswith("-") and not _REDIRECT.match(w)]
+        if program in _SHELLS and args and any(w.startswith("-") and "c" in w for w in words[1:]):
+            inner = command_name(args[0])  # `sh -lc 'cd /srv && rake x'` names what the script runs
+            if inner != "job":
+                return inner
         if program == "run-parts" and args:
             return f"run-parts-{_stem(args[-1]).replace('.', '-')}"
         if _INTERPRETERS.match(program) and args and program not in {"bash", "sh", "dash", "zsh", "ksh"}:

@@ -51,6 +51,8 @@ def entries(name: str, fmt: str = "system", user: str | None = None):
         ("test -x /usr/bin/geoipupdate && /usr/bin/grep -Eq '^AccountID' /etc/GeoIP.conf && /usr/bin/geoipupdate",
          "geoipupdate"),
         ("d=$({ cat /etc/munin/munin.conf || true; } | tail -1); if [ -d \"$d\" ]; then find \"$d/\" -delete; fi", "find"),
+        ("/bin/sh -lc 'cd /opt/app && bundle exec rake signatures:dedupe' >>/var/log/cron.log 2>&1", "rake-signatures:dedupe"),
+        ("sh -c '/usr/local/bin/backup.sh --full'", "backup"),
     ],
 )
 def test_job_names_come_from_the_meaningful_word_of_the_command(command, name):
