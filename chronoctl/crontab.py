@@ -144,10 +144,26 @@ def parse_env_line(line: str) -> tuple[str, str] | None:
 
 
 def split_percent(command: str) -> tuple[str, str | None]:
-    """cron's `%` rule: an unescaped `%` ends the command; the rest is standard input
-    with every further `%` a newline. `\\%` is a literal `%` in both parts."""
-    command, *stdin_lines = (part.replace("\\%", "%") for part in _UNESCAPED_PERCENT.split(command))
-    return command, "\n".join(stdin_lines) if stdin_lines else None
+    """cron's `%` rule (do_command.c): an unescaped `%` ends the command; the rest is
+    standard input with every further unescaped `%` a newline. In the command a backslash
+    before `%` or before another backslash is dropped (Debian's cron runs `echo 'x\\\\y'`
+    as `echo 'x\\y'`, and `\\\\%` ends the command); in standard input only `\\%` loses it,
+    and cron ends non-empty input with a newline (`%a%b` is "a\\nb\\n", `%a%` is "a\\n")."""
+    out: list[str] = []
+    escaped = False
+    for i, ch in enumerate(command):
+        if escaped:
+            escaped = False
+            if ch in "%\\":
+                out[-1] = ch
+                continue
+        elif ch == "\\":
+            escaped = True
+        elif ch == "%":
+            stdin = "\n".join(part.replace("\\%", "%") for part in _UNESCAPED_PERCENT.split(command[i + 1 :]))
+            return "".join(out), stdin + "\n" if stdin and not stdin.endswith("\n") else stdin
+        out.append(ch)
+    return "".join(out), None
 
 
 def _split_fields(text: str, count: int) -> tuple[list[str], str] | None:

@@ -64,7 +64,7 @@ def test_a_file_with_errors_exits_1_and_lists_jobs_errors_and_disabled_lines():
     assert [(e["line"], e["file"].endswith("kitchen-sink")) for e in doc["errors"]] == [(25, True), (26, True), (27, True), (28, True), (31, True)]
     assert [d["line"] for d in doc["disabled"]] == [15, 16]
     mail = next(j for j in doc["jobs"] if j["id"] == "root-mail")
-    assert mail["stdin"] == "Hello,\ntoday is fine.\nBye % done"
+    assert mail["stdin"] == "Hello,\ntoday is fine.\nBye % done\n"
     assert mail["source"]["line"] == 14 and mail["timezone"] and mail["user"] == "root"
     assert doc["differences"] == [] and doc["summary"]["dry_run"] is True
 

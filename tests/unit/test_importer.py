@@ -83,7 +83,7 @@ def test_a_job_keeps_crons_behaviour_by_default():
         "schedule": "0 6 * * *",
         "timezone": "Europe/London",
         "command": 'mail -s "daily report" ops',
-        "stdin": "Hello,\ntoday is fine.\nBye % done",
+        "stdin": "Hello,\ntoday is fine.\nBye % done\n",
         "user": "root",
         "shell": "/bin/bash",
         "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "MAILTO": "ops@example.com", "GREETING": "hello world"},
