@@ -48,6 +48,7 @@ class Source:
     user: str | None
     registry_name: str
     guessed: bool = False
+    cron_ignores: str | None = None  # why Debian cron refuses the file itself (owner, mode, links)
 
 
 @dataclass
@@ -132,6 +133,24 @@ def _sniff(text: str, path: Path) -> tuple[str, str | None, bool]:
     return "user", _current_user(), True
 
 
+def _is_cron_system_file(path: Path) -> bool:
+    """/etc/crontab itself, or a file directly in /etc/cron.d: the files whose owner, mode
+    and links Debian cron checks (a copy elsewhere is read as it is)."""
+    resolved = path.resolve()
+    return resolved == Path("/etc/crontab") or resolved.parent == Path("/etc/cron.d")
+
+
+def cron_file_problem(st: os.stat_result) -> str | None:
+    """Why Debian cron refuses a system crontab file before reading it, as its log says."""
+    if st.st_uid != 0:
+        return "it is not owned by root (cron logs WRONG FILE OWNER)"
+    if st.st_mode & 0o022:
+        return "it is group- or world-writable (cron logs INSECURE MODE)"
+    if st.st_nlink > 1:
+        return "it has more than one hard link (cron logs NUMBER OF HARD LINKS > 1)"
+    return None
+
+
 def _cron_reads(directory: Path) -> list[Path]:
     """The files in a directory that cron itself would read (cron.d naming rules)."""
     out = []
@@ -160,7 +179,8 @@ def collect_sources(path: str, fmt: str | None, user: str | None, stdin_text: st
         if p.is_dir() and fmt is None and p.name != "crontabs" and not user:
             the_fmt, the_user, guessed = "system", None, False
         name = registry_file_name(str(f), the_user if the_fmt == "user" else None)
-        sources.append(Source(str(f), text, the_fmt, the_user, name, guessed))
+        refused = cron_file_problem(f.stat()) if _is_cron_system_file(f) else None
+        sources.append(Source(str(f), text, the_fmt, the_user, name, guessed, refused))
     return sources
 
 
@@ -192,7 +212,7 @@ def run_import(sources: list[Source], options: ImportOptions, now: datetime, tak
     result = ImportResult()
     parsed: list[tuple[Source, ParsedCrontab]] = []
     for src in sources:
-        pc = parse_crontab(src.text, src.label, src.format, src.user)
+        pc = parse_crontab(src.text, src.label, src.format, src.user, src.cron_ignores)
         parsed.append((src, pc))
         result.notes.extend(pc.notes)
         if src.guessed:

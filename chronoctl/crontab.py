@@ -202,11 +202,14 @@ class _Reader:
             self.tz = value or None
 
 
-def parse_crontab(text: str, file: str, fmt: str, user: str | None = None) -> ParsedCrontab:
+def parse_crontab(
+    text: str, file: str, fmt: str, user: str | None = None, cron_ignores: str | None = None
+) -> ParsedCrontab:
     """Read one crontab. `fmt` is "system" or "user"; a user crontab needs `user`.
 
     Environment lines apply to the entries below them; `CRON_TZ` (else `TZ`) sets the
-    zone of the entries below it."""
+    zone of the entries below it. `cron_ignores` is why Debian cron refuses the file as a
+    whole before reading it (its owner, mode or links, which only the caller can see)."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, not {fmt!r}")
     if fmt == "user" and not user:
@@ -231,6 +234,9 @@ def parse_crontab(text: str, file: str, fmt: str, user: str | None = None) -> Pa
             "(\"Missing newline before EOF, this crontab file will be ignored\")",
             "end the file with a newline; until then none of its entries run under cron",
         )
+    if cron_ignores:
+        reader.error(0, f"Debian cron ignores this whole file: {cron_ignores}",
+                     "make it a regular file owned by root, not group- or world-writable, with one link (chmod 644)")
     ignored = _why_cron_ignores(reader.errors)
     entries = [replace(e, file_ignored=ignored) for e in reader.entries] if ignored else reader.entries
     return ParsedCrontab(
@@ -253,6 +259,8 @@ def _why_cron_ignores(problems: list[CrontabProblem]) -> str | None:
     refused = sorted((p for p in problems if p.cron_refuses), key=lambda p: p.line)
     if not refused:
         return None
+    if refused[0].line == 0:
+        return refused[0].message
     return f"Debian cron ignores this whole file because of line {refused[0].line}"
 
 

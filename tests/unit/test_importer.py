@@ -239,3 +239,28 @@ def test_a_line_for_a_user_this_host_lacks_says_cron_here_never_ran_it():
     src = Source("/etc/cron.d/f", "0 1 * * * no-such-user-here /bin/true\n", "system", None, "imported-cron.d-f.yaml")
     job = run_import([src], OPTIONS, NOW).jobs[0]
     assert any("does not exist on this host" in n and "bad username" in n for n in job["notes"])
+
+
+@pytest.mark.parametrize(
+    "uid, mode, links, fragment",
+    [(0, 0o100644, 1, None), (0, 0o100600, 1, None), (0, 0o100755, 1, None), (65534, 0o100644, 1, "WRONG FILE OWNER"),
+     (0, 0o100664, 1, "INSECURE MODE"), (0, 0o100666, 1, "INSECURE MODE"), (0, 0o100644, 2, "HARD LINKS")],
+)
+def test_cron_refuses_a_system_file_by_its_owner_mode_and_links(uid, mode, links, fragment):
+    # each case run under Debian's cron daemon: only the files with no problem ran
+    import os
+
+    from chronoctl.cmd_import import cron_file_problem
+
+    st = os.stat_result((mode, 0, 0, links, uid, 0, 10, 0, 0, 0))
+    problem = cron_file_problem(st)
+    assert problem is None if fragment is None else fragment in problem
+
+
+def test_a_file_cron_refuses_for_its_mode_is_imported_disabled_with_a_file_level_error():
+    src = Source("/etc/cron.d/f", "0 1 * * * root /bin/true\n", "system", None, "imported-cron.d-f.yaml",
+                 cron_ignores="it is group- or world-writable (cron logs INSECURE MODE)")
+    result = run_import([src], OPTIONS, NOW)
+    assert [(e["line"], "INSECURE MODE" in e["message"]) for e in result.errors] == [(0, True)]
+    assert result.jobs[0]["enabled"] is False
+    assert any("INSECURE MODE" in n for n in result.jobs[0]["notes"])
