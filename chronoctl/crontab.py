@@ -24,6 +24,7 @@ _FIELD_LIMITS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 _MONTH_NAMES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _C_SPACE = " \t\n\v\f\r"  # isspace() in the C locale
+_MAX_STRING = 998  # the longest command or NAME=value Debian's cron keeps (checked with its daemon)
 _USER_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@-]*\$?$")
 _REVERSED = re.compile(r"(?:^|,)(\w+)-(\w+)(?:/\d+)?(?=,|$)")
 _WORD = re.compile(r"[^ \t]+")
@@ -97,8 +98,9 @@ def parse_env_line(line: str) -> tuple[str, str] | None:
     a setting (cron then reads it as an entry). Blanks may surround `=`; the name and the
     value may each be quoted with one pair of matching quotes, and nothing may follow the
     closing quote but blanks; an unquoted value loses its trailing blanks and must not be
-    empty (`MAILTO=` is not a setting: write `MAILTO=""`)."""
-    c = line.lstrip(" \t")
+    empty (`MAILTO=` is not a setting: write `MAILTO=""`). cron keeps 998 characters of
+    the line and of `NAME=value`: a longer unquoted value is cut short."""
+    c = line.lstrip(" \t")[:_MAX_STRING]  # the rest is cut, a closing quote included
     name: list[str] = []
     value: list[str] = []
     out, state, quote, i = name, _NAMEI, "", 0
@@ -140,7 +142,8 @@ def parse_env_line(line: str) -> tuple[str, str] | None:
     if state != _FINI and not (state == _VALUE and not quote):
         return None
     text = "".join(value)
-    return "".join(name), text.rstrip(_C_SPACE) if state == _VALUE else text
+    text = text.rstrip(_C_SPACE) if state == _VALUE else text
+    return "".join(name), text[: max(0, _MAX_STRING - len(name) - 1)]
 
 
 def split_percent(command: str) -> tuple[str, str | None]:
@@ -328,6 +331,14 @@ def _read_entry(reader: _Reader, number: int, line: str, user: str | None) -> No
     if checked is None:
         return
     schedule, notes = checked
+    if len(command) > _MAX_STRING:
+        reader.error(
+            number,
+            f"the command is {len(command)} characters long: Debian cron refuses commands over {_MAX_STRING} "
+            "(\"command too long\")",
+            "move the command into a script and call the script from the crontab",
+        )
+        return
     if reader.fmt == "user" and command.startswith("*"):
         reader.error(
             number,

@@ -295,3 +295,27 @@ def test_in_a_system_crontab_a_command_may_start_with_a_star_but_a_user_needs_a_
     # checked with Debian's cron daemon: `* * * * * root * true` runs "* true"; `0 5 * * * root` voids the file
     assert parse_crontab("* * * * * root * true\n", "f", "system").entries[0].command == "* true"
     assert parse_crontab("0 5 * * * root\n", "f", "system").ignored_by_cron
+
+
+def test_cron_refuses_a_command_over_998_characters_and_with_it_the_file():
+    # Debian's crontab -n: 998 characters pass, 999 are "command too long"; its daemon then ignores the file
+    ok = parse_crontab("* * * * * " + "x" * 998 + "\n", "f", "user", "alice")
+    too_long = parse_crontab("* * * * * " + "x" * 999 + "\n0 1 * * * true\n", "f", "user", "alice")
+    assert ok.ignored_by_cron is None and len(ok.entries[0].command) == 998
+    assert "999 characters" in too_long.errors[0].message and too_long.ignored_by_cron
+    assert too_long.entries[0].file_ignored
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [  # the lengths Debian's cron daemon gave each variable
+        ("A=" + "y" * 1200, 996), ("E=" + "y" * 997, 996), ("FF=" + "y" * 996, 995), ("  G=" + "y" * 996, 996),
+        ('B="' + "y" * 994 + '"', 994),
+    ],
+)
+def test_cron_keeps_998_characters_of_a_setting(line, expected):
+    assert len(parse_env_line(line)[1]) == expected
+
+
+def test_a_quoted_value_whose_closing_quote_is_past_the_limit_is_not_a_setting():
+    assert parse_env_line('B="' + "y" * 995 + '"') is None  # crontab -n: refused
