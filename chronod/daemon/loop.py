@@ -18,7 +18,7 @@ import os
 import random
 import selectors
 import signal
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -38,6 +38,7 @@ VERSION_CHECK_EVERY_S = 10.0
 OUTAGE_BACKOFF_S = (0.5, 30.0)  # first retry, longest wait between retries
 GROUP_FULL_RETRY_S = 1.0
 CLAIM_CHUNK = 50  # runs claimed per transaction: the first ones start before the rest are claimed
+LAUNCH_SLICE_S = 0.5  # a wake-up starts runs for at most this long, then collects children again
 RESCUE_AFTER_S = 2.0  # an `any` occurrence still unclaimed this long after its fire time: any node takes it
 
 
@@ -170,6 +171,7 @@ class Daemon:
         self.takeover_after = 0.0  # monotonic; no takeovers before (see reconnect)
         self.reload_wanted = False  # a reload or request arrived during an outage
         self.batch: Batch | None = None  # set while a wake-up collects its writes
+        self.backlog: list[tuple[Job, Run]] = []  # due runs a busy wake-up left for the next one
         self.lease_gone = False  # set by the lease thread when a renewal found the lease gone
         self.notify_service: Any = None  # set by the composition root; woken after each outcome
         self.lease_thread_stop = __import__("threading").Event()
@@ -242,6 +244,8 @@ class Daemon:
         if self.heap:
             candidates.append(self.heap[0][0])
         now = self.clock.now()
+        if self.backlog:
+            candidates.append(now)
         mono = self.clock.monotonic()
         if self.outage is None:
             deadlines = (self.next_heartbeat, self.next_reconcile, self.next_watchdog)
@@ -489,6 +493,7 @@ class Daemon:
         self.pending = {}
         self.heap = []
         self.deferred = set()
+        self.backlog = []
         for run in stored:
             job = keys.get(run.job_key)
             if job is None:
@@ -540,7 +545,8 @@ class Daemon:
     def run_due(self) -> None:
         """Pop everything due, decide per job with the catch-up policy, then act. In a
         fleet the runs to start are claimed together at the end (one transaction)."""
-        self.batch = Batch()  # one transaction per wake-up, on SQLite too
+        self.batch = Batch(claims=self.backlog)  # one transaction per wake-up, on SQLite too
+        self.backlog = []
         try:
             self.run_due_now()
             self.flush_batch()
@@ -645,16 +651,22 @@ class Daemon:
     def rescue(self, runs: list[Run], now: datetime) -> None:
         """Deferred occurrences whose owner has not claimed them (dead, paused, behind): this
         node takes them, through the catch-up policy, competing for the claim like any other.
-        Those claimed or settled meanwhile are dropped."""
+        Those claimed or settled meanwhile are dropped. A node that is behind itself looks
+        again later: taking more work would only spread the overload."""
+        if self.backlog:
+            for r in runs:
+                self.deferred.add(r.run_id)
+                self.seq += 1
+                heapq.heappush(self.heap, (now + timedelta(seconds=RESCUE_AFTER_S), self.seq, r.run_id))
+            return
         states = self.store.run_states([r.run_id for r in runs])
+        taken: Counter[str] = Counter()
         for r in runs:
             self.pending.pop(r.run_id, None)
             job = self.jobs.get(r.job_id)
             if job is None or states.get(r.run_id, "pending") not in ("pending", "retry_wait"):
                 continue
-            self.metrics.rescued.inc()
-            self.log("run.rescued", "warning", job=r.job_id, run=r.run_id, owner=self.owners.get(r.job_id),
-                     late_s=round((now - r.fire_at).total_seconds(), 1))
+            taken[str(self.owners.get(r.job_id))] += 1
             if r.run_id not in states:
                 self.store_runs([r])  # its owner never stored it
             at = job.schedule.next_after(r.scheduled_at)
@@ -665,6 +677,11 @@ class Daemon:
             else:
                 for _, reason in decision.skip:
                     self.settle(r, "skipped_outage", reason, nxt)
+        if taken:
+            self.metrics.rescued.inc(sum(taken.values()))
+            self.log("runs.rescued", "warning", count=sum(taken.values()),
+                     owners=",".join(f"{o}:{n}" for o, n in sorted(taken.items())),
+                     oldest_late_s=round(max((now - r.fire_at).total_seconds() for r in runs), 1))
 
     def due_since(self, job: Job, last: datetime, now: datetime) -> tuple[list[Run], Run | None]:
         """Occurrences after `last` whose fire time has passed, and the first that has not."""
@@ -788,8 +805,14 @@ class Daemon:
         inserts = list({r.run_id: r for r in batch.inserts}.values())
         settles, claims = batch.settles, batch.claims
         jobs = {run.run_id: job for job, run in claims}
+        until = self.clock.monotonic() + LAUNCH_SLICE_S
         i = 0
         while inserts or settles or i < len(claims):
+            if i and self.clock.monotonic() > until:
+                # a node that cannot start them all in time collects its children first;
+                # the rest wait one wake-up (or another node rescues them)
+                self.backlog = claims[i:]
+                return
             if not self.lease_ok():
                 self.heartbeat()
             if getattr(self.waker, "stop_requested", False) or not self.lease_ok():
@@ -1024,7 +1047,10 @@ class Daemon:
             self.log("store.unreachable", "error", message=str(e),
                      note="each jobs keep running and are spooled; any jobs wait and catch up")
         else:
-            self.backoff_s = min(self.backoff_s * 2, OUTAGE_BACKOFF_S[1])
+            # in a fleet, back within a third of a lease of the database: the others wait
+            # one lease after their own return before they take this node's work over
+            longest = min(OUTAGE_BACKOFF_S[1], self.lease_ttl_s / 3) if self.fleet else OUTAGE_BACKOFF_S[1]
+            self.backoff_s = min(self.backoff_s * 2, max(longest, OUTAGE_BACKOFF_S[0]))
         self.retry_at = mono + self.backoff_s * self.rng.uniform(0.8, 1.2)
 
     def offline_tick(self, woke: Wakeups) -> None:
