@@ -51,7 +51,7 @@ def registry(path: Path, n: int) -> None:
         os.chmod(p, 0o644)
 
 
-def run_one(admin_url: str, n: int, seconds: float, nodes: int) -> dict:
+def run_one(admin_url: str, n: int, seconds: float, nodes: int, keep: bool = False) -> dict:
     name = f"chrono_bench_{uuid.uuid4().hex[:8]}"
     admin(admin_url, f'CREATE DATABASE "{name}"')
     db = sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
@@ -123,8 +123,11 @@ def run_one(admin_url: str, n: int, seconds: float, nodes: int) -> dict:
         for p in procs:
             if p.poll() is None:
                 p.kill()
-        admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        shutil.rmtree(tmp, ignore_errors=True)
+        if keep:
+            print(f"kept: {tmp} and database {name}", file=sys.stderr)
+        else:
+            admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main() -> None:
@@ -132,10 +135,11 @@ def main() -> None:
     ap.add_argument("--jobs", default="1000,10000,100000")
     ap.add_argument("--seconds", type=float, default=40)
     ap.add_argument("--nodes", type=int, default=3)
+    ap.add_argument("--keep", action="store_true", help="keep the node logs and the database for a look")
     ap.add_argument("--admin", default=os.environ.get("CHRONO_BENCH_PG_ADMIN", ADMIN))
     args = ap.parse_args()
     for n in (int(x) for x in args.jobs.split(",")):
-        print(json.dumps(run_one(args.admin, n, args.seconds, args.nodes), default=float), flush=True)
+        print(json.dumps(run_one(args.admin, n, args.seconds, args.nodes, args.keep), default=float), flush=True)
 
 
 if __name__ == "__main__":
