@@ -123,9 +123,11 @@ def pg_sql(url: str, sql: str, **params):
 
 def test_kill_9_of_a_node_hands_its_idempotent_run_to_another_and_records_the_unsafe_one_lost(fleet):
     w = fleet.w
+    notices = fleet.tmp / "notices"
     write_jobs(fleet.reg / "a.yaml", "jobs:\n"
                + job("long-idem", at_second(3), WITNESS.format(w=w) + "; sleep 20")
-               + job("long-unsafe", at_second(3), WITNESS.format(w=w) + "; sleep 20", idempotency_class="unsafe"))
+               + job("long-unsafe", at_second(3), WITNESS.format(w=w) + "; sleep 20", idempotency_class="unsafe",
+                     notify=[{"on": ["lost"], "command": f"echo $CHRONO_EVENT $CHRONO_RUN_ID >> {notices}"}]))
     a = fleet.start("a")
     wait_until(lambda: one_run("long-idem", fleet.db).get("state") == "running"
                and one_run("long-unsafe", fleet.db).get("state") == "running", timeout=15, what="both jobs to start on a")
@@ -154,6 +156,10 @@ def test_kill_9_of_a_node_hands_its_idempotent_run_to_another_and_records_the_un
     assert by_name["b"]["running"] == ["long-idem"] and by_name["b"]["token"] > by_name["a"]["token"]
     tries = {r["run_id"]: r["tries"] for r in runs_json("long-idem", fleet.db)}[idem_id]
     assert [(t["attempt"], t["node"], t["state"]) for t in tries] == [(1, "a", "lost"), (2, "b", "running")]
+    # the owner hears of the lost run, once
+    wait_until(lambda: notices.exists() and notices.read_text().strip(), timeout=15, what="the lost notice")
+    time.sleep(1)
+    assert notices.read_text().split("\n")[:-1] == [f"lost {unsafe['run_id']}"]
 
 
 def test_a_paused_node_that_wakes_after_its_lease_has_its_writes_rejected_and_dispatches_nothing_twice(fleet):
