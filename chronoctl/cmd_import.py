@@ -103,7 +103,7 @@ def _current_user() -> str:
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_bytes().decode("utf-8", errors="replace")
+        return path.read_bytes().decode("utf-8", errors="surrogateescape")  # crontab.py reports such bytes
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}", "check the path and its permissions") from None
 

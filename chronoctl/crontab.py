@@ -24,6 +24,7 @@ _FIELD_LIMITS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 _MONTH_NAMES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _C_SPACE = " \t\n\v\f\r"  # isspace() in the C locale
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # bytes the reader decoded with surrogateescape
 _MAX_STRING = 998  # the longest command or NAME=value Debian's cron keeps (checked with its daemon)
 _USER_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@-]*\$?$")
 _REVERSED = re.compile(r"(?:^|,)(\w+)-(\w+)(?:/\d+)?(?=,|$)")
@@ -270,12 +271,24 @@ def _why_cron_ignores(problems: list[CrontabProblem]) -> str | None:
 def _read_line(reader: _Reader, number: int, line: str, user: str | None) -> None:
     """One line as cron's skip_comments/load_env/load_entry see it: a carriage return is
     an ordinary character (a CRLF file's empty line is a line cron refuses)."""
+    if number == 1 and line.startswith("\ufeff"):
+        reader.error(1, "the file starts with a byte-order mark (BOM): cron reads it as part of the first line and "
+                     "refuses that line", "save the file as UTF-8 without a BOM")
+        return
     stripped = line.strip(" \t")
     if not stripped:
         return
     if stripped.startswith("#"):
         if _looks_like_entry(stripped.lstrip("#").strip(" \t").removesuffix("\r"), reader.fmt):
-            reader.disabled.append(DisabledEntry(reader.file, number, line.removesuffix("\r")))
+            text = _NOT_UTF8.sub("\ufffd", line.removesuffix("\r"))
+            reader.disabled.append(DisabledEntry(reader.file, number, text))
+        return
+    if _NOT_UTF8.search(line) or "\0" in line:
+        what = "bytes that are not UTF-8" if _NOT_UTF8.search(line) else "a NUL byte (cron reads the line only up to it)"
+        reader.error(
+            number, f"the line holds {what}: chrono's registry is UTF-8 text, so it is not imported",
+            "re-encode the file as UTF-8 (iconv -f latin1 -t utf-8) or remove the byte", cron_refuses=False,
+        )
         return
     env = parse_env_line(line)
     if env is not None:

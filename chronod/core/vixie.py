@@ -167,15 +167,17 @@ def parse_entry(expr: str) -> Entry:
     if len(fields) != 5:
         raise VixieParseError(f"expected 5 time fields, got {len(fields)}")
     minute, hour, dom, month, dow = fields
-    dows = set(_parse_field(dow, 0, 7, _DAYS))
+    minutes, hours = _parse_field(minute, 0, 59), _parse_field(hour, 0, 23)  # in entry.c's order:
+    doms, months = _parse_field(dom, 1, 31), _parse_field(month, 1, 12, _MONTHS)  # the first bad field
+    dows = set(_parse_field(dow, 0, 7, _DAYS))  # is the one reported
     if 7 in dows:
         dows.discard(7)
         dows.add(0)
     return Entry(
-        minutes=_parse_field(minute, 0, 59),
-        hours=_parse_field(hour, 0, 23),
-        doms=_parse_field(dom, 1, 31),
-        months=_parse_field(month, 1, 12, _MONTHS),
+        minutes=minutes,
+        hours=hours,
+        doms=doms,
+        months=months,
         dows=frozenset(dows),
         dom_star=dom.startswith("*"),
         dow_star=dow.startswith("*"),

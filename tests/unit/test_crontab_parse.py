@@ -319,3 +319,23 @@ def test_cron_keeps_998_characters_of_a_setting(line, expected):
 
 def test_a_quoted_value_whose_closing_quote_is_past_the_limit_is_not_a_setting():
     assert parse_env_line('B="' + "y" * 995 + '"') is None  # crontab -n: refused
+
+
+def test_bytes_that_are_not_utf8_are_reported_on_entries_and_kept_out_of_comments():
+    # cron passes latin-1 bytes to the shell as they are; a UTF-8 registry cannot hold them
+    text = b"# t\xe2che de sauvegarde\n0 1 * * * root echo \xe9t\xe9\n#0 3 * * * root t\xe9\n0 2 * * * root ok\n"
+    parsed = parse_crontab(text.decode("utf-8", errors="surrogateescape"), "f", "system")
+    assert [(p.line, p.cron_refuses) for p in parsed.errors] == [(2, False)] and "not UTF-8" in parsed.errors[0].message
+    assert [e.line for e in parsed.entries] == [4] and parsed.ignored_by_cron is None
+    assert parsed.disabled[0].text == "#0 3 * * * root t\ufffd"
+
+
+def test_a_byte_order_mark_is_part_of_the_first_line_to_cron():
+    parsed = parse_crontab("\ufeff0 1 * * * root a\n0 2 * * * root b\n", "f", "system")
+    assert "byte-order mark" in parsed.errors[0].message and parsed.ignored_by_cron
+    assert [e.line for e in parsed.entries] == [2]
+
+
+def test_a_nul_byte_is_reported():
+    parsed = parse_crontab("0 1 * * * root echo a\0b\n", "f", "system")
+    assert parsed.entries == () and "NUL" in parsed.errors[0].message

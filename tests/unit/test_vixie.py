@@ -146,3 +146,9 @@ def test_what_follows_a_complete_range_is_skipped_like_get_list_does(expr, minut
 def test_macros_are_case_sensitive_and_a_number_must_end_at_a_non_alphanumeric(expr):
     with pytest.raises(VixieParseError):
         parse_entry(expr)
+
+
+def test_the_first_bad_field_in_line_order_is_the_one_reported():
+    # /etc/anacrontab read as a crontab: entry.c stops at the day-of-month, not at '--report'
+    with pytest.raises(VixieParseError, match="'cron' is not a number"):
+        parse_entry("1 5 cron.daily run-parts --report")
