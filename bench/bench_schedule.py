@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import random
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
 from croniter import croniter

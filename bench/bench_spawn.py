@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import select
 import subprocess
 import sys
 import tempfile

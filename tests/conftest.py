@@ -17,7 +17,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
@@ -141,7 +140,7 @@ def pg_admin_url():
         if _try_admin(url):
             yield url
             return
-        _skip_pg(f"CHRONO_TEST_PG_DSN is set but that server does not answer")
+        _skip_pg("CHRONO_TEST_PG_DSN is set but that server does not answer")
     if not os.environ.get("CHRONO_TEST_PG_THROWAWAY") and _port_open("127.0.0.1", 5432) and _try_admin(LOCAL_ADMIN):
         yield LOCAL_ADMIN
         return

@@ -16,9 +16,6 @@ import sqlalchemy as sa
 from chronod.store import schema as s
 from chronod.store.api import Run
 
-WAITING = ("pending", "retry_wait")
-
-
 def _group_key(resource: str) -> int:
     # pg_advisory_xact_lock takes a bigint; keep chrono's groups in their own range.
     return (0x63720000 << 32) | zlib.crc32(resource.encode())
@@ -39,18 +36,14 @@ def dispatch_in_group(store: Any, run_id: str, node: str, token: int, next_run: 
     count-then-claim of every node. Returns (claimed run or None, group_full). When the
     group is full nothing is claimed, but `next_run` is still stored so that the job's
     chain of occurrences never breaks."""
-    r = s.runs.c
     with store._tx() as c:
         c.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _group_key(resource)})
         if running_in_group(c, resource) >= limit:
             store._insert_new(c, next_run)
             return None, True
-        free = c.execute(sa.select(r.run_id).where(r.run_id == run_id, r.state.in_(WAITING))
-                         .with_for_update(skip_locked=True)).first()
-        if free is None:
-            return None, False
-        store._insert_new(c, next_run)
         claimed = store._claim(c, [run_id], node, token)
+        if claimed:
+            store._insert_new(c, next_run)
         return (claimed[0] if claimed else None), False
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
