@@ -33,10 +33,14 @@ Two simplifications, both on the side of what chrono promises (DESIGN §4):
   `tm_isdst` flips, which matters for offset changes that keep the DST flag (Pacific/Apia
   on 2011-12-30 stayed "DST" while jumping a day).
 
-The thresholds are cron.c's, so this oracle and DESIGN §4 part at one boundary: a clock
-that goes back by exactly 3 hours (timeDiff -179) is "DST ends" here, a correction in
-DESIGN and in `chronod.core.schedule`. Only Antarctica/Casey's standard-time changes of
-2010-2023 are that size; a 3-hour jump forward (timeDiff 181) is a correction in both.
+The thresholds are cron.c's, so this oracle and DESIGN §4 part when a clock goes back by
+3 hours or more: DESIGN (and `chronod.core.schedule`) repeats nothing, while cron.c treats
+exactly 3 hours (timeDiff -179) as "DST ends" (wildcard jobs repeat) and more than that
+as a jump of its virtual clock (every job repeats as the wall clock passes it again). In
+the tz database only Antarctica/Casey (2010-2023, 3 hours) and Antarctica/Vostok (1994,
+7 hours) went back that far, both standard-time changes that Debian's cron, which only
+re-reads the offset when tm_isdst flips, would not have seen. A jump of 3 hours or more
+forward is a correction in both.
 """
 
 from __future__ import annotations

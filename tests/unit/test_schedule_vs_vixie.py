@@ -140,3 +140,15 @@ def test_a_fall_back_of_exactly_three_hours_is_where_design_and_cron_c_part():
     assert set(ours) <= set(cron)
     for expr in ("30 1 * * *", "0 0 * * *"):  # fixed-time jobs agree: first pass only either way
         assert compile_schedule(expr, zone).fires(start, end) == simulate(expr, zone, start, end)
+
+
+
+def test_a_fall_back_of_more_than_three_hours_repeats_everything_in_cron_c_and_nothing_in_design():
+    # Antarctica/Vostok, 1994-01-31T17:00Z: 24:00 +07 -> 17:00 +00; cron.c jumps its virtual clock back
+    zone, t = "Antarctica/Vostok", datetime(1994, 1, 31, 17, 0, tzinfo=UTC)
+    start, end = t - timedelta(hours=1), t + timedelta(hours=8)
+    for expr in ("30 23 * * *", "0 * * * *"):
+        ours, cron = compile_schedule(expr, zone).fires(start, end), simulate(expr, zone, start, end)
+        assert set(ours) < set(cron)
+        repeated = [c for c in cron if c not in ours]
+        assert all(t <= c < t + timedelta(hours=7) for c in repeated), expr
