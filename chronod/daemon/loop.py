@@ -16,8 +16,6 @@ import fnmatch
 import heapq
 import os
 import random
-import selectors
-import signal
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -28,6 +26,7 @@ from chronod.core import identity, policy
 from chronod.core.clock import Clock
 from chronod.core.model import JobSpec
 from chronod.core.schedule import Schedule, compile_schedule
+from chronod.daemon.waker import Wakeups
 from chronod.fleet import placement
 from chronod.fleet.spool import Spool
 from chronod.store.api import Ending, Run, Store, StoreError
@@ -107,16 +106,6 @@ class ActiveRuns(dict):
     def for_job(self, job_id: str) -> list[Active]:
         """The runs of one job in flight here."""
         return list(self._by_job.get(job_id, {}).values())
-
-
-@dataclass
-class Wakeups:
-    """What woke the loop."""
-
-    reload: bool = False
-    requests: bool = False
-    stop: bool = False
-    children: list[Any] = field(default_factory=list)
 
 
 def carries(spec: JobSpec, node: str) -> bool:
@@ -1236,84 +1225,3 @@ class Daemon:
 
     def status_line(self) -> str:
         return f"{len(self.jobs)} jobs, {len(self.active)} running, node {self.node}"
-
-
-def signal_wakeups(pending: set[int]) -> Wakeups:
-    """Translate received signals into what the loop must do."""
-    w = Wakeups()
-    w.stop = bool(pending & {signal.SIGTERM, signal.SIGINT})
-    w.reload = signal.SIGHUP in pending
-    w.requests = signal.SIGUSR1 in pending
-    return w
-
-
-class Waker:
-    """Waits for the earliest of: a wall-clock deadline, a signal, a supervisor's exit,
-    a registry change."""
-
-    def __init__(self, timer: Any, watch: Any | None, log: Callable[..., None]):
-        self.sel = selectors.DefaultSelector()
-        self.timer, self.watch, self.log = timer, watch, log
-        self.rsock, self.wsock = __import__("socket").socketpair()
-        self.rsock.setblocking(False)
-        self.wsock.setblocking(False)
-        signal.set_wakeup_fd(self.wsock.fileno(), warn_on_full_buffer=False)
-        self.stop_requested = False  # readable mid-tick: a long burst of launches checks it
-        for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGCHLD):
-            signal.signal(sig, lambda *_: None)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._stop_handler)
-        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-        self.sel.register(self.rsock, selectors.EVENT_READ, "signal")
-        self.sel.register(timer.fd, selectors.EVENT_READ, "timer")
-        if watch is not None:
-            self.sel.register(watch.fd, selectors.EVENT_READ, "watch")
-        self.watched: dict[int, Any] = {}
-
-    def _stop_handler(self, *_: Any) -> None:
-        self.stop_requested = True
-
-    def wait(self, deadline: datetime | None, handles: list[Any]) -> Wakeups:
-        """Block until something happens; never returns for nothing but a deadline."""
-        current = {h.fd: h for h in handles if h.fd >= 0}
-        # A collected handle's pidfd is closed and its number may already belong to a new
-        # handle: compare handles, not numbers, or the new supervisor would go unwatched.
-        for fd, h in list(self.watched.items()):
-            if current.get(fd) is not h:
-                try:
-                    self.sel.unregister(fd)
-                except (KeyError, ValueError, OSError):
-                    pass
-                del self.watched[fd]
-        for fd, h in current.items():
-            if fd not in self.watched:
-                self.sel.register(fd, selectors.EVENT_READ, "child")
-                self.watched[fd] = h
-        self.timer.arm(deadline)
-        w = Wakeups()
-        for key, _ in self.sel.select():
-            kind = key.data
-            if kind == "signal":
-                sigs = set()
-                try:
-                    while True:
-                        data = self.rsock.recv(512)
-                        if not data:
-                            break
-                        sigs.update(data)
-                except BlockingIOError:
-                    pass
-                s = signal_wakeups(sigs)
-                w.stop |= s.stop
-                w.reload |= s.reload
-                w.requests |= s.requests
-            elif kind == "timer":
-                self.timer.drain()
-            elif kind == "watch":
-                if self.watch.drain():
-                    w.reload = True
-            elif kind == "child":
-                w.children.append(current[key.fd])
-        if w.reload and self.watch is not None:
-            self.watch.drain()
-        return w

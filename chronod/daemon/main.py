@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     from chronod.core.clock import Clock
     from chronod.daemon import kernel
     from chronod.daemon.log import Log
-    from chronod.daemon.loop import Daemon, Waker
+    from chronod.daemon.loop import Daemon
+    from chronod.daemon.waker import Waker
     from chronod.daemon.metrics import Metrics
     from chronod.daemon.sysd import Notifier
     from chronod.runner.runner import Runner
