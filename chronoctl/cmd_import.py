@@ -422,7 +422,13 @@ def _split_migrated(sources: list[Source]) -> tuple[list[Source], list[str]]:
     todo, done = [], []
     for src in sources:
         crontab = Path(src.label)
-        entries = parse_crontab(src.text, src.label, src.format, src.user).entries
+        parsed = parse_crontab(src.text, src.label, src.format, src.user, src.cron_ignores)
+        entries = parsed.entries
+        if parsed.ignored_by_cron and entries:
+            raise CliError(f"{crontab}: {parsed.ignored_by_cron}, so cron is not running its lines and there is "
+                           "nothing to hand over; the crontab and the registry were not changed",
+                           f"fix the file (chronoctl import {crontab} --dry-run lists its errors), then cut it over; "
+                           "or import it without --cutover, which adds its jobs disabled")
         if not entries:
             if co.migrated_ids(crontab.read_bytes()):
                 done.append(src.label)

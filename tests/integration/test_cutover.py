@@ -28,7 +28,7 @@ CRONTAB = (
     "* * * * * root W=${{CHRONO_RUN_ID:+chrono}}; echo \"$(date -u +\\%Y-\\%m-\\%dT\\%H:\\%M) ${{W:-cron}}\" >> {witness}\n"
     "#0 5 * * * root /usr/bin/old-report\n"
     "17 3 * * * root /usr/local/bin/nightly --all\r\n"
-    "@reboot root /usr/local/bin/warm-cache"
+    "@reboot root /usr/local/bin/warm-cache\n"  # without it Debian's cron would ignore the whole file
 )
 
 
@@ -76,7 +76,7 @@ def test_cutover_registers_then_comments_out_and_a_rollback_restores_byte_for_by
     for job in doc["jobs"]:
         assert f"# chrono: migrated to {job['id']}\n" in text or f"# chrono: migrated to {job['id']}\r\n" in text
     assert "\n#* * * * * root W=" in text and "\n#17 3 * * * root /usr/local/bin/nightly --all\r\n" in text
-    assert text.endswith("\n#@reboot root /usr/local/bin/warm-cache")
+    assert text.endswith("\n#@reboot root /usr/local/bin/warm-cache\n")
     assert "#0 5 * * * root /usr/bin/old-report\n" in text  # a disabled line stays as it was
     assert Path(str(crontab) + ".chrono-backup").read_bytes() == original
     assert _owned(crontab) == owned
@@ -162,6 +162,18 @@ def test_rollback_without_a_daemon_restores_at_once_and_removes_the_imported_fil
     assert sorted(p.name for p in registry.iterdir()) == ["billing.yaml"]
     assert not co.backup_path(crontab).exists()
     assert "no chronod is running" in res.stdout
+
+
+def test_cutover_of_a_file_cron_ignores_refuses_and_changes_nothing(tmp_path):
+    # Debian's cron ignores a file with a line it refuses: there is no running line to hand over
+    registry = tmp_path / "jobs.d"
+    crontab = tmp_path / "crontab"
+    crontab.write_text("* * * * * root /usr/bin/true\n60 * * * * root /usr/bin/false\n")
+    res = _import(str(crontab), "--format", "system", "--cutover", registry=registry, db=str(tmp_path / "none.db"))
+    assert res.returncode == 1, res.stderr + res.stdout
+    assert "because of line 2" in res.stderr and "nothing to hand over" in res.stderr
+    assert crontab.read_text() == "* * * * * root /usr/bin/true\n60 * * * * root /usr/bin/false\n"
+    assert not Path(str(crontab) + ".chrono-backup").exists() and not registry.exists()
 
 
 def test_cutover_refuses_standard_input_and_adopted_defaults(tmp_path):
