@@ -385,20 +385,35 @@ def compare_with_cron(
     """chrono's fire times against Debian cron's (the `vixie` simulation of the line as
     written) over (now, now + days]. `chrono_fires(start, end)` is the compiled schedule's
     `fires`. Jobs with more than FULL_COMPARE_LIMIT starts are compared on sample windows."""
-    from chronod.core.vixie import simulate
-
     if entry.is_reboot:
         return Equivalence(job_id, "skipped (@reboot has no fire times)")
     if entry.file_ignored:
         return Equivalence(job_id, "skipped (cron ignores the file; the job is imported disabled)")
-    end = now + timedelta(days=days)
-    cron = simulate(entry.cron_schedule, tz, now, end)
+    # a crontab repeats its schedules (every `0 * * * *` of a file): compare each once.
+    # compile_schedule returns one object per expression and zone, so its `fires` names it.
+    key = (entry.cron_schedule, getattr(chrono_fires, "__self__", chrono_fires), tz, now, days)
+    if key not in _COMPARED:
+        _COMPARED[key] = _compare(entry.cron_schedule, tz, now, now + timedelta(days=days), chrono_fires)
+    compared, fires, only_cron, only_chrono = _COMPARED[key]
+    result = Equivalence(job_id, compared, fires=fires)
+    result.differences = _by_date(job_id, entry, tz, only_cron, only_chrono)
+    return result
+
+
+_COMPARED: dict[tuple, tuple[str, int, set[datetime], set[datetime]]] = {}
+
+
+def _compare(cron_schedule: str, tz: str, now: datetime, end: datetime,
+             chrono_fires: Callable[[datetime, datetime], list[datetime]]) -> tuple[str, int, set[datetime], set[datetime]]:
+    """(how compared, cron's fire count, fires only cron has, fires only chrono has)."""
+    from chronod.core.vixie import simulate
+
+    cron = simulate(cron_schedule, tz, now, end)
     if len(cron) <= FULL_COMPARE_LIMIT:
         spans, compared = [(now, end)], "full"
     else:
         spans, compared = _windows(now, end, zone_transitions(tz, now, end)), "sampled"
     cron_set = set(cron)
-    result = Equivalence(job_id, compared, fires=len(cron))
     only_cron: set[datetime] = set()
     only_chrono: set[datetime] = set()
     for a, b in spans:
@@ -406,8 +421,7 @@ def compare_with_cron(
         theirs = cron_set if compared == "full" else {t for t in cron_set if a < t <= b}
         only_cron |= theirs - mine
         only_chrono |= mine - theirs
-    result.differences = _by_date(job_id, entry, tz, only_cron, only_chrono)
-    return result
+    return compared, len(cron), only_cron, only_chrono
 
 
 def _by_date(job_id: str, entry: CronEntry, tz: str, only_cron: set[datetime], only_chrono: set[datetime]) -> list[Difference]:

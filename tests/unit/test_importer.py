@@ -264,3 +264,17 @@ def test_a_file_cron_refuses_for_its_mode_is_imported_disabled_with_a_file_level
     assert [(e["line"], "INSECURE MODE" in e["message"]) for e in result.errors] == [(0, True)]
     assert result.jobs[0]["enabled"] is False
     assert any("INSECURE MODE" in n for n in result.jobs[0]["notes"])
+
+
+def test_a_schedule_repeated_in_a_crontab_is_simulated_once(monkeypatch):
+    from chronod.core import vixie
+    from chronod.core.schedule import compile_schedule
+
+    calls = []
+    real = vixie.simulate
+    monkeypatch.setattr(vixie, "simulate", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    text = "".join(f"17 5 * * 3 root /bin/task-{i}\n" for i in range(5)) + "17 5 * * 4 root /bin/other\n"
+    results = [compare_with_cron(f"root-{e.line}", e, "Europe/Oslo", NOW, compile_schedule(e.schedule, "Europe/Oslo").fires)
+               for e in parse_crontab(text, "f", "system").entries]
+    assert calls == ["17 5 * * 3", "17 5 * * 4"]
+    assert [(r.compared, r.fires, r.differences) for r in results] == [("full", 57, [])] * 5 + [("full", 57, [])]
