@@ -653,7 +653,8 @@ class Daemon:
         for r in runs:
             self.pending.pop(r.run_id, None)
             job = self.jobs.get(r.job_id)
-            if job is None or states.get(r.run_id, "pending") not in ("pending", "retry_wait"):
+            # a retry the owner scheduled is its to start (a dead owner's: take_over_retries)
+            if job is None or states.get(r.run_id, "pending") != "pending":
                 continue
             taken[str(self.owners.get(r.job_id))] += 1
             if r.run_id not in states:
