@@ -439,3 +439,21 @@ def test_nodes_with_different_versions_of_a_job_are_reported_and_only_one_versio
     print(f"\nFIGURE registries disagree (a: old; b, c: new): runs after the check {dict(after)}")
     assert {(nodes, runs) for _, nodes, runs in rows} == {(("a",), False), (("b", "c"), True)}
     assert after["old"] == 0 and after["new"] >= 3
+
+
+def test_a_failed_run_is_retried_after_its_backoff_by_its_own_node_not_rescued_early_by_another(fleet):
+    w = fleet.w
+    write_jobs(fleet.reg / "a.yaml", "jobs:\n" + job(
+        "flaky", at_second(4), f"echo $CHRONO_RUN_ID $CHRONO_ATTEMPT $CHRONO_NODE $(date +%s.%N) >> {w}; "
+        "[ $CHRONO_ATTEMPT -ge 2 ]", retry={"attempts": 2, "backoff_s": 8, "max_backoff_s": 8}))
+    for n in ("a", "b"):
+        fleet.start(n)
+    wait_until(lambda: len(fleet.witness()) >= 2, timeout=25, what="the retry")
+    time.sleep(1)
+    lines = fleet.witness()
+    assert [l[1] for l in lines] == ["1", "2"] and lines[0][0] == lines[1][0]
+    gap = float(lines[1][3]) - float(lines[0][3])
+    print(f"\nFIGURE retry on a 2-node fleet: attempt 2 started {gap:.2f}s after attempt 1 (backoff 8 s +-20%), "
+          f"nodes {lines[0][2]} then {lines[1][2]}")
+    assert gap >= 6  # 8 s less the 20 % jitter of policy.retry_delay_s; a rescue came at 2 s
+    assert lines[0][2] == lines[1][2]
