@@ -415,7 +415,6 @@ class SqlStore:
             return 0
         # executemany's rowcount is not reliable on psycopg and RETURNING makes it ten times
         # slower there, so count the new ids first; ON CONFLICT still guards against a race.
-        stmt = self._insert(s.runs).on_conflict_do_nothing(index_elements=["run_id"])
         new = 0
         with self._tx() as c:
             for chunk in _chunks(rows, BATCH):
@@ -424,14 +423,18 @@ class SqlStore:
                 for part in _chunks(ids, 1000):
                     seen.update(c.execute(sa.select(s.runs.c.run_id).where(s.runs.c.run_id.in_(part))).scalars())
                 fresh = [row for row in chunk if row["run_id"] not in seen]
-                if fresh and self.dialect == "postgresql":
-                    self._insert_runs_unnest(c, fresh)
-                elif fresh:
-                    c.execute(stmt, fresh)
+                self._insert_rows(c, fresh)
                 new += len(fresh)
         return new
 
     insert_pending_many = insert_runs
+
+    def _insert_rows(self, c: Connection, rows: list[dict[str, Any]]) -> None:
+        """Insert run rows, leaving existing run ids alone (unnest on PostgreSQL)."""
+        if rows and self.dialect == "postgresql":
+            self._insert_runs_unnest(c, rows)
+        elif rows:
+            c.execute(self._insert(s.runs).on_conflict_do_nothing(index_elements=["run_id"]), rows)
 
     def _insert_runs_unnest(self, c: Connection, rows: list[dict[str, Any]]) -> None:
         """PostgreSQL: one INSERT ... SELECT FROM unnest(arrays) per batch; executemany
@@ -486,10 +489,7 @@ class SqlStore:
             _terminal(state)
         rows = [self._run_row(r) for r in sorted(inserts, key=lambda r: r.run_id)]
         with self._tx() as c:
-            if rows and self.dialect == "postgresql":
-                self._insert_runs_unnest(c, rows)
-            elif rows:
-                c.execute(self._insert(s.runs).on_conflict_do_nothing(index_elements=["run_id"]), rows)
+            self._insert_rows(c, rows)
             for run_id, state, error in sorted(settles):
                 self._settle(c, run_id, state, error, node, token)
             return self._claim(c, claims, node, token) if claims else []

@@ -116,11 +116,17 @@ def co_second(switch: dict) -> float:
     return switch["second_of_minute"]
 
 
-def test_cutover_without_a_database_refuses_and_changes_nothing(tmp_path):
+def _cutover_without_a_daemon(tmp_path, text: str):
+    """A cutover of `text` with no chronod and no database: (result, crontab, registry)."""
     registry = tmp_path / "jobs.d"
     crontab = tmp_path / "crontab"
-    crontab.write_text("* * * * * root /usr/bin/true\n")
+    crontab.write_text(text)
     res = _import(str(crontab), "--format", "system", "--cutover", registry=registry, db=str(tmp_path / "none.db"))
+    return res, crontab, registry
+
+
+def test_cutover_without_a_database_refuses_and_changes_nothing(tmp_path):
+    res, crontab, registry = _cutover_without_a_daemon(tmp_path, "* * * * * root /usr/bin/true\n")
     assert res.returncode == 3, res.stderr + res.stdout
     assert "cron must not stop before chronod runs" in res.stderr
     assert crontab.read_text() == "* * * * * root /usr/bin/true\n"
@@ -166,10 +172,8 @@ def test_rollback_without_a_daemon_restores_at_once_and_removes_the_imported_fil
 
 def test_cutover_of_a_file_cron_ignores_refuses_and_changes_nothing(tmp_path):
     # Debian's cron ignores a file with a line it refuses: there is no running line to hand over
-    registry = tmp_path / "jobs.d"
-    crontab = tmp_path / "crontab"
-    crontab.write_text("* * * * * root /usr/bin/true\n60 * * * * root /usr/bin/false\n")
-    res = _import(str(crontab), "--format", "system", "--cutover", registry=registry, db=str(tmp_path / "none.db"))
+    res, crontab, registry = _cutover_without_a_daemon(
+        tmp_path, "* * * * * root /usr/bin/true\n60 * * * * root /usr/bin/false\n")
     assert res.returncode == 1, res.stderr + res.stdout
     assert "because of line 2" in res.stderr and "nothing to hand over" in res.stderr
     assert crontab.read_text() == "* * * * * root /usr/bin/true\n60 * * * * root /usr/bin/false\n"
