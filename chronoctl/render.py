@@ -351,7 +351,7 @@ def _rich_table(rows: Sequence[Mapping[str, Any]], cols: list[Column], title: st
     cols = fit_columns(rows, cols, con.width)
     table = Table(title=escape_line(title) if title else None, title_justify="left", show_edge=False,
                   pad_edge=False, box=None, padding=(0, 2, 0, 0), collapse_padding=True)
-    for i, c in enumerate(cols):
+    for c in cols:
         widest = max(len(t) for t in [c.title()] + [c.cell(r) for r in rows])
         table.add_column(c.title(), justify=c.justify, no_wrap=not c.wrap, overflow="fold" if c.wrap else "ellipsis",
                          min_width=None if c.wrap else widest, style=None, header_style="bold")
