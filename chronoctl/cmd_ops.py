@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 DB_HELP = "Database: an SQLAlchemy URL or an SQLite file path (default: CHRONO_DB, else the per-user default)."
 JSON_HELP = "Print JSON (stable keys, ISO-8601 times with offsets) instead of a table."
+WAIT_MAX_S = 3600
+"""The longest --wait a command accepts (an hour)."""
 
 
 def db_option() -> Any:

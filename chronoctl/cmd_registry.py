@@ -20,7 +20,7 @@ import typer
 
 from chronoctl import cmd_ops, common
 from chronod import fsutil
-from chronoctl.cmd_ops import db_option, json_option
+from chronoctl.cmd_ops import WAIT_MAX_S, db_option, json_option
 from chronoctl.errors import EXIT_NO, CliError, InvalidInput, UsageError
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def _registry_option() -> Any:
 
 
 def _wait_option() -> Any:
-    return typer.Option(10.0, "--wait", metavar="SECONDS", help="How long to wait for the daemon to confirm.")
+    return typer.Option(10.0, "--wait", metavar="SECONDS", min=0, max=WAIT_MAX_S, help="How long to wait for the daemon to confirm.")
 
 
 # --- writing files ------------------------------------------------------------------------

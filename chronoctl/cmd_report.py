@@ -57,6 +57,11 @@ def period(start: str, end: str) -> tuple[datetime, datetime]:
         until += timedelta(days=1)
     if until <= since:
         raise UsageError(f"--to {end} is not after --from {start}")
+    from chronod.core.bounds import MAX_SPAN_S, days_text
+
+    if (until - since).total_seconds() > MAX_SPAN_S:
+        raise UsageError(f"--from {start} --to {end} is longer than {days_text(MAX_SPAN_S)}",
+                         "report a shorter period (a year or a month at a time)")
     return since, until
 
 
