@@ -442,6 +442,7 @@ class Daemon:
             "spec_hashes": {j.spec.id: j.spec.spec_hash() for j in self.jobs.values()},
             "registry_errors": len(errors),
             "pid": os.getpid(),
+            "state_dir": str(getattr(self.runner, "state_dir", "")) or None,
         })
         if not initial:
             self.log("registry.reloaded", jobs=len(self.jobs), errors=len(errors))
@@ -923,7 +924,8 @@ class Daemon:
         delay = policy.retry_delay_s(job.spec, run.attempts, self.rng)
         at = self.clock.now() + timedelta(seconds=delay)
         if self.store.schedule_retry(run.run_id, run.attempts, at, exit_code=outcome.exit_code,
-                                     signal=outcome.signal, error=outcome.error, token=self.token):
+                                     signal=outcome.signal, error=outcome.error, token=self.token,
+                                     output_tail=outcome.output_tail, output_bytes=outcome.output_bytes):
             run.state, run.next_attempt_at = "retry_wait", at
             self.track(run)
             self.log("run.retry_wait", job=job.spec.id, run=run.run_id, attempt=run.attempts,
