@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _schedule(row: "JobRow") -> Any:
-    return common.compile_or_fail(row.spec.schedule, row.spec.timezone)
+    return common.schedule_of(row.spec)
 
 
 def _node_names(store: "Store") -> list[str]:

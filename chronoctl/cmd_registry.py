@@ -279,7 +279,7 @@ def _list_row(spec: Any, where: str, state: dict[str, Any], now: datetime) -> di
     from chronod.core.history import job_keys
     from chronod.core.identity import jitter_offset
 
-    sched = common.compile_or_fail(spec.schedule, spec.timezone)
+    sched = common.schedule_of(spec)
     offset = jitter_offset(job_keys(spec, ["?"])[0][0], spec.tolerance_s)
     nxt = common.occurrences(sched, now, offset, 1)
     last = state["last"].get(spec.id)
