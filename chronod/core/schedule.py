@@ -22,6 +22,7 @@ from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from chronod.core.bounds import EARLIEST, LATEST, MAX_EVERY_S, days_text
 from chronod.core.cronexpr import CronFields, ScheduleError, parse_fields
 from chronod.core.durations import DurationError, parse_duration
 from chronod.core.model import DST_GAP_POLICIES, DST_REPEAT_POLICIES
@@ -36,6 +37,8 @@ _UTC_NAMES = frozenset({"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Un
 _MONTH_LEN = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _SEARCH_YEARS = 400  # the Gregorian calendar repeats every 400 years
 _PREV_HORIZON = timedelta(days=5 * 366)
+_LATEST_S = (LATEST - _EPOCH) // _SECOND
+_FIRST_S = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // _SECOND
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,8 @@ class Schedule:
         return f"compile_schedule({self.expr!r}, {self.tz!r}{policy})"
 
     def next_after(self, after: datetime) -> datetime | None:
-        """The first fire instant strictly after `after` (aware), as aware UTC; None for @reboot."""
+        """The first fire instant strictly after `after` (aware), as aware UTC; None for @reboot
+        and when there is none up to `bounds.LATEST` (the engine never computes past it)."""
         raise NotImplementedError
 
     def fires(self, start: datetime, end: datetime, limit: int | None = None) -> list[datetime]:
@@ -79,8 +83,11 @@ class Schedule:
         return out
 
     def prev_at_or_before(self, at: datetime) -> datetime | None:
-        """The last fire instant <= `at` (aware UTC), or None if none in the last 5 years."""
+        """The last fire instant <= `at` (aware UTC), or None if none in the last 5 years
+        (or `at` is outside `bounds.EARLIEST`..`bounds.LATEST`)."""
         at = _as_utc(at)
+        if not _reachable(at):
+            return None
         window = timedelta(seconds=(self.max_gap_s() or 0) + 60)
         while True:
             window = min(window, _PREV_HORIZON)
@@ -106,6 +113,14 @@ class Schedule:
     def dst_events(self, start: datetime, end: datetime) -> list[DstEvent]:
         """Every zone transition in [start, end) that changes what this schedule does."""
         return []
+
+
+def _reachable(t: datetime) -> bool:
+    return EARLIEST <= t <= LATEST
+
+
+def _within(t: datetime | None) -> datetime | None:
+    return t if t is not None and t <= LATEST else None
 
 
 def _as_utc(t: datetime) -> datetime:
@@ -160,11 +175,20 @@ class _EverySchedule(Schedule):
 
     def next_after(self, after: datetime) -> datetime | None:
         n = self._epoch_seconds(after) // self.every_s + 1
-        return _EPOCH + timedelta(seconds=n * self.every_s)
+        return self._instant(n * self.every_s)
 
     def prev_at_or_before(self, at: datetime) -> datetime | None:
+        if not _reachable(_as_utc(at)):
+            return None
         n = self._epoch_seconds(at) // self.every_s
-        return _EPOCH + timedelta(seconds=n * self.every_s)
+        return self._instant(n * self.every_s)
+
+    @staticmethod
+    def _instant(seconds: int) -> datetime | None:
+        """The instant `seconds` after the epoch; None past LATEST or before the calendar."""
+        if not _FIRST_S <= seconds <= _LATEST_S:
+            return None
+        return _EPOCH + timedelta(seconds=seconds)
 
     def min_gap_s(self) -> int | None:
         return self.every_s
@@ -365,10 +389,12 @@ class _CronSchedule(Schedule):
 
     def next_after(self, after: datetime) -> datetime | None:
         a = _as_utc(after)
+        if a >= LATEST:
+            return None
         if self._utc:
             w = next_wall(self.fields, a.replace(tzinfo=None, microsecond=0) + _SECOND)
-            return None if w is None else w.replace(tzinfo=UTC)
-        return self._next_zoned(a)
+            return None if w is None else _within(w.replace(tzinfo=UTC))
+        return _within(self._next_zoned(a))
 
     def _candidates(self, m: _Wall) -> tuple[datetime, ...]:
         """The instants a matching wall time fires at, ascending (none, one or two)."""
@@ -437,6 +463,8 @@ class _CronSchedule(Schedule):
 
     def prev_at_or_before(self, at: datetime) -> datetime | None:
         a = _as_utc(at)
+        if not _reachable(a):
+            return None
         floor = a.replace(microsecond=0)
         if self._utc:
             w = prev_wall(self.fields, floor.replace(tzinfo=None), min_year=a.year - 6)
@@ -746,9 +774,12 @@ def _every_seconds(expr: str, arg: str) -> int:
     try:
         seconds = parse_duration(arg)
     except DurationError as exc:
-        raise ScheduleError(f"@every {arg!r}: not a duration", "write @every 90s, @every 5m, @every 1h30m or @every 1d") from exc
+        raise ScheduleError(f"@every {exc}", "write @every 90s, @every 5m, @every 1h30m or @every 1d") from exc
     if seconds <= 0:
-        raise ScheduleError(f"{expr!r}: @every needs a duration above zero", "write @every 1m or longer")
+        raise ScheduleError(f"{expr!r}: @every needs a duration above zero", "write @every 1s or longer")
+    if seconds > MAX_EVERY_S:
+        raise ScheduleError(f"{expr!r}: @every is longer than {days_text(MAX_EVERY_S)}",
+                            "write a cron expression for rarer jobs, such as '0 3 1 1 *' (yearly)")
     return seconds
 
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 from chronod.core import identity
+from chronod.core.bounds import MAX_EVERY_S, MAX_RUN_S
 from chronod.core.durations import DurationError, parse_duration
 from chronod.core.model import (
     CATCHUP_POLICIES,
@@ -620,11 +621,11 @@ FIELDS: tuple[Field, ...] = (
     Field("tolerance_reason", Str(max_len=1024), nullable=True, default_doc="none", rule="why the job must start exactly on time; expected with tolerance_s: 0"),
     Field("overlap", Enum(OVERLAP_POLICIES), "forbid", default_doc="forbid", rule="what to do when the previous run is still going"),
     Field("catchup", Enum(CATCHUP_POLICIES), "latest", default_doc="latest", rule="what to do with occurrences missed while nothing could run them"),
-    Field("catchup_window_s", Int(0, 366 * 86400), 86400, default_doc="86400", rule="occurrences older than this are never run late"),
-    Field("timeout_s", Int(1, 366 * 86400), None, nullable=True, default_doc="none", rule="SIGTERM to the process group after this many seconds"),
+    Field("catchup_window_s", Int(0, MAX_RUN_S), 86400, default_doc="86400", rule="occurrences older than this are never run late"),
+    Field("timeout_s", Int(1, MAX_RUN_S), None, nullable=True, default_doc="none", rule="SIGTERM to the process group after this many seconds"),
     Field("kill_grace_s", Int(0, 3600), 10, default_doc="10", rule="SIGKILL this long after SIGTERM"),
     Field("retry", Obj(RETRY_FIELDS, build=lambda d: Retry(**d), post=_retry_post), Retry(), default_doc="{attempts: 1}", rule="{attempts, backoff_s, max_backoff_s}; attempts > 1 not allowed for unsafe jobs"),
-    Field("max_silence_s", Int(1, 10 * 366 * 86400), None, default_doc="2 × the largest gap + tolerance_s", rule="dead man's switch: alert when no success for this long"),
+    Field("max_silence_s", Int(1, MAX_EVERY_S), None, default_doc="2 × the largest gap + tolerance_s", rule="dead man's switch: alert when no success for this long"),
     Field("run_on", RunOnType(), RunOn(), default_doc="any", rule="any: once per fleet; each: on every node; {nodes: [glob]}: once, on a matching node"),
     Field("user", Str(pattern=NAME_PATTERN, pattern_hint="a user name"), nullable=True, default_doc="the daemon's user", rule="only a root daemon switches users"),
     Field("group", Str(pattern=NAME_PATTERN, pattern_hint="a group name"), nullable=True, default_doc="the user's primary group", rule="group to run as"),
