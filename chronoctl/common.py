@@ -75,14 +75,19 @@ def find_job(registry: Path, job_id: str, now: datetime) -> "JobSpec":
     raise UnknownJob(job_id, f"registry {registry}", registry_hint(registry))
 
 
-def compile_or_fail(expr: str, tz: str):
+def compile_or_fail(expr: str, tz: str, dst_gap: str = "shift", dst_repeat: str = "first"):
     """The compiled schedule, or InvalidInput (exit 1) with the schedule engine's hint."""
     from chronod.core.schedule import ScheduleError, compile_schedule
 
     try:
-        return compile_schedule(expr, tz)
+        return compile_schedule(expr, tz, dst_gap, dst_repeat)
     except ScheduleError as exc:
         raise InvalidInput(f"schedule {expr!r} (zone {tz}): {exc.message}", exc.hint or None) from exc
+
+
+def schedule_of(spec: "JobSpec"):
+    """The compiled schedule of a job, with its DST policy."""
+    return compile_or_fail(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
 
 
 def parse_instant(text: str, tz: str, flag: str = "--after") -> datetime:

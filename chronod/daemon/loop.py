@@ -482,8 +482,8 @@ class Daemon:
                 continue
             with self.quarantine.guard(spec, "schedule"):
                 key = identity.job_key(spec.id, spec.run_on.each, self.node)
-                new[job_id] = Job(spec, compile_schedule(spec.schedule, spec.timezone), key,
-                                  identity.jitter_offset(key, spec.tolerance_s))
+                schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+                new[job_id] = Job(spec, schedule, key, identity.jitter_offset(key, spec.tolerance_s))
         self.jobs = new
         self.metrics.jobs.set(len(new))
         for job_id in old.keys() - new.keys():
@@ -1018,7 +1018,8 @@ class Daemon:
             return None
         spec = row.spec
         key = identity.job_key(spec.id, spec.run_on.each, self.node)
-        return Job(spec, compile_schedule(spec.schedule, spec.timezone), key, identity.jitter_offset(key, spec.tolerance_s))
+        schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+        return Job(spec, schedule, key, identity.jitter_offset(key, spec.tolerance_s))
 
     def unknown_outcome(self, job: Job, run: Run) -> None:
         """No supervisor and no result: the machine rebooted, or chronod died between the
