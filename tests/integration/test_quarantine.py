@@ -34,8 +34,8 @@ class _Bomb:
         return self._inner.next_after(after)
 
 
-def compile_schedule(expr, tz="UTC"):
-    sched = _real(expr, tz)
+def compile_schedule(expr, *args, **kwargs):
+    sched = _real(expr, *args, **kwargs)
     return _Bomb(sched) if expr == "@every 3s" else sched
 
 

@@ -74,6 +74,10 @@ def job_files(draw) -> tuple[str, dict]:
     if "tolerance_s" in job and draw(st.booleans()):
         job["tolerance_reason"] = "exact"
     if draw(st.booleans()):
+        job["dst_gap"] = draw(st.sampled_from(["shift", "skip"]))
+    if draw(st.booleans()):
+        job["dst_repeat"] = draw(st.sampled_from(["first", "last", "both"]))
+    if draw(st.booleans()):
         job["catchup"] = draw(st.sampled_from(["none", "latest", "all"]))
     if draw(st.booleans()):
         job["retry"] = {"attempts": draw(st.one_of(st.integers(0, 101), big)), "backoff_s": draw(big),
@@ -85,7 +89,7 @@ def job_files(draw) -> tuple[str, dict]:
 
 def _plan(spec) -> None:
     """What the daemon and chronoctl compute with an accepted job, for the next 100 years."""
-    sched = compile_schedule(spec.schedule, spec.timezone)
+    sched = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
     key = identity.job_key(spec.id, spec.run_on.each, "node1")
     offset = identity.jitter_offset(key, spec.tolerance_s)
     sched.describe()
