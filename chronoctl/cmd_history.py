@@ -64,10 +64,17 @@ RUN_COLUMNS = ("state", "scheduled", "started", "duration", ("exit", "EXIT", "ri
                ("attempts", "ATT", "right"), "node", ("run_id", "RUN ID"), "trigger")
 
 
-def _keys(row: "JobRow", nodes: list[str]) -> list[str]:
-    from chronod.core.history import job_keys
+def _placements(row: "JobRow", nodes: list[str]) -> list[Any]:
+    """Where the job's occurrences live: one placement, or one per known node for a job
+    that runs on each node (none when no node is known yet)."""
+    from chronod.core import occurrence
 
-    return [k for k, _ in job_keys(row.spec, nodes)] or [row.spec.id]
+    return occurrence.placements(row.spec, nodes)
+
+
+def _occurrence_json(o: Any) -> dict[str, Any]:
+    return {"scheduled_at": cmd_ops.iso(o.scheduled_at), "fire_at": cmd_ops.iso(o.fire_at), "node": o.node,
+            "run_id": o.run_id}
 
 
 # --- status ---------------------------------------------------------------------------------
@@ -98,7 +105,6 @@ def _print_json(data: Any) -> None:
 
 def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
     from chronod.core import history
-    from chronod.core.identity import jitter_offset
 
     spec, sched = row.spec, _schedule(row)
     recent = store.runs(spec.id, until=now + timedelta(days=1), limit=STREAK_SCAN)
@@ -109,15 +115,17 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
     last_at = (win.finished_at or win.scheduled_at) if win else None
     quiet = history.silence(spec, last_at, now, known_since=row.updated_at)
     silent = history.silent_jobs([row], {spec.id: last_at} if last_at else {}, now)  # as `status` and `missed` list it
-    key = _keys(row, _node_names(store))[0]
-    offset = jitter_offset(key, spec.tolerance_s)
-    nxt = common.occurrences(sched, now, offset, 3)
+    places = _placements(row, _node_names(store))
+    nxt = places[0].upcoming(sched, now, 3) if places else []
     return {
         "job_id": spec.id, "owner": spec.owner, "schedule": spec.schedule, "timezone": spec.timezone,
-        "schedule_words": sched.describe(), "jitter_offset_s": offset, "tolerance_s": spec.tolerance_s,
+        "schedule_words": sched.describe(), "run_on": spec.run_on.mode,
+        "jitter_offset_s": places[0].offset_s if places else None, "tolerance_s": spec.tolerance_s,
         "enabled": spec.enabled, "paused": row.paused, "paused_reason": row.paused_reason,
         "paused_at": cmd_ops.iso(row.paused_at), "tags": list(spec.tags),
-        "next": [{"scheduled_at": cmd_ops.iso(t), "fire_at": cmd_ops.iso(t + timedelta(seconds=offset))} for t in nxt],
+        "next": [_occurrence_json(o) for o in nxt],
+        "nodes": [{"node": p.node, "jitter_offset_s": p.offset_s,
+                   "next": [_occurrence_json(o) for o in p.upcoming(sched, now, 1)]} for p in places if p.node],
         "success_streak": streak, "success_streak_capped": streak >= STREAK_SCAN,
         "last_success_at": cmd_ops.iso(last_at),
         "silence_s": round(quiet.age_s) if quiet.age_s is not None else None,
@@ -131,13 +139,17 @@ def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime) -> 
     from chronoctl.render import age, echo, escape_line, human_time, print_table
 
     echo(f"job       {escape_line(d['job_id'])}   owner {escape_line(d['owner'])}")
+    jitter = (f"jitter +{d['jitter_offset_s']}s of tolerance {d['tolerance_s']}s" if d["run_on"] != "each"
+              else f"tolerance {d['tolerance_s']}s, run_on: each: each node has its own jitter")
     echo(f"schedule  {escape_line(d['schedule'])}: {escape_line(d['schedule_words'])} "
-         f"(zone {escape_line(d['timezone'])}, jitter +{d['jitter_offset_s']}s of tolerance {d['tolerance_s']}s)")
+         f"(zone {escape_line(d['timezone'])}, {jitter})")
     if d["paused"]:
         echo(f"paused    since {_human(d['paused_at'], now)}: {escape_line(d['paused_reason'] or 'no reason given')}")
     elif not d["enabled"]:
         echo("disabled  (enabled: false in its file)")
-    for i, n in enumerate(d["next"]):
+    if d["run_on"] == "each":
+        _print_each_next(d, now)
+    for i, n in enumerate(d["next"] if d["run_on"] != "each" else []):
         echo(f"{'next' if i == 0 else '':<10}{human_time(datetime.fromisoformat(n['fire_at']), now)}")
     streak = f"{d['success_streak']}{'+' if d['success_streak_capped'] else ''}"
     last = _human(d["last_success_at"], now) if d["last_success_at"] else "never"
@@ -146,6 +158,17 @@ def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime) -> 
     echo(f"success   streak {streak}; last success {last}; max silence {limit}{flag}")
     echo()
     print_table(_run_rows(recent, now), RUN_COLUMNS, title="last runs", empty="(no runs recorded)")
+
+
+def _print_each_next(d: dict[str, Any], now: datetime) -> None:
+    """The next fire of a `run_on: each` job on every node the store knows."""
+    from chronoctl.render import echo, escape_line, human_time
+
+    if not d["nodes"]:
+        echo("next      no node has run chronod on this database yet: each node fires at its own offset")
+    for i, n in enumerate(d["nodes"]):
+        when = human_time(datetime.fromisoformat(n["next"][0]["fire_at"]), now) if n["next"] else "never"
+        echo(escape_line(f"{'next' if i == 0 else '':<10}{when} on {n['node']} (jitter +{n['jitter_offset_s']}s)"))
 
 
 def _human(text: str | None, now: datetime) -> str:

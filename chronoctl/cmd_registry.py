@@ -263,40 +263,53 @@ def _db_state(db: str | None, now: datetime, specs: dict[str, Any]) -> dict[str,
             for row in store.jobs():
                 specs.setdefault(row.job_id, (row.spec, "database"))
             paused = store.paused_jobs()
+            nodes = sorted(n.name for n in store.nodes())
             last = {}
             for job_id in specs:
                 found = store.runs(job_id, until=now, limit=1)
                 if found:
                     last[job_id] = found[0]
-            return {"paused": paused, "last": last}
+            return {"paused": paused, "last": last, "nodes": nodes}
     except CliError as exc:
-        return {"paused": {}, "last": {}, "error": exc.message}
+        return {"paused": {}, "last": {}, "nodes": [], "error": exc.message}
 
 
 def _list_row(spec: Any, where: str, state: dict[str, Any], now: datetime) -> dict[str, Any]:
-    from datetime import timedelta
-
-    from chronod.core.history import job_keys
-    from chronod.core.identity import jitter_offset
+    from chronod.core import occurrence
 
     sched = common.compile_or_fail(spec.schedule, spec.timezone)
-    offset = jitter_offset(job_keys(spec, ["?"])[0][0], spec.tolerance_s)
-    nxt = common.occurrences(sched, now, offset, 1)
+    places = occurrence.placements(spec, state["nodes"]) or [common.placement(spec, None)]
+    per_node = [(p, p.next_after(sched, now) if spec.enabled else None) for p in places]
+    upcoming = [o for _, o in per_node if o is not None]
+    nxt = min(upcoming, key=lambda o: o.fire_at) if upcoming else None
     last = state["last"].get(spec.id)
     return {
         "job_id": spec.id, "owner": spec.owner, "schedule": spec.schedule, "timezone": spec.timezone,
-        "schedule_words": sched.describe(), "enabled": spec.enabled,
-        "next_fire_at": cmd_ops.iso(nxt[0] + timedelta(seconds=offset)) if nxt and spec.enabled else None,
+        "schedule_words": sched.describe(), "enabled": spec.enabled, "run_on": spec.run_on.mode,
+        "next_fire_at": cmd_ops.iso(nxt.fire_at) if nxt else None,
+        "next_node": nxt.node if nxt else None,
+        "nodes": [{"node": p.node, "jitter_offset_s": p.offset_s, "next_fire_at": cmd_ops.iso(o.fire_at) if o else None}
+                  for p, o in per_node if p.node],
         "last_state": last.state if last else None, "last_scheduled_at": cmd_ops.iso(last.scheduled_at) if last else None,
         "tags": list(spec.tags), "paused": spec.id in state["paused"], "paused_reason": state["paused"].get(spec.id),
         "source": where, "file": spec.source_file or None,
     }
 
 
-def _print_list(rows: list[dict[str, Any]], now: datetime, state: dict[str, Any], problems: list[Any]) -> None:
-    from chronoctl.render import print_table, relative, warn
+def _next_cell(row: dict[str, Any], now: datetime) -> str | None:
+    """When the job fires next; for a job on each node, on which node (the earliest)."""
+    from chronoctl.render import relative
 
-    table = [dict(r, next=relative(datetime.fromisoformat(r["next_fire_at"]), now) if r["next_fire_at"] else None,
+    if not row["next_fire_at"]:
+        return None
+    when = relative(datetime.fromisoformat(row["next_fire_at"]), now)
+    return f"{when} on {row['next_node']}" if row["next_node"] else when
+
+
+def _print_list(rows: list[dict[str, Any]], now: datetime, state: dict[str, Any], problems: list[Any]) -> None:
+    from chronoctl.render import print_table, warn
+
+    table = [dict(r, next=_next_cell(r, now),
                   tags=",".join(r["tags"]) or None, paused="paused" if r["paused"] else None,
                   last=r["last_state"]) for r in rows]
     print_table(table, (("job_id", "ID"), "owner", ("schedule_words", "SCHEDULE"), "next", "last", "tags", "paused"),

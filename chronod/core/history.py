@@ -19,26 +19,14 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from chronod.core.durations import format_duration
-from chronod.core.identity import jitter_offset, job_key, run_id
+from chronod.core import occurrence
+from chronod.core.occurrence import Occurrence, manual_run_id, node_of_key
 from chronod.core.model import ACTIVE_STATES, JobSpec
 
 GRACE_S = 60  # a due occurrence without a row is only "missing" after this much lag
 NO_RECORD = "no_record"  # fell due, no row in the history
 NOT_DUE = "not_due"  # the occurrence's fire time is still ahead
 NO_OCCURRENCE = "no_occurrence"  # the schedule had nothing due in the question's window
-TRIGGER_PREFIX = "|manual|"
-
-
-@dataclass(frozen=True)
-class Occurrence:
-    """One nominal point of a job's schedule on one job key, with its identity."""
-
-    job_id: str
-    job_key: str
-    node: str | None  # set for `run_on: each` jobs only
-    scheduled_at: datetime
-    fire_at: datetime
-    run_id: str
 
 
 @dataclass(frozen=True)
@@ -101,43 +89,13 @@ def _z(at: datetime) -> str:
     return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def manual_run_id(key: str, requested_at: datetime) -> str:
-    """The run id of a manual trigger: `sha256((key + "|manual|" + T).encode()).hexdigest()[:16]`
-    with T the request time in UTC as `YYYY-MM-DDTHH:MM:SSZ` (the §4 formula with the
-    word `manual` between key and time, so it never equals a scheduled occurrence's id)."""
-    import hashlib
-
-    return hashlib.sha256(f"{key}{TRIGGER_PREFIX}{_z(requested_at)}".encode()).hexdigest()[:16]
-
-
-def node_of_key(key: str) -> str | None:
-    """The node part of an `id@node` job key, None for fleet-wide keys."""
-    return key.split("@", 1)[1] if "@" in key else None
-
-
-def job_keys(spec: JobSpec, nodes: Iterable[str] = ()) -> list[tuple[str, str | None]]:
-    """(job key, node) pairs the job runs under: one for `any`, one per node for `each`."""
-    if not spec.run_on.each:
-        return [(spec.id, None)]
-    return [(job_key(spec.id, True, n), n) for n in sorted(set(nodes))]
-
-
-def occurrences_at(spec: JobSpec, scheduled_at: datetime, nodes: Iterable[str] = ()) -> list[Occurrence]:
-    """The occurrence(s) of `spec` at one nominal instant (one per node for `each`)."""
-    out = []
-    for key, node in job_keys(spec, nodes):
-        fire = scheduled_at + timedelta(seconds=jitter_offset(key, spec.tolerance_s))
-        out.append(Occurrence(spec.id, key, node, scheduled_at, fire, run_id(key, scheduled_at)))
-    return out
-
-
 def occurrences(spec: JobSpec, schedule: Any, start: datetime, end: datetime,
                 nodes: Iterable[str] = ()) -> list[Occurrence]:
     """Every occurrence whose nominal time is in (start, end], ascending."""
     if schedule.kind == "reboot" or not spec.enabled:
         return []
-    nodes = list(nodes)
-    return [o for at in schedule.fires(start, end) for o in occurrences_at(spec, at, nodes)]
+    places = occurrence.placements(spec, nodes)
+    return [p.at(at) for at in schedule.fires(start, end) for p in places]
 
 
 def _nodes_from_runs(runs: Iterable[Any]) -> set[str]:
@@ -242,7 +200,7 @@ def did_it_run(spec: JobSpec, runs: Iterable[Any], *, now: datetime, at: datetim
     if nominal is None:
         return Answer(False, NO_OCCURRENCE, "the schedule has no occurrence at or before that time")
     by_id = {r.run_id: r for r in runs}
-    return _answer_for(occurrences_at(spec, nominal, nodes), by_id, now, spec)
+    return _answer_for(occurrence.at_each(spec, nominal, nodes), by_id, now, spec)
 
 
 def _occurrence_before(spec: JobSpec, schedule: Any, at: datetime | None, now: datetime,
@@ -250,7 +208,7 @@ def _occurrence_before(spec: JobSpec, schedule: Any, at: datetime | None, now: d
     if at is not None:
         return schedule.prev_at_or_before(at)
     nominal = schedule.prev_at_or_before(now)
-    occs = occurrences_at(spec, nominal, nodes) if nominal else []
+    occs = occurrence.at_each(spec, nominal, nodes) if nominal else []
     if nominal is not None and occs and all(o.fire_at > now for o in occs):
         # Jitter pushed the latest nominal time past now: the one before it is the latest due.
         nominal = schedule.prev_at_or_before(nominal - timedelta(seconds=1))
@@ -361,13 +319,12 @@ def _unrecorded(spec: JobSpec, schedule: Any, start: datetime, now: datetime, no
     runs that are wide enough to hide one (see `_gaps`)."""
     if schedule.kind == "reboot" or not spec.enabled:
         return
-    for key, node in job_keys(spec, nodes):
-        offset = timedelta(seconds=jitter_offset(key, spec.tolerance_s))
-        for a, b in _gaps(marks.get(key, []), start, now, schedule):
+    for place in occurrence.placements(spec, nodes):
+        for a, b in _gaps(marks.get(place.key, []), start, now, schedule):
             for at in schedule.fires(a, b):
-                rid = run_id(key, at)
-                if rid not in by_id:
-                    yield Occurrence(spec.id, key, node, at, at + offset, rid)
+                occ = place.at(at)
+                if occ.run_id not in by_id:
+                    yield occ
 
 
 DST_MARGIN = timedelta(hours=3, seconds=1)  # shifts of 3h or more are clock corrections (DESIGN §4)

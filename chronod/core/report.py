@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable
 
 from chronod.core import history
+from chronod.core.occurrence import Occurrence, node_of_key
 from chronod.core.model import JobSpec
 
 MISSING = "missing"
@@ -85,7 +86,7 @@ def job_report(spec: JobSpec, schedule: Any, runs: Iterable[Any], *, start: date
     runs = list(runs)
     by_id = {r.run_id: r for r in runs}
     eps = timedelta(microseconds=1)
-    nodes = set(nodes) | {n for r in runs if (n := history.node_of_key(r.job_key))}
+    nodes = set(nodes) | {n for r in runs if (n := node_of_key(r.job_key))}
     occs = history.occurrences(spec, schedule, start - eps, end - eps, nodes)
     lines = [_line(o, by_id.get(o.run_id), now, spec) for o in occs]
     manual = sorted((r for r in runs if r.trigger.startswith("manual") and start <= r.scheduled_at < end),
@@ -93,7 +94,7 @@ def job_report(spec: JobSpec, schedule: Any, runs: Iterable[Any], *, start: date
     return JobReport(spec, start, end, lines, manual)
 
 
-def _line(occ: history.Occurrence, run: Any | None, now: datetime, spec: JobSpec) -> Line:
+def _line(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec) -> Line:
     if run is None:
         if occ.fire_at > now:
             return Line(occ.scheduled_at, occ.fire_at, occ.run_id, occ.node, history.NOT_DUE, "not due",
