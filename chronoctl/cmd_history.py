@@ -116,12 +116,14 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
     quiet = history.silence(spec, last_at, now, known_since=row.updated_at)
     silent = history.silent_jobs([row], {spec.id: last_at} if last_at else {}, now)  # as `status` and `missed` list it
     places = _placements(row, _node_names(store))
+    spans = store.known_spans([spec.id]).get(spec.id, [])
     nxt = places[0].upcoming(sched, now, 3) if places else []
     return {
         "job_id": spec.id, "owner": spec.owner, "schedule": spec.schedule, "timezone": spec.timezone,
         "schedule_words": sched.describe(), "run_on": spec.run_on.mode,
         "jitter_offset_s": places[0].offset_s if places else None, "tolerance_s": spec.tolerance_s,
         "enabled": spec.enabled, "paused": row.paused, "paused_reason": row.paused_reason,
+        "registered_since": cmd_ops.iso(spans[-1][0]) if spans and spans[-1][1] is None else None,
         "paused_at": cmd_ops.iso(row.paused_at), "tags": list(spec.tags),
         "next": [_occurrence_json(o) for o in nxt],
         "nodes": [{"node": p.node, "jitter_offset_s": p.offset_s,
@@ -143,6 +145,8 @@ def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime) -> 
               else f"tolerance {d['tolerance_s']}s, run_on: each: each node has its own jitter")
     echo(f"schedule  {escape_line(d['schedule'])}: {escape_line(d['schedule_words'])} "
          f"(zone {escape_line(d['timezone'])}, {jitter})")
+    if d["registered_since"]:
+        echo(f"known     since {_human(d['registered_since'], now)} (occurrences before it are not expected)")
     if d["paused"]:
         echo(f"paused    since {_human(d['paused_at'], now)}: {escape_line(d['paused_reason'] or 'no reason given')}")
     elif not d["enabled"]:
@@ -388,10 +392,11 @@ def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, second
 
     sched = _schedule(row)
     nodes = _node_names(store) if row.spec.run_on.each else []
+    spans = store.known_spans([row.job_id]).get(row.job_id, [])
     if seconds is not None:
         start = cmd_ops.since_start(now, seconds)
         found = store.runs(row.job_id, since=start - timedelta(seconds=1), until=now)
-        return history.did_it_run(row.spec, found, now=now, since=start, schedule=sched, nodes=nodes)
+        return history.did_it_run(row.spec, found, now=now, since=start, schedule=sched, nodes=nodes, spans=spans)
     when = common.parse_instant(at, row.spec.timezone, "--at") if at else None
     nominal = sched.prev_at_or_before(when or now) if sched.kind != "reboot" else None
     if sched.kind == "reboot":
@@ -401,7 +406,7 @@ def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, second
     else:
         before = sched.prev_at_or_before(nominal - timedelta(seconds=1)) or nominal
         found = store.runs(row.job_id, since=before - timedelta(seconds=1), until=nominal + timedelta(seconds=1))
-    return history.did_it_run(row.spec, found, now=now, at=when, schedule=sched, nodes=nodes)
+    return history.did_it_run(row.spec, found, now=now, at=when, schedule=sched, nodes=nodes, spans=spans)
 
 
 def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:
@@ -446,9 +451,9 @@ def missed(
         found, marks = _window(store, start - timedelta(seconds=1), now + timedelta(seconds=1))
         nodes = _node_names(store)
         silent = _silent(store, rows, now, marks if marks is not None else found)
-    known = _known_since(rows, marks if marks is not None else found, start)
+        known = store.known_spans([j.job_id for j in rows])
     misses = history.missed([j.spec for j in rows], found, since=start, now=now, nodes=nodes,
-                            known_since=known, marks=marks)
+                            known={j.job_id: known.get(j.job_id, []) for j in rows}, marks=marks)
     _print_misses(misses, silent, start, now, as_json)
     if misses or silent:
         raise typer.Exit(EXIT_NO)
@@ -465,21 +470,6 @@ def _window(store: "Store", since: datetime, until: datetime) -> tuple[list["Run
     marks = list(map(Mark._make, store.run_marks(since=since, until=until)))
     unhappy = [s for s in (*TERMINAL_STATES, *ACTIVE_STATES) if s != "succeeded"]
     return store.runs(since=since, until=until, states=unhappy), marks
-
-
-def _known_since(rows: list["JobRow"], found: list["Run"], start: datetime) -> dict[str, datetime]:
-    """When each job was first known inside the window: its definition's last change
-    (`updated_at`), or its earliest run in the window if that is older. Occurrences before
-    it are not expected: a job registered an hour ago has not missed yesterday."""
-    first: dict[str, datetime] = {}
-    for r in found:
-        first[r.job_id] = min(r.scheduled_at, first.get(r.job_id, r.scheduled_at))
-    known = {}
-    for j in rows:
-        if j.updated_at and j.updated_at > start:
-            t = min(j.updated_at, first.get(j.job_id, j.updated_at))
-            known[j.job_id] = t - timedelta(microseconds=1)
-    return known
 
 
 def _miss_json(m: Any) -> dict[str, Any]:
