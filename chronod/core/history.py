@@ -153,6 +153,9 @@ def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
         return f"skipped by the catch-up policy{policy}{err or ': it fell due while nothing could run it'}"
     if s == "skipped_paused":
         return f"skipped: the job was paused when it fell due{err}"
+    if s == "skipped_resource":
+        res = f" {spec.resource!r}" if spec and spec.resource else ""
+        return f"skipped: it waited for a slot of its resource{res} and got none inside its catch-up window{err}"
     if s == "lost":
         return f"lost: the outcome cannot be known (its node died mid-run){err}"
     if s == "running":

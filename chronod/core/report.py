@@ -27,6 +27,7 @@ CATEGORY = {
     "cancelled": "policy", "skipped_overlap": "policy",
     "skipped_outage": "outage",
     "skipped_paused": "paused",
+    "skipped_resource": "resource",
     MISSING: "missing",
     "pending": "not finished", "running": "not finished", "retry_wait": "not finished",
     history.NOT_DUE: "not due",
@@ -67,7 +68,7 @@ class JobReport:
         """Occurrences per state, in a fixed order, zero counts left out."""
         counts = Counter(line.state for line in self.lines)
         order = ["succeeded", "failed", "timed_out", "lost", "cancelled", "skipped_overlap", "skipped_outage",
-                 "skipped_paused", MISSING, "pending", "running", "retry_wait", history.NOT_DUE]
+                 "skipped_paused", "skipped_resource", MISSING, "pending", "running", "retry_wait", history.NOT_DUE]
         return {s: counts[s] for s in order if counts[s]}
 
     @property
