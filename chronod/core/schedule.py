@@ -44,8 +44,12 @@ class DstEvent:
 
 
 class Schedule:
-    """A compiled schedule. Build with `compile_schedule`; all methods are pure."""
+    """A compiled schedule. Build with `compile_schedule`; all methods are pure.
 
+    `compile_schedule` hands out one object per (expression, zone): thousands of jobs
+    with the same schedule share it, so it must never be changed after it is built."""
+
+    __slots__ = ("every_s", "expr", "is_fixed_time", "kind", "tz")
     expr: str  # as written
     tz: str  # IANA zone name
     kind: str  # "cron" | "every" | "reboot"
@@ -112,6 +116,8 @@ def _as_utc(t: datetime) -> datetime:
 class _RebootSchedule(Schedule):
     """@reboot: once per boot of the daemon, never from the calendar."""
 
+    __slots__ = ()
+
     def __init__(self, expr: str, tz: str):
         self.expr, self.tz, self.kind = expr, tz, "reboot"
         self.is_fixed_time, self.every_s = False, None
@@ -140,6 +146,8 @@ class _RebootSchedule(Schedule):
 
 class _EverySchedule(Schedule):
     """@every DURATION: UTC epoch multiples of the duration, whatever the zone."""
+
+    __slots__ = ("_written",)
 
     def __init__(self, expr: str, tz: str, seconds: int, written: str):
         self.expr, self.tz, self.kind = expr, tz, "every"
@@ -340,6 +348,8 @@ def _fmt_time(t: datetime, seconds: bool) -> str:
 
 class _CronSchedule(Schedule):
     """A 5- or 6-field cron expression evaluated in a zone like Debian's cron."""
+
+    __slots__ = ("_utc", "_zone", "fields")
 
     def __init__(self, expr: str, tz: str, zone: ZoneInfo, fields: CronFields):
         self.expr, self.tz, self.kind = expr, tz, "cron"

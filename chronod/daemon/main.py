@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     from chronod.daemon.metrics import Metrics
     from chronod.daemon.sysd import Notifier
     from chronod.runner.runner import Runner
-    from chronod.specfile import load_registry
+    from chronod.specfile import FileCache, load_registry
     from chronod.store.api import NodeConflict, SchemaTooNew, SchemaTooOld, StoreError, open_store
 
     log = Log(timestamps="JOURNAL_STREAM" not in os.environ)
@@ -75,11 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     ttl = args.lease_ttl or (600.0 if store.dialect == "sqlite" else 15.0)
     metrics = Metrics()
+    files = FileCache()  # a reload re-validates only the files that changed
     if args.metrics_addr:
         metrics.serve(args.metrics_addr)
     daemon = Daemon(
         clock=clock, store=store, runner=Runner(state_dir, zygote=True),
-        load_registry=lambda: load_registry(registry, now=clock.now(), secure=secure),
+        load_registry=lambda: load_registry(registry, now=clock.now(), secure=secure, cache=files),
         node=node, metrics=metrics, notifier=Notifier(), log=log,
         waker=Waker(kernel.WallTimer(), kernel.DirWatch(registry), log),
         boot_id=fsutil.boot_id(), boot_time=kernel.boot_time(), lease_ttl_s=ttl,
