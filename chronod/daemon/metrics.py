@@ -1,6 +1,21 @@
-"""Prometheus metrics of one chronod (DESIGN §8), on their own registry."""
+"""Prometheus metrics of one chronod, on their own registry, and the address they are served on."""
 
 from __future__ import annotations
+
+
+class AddressError(ValueError):
+    """A metrics address that is malformed or cannot be listened on: a configuration error."""
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """`HOST:PORT`, `:PORT` or `[V6]:PORT` -> (host, port); AddressError says what is wrong."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise AddressError(
+            f"--metrics-addr {addr!r}: expected HOST:PORT or :PORT with a port from 0 to 65535 "
+            f"(e.g. 127.0.0.1:9464)")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    return host or "0.0.0.0", int(port)
 
 
 class Metrics:
@@ -46,8 +61,13 @@ class Metrics:
         )
 
     def serve(self, addr: str) -> None:
-        """Listen on HOST:PORT (a thread of prometheus_client)."""
+        """Listen on HOST:PORT (a thread of prometheus_client); AddressError when it cannot."""
         from prometheus_client import start_http_server
 
-        host, _, port = addr.rpartition(":")
-        start_http_server(int(port), addr=host or "0.0.0.0", registry=self.registry)
+        host, port = parse_addr(addr)
+        try:
+            start_http_server(port, addr=host, registry=self.registry)
+        except OSError as e:
+            reason = e.strerror or str(e)
+            raise AddressError(f"--metrics-addr {addr}: cannot listen there ({reason}): choose a free "
+                               f"port on an address of this host") from None

@@ -53,7 +53,8 @@ class Recovery:
             return None
         spec = row.spec
         key = identity.job_key(spec.id, spec.run_on.each, self.node)
-        return Job(spec, compile_schedule(spec.schedule, spec.timezone), key, identity.jitter_offset(key, spec.tolerance_s))
+        schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+        return Job(spec, schedule, key, identity.jitter_offset(key, spec.tolerance_s))
 
     def unknown_outcome(self, job: Job, run: Run) -> None:
         """No supervisor and no result: the machine rebooted, or chronod died between the

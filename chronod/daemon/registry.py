@@ -82,8 +82,8 @@ class Registry:
                 new[job_id] = prev
                 continue
             key = identity.job_key(spec.id, spec.run_on.each, self.node)
-            new[job_id] = Job(spec, compile_schedule(spec.schedule, spec.timezone), key,
-                              identity.jitter_offset(key, spec.tolerance_s))
+            schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+            new[job_id] = Job(spec, schedule, key, identity.jitter_offset(key, spec.tolerance_s))
         self.jobs = new
         self.metrics.jobs.set(len(new))
         for job_id in old.keys() - new.keys():
