@@ -52,21 +52,25 @@ class Dispatch:
             if getattr(self.waker, "stop_requested", False):
                 return  # SIGTERM: stored occurrences stay pending for the other nodes or the next start
             job = self.jobs.get(job_id)
-            if job is None:
+            if job is None or job_id in self.quarantine:
                 continue
-            for run in runs:
-                if run.state == "retry_wait" or run.trigger != "schedule":
-                    self.pending.pop(run.run_id, None)
-                    self.start_or_queue(job, run)
-            scheduled = [r for r in runs if r.state == "pending" and r.trigger == "schedule"]
-            if scheduled and not self.owns(job):
-                self.defer(job, scheduled)
-            elif scheduled:
-                self.fall_due(job, scheduled, now)
+            with self.quarantine.guard(job.spec, "due occurrences"):
+                self.due_now(job, runs, now)
         if rescue:
             self.rescue(rescue, now)
         for job_id in list(self.queued):
             self.drain_queue(job_id)
+
+    def due_now(self, job: Job, runs: list[Run], now: datetime) -> None:
+        for run in runs:
+            if run.state == "retry_wait" or run.trigger != "schedule":
+                self.pending.pop(run.run_id, None)
+                self.start_or_queue(job, run)
+        scheduled = [r for r in runs if r.state == "pending" and r.trigger == "schedule"]
+        if scheduled and not self.owns(job):
+            self.defer(job, scheduled)
+        elif scheduled:
+            self.fall_due(job, scheduled, now)
 
     def fall_due(self, job: Job, stored: list[Run], now: datetime) -> None:
         """The stored occurrence(s) fell due: add any later ones that fell due unseen (an

@@ -29,6 +29,7 @@ from chronod.core.model import JobSpec
 from chronod.daemon.dispatch import Dispatch
 from chronod.daemon.endings import Endings
 from chronod.daemon.outage import OUTAGE_BACKOFF_S, Outage
+from chronod.daemon.quarantine import Quarantine
 from chronod.daemon.recovery import Recovery
 from chronod.daemon.registry import RECONCILE_EVERY_S, Registry
 from chronod.daemon.runs import ActiveRuns, Batch, Job
@@ -84,6 +85,8 @@ class Daemon(Registry, Dispatch, Endings, Recovery, Outage):
         self.notify_service: Any = None  # set by the composition root; woken after each outcome
         self._stale_seen = 0  # the store's stale-token rejections already counted in metrics
         self.spool = Spool(Path(getattr(runner, "state_dir", ".")) / "spool.jsonl")
+        self.registry_problems: list[dict[str, Any]] = []  # the last reload's file errors
+        self.quarantine = Quarantine(log, metrics.quarantined, (StoreError,), self.report_problems)
 
     def start(self) -> None:
         """Take the lease, load the registry, adopt orphaned runs, materialize, report READY."""
@@ -92,6 +95,7 @@ class Daemon(Registry, Dispatch, Endings, Recovery, Outage):
         if self.fleet:
             self.lease.start_thread()
         self.reload(initial=True)
+        self.set_aside()
         if self.fleet:
             self.check_versions()
         self.replay_spool()
@@ -138,6 +142,7 @@ class Daemon(Registry, Dispatch, Endings, Recovery, Outage):
         self.refresh_paused()
         self.run_due()
         self.housekeeping()
+        self.set_aside()
 
     def next_wake(self) -> datetime | None:
         """The earliest time anything is due (None: nothing scheduled)."""

@@ -55,7 +55,9 @@ class Registry:
         for fres in result.files.values():
             for name, res in (fres.resources or {}).items():
                 self.resources.setdefault(name, res.max_concurrency)
-        self.store.set_registry_errors(self.node, errors)
+        self.quarantine.keep_only(specs)
+        self.registry_problems = errors
+        self.report_problems()
         self.metrics.registry_errors.set(len({e["file"] for e in errors}))
         self.apply_specs(specs)
         self.next_version_check = 0.0
@@ -70,6 +72,19 @@ class Registry:
             self.log("registry.reloaded", jobs=len(self.jobs), errors=len(errors))
             self.notifier.status(self.status_line())
 
+    def report_problems(self) -> None:
+        """The registry errors of the last reload and the quarantined jobs, for `status`."""
+        self.store.set_registry_errors(self.node, self.registry_problems + self.quarantine.problems())
+
+    def set_aside(self) -> None:
+        """Quarantined jobs leave the schedule (their history and stored rows stay)."""
+        for job_id in [j for j in self.jobs if j in self.quarantine]:
+            del self.jobs[job_id]
+            for rid in [r for r, run in self.pending.items() if run.job_id == job_id]:
+                del self.pending[rid]
+                self.deferred.discard(rid)
+            self.queued.pop(job_id, None)
+
     def apply_specs(self, specs: dict[str, JobSpec]) -> None:
         """Swap in a new set of definitions and keep each job's next occurrence right."""
         carried = {i: s for i, s in specs.items() if carries(s, self.node)}
@@ -78,12 +93,15 @@ class Registry:
         new: dict[str, Job] = {}
         for job_id, spec in carried.items():
             prev = old.get(job_id)
+            if self.quarantine.holds(spec):
+                continue
             if prev is not None and prev.spec == spec:
                 new[job_id] = prev
                 continue
-            key = identity.job_key(spec.id, spec.run_on.each, self.node)
-            schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
-            new[job_id] = Job(spec, schedule, key, identity.jitter_offset(key, spec.tolerance_s))
+            with self.quarantine.guard(spec, "schedule"):
+                key = identity.job_key(spec.id, spec.run_on.each, self.node)
+                schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+                new[job_id] = Job(spec, schedule, key, identity.jitter_offset(key, spec.tolerance_s))
         self.jobs = new
         self.metrics.jobs.set(len(new))
         for job_id in old.keys() - new.keys():
@@ -132,15 +150,16 @@ class Registry:
     def still_scheduled(self, job: Job, run: Run) -> bool:
         if not job.spec.enabled or job.schedule.kind == "reboot":
             return False
-        return job.schedule.next_after(run.scheduled_at - timedelta(seconds=1)) == run.scheduled_at
+        with self.quarantine.guard(job.spec, "stored occurrences"):
+            return job.schedule.next_after(run.scheduled_at - timedelta(seconds=1)) == run.scheduled_at
+        return True  # the job is set aside; its stored rows stay as they are
 
     def next_run(self, job: Job, after: datetime) -> Run | None:
         """The first occurrence whose fire time is after `after`, as a pending Run."""
-        sched_after = after - timedelta(seconds=job.offset)
-        at = job.schedule.next_after(sched_after)
-        if at is None:
-            return None
-        return self.make_run(job, at)
+        with self.quarantine.guard(job.spec, "next occurrence"):
+            at = job.schedule.next_after(after - timedelta(seconds=job.offset))
+            return None if at is None else self.make_run(job, at)
+        return None
 
     def make_run(self, job: Job, scheduled_at: datetime, trigger: str = "schedule", rid: str | None = None) -> Run:
         return Run(run_id=rid or identity.run_id(job.key, scheduled_at), job_id=job.spec.id, job_key=job.key,
