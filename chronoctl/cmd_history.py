@@ -14,7 +14,7 @@ import typer
 
 from chronoctl import cmd_ops, common
 from chronoctl.cmd_ops import db_option, json_option
-from chronoctl.errors import EXIT_NO, UsageError
+from chronoctl.errors import EXIT_NO, EXIT_UNREACHABLE, UsageError
 
 if TYPE_CHECKING:
     from chronod.store.api import JobRow, Run, Store
@@ -37,37 +37,58 @@ def register(app: typer.Typer) -> None:
 
 
 def _schedule(row: "JobRow") -> Any:
-    return common.compile_or_fail(row.spec.schedule, row.spec.timezone)
+    return common.schedule_of(row.spec)
 
 
 def _node_names(store: "Store") -> list[str]:
     return [n.name for n in store.nodes()]
 
 
-def _run_rows(runs: list["Run"], now: datetime) -> list[dict[str, Any]]:
-    from chronoctl.render import age, human_time
+def _run_rows(runs: list["Run"], now: datetime, wide: bool = False) -> list[dict[str, Any]]:
+    from chronoctl.render import age, short_id, short_time
 
     return [{
         "state": r.state,
-        "scheduled": human_time(r.scheduled_at, now),
-        "started": human_time(r.started_at) if r.started_at else None,
+        "scheduled": short_time(r.scheduled_at, now),
+        "started": short_time(r.started_at, now),
         "duration": age(d) if (d := cmd_ops.duration_s(r)) is not None else None,
         "exit": r.exit_code if r.signal is None else f"sig {r.signal}",
         "attempts": r.attempts,
         "node": r.node,
-        "run_id": r.run_id,
+        "run_id": short_id(r.run_id, wide),
         "trigger": None if r.trigger == "schedule" else r.trigger,
     } for r in runs]
 
 
-RUN_COLUMNS = ("state", "scheduled", "started", "duration", ("exit", "EXIT", "right"),
-               ("attempts", "ATT", "right"), "node", ("run_id", "RUN ID"), "trigger")
+def run_columns(rows: list[dict[str, Any]], fleet: bool, wide: bool = False) -> list[Any]:
+    """The columns of a table of runs: the node only in a fleet, the attempts only when
+    some run had more than one, the trigger only when some run was not scheduled; on a
+    narrow terminal the least useful go first (started, trigger, attempts, exit, duration)."""
+    from chronoctl.render import Column
+
+    cols = [Column("state"), Column("scheduled"), Column("started", drop=5),
+            Column("duration", "TOOK", "right", drop=2), Column("exit", "EXIT", "right", drop=3)]
+    if wide or any((r["attempts"] or 0) > 1 for r in rows):
+        cols.append(Column("attempts", "TRIES", "right", drop=4))
+    if fleet or wide:
+        cols.append(Column("node", drop=6))
+    cols.append(Column("run_id", "RUN ID"))
+    if wide or any(r["trigger"] for r in rows):
+        cols.append(Column("trigger", drop=7))
+    return cols
 
 
-def _keys(row: "JobRow", nodes: list[str]) -> list[str]:
-    from chronod.core.history import job_keys
+def _placements(row: "JobRow", nodes: list[str]) -> list[Any]:
+    """Where the job's occurrences live: one placement, or one per known node for a job
+    that runs on each node (none when no node is known yet)."""
+    from chronod.core import occurrence
 
-    return [k for k, _ in job_keys(row.spec, nodes)] or [row.spec.id]
+    return occurrence.placements(row.spec, nodes)
+
+
+def _occurrence_json(o: Any) -> dict[str, Any]:
+    return {"scheduled_at": cmd_ops.iso(o.scheduled_at), "fire_at": cmd_ops.iso(o.fire_at), "node": o.node,
+            "run_id": o.run_id}
 
 
 # --- status ---------------------------------------------------------------------------------
@@ -77,17 +98,25 @@ def status(
     job: Optional[str] = typer.Argument(None, metavar="[JOB]", help="A job id; without it, the whole installation."),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
+    wide: bool = cmd_ops.wide_option(),
+    utc: bool = cmd_ops.utc_option(),
 ) -> None:
-    """The daemons, failing and silent jobs and what runs now; or one job in detail."""
+    """The daemons, failing and silent jobs and what runs now; or one job in detail.
+    Without JOB it is a health check: exit 3 when no chronod has a fresh heartbeat."""
     now = common.now_utc()
     with cmd_ops.opened(db) as store:
+        fleet = cmd_ops.is_fleet(store)
         if job is None:
             data = _overview(store, now)
-            _print_json(data) if as_json else _print_overview(data, now)
         else:
             data = _job_status(store, cmd_ops.get_job(store, job), now)
             runs_ = data.pop("_runs")
-            _print_json(data) if as_json else _print_job_status(data, runs_, now)
+    if job is None:
+        _print_json(data) if as_json else _print_overview(data, now, fleet, wide)
+        if not any(n["up"] for n in data["nodes"]):
+            raise typer.Exit(EXIT_UNREACHABLE)
+    else:
+        _print_json(data) if as_json else _print_job_status(data, runs_, now, fleet, wide)
 
 
 def _print_json(data: Any) -> None:
@@ -98,7 +127,6 @@ def _print_json(data: Any) -> None:
 
 def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
     from chronod.core import history
-    from chronod.core.identity import jitter_offset
 
     spec, sched = row.spec, _schedule(row)
     recent = store.runs(spec.id, until=now + timedelta(days=1), limit=STREAK_SCAN)
@@ -109,15 +137,19 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
     last_at = (win.finished_at or win.scheduled_at) if win else None
     quiet = history.silence(spec, last_at, now, known_since=row.updated_at)
     silent = history.silent_jobs([row], {spec.id: last_at} if last_at else {}, now)  # as `status` and `missed` list it
-    key = _keys(row, _node_names(store))[0]
-    offset = jitter_offset(key, spec.tolerance_s)
-    nxt = common.occurrences(sched, now, offset, 3)
+    places = _placements(row, _node_names(store))
+    spans = store.known_spans([spec.id]).get(spec.id, [])
+    nxt = places[0].upcoming(sched, now, 3) if places else []
     return {
         "job_id": spec.id, "owner": spec.owner, "schedule": spec.schedule, "timezone": spec.timezone,
-        "schedule_words": sched.describe(), "jitter_offset_s": offset, "tolerance_s": spec.tolerance_s,
+        "schedule_words": sched.describe(), "run_on": spec.run_on.mode,
+        "jitter_offset_s": places[0].offset_s if places else None, "tolerance_s": spec.tolerance_s,
         "enabled": spec.enabled, "paused": row.paused, "paused_reason": row.paused_reason,
+        "registered_since": cmd_ops.iso(spans[-1][0]) if spans and spans[-1][1] is None else None,
         "paused_at": cmd_ops.iso(row.paused_at), "tags": list(spec.tags),
-        "next": [{"scheduled_at": cmd_ops.iso(t), "fire_at": cmd_ops.iso(t + timedelta(seconds=offset))} for t in nxt],
+        "next": [_occurrence_json(o) for o in nxt],
+        "nodes": [{"node": p.node, "jitter_offset_s": p.offset_s,
+                   "next": [_occurrence_json(o) for o in p.upcoming(sched, now, 1)]} for p in places if p.node],
         "success_streak": streak, "success_streak_capped": streak >= STREAK_SCAN,
         "last_success_at": cmd_ops.iso(last_at),
         "silence_s": round(quiet.age_s) if quiet.age_s is not None else None,
@@ -127,25 +159,45 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
     }
 
 
-def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime) -> None:
-    from chronoctl.render import age, echo, escape_line, human_time, print_table
+def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime, fleet: bool, wide: bool) -> None:
+    from chronoctl.render import age, echo, echo_field, human_time, print_table, zone_note
 
-    echo(f"job       {escape_line(d['job_id'])}   owner {escape_line(d['owner'])}")
-    echo(f"schedule  {escape_line(d['schedule'])}: {escape_line(d['schedule_words'])} "
-         f"(zone {escape_line(d['timezone'])}, jitter +{d['jitter_offset_s']}s of tolerance {d['tolerance_s']}s)")
+    echo_field("job", d["job_id"])
+    echo_field("owner", d["owner"])
+    echo_field("schedule", f"{d['schedule']} (zone {d['timezone']}): {d['schedule_words']}")
+    if d["run_on"] == "each":
+        echo_field("jitter", f"each node its own, of tolerance {d['tolerance_s']}s (run_on: each)")
+    else:
+        echo_field("jitter", f"+{d['jitter_offset_s']}s of tolerance {d['tolerance_s']}s")
+    if d["registered_since"]:
+        echo_field("known", f"since {_human(d['registered_since'], now)} (occurrences before it are not expected)")
     if d["paused"]:
-        echo(f"paused    since {_human(d['paused_at'], now)}: {escape_line(d['paused_reason'] or 'no reason given')}")
+        echo_field("paused", f"since {_human(d['paused_at'], now)}: {d['paused_reason'] or 'no reason given'}")
     elif not d["enabled"]:
-        echo("disabled  (enabled: false in its file)")
-    for i, n in enumerate(d["next"]):
-        echo(f"{'next' if i == 0 else '':<10}{human_time(datetime.fromisoformat(n['fire_at']), now)}")
+        echo_field("disabled", "enabled: false in its file")
+    if d["run_on"] == "each":
+        _print_each_next(d, now)
+    for i, n in enumerate(d["next"] if d["run_on"] != "each" else []):
+        echo_field("next" if i == 0 else "", human_time(datetime.fromisoformat(n["fire_at"]), now))
     streak = f"{d['success_streak']}{'+' if d['success_streak_capped'] else ''}"
-    last = _human(d["last_success_at"], now) if d["last_success_at"] else "never"
+    echo_field("success", f"{streak} in a row; last {_human(d['last_success_at'], now) if d['last_success_at'] else 'never'}")
     limit = age(d["max_silence_s"]) if d["max_silence_s"] else "none"
-    flag = "  SILENT: past max_silence_s" if d["silent"] else ""
-    echo(f"success   streak {streak}; last success {last}; max silence {limit}{flag}")
+    echo_field("silence", f"max {limit}" + ("; SILENT: past max_silence_s" if d["silent"] else ""))
     echo()
-    print_table(_run_rows(recent, now), RUN_COLUMNS, title="last runs", empty="(no runs recorded)")
+    rows = _run_rows(recent, now, wide)
+    print_table(rows, run_columns(rows, fleet, wide), title=f"last runs ({zone_note(now)})", empty="(no runs recorded)",
+                wide=wide)
+
+
+def _print_each_next(d: dict[str, Any], now: datetime) -> None:
+    """The next fire of a `run_on: each` job on every node the store knows."""
+    from chronoctl.render import echo_field, human_time
+
+    if not d["nodes"]:
+        echo_field("next", "no node has run chronod on this database yet (each node fires at its own offset)")
+    for i, n in enumerate(d["nodes"]):
+        when = human_time(datetime.fromisoformat(n["next"][0]["fire_at"]), now) if n["next"] else "never"
+        echo_field("next" if i == 0 else "", f"{when} on {n['node']} (jitter +{n['jitter_offset_s']}s)")
 
 
 def _human(text: str | None, now: datetime) -> str:
@@ -205,14 +257,14 @@ def _silent_json(q: Any) -> dict[str, Any]:
 
 def _silent_row(d: dict[str, Any], now: datetime) -> dict[str, Any]:
     """A silent job as a table row: its last success (or "never"), how long without one."""
-    from chronoctl.render import age
+    from chronoctl.render import age, short_time
 
-    last = _human(d["last_success_at"], now) if d["last_success_at"] else "never"
+    last = short_time(datetime.fromisoformat(d["last_success_at"]), now) if d["last_success_at"] else "never"
     return {"job": d["job_id"], "owner": d["owner"], "last_success": last,
             "no_success_for": age(d["silence_s"]), "max_silence": age(d["max_silence_s"])}
 
 
-SILENT_COLUMNS = ("job", "last_success", ("no_success_for", "NO SUCCESS FOR", "right"),
+SILENT_COLUMNS = ("job", ("last_success", "LAST SUCCESS"), ("no_success_for", "NO SUCCESS FOR", "right"),
                   ("max_silence", "MAX SILENCE", "right"))
 
 
@@ -233,40 +285,53 @@ def _node_json(n: Any, now: datetime) -> dict[str, Any]:
     }
 
 
-def _print_overview(d: dict[str, Any], now: datetime) -> None:
-    from chronoctl.render import echo, escape_line, print_table
+def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -> None:
+    from chronoctl.render import Column, age, echo, escape_line, print_table, short_id, short_time, warn, zone_note
 
-    nodes = [dict(n, status="up" if n["up"] else "DOWN", since=_human(n["since"], now), lease=f"{n['lease_age_s']}s",
+    def when(text: str | None) -> str | None:
+        return short_time(datetime.fromisoformat(text), now) if text else None
+
+    nodes = [dict(n, status="up" if n["up"] else "DOWN", since=when(n["since"]), lease=age(n["lease_age_s"]),
                   runs=len(n["running"])) for n in d["nodes"]]
-    print_table(nodes, ("name", "status", "since", "hostname", ("pid", "PID", "right"), ("token", "TOKEN", "right"),
-                        ("lease", "HEARTBEAT AGO", "right"), ("runs", "RUNNING", "right")), title="daemons",
-                empty="(no chronod has ever used this database)")
+    node_cols = [Column("name"), Column("status"), Column("since", drop=2), Column("hostname", drop=4),
+                 Column("pid", "PID", "right", drop=3)]
+    if fleet or wide:
+        node_cols.append(Column("token", "TOKEN", "right", drop=5))
+    node_cols += [Column("lease", "HEARTBEAT", "right", drop=1), Column("runs", "RUNNING", "right")]
+    print_table(nodes, node_cols, title=f"daemons ({zone_note(now)})", empty="(no chronod has ever used this database)",
+                wide=wide)
     echo()
     if d["spec_disagreements"]:
         rows = [dict(r, nodes=", ".join(r["nodes"]), runs="runs" if r["runs"] else "idle")
                 for r in d["spec_disagreements"]]
-        print_table(rows, ("job_id", "spec_hash", "nodes", "runs"),
-                    title="registries disagree (the fleet runs one version: most nodes, then greater hash)")
+        print_table(rows, ("job_id", "spec_hash", Column("nodes", wrap=True), "runs"),
+                    title="registries disagree (the fleet runs one version: most nodes, then greater hash)", wide=wide)
         echo()
     paused = f", {len(d['paused'])} paused ({', '.join(d['paused'])})" if d["paused"] else ""
     echo(escape_line(f"jobs: {d['jobs']} registered{paused}"))
     echo()
     failing = [{"job": r["job_id"], "owner": r["owner"], "state": r["state"], "exit": r["exit_code"],
-                "scheduled": _human(r["scheduled_at"], now), "run_id": r["run_id"]} for r in d["failing"]]
-    print_table(failing, ("job", "owner", "state", ("exit", "EXIT", "right"), "scheduled", ("run_id", "RUN ID")),
-                title="failing (latest run in the last 24h)")
+                "scheduled": when(r["scheduled_at"]), "run_id": short_id(r["run_id"], wide)} for r in d["failing"]]
+    print_table(failing, ("job", Column("owner", drop=2), "state", Column("exit", "EXIT", "right", drop=1), "scheduled",
+                          Column("run_id", "RUN ID")), title="failing (latest run in the last 24h)", wide=wide)
     echo()
     silent = [_silent_row(s, now) for s in d["silent"]]
-    print_table(silent, (SILENT_COLUMNS[0], "owner", *SILENT_COLUMNS[1:]), title="silent past max_silence_s")
+    print_table(silent, (SILENT_COLUMNS[0], Column("owner", drop=3), *SILENT_COLUMNS[1:]),
+                title="silent past max_silence_s", wide=wide)
     echo()
     errs = [{"node": e.get("node"), "file": e.get("file"), "line": e.get("line"), "message": e.get("message")}
             for e in d["registry_errors"]]
-    print_table(errs, ("node", "file", ("line", "LINE", "right"), "message"), title="registry errors")
+    err_cols = [Column("node", drop=1)] if fleet or wide else []
+    print_table(errs, (*err_cols, Column("file", wrap=True), Column("line", "LINE", "right"), Column("message", wrap=True)),
+                title="registry errors", wide=wide)
     echo()
-    running = [{"job": r["job_id"], "node": r["node"], "started": _human(r["started_at"], now),
-                "attempt": r["attempts"], "run_id": r["run_id"]} for r in d["running"]]
-    print_table(running, ("job", "node", "started", ("attempt", "ATT", "right"), ("run_id", "RUN ID")),
-                title="running now")
+    running = [{"job": r["job_id"], "node": r["node"], "started": when(r["started_at"]),
+                "attempt": r["attempts"], "run_id": short_id(r["run_id"], wide)} for r in d["running"]]
+    run_cols = [Column("job"), *([Column("node", drop=2)] if fleet or wide else []), Column("started"),
+                Column("attempt", "TRY", "right", drop=1), Column("run_id", "RUN ID")]
+    print_table(running, run_cols, title="running now", wide=wide)
+    if not any(n["up"] for n in d["nodes"]):
+        warn("no chronod has a fresh heartbeat: nothing runs until one starts (exit 3)")
 
 
 # --- runs and logs -------------------------------------------------------------------------------
@@ -279,8 +344,11 @@ def runs(
     limit: int = typer.Option(50, "--limit", min=1, help="At most this many runs, newest first."),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
+    wide: bool = cmd_ops.wide_option(),
+    utc: bool = cmd_ops.utc_option(),
 ) -> None:
-    """The runs of one job, newest first."""
+    """The runs of one job, newest first. Run ids show as 8-character prefixes that every
+    command accepts (--wide or --json for the whole ids)."""
     from chronod.core.model import ACTIVE_STATES, TERMINAL_STATES
 
     known = set(TERMINAL_STATES) | set(ACTIVE_STATES)
@@ -293,15 +361,19 @@ def runs(
         cmd_ops.get_job(store, job, removed_ok=True)
         found = store.runs(job, since=start, states=state or None, limit=limit)
         tries = {r.run_id: store.attempts(r.run_id) for r in found if r.attempts}
+        fleet = cmd_ops.is_fleet(store)
     if as_json:
         return _print_json([dict(cmd_ops.run_json(r), tries=[_attempt_json(a) for a in tries.get(r.run_id, [])])
                             for r in found])
-    from chronoctl.render import print_table
+    from chronoctl.render import Column, escape_line, print_table, zone_note
 
-    rows = _run_rows(found, now)
-    for row in rows:
-        row["tries"] = ", ".join(f"{a.attempt}:{a.node}#{a.token}" for a in tries.get(row["run_id"], [])) or None
-    print_table(rows, RUN_COLUMNS + (("tries", "ATTEMPT:NODE#TOKEN"),), empty="(no runs match)")
+    rows = _run_rows(found, now, wide)
+    cols = run_columns(rows, fleet, wide)
+    if fleet or wide:
+        for row, r in zip(rows, found):
+            row["tries"] = ", ".join(f"{a.attempt}:{a.node}#{a.token}" for a in tries.get(r.run_id, [])) or None
+        cols.append(Column("tries", "ATTEMPT:NODE#TOKEN", drop=8))
+    print_table(rows, cols, title=escape_line(f"runs of {job} ({zone_note(now)})"), empty="(no runs match)", wide=wide)
 
 
 def _attempt_json(a: Any) -> dict[str, Any]:
@@ -312,15 +384,13 @@ def _attempt_json(a: Any) -> dict[str, Any]:
 
 
 def logs(
-    run_id: str = typer.Argument(..., metavar="RUN_ID", help="A run id (from `chronoctl runs` or `status`)."),
+    target: str = typer.Argument(..., metavar="RUN|JOB", help="A run id or a unique prefix of one (as tables show them), or a job id: its latest run."),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
 ) -> None:
-    """The stored output tail of a run, control characters escaped. Unknown run: exit 2."""
+    """The stored output tail of a run, control characters escaped. Unknown run or job: exit 2."""
     with cmd_ops.opened(db) as store:
-        run = store.get_run(run_id)
-    if run is None:
-        raise UsageError(f"no run {run_id!r} in the database", "`chronoctl runs JOB` lists run ids")
+        run = _run_or_latest(store, target)
     if as_json:
         return _print_json(dict(cmd_ops.run_json(run), output_tail=run.output_tail))
     import sys
@@ -334,6 +404,19 @@ def logs(
     sys.stdout.write(escape_control(tail))
     if tail and not tail.endswith("\n"):
         sys.stdout.write("\n")
+
+
+def _run_or_latest(store: "Store", target: str) -> "Run":
+    """The run `target` names (id or unique prefix), or, when it is a job id, that job's
+    latest run that has started (its latest at all if none has)."""
+    row = store.get_job(target)
+    if row is None:
+        return cmd_ops.find_run(store, target)
+    found = store.runs(target, limit=20)
+    started = [r for r in found if r.started_at is not None]
+    if not (started or found):
+        raise UsageError(f"job {target!r} has no runs yet", f"`chronoctl status {target}` shows when it runs next")
+    return (started or found)[0]
 
 
 # --- did-it-run ---------------------------------------------------------------------------------
@@ -365,10 +448,11 @@ def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, second
 
     sched = _schedule(row)
     nodes = _node_names(store) if row.spec.run_on.each else []
+    spans = store.known_spans([row.job_id]).get(row.job_id, [])
     if seconds is not None:
         start = cmd_ops.since_start(now, seconds)
         found = store.runs(row.job_id, since=start - timedelta(seconds=1), until=now)
-        return history.did_it_run(row.spec, found, now=now, since=start, schedule=sched, nodes=nodes)
+        return history.did_it_run(row.spec, found, now=now, since=start, schedule=sched, nodes=nodes, spans=spans)
     when = common.parse_instant(at, row.spec.timezone, "--at") if at else None
     nominal = sched.prev_at_or_before(when or now) if sched.kind != "reboot" else None
     if sched.kind == "reboot":
@@ -378,7 +462,7 @@ def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, second
     else:
         before = sched.prev_at_or_before(nominal - timedelta(seconds=1)) or nominal
         found = store.runs(row.job_id, since=before - timedelta(seconds=1), until=nominal + timedelta(seconds=1))
-    return history.did_it_run(row.spec, found, now=now, at=when, schedule=sched, nodes=nodes)
+    return history.did_it_run(row.spec, found, now=now, at=when, schedule=sched, nodes=nodes, spans=spans)
 
 
 def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:
@@ -409,6 +493,8 @@ def missed(
     since: str = typer.Option("24h", "--since", metavar="DUR", help="The window to look back over (default 24h)."),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
+    wide: bool = cmd_ops.wide_option(),
+    utc: bool = cmd_ops.utc_option(),
 ) -> None:
     """Every occurrence in the window that did not succeed, every one that fell due with
     no record at all, and every job silent now (no success for longer than its
@@ -423,10 +509,10 @@ def missed(
         found, marks = _window(store, start - timedelta(seconds=1), now + timedelta(seconds=1))
         nodes = _node_names(store)
         silent = _silent(store, rows, now, marks if marks is not None else found)
-    known = _known_since(rows, marks if marks is not None else found, start)
+        known = store.known_spans([j.job_id for j in rows])
     misses = history.missed([j.spec for j in rows], found, since=start, now=now, nodes=nodes,
-                            known_since=known, marks=marks)
-    _print_misses(misses, silent, start, now, as_json)
+                            known={j.job_id: known.get(j.job_id, []) for j in rows}, marks=marks)
+    _print_misses(misses, silent, start, now, as_json, wide)
     if misses or silent:
         raise typer.Exit(EXIT_NO)
 
@@ -442,21 +528,6 @@ def _window(store: "Store", since: datetime, until: datetime) -> tuple[list["Run
     marks = list(map(Mark._make, store.run_marks(since=since, until=until)))
     unhappy = [s for s in (*TERMINAL_STATES, *ACTIVE_STATES) if s != "succeeded"]
     return store.runs(since=since, until=until, states=unhappy), marks
-
-
-def _known_since(rows: list["JobRow"], found: list["Run"], start: datetime) -> dict[str, datetime]:
-    """When each job was first known inside the window: its definition's last change
-    (`updated_at`), or its earliest run in the window if that is older. Occurrences before
-    it are not expected: a job registered an hour ago has not missed yesterday."""
-    first: dict[str, datetime] = {}
-    for r in found:
-        first[r.job_id] = min(r.scheduled_at, first.get(r.job_id, r.scheduled_at))
-    known = {}
-    for j in rows:
-        if j.updated_at and j.updated_at > start:
-            t = min(j.updated_at, first.get(j.job_id, j.updated_at))
-            known[j.job_id] = t - timedelta(microseconds=1)
-    return known
 
 
 def _miss_json(m: Any) -> dict[str, Any]:
@@ -477,7 +548,8 @@ def _by_owner(misses: list[Any], silent: list[Any]) -> dict[str, tuple[list[Any]
     return dict(sorted(groups.items()))
 
 
-def _print_misses(misses: list[Any], silent: list[Any], start: datetime, now: datetime, as_json: bool) -> None:
+def _print_misses(misses: list[Any], silent: list[Any], start: datetime, now: datetime, as_json: bool,
+                  wide: bool = False) -> None:
     groups = _by_owner(misses, silent)
     if as_json:
         return _print_json({
@@ -486,19 +558,21 @@ def _print_misses(misses: list[Any], silent: list[Any], start: datetime, now: da
             "owners": [{"owner": o or None, "missed": [_miss_json(m) for m in ms],
                         "silent": [_silent_json(q) for q in qs]} for o, (ms, qs) in groups.items()],
         })
-    from chronoctl.render import echo, escape_line, human_time, print_table
+    from chronoctl.render import Column, echo, escape_line, human_time, print_table, short_id, short_time, zone_note
 
     if not groups:
         echo(f"nothing missed since {human_time(start, now)} and no job silent")
         return
+    echo(zone_note(now))
     for owner, (ms, qs) in groups.items():
         who = owner or "(jobs no longer registered)"
         if ms:
-            rows = [{"job": m.job_key, "scheduled": human_time(m.scheduled_at, now), "state": m.state,
-                     "run_id": m.run_id, "why": m.reason} for m in ms]
-            print_table(rows, ("job", "scheduled", "state", ("run_id", "RUN ID"), "why"),
-                        title=escape_line(f"{who}: {len(ms)} missed"))
+            rows = [{"job": m.job_key, "scheduled": short_time(m.scheduled_at, now), "state": m.state,
+                     "run_id": short_id(m.run_id, wide), "why": m.reason} for m in ms]
+            print_table(rows, ("job", "scheduled", "state", Column("run_id", "RUN ID"), Column("why", wrap=True)),
+                        title=escape_line(f"{who}: {len(ms)} missed"), wide=wide)
         if qs:
             print_table([_silent_row(_silent_json(q), now) for q in qs], SILENT_COLUMNS,
-                        title=escape_line(f"{who}: {len(qs)} silent (no success for longer than max_silence_s)"))
+                        title=escape_line(f"{who}: {len(qs)} silent (no success for longer than max_silence_s)"),
+                        wide=wide)
         echo()

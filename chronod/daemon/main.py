@@ -11,14 +11,23 @@ from chronod import __version__, fsutil, paths
 
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
+EXIT_SOFTWARE = 70  # EX_SOFTWARE: a bug in chronod
 EXIT_CONFIG = 78  # EX_CONFIG: systemd will not restart-loop on a configuration error
+
+
+class StartupError(Exception):
+    """A reason chronod cannot start, said in one line, with its exit status."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="chronod", description="Run chrono jobs: DST-correct schedules, a history that survives crashes.")
     p.add_argument("--registry", action="append", type=Path,
-                   help="registry directory or file (repeatable; default: $CHRONO_REGISTRY or the §8 path)")
+                   help="registry directory or file (repeatable; default: $CHRONO_REGISTRY, else /etc/chrono/jobs.d for root, else $XDG_CONFIG_HOME/chrono/jobs.d)")
     p.add_argument("--db", default=None, help="SQLAlchemy URL or SQLite file path (default: $CHRONO_DB)")
     p.add_argument("--node", default=None, help="this node's name (default: the short host name)")
     p.add_argument("--metrics-addr", default=os.environ.get("CHRONO_METRICS_ADDR"),
@@ -38,21 +47,78 @@ def fail(message: str, code: int) -> int:
     return code
 
 
+def check_registry(path: Path) -> None:
+    """A registry path must exist and be readable by this process: a typo, an unmounted
+    file system or a wrong mode would otherwise run no jobs at all, silently."""
+    try:
+        if path.is_dir():
+            os.listdir(path)
+        else:
+            with open(path, "rb"):
+                pass
+    except FileNotFoundError:
+        raise StartupError(f"registry {path} does not exist: create it (mkdir -p {path}) "
+                           f"or pass --registry DIR", EXIT_CONFIG) from None
+    except OSError as e:
+        raise StartupError(f"registry {path} cannot be read ({e.strerror}): give this user "
+                           f"read access to it, or pass --registry DIR", EXIT_CONFIG) from None
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Start chronod in the foreground; returns the process exit status."""
+    """Start chronod in the foreground; returns the process exit status. Every reason not
+    to start is one `chronod: error:` line and an exit status documented in chronod(8)."""
     args = parse_args(argv)
+    try:
+        return serve(args)
+    except StartupError as e:
+        return fail(str(e), e.code)
+
+
+def serve(args: argparse.Namespace) -> int:
     registry = args.registry or [paths.default_registry()]
     db = args.db or paths.default_db()
     node = args.node or paths.default_node()
     for r in registry:
-        if not r.exists():
-            return fail(f"registry {r} does not exist: create it (mkdir -p {r}) or pass --registry DIR", EXIT_CONFIG)
+        check_registry(r)
+    from chronod.daemon.metrics import AddressError, parse_addr
+
+    if args.metrics_addr:
+        try:
+            parse_addr(args.metrics_addr)
+        except AddressError as e:
+            raise StartupError(str(e), EXIT_CONFIG) from None
+    try:
+        daemon, notifier = start(args, registry, db, node)
+    except (StartupError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # the boundary: anything else at start-up is a bug, said in one line
+        if os.environ.get("CHRONO_TRACEBACK"):
+            raise
+        raise StartupError(f"unexpected {type(e).__name__} while starting: {e} (a bug in chronod; "
+                           f"CHRONO_TRACEBACK=1 shows where)", EXIT_SOFTWARE) from None
+    from chronod.store.api import NodeConflict, StoreError
+
+    try:
+        daemon.run_forever()
+    except NodeConflict as e:
+        return fail(str(e), EXIT_CONFIG)
+    except StoreError as e:
+        daemon.log("daemon.store_error", "error", message=str(e))
+        return fail(str(e), EXIT_UNAVAILABLE)
+    finally:
+        notifier.stop()
+    return 0
+
+
+def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
+    """Open the store, listen for metrics, build the daemon and run its start-up (lease,
+    first load, adoption, READY=1). Returns (daemon, notify service), both running."""
     from chronod.core.clock import Clock
     from chronod.daemon import kernel
     from chronod.daemon.log import Log
     from chronod.daemon.loop import Daemon
     from chronod.daemon.waker import Waker
-    from chronod.daemon.metrics import Metrics
+    from chronod.daemon.metrics import AddressError, Metrics
     from chronod.daemon.sysd import Notifier
     from chronod.runner.runner import Runner
     from chronod.specfile import FileCache, load_registry
@@ -68,16 +134,23 @@ def main(argv: list[str] | None = None) -> int:
         except SchemaTooOld:
             store.upgrade()  # under a lock: several nodes may start at once
     except SchemaTooNew as e:
-        return fail(str(e), EXIT_CONFIG)
+        raise StartupError(str(e), EXIT_CONFIG) from None
     except StoreError as e:
-        return fail(str(e), EXIT_UNAVAILABLE)
+        raise StartupError(str(e), EXIT_UNAVAILABLE) from None
     state_dir = args.state_dir or paths.default_state_dir(db)
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as e:
+        raise StartupError(f"state directory {state_dir} cannot be created ({e.strerror}): "
+                           f"pass --state-dir DIR or fix its parent's permissions", EXIT_CONFIG) from None
     ttl = args.lease_ttl or (600.0 if store.dialect == "sqlite" else 15.0)
     metrics = Metrics()
     files = FileCache()  # a reload re-validates only the files that changed
     if args.metrics_addr:
-        metrics.serve(args.metrics_addr)
+        try:
+            metrics.serve(args.metrics_addr)
+        except AddressError as e:
+            raise StartupError(str(e), EXIT_CONFIG) from None
     daemon = Daemon(
         clock=clock, store=store, runner=Runner(state_dir, zygote=True),
         load_registry=lambda: load_registry(registry, now=clock.now(), secure=secure, cache=files),
@@ -92,15 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         daemon.start()
         notifier.start()
-        daemon.run_forever()
     except NodeConflict as e:
-        return fail(str(e), EXIT_CONFIG)
+        raise StartupError(str(e), EXIT_CONFIG) from None
     except StoreError as e:
         log("daemon.store_error", "error", message=str(e))
-        return fail(str(e), EXIT_UNAVAILABLE)
-    finally:
-        notifier.stop()
-    return 0
+        raise StartupError(str(e), EXIT_UNAVAILABLE) from None
+    return daemon, notifier
 
 
 def notify_service(store, clock, log, node: str, metrics):

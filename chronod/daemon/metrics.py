@@ -1,6 +1,21 @@
-"""Prometheus metrics of one chronod (DESIGN §8), on their own registry."""
+"""Prometheus metrics of one chronod, on their own registry, and the address they are served on."""
 
 from __future__ import annotations
+
+
+class AddressError(ValueError):
+    """A metrics address that is malformed or cannot be listened on: a configuration error."""
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """`HOST:PORT`, `:PORT` or `[V6]:PORT` -> (host, port); AddressError says what is wrong."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise AddressError(
+            f"--metrics-addr {addr!r}: expected HOST:PORT or :PORT with a port from 0 to 65535 "
+            f"(e.g. 127.0.0.1:9464)")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    return host or "0.0.0.0", int(port)
 
 
 class Metrics:
@@ -24,6 +39,9 @@ class Metrics:
         self.repairs = Counter("chrono_reconciler_repairs_total", "Next occurrences re-created by the reconciler", registry=r)
         self.last_success = Gauge("chrono_last_success_timestamp_seconds", "Last successful run per job", ["job"], registry=r)
         self.registry_errors = Gauge("chrono_registry_errors", "Registry files with errors", registry=r)
+        self.quarantined = Gauge(
+            "chrono_jobs_quarantined", "Jobs set aside because computing with their definition raised", registry=r,
+        )
         self.stale = Counter(
             "dispatch_rejected_stale_token_total", "Writes rejected because the fencing token was stale", registry=r,
         )
@@ -46,8 +64,13 @@ class Metrics:
         )
 
     def serve(self, addr: str) -> None:
-        """Listen on HOST:PORT (a thread of prometheus_client)."""
+        """Listen on HOST:PORT (a thread of prometheus_client); AddressError when it cannot."""
         from prometheus_client import start_http_server
 
-        host, _, port = addr.rpartition(":")
-        start_http_server(int(port), addr=host or "0.0.0.0", registry=self.registry)
+        host, port = parse_addr(addr)
+        try:
+            start_http_server(port, addr=host, registry=self.registry)
+        except OSError as e:
+            reason = e.strerror or str(e)
+            raise AddressError(f"--metrics-addr {addr}: cannot listen there ({reason}): choose a free "
+                               f"port on an address of this host") from None

@@ -191,6 +191,12 @@ class Store(Protocol):
     def jobs(self, include_removed: bool = False) -> list[JobRow]:
         """Every registered job."""
 
+    def known_spans(self, job_ids: Iterable[str] | None = None) -> dict[str, list[tuple[datetime, datetime | None]]]:
+        """When each job definition was known, per job id (all jobs when `job_ids` is None):
+        the spans from a registration (`sync_jobs` first carrying it) to its removal (None
+        while registered), oldest first. The history expects occurrences only inside them."""
+        ...
+
     def get_job(self, job_id: str) -> JobRow | None:
         """One job, removed or not; None if never registered."""
 
@@ -277,6 +283,10 @@ class Store(Protocol):
 
     def get_run(self, run_id: str) -> Run | None:
         """One run by id."""
+
+    def runs_by_prefix(self, prefix: str, limit: int = 10) -> list[Run]:
+        """Runs whose id starts with `prefix` (at most `limit`, by id): how a short id
+        copied from a table is found."""
 
     def runs(self, job_id: str | None = None, *, since: datetime | None = None,
              until: datetime | None = None, states: Iterable[str] | None = None,

@@ -123,6 +123,15 @@ def test_insert_runs_counts_only_new_runs_and_keeps_their_states(store):
     assert store.get_run("backup-002000").state == "skipped_outage"
 
 
+def test_runs_by_prefix_finds_runs_whose_id_starts_with_it_and_no_wildcard_matches(store):
+    store.insert_runs([run(i) for i in (1, 2, 12)] + [run(3, job="back_up")])
+    assert [r.run_id for r in store.runs_by_prefix("backup-00000")] == ["backup-000001", "backup-000002"]
+    assert [r.run_id for r in store.runs_by_prefix("backup-000012")] == ["backup-000012"]
+    assert [r.run_id for r in store.runs_by_prefix("backup-", limit=2)] == ["backup-000001", "backup-000002"]
+    assert [r.run_id for r in store.runs_by_prefix("back_")] == ["back_up-000003"]  # `_` is no wildcard
+    assert store.runs_by_prefix("back%") == []
+
+
 def test_datetimes_come_back_aware_utc(store):
     store.insert_pending(run(3))
     got = store.get_run("backup-000003")
@@ -505,6 +514,23 @@ def test_a_job_removed_from_the_registry_is_marked_and_its_pending_runs_cancelle
     assert store.get_run("rotate-000002").state == "pending"
     store.sync_jobs("n1", [spec("backup"), spec("rotate")])
     assert store.get_job("backup").removed_at is None
+
+
+def test_the_store_records_when_each_job_was_known_from_registration_to_removal(store):
+    before = datetime.now(timezone.utc) - timedelta(seconds=5)
+    store.sync_jobs("n1", [spec("backup"), spec("rotate")])
+    store.sync_jobs("n1", [spec("backup", "edited"), spec("rotate")])  # an edit is not a new registration
+    spans = store.known_spans(["backup", "rotate", "never"])
+    assert set(spans) == {"backup", "rotate"}
+    (start, end), = spans["backup"]
+    assert before < start <= datetime.now(timezone.utc) + timedelta(seconds=5) and end is None
+    store.sync_jobs("n1", [spec("rotate")])
+    (start2, removed), = store.known_spans(["backup"])["backup"]
+    assert start2 == start and removed is not None and removed >= start
+    store.sync_jobs("n1", [spec("backup"), spec("rotate")])
+    first, again = store.known_spans()["backup"]
+    assert first == (start, removed) and again[0] >= removed and again[1] is None
+    assert store.known_spans(["rotate"])["rotate"] == spans["rotate"]
 
 
 def test_sync_jobs_leaves_jobs_written_by_other_nodes_alone(store):
