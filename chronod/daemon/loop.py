@@ -30,6 +30,7 @@ from chronod.daemon.quarantine import Quarantine
 from chronod.daemon.waker import Wakeups
 from chronod.fleet import placement
 from chronod.fleet.spool import Spool
+from chronod.specfile import merge_order
 from chronod.store.api import Ending, Run, Store, StoreError
 
 SQLITE_LEASE_TTL_S = 600.0
@@ -420,7 +421,8 @@ class Daemon:
         result = self._load_registry()
         specs: dict[str, JobSpec] = {}
         errors: list[dict[str, Any]] = []
-        for path, fres in sorted(result.files.items()):
+        for fres in merge_order(result.files):  # root-owned files first: their ids win
+            path = fres.path
             bad = [p for p in fres.problems if p.severity == "error"]
             if bad:
                 for p in bad:
@@ -443,7 +445,7 @@ class Daemon:
             if path not in result.files:
                 del self.file_specs[path]
         self.resources = {}
-        for fres in result.files.values():
+        for fres in merge_order(result.files):
             for name, res in (fres.resources or {}).items():
                 self.resources.setdefault(name, res.max_concurrency)
         self.quarantine.keep_only(specs)
