@@ -86,7 +86,9 @@ def test_a_job_keeps_crons_behaviour_by_default():
         "stdin": "Hello,\ntoday is fine.\nBye % done\n",
         "user": "root",
         "shell": "/bin/bash",
-        "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "MAILTO": "ops@example.com", "GREETING": "hello world"},
+        # cron gives the job SHELL too: chrono would give the user's login shell
+        "env": {"SHELL": "/bin/bash", "PATH": "/usr/local/bin:/usr/bin:/bin", "MAILTO": "ops@example.com",
+                "GREETING": "hello world"},
         "idempotency_class": "unsafe",
         "tolerance_s": 0,
         "tolerance_reason": "imported from /etc/cron.d/kitchen-sink:14; cron fires on the minute",
@@ -100,9 +102,9 @@ def test_adopting_defaults_leaves_the_policy_keys_out_and_cron_path_is_only_adde
     entry = entries("user-alice", "user", "alice")[0]
     kept = build_job(entry, "alice-check-mail", OPTIONS)
     adopted = build_job(entry, "alice-check-mail", ImportOptions(host_timezone="UTC", adopt_defaults=True))
-    assert kept["env"]["PATH"] == "/usr/bin:/bin"
+    assert kept["env"]["PATH"] == "/usr/bin:/bin" and kept["env"]["SHELL"] == "/bin/sh"
     assert not {"tolerance_s", "overlap", "catchup", "run_on", "tolerance_reason"} & set(adopted)
-    assert "PATH" not in adopted["env"]
+    assert "PATH" not in adopted["env"] and "SHELL" not in adopted["env"]
 
 
 def test_the_zone_is_cron_tz_when_set_else_the_hosts():
