@@ -10,6 +10,7 @@ never behaviour.
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, get_args, get_origin
@@ -45,6 +46,8 @@ def _number(kind: type, info: Any) -> Callable[[Any], Any]:
             number = kind(_to_str(value).strip()) if isinstance(value, (str, bytes)) else kind(value)
         except ValueError:
             raise ValueError(f"{_to_str(value)!r} is not a valid {label}") from None
+        if kind is float and not math.isfinite(number):
+            raise ValueError(f"{_to_str(value)!r} is not a finite number")
         return _bounded(number, info)
 
     return convert

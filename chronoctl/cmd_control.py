@@ -18,7 +18,7 @@ from typing import Optional
 import typer
 
 from chronoctl import cmd_ops, common
-from chronoctl.cmd_ops import db_option, json_option
+from chronoctl.cmd_ops import WAIT_MAX_S, db_option, json_option
 from chronoctl.errors import UnknownJob, Unreachable, UsageError
 
 
@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
 def trigger(
     job: str = typer.Argument(..., metavar="JOB", help="A job id."),
     force: bool = typer.Option(False, "--force", help="Start even if a run is going (ignore the overlap policy)."),
-    wait: float = typer.Option(5.0, "--wait", metavar="SECONDS", help="How long to wait for the daemon to take it."),
+    wait: float = typer.Option(5.0, "--wait", metavar="SECONDS", min=0, max=WAIT_MAX_S, help="How long to wait for the daemon to take it."),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
 ) -> None:

@@ -14,7 +14,7 @@ import typer
 
 from chronoctl import cmd_ops, common
 from chronoctl.cmd_ops import db_option, json_option
-from chronoctl.errors import EXIT_NO, UsageError
+from chronoctl.errors import EXIT_NO, EXIT_UNREACHABLE, UsageError
 
 if TYPE_CHECKING:
     from chronod.store.api import JobRow, Run, Store
@@ -37,31 +37,45 @@ def register(app: typer.Typer) -> None:
 
 
 def _schedule(row: "JobRow") -> Any:
-    return common.compile_or_fail(row.spec.schedule, row.spec.timezone)
+    return common.schedule_of(row.spec)
 
 
 def _node_names(store: "Store") -> list[str]:
     return [n.name for n in store.nodes()]
 
 
-def _run_rows(runs: list["Run"], now: datetime) -> list[dict[str, Any]]:
-    from chronoctl.render import age, human_time
+def _run_rows(runs: list["Run"], now: datetime, wide: bool = False) -> list[dict[str, Any]]:
+    from chronoctl.render import age, short_id, short_time
 
     return [{
         "state": r.state,
-        "scheduled": human_time(r.scheduled_at, now),
-        "started": human_time(r.started_at) if r.started_at else None,
+        "scheduled": short_time(r.scheduled_at, now),
+        "started": short_time(r.started_at, now),
         "duration": age(d) if (d := cmd_ops.duration_s(r)) is not None else None,
         "exit": r.exit_code if r.signal is None else f"sig {r.signal}",
         "attempts": r.attempts,
         "node": r.node,
-        "run_id": r.run_id,
+        "run_id": short_id(r.run_id, wide),
         "trigger": None if r.trigger == "schedule" else r.trigger,
     } for r in runs]
 
 
-RUN_COLUMNS = ("state", "scheduled", "started", "duration", ("exit", "EXIT", "right"),
-               ("attempts", "ATT", "right"), "node", ("run_id", "RUN ID"), "trigger")
+def run_columns(rows: list[dict[str, Any]], fleet: bool, wide: bool = False) -> list[Any]:
+    """The columns of a table of runs: the node only in a fleet, the attempts only when
+    some run had more than one, the trigger only when some run was not scheduled; on a
+    narrow terminal the least useful go first (started, trigger, attempts, exit, duration)."""
+    from chronoctl.render import Column
+
+    cols = [Column("state"), Column("scheduled"), Column("started", drop=5),
+            Column("duration", "TOOK", "right", drop=2), Column("exit", "EXIT", "right", drop=3)]
+    if wide or any((r["attempts"] or 0) > 1 for r in rows):
+        cols.append(Column("attempts", "TRIES", "right", drop=4))
+    if fleet or wide:
+        cols.append(Column("node", drop=6))
+    cols.append(Column("run_id", "RUN ID"))
+    if wide or any(r["trigger"] for r in rows):
+        cols.append(Column("trigger", drop=7))
+    return cols
 
 
 def _keys(row: "JobRow", nodes: list[str]) -> list[str]:
@@ -77,17 +91,25 @@ def status(
     job: Optional[str] = typer.Argument(None, metavar="[JOB]", help="A job id; without it, the whole installation."),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
+    wide: bool = cmd_ops.wide_option(),
+    utc: bool = cmd_ops.utc_option(),
 ) -> None:
-    """The daemons, failing and silent jobs and what runs now; or one job in detail."""
+    """The daemons, failing and silent jobs and what runs now; or one job in detail.
+    Without JOB it is a health check: exit 3 when no chronod has a fresh heartbeat."""
     now = common.now_utc()
     with cmd_ops.opened(db) as store:
+        fleet = cmd_ops.is_fleet(store)
         if job is None:
             data = _overview(store, now)
-            _print_json(data) if as_json else _print_overview(data, now)
         else:
             data = _job_status(store, cmd_ops.get_job(store, job), now)
             runs_ = data.pop("_runs")
-            _print_json(data) if as_json else _print_job_status(data, runs_, now)
+    if job is None:
+        _print_json(data) if as_json else _print_overview(data, now, fleet, wide)
+        if not any(n["up"] for n in data["nodes"]):
+            raise typer.Exit(EXIT_UNREACHABLE)
+    else:
+        _print_json(data) if as_json else _print_job_status(data, runs_, now, fleet, wide)
 
 
 def _print_json(data: Any) -> None:
@@ -127,25 +149,27 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
     }
 
 
-def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime) -> None:
-    from chronoctl.render import age, echo, escape_line, human_time, print_table
+def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime, fleet: bool, wide: bool) -> None:
+    from chronoctl.render import age, echo, echo_field, human_time, print_table, zone_note
 
-    echo(f"job       {escape_line(d['job_id'])}   owner {escape_line(d['owner'])}")
-    echo(f"schedule  {escape_line(d['schedule'])}: {escape_line(d['schedule_words'])} "
-         f"(zone {escape_line(d['timezone'])}, jitter +{d['jitter_offset_s']}s of tolerance {d['tolerance_s']}s)")
+    echo_field("job", d["job_id"])
+    echo_field("owner", d["owner"])
+    echo_field("schedule", f"{d['schedule']} (zone {d['timezone']}): {d['schedule_words']}")
+    echo_field("jitter", f"+{d['jitter_offset_s']}s of tolerance {d['tolerance_s']}s")
     if d["paused"]:
-        echo(f"paused    since {_human(d['paused_at'], now)}: {escape_line(d['paused_reason'] or 'no reason given')}")
+        echo_field("paused", f"since {_human(d['paused_at'], now)}: {d['paused_reason'] or 'no reason given'}")
     elif not d["enabled"]:
-        echo("disabled  (enabled: false in its file)")
+        echo_field("disabled", "enabled: false in its file")
     for i, n in enumerate(d["next"]):
-        echo(f"{'next' if i == 0 else '':<10}{human_time(datetime.fromisoformat(n['fire_at']), now)}")
+        echo_field("next" if i == 0 else "", human_time(datetime.fromisoformat(n["fire_at"]), now))
     streak = f"{d['success_streak']}{'+' if d['success_streak_capped'] else ''}"
-    last = _human(d["last_success_at"], now) if d["last_success_at"] else "never"
+    echo_field("success", f"{streak} in a row; last {_human(d['last_success_at'], now) if d['last_success_at'] else 'never'}")
     limit = age(d["max_silence_s"]) if d["max_silence_s"] else "none"
-    flag = "  SILENT: past max_silence_s" if d["silent"] else ""
-    echo(f"success   streak {streak}; last success {last}; max silence {limit}{flag}")
+    echo_field("silence", f"max {limit}" + ("; SILENT: past max_silence_s" if d["silent"] else ""))
     echo()
-    print_table(_run_rows(recent, now), RUN_COLUMNS, title="last runs", empty="(no runs recorded)")
+    rows = _run_rows(recent, now, wide)
+    print_table(rows, run_columns(rows, fleet, wide), title=f"last runs ({zone_note(now)})", empty="(no runs recorded)",
+                wide=wide)
 
 
 def _human(text: str | None, now: datetime) -> str:
@@ -205,14 +229,14 @@ def _silent_json(q: Any) -> dict[str, Any]:
 
 def _silent_row(d: dict[str, Any], now: datetime) -> dict[str, Any]:
     """A silent job as a table row: its last success (or "never"), how long without one."""
-    from chronoctl.render import age
+    from chronoctl.render import age, short_time
 
-    last = _human(d["last_success_at"], now) if d["last_success_at"] else "never"
+    last = short_time(datetime.fromisoformat(d["last_success_at"]), now) if d["last_success_at"] else "never"
     return {"job": d["job_id"], "owner": d["owner"], "last_success": last,
             "no_success_for": age(d["silence_s"]), "max_silence": age(d["max_silence_s"])}
 
 
-SILENT_COLUMNS = ("job", "last_success", ("no_success_for", "NO SUCCESS FOR", "right"),
+SILENT_COLUMNS = ("job", ("last_success", "LAST SUCCESS"), ("no_success_for", "NO SUCCESS FOR", "right"),
                   ("max_silence", "MAX SILENCE", "right"))
 
 
@@ -233,40 +257,53 @@ def _node_json(n: Any, now: datetime) -> dict[str, Any]:
     }
 
 
-def _print_overview(d: dict[str, Any], now: datetime) -> None:
-    from chronoctl.render import echo, escape_line, print_table
+def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -> None:
+    from chronoctl.render import Column, age, echo, escape_line, print_table, short_id, short_time, warn, zone_note
 
-    nodes = [dict(n, status="up" if n["up"] else "DOWN", since=_human(n["since"], now), lease=f"{n['lease_age_s']}s",
+    def when(text: str | None) -> str | None:
+        return short_time(datetime.fromisoformat(text), now) if text else None
+
+    nodes = [dict(n, status="up" if n["up"] else "DOWN", since=when(n["since"]), lease=age(n["lease_age_s"]),
                   runs=len(n["running"])) for n in d["nodes"]]
-    print_table(nodes, ("name", "status", "since", "hostname", ("pid", "PID", "right"), ("token", "TOKEN", "right"),
-                        ("lease", "HEARTBEAT AGO", "right"), ("runs", "RUNNING", "right")), title="daemons",
-                empty="(no chronod has ever used this database)")
+    node_cols = [Column("name"), Column("status"), Column("since", drop=2), Column("hostname", drop=4),
+                 Column("pid", "PID", "right", drop=3)]
+    if fleet or wide:
+        node_cols.append(Column("token", "TOKEN", "right", drop=5))
+    node_cols += [Column("lease", "HEARTBEAT", "right", drop=1), Column("runs", "RUNNING", "right")]
+    print_table(nodes, node_cols, title=f"daemons ({zone_note(now)})", empty="(no chronod has ever used this database)",
+                wide=wide)
     echo()
     if d["spec_disagreements"]:
         rows = [dict(r, nodes=", ".join(r["nodes"]), runs="runs" if r["runs"] else "idle")
                 for r in d["spec_disagreements"]]
-        print_table(rows, ("job_id", "spec_hash", "nodes", "runs"),
-                    title="registries disagree (the fleet runs one version: most nodes, then greater hash)")
+        print_table(rows, ("job_id", "spec_hash", Column("nodes", wrap=True), "runs"),
+                    title="registries disagree (the fleet runs one version: most nodes, then greater hash)", wide=wide)
         echo()
     paused = f", {len(d['paused'])} paused ({', '.join(d['paused'])})" if d["paused"] else ""
     echo(escape_line(f"jobs: {d['jobs']} registered{paused}"))
     echo()
     failing = [{"job": r["job_id"], "owner": r["owner"], "state": r["state"], "exit": r["exit_code"],
-                "scheduled": _human(r["scheduled_at"], now), "run_id": r["run_id"]} for r in d["failing"]]
-    print_table(failing, ("job", "owner", "state", ("exit", "EXIT", "right"), "scheduled", ("run_id", "RUN ID")),
-                title="failing (latest run in the last 24h)")
+                "scheduled": when(r["scheduled_at"]), "run_id": short_id(r["run_id"], wide)} for r in d["failing"]]
+    print_table(failing, ("job", Column("owner", drop=2), "state", Column("exit", "EXIT", "right", drop=1), "scheduled",
+                          Column("run_id", "RUN ID")), title="failing (latest run in the last 24h)", wide=wide)
     echo()
     silent = [_silent_row(s, now) for s in d["silent"]]
-    print_table(silent, (SILENT_COLUMNS[0], "owner", *SILENT_COLUMNS[1:]), title="silent past max_silence_s")
+    print_table(silent, (SILENT_COLUMNS[0], Column("owner", drop=3), *SILENT_COLUMNS[1:]),
+                title="silent past max_silence_s", wide=wide)
     echo()
     errs = [{"node": e.get("node"), "file": e.get("file"), "line": e.get("line"), "message": e.get("message")}
             for e in d["registry_errors"]]
-    print_table(errs, ("node", "file", ("line", "LINE", "right"), "message"), title="registry errors")
+    err_cols = [Column("node", drop=1)] if fleet or wide else []
+    print_table(errs, (*err_cols, Column("file", wrap=True), Column("line", "LINE", "right"), Column("message", wrap=True)),
+                title="registry errors", wide=wide)
     echo()
-    running = [{"job": r["job_id"], "node": r["node"], "started": _human(r["started_at"], now),
-                "attempt": r["attempts"], "run_id": r["run_id"]} for r in d["running"]]
-    print_table(running, ("job", "node", "started", ("attempt", "ATT", "right"), ("run_id", "RUN ID")),
-                title="running now")
+    running = [{"job": r["job_id"], "node": r["node"], "started": when(r["started_at"]),
+                "attempt": r["attempts"], "run_id": short_id(r["run_id"], wide)} for r in d["running"]]
+    run_cols = [Column("job"), *([Column("node", drop=2)] if fleet or wide else []), Column("started"),
+                Column("attempt", "TRY", "right", drop=1), Column("run_id", "RUN ID")]
+    print_table(running, run_cols, title="running now", wide=wide)
+    if not any(n["up"] for n in d["nodes"]):
+        warn("no chronod has a fresh heartbeat: nothing runs until one starts (exit 3)")
 
 
 # --- runs and logs -------------------------------------------------------------------------------
@@ -279,8 +316,11 @@ def runs(
     limit: int = typer.Option(50, "--limit", min=1, help="At most this many runs, newest first."),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
+    wide: bool = cmd_ops.wide_option(),
+    utc: bool = cmd_ops.utc_option(),
 ) -> None:
-    """The runs of one job, newest first."""
+    """The runs of one job, newest first. Run ids show as 8-character prefixes that every
+    command accepts (--wide or --json for the whole ids)."""
     from chronod.core.model import ACTIVE_STATES, TERMINAL_STATES
 
     known = set(TERMINAL_STATES) | set(ACTIVE_STATES)
@@ -293,15 +333,19 @@ def runs(
         cmd_ops.get_job(store, job, removed_ok=True)
         found = store.runs(job, since=start, states=state or None, limit=limit)
         tries = {r.run_id: store.attempts(r.run_id) for r in found if r.attempts}
+        fleet = cmd_ops.is_fleet(store)
     if as_json:
         return _print_json([dict(cmd_ops.run_json(r), tries=[_attempt_json(a) for a in tries.get(r.run_id, [])])
                             for r in found])
-    from chronoctl.render import print_table
+    from chronoctl.render import Column, escape_line, print_table, zone_note
 
-    rows = _run_rows(found, now)
-    for row in rows:
-        row["tries"] = ", ".join(f"{a.attempt}:{a.node}#{a.token}" for a in tries.get(row["run_id"], [])) or None
-    print_table(rows, RUN_COLUMNS + (("tries", "ATTEMPT:NODE#TOKEN"),), empty="(no runs match)")
+    rows = _run_rows(found, now, wide)
+    cols = run_columns(rows, fleet, wide)
+    if fleet or wide:
+        for row, r in zip(rows, found):
+            row["tries"] = ", ".join(f"{a.attempt}:{a.node}#{a.token}" for a in tries.get(r.run_id, [])) or None
+        cols.append(Column("tries", "ATTEMPT:NODE#TOKEN", drop=8))
+    print_table(rows, cols, title=escape_line(f"runs of {job} ({zone_note(now)})"), empty="(no runs match)", wide=wide)
 
 
 def _attempt_json(a: Any) -> dict[str, Any]:
@@ -312,15 +356,13 @@ def _attempt_json(a: Any) -> dict[str, Any]:
 
 
 def logs(
-    run_id: str = typer.Argument(..., metavar="RUN_ID", help="A run id (from `chronoctl runs` or `status`)."),
+    target: str = typer.Argument(..., metavar="RUN|JOB", help="A run id or a unique prefix of one (as tables show them), or a job id: its latest run."),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
 ) -> None:
-    """The stored output tail of a run, control characters escaped. Unknown run: exit 2."""
+    """The stored output tail of a run, control characters escaped. Unknown run or job: exit 2."""
     with cmd_ops.opened(db) as store:
-        run = store.get_run(run_id)
-    if run is None:
-        raise UsageError(f"no run {run_id!r} in the database", "`chronoctl runs JOB` lists run ids")
+        run = _run_or_latest(store, target)
     if as_json:
         return _print_json(dict(cmd_ops.run_json(run), output_tail=run.output_tail))
     import sys
@@ -334,6 +376,19 @@ def logs(
     sys.stdout.write(escape_control(tail))
     if tail and not tail.endswith("\n"):
         sys.stdout.write("\n")
+
+
+def _run_or_latest(store: "Store", target: str) -> "Run":
+    """The run `target` names (id or unique prefix), or, when it is a job id, that job's
+    latest run that has started (its latest at all if none has)."""
+    row = store.get_job(target)
+    if row is None:
+        return cmd_ops.find_run(store, target)
+    found = store.runs(target, limit=20)
+    started = [r for r in found if r.started_at is not None]
+    if not (started or found):
+        raise UsageError(f"job {target!r} has no runs yet", f"`chronoctl status {target}` shows when it runs next")
+    return (started or found)[0]
 
 
 # --- did-it-run ---------------------------------------------------------------------------------
@@ -409,6 +464,8 @@ def missed(
     since: str = typer.Option("24h", "--since", metavar="DUR", help="The window to look back over (default 24h)."),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
+    wide: bool = cmd_ops.wide_option(),
+    utc: bool = cmd_ops.utc_option(),
 ) -> None:
     """Every occurrence in the window that did not succeed, every one that fell due with
     no record at all, and every job silent now (no success for longer than its
@@ -426,7 +483,7 @@ def missed(
     known = _known_since(rows, marks if marks is not None else found, start)
     misses = history.missed([j.spec for j in rows], found, since=start, now=now, nodes=nodes,
                             known_since=known, marks=marks)
-    _print_misses(misses, silent, start, now, as_json)
+    _print_misses(misses, silent, start, now, as_json, wide)
     if misses or silent:
         raise typer.Exit(EXIT_NO)
 
@@ -477,7 +534,8 @@ def _by_owner(misses: list[Any], silent: list[Any]) -> dict[str, tuple[list[Any]
     return dict(sorted(groups.items()))
 
 
-def _print_misses(misses: list[Any], silent: list[Any], start: datetime, now: datetime, as_json: bool) -> None:
+def _print_misses(misses: list[Any], silent: list[Any], start: datetime, now: datetime, as_json: bool,
+                  wide: bool = False) -> None:
     groups = _by_owner(misses, silent)
     if as_json:
         return _print_json({
@@ -486,19 +544,21 @@ def _print_misses(misses: list[Any], silent: list[Any], start: datetime, now: da
             "owners": [{"owner": o or None, "missed": [_miss_json(m) for m in ms],
                         "silent": [_silent_json(q) for q in qs]} for o, (ms, qs) in groups.items()],
         })
-    from chronoctl.render import echo, escape_line, human_time, print_table
+    from chronoctl.render import Column, echo, escape_line, human_time, print_table, short_id, short_time, zone_note
 
     if not groups:
         echo(f"nothing missed since {human_time(start, now)} and no job silent")
         return
+    echo(zone_note(now))
     for owner, (ms, qs) in groups.items():
         who = owner or "(jobs no longer registered)"
         if ms:
-            rows = [{"job": m.job_key, "scheduled": human_time(m.scheduled_at, now), "state": m.state,
-                     "run_id": m.run_id, "why": m.reason} for m in ms]
-            print_table(rows, ("job", "scheduled", "state", ("run_id", "RUN ID"), "why"),
-                        title=escape_line(f"{who}: {len(ms)} missed"))
+            rows = [{"job": m.job_key, "scheduled": short_time(m.scheduled_at, now), "state": m.state,
+                     "run_id": short_id(m.run_id, wide), "why": m.reason} for m in ms]
+            print_table(rows, ("job", "scheduled", "state", Column("run_id", "RUN ID"), Column("why", wrap=True)),
+                        title=escape_line(f"{who}: {len(ms)} missed"), wide=wide)
         if qs:
             print_table([_silent_row(_silent_json(q), now) for q in qs], SILENT_COLUMNS,
-                        title=escape_line(f"{who}: {len(qs)} silent (no success for longer than max_silence_s)"))
+                        title=escape_line(f"{who}: {len(qs)} silent (no success for longer than max_silence_s)"),
+                        wide=wide)
         echo()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import typer
 
-from chronoctl.errors import CliError, UnknownJob, Unreachable, EXIT_UNREACHABLE
+from chronoctl.errors import CliError, UnknownJob, Unreachable, UsageError, EXIT_UNREACHABLE
 from chronod import fsutil
 
 if TYPE_CHECKING:
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 DB_HELP = "Database: an SQLAlchemy URL or an SQLite file path (default: CHRONO_DB, else the per-user default)."
 JSON_HELP = "Print JSON (stable keys, ISO-8601 times with offsets) instead of a table."
+WAIT_MAX_S = 3600
+"""The longest --wait a command accepts (an hour)."""
 
 
 def db_option() -> Any:
@@ -99,6 +101,31 @@ def get_job(store: "Store", job_id: str, *, removed_ok: bool = False) -> "JobRow
                          "`chronoctl list` shows the registered jobs; a job registered while no "
                          "chronod ran reaches the database when chronod starts")
     return row
+
+
+MIN_PREFIX = 4
+
+
+def find_run(store: "Store", text: str) -> "Run":
+    """The run `text` names: its whole id, or a unique prefix of at least 4 characters
+    (tables show 8). No such run, or a prefix several runs share, is a UsageError
+    (exit 2); the ambiguous case lists the candidates, as git does."""
+    text = text.strip()
+    run = store.get_run(text)
+    if run is not None:
+        return run
+    found = store.runs_by_prefix(text, limit=6) if len(text) >= MIN_PREFIX else []
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        short = f" (a prefix needs at least {MIN_PREFIX} characters)" if len(text) < MIN_PREFIX else ""
+        raise UsageError(f"no run {text!r} in the database {store.url_safe}{short}",
+                         "`chronoctl runs JOB` lists run ids; any unique prefix of one works")
+    from chronoctl.render import escape_line
+
+    listed = "; ".join(f"{r.run_id} ({escape_line(r.job_id)}, {iso(r.scheduled_at)})" for r in found[:5])
+    more = " and more" if len(found) > 5 else ""
+    raise UsageError(f"run id prefix {text!r} is ambiguous: {listed}{more}", "give more characters of the run id")
 
 
 def iso(at: datetime | None) -> str | None:
@@ -184,6 +211,30 @@ def wait_for(check: Callable[[], Any], timeout_s: float, step_s: float = 0.1) ->
         if value or time.monotonic() >= deadline:
             return value
         time.sleep(step_s)
+
+
+def wide_option() -> Any:
+    """`--wide`: whole run ids and every column, however wide the terminal."""
+    return typer.Option(False, "--wide", help="Whole run ids and every column, however wide the terminal.")
+
+
+def utc_option() -> Any:
+    """`--utc`: times in UTC instead of the local zone."""
+    return typer.Option(False, "--utc", help="Show times in UTC instead of the local zone.",
+                        callback=_set_utc)
+
+
+def _set_utc(value: bool) -> bool:
+    from chronoctl.render import use_utc
+
+    use_utc(bool(value))
+    return value
+
+
+def is_fleet(store: "Store") -> bool:
+    """True when more than one node has used the database: only then do tables show
+    which node ran what, and under which fencing token."""
+    return len(store.nodes()) > 1
 
 
 def since_start(now: datetime, seconds: int) -> datetime:

@@ -20,7 +20,7 @@ import typer
 
 from chronoctl import cmd_ops, common
 from chronod import fsutil
-from chronoctl.cmd_ops import db_option, json_option
+from chronoctl.cmd_ops import WAIT_MAX_S, db_option, json_option
 from chronoctl.errors import EXIT_NO, CliError, InvalidInput, UsageError
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def _registry_option() -> Any:
 
 
 def _wait_option() -> Any:
-    return typer.Option(10.0, "--wait", metavar="SECONDS", help="How long to wait for the daemon to confirm.")
+    return typer.Option(10.0, "--wait", metavar="SECONDS", min=0, max=WAIT_MAX_S, help="How long to wait for the daemon to confirm.")
 
 
 # --- writing files ------------------------------------------------------------------------
@@ -236,9 +236,12 @@ def list_jobs(
     registry: Optional[Path] = _registry_option(),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
+    wide: bool = cmd_ops.wide_option(),
+    utc: bool = cmd_ops.utc_option(),
 ) -> None:
-    """Every job: id, owner, schedule in words, next fire, last state, tags, paused.
-    Jobs come from the registry and the database (a fleet's other nodes)."""
+    """The overview: per job its schedule in words, last run (state, time, how long it
+    took), next fire (local time and how soon), owner, tags. Jobs come from the registry
+    and the database (a fleet's other nodes). Warns when no chronod has a fresh heartbeat."""
     now = common.now_utc()
     reg_dir = common.registry_dir(registry)
     specs: dict[str, Any] = {}
@@ -254,7 +257,7 @@ def list_jobs(
 
         return print_json({"jobs": rows, "registry": str(reg_dir), "database": state.get("error"),
                            "registry_errors": len(problems)})
-    _print_list(rows, now, state, problems)
+    _print_list(rows, now, state, problems, wide)
 
 
 def _db_state(db: str | None, now: datetime, specs: dict[str, Any]) -> dict[str, Any]:
@@ -265,10 +268,13 @@ def _db_state(db: str | None, now: datetime, specs: dict[str, Any]) -> dict[str,
             paused = store.paused_jobs()
             last = {}
             for job_id in specs:
-                found = store.runs(job_id, until=now, limit=1)
-                if found:
-                    last[job_id] = found[0]
-            return {"paused": paused, "last": last}
+                found = store.runs(job_id, until=now, limit=5)
+                done = [r for r in found if r.state not in ("pending", "retry_wait")]
+                if done:
+                    last[job_id] = done[0]
+            nodes = store.nodes()
+            return {"paused": paused, "last": last, "alive": bool(cmd_ops.live_nodes(store, now)),
+                    "nodes": len(nodes), "heartbeat": max((n.heartbeat_at for n in nodes), default=None)}
     except CliError as exc:
         return {"paused": {}, "last": {}, "error": exc.message}
 
@@ -279,7 +285,7 @@ def _list_row(spec: Any, where: str, state: dict[str, Any], now: datetime) -> di
     from chronod.core.history import job_keys
     from chronod.core.identity import jitter_offset
 
-    sched = common.compile_or_fail(spec.schedule, spec.timezone)
+    sched = common.schedule_of(spec)
     offset = jitter_offset(job_keys(spec, ["?"])[0][0], spec.tolerance_s)
     nxt = common.occurrences(sched, now, offset, 1)
     last = state["last"].get(spec.id)
@@ -288,20 +294,38 @@ def _list_row(spec: Any, where: str, state: dict[str, Any], now: datetime) -> di
         "schedule_words": sched.describe(), "enabled": spec.enabled,
         "next_fire_at": cmd_ops.iso(nxt[0] + timedelta(seconds=offset)) if nxt and spec.enabled else None,
         "last_state": last.state if last else None, "last_scheduled_at": cmd_ops.iso(last.scheduled_at) if last else None,
+        "last_started_at": cmd_ops.iso(last.started_at) if last else None,
+        "last_duration_s": cmd_ops.duration_s(last) if last else None,
+        "last_run_id": last.run_id if last else None,
         "tags": list(spec.tags), "paused": spec.id in state["paused"], "paused_reason": state["paused"].get(spec.id),
         "source": where, "file": spec.source_file or None,
     }
 
 
-def _print_list(rows: list[dict[str, Any]], now: datetime, state: dict[str, Any], problems: list[Any]) -> None:
-    from chronoctl.render import print_table, relative, warn
+def _table_row(r: dict[str, Any], now: datetime) -> dict[str, Any]:
+    from chronoctl.render import age, relative, short_time
 
-    table = [dict(r, next=relative(datetime.fromisoformat(r["next_fire_at"]), now) if r["next_fire_at"] else None,
-                  tags=",".join(r["tags"]) or None, paused="paused" if r["paused"] else None,
-                  last=r["last_state"]) for r in rows]
-    print_table(table, (("job_id", "ID"), "owner", ("schedule_words", "SCHEDULE"), "next", "last", "tags", "paused"),
-                empty="(no jobs)")
+    nxt = datetime.fromisoformat(r["next_fire_at"]) if r["next_fire_at"] else None
+    last_at = r["last_started_at"] or r["last_scheduled_at"]
+    when = "paused" if r["paused"] else ("disabled" if not r["enabled"] else (relative(nxt, now) if nxt else "never"))
+    return dict(r, next=short_time(nxt, now) if nxt and not r["paused"] else None, due=when,
+                last_at=short_time(datetime.fromisoformat(last_at), now) if last_at else None,
+                took=age(r["last_duration_s"]) if r["last_duration_s"] is not None else None,
+                tags=",".join(r["tags"]) or None, last=r["last_state"])
+
+
+def _print_list(rows: list[dict[str, Any]], now: datetime, state: dict[str, Any], problems: list[Any],
+                wide: bool) -> None:
+    from chronoctl.render import Column, age, print_table, warn, zone_note
+
+    cols = (Column("job_id", "ID"), Column("schedule_words", "SCHEDULE", wrap=True), Column("last", "LAST"),
+            Column("last_at", "AT", drop=3), Column("took", "TOOK", "right", drop=5), Column("next", "NEXT", drop=4),
+            Column("due", "IN"), Column("owner", drop=6), Column("tags", drop=7))
+    print_table([_table_row(r, now) for r in rows], cols, title=f"jobs ({zone_note(now)})", empty="(no jobs)", wide=wide)
     if state.get("error"):
         warn(f"{state['error']}: last states and pauses unknown")
+    elif not state.get("alive"):
+        seen = f" (last heartbeat {age((now - state['heartbeat']).total_seconds())} ago)" if state.get("heartbeat") else ""
+        warn(f"no chronod has a fresh heartbeat{seen}: nothing runs until one starts; NEXT is when jobs would run")
     if problems:
         warn(f"{len(problems)} registry error(s): run `chronoctl validate` on the registry")

@@ -30,7 +30,8 @@ def report(
     tag: Optional[str] = typer.Option(None, "--tag", metavar="TAG", help="Every job with this tag."),
     start: str = typer.Option(..., "--from", metavar="DATE", help="Start of the period (ISO date or time; UTC unless an offset is given)."),
     end: str = typer.Option(..., "--to", metavar="DATE", help="End of the period; a date means the end of that day."),
-    fmt: str = typer.Option("md", "--format", metavar="md|json", help="Markdown (default) or JSON."),
+    fmt: Optional[str] = typer.Option(None, "--format", metavar="md|json",
+                                      help="Markdown or JSON (default: a table fitted to the terminal, Markdown when piped)."),
     db: Optional[str] = db_option(),
     registry: Optional[Path] = typer.Option(None, "--registry", metavar="DIR",
                                             help="Read the job definitions from this registry instead of the database."),
@@ -38,7 +39,7 @@ def report(
     """Every expected occurrence in a period with its state, run id, attempts, start, duration and exit code."""
     if (job is None) == (tag is None):
         raise UsageError("give a JOB or --tag TAG (one of them)", "chronoctl report purge --from 2026-03-01 --to 2026-03-31")
-    if fmt not in FORMATS:
+    if fmt is not None and fmt not in FORMATS:
         raise UsageError(f"--format {fmt!r} is not one of md, json")
     since, until = period(start, end)
     now = common.now_utc()
@@ -56,6 +57,11 @@ def period(start: str, end: str) -> tuple[datetime, datetime]:
         until += timedelta(days=1)
     if until <= since:
         raise UsageError(f"--to {end} is not after --from {start}")
+    from chronod.core.bounds import MAX_SPAN_S, days_text
+
+    if (until - since).total_seconds() > MAX_SPAN_S:
+        raise UsageError(f"--from {start} --to {end} is longer than {days_text(MAX_SPAN_S)}",
+                         "report a shorter period (a year or a month at a time)")
     return since, until
 
 
@@ -81,16 +87,21 @@ def _specs(store: "Store", registry: Path | None, job: str | None, tag: str | No
 def _report(store: "Store", spec: "JobSpec", since: datetime, until: datetime, now: datetime) -> tuple[Any, str]:
     from chronod.core.report import job_report
 
-    schedule = common.compile_or_fail(spec.schedule, spec.timezone)
+    schedule = common.schedule_of(spec)
     # Jitter moves a fire time up to tolerance_s after its nominal time; runs are keyed by both.
     runs = store.runs(spec.id, since=since - timedelta(days=1), until=until, newest_first=False)
     nodes = [n.name for n in store.nodes()] if spec.run_on.each else []
     return job_report(spec, schedule, runs, start=since, end=until, now=now, nodes=nodes), schedule.describe()
 
 
-def _print(reports: list[tuple[Any, str]], fmt: str, now: datetime, since: datetime, until: datetime) -> None:
+def _print(reports: list[tuple[Any, str]], fmt: str | None, now: datetime, since: datetime, until: datetime) -> None:
     from chronod.core.report import to_json, to_markdown
-    from chronoctl.render import escape_control, print_json
+    from chronoctl.render import escape_control, is_terminal, print_json
+
+    if fmt is None and is_terminal():
+        for r, words in reports:
+            _print_terminal(to_json(r, words), now)
+        return
 
     if fmt == "json":
         print_json({"generated_at": cmd_ops.iso(now), "from": cmd_ops.iso(since), "to": cmd_ops.iso(until),
@@ -98,3 +109,33 @@ def _print(reports: list[tuple[Any, str]], fmt: str, now: datetime, since: datet
         return
     text = "\n".join(to_markdown(r, words, now) for r, words in reports)
     typer.echo(escape_control(text), nl=False)
+
+
+def _print_terminal(d: dict[str, Any], now: datetime) -> None:
+    """One job's report for a person at a terminal: the header as fields, the totals on
+    one line, and the occurrences as a table that fits (Markdown is for files)."""
+    from chronoctl.render import Column, echo, echo_field, print_table, short_id, short_time, zone_note
+
+    echo_field("report", d["job_id"])
+    echo_field("owner", d["owner"])
+    echo_field("schedule", f"{d['schedule']} (zone {d['timezone']})")
+    echo_field("period", f"{d['from']} to {d['to']} (end excluded)")
+    echo_field("expected", d["expected"])
+    echo_field("totals", ", ".join(f"{state} {n}" for state, n in d["totals"].items()))
+    for gap in d["compliance_gaps"]:
+        echo_field("gap", gap)
+    echo()
+
+    def when(text: str | None) -> str | None:
+        return short_time(datetime.fromisoformat(text), now) if text else None
+
+    rows = [{"n": i, "scheduled": when(o["scheduled_at"]), "state": o["state"], "run_id": short_id(o["run_id"]),
+             "attempts": o["attempts"], "started": when(o["started_at"]),
+             "took": o["duration_s"], "exit": o["exit_code"], "why": o["explanation"]}
+            for i, o in enumerate(d["occurrences"], 1)]
+    cols = (Column("n", "#", "right", drop=6), Column("scheduled"), Column("state"), Column("run_id", "RUN ID"),
+            Column("attempts", "TRIES", "right", drop=3), Column("started", drop=5),
+            Column("took", "SECONDS", "right", drop=4), Column("exit", "EXIT", "right", drop=2),
+            Column("why", "EXPLANATION", wrap=True, drop=1))
+    print_table(rows, cols, title=f"occurrences ({zone_note(now)})", empty="(no occurrence expected)")
+    echo()

@@ -43,6 +43,16 @@ def _tz_option() -> Any:
     return typer.Option(None, "--tz", metavar="TZ", help="Zone of --cron (IANA name; default UTC).")
 
 
+def _dst_gap_option() -> Any:
+    return typer.Option(None, "--dst-gap", metavar="shift|skip",
+                        help="DST policy of --cron for a time a spring-forward skips (default shift, as cron).")
+
+
+def _dst_repeat_option() -> Any:
+    return typer.Option(None, "--dst-repeat", metavar="first|last|both",
+                        help="DST policy of --cron for a time a fall-back repeats (default first, as cron).")
+
+
 def _node_option() -> Any:
     return typer.Option(None, "--node", metavar="NAME", help="Node name for jobs that run on each node (default: this host).")
 
@@ -76,11 +86,30 @@ class Target:
         return {"at": iso(fire, self.tz), "scheduled_at": iso(scheduled, self.tz), "run_id": run_id(self.key, scheduled)}
 
 
+@dataclass(frozen=True)
+class DstPolicy:
+    """`--dst-gap` and `--dst-repeat` as given (None: not given)."""
+
+    gap: str | None = None
+    repeat: str | None = None
+
+    def check(self) -> tuple[str, str]:
+        """The policy for --cron, defaults filled in; UsageError for an unknown word."""
+        from chronod.core.model import DST_GAP_POLICIES, DST_REPEAT_POLICIES
+
+        for flag, value, choices in (("--dst-gap", self.gap, DST_GAP_POLICIES), ("--dst-repeat", self.repeat, DST_REPEAT_POLICIES)):
+            if value is not None and value not in choices:
+                raise UsageError(f"{flag} {value!r} is not one of {', '.join(choices)}", f"{choices[0]} is cron's behaviour")
+        return self.gap or "shift", self.repeat or "first"
+
+
 def resolve_target(
-    job_id: str | None, cron: str | None, tz: str | None, node: str | None, registry: Path | None, now: datetime
+    job_id: str | None, cron: str | None, tz: str | None, node: str | None, registry: Path | None, now: datetime,
+    dst: DstPolicy = DstPolicy(),
 ) -> Target:
-    """The job `job_id` from the registry, or the expression `cron` in zone `tz` (no jitter,
-    and the expression itself as the run-id key). Exactly one of the two must be given."""
+    """The job `job_id` from the registry, or the expression `cron` in zone `tz` with the DST
+    policy `dst` (no jitter, and the expression itself as the run-id key). Exactly one of the
+    two must be given."""
     if (job_id is None) == (cron is None):
         raise UsageError("give a JOB id or --cron EXPR (one of the two)", "chronoctl next billing-export; chronoctl next --cron '0 2 * * *' --tz UTC")
     if cron is not None:
@@ -88,15 +117,17 @@ def resolve_target(
             raise UsageError("--node applies to a JOB that runs on each node, not to --cron")
         zone = common.check_zone(tz or "UTC")
         expr = cron.strip()
-        return Target(None, expr, zone, common.compile_or_fail(expr, zone), expr, 0, 0)
+        return Target(None, expr, zone, common.compile_or_fail(expr, zone, *dst.check()), expr, 0, 0)
     if tz is not None:
         raise UsageError("--tz applies to --cron; a job's zone is its `timezone` field")
+    if dst.gap is not None or dst.repeat is not None:
+        raise UsageError("--dst-gap and --dst-repeat apply to --cron; a job's policy is its dst_gap and dst_repeat fields")
     reg = common.registry_dir(registry)
     job = common.find_job(reg, job_id, now)
     from chronod.core.identity import jitter_offset
 
     key = common.job_key(job, node)
-    schedule = common.compile_or_fail(job.schedule, job.timezone)
+    schedule = common.schedule_of(job)
     return Target(job, job.schedule, job.timezone, schedule, key, job.tolerance_s, jitter_offset(key, job.tolerance_s))
 
 
@@ -115,13 +146,15 @@ def next_fires(
         None, "--after", metavar="ISO", help="Start after this time (default now); without an offset it is wall time in the schedule's zone."
     ),
     count: int = typer.Option(5, "--count", "-n", min=1, max=COUNT_MAX, help="How many fires to list."),
+    dst_gap: Optional[str] = _dst_gap_option(),
+    dst_repeat: Optional[str] = _dst_repeat_option(),
     node: Optional[str] = _node_option(),
     registry: Optional[Path] = _registry_option(),
     as_json: bool = typer.Option(False, "--json", help="A JSON array of {at, scheduled_at, run_id}."),
 ) -> None:
     """The next fire times of a job (with its jitter) or of a cron expression (without)."""
     now = common.now_utc()
-    target = resolve_target(job, cron, tz, node, registry, now)
+    target = resolve_target(job, cron, tz, node, registry, now, DstPolicy(dst_gap, dst_repeat))
     start = _after(after, target.tz, now)
     fires = common.occurrences(target.schedule, start, target.offset_s, count)
     rows = [target.occurrence(s) for s in fires]
@@ -167,11 +200,17 @@ def _print_next_text(target: Target, fires: list[datetime], now: datetime) -> No
 
 # --- explain -------------------------------------------------------------------------
 
+_GAP_TEXT = {
+    "shift": "when a DST change skips its time it fires once, at the moment the clock jumps",
+    "skip": "when a DST change skips its time it does not run that day",
+}
+_REPEAT_TEXT = {
+    "first": "when a DST change repeats its time it fires only in the first pass",
+    "last": "when a DST change repeats its time it fires only in the second pass",
+    "both": "when a DST change repeats its time it fires in each pass, each its own occurrence and run id",
+}
 _CLASS_TEXT = {
-    "fixed-time": (
-        "fixed-time (minute and hour are fixed): when a DST change skips its time it fires once, "
-        "at the moment the clock jumps; when a DST change repeats its time it fires only in the first pass"
-    ),
+    "fixed-time": "fixed-time (minute and hour are fixed): {gap}; {repeat}",
     "wildcard": (
         "wildcard (minute or hour starts with '*'): times skipped by a DST change are simply skipped; "
         "times repeated by a DST change fire in both passes"
@@ -189,6 +228,21 @@ def schedule_class(schedule: Any) -> str:
     if schedule.kind == "every":
         return "interval"
     return "fixed-time" if schedule.is_fixed_time else "wildcard"
+
+
+def _class_meaning(klass: str, schedule: Any) -> str:
+    text = _CLASS_TEXT[klass]
+    if klass != "fixed-time":
+        return text
+    return text.format(gap=_GAP_TEXT[schedule.dst_gap], repeat=_REPEAT_TEXT[schedule.dst_repeat])
+
+
+def dst_policy(target: Target, klass: str) -> dict[str, Any] | None:
+    """The DST policy in force, and whether it is cron's; None when no policy applies."""
+    if klass != "fixed-time":
+        return None
+    gap, repeat = target.schedule.dst_gap, target.schedule.dst_repeat
+    return {"dst_gap": gap, "dst_repeat": repeat, "as_cron": (gap, repeat) == ("shift", "first")}
 
 
 def explanation(target: Target, start: datetime, count: int = 5) -> dict[str, Any]:
@@ -209,7 +263,8 @@ def explanation(target: Target, start: datetime, count: int = 5) -> dict[str, An
         "timezone": target.tz,
         "description": target.schedule.describe(),
         "class": klass,
-        "class_meaning": _CLASS_TEXT[klass],
+        "class_meaning": _class_meaning(klass, target.schedule),
+        "dst_policy": dst_policy(target, klass),
         "job_key": target.key,
         "run_on": (job.run_on.mode if job is not None else None),
         "tolerance_s": target.tolerance_s,
@@ -242,13 +297,15 @@ def explain(
     cron: Optional[str] = _cron_option(),
     tz: Optional[str] = _tz_option(),
     after: Optional[str] = typer.Option(None, "--after", metavar="ISO", help="Explain from this time on (default now)."),
+    dst_gap: Optional[str] = _dst_gap_option(),
+    dst_repeat: Optional[str] = _dst_repeat_option(),
     node: Optional[str] = _node_option(),
     registry: Optional[Path] = _registry_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the explanation as JSON."),
 ) -> None:
     """A schedule in words: its zone and DST behaviour, jitter and why, run ids, next fires, DST dates."""
     now = common.now_utc()
-    target = resolve_target(job, cron, tz, node, registry, now)
+    target = resolve_target(job, cron, tz, node, registry, now, DstPolicy(dst_gap, dst_repeat))
     data = explanation(target, _after(after, target.tz, now))
     from chronoctl import render
 
@@ -287,6 +344,10 @@ def _print_explanation(data: dict[str, Any], target: Target, now: datetime) -> N
         f"zone:        {data['timezone']}",
         f"class:       {data['class_meaning']}",
     ]
+    policy = data["dst_policy"]
+    if policy is not None:
+        same = "cron's behaviour" if policy["as_cron"] else "not cron's behaviour"
+        lines.append(f"DST policy:  dst_gap: {policy['dst_gap']}, dst_repeat: {policy['dst_repeat']} ({same})")
     lines += _jitter_lines(data)
     ex = data["run_id_example"]
     if ex:
@@ -386,7 +447,7 @@ def forecast_entries(jobs: dict[str, Any], start: datetime, end: datetime, node:
     for job in sorted(jobs.values(), key=lambda j: j.id):
         if not job.enabled:
             continue
-        schedule = common.compile_or_fail(job.schedule, job.timezone)
+        schedule = common.schedule_of(job)
         if schedule.kind == "reboot":
             continue
         offset = jitter_offset(common.job_key(job, node), job.tolerance_s)

@@ -75,14 +75,19 @@ def find_job(registry: Path, job_id: str, now: datetime) -> "JobSpec":
     raise UnknownJob(job_id, f"registry {registry}", registry_hint(registry))
 
 
-def compile_or_fail(expr: str, tz: str):
+def compile_or_fail(expr: str, tz: str, dst_gap: str = "shift", dst_repeat: str = "first"):
     """The compiled schedule, or InvalidInput (exit 1) with the schedule engine's hint."""
     from chronod.core.schedule import ScheduleError, compile_schedule
 
     try:
-        return compile_schedule(expr, tz)
+        return compile_schedule(expr, tz, dst_gap, dst_repeat)
     except ScheduleError as exc:
         raise InvalidInput(f"schedule {expr!r} (zone {tz}): {exc.message}", exc.hint or None) from exc
+
+
+def schedule_of(spec: "JobSpec"):
+    """The compiled schedule of a job, with its DST policy."""
+    return compile_or_fail(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
 
 
 def parse_instant(text: str, tz: str, flag: str = "--after") -> datetime:
@@ -97,7 +102,22 @@ def parse_instant(text: str, tz: str, flag: str = "--after") -> datetime:
         from zoneinfo import ZoneInfo
 
         value = value.replace(tzinfo=ZoneInfo(tz))
-    return value.astimezone(timezone.utc)
+    return bounded_instant(value, text, flag)
+
+
+def bounded_instant(value: datetime, text: str, flag: str) -> datetime:
+    """`value` (aware) in UTC when chrono can compute with it; UsageError naming `flag` and
+    the range otherwise (the one check every time flag goes through)."""
+    from chronod.core import bounds
+
+    try:
+        utc = value.astimezone(timezone.utc)
+    except OverflowError:
+        utc = None
+    if utc is None or not bounds.in_range(utc):
+        raise UsageError(f"{flag} {text!r} is outside the times chrono can answer about",
+                         f"give a time from {bounds.range_text()}")
+    return utc
 
 
 def parse_seconds(text: str, flag: str) -> int:
@@ -107,10 +127,28 @@ def parse_seconds(text: str, flag: str) -> int:
     try:
         seconds = parse_duration(text)
     except DurationError as exc:
-        raise UsageError(f"{flag}: {exc}", "durations look like 90s, 15m, 24h, 7d") from exc
+        raise UsageError(f"{flag}: {exc}", "durations look like 90s, 15m, 24h, 7d (at most "
+                         f"{_max_span()})") from exc
+    return bounded_seconds(seconds, flag)
+
+
+def bounded_seconds(seconds: int, flag: str) -> int:
+    """`seconds` when it is a duration a flag may give (1s up to `bounds.MAX_SPAN_S`);
+    UsageError naming `flag` and the range otherwise."""
+    from chronod.core import bounds
+
     if seconds <= 0:
         raise UsageError(f"{flag} must be longer than 0s")
+    if seconds > bounds.MAX_SPAN_S:
+        raise UsageError(f"{flag} is longer than {bounds.days_text(bounds.MAX_SPAN_S)}",
+                         f"give a duration from 1s to {bounds.days_text(bounds.MAX_SPAN_S)}")
     return seconds
+
+
+def _max_span() -> str:
+    from chronod.core import bounds
+
+    return bounds.days_text(bounds.MAX_SPAN_S)
 
 
 def check_zone(tz: str) -> str:

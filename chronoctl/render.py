@@ -113,9 +113,8 @@ def human_time(at: datetime, now: datetime | None = None, tz: str | tzinfo | Non
     """`2026-12-02 11:30:00 EST (in 5m)`: local zone unless `tz`; the age only when `now` is given."""
     if at.tzinfo is None:
         raise ValueError("refusing to render a naive datetime: its zone is unknown")
-    zone = _zone(tz)
-    local = at.astimezone(zone) if zone is not None else at.astimezone()
-    text = f"{local:%Y-%m-%d %H:%M:%S} {local.tzname() or local.strftime('%z')}"
+    local = _local(at, tz)
+    text = f"{local:%Y-%m-%d %H:%M:%S} {offset_text(at, tz)}"
     return f"{text} ({relative(at, now)})" if now is not None else text
 
 
@@ -195,9 +194,36 @@ def echo(text: str = "", file: TextIO | None = None) -> None:
     (file or sys.stdout).write(text + "\n")
 
 
+LABEL_WIDTH = 10
+
+
+def echo_field(label: str, value: Any, file: TextIO | None = None) -> None:
+    """`label     value` (the value escaped); on a terminal a long value wraps between
+    words under itself, so no word is cut at the terminal's edge."""
+    out = file or sys.stdout
+    text = escape_line(value)
+    pad = " " * LABEL_WIDTH
+    if not is_terminal(out):
+        echo(f"{label:<{LABEL_WIDTH}}{text}".rstrip(), out)
+        return
+    import textwrap
+
+    width = max(terminal_width(out), LABEL_WIDTH + 20)
+    lines = textwrap.wrap(text, width - LABEL_WIDTH, break_long_words=False, break_on_hyphens=False) or [""]
+    echo(f"{label:<{LABEL_WIDTH}}{lines[0]}".rstrip(), out)
+    for line in lines[1:]:
+        echo(pad + line, out)
+
+
 def warn(message: str) -> None:
-    """`chronoctl: warning: message` on stderr."""
-    sys.stderr.write(f"chronoctl: warning: {escape_line(message)}\n")
+    """`chronoctl: warning: message` on stderr; on a terminal wrapped between words."""
+    text = f"chronoctl: warning: {escape_line(message)}"
+    if is_terminal(sys.stderr):
+        import textwrap
+
+        text = "\n".join(textwrap.wrap(text, terminal_width(sys.stderr), break_long_words=False,
+                                       break_on_hyphens=False, subsequent_indent="  "))
+    sys.stderr.write(text + "\n")
 
 
 # --- tables --------------------------------------------------------------------------
@@ -205,12 +231,20 @@ def warn(message: str) -> None:
 
 @dataclass(frozen=True)
 class Column:
-    """One table column: the row key, its header, alignment, and how to turn a value into text."""
+    """One table column: the row key, its header, alignment, and how to turn a value into text.
+
+    On a terminal a table is fitted to its width: no cell is ever broken inside a word,
+    a time or an id. Columns with `drop` > 0 are left out, highest `drop` first, until the
+    rest fit; only a `wrap` column (free text: a reason, a message) may then wrap, and
+    only between words.
+    """
 
     key: str
     header: str | None = None
     justify: str = "left"  # left | right
     format: Callable[[Any], str] | None = None
+    drop: int = 0  # 0: always shown; otherwise the higher, the sooner it goes when space runs out
+    wrap: bool = False  # free text that may wrap between words
 
     def title(self) -> str:
         return self.header if self.header is not None else self.key.replace("_", " ").upper()
@@ -260,9 +294,11 @@ def print_table(
     title: str | None = None,
     file: TextIO | None = None,
     empty: str = "(none)",
+    wide: bool = False,
 ) -> None:
-    """Print `rows` (dicts) as a table of `columns`: a rich table on a terminal, plain
-    columns otherwise. Every cell is escaped; `None` shows as `-`; no rows prints `empty`."""
+    """Print `rows` (dicts) as a table of `columns`: a rich table fitted to the width on a
+    terminal, plain columns otherwise (and with `wide`: every column, however wide).
+    Every cell is escaped; `None` shows as `-`; no rows prints `empty`."""
     out = file or sys.stdout
     cols = _columns(columns)
     if not rows:
@@ -270,7 +306,7 @@ def print_table(
             echo(escape_line(title), out)
         echo(empty, out)
         return
-    if not is_terminal(out):
+    if wide or not is_terminal(out):
         if title:
             echo(escape_line(title), out)
         for line in table_lines(rows, cols):
@@ -279,16 +315,139 @@ def print_table(
     _rich_table(rows, cols, title, out)
 
 
+def terminal_width(out: TextIO | None = None) -> int:
+    """The width of the terminal behind `out` (COLUMNS when set, else 80 when unknown)."""
+    return console(out).width
+
+
+WRAP_MIN = 12  # the narrowest a free-text column is squeezed to before columns are dropped
+
+
+def fit_columns(rows: Sequence[Mapping[str, Any]], cols: list[Column], width: int) -> list[Column]:
+    """The columns of `cols` that fit in `width` cells, two spaces apart, dropping the
+    highest `drop` first. A `wrap` column counts as its longest word (at least WRAP_MIN
+    cells when its text is longer), since it may wrap between words."""
+    def need(c: Column) -> int:
+        cells = [c.title()] + [c.cell(r) for r in rows]
+        if not c.wrap:
+            return max(len(t) for t in cells)
+        longest_word = max((len(w) for t in cells for w in t.split()), default=1)
+        return min(max(len(t) for t in cells), max(longest_word, WRAP_MIN))
+
+    kept = list(cols)
+    while len(kept) > 1 and sum(need(c) for c in kept) + 2 * (len(kept) - 1) > width:
+        droppable = [c for c in kept if c.drop > 0]
+        if not droppable:
+            break
+        kept.remove(max(droppable, key=lambda c: (c.drop, kept.index(c))))
+    return kept
+
+
 def _rich_table(rows: Sequence[Mapping[str, Any]], cols: list[Column], title: str | None, out: TextIO) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=escape_line(title) if title else None, title_justify="left", show_edge=False, pad_edge=False)
+    con = console(out)
+    cols = fit_columns(rows, cols, con.width)
+    table = Table(title=escape_line(title) if title else None, title_justify="left", show_edge=False,
+                  pad_edge=False, box=None, padding=(0, 2, 0, 0), collapse_padding=True)
     for c in cols:
-        table.add_column(c.title(), justify=c.justify, overflow="fold")
+        widest = max(len(t) for t in [c.title()] + [c.cell(r) for r in rows])
+        table.add_column(c.title(), justify=c.justify, no_wrap=not c.wrap, overflow="fold" if c.wrap else "ellipsis",
+                         min_width=None if c.wrap else widest, style=None, header_style="bold")
     for r in rows:
-        table.add_row(*(Text(c.cell(r)) for c in cols))
-    console(out).print(table)
+        table.add_row(*(Text(c.cell(r), style=_cell_style(c, r)) for c in cols))
+    con.print(table)
+
+
+# --- state words ----------------------------------------------------------------------
+
+STATE_STYLES = {
+    "succeeded": "green", "running": "cyan", "failed": "red", "timed_out": "red", "lost": "red",
+    "pending": "dim", "retry_wait": "yellow", "cancelled": "dim", "missing": "red",
+}
+
+
+def state_style(state: str) -> str | None:
+    """The colour of a run state word on a terminal: green for success, red for failure,
+    yellow for waiting and skipped, dim for what has not happened."""
+    if state.startswith("skipped"):
+        return "yellow"
+    return STATE_STYLES.get(state)
+
+
+def _cell_style(c: Column, row: Mapping[str, Any]) -> str | None:
+    if c.key not in ("state", "last_state", "last"):
+        return None
+    value = row.get(c.key)
+    return state_style(str(value).split()[0]) if value else None
+
+
+def styled(text: str, style: str | None, out: TextIO | None = None) -> str:
+    """`text` wrapped in the ANSI colour `style` when `out` (stdout) takes colour; else as it is."""
+    codes = {"green": "32", "red": "31", "yellow": "33", "cyan": "36", "dim": "2", "bold": "1"}
+    if not style or style not in codes or not color_enabled(out):
+        return text
+    return f"\x1b[{codes[style]}m{text}\x1b[0m"
+
+
+# --- run ids and compact times ----------------------------------------------------------
+
+SHORT_ID = 8
+
+
+def short_id(run_id: str | None, wide: bool = False) -> str | None:
+    """A run id as tables show it: its first 8 characters (every command takes a unique
+    prefix), or whole with `wide`."""
+    if run_id is None:
+        return None
+    return run_id if wide else run_id[:SHORT_ID]
+
+
+_DISPLAY_UTC = False
+
+
+def use_utc(flag: bool) -> None:
+    """Show times in UTC instead of the local zone, for the rest of this command."""
+    global _DISPLAY_UTC
+    _DISPLAY_UTC = flag
+
+
+def display_zone() -> tzinfo | None:
+    """The zone times are shown in: UTC with --utc, else None (the local zone)."""
+    from datetime import timezone as _tz
+
+    return _tz.utc if _DISPLAY_UTC else None
+
+
+def _local(at: datetime, tz: str | tzinfo | None = None) -> datetime:
+    if at.tzinfo is None:
+        raise ValueError("refusing to render a naive datetime: its zone is unknown")
+    zone = _zone(tz) or display_zone()
+    return at.astimezone(zone) if zone is not None else at.astimezone()
+
+
+def offset_text(at: datetime, tz: str | tzinfo | None = None) -> str:
+    """`+01:00`: the UTC offset of the display zone at `at`."""
+    text = _local(at, tz).strftime("%z")
+    return f"{text[:3]}:{text[3:]}" if len(text) == 5 else text
+
+
+def short_time(at: datetime | None, now: datetime | None = None, tz: str | tzinfo | None = None) -> str | None:
+    """A time for a table cell, in the display zone: `12-02 11:30:05`, or `11:30:05`
+    on the day of `now`; the zone and offset are said once, by `zone_note`."""
+    if at is None:
+        return None
+    local = _local(at, tz)
+    if now is not None and _local(now, tz).date() == local.date():
+        return f"{local:%H:%M:%S}"
+    return f"{local:%m-%d %H:%M:%S}"
+
+
+def zone_note(now: datetime, tz: str | tzinfo | None = None) -> str:
+    """`times in CET, +01:00`: what the short times of a table are in."""
+    local = _local(now, tz)
+    return f"times in {local.tzname() or 'local time'}, {offset_text(now, tz)}"
 
 
 # --- bars ----------------------------------------------------------------------------

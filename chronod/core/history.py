@@ -295,7 +295,7 @@ def _did_it_run_since(spec: JobSpec, runs: list[Any], schedule: Any, since: date
 def _compile(spec: JobSpec) -> Any:
     from chronod.core.schedule import compile_schedule
 
-    return compile_schedule(spec.schedule, spec.timezone)
+    return compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
 
 
 class Mark(NamedTuple):

@@ -18,9 +18,12 @@ from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 from chronod.core import identity
+from chronod.core.bounds import MAX_EVERY_S, MAX_RUN_S
 from chronod.core.durations import DurationError, parse_duration
 from chronod.core.model import (
     CATCHUP_POLICIES,
+    DST_GAP_POLICIES,
+    DST_REPEAT_POLICIES,
     IDEMPOTENCY_CLASSES,
     NOTIFY_EVENTS,
     OVERLAP_POLICIES,
@@ -612,15 +615,17 @@ FIELDS: tuple[Field, ...] = (
     Field("command", Command(), required=True, rule="a string is run by shell; a list is exec'd directly, no shell"),
     Field("idempotency_class", Enum(IDEMPOTENCY_CLASSES), required=True, rule="idempotent: re-running is harmless; keyed: dedupes on CHRONO_RUN_ID; unsafe: at most once"),
     Field("timezone", Str(max_len=64, zone=True), "UTC", default_doc="UTC", rule="IANA zone name the schedule is read in"),
+    Field("dst_gap", Enum(DST_GAP_POLICIES), "shift", default_doc="shift", rule="fixed-time jobs whose local time a spring-forward skips: shift fires once when the clock jumps (cron); skip does not run that day"),
+    Field("dst_repeat", Enum(DST_REPEAT_POLICIES), "first", default_doc="first", rule="fixed-time jobs whose local time a fall-back repeats: first pass (cron), last pass, or both (each its own occurrence and run id)"),
     Field("tolerance_s", Int(0, 86400), None, default_doc="min(300, 10% of the smallest gap between occurrences)", rule="jitter window in seconds; must be smaller than the smallest gap"),
     Field("tolerance_reason", Str(max_len=1024), nullable=True, default_doc="none", rule="why the job must start exactly on time; expected with tolerance_s: 0"),
     Field("overlap", Enum(OVERLAP_POLICIES), "forbid", default_doc="forbid", rule="what to do when the previous run is still going"),
     Field("catchup", Enum(CATCHUP_POLICIES), "latest", default_doc="latest", rule="what to do with occurrences missed while nothing could run them"),
-    Field("catchup_window_s", Int(0, 366 * 86400), 86400, default_doc="86400", rule="occurrences older than this are never run late"),
-    Field("timeout_s", Int(1, 366 * 86400), None, nullable=True, default_doc="none", rule="SIGTERM to the process group after this many seconds"),
+    Field("catchup_window_s", Int(0, MAX_RUN_S), 86400, default_doc="86400", rule="occurrences older than this are never run late"),
+    Field("timeout_s", Int(1, MAX_RUN_S), None, nullable=True, default_doc="none", rule="SIGTERM to the process group after this many seconds"),
     Field("kill_grace_s", Int(0, 3600), 10, default_doc="10", rule="SIGKILL this long after SIGTERM"),
     Field("retry", Obj(RETRY_FIELDS, build=lambda d: Retry(**d), post=_retry_post), Retry(), default_doc="{attempts: 1}", rule="{attempts, backoff_s, max_backoff_s}; attempts > 1 not allowed for unsafe jobs"),
-    Field("max_silence_s", Int(1, 10 * 366 * 86400), None, default_doc="2 × the largest gap + tolerance_s", rule="dead man's switch: alert when no success for this long"),
+    Field("max_silence_s", Int(1, MAX_EVERY_S), None, default_doc="2 × the largest gap + tolerance_s", rule="dead man's switch: alert when no success for this long"),
     Field("run_on", RunOnType(), RunOn(), default_doc="any", rule="any: once per fleet; each: on every node; {nodes: [glob]}: once, on a matching node"),
     Field("user", Str(pattern=NAME_PATTERN, pattern_hint="a user name"), nullable=True, default_doc="the daemon's user", rule="only a root daemon switches users"),
     Field("group", Str(pattern=NAME_PATTERN, pattern_hint="a group name"), nullable=True, default_doc="the user's primary group", rule="group to run as"),
@@ -825,8 +830,10 @@ def _rule_schedule(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None
     expr, tz = job.values["schedule"], job.values["timezone"]
     if expr is INVALID:
         return
+    gap, repeat = job.values["dst_gap"], job.values["dst_repeat"]
     try:
-        job.schedule = compile_schedule(expr, tz if tz is not INVALID else "UTC")
+        job.schedule = compile_schedule(expr, tz if tz is not INVALID else "UTC",
+                                        "shift" if gap is INVALID else gap, "first" if repeat is INVALID else repeat)
     except ScheduleError as e:
         job.values["schedule"] = ctx.error(job.at("schedule"), e.message, e.hint)
 
@@ -894,16 +901,41 @@ def _rule_resource(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None
     ctx.error(job.at("resource"), f"{name!r} is not declared under resources: in this file", hint)
 
 
+_POLICY_FOR_CHANGE = {"spring-forward": "dst_gap", "fall-back": "dst_repeat"}
+_POLICY_HINT = {
+    "dst_gap": "choose what it does: dst_gap: shift (once when the clock jumps, as cron) or dst_gap: skip (not that day)",
+    "dst_repeat": "choose what it does: dst_repeat: first (as cron), last, or both (once in each pass)",
+}
+
+
 def _rule_dst(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+    """Warn for a fixed-time job whose time a clock change skips or repeats, unless the job
+    says what it wants there (dst_gap, dst_repeat); a clock correction is always named."""
     sched = job.schedule
-    if sched is None or sched.kind != "cron" or not sched.is_fixed_time:
+    if sched is None or sched.kind != "cron":
+        _warn_unused_policy(job, "it has no clock times" if sched is not None else "", ctx)
+        return
+    if not sched.is_fixed_time:
+        _warn_unused_policy(job, "a wildcard schedule follows the wall clock through DST changes", ctx)
         return
     for event in _dst_events(sched, now):
+        policy = _POLICY_FOR_CHANGE.get(event.change)
+        if policy in job.explicit:
+            continue
         ctx.warn(
             job.at("schedule"),
             f"daylight saving time in {sched.tz} ({event.change}): {event.effect}",
-            "if that matters, schedule outside the hours the clocks change, or use timezone: UTC",
+            _POLICY_HINT[policy] if policy else "if that matters, schedule outside the hours the clocks change, or use timezone: UTC",
         )
+
+
+def _warn_unused_policy(job: _Job, why: str, ctx: _Ctx) -> None:
+    """A DST policy written in the job itself on a schedule it cannot apply to (defaults stay quiet)."""
+    if not why:
+        return
+    for name in ("dst_gap", "dst_repeat"):
+        if job.source.get(name, "").startswith(job.path + "."):
+            ctx.warn(job.at(name), f"has no effect on schedule {job.values['schedule']!r}: {why}", f"remove {name}")
 
 
 @functools.lru_cache(maxsize=4096)

@@ -26,6 +26,7 @@ from chronod.core import identity, policy
 from chronod.core.clock import Clock
 from chronod.core.model import JobSpec
 from chronod.core.schedule import Schedule, compile_schedule
+from chronod.daemon.quarantine import Quarantine
 from chronod.daemon.waker import Wakeups
 from chronod.fleet import placement
 from chronod.fleet.spool import Spool
@@ -165,6 +166,8 @@ class Daemon:
         self.notify_service: Any = None  # set by the composition root; woken after each outcome
         self.lease_thread_stop = __import__("threading").Event()
         self.spool = Spool(Path(getattr(runner, "state_dir", ".")) / "spool.jsonl")
+        self.registry_problems: list[dict[str, Any]] = []  # the last reload's file errors
+        self.quarantine = Quarantine(log, metrics.quarantined, (StoreError,), self.report_problems)
 
     # ------------------------------------------------------------------ start / stop
     def start(self) -> None:
@@ -174,6 +177,7 @@ class Daemon:
         if self.fleet:
             self.start_lease_thread()
         self.reload(initial=True)
+        self.set_aside()
         if self.fleet:
             self.check_versions()
         self.replay_spool()
@@ -230,6 +234,16 @@ class Daemon:
         self.refresh_paused()
         self.run_due()
         self.housekeeping()
+        self.set_aside()
+
+    def set_aside(self) -> None:
+        """Quarantined jobs leave the schedule (their history and stored rows stay)."""
+        for job_id in [j for j in self.jobs if j in self.quarantine]:
+            del self.jobs[job_id]
+            for rid in [r for r, run in self.pending.items() if run.job_id == job_id]:
+                del self.pending[rid]
+                self.deferred.discard(rid)
+            self.queued.pop(job_id, None)
 
     def next_wake(self) -> datetime | None:
         """The earliest time anything is due (None: nothing scheduled)."""
@@ -436,7 +450,9 @@ class Daemon:
         for fres in result.files.values():
             for name, res in (fres.resources or {}).items():
                 self.resources.setdefault(name, res.max_concurrency)
-        self.store.set_registry_errors(self.node, errors)
+        self.quarantine.keep_only(specs)
+        self.registry_problems = errors
+        self.report_problems()
         self.metrics.registry_errors.set(len({e["file"] for e in errors}))
         self.apply_specs(specs)
         self.next_version_check = 0.0
@@ -451,6 +467,10 @@ class Daemon:
             self.log("registry.reloaded", jobs=len(self.jobs), errors=len(errors))
             self.notifier.status(self.status_line())
 
+    def report_problems(self) -> None:
+        """The registry errors of the last reload and the quarantined jobs, for `status`."""
+        self.store.set_registry_errors(self.node, self.registry_problems + self.quarantine.problems())
+
     def apply_specs(self, specs: dict[str, JobSpec]) -> None:
         """Swap in a new set of definitions and keep each job's next occurrence right."""
         carried = {i: s for i, s in specs.items() if carries(s, self.node)}
@@ -459,12 +479,15 @@ class Daemon:
         new: dict[str, Job] = {}
         for job_id, spec in carried.items():
             prev = old.get(job_id)
+            if self.quarantine.holds(spec):
+                continue
             if prev is not None and prev.spec == spec:
                 new[job_id] = prev
                 continue
-            key = identity.job_key(spec.id, spec.run_on.each, self.node)
-            new[job_id] = Job(spec, compile_schedule(spec.schedule, spec.timezone), key,
-                              identity.jitter_offset(key, spec.tolerance_s))
+            with self.quarantine.guard(spec, "schedule"):
+                key = identity.job_key(spec.id, spec.run_on.each, self.node)
+                schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+                new[job_id] = Job(spec, schedule, key, identity.jitter_offset(key, spec.tolerance_s))
         self.jobs = new
         self.metrics.jobs.set(len(new))
         for job_id in old.keys() - new.keys():
@@ -513,15 +536,16 @@ class Daemon:
     def still_scheduled(self, job: Job, run: Run) -> bool:
         if not job.spec.enabled or job.schedule.kind == "reboot":
             return False
-        return job.schedule.next_after(run.scheduled_at - timedelta(seconds=1)) == run.scheduled_at
+        with self.quarantine.guard(job.spec, "stored occurrences"):
+            return job.schedule.next_after(run.scheduled_at - timedelta(seconds=1)) == run.scheduled_at
+        return True  # the job is set aside; its stored rows stay as they are
 
     def next_run(self, job: Job, after: datetime) -> Run | None:
         """The first occurrence whose fire time is after `after`, as a pending Run."""
-        sched_after = after - timedelta(seconds=job.offset)
-        at = job.schedule.next_after(sched_after)
-        if at is None:
-            return None
-        return self.make_run(job, at)
+        with self.quarantine.guard(job.spec, "next occurrence"):
+            at = job.schedule.next_after(after - timedelta(seconds=job.offset))
+            return None if at is None else self.make_run(job, at)
+        return None
 
     def make_run(self, job: Job, scheduled_at: datetime, trigger: str = "schedule", rid: str | None = None) -> Run:
         return Run(run_id=rid or identity.run_id(job.key, scheduled_at), job_id=job.spec.id, job_key=job.key,
@@ -564,21 +588,25 @@ class Daemon:
             if getattr(self.waker, "stop_requested", False):
                 return  # SIGTERM: stored occurrences stay pending for the other nodes or the next start
             job = self.jobs.get(job_id)
-            if job is None:
+            if job is None or job_id in self.quarantine:
                 continue
-            for run in runs:
-                if run.state == "retry_wait" or run.trigger != "schedule":
-                    self.pending.pop(run.run_id, None)
-                    self.start_or_queue(job, run)
-            scheduled = [r for r in runs if r.state == "pending" and r.trigger == "schedule"]
-            if scheduled and not self.owns(job):
-                self.defer(job, scheduled)
-            elif scheduled:
-                self.fall_due(job, scheduled, now)
+            with self.quarantine.guard(job.spec, "due occurrences"):
+                self.due_now(job, runs, now)
         if rescue:
             self.rescue(rescue, now)
         for job_id in list(self.queued):
             self.drain_queue(job_id)
+
+    def due_now(self, job: Job, runs: list[Run], now: datetime) -> None:
+        for run in runs:
+            if run.state == "retry_wait" or run.trigger != "schedule":
+                self.pending.pop(run.run_id, None)
+                self.start_or_queue(job, run)
+        scheduled = [r for r in runs if r.state == "pending" and r.trigger == "schedule"]
+        if scheduled and not self.owns(job):
+            self.defer(job, scheduled)
+        elif scheduled:
+            self.fall_due(job, scheduled, now)
 
     def fall_due(self, job: Job, stored: list[Run], now: datetime) -> None:
         """The stored occurrence(s) fell due: add any later ones that fell due unseen (an
@@ -994,7 +1022,8 @@ class Daemon:
             return None
         spec = row.spec
         key = identity.job_key(spec.id, spec.run_on.each, self.node)
-        return Job(spec, compile_schedule(spec.schedule, spec.timezone), key, identity.jitter_offset(key, spec.tolerance_s))
+        schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+        return Job(spec, schedule, key, identity.jitter_offset(key, spec.tolerance_s))
 
     def unknown_outcome(self, job: Job, run: Run) -> None:
         """No supervisor and no result: the machine rebooted, or chronod died between the

@@ -212,7 +212,7 @@ class NotifyService:
         changed: dict[str, core.NotifyState] = {}
         for job_id, spec in specs.items():
             try:
-                schedule = compile_schedule(spec.schedule, spec.timezone)
+                schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
             except Exception:
                 continue
             young = registered.get(job_id) and now - registered[job_id] < timedelta(seconds=core.RECONCILE_GRACE_S)

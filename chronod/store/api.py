@@ -278,6 +278,10 @@ class Store(Protocol):
     def get_run(self, run_id: str) -> Run | None:
         """One run by id."""
 
+    def runs_by_prefix(self, prefix: str, limit: int = 10) -> list[Run]:
+        """Runs whose id starts with `prefix` (at most `limit`, by id): how a short id
+        copied from a table is found."""
+
     def runs(self, job_id: str | None = None, *, since: datetime | None = None,
              until: datetime | None = None, states: Iterable[str] | None = None,
              limit: int | None = None, newest_first: bool = True) -> list[Run]:

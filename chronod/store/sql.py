@@ -679,6 +679,13 @@ class SqlStore:
         found = self._select_runs(sa.select(s.runs).where(s.runs.c.run_id == run_id))
         return found[0] if found else None
 
+    def runs_by_prefix(self, prefix: str, limit: int = 10) -> list[Run]:
+        r = s.runs.c
+        # Run ids are hex (or a manual id): escape LIKE's wildcards all the same.
+        pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        q = sa.select(s.runs).where(r.run_id.like(pattern, escape="\\")).order_by(r.run_id).limit(limit)
+        return self._select_runs(q)
+
     def runs_query(self, job_id: str | None = None, *, since: datetime | None = None,
                    until: datetime | None = None, states: Iterable[str] | None = None,
                    limit: int | None = None, newest_first: bool = True) -> sa.Select:

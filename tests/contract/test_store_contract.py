@@ -123,6 +123,15 @@ def test_insert_runs_counts_only_new_runs_and_keeps_their_states(store):
     assert store.get_run("backup-002000").state == "skipped_outage"
 
 
+def test_runs_by_prefix_finds_runs_whose_id_starts_with_it_and_no_wildcard_matches(store):
+    store.insert_runs([run(i) for i in (1, 2, 12)] + [run(3, job="back_up")])
+    assert [r.run_id for r in store.runs_by_prefix("backup-00000")] == ["backup-000001", "backup-000002"]
+    assert [r.run_id for r in store.runs_by_prefix("backup-000012")] == ["backup-000012"]
+    assert [r.run_id for r in store.runs_by_prefix("backup-", limit=2)] == ["backup-000001", "backup-000002"]
+    assert [r.run_id for r in store.runs_by_prefix("back_")] == ["back_up-000003"]  # `_` is no wildcard
+    assert store.runs_by_prefix("back%") == []
+
+
 def test_datetimes_come_back_aware_utc(store):
     store.insert_pending(run(3))
     got = store.get_run("backup-000003")

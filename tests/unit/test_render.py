@@ -114,13 +114,24 @@ def test_relative_ages_read_like_an_operator_would_say_them(delta_s, text):
     assert render.relative(NOW + timedelta(seconds=delta_s), NOW) == text
 
 
-def test_human_time_is_in_the_given_zone_with_its_abbreviation_and_age():
+def test_human_time_is_in_the_given_zone_with_its_offset_and_age():
     at = NOW + timedelta(minutes=5)
-    assert render.human_time(at, NOW, "America/New_York") == "2026-11-01 07:05:00 EST (in 5m)"
+    assert render.human_time(at, NOW, "America/New_York") == "2026-11-01 07:05:00 -05:00 (in 5m)"
 
 
 def test_human_time_without_now_has_no_age():
-    assert render.human_time(NOW, None, "UTC") == "2026-11-01 12:00:00 UTC"
+    assert render.human_time(NOW, None, "UTC") == "2026-11-01 12:00:00 +00:00"
+
+
+def test_human_time_follows_use_utc():
+    render.use_utc(True)
+    try:
+        assert render.human_time(NOW) == "2026-11-01 12:00:00 +00:00"
+        assert render.short_time(NOW + timedelta(hours=1), NOW) == "13:00:00"
+        assert render.short_time(NOW + timedelta(days=1), NOW) == "11-02 12:00:00"
+        assert render.zone_note(NOW) == "times in UTC, +00:00"
+    finally:
+        render.use_utc(False)
 
 
 # --- JSON --------------------------------------------------------------------------------
@@ -162,6 +173,35 @@ def test_print_table_to_a_pipe_is_plain_text():
     out = io.StringIO()
     render.print_table([{"a": 1}], ["a"], file=out, title="t")
     assert out.getvalue() == "t\nA\n1\n"
+
+
+def test_fit_columns_drops_the_least_useful_first_and_never_a_kept_column():
+    rows = [{"a": "x" * 30, "b": "y" * 30, "c": "z" * 30, "d": "w" * 30}]
+    cols = [render.Column("a"), render.Column("b", drop=1), render.Column("c", drop=2), render.Column("d")]
+    assert [c.key for c in render.fit_columns(rows, cols, 96)] == ["a", "b", "d"]
+    assert [c.key for c in render.fit_columns(rows, cols, 80)] == ["a", "d"]
+    assert [c.key for c in render.fit_columns(rows, cols, 200)] == ["a", "b", "c", "d"]
+
+
+def test_a_wrap_column_needs_only_its_longest_word():
+    rows = [{"a": "x" * 30, "why": "one two three four five six seven eight nine ten eleven"}]
+    cols = [render.Column("a"), render.Column("why", wrap=True), render.Column("z", drop=1)]
+    assert [c.key for c in render.fit_columns(rows, cols, 46)] == ["a", "why"]
+
+
+def test_print_table_on_a_terminal_fits_its_width_without_breaking_cells(monkeypatch):
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setenv("COLUMNS", "40")
+    monkeypatch.setenv("NO_COLOR", "1")
+    out = Tty()
+    rows = [{"id": "0123456789abcdef", "when": "12-02 11:30:05", "why": "a long reason that has to wrap somewhere"}]
+    render.print_table(rows, [render.Column("id"), render.Column("when"), render.Column("why", wrap=True)], file=out)
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= 40 for line in lines), lines
+    assert "0123456789abcdef" in lines[1] and "12-02 11:30:05" in lines[1]
 
 
 def test_print_table_with_no_rows_says_so():
