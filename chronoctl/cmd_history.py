@@ -201,23 +201,36 @@ def _overview(store: "Store", now: datetime) -> dict[str, Any]:
         "silent": silent,
         "registry_errors": store.registry_errors(),
         "running": [cmd_ops.run_json(r) for r in running],
+        "database": _database_json(store),
     }
+
+
+def _database_line(db: dict[str, Any]) -> str:
+    """`database: 48.2 MiB, 1,000,000 runs (990,000 succeeded, 10,000 failed)`."""
+    counts = db["runs_by_state"]
+    size = f"{db['bytes'] / 2**20:.1f} MiB, " if db["bytes"] is not None else ""
+    states = ", ".join(f"{n:,} {state}" for state, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return f"database: {size}{sum(counts.values()):,} runs" + (f" ({states})" if states else "")
+
+
+def _database_json(store: "Store") -> dict[str, Any]:
+    """The database's size and its runs per state (retention keeps both in check)."""
+    summary = store.metrics()
+    return {"bytes": summary.get("database_bytes"), "runs_by_state": dict(sorted(summary["runs_by_state"].items()))}
 
 
 def _silent(store: "Store", rows: list["JobRow"], now: datetime, recent: list[Any]) -> list[Any]:
     """The jobs silent now (no success for longer than `max_silence_s`), for `status` and
     `missed` alike; the judging is `history.silent_jobs`. `recent` are the runs or marks
     the command read anyway: a job with a success in them recent enough is not silent,
-    and only the others (silent, or close to it, or weekly) are looked up one by one for
-    their latest success, however old. A job that never succeeded has its silence counted
-    from its last definition change."""
+    and only the others (silent, or close to it, or weekly) are looked up, all in one
+    query, for their latest success, however old. A job that never succeeded has its
+    silence counted from its last definition change."""
     from chronod.core import history
 
     suspects = history.silence_suspects(rows, recent, now)
-    last: dict[str, datetime] = {}
-    for j in suspects:
-        last.update(history.latest_successes(store.runs(j.job_id, until=now, states=["succeeded"], limit=1)))
-    return history.silent_jobs(suspects, last, now)
+    wins = store.last_successes([j.job_id for j in suspects], until=now).values() if suspects else ()
+    return history.silent_jobs(suspects, history.latest_successes(wins), now)
 
 
 def _silent_json(q: Any) -> dict[str, Any]:
@@ -281,6 +294,7 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
         echo()
     paused = f", {len(d['paused'])} paused ({', '.join(d['paused'])})" if d["paused"] else ""
     echo(escape_line(f"jobs: {d['jobs']} registered{paused}"))
+    echo(_database_line(d["database"]))
     echo()
     failing = [{"job": r["job_id"], "owner": r["owner"], "state": r["state"], "exit": r["exit_code"],
                 "scheduled": when(r["scheduled_at"]), "run_id": short_id(r["run_id"], wide)} for r in d["failing"]]
