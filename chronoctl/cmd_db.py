@@ -162,9 +162,8 @@ def _prune_job(store: Any, job_id: str, before: Any, kept_s: int) -> int:
 
 
 def _prune_report(before: Any, kept_s: int, dry_run: bool, counts: dict[str, int], as_json: bool) -> None:
-    from chronod.core.retention import kept_text
-
     from chronoctl import cmd_ops, render
+    from chronod.core.retention import kept_text
 
     total = sum(counts.values())
     if as_json:

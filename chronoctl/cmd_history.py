@@ -434,10 +434,11 @@ def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, second
 
     sched = _schedule(row)
     nodes = _node_names(store) if row.spec.run_on.each else []
+    pruned = store.pruned([row.job_id]).get(row.job_id)
     if seconds is not None:
         start = cmd_ops.since_start(now, seconds)
         found = store.runs(row.job_id, since=start - timedelta(seconds=1), until=now)
-        return history.did_it_run(row.spec, found, now=now, since=start, schedule=sched, nodes=nodes)
+        return history.did_it_run(row.spec, found, now=now, since=start, schedule=sched, nodes=nodes, pruned=pruned)
     when = common.parse_instant(at, row.spec.timezone, "--at") if at else None
     nominal = sched.prev_at_or_before(when or now) if sched.kind != "reboot" else None
     if sched.kind == "reboot":
@@ -447,7 +448,7 @@ def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, second
     else:
         before = sched.prev_at_or_before(nominal - timedelta(seconds=1)) or nominal
         found = store.runs(row.job_id, since=before - timedelta(seconds=1), until=nominal + timedelta(seconds=1))
-    return history.did_it_run(row.spec, found, now=now, at=when, schedule=sched, nodes=nodes)
+    return history.did_it_run(row.spec, found, now=now, at=when, schedule=sched, nodes=nodes, pruned=pruned)
 
 
 def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:
@@ -494,10 +495,11 @@ def missed(
         found, marks = _window(store, start - timedelta(seconds=1), now + timedelta(seconds=1))
         nodes = _node_names(store)
         silent = _silent(store, rows, now, marks if marks is not None else found)
+        pruned = store.pruned()
     known = _known_since(rows, marks if marks is not None else found, start)
     misses = history.missed([j.spec for j in rows], found, since=start, now=now, nodes=nodes,
-                            known_since=known, marks=marks)
-    _print_misses(misses, silent, start, now, as_json, wide)
+                            known_since=known, marks=marks, pruned=pruned)
+    _print_misses(misses, silent, start, now, as_json, wide, history.pruned_in(pruned, start))
     if misses or silent:
         raise typer.Exit(EXIT_NO)
 
@@ -548,8 +550,15 @@ def _by_owner(misses: list[Any], silent: list[Any]) -> dict[str, tuple[list[Any]
     return dict(sorted(groups.items()))
 
 
+def _pruned_json(m: Any) -> dict[str, Any]:
+    from chronod.core.retention import pruned_reason
+
+    return {"job_id": m.job_id, "through": cmd_ops.iso(m.through), "kept_s": m.kept_s,
+            "reason": pruned_reason(m.kept_s)}
+
+
 def _print_misses(misses: list[Any], silent: list[Any], start: datetime, now: datetime, as_json: bool,
-                  wide: bool = False) -> None:
+                  wide: bool = False, pruned: list[Any] = ()) -> None:
     groups = _by_owner(misses, silent)
     if as_json:
         return _print_json({
@@ -557,11 +566,13 @@ def _print_misses(misses: list[Any], silent: list[Any], start: datetime, now: da
             "silent_count": len(silent),
             "owners": [{"owner": o or None, "missed": [_miss_json(m) for m in ms],
                         "silent": [_silent_json(q) for q in qs]} for o, (ms, qs) in groups.items()],
+            "pruned": [_pruned_json(m) for m in pruned],
         })
     from chronoctl.render import Column, echo, escape_line, human_time, print_table, short_id, short_time, zone_note
 
     if not groups:
         echo(f"nothing missed since {human_time(start, now)} and no job silent")
+        _print_pruned(pruned, now)
         return
     echo(zone_note(now))
     for owner, (ms, qs) in groups.items():
@@ -576,3 +587,15 @@ def _print_misses(misses: list[Any], silent: list[Any], start: datetime, now: da
                         title=escape_line(f"{who}: {len(qs)} silent (no success for longer than max_silence_s)"),
                         wide=wide)
         echo()
+    _print_pruned(pruned, now)
+
+
+def _print_pruned(pruned: list[Any], now: datetime) -> None:
+    """One line per job whose pruned history reaches into the window: not judged, not missed."""
+    from chronod.core.retention import pruned_reason
+
+    from chronoctl.render import echo, escape_line, human_time
+
+    for m in pruned:
+        echo(escape_line(f"{pruned_reason(m.kept_s)}: occurrences of {m.job_id} up to "
+                         f"{human_time(m.through, now)} are not judged"))

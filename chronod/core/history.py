@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
+from chronod.core import retention
 from chronod.core.durations import format_duration
 from chronod.core.identity import jitter_offset, job_key, run_id
 from chronod.core.model import ACTIVE_STATES, JobSpec
@@ -185,12 +186,17 @@ def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
     return f"{s}{err}"
 
 
-def _judge(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec) -> tuple[str, str]:
-    """(state, reason) for one occurrence given its row (or its absence)."""
+def _judge(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec,
+           pruned: Any | None = None) -> tuple[str, str]:
+    """(state, reason) for one occurrence given its row (or its absence) and the job's
+    pruning watermark (`pruned`, a store.api.Pruned or None)."""
     if run is not None:
         if run.state == "pending" and run.fire_at > now:
             return NOT_DUE, describe_run(run, now, spec)
         return run.state, describe_run(run, now, spec)
+    if retention.was_pruned(occ.scheduled_at, pruned):
+        return retention.PRUNED, (f"{retention.pruned_reason(pruned.kept_s)}: its row was deleted with the "
+                                  f"runs up to {_z(pruned.through)}; what happened to it is no longer known")
     if occ.fire_at > now:
         return NOT_DUE, f"not due yet: fires at {_z(occ.fire_at)}"
     return NO_RECORD, (
@@ -200,8 +206,9 @@ def _judge(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec) -> tu
     )
 
 
-def _answer_for(occs: Sequence[Occurrence], by_id: Mapping[str, Any], now: datetime, spec: JobSpec) -> Answer:
-    judged = [(o, by_id.get(o.run_id), *_judge(o, by_id.get(o.run_id), now, spec)) for o in occs]
+def _answer_for(occs: Sequence[Occurrence], by_id: Mapping[str, Any], now: datetime, spec: JobSpec,
+                pruned: Any | None = None) -> Answer:
+    judged = [(o, by_id.get(o.run_id), *_judge(o, by_id.get(o.run_id), now, spec, pruned)) for o in occs]
     if not judged:
         return Answer(False, NO_RECORD, "no node is known to carry this job, so no occurrence can be expected")
     bad = [j for j in judged if j[2] != "succeeded"]
@@ -219,7 +226,8 @@ def _scheduled(spec: JobSpec, schedule: Any) -> bool:
 
 
 def did_it_run(spec: JobSpec, runs: Iterable[Any], *, now: datetime, at: datetime | None = None,
-               since: datetime | None = None, schedule: Any = None, nodes: Iterable[str] = ()) -> Answer:
+               since: datetime | None = None, schedule: Any = None, nodes: Iterable[str] = (),
+               pruned: Any | None = None) -> Answer:
     """Did the occurrence run?
 
     - `at`: the occurrence nominally at or just before `at`; yes when it succeeded (for
@@ -227,7 +235,8 @@ def did_it_run(spec: JobSpec, runs: Iterable[Any], *, now: datetime, at: datetim
     - `since`: yes when any run scheduled in (since, now] succeeded (manual runs count).
     - neither: the latest occurrence whose fire time is at or before `now`.
     `runs` are the job's runs around the question (the caller picks the window);
-    `nodes` are the node names an `each` job runs on (nodes seen in `runs` are added).
+    `nodes` are the node names an `each` job runs on (nodes seen in `runs` are added);
+    `pruned` is the job's pruning watermark: an occurrence there without a row was pruned.
     """
     if at is not None and since is not None:
         raise ValueError("ask about one occurrence (at) or a window (since), not both")
@@ -235,14 +244,14 @@ def did_it_run(spec: JobSpec, runs: Iterable[Any], *, now: datetime, at: datetim
     schedule = schedule if schedule is not None else _compile(spec)
     nodes = set(nodes) | _nodes_from_runs(runs)
     if since is not None:
-        return _did_it_run_since(spec, runs, schedule, since, now, nodes)
+        return _did_it_run_since(spec, runs, schedule, since, now, nodes, pruned)
     if not _scheduled(spec, schedule):
         return _latest_run_answer(runs, now, spec, "@reboot: it runs once per boot")
     nominal = _occurrence_before(spec, schedule, at, now, nodes)
     if nominal is None:
         return Answer(False, NO_OCCURRENCE, "the schedule has no occurrence at or before that time")
     by_id = {r.run_id: r for r in runs}
-    return _answer_for(occurrences_at(spec, nominal, nodes), by_id, now, spec)
+    return _answer_for(occurrences_at(spec, nominal, nodes), by_id, now, spec, pruned)
 
 
 def _occurrence_before(spec: JobSpec, schedule: Any, at: datetime | None, now: datetime,
@@ -265,7 +274,7 @@ def _latest_run_answer(runs: list[Any], now: datetime, spec: JobSpec, what: str)
 
 
 def _did_it_run_since(spec: JobSpec, runs: list[Any], schedule: Any, since: datetime,
-                      now: datetime, nodes: set[str]) -> Answer:
+                      now: datetime, nodes: set[str], pruned: Any | None = None) -> Answer:
     window = [r for r in runs if since < r.scheduled_at <= now]
     wins = [r for r in window if r.state == "succeeded"]
     if wins:
@@ -282,7 +291,7 @@ def _did_it_run_since(spec: JobSpec, runs: list[Any], schedule: Any, since: date
         return Answer(False, NO_OCCURRENCE, f"nothing fell due between {_z(since)} and now{when}")
     if due:
         last = max(o.scheduled_at for o in due)
-        answer = _answer_for([o for o in due if o.scheduled_at == last], by_id, now, spec)
+        answer = _answer_for([o for o in due if o.scheduled_at == last], by_id, now, spec, pruned)
     else:
         answer = _latest_run_answer(window, now, spec, "")
     n = len({o.scheduled_at for o in due})
@@ -313,7 +322,7 @@ class Mark(NamedTuple):
 def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, now: datetime,
            nodes: Iterable[str] = (), known_since: Mapping[str, datetime] | None = None,
            schedules: Mapping[str, Any] | None = None, grace_s: int = GRACE_S,
-           marks: Iterable[Mark] | None = None) -> list[Miss]:
+           marks: Iterable[Mark] | None = None, pruned: Mapping[str, Any] | None = None) -> list[Miss]:
     """Every occurrence scheduled in (since, now] that did not succeed, plus every one that
     fell due (fire time + `grace_s` before `now`) and has no row at all.
 
@@ -321,7 +330,9 @@ def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, no
     window, slim), `runs` need only hold those that did not succeed. Running and retrying runs are
     not misses (yet); a pending row past its grace is ("due but not started").
     `known_since[job_id]`, when given, is when the job was first known: occurrences before
-    it are not expected. Runs of jobs missing from `specs` are reported under owner "".
+    it are not expected. `pruned[job_id]`, the job's pruning watermark: occurrences up to
+    it without a row were pruned, not missed (`pruned_in` names them).
+    Runs of jobs missing from `specs` are reported under owner "".
     Sorted by owner, job, scheduled time.
     """
     runs = [r for r in runs if since < r.scheduled_at <= now]
@@ -334,6 +345,9 @@ def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, no
     for spec in specs.values():
         schedule = (schedules or {}).get(spec.id) or _compile(spec)
         start = max(since, (known_since or {}).get(spec.id, since))
+        mark = (pruned or {}).get(spec.id)
+        if mark is not None:
+            start = max(start, mark.through)
         for occ in _unrecorded(spec, schedule, start, now, all_nodes, keyed, by_id):
             if occ.fire_at + timedelta(seconds=grace_s) < now:
                 out[occ.run_id] = _miss(spec.id, spec.owner, occ, None, *_judge(occ, None, now, spec))
@@ -342,6 +356,12 @@ def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, no
         if miss is not None:
             out[r.run_id] = miss
     return sorted(out.values(), key=lambda m: (m.owner, m.job_id, m.scheduled_at, m.job_key))
+
+
+def pruned_in(pruned: Mapping[str, Any], since: datetime) -> list[Any]:
+    """The watermarks that reach into a window starting at `since`: jobs whose occurrences
+    after `since` may have been pruned (so `missed` could not judge them), by job id."""
+    return sorted((m for m in pruned.values() if m.through > since), key=lambda m: m.job_id)
 
 
 def _scheduled_marks(runs: Iterable[Any]) -> dict[str, list[datetime]]:

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
-from chronod.core import history
+from chronod.core import history, retention
 from chronod.core.model import JobSpec
 
 MISSING = "missing"
+PRUNED = retention.PRUNED
 CATEGORY = {
     "succeeded": "",
     "failed": "failure", "timed_out": "failure", "lost": "failure",
@@ -25,6 +26,7 @@ CATEGORY = {
     "skipped_outage": "outage",
     "skipped_paused": "paused",
     MISSING: "missing",
+    PRUNED: "pruned",
     "pending": "not finished", "running": "not finished", "retry_wait": "not finished",
     history.NOT_DUE: "not due",
 }
@@ -38,7 +40,7 @@ class Line:
     fire_at: datetime
     run_id: str
     node: str | None
-    state: str  # a run state, `missing`, or `not_due`
+    state: str  # a run state, `missing`, `pruned`, or `not_due`
     category: str
     explanation: str
     attempts: int = 0
@@ -62,7 +64,7 @@ class JobReport:
         """Occurrences per state, in a fixed order, zero counts left out."""
         counts = Counter(line.state for line in self.lines)
         order = ["succeeded", "failed", "timed_out", "lost", "cancelled", "skipped_overlap", "skipped_outage",
-                 "skipped_paused", MISSING, "pending", "running", "retry_wait", history.NOT_DUE]
+                 "skipped_paused", MISSING, PRUNED, "pending", "running", "retry_wait", history.NOT_DUE]
         return {s: counts[s] for s in order if counts[s]}
 
     @property
@@ -79,22 +81,27 @@ class JobReport:
 
 
 def job_report(spec: JobSpec, schedule: Any, runs: Iterable[Any], *, start: datetime, end: datetime,
-               now: datetime, nodes: Iterable[str] = ()) -> JobReport:
-    """Every occurrence nominally in [start, end) with its run (or `missing`); `runs` are the
-    job's runs around the period (others are ignored)."""
+               now: datetime, nodes: Iterable[str] = (), pruned: Any | None = None) -> JobReport:
+    """Every occurrence nominally in [start, end) with its run (or `missing`, or `pruned` at
+    or before the job's pruning watermark `pruned`); `runs` are the job's runs around the
+    period (others are ignored)."""
     runs = list(runs)
     by_id = {r.run_id: r for r in runs}
     eps = timedelta(microseconds=1)
     nodes = set(nodes) | {n for r in runs if (n := history.node_of_key(r.job_key))}
     occs = history.occurrences(spec, schedule, start - eps, end - eps, nodes)
-    lines = [_line(o, by_id.get(o.run_id), now, spec) for o in occs]
+    lines = [_line(o, by_id.get(o.run_id), now, spec, pruned) for o in occs]
     manual = sorted((r for r in runs if r.trigger.startswith("manual") and start <= r.scheduled_at < end),
                     key=lambda r: r.scheduled_at)
     return JobReport(spec, start, end, lines, manual)
 
 
-def _line(occ: history.Occurrence, run: Any | None, now: datetime, spec: JobSpec) -> Line:
+def _line(occ: history.Occurrence, run: Any | None, now: datetime, spec: JobSpec, pruned: Any | None) -> Line:
     if run is None:
+        if retention.was_pruned(occ.scheduled_at, pruned):
+            return Line(occ.scheduled_at, occ.fire_at, occ.run_id, occ.node, PRUNED, "pruned",
+                        f"{retention.pruned_reason(pruned.kept_s)}: its row was deleted with the runs up to "
+                        f"{history.iso(pruned.through)}")
         if occ.fire_at > now:
             return Line(occ.scheduled_at, occ.fire_at, occ.run_id, occ.node, history.NOT_DUE, "not due",
                         f"not due yet: fires at {history.iso(occ.fire_at)}")

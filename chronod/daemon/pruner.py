@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from chronod.core import retention
+from chronod.store.api import StoreError
 
 EVERY_S = 600.0  # a round every ten minutes: retention is counted in days
 FIRST_ROUND_S = 60.0  # not during start-up, when the loop has the most to do
@@ -50,8 +51,10 @@ class Pruner:
         while not self._stop.wait(delay):
             try:
                 self.step(self.clock.now())
-            except Exception as e:  # an outage: the loop reports it; retention can wait
-                self.log("retention.failed", "warning", error=str(e).splitlines()[0] if str(e) else type(e).__name__)
+            except StoreError as e:  # an outage: the loop reports it; retention can wait
+                self.log("retention.failed", "warning", error=str(e))
+            except Exception as e:  # noqa: BLE001 - one bad round must not end retention for the daemon's life
+                self.log("retention.failed", "error", error=f"{type(e).__name__}: {e}")
             delay = self.every_s
 
     def step(self, now: datetime) -> int:

@@ -69,8 +69,10 @@ def test_db_prune_deletes_the_old_runs_and_the_audit_says_pruned_not_missing(db)
     assert recent_gap.returncode == 1 and "no record" in recent_gap.stdout + recent_gap.stderr
 
     _, missed = ctl_json("missed", "--since", "60d", "--db", db)
-    misses = missed["missed"] if isinstance(missed, dict) else missed
+    misses = [m for owner in missed["owners"] for m in owner["missed"]]
     assert [m["scheduled_at"][:10] for m in misses if m["job_id"] == "ledger"] == [_day(5).date().isoformat()]
+    assert [(p["job_id"], p["kept_s"], p["reason"]) for p in missed["pruned"]] == [
+        ("ledger", 30 * 86400, "pruned (history kept 30 days)")]
     assert "pruned (history kept 30 days)" in ctl("missed", "--since", "60d", "--db", db).stdout
 
     frm, to = _day(59).date().isoformat(), _day(0).date().isoformat()
@@ -83,7 +85,9 @@ def test_db_prune_deletes_the_old_runs_and_the_audit_says_pruned_not_missing(db)
     assert by_day[_day(40).date().isoformat()]["state"] == "pruned"
     assert by_day[_day(50).date().isoformat()]["state"] == "pruned"
     assert by_day[_day(5).date().isoformat()]["state"] == "missing"
-    assert "pruned (history kept 30 days)" in by_day[_day(40).date().isoformat()]["why"]
+    assert "pruned (history kept 30 days)" in by_day[_day(40).date().isoformat()]["explanation"]
+    totals = json.loads(report.stdout)["jobs"][0]["totals"]
+    assert totals["pruned"] == 30 and totals["missing"] == 1
 
 
 def test_status_json_shows_the_database_size_and_rows_per_state(db):
