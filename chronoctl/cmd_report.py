@@ -91,8 +91,10 @@ def _report(store: "Store", spec: "JobSpec", since: datetime, until: datetime, n
     # Jitter moves a fire time up to tolerance_s after its nominal time; runs are keyed by both.
     runs = store.runs(spec.id, since=since - timedelta(days=1), until=until, newest_first=False)
     nodes = [n.name for n in store.nodes()] if spec.run_on.each else []
+    spans = store.known_spans([spec.id]).get(spec.id, [])
     pruned = store.pruned([spec.id]).get(spec.id)
-    return (job_report(spec, schedule, runs, start=since, end=until, now=now, nodes=nodes, pruned=pruned),
+    return (job_report(spec, schedule, runs, start=since, end=until, now=now, nodes=nodes, spans=spans,
+                       pruned=pruned),
             schedule.describe())
 
 

@@ -61,29 +61,42 @@ def _registry_option() -> Any:
     return typer.Option(None, "--registry", metavar="DIR", help="Registry directory (default CHRONO_REGISTRY or the system one).")
 
 
+def _fleet_db_option() -> Any:
+    return typer.Option(None, "--db", metavar="URL", help="Database whose nodes a job that runs on each node is shown for (default CHRONO_DB or the system one, if present).")
+
+
 # --- what a command is asked about: a registry job or a bare expression ----------------
 
 
 @dataclass(frozen=True)
 class Target:
-    """A schedule with its identity: the job (if any), the key, the tolerance and the offset."""
+    """A schedule with its identity: the job (if any), where its occurrences live (`place`:
+    key, node and jitter offset) and, for a job that runs on each node, its placement on
+    every node the store knows (`fleet`)."""
 
     job: Any  # JobSpec | None
     expr: str
     tz: str
     schedule: Any  # chronod.core.schedule.Schedule
-    key: str
+    place: Any  # chronod.core.occurrence.Placement
     tolerance_s: int
-    offset_s: int
+    fleet: tuple[Any, ...] = ()
 
-    def occurrence(self, scheduled: datetime) -> dict[str, str]:
-        """`{"at", "scheduled_at", "run_id"}` of one occurrence, in the schedule's zone."""
-        from chronod.core.identity import run_id
+    @property
+    def key(self) -> str:
+        return str(self.place.key)
 
+    @property
+    def offset_s(self) -> int:
+        return int(self.place.offset_s)
+
+    def occurrence(self, occ: Any) -> dict[str, Any]:
+        """`{"at", "scheduled_at", "run_id"}` of one occurrence, in the schedule's zone, with
+        `"node"` for a job that runs on each node (the node these times are for)."""
         from chronoctl.render import iso
 
-        fire = scheduled + timedelta(seconds=self.offset_s)
-        return {"at": iso(fire, self.tz), "scheduled_at": iso(scheduled, self.tz), "run_id": run_id(self.key, scheduled)}
+        out = {"at": iso(occ.fire_at, self.tz), "scheduled_at": iso(occ.scheduled_at, self.tz), "run_id": occ.run_id}
+        return out if occ.node is None else {**out, "node": occ.node}
 
 
 @dataclass(frozen=True)
@@ -106,29 +119,46 @@ class DstPolicy:
 def resolve_target(
     job_id: str | None, cron: str | None, tz: str | None, node: str | None, registry: Path | None, now: datetime,
     dst: DstPolicy = DstPolicy(),
+    db: str | None = None,
 ) -> Target:
     """The job `job_id` from the registry, or the expression `cron` in zone `tz` with the DST
     policy `dst` (no jitter, and the expression itself as the run-id key). Exactly one of the
     two must be given."""
     if (job_id is None) == (cron is None):
         raise UsageError("give a JOB id or --cron EXPR (one of the two)", "chronoctl next billing-export; chronoctl next --cron '0 2 * * *' --tz UTC")
+    from chronod.core import occurrence
+
     if cron is not None:
         if node is not None:
             raise UsageError("--node applies to a JOB that runs on each node, not to --cron")
         zone = common.check_zone(tz or "UTC")
         expr = cron.strip()
-        return Target(None, expr, zone, common.compile_or_fail(expr, zone, *dst.check()), expr, 0, 0)
+        return Target(None, expr, zone, common.compile_or_fail(expr, zone, *dst.check()), occurrence.expression(expr), 0)
     if tz is not None:
         raise UsageError("--tz applies to --cron; a job's zone is its `timezone` field")
     if dst.gap is not None or dst.repeat is not None:
         raise UsageError("--dst-gap and --dst-repeat apply to --cron; a job's policy is its dst_gap and dst_repeat fields")
     reg = common.registry_dir(registry)
     job = common.find_job(reg, job_id, now)
-    from chronod.core.identity import jitter_offset
-
-    key = common.job_key(job, node)
     schedule = common.schedule_of(job)
-    return Target(job, job.schedule, job.timezone, schedule, key, job.tolerance_s, jitter_offset(key, job.tolerance_s))
+    fleet = tuple(occurrence.placements(job, common.fleet_nodes(db))) if job.run_on.each else ()
+    return Target(job, job.schedule, job.timezone, schedule, common.placement(job, node), job.tolerance_s, fleet)
+
+
+def _fleet_lines(target: Target, start: datetime, now: datetime) -> list[str]:
+    """For a job that runs on each node: which node the times are for, and the first fire
+    on every node the store knows (each node has its own key, so its own offset)."""
+    from chronoctl import render
+
+    if target.job is None or not target.job.run_on.each:
+        return []
+    lines = [f"times for node {target.place.node} (run_on: each: every node fires at its own offset; "
+             "--node NAME shows another)"]
+    for p in target.fleet:
+        nxt = p.next_after(target.schedule, start)
+        when = render.human_time(nxt.fire_at, now, target.tz) if nxt else "never"
+        lines.append(f"  node {p.node}: jitter +{p.offset_s}s, next fire {when}")
+    return lines
 
 
 def _after(text: str | None, tz: str, now: datetime) -> datetime:
@@ -150,20 +180,20 @@ def next_fires(
     dst_repeat: Optional[str] = _dst_repeat_option(),
     node: Optional[str] = _node_option(),
     registry: Optional[Path] = _registry_option(),
-    as_json: bool = typer.Option(False, "--json", help="A JSON array of {at, scheduled_at, run_id}."),
+    db: Optional[str] = _fleet_db_option(),
+    as_json: bool = typer.Option(False, "--json", help="A JSON array of {at, scheduled_at, run_id} (and node, for a job on each node)."),
 ) -> None:
     """The next fire times of a job (with its jitter) or of a cron expression (without)."""
     now = common.now_utc()
-    target = resolve_target(job, cron, tz, node, registry, now, DstPolicy(dst_gap, dst_repeat))
+    target = resolve_target(job, cron, tz, node, registry, now, DstPolicy(dst_gap, dst_repeat), db)
     start = _after(after, target.tz, now)
-    fires = common.occurrences(target.schedule, start, target.offset_s, count)
-    rows = [target.occurrence(s) for s in fires]
+    fires = target.place.upcoming(target.schedule, start, count)
     from chronoctl import render
 
     if as_json:
-        render.print_json(rows)
+        render.print_json([target.occurrence(o) for o in fires])
         return
-    _print_next_text(target, fires, now)
+    _print_next_text(target, fires, start, now)
 
 
 def _headline(target: Target) -> str:
@@ -171,9 +201,7 @@ def _headline(target: Target) -> str:
     return f"{what}: {target.schedule.describe()}"
 
 
-def _print_next_text(target: Target, fires: list[datetime], now: datetime) -> None:
-    from chronod.core.identity import run_id
-
+def _print_next_text(target: Target, fires: list[Any], start: datetime, now: datetime) -> None:
     from chronoctl import render
 
     render.echo(render.escape_line(_headline(target)))
@@ -181,13 +209,12 @@ def _print_next_text(target: Target, fires: list[datetime], now: datetime) -> No
         render.echo(f"jitter: +{target.offset_s}s (key {render.escape_line(target.key)}, tolerance {target.tolerance_s}s)")
         if not target.job.enabled:
             render.echo("note: this job is disabled (enabled: false); these are the times it would fire")
+    for line in _fleet_lines(target, start, now):
+        render.echo(render.escape_line(line))
     if not fires:
         render.echo("no fire times: @reboot jobs run once when the daemon starts after a boot")
         return
-    rows = [
-        {"at": s + timedelta(seconds=target.offset_s), "scheduled": s, "run_id": run_id(target.key, s)}
-        for s in fires
-    ]
+    rows = [{"at": o.fire_at, "scheduled": o.scheduled_at, "run_id": o.run_id} for o in fires]
     render.print_table(
         rows,
         [
@@ -247,11 +274,11 @@ def dst_policy(target: Target, klass: str) -> dict[str, Any] | None:
 
 def explanation(target: Target, start: datetime, count: int = 5) -> dict[str, Any]:
     """Everything `explain` says, as data: words, class, jitter and why, next fires, DST dates."""
-    from chronod.core.identity import run_id, utc_stamp
+    from chronod.core.occurrence import utc_stamp
 
     from chronoctl.render import iso
 
-    fires = common.occurrences(target.schedule, start, target.offset_s, count)
+    fires = target.place.upcoming(target.schedule, start, count)
     events = target.schedule.dst_events(start, start + timedelta(days=365))
     klass = schedule_class(target.schedule)
     job = target.job
@@ -267,15 +294,19 @@ def explanation(target: Target, start: datetime, count: int = 5) -> dict[str, An
         "dst_policy": dst_policy(target, klass),
         "job_key": target.key,
         "run_on": (job.run_on.mode if job is not None else None),
+        "node": target.place.node,
+        "nodes": [{"node": p.node, "job_key": p.key, "jitter_offset_s": p.offset_s,
+                   "next": [target.occurrence(o) for o in p.upcoming(target.schedule, start, 1)]}
+                  for p in target.fleet],
         "tolerance_s": target.tolerance_s,
         "jitter_offset_s": target.offset_s,
         "jitter_formula": "int.from_bytes(sha256(job_key).digest()[:8], 'big') % tolerance_s (0 when tolerance_s is 0)",
         "run_id_example": None
         if example is None
         else {
-            "scheduled_at": iso(example, target.tz),
-            "input": f"{target.key}|{utc_stamp(example)}",
-            "run_id": run_id(target.key, example),
+            "scheduled_at": iso(example.scheduled_at, target.tz),
+            "input": f"{target.key}|{utc_stamp(example.scheduled_at)}",
+            "run_id": example.run_id,
         },
         "after": iso(start, target.tz),
         "next": [target.occurrence(s) for s in fires],
@@ -301,18 +332,20 @@ def explain(
     dst_repeat: Optional[str] = _dst_repeat_option(),
     node: Optional[str] = _node_option(),
     registry: Optional[Path] = _registry_option(),
+    db: Optional[str] = _fleet_db_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the explanation as JSON."),
 ) -> None:
     """A schedule in words: its zone and DST behaviour, jitter and why, run ids, next fires, DST dates."""
     now = common.now_utc()
-    target = resolve_target(job, cron, tz, node, registry, now, DstPolicy(dst_gap, dst_repeat))
-    data = explanation(target, _after(after, target.tz, now))
+    target = resolve_target(job, cron, tz, node, registry, now, DstPolicy(dst_gap, dst_repeat), db)
+    start = _after(after, target.tz, now)
+    data = explanation(target, start)
     from chronoctl import render
 
     if as_json:
         render.print_json(data)
     else:
-        _print_explanation(data, target, now)
+        _print_explanation(data, target, start, now)
 
 
 def _jitter_lines(data: dict[str, Any]) -> list[str]:
@@ -331,7 +364,7 @@ def _jitter_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _print_explanation(data: dict[str, Any], target: Target, now: datetime) -> None:
+def _print_explanation(data: dict[str, Any], target: Target, start: datetime, now: datetime) -> None:
     from chronoctl import render
 
     lines = []
@@ -349,6 +382,7 @@ def _print_explanation(data: dict[str, Any], target: Target, now: datetime) -> N
         same = "cron's behaviour" if policy["as_cron"] else "not cron's behaviour"
         lines.append(f"DST policy:  dst_gap: {policy['dst_gap']}, dst_repeat: {policy['dst_repeat']} ({same})")
     lines += _jitter_lines(data)
+    lines += _fleet_lines(target, start, now)
     ex = data["run_id_example"]
     if ex:
         lines.append(f"run id:      sha256({ex['input']!r})[:16] = {ex['run_id']}  (scheduled, pre-jitter time in UTC)")
@@ -441,8 +475,6 @@ def build_forecast(
 
 def forecast_entries(jobs: dict[str, Any], start: datetime, end: datetime, node: str | None) -> list[tuple[str, list[datetime], int]]:
     """(id, scheduled instants that may fire or be scheduled in [start, end), jitter offset) per enabled job."""
-    from chronod.core.identity import jitter_offset
-
     entries = []
     for job in sorted(jobs.values(), key=lambda j: j.id):
         if not job.enabled:
@@ -450,7 +482,7 @@ def forecast_entries(jobs: dict[str, Any], start: datetime, end: datetime, node:
         schedule = common.schedule_of(job)
         if schedule.kind == "reboot":
             continue
-        offset = jitter_offset(common.job_key(job, node), job.tolerance_s)
+        offset = common.placement(job, node).offset_s
         lo = start - timedelta(seconds=offset, microseconds=1)
         entries.append((job.id, schedule.fires(lo, end), offset))
     return entries

@@ -285,28 +285,84 @@ def _skip(events: _Screened, event: Any) -> None:
 # --- files and the registry --------------------------------------------------------------
 
 
-def load_file(path: Path | str, *, now: datetime, secure: bool | None = None) -> FileResult:
-    """Read, check and validate one job file (see `load_registry` for `secure`)."""
+class FileCache:
+    """Each job file's digest and the result it gave, so that a reload reads an unchanged
+    file's bytes but neither parses nor validates them again.
+
+    A hit hands back the same validated specs (one copy of each spec, whatever the number
+    of reloads). The file checks (type, size, mode, links, symbolic links) are made on every
+    read, and the owner rule on every hit, so a cached file never escapes them. Results
+    are kept for one day of `now` at most (DST warnings look ahead from `now`), and only
+    for the files the last load saw.
+    """
+
+    def __init__(self) -> None:
+        self._results: dict[str, tuple[tuple[str, object, bool], FileResult]] = {}
+        self._seen: set[str] = set()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, name: str, key: tuple[str, object, bool]) -> FileResult | None:
+        self._seen.add(name)
+        found = self._results.get(name)
+        if found is None or found[0] != key:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return _copy(found[1])
+
+    def put(self, name: str, key: tuple[str, object, bool], result: FileResult) -> None:
+        self._results[name] = (key, _copy(result))
+
+    def forget_unseen(self) -> None:
+        """Drop the files the last load did not see (removed or renamed)."""
+        for name in self._results.keys() - self._seen:
+            del self._results[name]
+        self._seen = set()
+
+
+def _copy(fres: FileResult) -> FileResult:
+    """A result the registry merge may change without touching the cached one; the specs
+    themselves (frozen) are shared."""
+    return FileResult(fres.path, fres.specs, dict(fres.resources), list(fres.problems), fres.digest)
+
+
+def load_file(path: Path | str, *, now: datetime, secure: bool | None = None,
+              cache: FileCache | None = None) -> FileResult:
+    """Read, check and validate one job file (see `load_registry` for `secure` and `cache`)."""
     secure = _default_secure(secure)
     name = str(path)
     try:
         data, owner = _read(Path(path), secure)
     except _Refused as r:
         return FileResult(name, problems=[Problem(ERROR, name, r.line, None, "", r.message, r.hint)])
-    doc = parse_text(data, name)
-    if doc.data is None and doc.problems:  # refused before there was anything to validate
-        return FileResult(name, problems=list(doc.problems), digest=hashlib.sha256(data).hexdigest())
-    result = validate_document(doc, now=now)
-    fres = FileResult(name, result.jobs, dict(result.resources), list(result.problems), hashlib.sha256(data).hexdigest())
+    digest = hashlib.sha256(data).hexdigest()
+    key = (digest, now.date(), secure)
+    fres = cache.get(name, key) if cache is not None else None
+    if fres is None:
+        fres = _validate(data, name, digest, now)
+        if cache is not None:
+            cache.put(name, key, fres)
     if secure and owner not in _trusted_owners():
         _check_owner_runs_as(fres, owner)
     return fres
 
 
-def load_registry(paths: Iterable[Path | str] | Path | str, *, now: datetime, secure: bool | None = None) -> RegistryResult:
+def _validate(data: bytes, name: str, digest: str, now: datetime) -> FileResult:
+    doc = parse_text(data, name)
+    if doc.data is None and doc.problems:  # refused before there was anything to validate
+        return FileResult(name, problems=list(doc.problems), digest=digest)
+    result = validate_document(doc, now=now)
+    return FileResult(name, result.jobs, dict(result.resources), list(result.problems), digest)
+
+
+def load_registry(paths: Iterable[Path | str] | Path | str, *, now: datetime, secure: bool | None = None,
+                  cache: FileCache | None = None) -> RegistryResult:
     """Load a registry: job files and directories of `*.yaml`/`*.yml` files.
 
-    `secure` (default: when running as root) applies the §9 file checks. In a directory,
+    `secure` (default: when running as root) applies the §9 file checks. A `cache` kept
+    from one load to the next (the daemon's reloads) skips files whose bytes did not
+    change (see `FileCache`). In a directory,
     dotfiles, `~` backups and package/editor leftovers are skipped silently, other YAML
     names outside `[A-Za-z0-9_.-]` with a warning. Files load in sorted order, and when
     two files define the same id the later one's job is an error and left out.
@@ -320,7 +376,9 @@ def load_registry(paths: Iterable[Path | str] | Path | str, *, now: datetime, se
             if skipped is not None:
                 reg.problems.append(skipped)
             elif str(file) not in reg.files:
-                reg.files[str(file)] = load_file(file, now=now, secure=secure)
+                reg.files[str(file)] = load_file(file, now=now, secure=secure, cache=cache)
+    if cache is not None:
+        cache.forget_unseen()
     for fres in reg.files.values():
         _merge(reg, fres)
     return reg

@@ -157,6 +157,7 @@ TERMINAL_STATES = (
     "skipped_overlap",
     "skipped_outage",
     "skipped_paused",
+    "skipped_resource",
     "lost",
 )
 ACTIVE_STATES = ("pending", "running", "retry_wait")

@@ -17,7 +17,6 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
-from chronod.core import identity
 from chronod.core.bounds import DAY_S, MAX_EVERY_S, MAX_RUN_S, MAX_SPAN_S
 from chronod.core.durations import DurationError, parse_duration
 from chronod.core.model import (
@@ -999,16 +998,3 @@ JOB_RULES: tuple[Callable[[_Job, dict, _Ctx, datetime], None], ...] = (
     _rule_resource,
     _rule_dst,
 )
-
-
-# --- helpers others need -----------------------------------------------------------------
-
-
-def job_key_for(spec: JobSpec, node: str | None) -> str:
-    """The job key (DESIGN §4): the id, or `id@node` for `run_on: each` jobs."""
-    return identity.job_key(spec.id, spec.run_on.each, node)
-
-
-def fire_offset(spec: JobSpec, node: str | None) -> int:
-    """Seconds between an occurrence's scheduled time and its fire time on `node`."""
-    return identity.jitter_offset(job_key_for(spec, node), spec.tolerance_s)

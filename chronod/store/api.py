@@ -202,6 +202,12 @@ class Store(Protocol):
     def jobs(self, include_removed: bool = False) -> list[JobRow]:
         """Every registered job."""
 
+    def known_spans(self, job_ids: Iterable[str] | None = None) -> dict[str, list[tuple[datetime, datetime | None]]]:
+        """When each job definition was known, per job id (all jobs when `job_ids` is None):
+        the spans from a registration (`sync_jobs` first carrying it) to its removal (None
+        while registered), oldest first. The history expects occurrences only inside them."""
+        ...
+
     def get_job(self, job_id: str) -> JobRow | None:
         """One job, removed or not; None if never registered."""
 

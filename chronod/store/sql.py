@@ -344,6 +344,11 @@ class SqlStore:
                 if old is None or old.spec_hash != spec_hash or old.node != node or old.removed_at is not None:
                     rows.append(dict(job_id=job_id, spec_json=spec_json, spec_hash=spec_hash, node=node,
                                      paused=False, updated_at=now))
+            arrived = [job_id for job_id in wanted if job_id not in stored or stored[job_id].removed_at is not None]
+            for chunk in _chunks(arrived, BATCH):
+                ins = self._insert(s.job_known)
+                c.execute(ins.on_conflict_do_update(index_elements=["job_id", "known_from"], set_=dict(known_until=None)),
+                          [dict(job_id=job_id, known_from=now, known_until=None) for job_id in chunk])
             if rows:
                 ins = self._insert(s.jobs)
                 upsert = ins.on_conflict_do_update(index_elements=["job_id"], set_=dict(
@@ -355,7 +360,23 @@ class SqlStore:
                     if r.node == node and r.removed_at is None and job_id not in wanted]
             for chunk in _chunks(gone, 500):
                 c.execute(s.jobs.update().where(j.job_id.in_(chunk)).values(removed_at=now, updated_at=now))
+                k = s.job_known.c
+                c.execute(s.job_known.update().where(k.job_id.in_(chunk), k.known_until.is_(None))
+                          .values(known_until=now))
                 self._cancel_waiting(c, s.runs.c.job_id.in_(chunk), "job removed from the registry")
+
+    def known_spans(self, job_ids: Iterable[str] | None = None) -> dict[str, list[tuple[datetime, datetime | None]]]:
+        k = s.job_known.c
+        q = sa.select(k.job_id, k.known_from, k.known_until).order_by(k.job_id, k.known_from)
+        out: dict[str, list[tuple[datetime, datetime | None]]] = {}
+        with self._tx(write=False) as c:
+            if job_ids is None:
+                rows = list(c.execute(q))
+            else:
+                rows = [r for chunk in _chunks(sorted(set(job_ids)), 500) for r in c.execute(q.where(k.job_id.in_(chunk)))]
+        for r in rows:
+            out.setdefault(r.job_id, []).append((r.known_from, r.known_until))
+        return out
 
     def _job(self, row) -> JobRow:
         spec = JobSpec.from_json_dict(json.loads(row["spec_json"]))

@@ -516,6 +516,23 @@ def test_a_job_removed_from_the_registry_is_marked_and_its_pending_runs_cancelle
     assert store.get_job("backup").removed_at is None
 
 
+def test_the_store_records_when_each_job_was_known_from_registration_to_removal(store):
+    before = datetime.now(timezone.utc) - timedelta(seconds=5)
+    store.sync_jobs("n1", [spec("backup"), spec("rotate")])
+    store.sync_jobs("n1", [spec("backup", "edited"), spec("rotate")])  # an edit is not a new registration
+    spans = store.known_spans(["backup", "rotate", "never"])
+    assert set(spans) == {"backup", "rotate"}
+    (start, end), = spans["backup"]
+    assert before < start <= datetime.now(timezone.utc) + timedelta(seconds=5) and end is None
+    store.sync_jobs("n1", [spec("rotate")])
+    (start2, removed), = store.known_spans(["backup"])["backup"]
+    assert start2 == start and removed is not None and removed >= start
+    store.sync_jobs("n1", [spec("backup"), spec("rotate")])
+    first, again = store.known_spans()["backup"]
+    assert first == (start, removed) and again[0] >= removed and again[1] is None
+    assert store.known_spans(["rotate"])["rotate"] == spans["rotate"]
+
+
 def test_sync_jobs_leaves_jobs_written_by_other_nodes_alone(store):
     store.sync_jobs("a", [spec("backup")])
     store.sync_jobs("b", [spec("rotate")])

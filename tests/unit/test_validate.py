@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from chronod.core import identity
+from chronod.core import occurrence
 from chronod.core.model import RunOn
 from chronod.core.validate import (
     ERROR,
@@ -16,8 +16,6 @@ from chronod.core.validate import (
     WARNING,
     Problem,
     SpecDocument,
-    fire_offset,
-    job_key_for,
     validate_document,
 )
 from chronod.specfile import parse_text
@@ -338,13 +336,13 @@ def test_a_problem_formats_as_file_line_severity_job_and_field():
     assert anonymous.format() == "f.yaml:3: error: jobs[1].id: bad (hint: fix it)"
 
 
-def test_job_key_and_fire_offset_follow_the_identity_formulas():
+def test_a_validated_job_is_placed_by_the_identity_formulas():
     any_job = the_job(JOB)
     each_job = the_job(job("run_on: each"))
-    assert job_key_for(any_job, "web1") == "nightly"
-    assert job_key_for(each_job, "web1") == "nightly@web1"
-    assert fire_offset(each_job, "web1") == identity.jitter_offset("nightly@web1", 300)
-    assert 0 <= fire_offset(any_job, None) < 300
+    assert occurrence.placement(any_job, "web1").key == "nightly"
+    assert occurrence.placement(each_job, "web1").key == "nightly@web1"
+    assert occurrence.placement(each_job, "web1").offset_s == occurrence.jitter_offset("nightly@web1", 300)
+    assert 0 <= occurrence.placement(any_job, None).offset_s < 300
 
 
 def test_the_field_table_covers_the_job_spec():

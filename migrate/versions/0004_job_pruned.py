@@ -2,8 +2,8 @@
 or before `pruned_through` may have been deleted, under a retention of `kept_s` seconds,
 so an audit says "pruned" for an occurrence there without a row, never "missing".
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-12-03
 
 Spelled out on purpose; never import chronod.store.schema here.
@@ -12,8 +12,8 @@ Spelled out on purpose; never import chronod.store.schema here.
 from alembic import op
 import sqlalchemy as sa
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
