@@ -16,6 +16,7 @@ import pytest
 
 from chronod.core.model import JobSpec
 from chronod.store.api import open_store
+from tests.integration.daemon_helpers import registered_since
 from tests.integration.test_ops_cli import _run, ctl, ctl_json
 
 DAILY = JobSpec(id="ledger", owner="finance", schedule="0 3 * * *", command="true",
@@ -37,6 +38,7 @@ def db(tmp_path):
     try:
         store.upgrade()
         store.sync_jobs("web1", [DAILY])
+        registered_since(store, _day(90))
         runs = [_run(DAILY, _day(back), "failed" if back == 45 else "succeeded")
                 for back in range(60) if back not in NO_ROW]
         store.insert_runs([replace(r, node="web1") for r in runs])
