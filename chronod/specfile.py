@@ -15,6 +15,7 @@ inside the registry: a real file cannot be swapped for a link to somewhere else.
 from __future__ import annotations
 
 import errno
+import grp
 import hashlib
 import os
 import pwd
@@ -82,6 +83,12 @@ class FileResult:
     resources: dict[str, Resource] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     digest: str = ""  # sha256 of the bytes read; "" when the file was not read
+    delegated: str = ""  # the owner's name when a secure load found it not owned by root
+
+    @property
+    def trusted(self) -> bool:
+        """Owned by root (or by the daemon itself), or loaded without the file checks."""
+        return not self.delegated
 
     @property
     def ok(self) -> bool:
@@ -344,6 +351,7 @@ def load_file(path: Path | str, *, now: datetime, secure: bool | None = None,
         if cache is not None:
             cache.put(name, key, fres)
     if secure and owner not in _trusted_owners():
+        fres.delegated = _user_name(owner)
         _check_owner_runs_as(fres, owner)
     return fres
 
@@ -365,7 +373,9 @@ def load_registry(paths: Iterable[Path | str] | Path | str, *, now: datetime, se
     change (see `FileCache`). In a directory,
     dotfiles, `~` backups and package/editor leftovers are skipped silently, other YAML
     names outside `[A-Za-z0-9_.-]` with a warning. Files load in sorted order, and when
-    two files define the same id the later one's job is an error and left out.
+    two files define the same id the later one's job is an error and left out; but files
+    owned by root come first whatever their names, so that a delegated file (owned by a
+    user, see `_check_owner_runs_as`) never takes an id or a resource a root file defines.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -379,9 +389,15 @@ def load_registry(paths: Iterable[Path | str] | Path | str, *, now: datetime, se
                 reg.files[str(file)] = load_file(file, now=now, secure=secure, cache=cache)
     if cache is not None:
         cache.forget_unseen()
-    for fres in reg.files.values():
+    for fres in merge_order(reg.files):
         _merge(reg, fres)
     return reg
+
+
+def merge_order(files: dict[str, FileResult]) -> list[FileResult]:
+    """Root-owned files first, then delegated ones, each group in name order: whatever a
+    delegated file is called, a root file's definitions come first and win."""
+    return sorted(files.values(), key=lambda f: (not f.trusted, f.path))
 
 
 def _default_secure(secure: bool | None) -> bool:
@@ -475,18 +491,73 @@ def _read_capped(fd: int) -> bytes:
 
 
 def _check_owner_runs_as(fres: FileResult, owner: int) -> None:
-    """A file not owned by root may only hold jobs that run as the file's owner."""
+    """A file not owned by root may only hold jobs that run as the file's owner, with the
+    owner's own groups: `user:` must name the owner, and `group:`, if given, the owner's
+    primary group (the supplementary groups are always the owner's memberships)."""
     owner_name = _user_name(owner)
     strangers = [s for s in fres.specs if s.user is None or _uid(s.user) != owner]
-    if not strangers:
+    if strangers:
+        first = strangers[0]
+        fres.problems.insert(0, Problem(
+            ERROR, fres.path, first.source_line, first.id, "user",
+            f"the file is owned by {owner_name}, not root, but the job runs as {first.user or 'the daemon user'}",
+            f"a file owned by {owner_name} may only hold jobs with user: {owner_name}; or chown root the file",
+        ))
+        fres.specs = ()
         return
-    first = strangers[0]
+    primary = _primary_group(owner)
+    grouped = [s for s in fres.specs if s.group is not None and s.group != primary]
+    if grouped:
+        first = grouped[0]
+        fres.problems.insert(0, Problem(
+            ERROR, fres.path, first.source_line, first.id, "group",
+            f"the file is owned by {owner_name}, not root, but the job asks for group {first.group}: "
+            f"a delegated job runs with its owner's own groups",
+            f"remove group: (the job runs with {owner_name}'s primary group {primary or '?'} and memberships); "
+            "or chown root the file",
+        ))
+        fres.specs = ()
+
+
+def _primary_group(uid: int) -> str | None:
+    try:
+        return grp.getgrgid(pwd.getpwuid(uid).pw_gid).gr_name
+    except KeyError:
+        return None
+
+
+def _takes_over(reg: RegistryResult, fres: FileResult) -> bool:
+    """Whether the delegated `fres` defines an id or a resource of a root-owned file; if
+    so it is refused (no jobs, no resources) with one error naming both files."""
+    roots = {spec.id: spec for spec in reg.jobs.values() if _trusted_file(reg, spec.source_file)}
+    for spec in fres.specs:
+        first = roots.get(spec.id)
+        if first is not None:
+            _refuse(fres, spec.source_line, spec.id, "id",
+                    f"id {spec.id!r} is defined by the root-owned {first.source_file}:{first.source_line}")
+            return True
+    for name in fres.resources:
+        owner = next((f for f in reg.files.values() if f.trusted and name in f.resources), None)
+        if owner is not None:
+            _refuse(fres, 0, None, path_key("resources", name),
+                    f"resource {name!r} is defined by the root-owned {owner.path}")
+            return True
+    return False
+
+
+def _trusted_file(reg: RegistryResult, path: str) -> bool:
+    f = reg.files.get(path)
+    return f is None or f.trusted
+
+
+def _refuse(fres: FileResult, line: int, job_id: str | None, path: str, what: str) -> None:
     fres.problems.insert(0, Problem(
-        ERROR, fres.path, first.source_line, first.id, "user",
-        f"the file is owned by {owner_name}, not root, but the job runs as {first.user or 'the daemon user'}",
-        f"a file owned by {owner_name} may only hold jobs with user: {owner_name}; or chown root the file",
+        ERROR, fres.path, line, job_id, path,
+        f"{what}; this file is owned by {fres.delegated}, not root, and may not redefine it: the file is refused",
+        "the root-owned definition stays; use another name in this file, or ask root to change theirs",
     ))
     fres.specs = ()
+    fres.resources = {}
 
 
 def _user_name(uid: int) -> str:
@@ -504,7 +575,12 @@ def _uid(name: str) -> int | None:
 
 
 def _merge(reg: RegistryResult, fres: FileResult) -> None:
-    """Add one file's jobs and resources to the registry; a later duplicate is an error."""
+    """Add one file's jobs and resources to the registry; a later duplicate is an error.
+    A delegated file that defines an id or a resource a root file already defines is
+    refused whole (files merge root-owned first: see `merge_order`)."""
+    if fres.delegated and _takes_over(reg, fres):
+        reg.problems.extend(fres.problems)
+        return
     kept = []
     for spec in fres.specs:
         first = reg.jobs.get(spec.id)
