@@ -163,7 +163,8 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     )
     log("daemon.starting", version=__version__, node=node, db=store.url_safe,
         registry=",".join(map(str, registry)), state_dir=str(state_dir))
-    notifier = notify_service(store, clock, log, node, metrics)
+    notifier = notify_service(store, clock, log, node, metrics,
+                              known_specs=lambda: {j.spec.id: j.spec for j in dict(daemon.jobs).values()})
     daemon.notify_service = notifier  # the loop calls notifier.wake() after recording an outcome
     pruner = Pruner(store, clock, log, node, metrics=metrics)
     try:
@@ -178,11 +179,13 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     return daemon, (notifier, pruner)
 
 
-def notify_service(store, clock, log, node: str, metrics):
-    """The notifier (chronod.notify.service): its own thread, woken by the loop, never blocking it."""
+def notify_service(store, clock, log, node: str, metrics, known_specs=None):
+    """The notifier (chronod.notify.service): its own thread, woken by the loop, never blocking it.
+    It reads the fleet's jobs from the store and shares the specs this node carries
+    (`known_specs`, a copy of the loop's taken under the GIL) instead of parsing them again."""
     from chronod.notify.service import NotifyService
 
-    return NotifyService(store, clock, log, node, metrics=metrics, version=__version__)
+    return NotifyService(store, clock, log, node, metrics=metrics, version=__version__, known_specs=known_specs)
 
 
 def run() -> None:

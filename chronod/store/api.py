@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, Mapping, Protocol
 
 from chronod.core.model import JobSpec
 
@@ -199,8 +199,11 @@ class Store(Protocol):
         """Upsert these definitions (spec JSON + hash); jobs this node wrote before and no
         longer has get `removed_at` set and their pending occurrences cancelled."""
 
-    def jobs(self, include_removed: bool = False) -> list[JobRow]:
-        """Every registered job."""
+    def jobs(self, include_removed: bool = False, known: Mapping[str, JobSpec] | None = None) -> list[JobRow]:
+        """Every registered job. `known`: specs the caller already holds, by id; a row whose
+        stored hash is a known spec's `spec_hash()` gets that object instead of one parsed
+        from its JSON (a process keeps one copy of each spec; only `source_file` and
+        `source_line`, outside the hash, may then differ from the stored ones)."""
 
     def known_spans(self, job_ids: Iterable[str] | None = None) -> dict[str, list[tuple[datetime, datetime | None]]]:
         """When each job definition was known, per job id (all jobs when `job_ids` is None):

@@ -21,7 +21,7 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc, func
@@ -340,8 +340,11 @@ class SqlStore:
             rows = []
             for job_id, spec in wanted.items():
                 old = stored.get(job_id)
-                spec_json, spec_hash = spec_json_and_hash(spec)
+                # A stored job is compared by the hash the spec keeps (an unchanged job file
+                # hands back the same spec objects on every reload); JSON only for rows written.
+                spec_hash = spec.spec_hash() if old is not None else ""
                 if old is None or old.spec_hash != spec_hash or old.node != node or old.removed_at is not None:
+                    spec_json, spec_hash = spec_json_and_hash(spec)
                     rows.append(dict(job_id=job_id, spec_json=spec_json, spec_hash=spec_hash, node=node,
                                      paused=False, updated_at=now))
             arrived = [job_id for job_id in wanted if job_id not in stored or stored[job_id].removed_at is not None]
@@ -378,19 +381,21 @@ class SqlStore:
             out.setdefault(r.job_id, []).append((r.known_from, r.known_until))
         return out
 
-    def _job(self, row) -> JobRow:
-        spec = JobSpec.from_json_dict(json.loads(row["spec_json"]))
+    def _job(self, row, known: Mapping[str, JobSpec] | None = None) -> JobRow:
+        spec = known.get(row["job_id"]) if known else None
+        if spec is None or spec.spec_hash() != row["spec_hash"]:
+            spec = JobSpec.from_json_dict(json.loads(row["spec_json"]))
         return JobRow(job_id=row["job_id"], spec=spec, spec_hash=row["spec_hash"], node=row["node"],
                       paused=bool(row["paused"]), paused_reason=row["paused_reason"], paused_at=row["paused_at"],
                       removed_at=row["removed_at"], updated_at=row["updated_at"])
 
-    def jobs(self, include_removed: bool = False) -> list[JobRow]:
+    def jobs(self, include_removed: bool = False, known: Mapping[str, JobSpec] | None = None) -> list[JobRow]:
         q = sa.select(s.jobs).order_by(s.jobs.c.job_id)
         if not include_removed:
             q = q.where(s.jobs.c.removed_at.is_(None))
         with self._tx(write=False) as c:
             rows = c.execute(q).mappings().all()
-        return [self._job(r) for r in rows]
+        return [self._job(r, known) for r in rows]
 
     def get_job(self, job_id: str) -> JobRow | None:
         with self._tx(write=False) as c:
