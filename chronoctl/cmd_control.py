@@ -4,8 +4,9 @@
 SIGUSR1; a fleet node elsewhere finds it on its next wake). The daemon applies the job's
 overlap policy unless the request says `force`. The manual run's id is
 `sha256((job_key + "|manual|" + T).encode()).hexdigest()[:16]`, T the request time in UTC
-as `YYYY-MM-DDTHH:MM:SSZ` (`chronod.core.history.manual_run_id`); it is in the request's
-payload as `run_id` for jobs that run once per fleet. With no live chronod at all nothing
+as `YYYY-MM-DDTHH:MM:SSZ` (`chronod.core.occurrence.manual_run_id`); it is in the request's
+payload as `run_id` for jobs that run once per fleet; for a job that runs on each node,
+each node computes it with its own key from the payload's `requested_at`. With no live chronod at all nothing
 is queued and the command exits 3: a manual run that starts hours later, when a daemon
 finally comes up, surprises more than it helps.
 """
@@ -37,7 +38,7 @@ def trigger(
     as_json: bool = json_option(),
 ) -> None:
     """Run a job now, as a manual run with its own run id. Exit 3 when no chronod is running."""
-    from chronod.core.history import manual_run_id
+    from chronod.core.occurrence import manual_run_id
 
     now = common.now_utc()
     with cmd_ops.opened(db) as store:

@@ -22,15 +22,18 @@ import typer
 from chronoctl.crontab import CronEntry, ParsedCrontab, parse_crontab
 from chronoctl.errors import EXIT_NO, EXIT_OK, EXIT_UNREACHABLE, CliError, Unreachable, UsageError
 from chronoctl.importer import (
+    Account,
     Difference,
     ImportOptions,
     assign_ids,
     build_job,
+    check_given,
     compare_with_cron,
     crowded_minutes,
     defaults_diff,
     entry_notes,
     job_timezone,
+    pam_environment,
     registry_file_name,
     registry_yaml,
 )
@@ -91,6 +94,31 @@ def _home_of(user: str) -> str | None:
         return pwd.getpwnam(user).pw_dir
     except KeyError:
         return None
+
+
+def _account_of(user: str) -> Account | None:
+    try:
+        pw = pwd.getpwnam(user)
+    except KeyError:
+        return None
+    return Account(pw.pw_name, pw.pw_uid, pw.pw_dir, pw.pw_shell)
+
+
+def host_pam_env(etc: Path = Path("/etc")) -> tuple[tuple[str, str], ...]:
+    """What Debian cron's PAM session (pam_env) adds to every job on this host."""
+    texts = []
+    for name in ("environment", "default/locale"):
+        try:
+            texts.append((etc / name).read_text(errors="replace"))
+        except OSError:
+            pass
+    return pam_environment(*texts)
+
+
+def import_options(owner: str | None, adopt_defaults: bool) -> ImportOptions:
+    """The options of an import on this host: its zone, passwd, PAM environment and directories."""
+    return ImportOptions(host_timezone=host_timezone(), owner=owner, adopt_defaults=adopt_defaults, home_of=_home_of,
+                         pam_env=host_pam_env(), account_of=_account_of, dir_exists=os.path.isdir)
 
 
 def _user_exists(user: str) -> bool:
@@ -270,14 +298,16 @@ def _import_entry(
             f"user {entry.user!r} does not exist on this host, so cron here has not been running this line "
             "(in /etc/crontab and /etc/cron.d it refuses the whole file: \"bad username\")"
         )
-    eq = compare_with_cron(job_id, entry, tz, now, schedule.fires)
+    eq = compare_with_cron(job_id, entry, tz, now, schedule.fires, cron_tz=options.host_timezone)
     result.differences += eq.differences
     result.compared[job_id] = eq.compared
+    given = check_given(entry, job, options)
     job.update(
         source={"file": entry.file, "line": entry.line},
         notes=notes,
         would_change=[] if options.adopt_defaults else defaults_diff(job, schedule.min_gap_s()),
-        equivalence={"compared": eq.compared, "cron_starts": eq.fires, "differences": len(eq.differences)},
+        equivalence={"compared": eq.compared, "cron_starts": eq.fires, "differences": len(eq.differences),
+                     **given.as_json()},
     )
     result.jobs.append(job)
     if not entry.is_reboot and not entry.file_ignored:  # a disabled job neither crowds a minute nor meets DST
@@ -293,7 +323,7 @@ def _import_entry(
 
 
 def as_json(result: ImportResult, written: list[str], dry_run: bool) -> dict[str, Any]:
-    """The `--json` document (DESIGN §8 plus disabled, differences and summary)."""
+    """The `--json` document: jobs and errors, plus disabled lines, differences and a summary."""
     return {
         "jobs": result.jobs,
         "errors": result.errors,
@@ -307,6 +337,7 @@ def as_json(result: ImportResult, written: list[str], dry_run: bool) -> dict[str
             "disabled": len(result.disabled),
             "errors": len(result.errors),
             "differences": len(result.differences),
+            "not_as_cron_gives": sum(1 for j in result.jobs if _given_differences(j)),
             "risky": result.risky,
             "crowded_minutes": [{"utc_minute": m, "jobs": n} for m, n in result.crowded],
             "notes": result.notes,
@@ -328,14 +359,18 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
             "user": j["user"],
             "source": f"{j['source']['file']}:{j['source']['line']}",
             "check": _check_cell(j),
+            "given": _given_cell(j),
         }
         for j in result.jobs
     ]
-    print_table(rows, ["id", "schedule", "timezone", "user", "source", ("check", "SAME AS CRON")], title="Imported jobs")
+    print_table(rows, ["id", "schedule", "timezone", "user", "source", ("check", "SAME AS CRON"),
+                       ("given", "ENV/STDIN/COMMAND")], title="Imported jobs")
     for title, items in (
         ("Errors (not imported)", [f"{e['file']}:{e['line']}: {e['message']}" + (f"\n    hint: {e['hint']}" if e["hint"] else "") for e in result.errors]),
         ("Disabled (commented out, not imported)", [f"{d['file']}:{d['line']}: {d['text'].strip()}" for d in result.disabled]),
-        ("Differences from cron", [d.message() for d in result.differences]),
+        ("Differences from cron", _difference_lines(result.differences)),
+        ("Not what cron gives the job", [f"{j['id']} ({j['source']['file']}:{j['source']['line']}) {part}: {why}"
+                                         for j in result.jobs for part, why in _given_differences(j)]),
         ("Risky: fixed-time jobs on DST days", [f"{r['id']} ({r['source']}): {r['reason']}" for r in result.risky]),
         ("Risky: many jobs start in the same minute", [f"{m} UTC: {n} jobs" for m, n in result.crowded]),
         ("Notes", result.notes + [f"{j['id']}: {n}" for j in result.jobs for n in j["notes"]]),
@@ -357,6 +392,37 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
         f"{len(result.differences)} differences, {len(result.risky) + len(result.crowded)} risky; "
         f"{verb} {', '.join(written) or 'nothing'}"
     )
+
+
+_DATES_SHOWN = 3  # per job in the text output; --json lists every date
+
+
+def _difference_lines(differences: list[Difference]) -> list[str]:
+    """Each job's first few differing dates, then how many more there are."""
+    by_job: dict[str, list[Difference]] = {}
+    for d in differences:
+        by_job.setdefault(d.job_id, []).append(d)
+    out = []
+    for job_id, days in by_job.items():
+        out += [d.message() for d in days[:_DATES_SHOWN]]
+        if len(days) > _DATES_SHOWN:
+            out.append(f"{job_id}: and {len(days) - _DATES_SHOWN} more dates (--json lists them all)")
+    return out
+
+
+_PARTS = (("environment", "env"), ("stdin", "stdin"), ("command", "command"))
+
+
+def _given_differences(job: dict[str, Any]) -> list[tuple[str, str]]:
+    eq = job["equivalence"]
+    return [(part, why) for part, _ in _PARTS for why in eq[part]["why"]]
+
+
+def _given_cell(job: dict[str, Any]) -> str:
+    """`same`, or which of environment, standard input and command differ from what cron gives."""
+    eq = job["equivalence"]
+    differ = [short for part, short in _PARTS if not eq[part]["same"]]
+    return "NO: " + ", ".join(differ) + " differ" if differ else "same"
 
 
 def _check_cell(job: dict[str, Any]) -> str:
@@ -447,7 +513,7 @@ def _import_for_cutover(sources: list[Source], owner: str | None, reg: Path) -> 
     from chronoctl import cutover as co
     from chronoctl.common import now_utc
 
-    options = ImportOptions(host_timezone=host_timezone(), owner=owner, adopt_defaults=False, home_of=_home_of)
+    options = import_options(owner, False)
     names = {s.registry_name for s in sources}
     result = run_import(sources, options, now_utc().replace(second=0, microsecond=0), _existing_ids(reg, names))
     migrations = []
@@ -577,7 +643,7 @@ def import_cmd(
     sources = collect_sources(path, fmt, user)
     reg = registry_dir(registry)
     names = {s.registry_name for s in sources}
-    options = ImportOptions(host_timezone=host_timezone(), owner=owner, adopt_defaults=adopt_defaults, home_of=_home_of)
+    options = import_options(owner, adopt_defaults)
     result = run_import(sources, options, now_utc().replace(second=0, microsecond=0), _existing_ids(reg, names))
     written = [str(reg / name) for name in sorted(result.files)]
     if not dry_run:

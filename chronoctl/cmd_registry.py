@@ -274,25 +274,28 @@ def _db_state(db: str | None, now: datetime, specs: dict[str, Any]) -> dict[str,
                     last[job_id] = done[0]
             nodes = store.nodes()
             return {"paused": paused, "last": last, "alive": bool(cmd_ops.live_nodes(store, now)),
-                    "nodes": len(nodes), "heartbeat": max((n.heartbeat_at for n in nodes), default=None)}
+                    "nodes": len(nodes), "node_names": sorted(n.name for n in nodes),
+                    "heartbeat": max((n.heartbeat_at for n in nodes), default=None)}
     except CliError as exc:
-        return {"paused": {}, "last": {}, "error": exc.message}
+        return {"paused": {}, "last": {}, "node_names": [], "error": exc.message}
 
 
 def _list_row(spec: Any, where: str, state: dict[str, Any], now: datetime) -> dict[str, Any]:
-    from datetime import timedelta
+    from chronod.core import occurrence
 
-    from chronod.core.history import job_keys
-    from chronod.core.identity import jitter_offset
-
-    sched = common.compile_or_fail(spec.schedule, spec.timezone)
-    offset = jitter_offset(job_keys(spec, ["?"])[0][0], spec.tolerance_s)
-    nxt = common.occurrences(sched, now, offset, 1)
+    sched = common.schedule_of(spec)
+    places = occurrence.placements(spec, state["node_names"]) or [common.placement(spec, None)]
+    per_node = [(p, p.next_after(sched, now) if spec.enabled else None) for p in places]
+    upcoming = [o for _, o in per_node if o is not None]
+    nxt = min(upcoming, key=lambda o: o.fire_at) if upcoming else None
     last = state["last"].get(spec.id)
     return {
         "job_id": spec.id, "owner": spec.owner, "schedule": spec.schedule, "timezone": spec.timezone,
-        "schedule_words": sched.describe(), "enabled": spec.enabled,
-        "next_fire_at": cmd_ops.iso(nxt[0] + timedelta(seconds=offset)) if nxt and spec.enabled else None,
+        "schedule_words": sched.describe(), "enabled": spec.enabled, "run_on": spec.run_on.mode,
+        "next_fire_at": cmd_ops.iso(nxt.fire_at) if nxt else None,
+        "next_node": nxt.node if nxt else None,
+        "nodes": [{"node": p.node, "jitter_offset_s": p.offset_s, "next_fire_at": cmd_ops.iso(o.fire_at) if o else None}
+                  for p, o in per_node if p.node],
         "last_state": last.state if last else None, "last_scheduled_at": cmd_ops.iso(last.scheduled_at) if last else None,
         "last_started_at": cmd_ops.iso(last.started_at) if last else None,
         "last_duration_s": cmd_ops.duration_s(last) if last else None,
@@ -308,6 +311,8 @@ def _table_row(r: dict[str, Any], now: datetime) -> dict[str, Any]:
     nxt = datetime.fromisoformat(r["next_fire_at"]) if r["next_fire_at"] else None
     last_at = r["last_started_at"] or r["last_scheduled_at"]
     when = "paused" if r["paused"] else ("disabled" if not r["enabled"] else (relative(nxt, now) if nxt else "never"))
+    if nxt and r["next_node"] and not r["paused"]:
+        when += f" on {r['next_node']}"  # a job on each node: the node that fires first
     return dict(r, next=short_time(nxt, now) if nxt and not r["paused"] else None, due=when,
                 last_at=short_time(datetime.fromisoformat(last_at), now) if last_at else None,
                 took=age(r["last_duration_s"]) if r["last_duration_s"] is not None else None,

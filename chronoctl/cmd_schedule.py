@@ -43,6 +43,16 @@ def _tz_option() -> Any:
     return typer.Option(None, "--tz", metavar="TZ", help="Zone of --cron (IANA name; default UTC).")
 
 
+def _dst_gap_option() -> Any:
+    return typer.Option(None, "--dst-gap", metavar="shift|skip",
+                        help="DST policy of --cron for a time a spring-forward skips (default shift, as cron).")
+
+
+def _dst_repeat_option() -> Any:
+    return typer.Option(None, "--dst-repeat", metavar="first|last|both",
+                        help="DST policy of --cron for a time a fall-back repeats (default first, as cron).")
+
+
 def _node_option() -> Any:
     return typer.Option(None, "--node", metavar="NAME", help="Node name for jobs that run on each node (default: this host).")
 
@@ -51,53 +61,104 @@ def _registry_option() -> Any:
     return typer.Option(None, "--registry", metavar="DIR", help="Registry directory (default CHRONO_REGISTRY or the system one).")
 
 
+def _fleet_db_option() -> Any:
+    return typer.Option(None, "--db", metavar="URL", help="Database whose nodes a job that runs on each node is shown for (default CHRONO_DB or the system one, if present).")
+
+
 # --- what a command is asked about: a registry job or a bare expression ----------------
 
 
 @dataclass(frozen=True)
 class Target:
-    """A schedule with its identity: the job (if any), the key, the tolerance and the offset."""
+    """A schedule with its identity: the job (if any), where its occurrences live (`place`:
+    key, node and jitter offset) and, for a job that runs on each node, its placement on
+    every node the store knows (`fleet`)."""
 
     job: Any  # JobSpec | None
     expr: str
     tz: str
     schedule: Any  # chronod.core.schedule.Schedule
-    key: str
+    place: Any  # chronod.core.occurrence.Placement
     tolerance_s: int
-    offset_s: int
+    fleet: tuple[Any, ...] = ()
 
-    def occurrence(self, scheduled: datetime) -> dict[str, str]:
-        """`{"at", "scheduled_at", "run_id"}` of one occurrence, in the schedule's zone."""
-        from chronod.core.identity import run_id
+    @property
+    def key(self) -> str:
+        return str(self.place.key)
 
+    @property
+    def offset_s(self) -> int:
+        return int(self.place.offset_s)
+
+    def occurrence(self, occ: Any) -> dict[str, Any]:
+        """`{"at", "scheduled_at", "run_id"}` of one occurrence, in the schedule's zone, with
+        `"node"` for a job that runs on each node (the node these times are for)."""
         from chronoctl.render import iso
 
-        fire = scheduled + timedelta(seconds=self.offset_s)
-        return {"at": iso(fire, self.tz), "scheduled_at": iso(scheduled, self.tz), "run_id": run_id(self.key, scheduled)}
+        out = {"at": iso(occ.fire_at, self.tz), "scheduled_at": iso(occ.scheduled_at, self.tz), "run_id": occ.run_id}
+        return out if occ.node is None else {**out, "node": occ.node}
+
+
+@dataclass(frozen=True)
+class DstPolicy:
+    """`--dst-gap` and `--dst-repeat` as given (None: not given)."""
+
+    gap: str | None = None
+    repeat: str | None = None
+
+    def check(self) -> tuple[str, str]:
+        """The policy for --cron, defaults filled in; UsageError for an unknown word."""
+        from chronod.core.model import DST_GAP_POLICIES, DST_REPEAT_POLICIES
+
+        for flag, value, choices in (("--dst-gap", self.gap, DST_GAP_POLICIES), ("--dst-repeat", self.repeat, DST_REPEAT_POLICIES)):
+            if value is not None and value not in choices:
+                raise UsageError(f"{flag} {value!r} is not one of {', '.join(choices)}", f"{choices[0]} is cron's behaviour")
+        return self.gap or "shift", self.repeat or "first"
 
 
 def resolve_target(
-    job_id: str | None, cron: str | None, tz: str | None, node: str | None, registry: Path | None, now: datetime
+    job_id: str | None, cron: str | None, tz: str | None, node: str | None, registry: Path | None, now: datetime,
+    dst: DstPolicy = DstPolicy(),
+    db: str | None = None,
 ) -> Target:
-    """The job `job_id` from the registry, or the expression `cron` in zone `tz` (no jitter,
-    and the expression itself as the run-id key). Exactly one of the two must be given."""
+    """The job `job_id` from the registry, or the expression `cron` in zone `tz` with the DST
+    policy `dst` (no jitter, and the expression itself as the run-id key). Exactly one of the
+    two must be given."""
     if (job_id is None) == (cron is None):
         raise UsageError("give a JOB id or --cron EXPR (one of the two)", "chronoctl next billing-export; chronoctl next --cron '0 2 * * *' --tz UTC")
+    from chronod.core import occurrence
+
     if cron is not None:
         if node is not None:
             raise UsageError("--node applies to a JOB that runs on each node, not to --cron")
         zone = common.check_zone(tz or "UTC")
         expr = cron.strip()
-        return Target(None, expr, zone, common.compile_or_fail(expr, zone), expr, 0, 0)
+        return Target(None, expr, zone, common.compile_or_fail(expr, zone, *dst.check()), occurrence.expression(expr), 0)
     if tz is not None:
         raise UsageError("--tz applies to --cron; a job's zone is its `timezone` field")
+    if dst.gap is not None or dst.repeat is not None:
+        raise UsageError("--dst-gap and --dst-repeat apply to --cron; a job's policy is its dst_gap and dst_repeat fields")
     reg = common.registry_dir(registry)
     job = common.find_job(reg, job_id, now)
-    from chronod.core.identity import jitter_offset
+    schedule = common.schedule_of(job)
+    fleet = tuple(occurrence.placements(job, common.fleet_nodes(db))) if job.run_on.each else ()
+    return Target(job, job.schedule, job.timezone, schedule, common.placement(job, node), job.tolerance_s, fleet)
 
-    key = common.job_key(job, node)
-    schedule = common.compile_or_fail(job.schedule, job.timezone)
-    return Target(job, job.schedule, job.timezone, schedule, key, job.tolerance_s, jitter_offset(key, job.tolerance_s))
+
+def _fleet_lines(target: Target, start: datetime, now: datetime) -> list[str]:
+    """For a job that runs on each node: which node the times are for, and the first fire
+    on every node the store knows (each node has its own key, so its own offset)."""
+    from chronoctl import render
+
+    if target.job is None or not target.job.run_on.each:
+        return []
+    lines = [f"times for node {target.place.node} (run_on: each: every node fires at its own offset; "
+             "--node NAME shows another)"]
+    for p in target.fleet:
+        nxt = p.next_after(target.schedule, start)
+        when = render.human_time(nxt.fire_at, now, target.tz) if nxt else "never"
+        lines.append(f"  node {p.node}: jitter +{p.offset_s}s, next fire {when}")
+    return lines
 
 
 def _after(text: str | None, tz: str, now: datetime) -> datetime:
@@ -115,22 +176,24 @@ def next_fires(
         None, "--after", metavar="ISO", help="Start after this time (default now); without an offset it is wall time in the schedule's zone."
     ),
     count: int = typer.Option(5, "--count", "-n", min=1, max=COUNT_MAX, help="How many fires to list."),
+    dst_gap: Optional[str] = _dst_gap_option(),
+    dst_repeat: Optional[str] = _dst_repeat_option(),
     node: Optional[str] = _node_option(),
     registry: Optional[Path] = _registry_option(),
-    as_json: bool = typer.Option(False, "--json", help="A JSON array of {at, scheduled_at, run_id}."),
+    db: Optional[str] = _fleet_db_option(),
+    as_json: bool = typer.Option(False, "--json", help="A JSON array of {at, scheduled_at, run_id} (and node, for a job on each node)."),
 ) -> None:
     """The next fire times of a job (with its jitter) or of a cron expression (without)."""
     now = common.now_utc()
-    target = resolve_target(job, cron, tz, node, registry, now)
+    target = resolve_target(job, cron, tz, node, registry, now, DstPolicy(dst_gap, dst_repeat), db)
     start = _after(after, target.tz, now)
-    fires = common.occurrences(target.schedule, start, target.offset_s, count)
-    rows = [target.occurrence(s) for s in fires]
+    fires = target.place.upcoming(target.schedule, start, count)
     from chronoctl import render
 
     if as_json:
-        render.print_json(rows)
+        render.print_json([target.occurrence(o) for o in fires])
         return
-    _print_next_text(target, fires, now)
+    _print_next_text(target, fires, start, now)
 
 
 def _headline(target: Target) -> str:
@@ -138,9 +201,7 @@ def _headline(target: Target) -> str:
     return f"{what}: {target.schedule.describe()}"
 
 
-def _print_next_text(target: Target, fires: list[datetime], now: datetime) -> None:
-    from chronod.core.identity import run_id
-
+def _print_next_text(target: Target, fires: list[Any], start: datetime, now: datetime) -> None:
     from chronoctl import render
 
     render.echo(render.escape_line(_headline(target)))
@@ -148,13 +209,12 @@ def _print_next_text(target: Target, fires: list[datetime], now: datetime) -> No
         render.echo(f"jitter: +{target.offset_s}s (key {render.escape_line(target.key)}, tolerance {target.tolerance_s}s)")
         if not target.job.enabled:
             render.echo("note: this job is disabled (enabled: false); these are the times it would fire")
+    for line in _fleet_lines(target, start, now):
+        render.echo(render.escape_line(line))
     if not fires:
         render.echo("no fire times: @reboot jobs run once when the daemon starts after a boot")
         return
-    rows = [
-        {"at": s + timedelta(seconds=target.offset_s), "scheduled": s, "run_id": run_id(target.key, s)}
-        for s in fires
-    ]
+    rows = [{"at": o.fire_at, "scheduled": o.scheduled_at, "run_id": o.run_id} for o in fires]
     render.print_table(
         rows,
         [
@@ -167,11 +227,17 @@ def _print_next_text(target: Target, fires: list[datetime], now: datetime) -> No
 
 # --- explain -------------------------------------------------------------------------
 
+_GAP_TEXT = {
+    "shift": "when a DST change skips its time it fires once, at the moment the clock jumps",
+    "skip": "when a DST change skips its time it does not run that day",
+}
+_REPEAT_TEXT = {
+    "first": "when a DST change repeats its time it fires only in the first pass",
+    "last": "when a DST change repeats its time it fires only in the second pass",
+    "both": "when a DST change repeats its time it fires in each pass, each its own occurrence and run id",
+}
 _CLASS_TEXT = {
-    "fixed-time": (
-        "fixed-time (minute and hour are fixed): when a DST change skips its time it fires once, "
-        "at the moment the clock jumps; when a DST change repeats its time it fires only in the first pass"
-    ),
+    "fixed-time": "fixed-time (minute and hour are fixed): {gap}; {repeat}",
     "wildcard": (
         "wildcard (minute or hour starts with '*'): times skipped by a DST change are simply skipped; "
         "times repeated by a DST change fire in both passes"
@@ -191,13 +257,28 @@ def schedule_class(schedule: Any) -> str:
     return "fixed-time" if schedule.is_fixed_time else "wildcard"
 
 
+def _class_meaning(klass: str, schedule: Any) -> str:
+    text = _CLASS_TEXT[klass]
+    if klass != "fixed-time":
+        return text
+    return text.format(gap=_GAP_TEXT[schedule.dst_gap], repeat=_REPEAT_TEXT[schedule.dst_repeat])
+
+
+def dst_policy(target: Target, klass: str) -> dict[str, Any] | None:
+    """The DST policy in force, and whether it is cron's; None when no policy applies."""
+    if klass != "fixed-time":
+        return None
+    gap, repeat = target.schedule.dst_gap, target.schedule.dst_repeat
+    return {"dst_gap": gap, "dst_repeat": repeat, "as_cron": (gap, repeat) == ("shift", "first")}
+
+
 def explanation(target: Target, start: datetime, count: int = 5) -> dict[str, Any]:
     """Everything `explain` says, as data: words, class, jitter and why, next fires, DST dates."""
-    from chronod.core.identity import run_id, utc_stamp
+    from chronod.core.occurrence import utc_stamp
 
     from chronoctl.render import iso
 
-    fires = common.occurrences(target.schedule, start, target.offset_s, count)
+    fires = target.place.upcoming(target.schedule, start, count)
     events = target.schedule.dst_events(start, start + timedelta(days=365))
     klass = schedule_class(target.schedule)
     job = target.job
@@ -209,18 +290,23 @@ def explanation(target: Target, start: datetime, count: int = 5) -> dict[str, An
         "timezone": target.tz,
         "description": target.schedule.describe(),
         "class": klass,
-        "class_meaning": _CLASS_TEXT[klass],
+        "class_meaning": _class_meaning(klass, target.schedule),
+        "dst_policy": dst_policy(target, klass),
         "job_key": target.key,
         "run_on": (job.run_on.mode if job is not None else None),
+        "node": target.place.node,
+        "nodes": [{"node": p.node, "job_key": p.key, "jitter_offset_s": p.offset_s,
+                   "next": [target.occurrence(o) for o in p.upcoming(target.schedule, start, 1)]}
+                  for p in target.fleet],
         "tolerance_s": target.tolerance_s,
         "jitter_offset_s": target.offset_s,
         "jitter_formula": "int.from_bytes(sha256(job_key).digest()[:8], 'big') % tolerance_s (0 when tolerance_s is 0)",
         "run_id_example": None
         if example is None
         else {
-            "scheduled_at": iso(example, target.tz),
-            "input": f"{target.key}|{utc_stamp(example)}",
-            "run_id": run_id(target.key, example),
+            "scheduled_at": iso(example.scheduled_at, target.tz),
+            "input": f"{target.key}|{utc_stamp(example.scheduled_at)}",
+            "run_id": example.run_id,
         },
         "after": iso(start, target.tz),
         "next": [target.occurrence(s) for s in fires],
@@ -242,20 +328,24 @@ def explain(
     cron: Optional[str] = _cron_option(),
     tz: Optional[str] = _tz_option(),
     after: Optional[str] = typer.Option(None, "--after", metavar="ISO", help="Explain from this time on (default now)."),
+    dst_gap: Optional[str] = _dst_gap_option(),
+    dst_repeat: Optional[str] = _dst_repeat_option(),
     node: Optional[str] = _node_option(),
     registry: Optional[Path] = _registry_option(),
+    db: Optional[str] = _fleet_db_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the explanation as JSON."),
 ) -> None:
     """A schedule in words: its zone and DST behaviour, jitter and why, run ids, next fires, DST dates."""
     now = common.now_utc()
-    target = resolve_target(job, cron, tz, node, registry, now)
-    data = explanation(target, _after(after, target.tz, now))
+    target = resolve_target(job, cron, tz, node, registry, now, DstPolicy(dst_gap, dst_repeat), db)
+    start = _after(after, target.tz, now)
+    data = explanation(target, start)
     from chronoctl import render
 
     if as_json:
         render.print_json(data)
     else:
-        _print_explanation(data, target, now)
+        _print_explanation(data, target, start, now)
 
 
 def _jitter_lines(data: dict[str, Any]) -> list[str]:
@@ -274,7 +364,7 @@ def _jitter_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _print_explanation(data: dict[str, Any], target: Target, now: datetime) -> None:
+def _print_explanation(data: dict[str, Any], target: Target, start: datetime, now: datetime) -> None:
     from chronoctl import render
 
     lines = []
@@ -287,7 +377,12 @@ def _print_explanation(data: dict[str, Any], target: Target, now: datetime) -> N
         f"zone:        {data['timezone']}",
         f"class:       {data['class_meaning']}",
     ]
+    policy = data["dst_policy"]
+    if policy is not None:
+        same = "cron's behaviour" if policy["as_cron"] else "not cron's behaviour"
+        lines.append(f"DST policy:  dst_gap: {policy['dst_gap']}, dst_repeat: {policy['dst_repeat']} ({same})")
     lines += _jitter_lines(data)
+    lines += _fleet_lines(target, start, now)
     ex = data["run_id_example"]
     if ex:
         lines.append(f"run id:      sha256({ex['input']!r})[:16] = {ex['run_id']}  (scheduled, pre-jitter time in UTC)")
@@ -380,16 +475,14 @@ def build_forecast(
 
 def forecast_entries(jobs: dict[str, Any], start: datetime, end: datetime, node: str | None) -> list[tuple[str, list[datetime], int]]:
     """(id, scheduled instants that may fire or be scheduled in [start, end), jitter offset) per enabled job."""
-    from chronod.core.identity import jitter_offset
-
     entries = []
     for job in sorted(jobs.values(), key=lambda j: j.id):
         if not job.enabled:
             continue
-        schedule = common.compile_or_fail(job.schedule, job.timezone)
+        schedule = common.schedule_of(job)
         if schedule.kind == "reboot":
             continue
-        offset = jitter_offset(common.job_key(job, node), job.tolerance_s)
+        offset = common.placement(job, node).offset_s
         lo = start - timedelta(seconds=offset, microseconds=1)
         entries.append((job.id, schedule.fires(lo, end), offset))
     return entries

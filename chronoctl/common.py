@@ -7,7 +7,7 @@ exception, so the error boundary can print them as they are.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +15,7 @@ from chronoctl.errors import InvalidInput, UnknownJob, UsageError
 
 if TYPE_CHECKING:
     from chronod.core.model import JobSpec
-    from chronod.core.schedule import Schedule
+    from chronod.core.occurrence import Placement
 
 
 def now_utc() -> datetime:
@@ -75,14 +75,19 @@ def find_job(registry: Path, job_id: str, now: datetime) -> "JobSpec":
     raise UnknownJob(job_id, f"registry {registry}", registry_hint(registry))
 
 
-def compile_or_fail(expr: str, tz: str):
+def compile_or_fail(expr: str, tz: str, dst_gap: str = "shift", dst_repeat: str = "first"):
     """The compiled schedule, or InvalidInput (exit 1) with the schedule engine's hint."""
     from chronod.core.schedule import ScheduleError, compile_schedule
 
     try:
-        return compile_schedule(expr, tz)
+        return compile_schedule(expr, tz, dst_gap, dst_repeat)
     except ScheduleError as exc:
         raise InvalidInput(f"schedule {expr!r} (zone {tz}): {exc.message}", exc.hint or None) from exc
+
+
+def schedule_of(spec: "JobSpec"):
+    """The compiled schedule of a job, with its DST policy."""
+    return compile_or_fail(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
 
 
 def parse_instant(text: str, tz: str, flag: str = "--after") -> datetime:
@@ -157,27 +162,29 @@ def check_zone(tz: str) -> str:
     return tz
 
 
-def job_key(job: "JobSpec", node: str | None) -> str:
-    """The identity key of `job` (DESIGN §4): its id, or `id@node` when it runs on each node,
-    with `node` defaulting to this host's short name."""
-    from chronod.core import identity
+def placement(job: "JobSpec", node: str | None) -> "Placement":
+    """The job on `node` (`chronod.core.occurrence`): for a job that runs on each node,
+    `node` defaults to this host's short name; other jobs ignore it."""
+    from chronod.core import occurrence
 
-    if job.run_on.each:
+    if job.run_on.each and not node:
         from chronod.paths import default_node
 
-        return identity.job_key(job.id, True, node or default_node())
-    return identity.job_key(job.id, False, None)
+        node = default_node()
+    return occurrence.placement(job, node)
 
 
-def occurrences(schedule: "Schedule", after: datetime, offset_s: int, count: int) -> list[datetime]:
-    """The first `count` scheduled instants whose fire time (scheduled + `offset_s`) is after
-    `after`: an occurrence scheduled just before `after` but jittered past it still counts."""
-    out: list[datetime] = []
-    cursor = after - timedelta(seconds=offset_s)
-    while len(out) < count:
-        nxt = schedule.next_after(cursor)
-        if nxt is None:
-            break
-        out.append(nxt)
-        cursor = nxt
-    return out
+def fleet_nodes(db: str | None) -> list[str]:
+    """The node names the store knows (every chronod that ever used it), for showing the
+    times of `run_on: each` jobs on each of them. With no `--db`, a missing or unreachable
+    default database gives none; a database named with `--db` must be reachable."""
+    from chronoctl import cmd_ops
+    from chronoctl.errors import CliError
+
+    try:
+        with cmd_ops.opened(db) as store:
+            return sorted(n.name for n in store.nodes())
+    except CliError:
+        if db is not None:
+            raise
+        return []

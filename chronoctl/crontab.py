@@ -52,6 +52,8 @@ class CronEntry:
     text: str  # the line as written (without its line ending)
     notes: tuple[str, ...] = ()
     file_ignored: str | None = None  # why Debian cron ignores the whole file: this line never ran
+    cron_command: str | None = None  # what cron hands the shell, where it differs from `command` (a CR)
+    cron_stdin: str | None = None  # what cron writes to standard input, where it differs from `stdin`
 
     @property
     def is_reboot(self) -> bool:
@@ -98,9 +100,11 @@ def parse_env_line(line: str) -> tuple[str, str] | None:
     """`NAME=value` as Debian cron's env.c `load_env` reads it, or None when the line is not
     a setting (cron then reads it as an entry). Blanks may surround `=`; the name and the
     value may each be quoted with one pair of matching quotes, and nothing may follow the
-    closing quote but blanks; an unquoted value loses its trailing blanks and must not be
-    empty (`MAILTO=` is not a setting: write `MAILTO=""`). cron keeps 998 characters of
-    the line and of `NAME=value`: a longer unquoted value is cut short."""
+    closing quote but blanks. Every value loses its trailing blanks, a quoted one too:
+    Debian's cron gives `A="  two  "` as `  two` (the classic env.c trims unquoted values
+    only; each rule here was checked against the real daemon, tests/fixtures/cron_env).
+    An unquoted value must not be empty (`MAILTO=` is not a setting: write `MAILTO=""`).
+    cron keeps 998 characters of the line and of `NAME=value`: a longer value is cut short."""
     c = line.lstrip(" \t")[:_MAX_STRING]  # the rest is cut, a closing quote included
     name: list[str] = []
     value: list[str] = []
@@ -142,8 +146,7 @@ def parse_env_line(line: str) -> tuple[str, str] | None:
             state += 1
     if state != _FINI and not (state == _VALUE and not quote):
         return None
-    text = "".join(value)
-    text = text.rstrip(_C_SPACE) if state == _VALUE else text
+    text = "".join(value).rstrip(_C_SPACE)
     return "".join(name), text[: max(0, _MAX_STRING - len(name) - 1)]
 
 
@@ -199,8 +202,8 @@ class _Reader:
         self.errors.append(CrontabProblem(self.file, line, message, hint, cron_refuses))
 
     def set_env(self, name: str, value: str) -> None:
-        if not name:
-            return  # cron accepts "=value", but no shell passes a nameless variable on
+        """As cron keeps it, "=value" (a nameless variable) included: the importer decides
+        what chrono can carry."""
         self.env = [(k, v) for k, v in self.env if k != name] + [(name, value)]
         if name == "CRON_TZ" or (name == "TZ" and not any(k == "CRON_TZ" for k, _ in self.env)):
             self.tz = value or None
@@ -359,6 +362,7 @@ def _read_entry(reader: _Reader, number: int, line: str, user: str | None) -> No
             "a user crontab has five time fields and no seconds: `*/5 * * * * /usr/local/bin/poll`",
         )
         return
+    cron_command, cron_stdin = split_percent(command) if command.endswith("\r") else (None, None)
     command, stdin = split_percent(command.removesuffix("\r").rstrip(" \t"))
     command = command.rstrip(" \t")
     if not command.strip():
@@ -380,6 +384,8 @@ def _read_entry(reader: _Reader, number: int, line: str, user: str | None) -> No
             timezone=reader.tz,
             text=line.removesuffix("\r"),
             notes=tuple(notes),
+            cron_command=cron_command,
+            cron_stdin=cron_stdin if cron_command is not None else None,
         )
     )
 

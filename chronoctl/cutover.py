@@ -164,9 +164,9 @@ class Daemon:
         return None
 
     def key(self, spec: Any) -> str:
-        from chronod.core.identity import job_key
+        from chronod.core.occurrence import placement
 
-        return job_key(spec.id, spec.run_on.each, self.node.name)
+        return placement(spec, self.node.name).key
 
     def first_occurrences(self, specs: list[Any]) -> dict[str, datetime] | None:
         """Each job's stored next occurrence, once the daemon carries exactly these specs;

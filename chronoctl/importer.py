@@ -22,6 +22,14 @@ from chronoctl.crontab import CronEntry
 
 EQUIVALENCE_DAYS = 400
 CRON_DEFAULT_PATH = "/usr/bin:/bin"  # what cron puts in PATH when the crontab sets none
+CRON_DEFAULT_SHELL = "/bin/sh"  # what cron runs commands with, and puts in SHELL, when the crontab sets none
+# What chronod's runner gives every job before its `env` (chronod.runner.runner.job_environment;
+# a unit test keeps the two the same, chronoctl never imports the runner).
+CHRONO_ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+CHRONO_USER_PATH = "/usr/local/bin:/usr/bin:/bin"
+_CHRONO_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CRON_SETS = ("SHELL", "HOME", "PATH", "LOGNAME")  # cron's own values beat PAM's (checked with the daemon)
+CRON_SPOOL_DIR = "/var/spool/cron"  # where cron starts a job whose HOME does not exist (its own directory)
 _ID_OK = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 _MAX_ID = 63
 _SEPARATORS = {"&&", "||", ";", "|", "&", "(", ")", "{", "}", ";;", "|&", "\n"}
@@ -177,13 +185,28 @@ def assign_ids(entries: Iterable[CronEntry], taken: Iterable[str] = ()) -> list[
 
 
 @dataclass(frozen=True)
+class Account:
+    """A user's passwd entry, as both daemons read it when they start a job."""
+
+    name: str
+    uid: int
+    home: str
+    shell: str
+
+
+@dataclass(frozen=True)
 class ImportOptions:
-    """What the command line decides: owner, defaults, the host's zone, users' homes."""
+    """What the command line decides: owner, defaults, the host's zone, users' homes;
+    `pam_env` is what Debian cron's PAM session adds to every job (/etc/environment,
+    /etc/default/locale) and `account_of` the passwd entry of a user (None: unknown)."""
 
     host_timezone: str = "UTC"
     owner: str | None = None
     adopt_defaults: bool = False
     home_of: Callable[[str], str | None] | None = None
+    pam_env: tuple[tuple[str, str], ...] = ()
+    account_of: Callable[[str], Account | None] | None = None
+    dir_exists: Callable[[str], bool] | None = None
 
 
 def job_timezone(entry: CronEntry, options: ImportOptions) -> str:
@@ -191,10 +214,35 @@ def job_timezone(entry: CronEntry, options: ImportOptions) -> str:
     return entry.timezone or options.host_timezone
 
 
+def carried_env(entry: CronEntry, options: ImportOptions) -> dict[str, str]:
+    """The `env` that gives the job under chrono what cron gave it: PAM's variables and
+    cron's SHELL and PATH defaults (unless --adopt-defaults), then the crontab's settings
+    chrono can carry (not LOGNAME, which cron always sets to the user, as chrono does)."""
+    preserve = not options.adopt_defaults
+    settings = dict(entry.env)
+    env = {k: v for k, v in options.pam_env if k not in settings and k not in _CRON_SETS} if preserve else {}
+    env.update((k, v) for k, v in entry.env if _carries(k) and k != "LOGNAME")
+    if preserve:
+        env.setdefault("SHELL", CRON_DEFAULT_SHELL)
+        env.setdefault("PATH", CRON_DEFAULT_PATH)
+    return env
+
+
+def _carries(name: str) -> bool:
+    return bool(_CHRONO_ENV_NAME.fullmatch(name)) and not name.upper().startswith("CHRONO_")
+
+
+def _home_of(user: str, options: ImportOptions) -> str | None:
+    account = options.account_of(user) if options.account_of else None
+    if account is not None:
+        return account.home
+    return options.home_of(user) if options.home_of else None
+
+
 def build_job(entry: CronEntry, job_id: str, options: ImportOptions) -> dict[str, Any]:
     """The job dict for one entry, keys in reading order."""
-    env = {k: v for k, v in entry.env if k != "SHELL"}
-    shell = dict(entry.env).get("SHELL", "/bin/sh")
+    env = carried_env(entry, options)
+    shell = dict(entry.env).get("SHELL", CRON_DEFAULT_SHELL)
     job: dict[str, Any] = {
         "id": job_id,
         "owner": options.owner or entry.user,
@@ -206,9 +254,9 @@ def build_job(entry: CronEntry, job_id: str, options: ImportOptions) -> dict[str
         job["stdin"] = entry.stdin
     job["user"] = entry.user
     job["shell"] = shell
-    if not options.adopt_defaults and "PATH" not in env:
-        env["PATH"] = CRON_DEFAULT_PATH
-    home = env.get("HOME") or (options.home_of(entry.user) if options.home_of else None)
+    home = env.get("HOME") or _home_of(entry.user, options)
+    if home and options.dir_exists is not None and not options.dir_exists(home):
+        home = CRON_SPOOL_DIR  # cron's chdir(HOME) fails and the job starts where cron is
     if home:
         job["workdir"] = home
     if env:
@@ -245,16 +293,154 @@ def entry_notes(entry: CronEntry, options: ImportOptions) -> list[str]:
             "set enabled: true once you want it to run"
         )
     env = dict(entry.env)
-    if "MAILTO" in env:
-        notes.append(f"MAILTO={env['MAILTO']!r} is kept in env, but chrono sends no mail: output is in the run history")
-    if entry.timezone:
+    if env.get("MAILTO") == "":
+        notes.append('MAILTO="": cron mailed nothing for this job, nor does chrono; its output is in the run history')
+    elif "MAILTO" in env:
+        notes.append(f"MAILTO={env['MAILTO']!r}: cron mailed the job's output there; chrono sends no mail, the output "
+                     "is in the run history (the variable stays in env, as cron gave it to the job)")
+    if entry.timezone and entry.timezone != options.host_timezone:
         notes.append(
-            f"scheduled in {entry.timezone} (CRON_TZ/TZ); Debian's cron ignores these and uses the host zone "
-            f"({options.host_timezone}), cronie honours CRON_TZ"
+            f"scheduled in {entry.timezone}, as CRON_TZ/TZ in the file says; Debian's cron ignores both for "
+            f"scheduling and ran this line in the host's zone ({options.host_timezone}), so the fire times differ "
+            f"from cron's (see the differences; cronie honours CRON_TZ). To keep cron's times, set "
+            f"timezone: {options.host_timezone}; the variables stay in env, as cron gave them to the job"
         )
     if entry.is_reboot:
         notes.append("@reboot runs once when chronod starts on a boot, not on every daemon restart")
+    if "LOGNAME" in env and env["LOGNAME"] != entry.user:
+        notes.append(f"LOGNAME={env['LOGNAME']!r} is not carried over: cron sets LOGNAME to the user ({entry.user}) "
+                     "whatever the crontab says, as chrono does")
+    home = env.get("HOME") or _home_of(entry.user, options)
+    if home and options.dir_exists is not None and not options.dir_exists(home):
+        notes.append(f"HOME {home} does not exist: cron starts the job in its own directory {CRON_SPOOL_DIR}, "
+                     "and so does the imported job (workdir)")
     return notes
+
+
+# --- what the job is given: environment, standard input, command ----------------------
+
+
+def cron_environment(entry: CronEntry, account: Account | None, pam_env: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
+    """The environment Debian's cron gives the job (checked with the daemon, tests/fixtures/cron_env):
+    the crontab's settings in force at the line; SHELL, HOME (the passwd entry) and PATH
+    where it set none; LOGNAME always the user; then PAM's variables where none of these
+    set them (a PATH in /etc/environment does not reach cron jobs)."""
+    env = dict(entry.env)
+    env.setdefault("SHELL", CRON_DEFAULT_SHELL)
+    if account is not None:
+        env.setdefault("HOME", account.home)
+    env.setdefault("PATH", CRON_DEFAULT_PATH)
+    env["LOGNAME"] = entry.user
+    for name, value in pam_env:
+        env.setdefault(name, value)
+    return env
+
+
+def cron_workdir(cron_env: dict[str, str], dir_exists: Callable[[str], bool] | None) -> str:
+    """Where cron starts the job: HOME, or its own spool directory when HOME does not exist."""
+    home = cron_env.get("HOME", "/")
+    return home if dir_exists is None or dir_exists(home) else CRON_SPOOL_DIR
+
+
+def pam_environment(*texts: str) -> tuple[tuple[str, str], ...]:
+    """The variables pam_env reads from /etc/environment and /etc/default/locale, which
+    Debian's cron session adds to every job: `NAME=value` lines (`export` allowed, one
+    pair of surrounding quotes removed), comments and blank lines skipped; later files win."""
+    env: dict[str, str] = {}
+    for text in texts:
+        for raw in text.splitlines():
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            line = line.removeprefix("export ").lstrip()
+            name, eq, value = line.partition("=")
+            if not eq or not _CHRONO_ENV_NAME.fullmatch(name):
+                continue
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            env[name] = value
+    return tuple(env.items())
+
+
+def chrono_environment(job: dict[str, Any], account: Account | None) -> dict[str, str]:
+    """The environment chronod gives the job (as its runner builds it), without the
+    CHRONO_* variables it adds for every run: the user's HOME, SHELL (login shell), PATH,
+    LOGNAME and USER, then the job's `env`."""
+    env: dict[str, str] = {}
+    if account is not None:
+        env = {"HOME": account.home, "SHELL": account.shell or "/bin/sh",
+               "PATH": CHRONO_ROOT_PATH if account.uid == 0 else CHRONO_USER_PATH,
+               "LOGNAME": account.name, "USER": account.name}
+    env.update(job.get("env") or {})
+    return env
+
+
+@dataclass(frozen=True)
+class GivenCheck:
+    """Whether chrono gives the job what cron gave it: per part, why not ([] = the same),
+    and the variables only chrono sets (harmless additions, listed, not differences)."""
+
+    environment: tuple[str, ...] = ()
+    stdin: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    chrono_adds: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {part: {"same": not why, "why": list(why)}
+                for part, why in (("environment", self.environment), ("stdin", self.stdin), ("command", self.command))
+                } | {"chrono_adds": list(self.chrono_adds)}
+
+
+def check_given(entry: CronEntry, job: dict[str, Any], options: ImportOptions) -> GivenCheck:
+    """Compare what cron gives the job (environment, working directory, standard input,
+    shell and command) with what chronod will give the imported job, and say why they differ."""
+    if options.account_of is None:
+        return GivenCheck(environment=("not compared: the user's passwd entry was not looked up",))
+    account = options.account_of(entry.user)
+    if account is None:
+        unknown = (f"user {entry.user!r} is not in this host's passwd: neither daemon can start the job here",)
+        return GivenCheck(environment=unknown)
+    cron = cron_environment(entry, account, options.pam_env)
+    chrono = chrono_environment(job, account)
+    why = [_env_difference(name, cron.get(name), chrono.get(name), options) for name in cron
+           if cron[name] != chrono.get(name)]
+    adds = [f"{name}={chrono[name]}" for name in chrono if name not in cron]
+    workdir, cron_dir = job.get("workdir", "/"), cron_workdir(cron, options.dir_exists)
+    if workdir != cron_dir:
+        why.append(f"working directory: cron starts the job in {cron_dir}, chrono in {workdir}")
+    cron_command = entry.cron_command if entry.cron_command is not None else entry.command
+    cron_stdin = entry.cron_stdin if entry.cron_command is not None else entry.stdin
+    command = []
+    if job["shell"] != cron["SHELL"]:
+        command.append(f"cron runs it with {cron['SHELL']} -c, chrono with {job['shell']} -c")
+    if job["command"] != cron_command:
+        command.append(_text_difference(cron_command, job["command"]))
+    stdin = []
+    if (job.get("stdin") or "") != (cron_stdin or ""):
+        stdin.append(_text_difference(cron_stdin or "", job.get("stdin") or ""))
+    return GivenCheck(tuple(why), tuple(stdin), tuple(command),
+                      tuple(adds) + ("CHRONO_JOB_ID, CHRONO_RUN_ID and the other CHRONO_* variables",))
+
+
+def _env_difference(name: str, cron: str | None, chrono: str | None, options: ImportOptions) -> str:
+    """One variable cron and chrono give differently, and why."""
+    gives = f"cron gives {name}={cron!r}" + (f", chrono {chrono!r}" if chrono is not None else ", chrono nothing")
+    if not name:
+        return f"cron gives a nameless variable ({cron!r}, from a line '=value'): chrono cannot carry it"
+    if not _CHRONO_ENV_NAME.fullmatch(name):
+        return f"{gives}: {name!r} is not a name chrono's env takes (letters, digits and '_', not starting with a digit)"
+    if name.upper().startswith("CHRONO_"):
+        return f"{gives}: CHRONO_* variables are chrono's own for every run and cannot be set"
+    if options.adopt_defaults and (name in ("SHELL", "PATH") or name in dict(options.pam_env)):
+        return f"{gives}: --adopt-defaults leaves cron's defaults (SHELL, PATH, PAM's variables) out"
+    return gives
+
+
+def _text_difference(cron: str, chrono: str) -> str:
+    if cron.replace("\r", "") == chrono:
+        return (f"cron passes the carriage return of the CRLF line end on ({cron!r}); chrono strips it "
+                "(under cron the job most likely failed)")
+    return f"cron gives {cron!r}, chrono {chrono!r}"
 
 
 # --- YAML ----------------------------------------------------------------------------
@@ -381,19 +567,24 @@ def compare_with_cron(
     now: datetime,
     chrono_fires: Callable[[datetime, datetime], list[datetime]],
     days: int = EQUIVALENCE_DAYS,
+    cron_tz: str | None = None,
 ) -> Equivalence:
-    """chrono's fire times against Debian cron's (the `vixie` simulation of the line as
-    written) over (now, now + days]. `chrono_fires(start, end)` is the compiled schedule's
-    `fires`. Jobs with more than FULL_COMPARE_LIMIT starts are compared on sample windows."""
+    """chrono's fire times (in `tz`) against Debian cron's (the `vixie` simulation of the
+    line as written, in `cron_tz`, else `tz`) over (now, now + days]. Debian's cron
+    schedules every line in the host's zone, whatever CRON_TZ or TZ say (checked with the
+    daemon): callers pass the host's zone as `cron_tz`. `chrono_fires(start, end)` is the
+    compiled schedule's `fires`. Jobs with more than FULL_COMPARE_LIMIT starts are compared
+    on sample windows."""
     if entry.is_reboot:
         return Equivalence(job_id, "skipped (@reboot has no fire times)")
     if entry.file_ignored:
         return Equivalence(job_id, "skipped (cron ignores the file; the job is imported disabled)")
     # a crontab repeats its schedules (every `0 * * * *` of a file): compare each once.
     # compile_schedule returns one object per expression and zone, so its `fires` names it.
-    key = (entry.cron_schedule, getattr(chrono_fires, "__self__", chrono_fires), tz, now, days)
+    cron_zone = cron_tz or tz
+    key = (entry.cron_schedule, getattr(chrono_fires, "__self__", chrono_fires), tz, cron_zone, now, days)
     if key not in _COMPARED:
-        _COMPARED[key] = _compare(entry.cron_schedule, tz, now, now + timedelta(days=days), chrono_fires)
+        _COMPARED[key] = _compare(entry.cron_schedule, cron_zone, now, now + timedelta(days=days), chrono_fires, tz)
     compared, fires, only_cron, only_chrono = _COMPARED[key]
     result = Equivalence(job_id, compared, fires=fires)
     result.differences = _by_date(job_id, entry, tz, only_cron, only_chrono)
@@ -404,7 +595,8 @@ _COMPARED: dict[tuple, tuple[str, int, set[datetime], set[datetime]]] = {}
 
 
 def _compare(cron_schedule: str, tz: str, now: datetime, end: datetime,
-             chrono_fires: Callable[[datetime, datetime], list[datetime]]) -> tuple[str, int, set[datetime], set[datetime]]:
+             chrono_fires: Callable[[datetime, datetime], list[datetime]],
+             chrono_tz: str | None = None) -> tuple[str, int, set[datetime], set[datetime]]:
     """(how compared, cron's fire count, fires only cron has, fires only chrono has)."""
     from chronod.core.vixie import simulate
 
@@ -412,7 +604,10 @@ def _compare(cron_schedule: str, tz: str, now: datetime, end: datetime,
     if len(cron) <= FULL_COMPARE_LIMIT:
         spans, compared = [(now, end)], "full"
     else:
-        spans, compared = _windows(now, end, zone_transitions(tz, now, end)), "sampled"
+        changes = zone_transitions(tz, now, end)
+        if chrono_tz and chrono_tz != tz:
+            changes = sorted(set(changes) | set(zone_transitions(chrono_tz, now, end)))
+        spans, compared = _windows(now, end, changes), "sampled"
     cron_set = set(cron)
     only_cron: set[datetime] = set()
     only_chrono: set[datetime] = set()

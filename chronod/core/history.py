@@ -18,27 +18,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
+from chronod.core import retention
 from chronod.core.durations import format_duration
-from chronod.core.identity import jitter_offset, job_key, run_id
+from chronod.core import occurrence
+from chronod.core.occurrence import Occurrence, manual_run_id, node_of_key
 from chronod.core.model import ACTIVE_STATES, JobSpec
 
 GRACE_S = 60  # a due occurrence without a row is only "missing" after this much lag
 NO_RECORD = "no_record"  # fell due, no row in the history
 NOT_DUE = "not_due"  # the occurrence's fire time is still ahead
 NO_OCCURRENCE = "no_occurrence"  # the schedule had nothing due in the question's window
-TRIGGER_PREFIX = "|manual|"
+NOT_REGISTERED = "not_registered"  # fell due while the job was not registered: never expected
 
-
-@dataclass(frozen=True)
-class Occurrence:
-    """One nominal point of a job's schedule on one job key, with its identity."""
-
-    job_id: str
-    job_key: str
-    node: str | None  # set for `run_on: each` jobs only
-    scheduled_at: datetime
-    fire_at: datetime
-    run_id: str
+Span = tuple[datetime, "datetime | None"]
+"""When a job definition was known: from its registration to its removal (None: still registered)."""
 
 
 @dataclass(frozen=True)
@@ -101,47 +94,39 @@ def _z(at: datetime) -> str:
     return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def manual_run_id(key: str, requested_at: datetime) -> str:
-    """The run id of a manual trigger: `sha256((key + "|manual|" + T).encode()).hexdigest()[:16]`
-    with T the request time in UTC as `YYYY-MM-DDTHH:MM:SSZ` (the §4 formula with the
-    word `manual` between key and time, so it never equals a scheduled occurrence's id)."""
-    import hashlib
-
-    return hashlib.sha256(f"{key}{TRIGGER_PREFIX}{_z(requested_at)}".encode()).hexdigest()[:16]
-
-
-def node_of_key(key: str) -> str | None:
-    """The node part of an `id@node` job key, None for fleet-wide keys."""
-    return key.split("@", 1)[1] if "@" in key else None
-
-
-def job_keys(spec: JobSpec, nodes: Iterable[str] = ()) -> list[tuple[str, str | None]]:
-    """(job key, node) pairs the job runs under: one for `any`, one per node for `each`."""
-    if not spec.run_on.each:
-        return [(spec.id, None)]
-    return [(job_key(spec.id, True, n), n) for n in sorted(set(nodes))]
-
-
-def occurrences_at(spec: JobSpec, scheduled_at: datetime, nodes: Iterable[str] = ()) -> list[Occurrence]:
-    """The occurrence(s) of `spec` at one nominal instant (one per node for `each`)."""
-    out = []
-    for key, node in job_keys(spec, nodes):
-        fire = scheduled_at + timedelta(seconds=jitter_offset(key, spec.tolerance_s))
-        out.append(Occurrence(spec.id, key, node, scheduled_at, fire, run_id(key, scheduled_at)))
-    return out
-
-
 def occurrences(spec: JobSpec, schedule: Any, start: datetime, end: datetime,
                 nodes: Iterable[str] = ()) -> list[Occurrence]:
     """Every occurrence whose nominal time is in (start, end], ascending."""
     if schedule.kind == "reboot" or not spec.enabled:
         return []
-    nodes = list(nodes)
-    return [o for at in schedule.fires(start, end) for o in occurrences_at(spec, at, nodes)]
+    places = occurrence.placements(spec, nodes)
+    return [p.at(at) for at in schedule.fires(start, end) for p in places]
 
 
 def _nodes_from_runs(runs: Iterable[Any]) -> set[str]:
     return {n for r in runs if (n := node_of_key(r.job_key))}
+
+
+def registered(spans: Sequence[Span] | None, fire_at: datetime) -> bool:
+    """Whether an occurrence firing at `fire_at` is expected: inside one of the job's spans
+    (start and end included). No record of the spans at all (None): always expected."""
+    if spans is None:
+        return True
+    return any(start <= fire_at and (end is None or fire_at <= end) for start, end in spans)
+
+
+def describe_unregistered(spans: Sequence[Span] | None, fire_at: datetime) -> str:
+    """Why an occurrence was not expected, naming the registration it fell outside of."""
+    spans = spans or []
+    before = [s for s in spans if fire_at < s[0]]
+    if not spans:
+        return "not registered: the store has no record of this job being registered"
+    if before and before[0] is spans[0]:
+        return f"not registered: it fell due at {_z(fire_at)}, before the job was first registered ({_z(spans[0][0])})"
+    ended = max((e for _, e in spans if e is not None and e < fire_at), default=None)
+    if ended is not None and not before:
+        return f"not registered: it fell due at {_z(fire_at)}, after the job was removed ({_z(ended)})"
+    return f"not registered: it fell due at {_z(fire_at)}, while the job was removed from the registry"
 
 
 def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
@@ -169,6 +154,9 @@ def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
         return f"skipped by the catch-up policy{policy}{err or ': it fell due while nothing could run it'}"
     if s == "skipped_paused":
         return f"skipped: the job was paused when it fell due{err}"
+    if s == "skipped_resource":
+        res = f" {spec.resource!r}" if spec and spec.resource else ""
+        return f"skipped: it waited for a slot of its resource{res} and got none inside its catch-up window{err}"
     if s == "lost":
         return f"lost: the outcome cannot be known (its node died mid-run){err}"
     if s == "running":
@@ -185,12 +173,20 @@ def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
     return f"{s}{err}"
 
 
-def _judge(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec) -> tuple[str, str]:
-    """(state, reason) for one occurrence given its row (or its absence)."""
+def _judge(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec,
+           spans: Sequence[Span] | None = None, pruned: Any | None = None) -> tuple[str, str]:
+    """(state, reason) for one occurrence given its row (or its absence), when the job
+    was registered (`spans`, None: unknown) and its pruning watermark (`pruned`, a
+    store.api.Pruned or None)."""
     if run is not None:
         if run.state == "pending" and run.fire_at > now:
             return NOT_DUE, describe_run(run, now, spec)
         return run.state, describe_run(run, now, spec)
+    if not registered(spans, occ.fire_at):
+        return NOT_REGISTERED, describe_unregistered(spans, occ.fire_at)
+    if retention.was_pruned(occ.scheduled_at, pruned):
+        return retention.PRUNED, (f"{retention.pruned_reason(pruned.kept_s)}: its row was deleted with the "
+                                  f"runs up to {_z(pruned.through)}; what happened to it is no longer known")
     if occ.fire_at > now:
         return NOT_DUE, f"not due yet: fires at {_z(occ.fire_at)}"
     return NO_RECORD, (
@@ -200,8 +196,9 @@ def _judge(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec) -> tu
     )
 
 
-def _answer_for(occs: Sequence[Occurrence], by_id: Mapping[str, Any], now: datetime, spec: JobSpec) -> Answer:
-    judged = [(o, by_id.get(o.run_id), *_judge(o, by_id.get(o.run_id), now, spec)) for o in occs]
+def _answer_for(occs: Sequence[Occurrence], by_id: Mapping[str, Any], now: datetime, spec: JobSpec,
+                spans: Sequence[Span] | None = None, pruned: Any | None = None) -> Answer:
+    judged = [(o, by_id.get(o.run_id), *_judge(o, by_id.get(o.run_id), now, spec, spans, pruned)) for o in occs]
     if not judged:
         return Answer(False, NO_RECORD, "no node is known to carry this job, so no occurrence can be expected")
     bad = [j for j in judged if j[2] != "succeeded"]
@@ -219,15 +216,19 @@ def _scheduled(spec: JobSpec, schedule: Any) -> bool:
 
 
 def did_it_run(spec: JobSpec, runs: Iterable[Any], *, now: datetime, at: datetime | None = None,
-               since: datetime | None = None, schedule: Any = None, nodes: Iterable[str] = ()) -> Answer:
+               since: datetime | None = None, schedule: Any = None, nodes: Iterable[str] = (),
+               spans: Sequence[Span] | None = None, pruned: Any | None = None) -> Answer:
     """Did the occurrence run?
 
     - `at`: the occurrence nominally at or just before `at`; yes when it succeeded (for
       `run_on: each`, on every node).
     - `since`: yes when any run scheduled in (since, now] succeeded (manual runs count).
-    - neither: the latest occurrence whose fire time is at or before `now`.
+    - neither: the latest occurrence whose fire time is at or before `now`, while the job
+      was registered.
     `runs` are the job's runs around the question (the caller picks the window);
-    `nodes` are the node names an `each` job runs on (nodes seen in `runs` are added).
+    `nodes` are the node names an `each` job runs on (nodes seen in `runs` are added);
+    `spans` say when the job was registered: occurrences outside them are not expected;
+    `pruned` is the job's pruning watermark: an occurrence there without a row was pruned.
     """
     if at is not None and since is not None:
         raise ValueError("ask about one occurrence (at) or a window (since), not both")
@@ -235,14 +236,33 @@ def did_it_run(spec: JobSpec, runs: Iterable[Any], *, now: datetime, at: datetim
     schedule = schedule if schedule is not None else _compile(spec)
     nodes = set(nodes) | _nodes_from_runs(runs)
     if since is not None:
-        return _did_it_run_since(spec, runs, schedule, since, now, nodes)
+        return _did_it_run_since(spec, runs, schedule, since, now, nodes, spans, pruned)
     if not _scheduled(spec, schedule):
         return _latest_run_answer(runs, now, spec, "@reboot: it runs once per boot")
     nominal = _occurrence_before(spec, schedule, at, now, nodes)
+    by_id = {r.run_id: r for r in runs}
+    if at is None and nominal is not None and not _any_expected(spec, nominal, nodes, by_id, spans):
+        return _nothing_since_registered(schedule, spans, now)
     if nominal is None:
         return Answer(False, NO_OCCURRENCE, "the schedule has no occurrence at or before that time")
-    by_id = {r.run_id: r for r in runs}
-    return _answer_for(occurrences_at(spec, nominal, nodes), by_id, now, spec)
+    return _answer_for(occurrence.at_each(spec, nominal, nodes), by_id, now, spec, spans, pruned)
+
+
+def _any_expected(spec: JobSpec, nominal: datetime, nodes: Iterable[str], by_id: Mapping[str, Any],
+                  spans: Sequence[Span] | None) -> bool:
+    occs = occurrence.at_each(spec, nominal, nodes)
+    return not occs or any(o.run_id in by_id or registered(spans, o.fire_at) for o in occs)
+
+
+def _nothing_since_registered(schedule: Any, spans: Sequence[Span] | None, now: datetime) -> Answer:
+    """The latest occurrence fell due while the job was not registered: none is expected yet."""
+    last = (spans or [(now, None)])[-1]
+    if last[1] is not None:
+        return Answer(False, NOT_REGISTERED, f"the job was removed from the registry at {_z(last[1])}; "
+                      "nothing is expected of it since")
+    nxt = schedule.next_after(now)
+    when = f"; the next occurrence is at {_z(nxt)}" if nxt else ""
+    return Answer(False, NO_OCCURRENCE, f"nothing has fallen due since the job was registered at {_z(last[0])}{when}")
 
 
 def _occurrence_before(spec: JobSpec, schedule: Any, at: datetime | None, now: datetime,
@@ -250,7 +270,7 @@ def _occurrence_before(spec: JobSpec, schedule: Any, at: datetime | None, now: d
     if at is not None:
         return schedule.prev_at_or_before(at)
     nominal = schedule.prev_at_or_before(now)
-    occs = occurrences_at(spec, nominal, nodes) if nominal else []
+    occs = occurrence.at_each(spec, nominal, nodes) if nominal else []
     if nominal is not None and occs and all(o.fire_at > now for o in occs):
         # Jitter pushed the latest nominal time past now: the one before it is the latest due.
         nominal = schedule.prev_at_or_before(nominal - timedelta(seconds=1))
@@ -265,7 +285,8 @@ def _latest_run_answer(runs: list[Any], now: datetime, spec: JobSpec, what: str)
 
 
 def _did_it_run_since(spec: JobSpec, runs: list[Any], schedule: Any, since: datetime,
-                      now: datetime, nodes: set[str]) -> Answer:
+                      now: datetime, nodes: set[str], spans: Sequence[Span] | None = None,
+                      pruned: Any | None = None) -> Answer:
     window = [r for r in runs if since < r.scheduled_at <= now]
     wins = [r for r in window if r.state == "succeeded"]
     if wins:
@@ -275,14 +296,15 @@ def _did_it_run_since(spec: JobSpec, runs: list[Any], schedule: Any, since: date
     if not _scheduled(spec, schedule):
         return _latest_run_answer(window, now, spec, "@reboot: it runs once per boot")
     by_id = {r.run_id: r for r in window}
-    due = [o for o in occurrences(spec, schedule, since, now, nodes) if o.fire_at <= now]
+    due = [o for o in occurrences(spec, schedule, since, now, nodes)
+           if o.fire_at <= now and (o.run_id in by_id or registered(spans, o.fire_at))]
     if not due and not window:
         nxt = schedule.next_after(now)
         when = f"; the next occurrence is at {_z(nxt)}" if nxt else ""
         return Answer(False, NO_OCCURRENCE, f"nothing fell due between {_z(since)} and now{when}")
     if due:
         last = max(o.scheduled_at for o in due)
-        answer = _answer_for([o for o in due if o.scheduled_at == last], by_id, now, spec)
+        answer = _answer_for([o for o in due if o.scheduled_at == last], by_id, now, spec, spans, pruned)
     else:
         answer = _latest_run_answer(window, now, spec, "")
     n = len({o.scheduled_at for o in due})
@@ -295,7 +317,7 @@ def _did_it_run_since(spec: JobSpec, runs: list[Any], schedule: Any, since: date
 def _compile(spec: JobSpec) -> Any:
     from chronod.core.schedule import compile_schedule
 
-    return compile_schedule(spec.schedule, spec.timezone)
+    return compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
 
 
 class Mark(NamedTuple):
@@ -311,17 +333,20 @@ class Mark(NamedTuple):
 
 
 def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, now: datetime,
-           nodes: Iterable[str] = (), known_since: Mapping[str, datetime] | None = None,
+           nodes: Iterable[str] = (), known: Mapping[str, Sequence[Span]] | None = None,
            schedules: Mapping[str, Any] | None = None, grace_s: int = GRACE_S,
-           marks: Iterable[Mark] | None = None) -> list[Miss]:
+           marks: Iterable[Mark] | None = None, pruned: Mapping[str, Any] | None = None) -> list[Miss]:
     """Every occurrence scheduled in (since, now] that did not succeed, plus every one that
     fell due (fire time + `grace_s` before `now`) and has no row at all.
 
     `runs` are the runs scheduled in the window (every job); with `marks` (every run in the
     window, slim), `runs` need only hold those that did not succeed. Running and retrying runs are
     not misses (yet); a pending row past its grace is ("due but not started").
-    `known_since[job_id]`, when given, is when the job was first known: occurrences before
-    it are not expected. Runs of jobs missing from `specs` are reported under owner "".
+    `known[job_id]`, when given, says when the job was registered (`Span`s): occurrences
+    outside those spans are not expected (a job without an entry is expected throughout).
+    `pruned[job_id]`, the job's pruning watermark: occurrences up to it without a row were
+    pruned, not missed (`pruned_in` names them).
+    Runs of jobs missing from `specs` are reported under owner "".
     Sorted by owner, job, scheduled time.
     """
     runs = [r for r in runs if since < r.scheduled_at <= now]
@@ -333,15 +358,40 @@ def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, no
     keyed = _scheduled_marks(seen)
     for spec in specs.values():
         schedule = (schedules or {}).get(spec.id) or _compile(spec)
-        start = max(since, (known_since or {}).get(spec.id, since))
-        for occ in _unrecorded(spec, schedule, start, now, all_nodes, keyed, by_id):
-            if occ.fire_at + timedelta(seconds=grace_s) < now:
-                out[occ.run_id] = _miss(spec.id, spec.owner, occ, None, *_judge(occ, None, now, spec))
+        spans = (known or {}).get(spec.id) if known is not None else None
+        start, end = _expected_window(spec, spans, since, now)
+        mark = (pruned or {}).get(spec.id)
+        if mark is not None:  # what retention deleted is not judged (pruned_in names it)
+            start = min(max(start, mark.through), end)
+        for occ in _unrecorded(spec, schedule, start, end, all_nodes, keyed, by_id):
+            if occ.fire_at + timedelta(seconds=grace_s) < now and registered(spans, occ.fire_at):
+                out[occ.run_id] = _miss(spec.id, spec.owner, occ, None, *_judge(occ, None, now, spec, spans))
     for r in runs:
         miss = _run_miss(r, specs.get(r.job_id), now, grace_s)
         if miss is not None:
             out[r.run_id] = miss
     return sorted(out.values(), key=lambda m: (m.owner, m.job_id, m.scheduled_at, m.job_key))
+
+
+def pruned_in(pruned: Mapping[str, Any], since: datetime) -> list[Any]:
+    """The watermarks that reach into a window starting at `since`: jobs whose occurrences
+    after `since` may have been pruned (so `missed` could not judge them), by job id."""
+    return sorted((m for m in pruned.values() if m.through > since), key=lambda m: m.job_id)
+
+
+def _expected_window(spec: JobSpec, spans: Sequence[Span] | None, since: datetime,
+                     now: datetime) -> tuple[datetime, datetime]:
+    """The part of (since, now] in which the job's occurrences may be expected: from the
+    first registration (less its jitter) to its removal, when it is removed for good."""
+    if spans is None:
+        return since, now
+    if not spans:
+        return now, now
+    first = spans[0][0] - timedelta(seconds=spec.tolerance_s + 1)
+    last_end = spans[-1][1]
+    end = now if last_end is None else min(now, last_end)
+    start = max(since, first)
+    return (start, end) if start < end else (end, end)
 
 
 def _scheduled_marks(runs: Iterable[Any]) -> dict[str, list[datetime]]:
@@ -361,13 +411,12 @@ def _unrecorded(spec: JobSpec, schedule: Any, start: datetime, now: datetime, no
     runs that are wide enough to hide one (see `_gaps`)."""
     if schedule.kind == "reboot" or not spec.enabled:
         return
-    for key, node in job_keys(spec, nodes):
-        offset = timedelta(seconds=jitter_offset(key, spec.tolerance_s))
-        for a, b in _gaps(marks.get(key, []), start, now, schedule):
+    for place in occurrence.placements(spec, nodes):
+        for a, b in _gaps(marks.get(place.key, []), start, now, schedule):
             for at in schedule.fires(a, b):
-                rid = run_id(key, at)
-                if rid not in by_id:
-                    yield Occurrence(spec.id, key, node, at, at + offset, rid)
+                occ = place.at(at)
+                if occ.run_id not in by_id:
+                    yield occ
 
 
 DST_MARGIN = timedelta(hours=3, seconds=1)  # shifts of 3h or more are clock corrections (DESIGN §4)

@@ -64,6 +64,8 @@ class JobSpec:
     tolerance_reason: str | None = None
     overlap: str = "forbid"  # forbid | allow | replace
     catchup: str = "latest"  # latest | all | none
+    dst_gap: str = "shift"  # shift | skip: a fixed time a spring-forward skips
+    dst_repeat: str = "first"  # first | last | both: a fixed time a fall-back repeats
     catchup_window_s: int = 86400
     timeout_s: int | None = None
     kill_grace_s: int = 10
@@ -81,6 +83,7 @@ class JobSpec:
     notify: tuple[Notify, ...] = ()
     tags: tuple[str, ...] = ()
     output_limit_kb: int = 64
+    history_days: int = 400  # runs older than this are pruned (the latest success is kept)
     description: str = ""
     enabled: bool = True
     source_file: str = ""
@@ -143,6 +146,8 @@ _FIELD_NAMES = tuple(f for f in JobSpec.__dataclass_fields__)
 IDEMPOTENCY_CLASSES = ("idempotent", "keyed", "unsafe")
 OVERLAP_POLICIES = ("forbid", "allow", "replace")
 CATCHUP_POLICIES = ("latest", "all", "none")
+DST_GAP_POLICIES = ("shift", "skip")  # the first is cron's (the default)
+DST_REPEAT_POLICIES = ("first", "last", "both")  # the first is cron's (the default)
 NOTIFY_EVENTS = ("failed", "timed_out", "lost", "silence", "recovered", "skipped_overlap", "succeeded", "cancelled")
 TERMINAL_STATES = (
     "succeeded",
@@ -152,6 +157,7 @@ TERMINAL_STATES = (
     "skipped_overlap",
     "skipped_outage",
     "skipped_paused",
+    "skipped_resource",
     "lost",
 )
 ACTIVE_STATES = ("pending", "running", "retry_wait")

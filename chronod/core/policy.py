@@ -1,7 +1,18 @@
-"""Scheduling decisions as pure functions: what is due, catch-up, overlap, retry backoff.
+"""Scheduling decisions as pure functions: catch-up, overlap, resource admission, retries,
+and when the loop must wake.
 
 Nothing here reads a clock or touches a process or a database; the daemon loop asks and
-then acts. DESIGN §6 is the contract.
+then acts. The rules, one function each:
+
+- `catchup`: which occurrences that fell due together run, and which are `skipped_outage`;
+- `catchup_turn`: which of a job's queued catch-up occurrences starts now (scheduled
+  order, one at a time unless `overlap: allow`), and which waited past the window;
+- `overlap`: what a new run does while others of its job run or queue (start, queue,
+  skip, replace);
+- `resource_admission`: which runs waiting for a resource get its free slots (oldest
+  fire time first), and which waited past their window (`skipped_resource`);
+- `next_wake`: the earliest deadline the loop must wake for (fires, retries, heartbeat,
+  watchdog, reconcile, outage retry).
 """
 
 from __future__ import annotations
@@ -9,6 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Iterable, Sequence
 
 from chronod.core.model import JobSpec
 
@@ -75,13 +87,93 @@ def catchup(spec: JobSpec, due: list[Due], now: datetime) -> Decision:
     return Decision(tuple(runs), tuple(skips))
 
 
-def overlap_action(spec: JobSpec, running_count: int) -> str:
-    """'start', 'skip' (record skipped_overlap) or 'replace' (cancel the running ones first)."""
-    if running_count == 0 or spec.overlap == "allow":
+@dataclass(frozen=True)
+class Waiting:
+    """A run waiting for its turn (catch-up backlog) or for a slot (resource): its id, its
+    fire time, and until when it may still start (fire time + `catchup_window_s`)."""
+
+    run_id: str
+    fire_at: datetime
+    deadline: datetime
+
+
+@dataclass(frozen=True)
+class Turn:
+    """Which waiting runs start now (in this order) and which waited too long."""
+
+    start: tuple[Waiting, ...] = ()
+    expire: tuple[Waiting, ...] = ()
+
+
+def waiting(run_id: str, fire_at: datetime, spec: JobSpec) -> Waiting:
+    """A run of `spec` firing at `fire_at`, waiting from now on."""
+    return Waiting(run_id, fire_at, fire_at + timedelta(seconds=spec.catchup_window_s))
+
+
+def _expired(queue: Iterable[Waiting], now: datetime) -> tuple[list[Waiting], list[Waiting]]:
+    live, gone = [], []
+    for w in sorted(queue, key=lambda w: (w.fire_at, w.run_id)):
+        (gone if now > w.deadline else live).append(w)
+    return live, gone
+
+
+def catchup_turn(spec: JobSpec, queue: Sequence[Waiting], running: int, now: datetime) -> Turn:
+    """The catch-up rule for a backlog that drains: the job's queued occurrences start in
+    scheduled order; under `overlap: forbid` or `replace` one after another (the oldest,
+    only when none of the job's runs is going), under `allow` all at once. An occurrence
+    that waited past its `catchup_window_s` never starts late: it expires (skipped_outage)."""
+    live, gone = _expired(queue, now)
+    if spec.overlap == "allow":
+        return Turn(tuple(live), tuple(gone))
+    start = tuple(live[:1]) if running == 0 else ()
+    return Turn(start, tuple(gone))
+
+
+def overlap(spec: JobSpec, running: int, queued: int = 0, *, forced: bool = False) -> str:
+    """The overlap rule: what a run that falls due does while `running` runs of its job are
+    going and `queued` catch-up occurrences of it wait their turn.
+
+    'start'; 'queue' (a catch-up backlog drains: wait behind it, in scheduled order);
+    'skip' (record skipped_overlap: `forbid` and a run is going); 'replace' (cancel the
+    running ones first). A forced manual run and a retry always start."""
+    if forced or spec.overlap == "allow":
         return "start"
-    if spec.overlap == "replace":
-        return "replace"
-    return "skip"
+    if queued:
+        return "queue"
+    if running == 0:
+        return "start"
+    return "replace" if spec.overlap == "replace" else "skip"
+
+
+def overlap_action(spec: JobSpec, running_count: int) -> str:
+    """`overlap` for a job with no catch-up backlog."""
+    return overlap(spec, running_count)
+
+
+def resource_admission(limit: int, used: int, queue: Sequence[Waiting], now: datetime) -> Turn:
+    """The resource rule: at most `limit` runs of a resource go at once. Of the runs waiting
+    for it, the oldest fire times take the `limit - used` free slots; one still waiting past
+    its deadline (fire time + `catchup_window_s`) gets none: it ends skipped_resource. The
+    others keep waiting (pending), in line."""
+    live, gone = _expired(queue, now)
+    free = max(limit - used, 0)
+    return Turn(tuple(live[:free]), tuple(gone))
+
+
+def next_wake(deadlines: Iterable[datetime | None]) -> datetime | None:
+    """The earliest of the deadlines the loop must wake for (None: sleep until signalled).
+    The loop passes every one it has: the next fire or retry, the lease heartbeat, the
+    watchdog ping, the reconciler, an outage retry, a busy wake-up's leftover work."""
+    present = [d for d in deadlines if d is not None]
+    return min(present) if present else None
+
+
+def watchdog_ping_at(interval_s: float | None, last_ping: float | None, mono: float) -> float | None:
+    """When (monotonic) the systemd watchdog must be pinged next: right away if it never
+    was, then every `interval_s` (half of WATCHDOG_USEC); None without a watchdog."""
+    if not interval_s:
+        return None
+    return mono if last_ping is None else last_ping + interval_s
 
 
 def may_retry(spec: JobSpec, attempt: int, state: str) -> bool:

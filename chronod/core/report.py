@@ -2,7 +2,9 @@
 
 Pure: the schedule says which occurrences were expected, the runs say what happened, and
 `now` is an argument. Each occurrence appears exactly once; one that has no row at all is
-`missing`, which is the finding an auditor most needs to see. Every occurrence that did
+`missing`, which is the finding an auditor most needs to see. Occurrences that fell due
+while the job was not registered (before its first registration, after its removal) are
+not expected: they are counted as "not registered", never listed as missing. Every occurrence that did
 not succeed gets a category (failure, policy, outage, paused, missing, not finished)
 and the history's sentence explaining it.
 """
@@ -12,19 +14,23 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
-from chronod.core import history
+from chronod.core import history, retention
+from chronod.core.occurrence import Occurrence, node_of_key
 from chronod.core.model import JobSpec
 
 MISSING = "missing"
+PRUNED = retention.PRUNED
 CATEGORY = {
     "succeeded": "",
     "failed": "failure", "timed_out": "failure", "lost": "failure",
     "cancelled": "policy", "skipped_overlap": "policy",
     "skipped_outage": "outage",
     "skipped_paused": "paused",
+    "skipped_resource": "resource",
     MISSING: "missing",
+    PRUNED: "pruned",
     "pending": "not finished", "running": "not finished", "retry_wait": "not finished",
     history.NOT_DUE: "not due",
 }
@@ -38,7 +44,7 @@ class Line:
     fire_at: datetime
     run_id: str
     node: str | None
-    state: str  # a run state, `missing`, or `not_due`
+    state: str  # a run state, `missing`, `pruned`, or `not_due`
     category: str
     explanation: str
     attempts: int = 0
@@ -56,13 +62,16 @@ class JobReport:
     end: datetime
     lines: list[Line]
     manual: list[Any] = field(default_factory=list)
+    registered: list[history.Span] | None = None  # None: the store has no record of it
+    not_registered: int = 0  # occurrences in the period that fell due while not registered
 
     @property
     def totals(self) -> dict[str, int]:
         """Occurrences per state, in a fixed order, zero counts left out."""
         counts = Counter(line.state for line in self.lines)
         order = ["succeeded", "failed", "timed_out", "lost", "cancelled", "skipped_overlap", "skipped_outage",
-                 "skipped_paused", MISSING, "pending", "running", "retry_wait", history.NOT_DUE]
+                 "skipped_paused", "skipped_resource", MISSING, PRUNED, "pending", "running", "retry_wait",
+                 history.NOT_DUE]
         return {s: counts[s] for s in order if counts[s]}
 
     @property
@@ -79,22 +88,31 @@ class JobReport:
 
 
 def job_report(spec: JobSpec, schedule: Any, runs: Iterable[Any], *, start: datetime, end: datetime,
-               now: datetime, nodes: Iterable[str] = ()) -> JobReport:
-    """Every occurrence nominally in [start, end) with its run (or `missing`); `runs` are the
-    job's runs around the period (others are ignored)."""
+               now: datetime, nodes: Iterable[str] = (), spans: Sequence[history.Span] | None = None,
+               pruned: Any | None = None) -> JobReport:
+    """Every occurrence nominally in [start, end) with its run (or `missing`, or `pruned` at
+    or before the job's pruning watermark `pruned`); `runs` are the job's runs around the
+    period (others are ignored). `spans` say when the job was registered: an occurrence
+    outside them without a row is counted, not listed."""
     runs = list(runs)
     by_id = {r.run_id: r for r in runs}
     eps = timedelta(microseconds=1)
-    nodes = set(nodes) | {n for r in runs if (n := history.node_of_key(r.job_key))}
+    nodes = set(nodes) | {n for r in runs if (n := node_of_key(r.job_key))}
     occs = history.occurrences(spec, schedule, start - eps, end - eps, nodes)
-    lines = [_line(o, by_id.get(o.run_id), now, spec) for o in occs]
+    expected = [o for o in occs if o.run_id in by_id or history.registered(spans, o.fire_at)]
+    lines = [_line(o, by_id.get(o.run_id), now, spec, pruned) for o in expected]
     manual = sorted((r for r in runs if r.trigger.startswith("manual") and start <= r.scheduled_at < end),
                     key=lambda r: r.scheduled_at)
-    return JobReport(spec, start, end, lines, manual)
+    return JobReport(spec, start, end, lines, manual, list(spans) if spans is not None else None,
+                     len(occs) - len(expected))
 
 
-def _line(occ: history.Occurrence, run: Any | None, now: datetime, spec: JobSpec) -> Line:
+def _line(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec, pruned: Any | None) -> Line:
     if run is None:
+        if retention.was_pruned(occ.scheduled_at, pruned):
+            return Line(occ.scheduled_at, occ.fire_at, occ.run_id, occ.node, PRUNED, "pruned",
+                        f"{retention.pruned_reason(pruned.kept_s)}: its row was deleted with the runs up to "
+                        f"{history.iso(pruned.through)}")
         if occ.fire_at > now:
             return Line(occ.scheduled_at, occ.fire_at, occ.run_id, occ.node, history.NOT_DUE, "not due",
                         f"not due yet: fires at {history.iso(occ.fire_at)}")
@@ -120,6 +138,9 @@ def to_json(report: JobReport, words: str) -> dict[str, Any]:
         "compliance_gaps": report.compliance_gaps,
         "from": history.iso(report.start), "to": history.iso(report.end),
         "expected": len(report.lines), "totals": report.totals,
+        "not_registered": report.not_registered,
+        "registered": None if report.registered is None else [
+            {"from": history.iso(a), "until": history.iso(b)} for a, b in report.registered],
         "occurrences": [{
             "scheduled_at": history.iso(line.scheduled_at), "fire_at": history.iso(line.fire_at),
             "run_id": line.run_id, "node": line.node, "state": line.state, "category": line.category,
@@ -130,6 +151,12 @@ def to_json(report: JobReport, words: str) -> dict[str, Any]:
         "manual_runs": [{"run_id": r.run_id, "scheduled_at": history.iso(r.scheduled_at), "state": r.state,
                          "trigger": r.trigger} for r in report.manual],
     }
+
+
+def _spans_text(spans: list[dict[str, Any]] | None) -> str:
+    if spans is None:
+        return "no record (expected throughout the period)"
+    return "; ".join(f"{s['from']} to {s['until'] or 'now'}" for s in spans) or "never"
 
 
 def _cell(value: Any) -> str:
@@ -146,6 +173,7 @@ def to_markdown(report: JobReport, words: str, generated_at: datetime) -> str:
            f"| Period | {d['from']} to {d['to']} (end excluded) |",
            f"| Generated at | {history.iso(generated_at)} |",
            f"| Expected occurrences | {d['expected']} |",
+           f"| Registered | {_cell(_spans_text(d['registered']))} |",
            f"| Tags | {_cell(', '.join(d['tags']) or '-')} |",
            f"| Dead man's switch | {_cell(d['max_silence_s'])} s |",
            f"| Notified on | {_cell(', '.join(d['notify_events']) or 'nothing')} |"]
@@ -153,7 +181,11 @@ def to_markdown(report: JobReport, words: str, generated_at: datetime) -> str:
         out.append(f"| Compliance gaps | {_cell('; '.join(d['compliance_gaps']))} |")
     out += ["", "## Totals", "", "| state | occurrences |", "|---|---:|"]
     out += [f"| {state} | {n} |" for state, n in d["totals"].items()]
-    out += [f"| **total** | **{d['expected']}** |", "", "## Occurrences", "",
+    out += [f"| **total** | **{d['expected']}** |"]
+    if d["not_registered"]:
+        out += ["", f"Not registered: {d['not_registered']} occurrence(s) of the period fell due while the job was "
+                "not in the registry; they were never expected and are not listed."]
+    out += ["", "## Occurrences", "",
             "| # | scheduled at | state | run id | attempts | started at | duration (s) | exit | explanation |",
             "|---:|---|---|---|---:|---|---:|---:|---|"]
     for i, o in enumerate(d["occurrences"], 1):

@@ -2,10 +2,15 @@
 
 A cron schedule is evaluated in two steps: `cronexpr` gives the sorted allowed values of
 each field; `_next_wall` jumps field by field to the next matching *wall* time (naive,
-in the job's zone); `_CronSchedule` maps wall times to UTC instants with the DST rules of
-DESIGN §4 (gap: fixed-time jobs fire once at the transition; fold: fixed-time jobs fire in
-the first pass only, wildcard jobs in both; a change of 3 hours or more is a clock
-correction: nothing caught up, nothing repeated).
+in the job's zone); `_CronSchedule` maps wall times to UTC instants with cron's DST rules
+(gap: fixed-time jobs fire once at the transition; fold: fixed-time jobs fire in the first
+pass only, wildcard jobs in both; a change of 3 hours or more is a clock correction:
+nothing caught up, nothing repeated).
+
+A fixed-time job may choose other rules for the two DST cases: `dst_gap` `skip` (a time
+the clock skips is not run that day, as wildcard jobs do) and `dst_repeat` `last` (the
+second pass only) or `both` (each pass, as wildcard jobs do). Wildcard jobs always follow
+the wall clock, and clock corrections keep their rule whatever the policy.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from chronod.core.bounds import EARLIEST, LATEST, MAX_EVERY_S, days_text
 from chronod.core.cronexpr import CronFields, ScheduleError, parse_fields
 from chronod.core.durations import DurationError, parse_duration
+from chronod.core.model import DST_GAP_POLICIES, DST_REPEAT_POLICIES
 
 __all__ = ["DstEvent", "Schedule", "ScheduleError", "compile_schedule", "parse_fields"]
 
@@ -47,16 +53,22 @@ class DstEvent:
 
 
 class Schedule:
-    """A compiled schedule. Build with `compile_schedule`; all methods are pure."""
+    """A compiled schedule. Build with `compile_schedule`; all methods are pure.
+
+    `compile_schedule` hands out one object per (expression, zone, DST policy): thousands of jobs
+    with the same schedule share it, so it must never be changed after it is built."""
 
     expr: str  # as written
     tz: str  # IANA zone name
     kind: str  # "cron" | "every" | "reboot"
     is_fixed_time: bool  # DESIGN §4: minute and hour fields do not start with '*'
     every_s: int | None  # for kind "every"
+    dst_gap: str = "shift"  # as asked for; only fixed-time cron schedules act on it
+    dst_repeat: str = "first"
 
     def __repr__(self) -> str:
-        return f"compile_schedule({self.expr!r}, {self.tz!r})"
+        policy = "" if (self.dst_gap, self.dst_repeat) == ("shift", "first") else f", {self.dst_gap!r}, {self.dst_repeat!r}"
+        return f"compile_schedule({self.expr!r}, {self.tz!r}{policy})"
 
     def next_after(self, after: datetime) -> datetime | None:
         """The first fire instant strictly after `after` (aware), as aware UTC; None for @reboot
@@ -365,12 +377,16 @@ def _fmt_time(t: datetime, seconds: bool) -> str:
 class _CronSchedule(Schedule):
     """A 5- or 6-field cron expression evaluated in a zone like Debian's cron."""
 
-    def __init__(self, expr: str, tz: str, zone: ZoneInfo, fields: CronFields):
+    def __init__(self, expr: str, tz: str, zone: ZoneInfo, fields: CronFields, dst_gap: str, dst_repeat: str):
         self.expr, self.tz, self.kind = expr, tz, "cron"
         self.is_fixed_time, self.every_s = fields.is_fixed_time, None
+        self.dst_gap, self.dst_repeat = dst_gap, dst_repeat
         self.fields = fields
         self._zone = zone
         self._utc = tz in _UTC_NAMES
+        # the rules in force: wildcard jobs follow the wall clock whatever was asked
+        self._shift_gap = fields.is_fixed_time and dst_gap == "shift"
+        self._repeat = dst_repeat if fields.is_fixed_time else "both"
 
     # -- next ---------------------------------------------------------------------------
 
@@ -384,17 +400,18 @@ class _CronSchedule(Schedule):
         return _within(self._next_zoned(a))
 
     def _candidates(self, m: _Wall) -> tuple[datetime, ...]:
-        big = m.shift >= _CORRECTION
-        if m.case == "normal":
-            return (m.first,)
+        """The instants a matching wall time fires at, ascending (none, one or two)."""
+        if m.case == "normal" or m.shift >= _CORRECTION:
+            return (m.first,) if m.case != "gap" else ()
         if m.case == "fold":
-            return (m.first,) if (self.is_fixed_time or big) else (m.first, m.second)
-        return (m.first,) if (self.is_fixed_time and not big) else ()
+            assert m.second is not None
+            return {"first": (m.first,), "last": (m.second,), "both": (m.first, m.second)}[self._repeat]
+        return (m.first,) if self._shift_gap else ()
 
     def _next_zoned(self, a: datetime) -> datetime | None:
         zone = self._zone
         local = a.astimezone(zone)
-        second = None if self.is_fixed_time else self._next_second_pass(a, local)
+        second = self._next_second_pass(a, local) if self._repeat != "first" else None
         if local.fold:
             # `a` is in the second pass: every first-pass instant of the repeated interval is
             # behind it, so the search resumes where the repeated interval ends
@@ -407,16 +424,19 @@ class _CronSchedule(Schedule):
         while w is not None:
             m = _map_wall(zone, w)
             # first-pass instants (and transition instants) never decrease with wall time
-            if m.first > a and (m.case != "gap" or self._candidates(m)):
-                return m.first if second is None else min(m.first, second)
+            if m.first > a and self._candidates(m):
+                # a fold's only instant may be its second pass (`dst_repeat: last`)
+                found = self._candidates(m)[0]
+                return found if second is None else min(found, second)
             if second is not None and m.first >= second:
                 return second
             w = next_wall(self.fields, m.resume if m.case == "gap" else w + _SECOND)
         return second
 
     def _next_second_pass(self, a: datetime, local: datetime) -> datetime | None:
-        """For wildcard jobs: the first second-pass instant > `a` of a repeated interval
-        (shorter than 3 hours) that `a` is in or that starts within 3 hours of `a`."""
+        """For jobs that fire in second passes: the first second-pass instant > `a` of a
+        repeated interval (shorter than 3 hours) that `a` is in or that starts within 3
+        hours of `a`."""
         zone = self._zone
         if local.fold:
             if local.replace(fold=0).utcoffset() - local.utcoffset() >= _CORRECTION:
@@ -536,7 +556,7 @@ class _CronSchedule(Schedule):
                 effect = (f"the clock jumps from {_fmt_time(lo, secs)} {n_before} to {hi:%Y-%m-%d %H:%M} {n_after} "
                           f"on {day}; {names} {verb} not exist and {_count(walls)} skipped "
                           f"(a jump of 3 hours or more is a correction: nothing is caught up)")
-            elif self.is_fixed_time:
+            elif self._shift_gap:
                 effect = (f"{names} {n_before} {verb} not exist on {day}; "
                           f"fires once at {_fmt_time(after, secs)} {n_after} instead")
             else:
@@ -544,12 +564,12 @@ class _CronSchedule(Schedule):
         else:
             change = "clock-correction" if big else "fall-back"
             verb = "happens" if len(walls) == 1 else "happen"
-            if big or self.is_fixed_time:
-                effect = (f"{names} {verb} twice on {day} ({n_before}, then {n_after}); "
-                          f"fires only the first time ({n_before})")
-            else:
-                effect = (f"{names} {verb} twice on {day} ({n_before}, then {n_after}); "
-                          f"fires in both passes")
+            passes = "first" if big else self._repeat
+            effect = f"{names} {verb} twice on {day} ({n_before}, then {n_after}); " + {
+                "first": f"fires only the first time ({n_before})",
+                "last": f"fires only the second time ({n_after})",
+                "both": "fires in both passes",
+            }[passes]
         return DstEvent(day, t, change, int(size.total_seconds()), effect)
 
 
@@ -766,10 +786,27 @@ def _every_seconds(expr: str, arg: str) -> int:
     return seconds
 
 
-@lru_cache(maxsize=131072)
-def compile_schedule(expr: str, tz: str = "UTC") -> Schedule:
+def compile_schedule(expr: str, tz: str = "UTC", dst_gap: str = "shift", dst_repeat: str = "first") -> Schedule:
     """Parse and compile `expr` for zone `tz` (cached). Raise ScheduleError when invalid,
-    when the zone is unknown, or when the expression can never fire (`0 0 31 2 *`)."""
+    when the zone is unknown, or when the expression can never fire (`0 0 31 2 *`).
+
+    `dst_gap` and `dst_repeat` are the job's DST policy (the defaults are cron's rules);
+    only fixed-time cron schedules act on them."""
+    return _compile(expr, tz, dst_gap, dst_repeat)
+
+
+def _check_policy(dst_gap: str, dst_repeat: str) -> None:
+    if dst_gap not in DST_GAP_POLICIES:
+        raise ScheduleError(f"dst_gap {dst_gap!r} is not one of {', '.join(DST_GAP_POLICIES)}",
+                            "shift fires once when the clock jumps; skip does not run that day")
+    if dst_repeat not in DST_REPEAT_POLICIES:
+        raise ScheduleError(f"dst_repeat {dst_repeat!r} is not one of {', '.join(DST_REPEAT_POLICIES)}",
+                            "first or last fires in that pass of the repeated time; both fires in each")
+
+
+@lru_cache(maxsize=131072)
+def _compile(expr: str, tz: str, dst_gap: str, dst_repeat: str) -> Schedule:
+    _check_policy(dst_gap, dst_repeat)
     if not isinstance(expr, str) or not expr.strip():
         raise ScheduleError("the schedule is empty", "write five fields such as '30 2 * * *', or @daily, @every 5m")
     zone = _zone(tz)
@@ -778,9 +815,9 @@ def compile_schedule(expr: str, tz: str = "UTC") -> Schedule:
     if word == "@reboot":
         if rest.strip():
             raise ScheduleError(f"{expr!r}: @reboot takes no argument", "write just @reboot")
-        return _RebootSchedule(expr, tz)
+        return _RebootSchedule(expr, tz)  # no clock times: the DST policy changes nothing
     if word == "@every":
         if not rest.strip():
             raise ScheduleError(f"{expr!r}: @every needs a duration", "write @every 90s, @every 5m or @every 1h30m")
         return _EverySchedule(expr, tz, _every_seconds(expr, rest.strip()), rest.strip())
-    return _CronSchedule(expr, tz, zone, parse_fields(expr))
+    return _CronSchedule(expr, tz, zone, parse_fields(expr), dst_gap, dst_repeat)

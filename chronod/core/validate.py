@@ -17,11 +17,12 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
-from chronod.core import identity
-from chronod.core.bounds import MAX_EVERY_S, MAX_RUN_S
+from chronod.core.bounds import DAY_S, MAX_EVERY_S, MAX_RUN_S, MAX_SPAN_S
 from chronod.core.durations import DurationError, parse_duration
 from chronod.core.model import (
     CATCHUP_POLICIES,
+    DST_GAP_POLICIES,
+    DST_REPEAT_POLICIES,
     IDEMPOTENCY_CLASSES,
     NOTIFY_EVENTS,
     OVERLAP_POLICIES,
@@ -31,6 +32,7 @@ from chronod.core.model import (
     Retry,
     RunOn,
 )
+from chronod.core.retention import DEFAULT_HISTORY_DAYS
 from chronod.core.schedule import ScheduleError, compile_schedule
 
 ERROR = "error"
@@ -46,6 +48,7 @@ MAX_NOTIFY_ROUTES = 32
 MAX_TAGS = 64
 MAX_RESOURCES = 1024
 DST_LOOKAHEAD = timedelta(days=366)
+MAX_HISTORY_DAYS = MAX_SPAN_S // DAY_S  # the longest period a report covers
 
 TOP_LEVEL_KEYS = ("jobs", "defaults", "resources")
 
@@ -613,6 +616,8 @@ FIELDS: tuple[Field, ...] = (
     Field("command", Command(), required=True, rule="a string is run by shell; a list is exec'd directly, no shell"),
     Field("idempotency_class", Enum(IDEMPOTENCY_CLASSES), required=True, rule="idempotent: re-running is harmless; keyed: dedupes on CHRONO_RUN_ID; unsafe: at most once"),
     Field("timezone", Str(max_len=64, zone=True), "UTC", default_doc="UTC", rule="IANA zone name the schedule is read in"),
+    Field("dst_gap", Enum(DST_GAP_POLICIES), "shift", default_doc="shift", rule="fixed-time jobs whose local time a spring-forward skips: shift fires once when the clock jumps (cron); skip does not run that day"),
+    Field("dst_repeat", Enum(DST_REPEAT_POLICIES), "first", default_doc="first", rule="fixed-time jobs whose local time a fall-back repeats: first pass (cron), last pass, or both (each its own occurrence and run id)"),
     Field("tolerance_s", Int(0, 86400), None, default_doc="min(300, 10% of the smallest gap between occurrences)", rule="jitter window in seconds; must be smaller than the smallest gap"),
     Field("tolerance_reason", Str(max_len=1024), nullable=True, default_doc="none", rule="why the job must start exactly on time; expected with tolerance_s: 0"),
     Field("overlap", Enum(OVERLAP_POLICIES), "forbid", default_doc="forbid", rule="what to do when the previous run is still going"),
@@ -633,6 +638,7 @@ FIELDS: tuple[Field, ...] = (
     Field("notify", ObjList(Obj(NOTIFY_FIELDS, build=lambda d: Notify(**d), post=_notify_post, exactly_one_of=("command", "webhook")), MAX_NOTIFY_ROUTES), (), default_doc="[]", rule="routes: {on: [events], command: ... | webhook: URL}"),
     Field("tags", StrList(Str(max_len=63, pattern=TAG_PATTERN, pattern_hint="letters, digits and . _ : / -"), max_items=MAX_TAGS), (), default_doc="[]", rule="labels; compliance requires an explicit max_silence_s and a notify"),
     Field("output_limit_kb", Int(1, 16384), 64, default_doc="64", rule="the tail of output kept per run, in KiB"),
+    Field("history_days", Int(1, MAX_HISTORY_DAYS), DEFAULT_HISTORY_DAYS, default_doc=str(DEFAULT_HISTORY_DAYS), rule="runs older than this many days are pruned (the latest success is kept); set it for a whole file under defaults:"),
     Field("description", Str(min_len=0), "", default_doc='""', rule="what the job is for"),
     Field("enabled", Bool(), True, default_doc="true", rule="false keeps the job defined but never fires it"),
 )
@@ -826,8 +832,10 @@ def _rule_schedule(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None
     expr, tz = job.values["schedule"], job.values["timezone"]
     if expr is INVALID:
         return
+    gap, repeat = job.values["dst_gap"], job.values["dst_repeat"]
     try:
-        job.schedule = compile_schedule(expr, tz if tz is not INVALID else "UTC")
+        job.schedule = compile_schedule(expr, tz if tz is not INVALID else "UTC",
+                                        "shift" if gap is INVALID else gap, "first" if repeat is INVALID else repeat)
     except ScheduleError as e:
         job.values["schedule"] = ctx.error(job.at("schedule"), e.message, e.hint)
 
@@ -895,16 +903,41 @@ def _rule_resource(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None
     ctx.error(job.at("resource"), f"{name!r} is not declared under resources: in this file", hint)
 
 
+_POLICY_FOR_CHANGE = {"spring-forward": "dst_gap", "fall-back": "dst_repeat"}
+_POLICY_HINT = {
+    "dst_gap": "choose what it does: dst_gap: shift (once when the clock jumps, as cron) or dst_gap: skip (not that day)",
+    "dst_repeat": "choose what it does: dst_repeat: first (as cron), last, or both (once in each pass)",
+}
+
+
 def _rule_dst(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+    """Warn for a fixed-time job whose time a clock change skips or repeats, unless the job
+    says what it wants there (dst_gap, dst_repeat); a clock correction is always named."""
     sched = job.schedule
-    if sched is None or sched.kind != "cron" or not sched.is_fixed_time:
+    if sched is None or sched.kind != "cron":
+        _warn_unused_policy(job, "it has no clock times" if sched is not None else "", ctx)
+        return
+    if not sched.is_fixed_time:
+        _warn_unused_policy(job, "a wildcard schedule follows the wall clock through DST changes", ctx)
         return
     for event in _dst_events(sched, now):
+        policy = _POLICY_FOR_CHANGE.get(event.change)
+        if policy in job.explicit:
+            continue
         ctx.warn(
             job.at("schedule"),
             f"daylight saving time in {sched.tz} ({event.change}): {event.effect}",
-            "if that matters, schedule outside the hours the clocks change, or use timezone: UTC",
+            _POLICY_HINT[policy] if policy else "if that matters, schedule outside the hours the clocks change, or use timezone: UTC",
         )
+
+
+def _warn_unused_policy(job: _Job, why: str, ctx: _Ctx) -> None:
+    """A DST policy written in the job itself on a schedule it cannot apply to (defaults stay quiet)."""
+    if not why:
+        return
+    for name in ("dst_gap", "dst_repeat"):
+        if job.source.get(name, "").startswith(job.path + "."):
+            ctx.warn(job.at(name), f"has no effect on schedule {job.values['schedule']!r}: {why}", f"remove {name}")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -965,16 +998,3 @@ JOB_RULES: tuple[Callable[[_Job, dict, _Ctx, datetime], None], ...] = (
     _rule_resource,
     _rule_dst,
 )
-
-
-# --- helpers others need -----------------------------------------------------------------
-
-
-def job_key_for(spec: JobSpec, node: str | None) -> str:
-    """The job key (DESIGN §4): the id, or `id@node` for `run_on: each` jobs."""
-    return identity.job_key(spec.id, spec.run_on.each, node)
-
-
-def fire_offset(spec: JobSpec, node: str | None) -> int:
-    """Seconds between an occurrence's scheduled time and its fire time on `node`."""
-    return identity.jitter_offset(job_key_for(spec, node), spec.tolerance_s)

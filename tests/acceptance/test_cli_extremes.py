@@ -10,8 +10,7 @@ CHRONO_HYPOTHESIS_EXAMPLES to run many more.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from datetime import datetime
 
 import pytest
 from hypothesis import HealthCheck, given, settings

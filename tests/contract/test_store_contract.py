@@ -502,6 +502,26 @@ def test_sync_jobs_upserts_and_round_trips_the_spec(store):
     assert store.get_job("backup").spec.command == "tar cJf /b.txz /etc"
 
 
+def test_jobs_hands_back_a_known_spec_with_the_stored_hash_and_parses_the_others(store):
+    held, changed = spec("backup"), spec("rotate", "logrotate -f")
+    store.sync_jobs("n1", [held, spec("rotate")])
+    rows = {r.job_id: r for r in store.jobs(known={"backup": held, "rotate": changed})}
+    assert rows["backup"].spec is held
+    assert rows["rotate"].spec is not changed and rows["rotate"].spec == spec("rotate")
+    assert [r.spec for r in store.jobs()] == [held, spec("rotate")]
+
+
+def test_an_unchanged_job_is_not_rewritten_by_a_second_sync(store):
+    held = spec("backup")
+    store.sync_jobs("n1", [held])
+    first = store.get_job("backup").updated_at
+    store.sync_jobs("n1", [held])
+    store.sync_jobs("n1", [spec("backup")])
+    assert store.get_job("backup").updated_at == first
+    store.sync_jobs("n1", [spec("backup", "false")])
+    assert store.get_job("backup").spec.command == "false"
+
+
 def test_a_job_removed_from_the_registry_is_marked_and_its_pending_runs_cancelled(store):
     store.sync_jobs("n1", [spec("backup"), spec("rotate")])
     store.insert_runs([run(1), run(2, job="rotate")])
@@ -514,6 +534,23 @@ def test_a_job_removed_from_the_registry_is_marked_and_its_pending_runs_cancelle
     assert store.get_run("rotate-000002").state == "pending"
     store.sync_jobs("n1", [spec("backup"), spec("rotate")])
     assert store.get_job("backup").removed_at is None
+
+
+def test_the_store_records_when_each_job_was_known_from_registration_to_removal(store):
+    before = datetime.now(timezone.utc) - timedelta(seconds=5)
+    store.sync_jobs("n1", [spec("backup"), spec("rotate")])
+    store.sync_jobs("n1", [spec("backup", "edited"), spec("rotate")])  # an edit is not a new registration
+    spans = store.known_spans(["backup", "rotate", "never"])
+    assert set(spans) == {"backup", "rotate"}
+    (start, end), = spans["backup"]
+    assert before < start <= datetime.now(timezone.utc) + timedelta(seconds=5) and end is None
+    store.sync_jobs("n1", [spec("rotate")])
+    (start2, removed), = store.known_spans(["backup"])["backup"]
+    assert start2 == start and removed is not None and removed >= start
+    store.sync_jobs("n1", [spec("backup"), spec("rotate")])
+    first, again = store.known_spans()["backup"]
+    assert first == (start, removed) and again[0] >= removed and again[1] is None
+    assert store.known_spans(["rotate"])["rotate"] == spans["rotate"]
 
 
 def test_sync_jobs_leaves_jobs_written_by_other_nodes_alone(store):

@@ -105,3 +105,16 @@ def job(id_: str, schedule: str, command: str, **fields) -> str:
 
 def jobs_file(*jobs: str) -> str:
     return "jobs:\n" + "".join(jobs)
+
+
+def registered_since(store, when, job_id: str | None = None) -> None:
+    """Pretend the job `job_id` (default: every job) in `store` was registered at `when`
+    (aware UTC): for histories written straight into the store, whose occurrences must fall
+    inside a registration to be expected. Writes the store's own table through its schema."""
+    from chronod.store import schema
+
+    update = schema.job_known.update().values(known_from=when)
+    if job_id is not None:
+        update = update.where(schema.job_known.c.job_id == job_id)
+    with store.engine.begin() as conn:
+        conn.execute(update)

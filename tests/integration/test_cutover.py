@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -202,26 +201,6 @@ def _cron_pids() -> list[int]:
             except OSError:
                 pass
     return pids
-
-
-@pytest.fixture(scope="session")
-def debian_cron():
-    """Debian's cron binary: installed with apt-get when missing (root only), else skip loudly."""
-    found = shutil.which("cron") or ("/usr/sbin/cron" if os.path.exists("/usr/sbin/cron") else None)
-    if found:
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("SKIPPED THE REAL-CRON CUTOVER TEST: Debian's cron is not installed and this is not root "
-                    "with apt-get; run the suite as root on Debian (as CI does) to check the switch against cron")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    res = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "cron"], capture_output=True, env=env)
-    if res.returncode != 0:
-        subprocess.run(["apt-get", "update"], capture_output=True, env=env)
-        res = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "cron"], capture_output=True, env=env)
-    if res.returncode != 0 or not os.path.exists("/usr/sbin/cron"):
-        pytest.skip("SKIPPED THE REAL-CRON CUTOVER TEST: `apt-get install cron` failed: "
-                    + res.stderr.decode(errors="replace")[-500:])
-    return "/usr/sbin/cron"
 
 
 @pytest.fixture

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from chronod.core.identity import run_id
+from chronod.core.occurrence import run_id
 from chronod.core.model import JobSpec
 from chronod.store.api import Run, open_store
+from tests.integration.daemon_helpers import registered_since
 
 CHRONOCTL = str(Path(sys.executable).with_name("chronoctl"))
 PG_ADMIN = os.environ.get("CHRONO_TEST_PG_DSN", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
@@ -57,6 +58,7 @@ def _fill(url: str) -> dict:
         store.upgrade()
         store.sync_jobs("web1", [HOURLY, PAUSED])
         h0 = _hour0()
+        registered_since(store, h0 - timedelta(hours=12), HOURLY.id)
         runs = []
         for back, state in HISTORY.items():
             if state is not None:
@@ -67,6 +69,7 @@ def _fill(url: str) -> dict:
         half = h0 + timedelta(minutes=30)
         if half > datetime.now(timezone.utc) - timedelta(seconds=61):
             half -= timedelta(hours=1)  # cleanup's latest occurrence that is already due
+        registered_since(store, half - timedelta(hours=2, seconds=1), PAUSED.id)
         for back in range(3):
             runs.append(_run(PAUSED, half - timedelta(hours=back), "skipped_paused" if back == 0 else "succeeded"))
         store.insert_runs(runs)

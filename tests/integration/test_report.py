@@ -8,9 +8,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from chronod.core.identity import run_id
+from chronod.core.occurrence import run_id
 from chronod.specfile import load_registry
-from chronod.store.api import Run, open_store
+from chronod.store.api import Run
+from chronod.store.sql import SqlStore
 from tests.integration.daemon_helpers import chronoctl, write_jobs
 
 MARCH = datetime(2026, 3, 1, 3, 0, tzinfo=timezone.utc)
@@ -58,7 +59,7 @@ def month(tmp_path):
     reg.mkdir()
     write_jobs(reg / "purge.yaml", SPEC)
     db = str(tmp_path / "chrono.db")
-    store = open_store(db)
+    store = SqlStore(db, now=lambda: MARCH - timedelta(days=1))  # registered the day before the period
     store.upgrade()
     loaded = load_registry([reg], now=MARCH, secure=False)
     assert not [p for p in loaded.problems if p.severity == "error"], loaded.problems

@@ -186,24 +186,6 @@ def test_bad_duration_flags_are_usage_errors(text):
         common.parse_seconds(text, "--window")
 
 
-class Every:
-    """A schedule firing every `step` seconds from the epoch (enough for `occurrences`)."""
-
-    def __init__(self, step: int):
-        self.step = step
-
-    def next_after(self, after: datetime) -> datetime:
-        ts = int(after.timestamp()) // self.step * self.step + self.step
-        return datetime.fromtimestamp(ts, UTC)
-
-
-def test_occurrences_include_one_scheduled_before_after_but_jittered_past_it():
-    after = datetime(2026, 1, 1, 0, 0, 30, tzinfo=UTC)
-    got = common.occurrences(Every(60), after, offset_s=45, count=2)
-    assert got == [datetime(2026, 1, 1, 0, 0, tzinfo=UTC), datetime(2026, 1, 1, 0, 1, tzinfo=UTC)]
-    assert common.occurrences(Every(60), after, offset_s=0, count=1) == [datetime(2026, 1, 1, 0, 1, tzinfo=UTC)]
-
-
 # --- the herd count ------------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chronod.core import history as h
-from chronod.core.identity import jitter_offset, run_id
+from chronod.core.occurrence import jitter_offset, run_id
 from chronod.core.model import JobSpec, RunOn
 from chronod.store.api import JobRow, Run
 
@@ -207,7 +207,7 @@ def test_missed_does_not_count_running_or_retrying_runs_but_counts_overdue_pendi
 def test_missed_expects_nothing_before_a_job_was_known():
     hourly = spec(id="sync", schedule="0 * * * *")
     got = h.missed([hourly], [], since=T("2026-03-10 00:00"), now=T("2026-03-10 08:30"),
-                   known_since={"sync": T("2026-03-10 07:30")})
+                   known={"sync": [(T("2026-03-10 07:30"), None)]})
     assert [m.scheduled_at for m in got] == [T("2026-03-10 08:00")]
 
 
@@ -346,3 +346,80 @@ def test_missed_with_slim_marks_and_only_the_unhappy_runs_answers_as_with_every_
     slim = h.missed([hourly], unhappy, marks=marks, **kw)
     assert [(m.scheduled_at, m.state) for m in slim] == [(m.scheduled_at, m.state) for m in full] == [
         (T("2026-03-10 03:00"), "failed"), (T("2026-03-10 05:00"), h.NO_RECORD)]
+
+
+# --- occurrences are expected only while the job was registered ------------------------------
+
+EVERY_2S = spec(id="tick", schedule="@every 2s", max_silence_s=60)
+LIVED = [(T("2026-03-10 06:48:00"), T("2026-03-10 06:50:00"))]
+
+
+@pytest.mark.parametrize("fire_at, expected", [
+    ("2026-03-10 06:47:59", False),  # before the registration
+    ("2026-03-10 06:48:00", True),   # the registration instant itself
+    ("2026-03-10 06:49:00", True),
+    ("2026-03-10 06:50:00", True),   # the removal instant itself
+    ("2026-03-10 06:50:01", False),  # after the removal
+])
+def test_an_occurrence_is_expected_only_inside_a_registration(fire_at, expected):
+    assert h.registered(LIVED, T(fire_at)) is expected
+
+
+def test_without_any_record_of_registration_every_occurrence_is_expected():
+    assert h.registered(None, T("2000-01-01 00:00"))
+    assert not h.registered([], T("2000-01-01 00:00"))
+
+
+def test_missed_expects_nothing_before_a_registration_nor_after_a_removal():
+    got = h.missed([EVERY_2S], [], since=T("2026-03-10 00:00"), now=T("2026-03-10 09:00"), known={"tick": LIVED})
+    assert len(got) == 61  # 06:48:00 .. 06:50:00 every 2 s, none recorded
+    assert {m.state for m in got} == {h.NO_RECORD}
+    assert min(m.fire_at for m in got) == T("2026-03-10 06:48:00")
+    assert max(m.fire_at for m in got) == T("2026-03-10 06:50:00")
+
+
+def test_missed_expects_nothing_while_a_job_was_removed_between_two_registrations():
+    spans = [(T("2026-03-10 01:00"), T("2026-03-10 03:00")), (T("2026-03-10 06:00"), None)]
+    hourly = spec(id="sync", schedule="0 * * * *")
+    got = h.missed([hourly], [], since=T("2026-03-10 00:00"), now=T("2026-03-10 08:30"), known={"sync": spans})
+    assert [m.scheduled_at.hour for m in got] == [1, 2, 3, 6, 7, 8]
+
+
+def test_did_it_run_right_after_a_first_registration_says_nothing_has_fallen_due_yet():
+    a = h.did_it_run(DAILY, [], now=NOW, spans=[(T("2026-03-10 08:00"), None)])
+    assert not a.yes and a.state == h.NO_OCCURRENCE
+    assert "registered at 2026-03-10T08:00:00Z" in a.reason and "no record" not in a.reason
+
+
+def test_did_it_run_at_an_occurrence_before_the_registration_says_not_registered():
+    a = h.did_it_run(DAILY, [], now=NOW, at=T("2026-03-09 02:00"), spans=[(T("2026-03-10 08:00"), None)])
+    assert not a.yes and a.state == h.NOT_REGISTERED
+    assert "before the job was first registered" in a.reason
+
+
+def test_did_it_run_since_ignores_occurrences_of_a_removed_job_after_its_removal():
+    spans = [(T("2026-03-01 00:00"), T("2026-03-09 12:00"))]
+    a = h.did_it_run(DAILY, [run(DAILY, "2026-03-09 02:00", "failed", exit_code=1)], now=NOW,
+                     since=T("2026-03-08 12:00"), spans=spans)
+    assert not a.yes and a.state == "failed"  # the 03-09 run, not the unexpected 03-10 one
+
+
+def test_did_it_run_still_judges_a_row_that_exists_outside_the_registration():
+    a = h.did_it_run(DAILY, [run(DAILY, "2026-03-10 02:00", "succeeded")], now=NOW, spans=[(T("2026-03-10 08:00"), None)])
+    assert a.yes
+
+
+def test_the_audit_report_counts_occurrences_outside_the_registration_as_not_registered_never_missing():
+    from chronod.core import report
+    from chronod.core.schedule import compile_schedule
+
+    hourly = spec(id="sync", schedule="0 * * * *")
+    runs = [run(hourly, "2026-03-10 07:00", "succeeded")]
+    rep = report.job_report(hourly, compile_schedule("0 * * * *", "UTC"), runs, start=T("2026-03-10 00:00"),
+                            end=T("2026-03-11 00:00"), now=NOW, spans=[(T("2026-03-10 06:48"), None)])
+    assert [line.scheduled_at.hour for line in rep.lines] == list(range(7, 24))
+    assert rep.totals == {"succeeded": 1, "missing": 2, "not_due": 14}  # 08:00 and 09:00 have no row
+    assert rep.not_registered == 7  # 00:00 .. 06:00
+    doc = report.to_json(rep, "hourly")
+    assert doc["not_registered"] == 7 and doc["registered"] == [{"from": "2026-03-10T06:48:00+00:00", "until": None}]
+    assert "Not registered: 7 occurrence(s)" in report.to_markdown(rep, "hourly", NOW)

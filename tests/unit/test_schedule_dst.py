@@ -4,6 +4,8 @@ Rules (DESIGN §4, Vixie cron): a fixed-time job whose local time is skipped by 
 fires once at the transition instant; in a fall-back it fires in the first pass only.
 Wildcard jobs (minute or hour starts with '*') skip missing times and fire in both passes.
 A change of 3 hours or more is a clock correction: nothing caught up, nothing repeated.
+A fixed-time job may choose its DST policy: `dst_gap` shift (cron) | skip, `dst_repeat`
+first (cron) | last | both; the policy cases sit at the end of the table.
 
 Expected values are local ISO strings with the offset in force, so the DST side is visible.
 """
@@ -26,9 +28,15 @@ class Case:
     after: str  # UTC instant
     expected: tuple[str, ...]  # the next len(expected) fires, local time with offset
     why: str
+    gap: str = "shift"  # dst_gap
+    repeat: str = "first"  # dst_repeat
 
     def __str__(self):
-        return f"{self.zone} {self.expr!r} after {self.after}: {self.why}"
+        policy = "" if (self.gap, self.repeat) == ("shift", "first") else f" [{self.gap}/{self.repeat}]"
+        return f"{self.zone} {self.expr!r}{policy} after {self.after}: {self.why}"
+
+    def schedule(self):
+        return compile_schedule(self.expr, self.zone, self.gap, self.repeat)
 
 
 NY, BERLIN, LONDON, SYDNEY = "America/New_York", "Europe/Berlin", "Europe/London", "Australia/Sydney"
@@ -217,11 +225,72 @@ CASES = [
     Case("Pacific/Apia", "0 * * * *", "2011-12-30T08:30:00Z",
          ("2011-12-29T23:00:00-10:00", "2011-12-31T00:00:00+14:00", "2011-12-31T01:00:00+14:00"),
          "hourly goes straight from 23:00 on the 29th to midnight on the 31st"),
+    # --- DST policy of fixed-time jobs: dst_gap (shift | skip), dst_repeat (first | last | both)
+    Case(NY, "30 2 * * *", "2027-03-13T12:00:00Z",
+         ("2027-03-15T02:30:00-04:00", "2027-03-16T02:30:00-04:00"),
+         "skip: 02:30 does not exist on 2027-03-14, so nothing runs that day", gap="skip"),
+    Case(NY, "0 2,3 * * *", "2026-03-08T00:00:00Z",
+         ("2026-03-08T03:00:00-04:00", "2026-03-09T02:00:00-04:00", "2026-03-09T03:00:00-04:00"),
+         "skip: 02:00 is dropped, 03:00 (which exists) still fires", gap="skip"),
+    Case(NY, "0,30 2 * * *", "2026-03-08T00:00:00Z",
+         ("2026-03-09T02:00:00-04:00", "2026-03-09T02:30:00-04:00"),
+         "skip: both matches in the gap are dropped", gap="skip"),
+    Case("America/Havana", "0 0 * * *", "2026-03-07T12:00:00Z",
+         ("2026-03-09T00:00:00-04:00",), "skip: the missing midnight is not run", gap="skip"),
+    Case(NY, "30 2 * * *", "2026-11-01T00:00:00Z",
+         ("2026-11-01T02:30:00-05:00", "2026-11-02T02:30:00-05:00"),
+         "skip changes nothing on a fall-back day", gap="skip"),
+    Case(NY, "30 1 * * *", "2026-11-01T00:00:00Z",
+         ("2026-11-01T01:30:00-04:00", "2026-11-01T01:30:00-05:00", "2026-11-02T01:30:00-05:00"),
+         "both: once in each pass, an hour apart", repeat="both"),
+    Case(NY, "30 1 * * *", "2026-11-01T00:00:00Z",
+         ("2026-11-01T01:30:00-05:00", "2026-11-02T01:30:00-05:00"),
+         "last: the second pass (EST) only", repeat="last"),
+    Case(NY, "30 1 * * *", "2026-11-01T05:45:00Z",
+         ("2026-11-01T01:30:00-05:00", "2026-11-02T01:30:00-05:00"),
+         "last, starting at 01:45 EDT (after the first pass): the second pass is still ahead", repeat="last"),
+    Case(NY, "30 1 * * *", "2026-11-01T06:10:00Z",
+         ("2026-11-01T01:30:00-05:00", "2026-11-02T01:30:00-05:00"),
+         "both, starting inside the second pass (01:10 EST): 01:30 EST is still ahead", repeat="both"),
+    Case(NY, "30 1 * * *", "2026-11-01T06:30:00Z",
+         ("2026-11-02T01:30:00-05:00",), "last, starting at the second-pass fire: next is tomorrow", repeat="last"),
+    Case(NY, "0,30 1 * * *", "2026-11-01T05:10:00Z",
+         ("2026-11-01T01:30:00-04:00", "2026-11-01T01:00:00-05:00", "2026-11-01T01:30:00-05:00",
+          "2026-11-02T01:00:00-05:00"),
+         "both, starting at 01:10 EDT: 01:00 EDT is behind, its second pass is not", repeat="both"),
+    Case(NY, "0,30 1 * * *", "2026-11-01T05:10:00Z",
+         ("2026-11-01T01:00:00-05:00", "2026-11-01T01:30:00-05:00", "2026-11-02T01:00:00-05:00"),
+         "last: both times in their second pass, in instant order", repeat="last"),
+    Case(NY, "30 1 * * *", "2026-03-07T12:00:00Z",
+         ("2026-03-08T01:30:00-05:00", "2026-03-09T01:30:00-04:00"),
+         "the repeat policy changes nothing on a day without a repeat", repeat="both"),
+    Case(BERLIN, "30 2 * * *", "2026-10-24T12:00:00Z",
+         ("2026-10-25T02:30:00+02:00", "2026-10-25T02:30:00+01:00", "2026-10-26T02:30:00+01:00"),
+         "both in Berlin: CEST, then CET", repeat="both"),
+    Case("Australia/Lord_Howe", "45 1 * * *", "2026-04-04T00:00:00Z",
+         ("2026-04-05T01:45:00+10:30", "2026-04-06T01:45:00+10:30"),
+         "last across a half-hour fold", repeat="last"),
+    Case("America/Havana", "0 0 * * *", "2026-10-31T12:00:00Z",
+         ("2026-11-01T00:00:00-04:00", "2026-11-01T00:00:00-05:00", "2026-11-02T00:00:00-05:00"),
+         "both: the repeated midnight fires twice", repeat="both"),
+    Case(NY, "*/30 1 * * *", "2026-11-01T04:00:00Z",
+         ("2026-11-01T01:00:00-04:00", "2026-11-01T01:30:00-04:00",
+          "2026-11-01T01:00:00-05:00", "2026-11-01T01:30:00-05:00"),
+         "a wildcard job keeps following the wall clock whatever its policy", gap="skip", repeat="first"),
+    Case(NY, "0 * * * *", "2026-03-08T05:30:00Z",
+         ("2026-03-08T01:00:00-05:00", "2026-03-08T03:00:00-04:00"),
+         "wildcard with dst_gap shift: still no catch-up fire", gap="shift", repeat="last"),
+    Case("Antarctica/Troll", "30 1 * * *", "2026-10-24T12:00:00Z",
+         ("2026-10-25T01:30:00+02:00", "2026-10-25T01:30:00+00:00", "2026-10-26T01:30:00+00:00"),
+         "a two-hour fall-back is a DST repeat too: both passes", repeat="both"),
+    Case("Pacific/Apia", "0 12 * * *", "2011-12-29T00:00:00Z",
+         ("2011-12-29T12:00:00-10:00", "2011-12-31T12:00:00+14:00"),
+         "a clock correction keeps its rule whatever the policy", gap="skip", repeat="both"),
 ]
 
 
 def _next_fires(case: Case) -> list[str]:
-    s = compile_schedule(case.expr, case.zone)
+    s = case.schedule()
     zone = ZoneInfo(case.zone)
     t = datetime.fromisoformat(case.after.replace("Z", "+00:00"))
     out = []
@@ -239,7 +308,7 @@ def test_fires_across_clock_changes_follow_vixie_cron(case):
 
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_walking_backwards_finds_the_same_fires(case):
-    s = compile_schedule(case.expr, case.zone)
+    s = case.schedule()
     expected = [datetime.fromisoformat(e).astimezone(UTC) for e in case.expected]
     for earlier, later in zip(expected, expected[1:]):
         assert s.prev_at_or_before(later) == later

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from chronod.core import identity
+from chronod.core import occurrence
 from chronod.core.model import RunOn
 from chronod.core.validate import (
     ERROR,
@@ -16,8 +16,6 @@ from chronod.core.validate import (
     WARNING,
     Problem,
     SpecDocument,
-    fire_offset,
-    job_key_for,
     validate_document,
 )
 from chronod.specfile import parse_text
@@ -338,13 +336,13 @@ def test_a_problem_formats_as_file_line_severity_job_and_field():
     assert anonymous.format() == "f.yaml:3: error: jobs[1].id: bad (hint: fix it)"
 
 
-def test_job_key_and_fire_offset_follow_the_identity_formulas():
+def test_a_validated_job_is_placed_by_the_identity_formulas():
     any_job = the_job(JOB)
     each_job = the_job(job("run_on: each"))
-    assert job_key_for(any_job, "web1") == "nightly"
-    assert job_key_for(each_job, "web1") == "nightly@web1"
-    assert fire_offset(each_job, "web1") == identity.jitter_offset("nightly@web1", 300)
-    assert 0 <= fire_offset(any_job, None) < 300
+    assert occurrence.placement(any_job, "web1").key == "nightly"
+    assert occurrence.placement(each_job, "web1").key == "nightly@web1"
+    assert occurrence.placement(each_job, "web1").offset_s == occurrence.jitter_offset("nightly@web1", 300)
+    assert 0 <= occurrence.placement(any_job, None).offset_s < 300
 
 
 def test_the_field_table_covers_the_job_spec():
@@ -375,3 +373,85 @@ def test_dst_warnings_are_exactly_the_schedules_own_dst_events(schedule, zone):
 def test_a_fall_back_repeat_is_warned_about_too():
     result = check(job("timezone: America/New_York").replace('"0 4 * * *"', '"30 1 * * *"'))
     assert "fall-back" in at(result, "jobs[0].schedule", WARNING).message
+
+
+# --- DST policy -------------------------------------------------------------------------------
+
+
+def _dst_job(schedule: str, extra: str = "", zone: str = "America/New_York") -> str:
+    return job(f"timezone: {zone}\n{extra}").replace('"0 4 * * *"', f'"{schedule}"')
+
+
+def test_the_dst_policy_defaults_to_crons_behaviour():
+    spec = the_job(_dst_job("30 2 * * *"))
+    assert (spec.dst_gap, spec.dst_repeat) == ("shift", "first")
+
+
+def test_a_dst_policy_is_kept_on_the_spec_and_survives_the_store_round_trip():
+    from chronod.core.model import JobSpec
+
+    spec = the_job(_dst_job("30 1 * * *", "dst_gap: skip\ndst_repeat: both"))
+    assert (spec.dst_gap, spec.dst_repeat) == ("skip", "both")
+    assert JobSpec.from_json_dict(spec.to_json_dict()) == spec
+
+
+def test_a_spec_stored_before_the_dst_policy_existed_reads_with_the_defaults():
+    from chronod.core.model import JobSpec
+
+    d = the_job(JOB).to_json_dict()
+    del d["dst_gap"], d["dst_repeat"]
+    assert (JobSpec.from_json_dict(d).dst_gap, JobSpec.from_json_dict(d).dst_repeat) == ("shift", "first")
+
+
+@pytest.mark.parametrize("field, value, hint", [("dst_gap", "skipp", "'skip'"), ("dst_repeat", "twice", "first")])
+def test_an_unknown_dst_policy_is_an_error_naming_the_choices(field, value, hint):
+    result = check(_dst_job("30 2 * * *", f"{field}: {value}"))
+    problem = at(result, f"jobs[0].{field}")
+    assert problem.line == 8 and hint in problem.hint + problem.message
+
+
+def test_a_spring_forward_warning_names_dst_gap_and_an_explicit_dst_gap_silences_it():
+    unset = at(check(_dst_job("30 2 * * *")), "jobs[0].schedule", WARNING)
+    assert "spring-forward" in unset.message and "dst_gap" in unset.hint
+    for value in ("shift", "skip"):
+        assert warnings(check(_dst_job("30 2 * * *", f"dst_gap: {value}"))) == []
+    # the other field does not answer this question
+    assert warnings(check(_dst_job("30 2 * * *", "dst_repeat: both")))
+
+
+def test_a_fall_back_warning_names_dst_repeat_and_an_explicit_dst_repeat_silences_it():
+    unset = at(check(_dst_job("30 1 * * *")), "jobs[0].schedule", WARNING)
+    assert "fall-back" in unset.message and "dst_repeat" in unset.hint
+    for value in ("first", "last", "both"):
+        assert warnings(check(_dst_job("30 1 * * *", f"dst_repeat: {value}"))) == []
+    assert warnings(check(_dst_job("30 1 * * *", "dst_gap: skip")))
+
+
+def test_a_dst_policy_in_the_file_defaults_counts_as_explicit():
+    text = _dst_job("30 1 * * *").replace("jobs:\n", "defaults:\n  dst_repeat: last\njobs:\n", 1)
+    result = check(text)
+    assert warnings(result) == [] and the_job(text).dst_repeat == "last"
+
+
+def test_the_warning_says_what_the_chosen_policy_does_not_what_cron_does():
+    text = _dst_job("30 1 * * *", "dst_gap: skip")  # dst_repeat still unset: warned, with the default's effect
+    assert "fires only the first time" in at(check(text), "jobs[0].schedule", WARNING).message
+
+
+def test_a_clock_correction_is_named_whatever_the_policy():
+    text = _dst_job("0 12 * * *", "dst_gap: skip\ndst_repeat: both", zone="Pacific/Apia")
+    found = validate_document(parse_text(text, "j.yaml"), now=datetime(2011, 6, 1, tzinfo=timezone.utc))
+    assert [p for p in found.problems if "clock-correction" in p.message]
+
+
+@pytest.mark.parametrize("schedule", ["*/30 1 * * *", "@every 1h", "@reboot", "0 * * * *"])
+def test_a_dst_policy_on_a_schedule_that_cannot_use_it_is_a_warning(schedule):
+    result = check(_dst_job(schedule, "dst_repeat: both"))
+    problem = at(result, "jobs[0].dst_repeat", WARNING)
+    assert "no effect" in problem.message and problem.hint == "remove dst_repeat"
+    assert not errors(result)
+
+
+def test_a_dst_policy_in_defaults_is_not_warned_about_on_wildcard_jobs():
+    text = _dst_job("*/30 1 * * *").replace("jobs:\n", "defaults:\n  dst_repeat: both\njobs:\n", 1)
+    assert warnings(check(text)) == []

@@ -1,8 +1,8 @@
 """Every attempt keeps its output tail: attempts.output_tail and attempts.output_bytes
 (a retried run used to keep only its last attempt's tail).
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0005
+Revises: 0004
 Create Date: 2026-12-03
 
 Spelled out on purpose; never import chronod.store.schema here.
@@ -11,8 +11,8 @@ Spelled out on purpose; never import chronod.store.schema here.
 from alembic import op
 import sqlalchemy as sa
 
-revision = "0003"
-down_revision = "0002"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,1 @@
+"""Differential checks against Debian's real cron daemon (generators and the live runner)."""
