@@ -145,7 +145,8 @@ def _parse(text: str | bytes, file: str) -> SpecDocument:
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise _Refused(f"is not UTF-8 text (byte {e.start})", "save the file as UTF-8") from None
+            line = text.count(b"\n", 0, e.start) + 1
+            raise _Refused(f"is not UTF-8 text (byte {e.start}, line {line})", "save the file as UTF-8", line) from None
     if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
         raise _too_big(len(text.encode("utf-8", "surrogatepass")))
     conv = _Converter(file)
@@ -154,6 +155,11 @@ def _parse(text: str | bytes, file: str) -> SpecDocument:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         raise _Refused(f"YAML syntax: {e.problem or e.context}", "check indentation and quoting near this line", mark.line + 1 if mark else 0) from None
+    except yaml.reader.ReaderError as e:  # a character YAML never accepts (NUL, a raw ESC): no mark, a position
+        line = text.count("\n", 0, e.position) + 1
+        code = e.character if isinstance(e.character, int) else ord(e.character)
+        raise _Refused(f"YAML syntax: control character U+{code:04X} is not allowed in a YAML file",
+                       "remove it; in a double-quoted string an escape such as \\x1b is allowed", line) from None
     except yaml.YAMLError as e:
         raise _Refused(f"YAML syntax: {e}") from None
     return SpecDocument(file, data, conv.lines, conv.plain, tuple(conv.problems))

@@ -50,6 +50,10 @@ class Registry:
                 if spec.id in specs:
                     continue  # the loader reports duplicates; the first file wins
                 specs[spec.id] = spec
+        for p in result.problems:
+            if p.file not in result.files:  # a file skipped for its name, the directory itself
+                self.log("registry.skipped" if p.severity == "warning" else "registry.error", p.severity,
+                         file=p.file, message=p.format())
         for path in list(self.file_specs):
             if path not in result.files:
                 del self.file_specs[path]
