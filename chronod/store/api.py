@@ -38,7 +38,7 @@ class NodeConflict(StoreError):
 
 @dataclass
 class Run:
-    """One occurrence of a job and what happened to it (DESIGN §5)."""
+    """One occurrence of a job and what happened to it (docs/reference.md, Run states)."""
 
     run_id: str
     job_id: str
