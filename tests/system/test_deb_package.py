@@ -96,6 +96,7 @@ def test_the_commands_man_pages_registry_and_state_are_where_a_host_expects_them
     schema = json.loads(Path("/etc/chrono/job-file.schema.json").read_text())
     assert schema == json.loads(sh("/usr/bin/chronoctl", "schema").stdout)
     assert STATE.is_dir()
+    assert "CHRONO_DB" in Path("/etc/default/chrono").read_text()
     assert Path("/usr/share/bash-completion/completions/chronoctl").read_text().count("_chronoctl_completion") >= 1
     sh("/usr/bin/chronoctl", "validate", "/usr/share/doc/chrono/examples/jobs.yaml")
     for page in (["chronoctl"], ["8", "chronod"], ["5", "chrono-jobs"]):
@@ -117,8 +118,8 @@ def unit_command() -> tuple[list[str], dict[str, str]]:
     argv, env = None, {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
     for line in UNIT.read_text().splitlines():
         key, _, value = line.partition("=")
-        if key == "ExecStart":
-            argv = shlex.split(value)
+        if key == "ExecStart":  # $VAR is split into words, an unset one is no word (systemd.service(5))
+            argv = [w for w in shlex.split(value) if not w.startswith("$")]
         elif key == "Environment":
             for item in shlex.split(value):
                 k, _, v = item.partition("=")
