@@ -53,7 +53,10 @@ class DstEvent:
 
 
 class Schedule:
-    """A compiled schedule. Build with `compile_schedule`; all methods are pure."""
+    """A compiled schedule. Build with `compile_schedule`; all methods are pure.
+
+    `compile_schedule` hands out one object per (expression, zone, DST policy): thousands of jobs
+    with the same schedule share it, so it must never be changed after it is built."""
 
     expr: str  # as written
     tz: str  # IANA zone name

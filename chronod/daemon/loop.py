@@ -136,7 +136,11 @@ class Daemon(Registry, Dispatch, Endings, Recovery, Outage):
         self.children_exited(woke.children)
         self.keep_lease()
         if woke.reload:
-            self.reload()
+            self.notifier.reloading()  # systemd shows "reloading" until READY=1 comes back
+            try:
+                self.reload()
+            finally:
+                self.notifier.ready(self.status_line())
         if woke.requests or woke.reload:
             self.take_requests()
         self.refresh_paused()

@@ -121,7 +121,7 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     from chronod.daemon.metrics import AddressError, Metrics
     from chronod.daemon.sysd import Notifier
     from chronod.runner.runner import Runner
-    from chronod.specfile import load_registry
+    from chronod.specfile import FileCache, load_registry
     from chronod.store.api import NodeConflict, SchemaTooNew, SchemaTooOld, StoreError, open_store
 
     log = Log(timestamps="JOURNAL_STREAM" not in os.environ)
@@ -145,6 +145,7 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
                            f"pass --state-dir DIR or fix its parent's permissions", EXIT_CONFIG) from None
     ttl = args.lease_ttl or (600.0 if store.dialect == "sqlite" else 15.0)
     metrics = Metrics()
+    files = FileCache()  # a reload re-validates only the files that changed
     if args.metrics_addr:
         try:
             metrics.serve(args.metrics_addr)
@@ -152,7 +153,7 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
             raise StartupError(str(e), EXIT_CONFIG) from None
     daemon = Daemon(
         clock=clock, store=store, runner=Runner(state_dir, zygote=True),
-        load_registry=lambda: load_registry(registry, now=clock.now(), secure=secure),
+        load_registry=lambda: load_registry(registry, now=clock.now(), secure=secure, cache=files),
         node=node, metrics=metrics, notifier=Notifier(), log=log,
         waker=Waker(kernel.WallTimer(), kernel.DirWatch(registry), log),
         boot_id=fsutil.boot_id(), boot_time=kernel.boot_time(), lease_ttl_s=ttl,

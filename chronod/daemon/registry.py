@@ -15,6 +15,7 @@ from chronod.core.model import JobSpec
 from chronod.core.schedule import compile_schedule
 from chronod.daemon.runs import Job, carries
 from chronod.fleet import placement
+from chronod.specfile import merge_order
 from chronod.store.api import Run
 
 RECONCILE_EVERY_S = 300.0
@@ -29,7 +30,8 @@ class Registry:
         result = self._load_registry()
         specs: dict[str, JobSpec] = {}
         errors: list[dict[str, Any]] = []
-        for path, fres in sorted(result.files.items()):
+        for fres in merge_order(result.files):  # root-owned files first: their ids win
+            path = fres.path
             bad = [p for p in fres.problems if p.severity == "error"]
             if bad:
                 for p in bad:
@@ -48,11 +50,15 @@ class Registry:
                 if spec.id in specs:
                     continue  # the loader reports duplicates; the first file wins
                 specs[spec.id] = spec
+        for p in result.problems:
+            if p.file not in result.files:  # a file skipped for its name, the directory itself
+                self.log("registry.skipped" if p.severity == "warning" else "registry.error", p.severity,
+                         file=p.file, message=p.format())
         for path in list(self.file_specs):
             if path not in result.files:
                 del self.file_specs[path]
         self.resources = {}
-        for fres in result.files.values():
+        for fres in merge_order(result.files):
             for name, res in (fres.resources or {}).items():
                 self.resources.setdefault(name, res.max_concurrency)
         self.quarantine.keep_only(specs)
