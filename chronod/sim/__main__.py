@@ -67,10 +67,10 @@ def run(cfg: Config) -> dict[str, Any]:
 
 
 def render(result: dict[str, Any]) -> str:
-    lines = [f"seed {result['seed']}: {result['days']} days, {result['jobs']} jobs, faults "
+    lines = [(f"seed {result['seed']}: {result['days']} days, {result['jobs']} jobs, faults "
              f"{','.join(result['faults']) or 'none'}; {result['processes']} processes, "
              f"{result['daemon_lives']} daemon lives; {result['wall_s']}s "
-             f"({result['days_per_s']} simulated days per second)"]
+             f"({result['days_per_s']} simulated days per second)")]
     for name, inv in result["invariants"].items():
         if inv["held"]:
             lines.append(f"  held    {name}")

@@ -19,8 +19,17 @@ from chronod.core.model import JobSpec
 from chronod.daemon.loop import Daemon
 from chronod.daemon.waker import Wakeups
 from chronod.sim.scenario import Config, Registry, duration, start_time
-from chronod.sim.world import (Crash, Event, FaultyStore, Life, NullMetrics, SimNotifier, SimRunner, SimWaker,
-                               World)
+from chronod.sim.world import (
+    Crash,
+    Event,
+    FaultyStore,
+    Life,
+    NullMetrics,
+    SimNotifier,
+    SimRunner,
+    SimWaker,
+    World,
+)
 from chronod.specfile import load_registry
 from chronod.store.api import StoreError
 from chronod.store.sql import SqlStore
@@ -74,7 +83,7 @@ def fault_plan(cfg: Config, rng: random.Random, t0: float, t1: float) -> list[Ev
     events: list[Event] = []
 
     def some(kind: str, per_day: float, **make: Any) -> None:
-        n = max(1, int(round(per_day * days * rng.uniform(0.7, 1.3))))
+        n = max(1, round(per_day * days * rng.uniform(0.7, 1.3)))
         for _ in range(n):
             events.append(Event(t0 + rng.uniform(0, span), kind, {k: f(rng) for k, f in make.items()}))
 
@@ -97,7 +106,7 @@ def fault_plan(cfg: Config, rng: random.Random, t0: float, t1: float) -> list[Ev
 
 
 class Simulation:
-    """One seeded simulation of one node (SQLite carries one node: see docs/simulation.md)."""
+    """One seeded simulation of one node (the SQLite store carries one node)."""
 
     def __init__(self, cfg: Config, workdir: Path | None = None):
         self.cfg = cfg
@@ -109,7 +118,7 @@ class Simulation:
         self.store = SqlStore(str(self.tmp / "chrono.db"), now=self.clock.now)
         self.store.upgrade()
         self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), "dst" in cfg.faults)
-        self.registry.build(cfg.jobs)
+        self.registry.build(cfg.jobs, cfg.job_docs, cfg.mean_s)
         self.t0 = self.clock.monotonic()
         self.end = self.t0 + cfg.days * 86400
         self.fault_end = max(self.t0, self.end - min(cfg.drain_s, cfg.days * 86400 * 0.25))
@@ -120,6 +129,7 @@ class Simulation:
         self.edits: list[tuple[datetime, str]] = []
         self.log_counts: dict[str, int] = {}
         self.first_load = True
+        self.died: datetime | None = None  # wall time the last daemon died
         self.life: Life | None = None
 
     # --- what the daemon is given ------------------------------------------------------
@@ -143,10 +153,13 @@ class Simulation:
             else:
                 effective.update({i: v[-1].spec for i, v in self.versions.items()
                                   if i in ids and v[-1].until is None})
+        # a new daemon that does not carry a job any more stopped running it when the last
+        # one died (a crash while a file is broken drops that file's jobs: reported, not excused)
+        until = self.died if fresh and self.died is not None else now
         for job_id, versions in self.versions.items():
             last = versions[-1]
             if last.until is None and (job_id not in effective or effective[job_id] != last.spec):
-                last.until = now
+                last.until = until
         for job_id, spec in effective.items():
             versions = self.versions.setdefault(job_id, [])
             if not versions or versions[-1].until is not None:
@@ -255,6 +268,7 @@ class Simulation:
             except StoreError:
                 life.how = "start_failed"  # systemd restarts it
             life.ended = w.mono()
+            self.died = self.clock.now()
             self.down(getattr(w, "downtime", 5.0))
             if w.mono() >= self.end:
                 break

@@ -8,10 +8,11 @@ Each check returns its counterexamples, oldest first; a promise holds when there
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Callable, Iterable
 
 from chronod.core import identity
 from chronod.core.policy import ON_TIME_GRACE_S
@@ -189,7 +190,7 @@ def catchup_all_in_order(f: Facts) -> list[Counterexample]:
         if spec is None or spec.catchup != "all":
             continue
         firsts = [p for p in procs if p.attempt == 1 and p.run_id not in f.out.manual]
-        for a, b in zip(firsts, firsts[1:]):
+        for a, b in itertools.pairwise(firsts):
             if b.scheduled_at < a.scheduled_at:
                 out.append(Counterexample(b.started_wall, job, b.run_id,
                                           f"occurrence of {b.scheduled_at:%H:%M:%S} started after the one of "
@@ -242,7 +243,7 @@ def watchdog_pinged(f: Facts) -> list[Counterexample]:
     for life in w.lives:
         end = life.ended if life.ended is not None else w.mono()
         times = [life.started, *life.pings, end]
-        for a, b in zip(times, times[1:]):
+        for a, b in itertools.pairwise(times):
             stalled = sum(max(0.0, min(b, d.end) - max(a, d.start)) for d in stalls)
             if b - a - stalled > interval + 0.01:
                 at = f.out.end - timedelta(seconds=w.mono() - a)

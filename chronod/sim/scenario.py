@@ -4,10 +4,11 @@ job's processes take and how they end, and the faults, all drawn from one seed."
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -16,10 +17,10 @@ from chronod.core.model import JobSpec
 FAULTS = ("crash", "stall", "clock", "outage", "registry", "dst")
 DST_ZONES = ("America/New_York", "Europe/London", "Australia/Sydney")
 # UTC instants a few hours before a DST transition in one of DST_ZONES (spring and autumn)
-DST_STARTS = (datetime(2025, 3, 9, 3, 0, tzinfo=timezone.utc), datetime(2025, 3, 30, 0, 0, tzinfo=timezone.utc),
-              datetime(2025, 10, 26, 0, 0, tzinfo=timezone.utc), datetime(2025, 11, 2, 3, 0, tzinfo=timezone.utc),
-              datetime(2025, 4, 5, 12, 0, tzinfo=timezone.utc))
-PLAIN_START = datetime(2025, 6, 2, 0, 0, tzinfo=timezone.utc)
+DST_STARTS = (datetime(2025, 3, 9, 3, 0, tzinfo=UTC), datetime(2025, 3, 30, 0, 0, tzinfo=UTC),
+              datetime(2025, 10, 26, 0, 0, tzinfo=UTC), datetime(2025, 11, 2, 3, 0, tzinfo=UTC),
+              datetime(2025, 4, 5, 12, 0, tzinfo=UTC))
+PLAIN_START = datetime(2025, 6, 2, 0, 0, tzinfo=UTC)
 RESOURCES = {"db": 1, "net": 2}
 JOBS_PER_FILE = 50
 
@@ -35,6 +36,8 @@ class Config:
     faults: frozenset[str] = frozenset(FAULTS)
     watchdog_usec: int = 60_000_000
     drain_s: float = 7200.0  # fault-free time at the end, for what is in flight to settle
+    job_docs: tuple[dict[str, Any], ...] = ()  # these jobs instead of drawn ones (a scenario of its own)
+    mean_s: float = 0.5  # ... and how long their runs take
 
 
 @dataclass
@@ -115,9 +118,9 @@ class Registry:
     broken: set[str] = field(default_factory=set)
     next_id: int = 0
 
-    def build(self, n: int) -> None:
+    def build(self, n: int, docs: tuple[dict[str, Any], ...] = (), mean_s: float = 0.5) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        plans = [self.new_job() for _ in range(n)]
+        plans = [JobPlan(dict(d), mean_s, 0.0) for d in docs] or [self.new_job() for _ in range(n)]
         for k in range(0, len(plans), JOBS_PER_FILE):
             name = f"jobs-{k // JOBS_PER_FILE:03d}.yaml"
             self.files[name] = plans[k:k + JOBS_PER_FILE]
@@ -147,7 +150,7 @@ class Registry:
         """One operator edit: add, remove or change a job, break a file or fix it."""
         rng = self.rng
         if self.broken and rng.random() < 0.6:
-            name = sorted(self.broken)[0]
+            name = min(self.broken)
             self.write(name)
             return f"fixed {name}"
         name = rng.choice(sorted(set(self.files) - self.broken) or sorted(self.files))

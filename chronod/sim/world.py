@@ -9,15 +9,15 @@ Nothing here sleeps or forks: time moves only when the waker says so.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any
 
 from chronod.core.clock import FakeClock
 from chronod.daemon.waker import Wakeups
 from chronod.runner.api import Handle, LaunchRequest, Outcome
 from chronod.store.api import StoreError
-
 
 MIN_WAKE_S = 0.001
 
@@ -160,7 +160,7 @@ class SimRunner:
         w.next_pid += 1
         mono, now = w.mono(), w.clock.now()
         proc = Proc(req.run_id, req.attempt, spec.id, "",
-                    datetime.fromisoformat(req.env["CHRONO_SCHEDULED_AT"].replace("Z", "+00:00")),
+                    datetime.fromisoformat(req.env["CHRONO_SCHEDULED_AT"]),
                     self.node, mono, now, mono + duration, state, code, spec.resource,
                     spec.idempotency_class == "unsafe", pid=w.next_pid)
         w.procs[(req.run_id, req.attempt)] = proc
@@ -234,6 +234,9 @@ class SimNotifier:
     def status(self, status: str) -> None:
         pass
 
+    def reloading(self) -> None:
+        pass
+
     def watchdog(self) -> None:
         self.life.pings.append(self.clock.monotonic())
 
@@ -242,7 +245,7 @@ class SimNotifier:
 
 
 class _Instrument:
-    def labels(self, *_: Any) -> "_Instrument":
+    def labels(self, *_: Any) -> _Instrument:
         return self
 
     def inc(self, *_: Any) -> None:
