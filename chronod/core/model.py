@@ -83,6 +83,7 @@ class JobSpec:
     notify: tuple[Notify, ...] = ()
     tags: tuple[str, ...] = ()
     output_limit_kb: int = 64
+    history_days: int = 400  # runs older than this are pruned (the latest success is kept)
     description: str = ""
     enabled: bool = True
     source_file: str = ""

@@ -67,6 +67,11 @@ class Metrics:
         self.notify_failures = Counter(
             "chrono_notify_failures_total", "Notice deliveries that failed (each is retried later)", ["channel"], registry=r,
         )
+        # chronod.daemon.pruner: retention, and the size it keeps the database at.
+        self.pruned = Counter("chrono_pruned_runs_total", "Runs deleted past their job's history_days", registry=r)
+        self.database_bytes = Gauge("chrono_database_bytes", "Size of the database, measured each pruning round", registry=r)
+        self.stored_runs = Gauge("chrono_stored_runs", "Runs in the database by state, measured each pruning round",
+                                 ["state"], registry=r)
 
     def serve(self, addr: str) -> None:
         """Listen on HOST:PORT (a thread of prometheus_client); AddressError when it cannot."""
