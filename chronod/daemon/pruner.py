@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from chronod.core import retention
+from chronod.core.model import ACTIVE_STATES, TERMINAL_STATES
 from chronod.store.api import StoreError
 
 EVERY_S = 600.0  # a round every ten minutes: retention is counted in days
@@ -99,5 +100,6 @@ class Pruner:
         summary = self.store.metrics()
         if summary.get("database_bytes") is not None:
             self.metrics.database_bytes.set(summary["database_bytes"])
-        for state, n in summary["runs_by_state"].items():
-            self.metrics.stored_runs.labels(state=state).set(n)
+        counts = summary["runs_by_state"]
+        for state in sorted({*ACTIVE_STATES, *TERMINAL_STATES, *counts}):  # a state that emptied reads 0
+            self.metrics.stored_runs.labels(state=state).set(counts.get(state, 0))

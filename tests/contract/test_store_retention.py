@@ -136,6 +136,7 @@ def test_the_pruner_keeps_each_job_its_own_history_days_and_unknown_jobs_the_def
     assert metrics.pruned._value.get() == 4
     assert metrics.database_bytes._value.get() > 0
     assert metrics.stored_runs.labels(state="failed")._value.get() == 3
+    assert metrics.stored_runs.labels(state="running")._value.get() == 0
     assert pruner.step(now) == 0
 
 
