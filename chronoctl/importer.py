@@ -394,7 +394,9 @@ class GivenCheck:
 def check_given(entry: CronEntry, job: dict[str, Any], options: ImportOptions) -> GivenCheck:
     """Compare what cron gives the job (environment, working directory, standard input,
     shell and command) with what chronod will give the imported job, and say why they differ."""
-    account = options.account_of(entry.user) if options.account_of else None
+    if options.account_of is None:
+        return GivenCheck(environment=("not compared: the user's passwd entry was not looked up",))
+    account = options.account_of(entry.user)
     if account is None:
         unknown = (f"user {entry.user!r} is not in this host's passwd: neither daemon can start the job here",)
         return GivenCheck(environment=unknown)

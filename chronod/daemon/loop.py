@@ -37,6 +37,7 @@ from chronod.daemon.waker import Wakeups
 from chronod.fleet.lease import Lease
 from chronod.fleet.spool import Spool
 from chronod.store.api import Run, Store, StoreError
+from chronod.store.dbwatch import DbWatch
 
 SQLITE_LEASE_TTL_S = 600.0
 
@@ -87,6 +88,7 @@ class Daemon(Registry, Dispatch, Endings, Recovery, Outage):
         self.spool = Spool(Path(getattr(runner, "state_dir", ".")) / "spool.jsonl")
         self.registry_problems: list[dict[str, Any]] = []  # the last reload's file errors
         self.quarantine = Quarantine(log, metrics.quarantined, (StoreError,), self.report_problems)
+        self.dbwatch = DbWatch.for_store(store, log, metrics.db_restored)
 
     def start(self) -> None:
         """Take the lease, load the registry, adopt orphaned runs, materialize, report READY."""
@@ -158,7 +160,7 @@ class Daemon(Registry, Dispatch, Endings, Recovery, Outage):
             candidates.append(now)
         mono = self.clock.monotonic()
         if self.outage is None:
-            deadlines = (self.lease.next_heartbeat, self.next_reconcile, self.next_watchdog)
+            deadlines = (self.lease.next_heartbeat, self.next_reconcile, self.next_watchdog, self.dbwatch.next_check)
         else:
             deadlines = (self.retry_at, self.next_watchdog)
         for deadline in deadlines:
@@ -173,6 +175,7 @@ class Daemon(Registry, Dispatch, Endings, Recovery, Outage):
             self.next_watchdog = mono + self.notifier.watchdog_interval_s
         if mono >= self.next_reconcile:
             self.reconcile()
+        self.dbwatch.check(mono)
         self.metrics.running.set(len(self.active))
         stale = self.store.stale_rejections
         if stale > self._stale_seen:

@@ -39,6 +39,11 @@ class Metrics:
         self.repairs = Counter("chrono_reconciler_repairs_total", "Next occurrences re-created by the reconciler", registry=r)
         self.last_success = Gauge("chrono_last_success_timestamp_seconds", "Last successful run per job", ["job"], registry=r)
         self.registry_errors = Gauge("chrono_registry_errors", "Registry files with errors", registry=r)
+        self.db_restored = Counter(
+            "chrono_db_restored_total", "SQLite database files found unlinked, replaced or truncated under the "
+            "daemon, by what happened (unlinked and replaced are restored; truncated, failed are not)",
+            ["what"], registry=r,
+        )
         self.quarantined = Gauge(
             "chrono_jobs_quarantined", "Jobs set aside because computing with their definition raised", registry=r,
         )

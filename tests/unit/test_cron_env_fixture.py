@@ -177,3 +177,10 @@ def test_mailto_notes_say_what_cron_did_with_the_output():
     assert "cron mailed nothing" in note('MAILTO=""\n')
     assert "mailed the job's output there" in note("MAILTO = ops@example.com \n") and "'ops@example.com'" in note(
         "MAILTO = ops@example.com \n")
+
+
+def test_a_user_without_a_passwd_entry_or_without_a_lookup_is_said_not_compared():
+    entry = parse_crontab("0 1 * * * nobody-here true\n", "/etc/cron.d/f", "system").entries[0]
+    job = build_job(entry, "x", OPTIONS)
+    assert "not in this host's passwd" in check_given(entry, job, OPTIONS).environment[0]
+    assert "not compared" in check_given(entry, job, ImportOptions()).environment[0]
