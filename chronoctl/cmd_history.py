@@ -139,6 +139,7 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
     silent = history.silent_jobs([row], {spec.id: last_at} if last_at else {}, now)  # as `status` and `missed` list it
     places = _placements(row, _node_names(store))
     spans = store.known_spans([spec.id]).get(spec.id, [])
+    mark = store.pruned([spec.id]).get(spec.id)
     nxt = places[0].upcoming(sched, now, 3) if places else []
     return {
         "job_id": spec.id, "owner": spec.owner, "schedule": spec.schedule, "timezone": spec.timezone,
@@ -154,6 +155,7 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
         "last_success_at": cmd_ops.iso(last_at),
         "silence_s": round(quiet.age_s) if quiet.age_s is not None else None,
         "max_silence_s": quiet.max_silence_s, "silent": bool(silent),
+        "history_days": spec.history_days, "pruned_through": cmd_ops.iso(mark.through) if mark else None,
         "runs": [cmd_ops.run_json(r) for r in recent[:LAST_RUNS]],
         "_runs": recent[:LAST_RUNS],
     }
@@ -183,6 +185,8 @@ def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime, fle
     echo_field("success", f"{streak} in a row; last {_human(d['last_success_at'], now) if d['last_success_at'] else 'never'}")
     limit = age(d["max_silence_s"]) if d["max_silence_s"] else "none"
     echo_field("silence", f"max {limit}" + ("; SILENT: past max_silence_s" if d["silent"] else ""))
+    pruned = f"; pruned up to {_human(d['pruned_through'], now)}" if d["pruned_through"] else ""
+    echo_field("history", f"kept {d['history_days']} days{pruned}")
     echo()
     rows = _run_rows(recent, now, wide)
     print_table(rows, run_columns(rows, fleet, wide), title=f"last runs ({zone_note(now)})", empty="(no runs recorded)",

@@ -112,6 +112,8 @@ class Registry:
         self.metrics.jobs.set(len(new))
         for job_id in old.keys() - new.keys():
             self.forget_job(job_id)
+        if new.keys() == old.keys() and all(new[j] is old[j] for j in new):
+            return  # nothing changed: what is tracked is still right (a reload of 100,000 jobs reads no runs)
         self.load_pending()
 
     def forget_job(self, job_id: str) -> None:

@@ -36,9 +36,9 @@ class NodeConflict(StoreError):
     """Another live chronod holds this database (SQLite allows one node only)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Run:
-    """One occurrence of a job and what happened to it (DESIGN §5)."""
+    """One occurrence of a job and what happened to it (docs/reference.md, Run states)."""
 
     run_id: str
     job_id: str
@@ -61,6 +61,10 @@ class Run:
     trigger: str = "schedule"  # schedule | manual | catchup
     next_attempt_at: datetime | None = None  # for retry_wait
     updated_at: datetime | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every field by name (a shallow copy; runs keep their fields in slots, no __dict__)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,7 @@ class Attempt:
     error: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class JobRow:
     """A registered job definition as stored, with its operator state."""
 
