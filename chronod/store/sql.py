@@ -656,24 +656,27 @@ class SqlStore:
                     self._rejected(c, token)
                     continue
                 self._update_attempt(c, e.run_id, e.attempt, state=e.state, finished_at=end,
-                                     exit_code=e.exit_code, signal=e.signal, error=e.error)
+                                     exit_code=e.exit_code, signal=e.signal, error=e.error,
+                                     output_tail=e.output_tail, output_bytes=e.output_bytes)
                 done.add(e.run_id)
         return done
 
     def schedule_retry(self, run_id: str, attempt: int, next_attempt_at: datetime, *,
                        exit_code: int | None, signal: int | None, error: str | None,
-                       token: int, attempt_state: str = "failed") -> bool:
+                       token: int, attempt_state: str = "failed", output_tail: str | None = None,
+                       output_bytes: int = 0) -> bool:
         """`attempt_state` (added) is what the attempt row records: failed or timed_out."""
         with self._tx() as c:
             now = self._ts()
             res = c.execute(s.runs.update().where(*self._held(run_id, attempt, token)).values(
                 state="retry_wait", next_attempt_at=next_attempt_at, exit_code=exit_code, signal=signal,
-                error=error, updated_at=now))
+                error=error, updated_at=now, output_tail=output_tail, output_bytes=output_bytes))
             if res.rowcount != 1:
                 self._rejected(c, token)
                 return False
             self._update_attempt(c, run_id, attempt, state=attempt_state, finished_at=now,
-                                 exit_code=exit_code, signal=signal, error=error)
+                                 exit_code=exit_code, signal=signal, error=error,
+                                 output_tail=output_tail, output_bytes=output_bytes)
             return True
 
     def adopt(self, run_id: str, attempt: int, *, node: str, token: int) -> bool:
