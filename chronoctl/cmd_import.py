@@ -298,7 +298,7 @@ def _import_entry(
             f"user {entry.user!r} does not exist on this host, so cron here has not been running this line "
             "(in /etc/crontab and /etc/cron.d it refuses the whole file: \"bad username\")"
         )
-    eq = compare_with_cron(job_id, entry, tz, now, schedule.fires)
+    eq = compare_with_cron(job_id, entry, tz, now, schedule.fires, cron_tz=options.host_timezone)
     result.differences += eq.differences
     result.compared[job_id] = eq.compared
     given = check_given(entry, job, options)
@@ -368,7 +368,7 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
     for title, items in (
         ("Errors (not imported)", [f"{e['file']}:{e['line']}: {e['message']}" + (f"\n    hint: {e['hint']}" if e["hint"] else "") for e in result.errors]),
         ("Disabled (commented out, not imported)", [f"{d['file']}:{d['line']}: {d['text'].strip()}" for d in result.disabled]),
-        ("Differences from cron", [d.message() for d in result.differences]),
+        ("Differences from cron", _difference_lines(result.differences)),
         ("Not what cron gives the job", [f"{j['id']} ({j['source']['file']}:{j['source']['line']}) {part}: {why}"
                                          for j in result.jobs for part, why in _given_differences(j)]),
         ("Risky: fixed-time jobs on DST days", [f"{r['id']} ({r['source']}): {r['reason']}" for r in result.risky]),
@@ -392,6 +392,22 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
         f"{len(result.differences)} differences, {len(result.risky) + len(result.crowded)} risky; "
         f"{verb} {', '.join(written) or 'nothing'}"
     )
+
+
+_DATES_SHOWN = 3  # per job in the text output; --json lists every date
+
+
+def _difference_lines(differences: list[Difference]) -> list[str]:
+    """Each job's first few differing dates, then how many more there are."""
+    by_job: dict[str, list[Difference]] = {}
+    for d in differences:
+        by_job.setdefault(d.job_id, []).append(d)
+    out = []
+    for job_id, days in by_job.items():
+        out += [d.message() for d in days[:_DATES_SHOWN]]
+        if len(days) > _DATES_SHOWN:
+            out.append(f"{job_id}: and {len(days) - _DATES_SHOWN} more dates (--json lists them all)")
+    return out
 
 
 _PARTS = (("environment", "env"), ("stdin", "stdin"), ("command", "command"))

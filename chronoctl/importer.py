@@ -295,10 +295,12 @@ def entry_notes(entry: CronEntry, options: ImportOptions) -> list[str]:
     env = dict(entry.env)
     if "MAILTO" in env:
         notes.append(f"MAILTO={env['MAILTO']!r} is kept in env, but chrono sends no mail: output is in the run history")
-    if entry.timezone:
+    if entry.timezone and entry.timezone != options.host_timezone:
         notes.append(
-            f"scheduled in {entry.timezone} (CRON_TZ/TZ); Debian's cron ignores these and uses the host zone "
-            f"({options.host_timezone}), cronie honours CRON_TZ"
+            f"scheduled in {entry.timezone}, as CRON_TZ/TZ in the file says; Debian's cron ignores both for "
+            f"scheduling and ran this line in the host's zone ({options.host_timezone}), so the fire times differ "
+            f"from cron's (see the differences; cronie honours CRON_TZ). To keep cron's times, set "
+            f"timezone: {options.host_timezone}; the variables stay in env, as cron gave them to the job"
         )
     if entry.is_reboot:
         notes.append("@reboot runs once when chronod starts on a boot, not on every daemon restart")
@@ -560,19 +562,24 @@ def compare_with_cron(
     now: datetime,
     chrono_fires: Callable[[datetime, datetime], list[datetime]],
     days: int = EQUIVALENCE_DAYS,
+    cron_tz: str | None = None,
 ) -> Equivalence:
-    """chrono's fire times against Debian cron's (the `vixie` simulation of the line as
-    written) over (now, now + days]. `chrono_fires(start, end)` is the compiled schedule's
-    `fires`. Jobs with more than FULL_COMPARE_LIMIT starts are compared on sample windows."""
+    """chrono's fire times (in `tz`) against Debian cron's (the `vixie` simulation of the
+    line as written, in `cron_tz`, else `tz`) over (now, now + days]. Debian's cron
+    schedules every line in the host's zone, whatever CRON_TZ or TZ say (checked with the
+    daemon): callers pass the host's zone as `cron_tz`. `chrono_fires(start, end)` is the
+    compiled schedule's `fires`. Jobs with more than FULL_COMPARE_LIMIT starts are compared
+    on sample windows."""
     if entry.is_reboot:
         return Equivalence(job_id, "skipped (@reboot has no fire times)")
     if entry.file_ignored:
         return Equivalence(job_id, "skipped (cron ignores the file; the job is imported disabled)")
     # a crontab repeats its schedules (every `0 * * * *` of a file): compare each once.
     # compile_schedule returns one object per expression and zone, so its `fires` names it.
-    key = (entry.cron_schedule, getattr(chrono_fires, "__self__", chrono_fires), tz, now, days)
+    cron_zone = cron_tz or tz
+    key = (entry.cron_schedule, getattr(chrono_fires, "__self__", chrono_fires), tz, cron_zone, now, days)
     if key not in _COMPARED:
-        _COMPARED[key] = _compare(entry.cron_schedule, tz, now, now + timedelta(days=days), chrono_fires)
+        _COMPARED[key] = _compare(entry.cron_schedule, cron_zone, now, now + timedelta(days=days), chrono_fires, tz)
     compared, fires, only_cron, only_chrono = _COMPARED[key]
     result = Equivalence(job_id, compared, fires=fires)
     result.differences = _by_date(job_id, entry, tz, only_cron, only_chrono)
@@ -583,7 +590,8 @@ _COMPARED: dict[tuple, tuple[str, int, set[datetime], set[datetime]]] = {}
 
 
 def _compare(cron_schedule: str, tz: str, now: datetime, end: datetime,
-             chrono_fires: Callable[[datetime, datetime], list[datetime]]) -> tuple[str, int, set[datetime], set[datetime]]:
+             chrono_fires: Callable[[datetime, datetime], list[datetime]],
+             chrono_tz: str | None = None) -> tuple[str, int, set[datetime], set[datetime]]:
     """(how compared, cron's fire count, fires only cron has, fires only chrono has)."""
     from chronod.core.vixie import simulate
 
@@ -591,7 +599,10 @@ def _compare(cron_schedule: str, tz: str, now: datetime, end: datetime,
     if len(cron) <= FULL_COMPARE_LIMIT:
         spans, compared = [(now, end)], "full"
     else:
-        spans, compared = _windows(now, end, zone_transitions(tz, now, end)), "sampled"
+        changes = zone_transitions(tz, now, end)
+        if chrono_tz and chrono_tz != tz:
+            changes = sorted(set(changes) | set(zone_transitions(chrono_tz, now, end)))
+        spans, compared = _windows(now, end, changes), "sampled"
     cron_set = set(cron)
     only_cron: set[datetime] = set()
     only_chrono: set[datetime] = set()

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tests.realcron.env_cases import JOB, Case, generate
@@ -45,6 +45,21 @@ PAM_LOCALE = "LANG=C.UTF-8\n"
 
 def job_line(out: Path, name: str) -> str:
     return f"* * * * * root /bin/readlink /proc/$$/cwd > {out}/{name}.cwd; /bin/cat /proc/$$/environ > {out}/{name}"
+
+
+ZONE_SETTINGS = ("CRON_TZ", "TZ")
+PROBE_ZONE = "Asia/Tokyo"  # no DST; its hour is never the host's when the host is within 8 h of UTC
+
+
+def zone_probe(setting: str, at: datetime, out: Path) -> str:
+    """A file whose two jobs are due at `at`: one in the host's time, one in PROBE_ZONE's,
+    below `setting=PROBE_ZONE`. Which one runs tells the zone cron schedules the lines in."""
+    from zoneinfo import ZoneInfo
+
+    there = at.astimezone(ZoneInfo(PROBE_ZONE))
+    return (f"{setting}={PROBE_ZONE}\n"
+            f"{at.minute} {at.hour} * * * root : > {out}/zone-{setting}.host\n"
+            f"{there.minute} {there.hour} * * * root : > {out}/zone-{setting}.setting\n")
 
 
 def case_file(case: Case, out: Path) -> str:
@@ -123,9 +138,15 @@ def run_live(cases: list[Case], work: Path, with_all: bool = True) -> dict:
     for target in ("/etc/environment", "/etc/default/locale", "/etc/crontab"):
         if not os.path.exists(target):
             raise RuntimeError(f"{target} does not exist: the run binds its own file over it (touch {target})")
+    second = datetime.now().second
+    if second > 45:  # cron must have read the files before the minute it runs them
+        time.sleep(61 - second)
     stage, out = work / "cron.d", work / "out"
     stage.mkdir()
     out.mkdir()
+    at = datetime.now().astimezone().replace(second=0, microsecond=0) + timedelta(minutes=1)
+    for name in ZONE_SETTINGS:
+        (stage / f"chronoenv-zone-{name.lower()}").write_text(zone_probe(name, at, out))
     names = []
     for case in cases:
         (stage / f"chronoenv-{case.id}").write_bytes(case_file(case, out).encode())
@@ -150,9 +171,6 @@ def run_live(cases: list[Case], work: Path, with_all: bool = True) -> dict:
         "mount -t tmpfs -o mode=0755 chronoenv /run; "
         f"exec {cron} -f"
     )
-    second = datetime.now().second
-    if second > 45:  # cron must have read the files before the minute it runs them
-        time.sleep(61 - second)
     started = time.monotonic()
     with open(work / "cron.log", "w") as logf:
         proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
@@ -167,7 +185,8 @@ def run_live(cases: list[Case], work: Path, with_all: bool = True) -> dict:
             "file_read": (out / f"{case.id}.top").exists(),
             "jobs": [_read_job(out / f"{case.id}.{k}") for k in range(count)],
         }
-    return {"cron": cron_version(), "seconds": round(elapsed, 1), "results": results}
+    zones = {name: sorted(p.name.split(".")[-1] for p in out.glob(f"zone-{name}.*")) for name in ZONE_SETTINGS}
+    return {"cron": cron_version(), "seconds": round(elapsed, 1), "results": results, "zones": zones}
 
 
 def main() -> int:
@@ -201,6 +220,7 @@ def main() -> int:
             "generated": datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ"),
             "seconds": run["seconds"],
             "cases": list(results.values()),
+            "zones": {"probe_zone": PROBE_ZONE, "ran": run["zones"]},
         }
         FIXTURE.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
         print(f"wrote {FIXTURE}")

@@ -143,3 +143,19 @@ def test_adopting_defaults_says_which_of_crons_defaults_the_job_loses():
     assert all("--adopt-defaults" in w for w in given.environment)
     same = check_given(entry, build_job(entry, "x", OPTIONS), OPTIONS)
     assert same.environment == () and same.chrono_adds[0] == "USER=root"
+
+
+def test_debian_cron_schedules_in_the_hosts_zone_whatever_cron_tz_says_and_the_check_says_so():
+    # the daemon ran the job due at the minute in the host's time, not the one due in CRON_TZ's (or TZ's)
+    assert FIXTURE["zones"]["ran"] == {"CRON_TZ": ["host"], "TZ": ["host"]}
+    from datetime import UTC, datetime
+
+    from chronoctl.importer import compare_with_cron
+    from chronod.core.schedule import compile_schedule
+
+    entry = parse_crontab("CRON_TZ=Asia/Tokyo\n30 2 * * * root x\n", "f", "system").entries[0]
+    now = datetime(2026, 1, 10, tzinfo=UTC)
+    fires = compile_schedule(entry.schedule, "Asia/Tokyo").fires
+    eq = compare_with_cron("root-x", entry, "Asia/Tokyo", now, fires, cron_tz="UTC")
+    assert len(eq.differences) >= 400 and eq.differences[0].cron == ("2026-01-10T02:30Z (11:30 JST)",)
+    assert compare_with_cron("root-x", entry, "Asia/Tokyo", now, fires, cron_tz="Asia/Tokyo").differences == []

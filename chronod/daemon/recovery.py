@@ -1,0 +1,152 @@
+"""Recovery: runs a previous chronod left `running` (adopt live supervisors, record what
+ended meanwhile, settle the truly unknown), a lease this node lost (rejoin, keep what nobody
+took, terminate what another node now owns), and the runs of expired nodes (takeover)."""
+
+from __future__ import annotations
+
+
+from chronod.core import identity, policy
+from chronod.core.schedule import compile_schedule
+from chronod.daemon.runs import Active, Job
+from chronod.store.api import Run
+
+
+class Recovery:
+    """Adopt, rejoin, take over. Part of `Daemon` (chronod.daemon.loop)."""
+
+    def adopt(self) -> None:
+        """Runs left `running` by a previous chronod: adopt live supervisors, record the
+        results of those that ended meanwhile, and settle the truly unknown."""
+        for run in self.store.running(self.node if self.store.dialect != "sqlite" else None):
+            if run.run_id in self.active:
+                continue
+            job = self.jobs.get(run.job_id) or self.job_from_store(run.job_id)
+            if job is None:
+                continue
+            found = self.runner.adopt(run.run_id, run.attempts)
+            if found is None and run.token in self.lease.tokens:
+                self.never_started(job, run)
+                continue
+            if found is None:
+                self.unknown_outcome(job, run)
+                continue
+            if not self.store.adopt(run.run_id, run.attempts, node=self.node, token=self.lease.token):
+                self.log("run.adopt_refused", "warning", job=run.job_id, run=run.run_id,
+                         why="its holder still has a live lease")
+                continue
+            if hasattr(found, "fd"):
+                self.active[run.run_id] = Active(run, found, job)
+                self.log("run.adopted", job=run.job_id, run=run.run_id, attempt=run.attempts,
+                         supervisor=found.supervisor_pid)
+            else:
+                self.log("run.ended_while_down", job=run.job_id, run=run.run_id, state=found.state)
+                self.record_outcomes([(job, run, found)])
+                self.runner.discard(run.run_id, run.attempts)
+        for rid, attempt in self.runner.orphans(known=[(r, a.run.attempts) for r, a in self.active.items()]):
+            run = self.store.get_run(rid)
+            if run is None or run.state != "running" or run.attempts != attempt:
+                self.runner.discard(rid, attempt)  # already recorded before a crash
+
+    def job_from_store(self, job_id: str) -> Job | None:
+        row = self.store.get_job(job_id)
+        if row is None:
+            return None
+        spec = row.spec
+        key = identity.job_key(spec.id, spec.run_on.each, self.node)
+        schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+        return Job(spec, schedule, key, identity.jitter_offset(key, spec.tolerance_s))
+
+    def unknown_outcome(self, job: Job, run: Run) -> None:
+        """No supervisor and no result: the machine rebooted, or chronod died between the
+        claim and the fork. Unsafe runs are `lost`; others get a new attempt now."""
+        why = "chronod stopped while it ran and no supervisor or result is left: outcome unknown"
+        if policy.on_unknown_outcome(job.spec) == "lost":
+            if self.store.reclaim(run.run_id, run.attempts, node=self.node, token=self.lease.token, state="lost",
+                                  error=why + "; an unsafe job is never run twice"):
+                self.metrics.runs.labels("lost").inc()
+                self.log("run.lost", "error", job=job.spec.id, run=run.run_id, why=why)
+            return
+        now = self.clock.now()
+        if job.spec.id in self.jobs and self.store.reclaim(
+                run.run_id, run.attempts, node=self.node, token=self.lease.token, state="retry_wait",
+                error=why + "; re-dispatched", next_attempt_at=now):
+            run.state, run.next_attempt_at = "retry_wait", now
+            self.track(run)
+            self.log("run.redispatch", "warning", job=job.spec.id, run=run.run_id, why=why)
+
+    def never_started(self, job: Job, run: Run) -> None:
+        """A claim this very process made whose launch never happened (the database failed
+        between the claim's commit and its answer): no process ever ran, so a new attempt
+        is safe for every class, unsafe included."""
+        why = "claimed, but the database connection failed before the job was started; started again"
+        if run.token != self.lease.token and not self.store.adopt(run.run_id, run.attempts, node=self.node,
+                                                             token=self.lease.token):
+            return
+        now = self.clock.now()
+        if self.store.schedule_retry(run.run_id, run.attempts, now, exit_code=None, signal=None, error=why,
+                                     token=self.lease.token):
+            run.state, run.next_attempt_at = "retry_wait", now
+            if job.spec.id in self.jobs:
+                self.track(run)
+            self.log("run.redispatch", "warning", job=job.spec.id, run=run.run_id, why=why)
+
+    def lease_lost(self) -> None:
+        """Our lease lapsed (a pause, a stall, an outage): rejoin with a new token, keep the
+        runs nobody took over, terminate the ones another node now owns."""
+        old = self.lease.token
+        self.acquire()
+        self.log("node.lease_lost", "warning", node=self.node, token=old, new_token=self.lease.token)
+        for rid, a in list(self.active.items()):
+            if a.disowned or a.offline:
+                continue  # offline runs are not stored yet: the spool replay claims them
+            if self.store.adopt(rid, a.run.attempts, node=self.node, token=self.lease.token):
+                a.run.token = self.lease.token
+                continue
+            a.disowned = True
+            self.runner.cancel(a.handle)
+            self.log("run.disowned", "warning", job=a.job.spec.id, run=rid, attempt=a.run.attempts,
+                     why="taken over by another node while this node's lease had lapsed; terminating it here")
+
+    def take_over(self) -> None:
+        """Runs held by nodes whose lease expired: a new attempt here for idempotent/keyed
+        jobs this node carries, `lost` for unsafe ones. Each reclaim is fenced, so one node
+        wins it. `each` runs belong to their host and wait for it to come back."""
+        for dead in self.store.expired_nodes():
+            if dead.name == self.node:
+                continue
+            for run in self.store.running(dead.name):
+                if run.job_key == run.job_id:
+                    self.take_over_run(dead.name, run)
+            self.take_over_retries(dead.name)
+
+    def take_over_run(self, dead: str, run: Run) -> None:
+        job = self.jobs.get(run.job_id) or self.job_from_store(run.job_id)
+        if job is None:
+            return
+        why = f"node {dead} stopped renewing its lease while this ran (attempt {run.attempts})"
+        if policy.on_unknown_outcome(job.spec) == "lost":
+            if self.store.reclaim(run.run_id, run.attempts, node=self.node, token=self.lease.token, state="lost",
+                                  error=why + "; an unsafe job is never run twice: outcome unknown"):
+                self.metrics.runs.labels("lost").inc()
+                self.metrics.takeovers.labels("lost").inc()
+                self.log("run.lost", "error", job=run.job_id, run=run.run_id, dead_node=dead, why=why,
+                         notice="owner must check whether it ran")
+            return
+        if run.job_id not in self.jobs:
+            return  # a node that carries the job takes it over
+        now = self.clock.now()
+        if self.store.reclaim(run.run_id, run.attempts, node=self.node, token=self.lease.token, state="retry_wait",
+                              error=why + "; re-dispatched", next_attempt_at=now):
+            run.state, run.next_attempt_at = "retry_wait", now
+            self.track(run)
+            self.metrics.takeovers.labels("redispatched").inc()
+            self.log("run.taken_over", "warning", job=run.job_id, run=run.run_id, dead_node=dead,
+                     attempt=run.attempts + 1)
+
+    def take_over_retries(self, dead: str) -> None:
+        """Retries the dead node was waiting to start: nobody else tracks them."""
+        from chronod.fleet.claims import waiting_retries
+
+        for run in waiting_retries(self.store, dead):
+            if run.job_id in self.jobs and run.run_id not in self.pending:
+                self.track(run)

@@ -1,0 +1,86 @@
+"""What the daemon holds in memory about jobs and runs: a carried job with its compiled
+schedule and identity, a run in flight, one wake-up's writes, and the in-flight index."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Any
+
+from chronod.core.model import JobSpec
+from chronod.core.schedule import Schedule
+from chronod.store.api import Run
+
+
+@dataclass
+class Job:
+    """A carried job: its spec, compiled schedule and identity on this node."""
+
+    spec: JobSpec
+    schedule: Schedule
+    key: str
+    offset: int
+
+
+@dataclass
+class Active:
+    """A run this daemon is watching (launched here or adopted)."""
+
+    run: Run
+    handle: Any
+    job: Job
+    disowned: bool = False  # another node took the run over; the process is being terminated
+    offline: bool = False  # started while the database was unreachable; spooled
+
+
+@dataclass
+class Batch:
+    """What one wake-up writes together (`Store.commit_wakeup`): occurrences to store,
+    waiting runs to settle (run_id, state, error), runs to claim and start."""
+
+    inserts: list[Run] = field(default_factory=list)
+    settles: list[tuple[str, str, str | None]] = field(default_factory=list)
+    claims: list[tuple[Job, Run]] = field(default_factory=list)
+
+
+class ActiveRuns(dict):
+    """run_id -> Active, with an index by job so that overlap checks stay O(1) per launch
+    when a thousand runs are in flight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._by_job: dict[str, dict[str, Active]] = {}
+
+    def __setitem__(self, run_id: str, active: Active) -> None:
+        if run_id in self:
+            del self[run_id]
+        super().__setitem__(run_id, active)
+        self._by_job.setdefault(active.job.spec.id, {})[run_id] = active
+
+    def __delitem__(self, run_id: str) -> None:
+        active = self[run_id]
+        super().__delitem__(run_id)
+        runs = self._by_job.get(active.job.spec.id, {})
+        runs.pop(run_id, None)
+        if not runs:
+            self._by_job.pop(active.job.spec.id, None)
+
+    def pop(self, run_id: str, *default: Any) -> Any:
+        if run_id not in self:
+            if default:
+                return default[0]
+            raise KeyError(run_id)
+        active = self[run_id]
+        del self[run_id]
+        return active
+
+    def for_job(self, job_id: str) -> list[Active]:
+        """The runs of one job in flight here."""
+        return list(self._by_job.get(job_id, {}).values())
+
+
+def carries(spec: JobSpec, node: str) -> bool:
+    """Whether this node runs the job at all (`run_on: {nodes: [globs]}` restricts)."""
+    if spec.run_on.each or not spec.run_on.nodes:
+        return True
+    return any(fnmatch.fnmatchcase(node, g) for g in spec.run_on.nodes)
