@@ -98,6 +98,7 @@ def fill(url: str) -> float:
     # Jobs were synced before their history existed; date them back so missed expects it.
     with engine.begin() as conn:
         conn.execute(schema.jobs.update().values(updated_at=now - timedelta(days=1000)))
+        conn.execute(schema.job_known.update().values(known_from=now - timedelta(days=1000)))
     if store.dialect == "postgresql":
         with engine.connect() as conn:
             conn.execute(sa.text("ANALYZE runs"))

@@ -1,9 +1,10 @@
-"""`chronoctl db upgrade` and `chronoctl db check`: the database schema by hand.
+"""`chronoctl db upgrade`, `db check` and `db prune`: the database schema and size by hand.
 
 chronod applies migrations itself when it starts; these commands are for operators who
 upgrade a shared PostgreSQL before rolling a new chrono out, and for health checks.
 `check` exits 0 when the schema is current, 1 when it is not (an upgrade is pending, or
 the database is newer than this chrono), 3 when the database cannot be reached.
+`prune` deletes old runs now, as chronod does by itself for each job's `history_days`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ DB_HELP = "Database: an SQLAlchemy URL or an SQLite file path (default: CHRONO_D
 
 app = typer.Typer(
     name="db",
-    help="Inspect and upgrade the database schema.",
+    help="Inspect and upgrade the database schema; prune old runs.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
@@ -120,3 +121,57 @@ def _report(url_safe: str, revision: str | None, head: str, status: str, as_json
                     f"this chrono is older than the database; upgrade chrono"),
     }
     typer.echo(lines[status])
+
+
+PRUNE_BATCH = 500
+
+
+@app.command("prune")
+def prune(
+    older_than: str = typer.Option(..., "--older-than", metavar="DUR",
+                                   help="Delete the runs scheduled longer ago than this (30d, 12h)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Count what would be deleted; delete nothing."),
+    db: str = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON: before, kept_s, dry_run, runs, jobs."),
+) -> None:
+    """Delete old runs of every job now, in small batches; each job keeps its latest success,
+    and the audit says "pruned" for what went, never "missing"."""
+    from chronoctl import cmd_ops, common
+
+    kept_s = common.parse_seconds(older_than, "--older-than")
+    with cmd_ops.opened(db) as store:
+        from chronod.core import retention
+
+        before = retention.cutoff(common.now_utc(), kept_s)
+        job_ids = store.job_ids_with_runs_before(before)
+        if dry_run:
+            counts = store.prunable({job_id: before for job_id in job_ids})
+        else:
+            counts = {job_id: _prune_job(store, job_id, before, kept_s) for job_id in job_ids}
+            counts = {job_id: n for job_id, n in counts.items() if n}
+    _prune_report(before, kept_s, dry_run, counts, as_json)
+
+
+def _prune_job(store: Any, job_id: str, before: Any, kept_s: int) -> int:
+    total = 0
+    while True:
+        n = store.prune_runs(job_id, before, kept_s=kept_s, limit=PRUNE_BATCH)
+        total += n
+        if n < PRUNE_BATCH:
+            return total
+
+
+def _prune_report(before: Any, kept_s: int, dry_run: bool, counts: dict[str, int], as_json: bool) -> None:
+    from chronoctl import cmd_ops, render
+    from chronod.core.retention import kept_text
+
+    total = sum(counts.values())
+    if as_json:
+        render.print_json({"before": cmd_ops.iso(before), "kept_s": kept_s, "dry_run": dry_run, "runs": total,
+                           "jobs": dict(sorted(counts.items()))})
+        return
+    verb = "would delete" if dry_run else "deleted"
+    render.echo(f"{verb} {total} run(s) of {len(counts)} job(s) scheduled before {cmd_ops.iso(before)} "
+                f"(history kept {kept_text(kept_s)}; each job keeps its latest success)")
+    for job_id, n in sorted(counts.items()):
+        render.echo(f"  {render.escape_line(job_id)}: {n}")

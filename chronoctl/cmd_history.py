@@ -139,6 +139,7 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
     silent = history.silent_jobs([row], {spec.id: last_at} if last_at else {}, now)  # as `status` and `missed` list it
     places = _placements(row, _node_names(store))
     spans = store.known_spans([spec.id]).get(spec.id, [])
+    mark = store.pruned([spec.id]).get(spec.id)
     nxt = places[0].upcoming(sched, now, 3) if places else []
     return {
         "job_id": spec.id, "owner": spec.owner, "schedule": spec.schedule, "timezone": spec.timezone,
@@ -154,6 +155,7 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
         "last_success_at": cmd_ops.iso(last_at),
         "silence_s": round(quiet.age_s) if quiet.age_s is not None else None,
         "max_silence_s": quiet.max_silence_s, "silent": bool(silent),
+        "history_days": spec.history_days, "pruned_through": cmd_ops.iso(mark.through) if mark else None,
         "runs": [cmd_ops.run_json(r) for r in recent[:LAST_RUNS]],
         "_runs": recent[:LAST_RUNS],
     }
@@ -183,6 +185,8 @@ def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime, fle
     echo_field("success", f"{streak} in a row; last {_human(d['last_success_at'], now) if d['last_success_at'] else 'never'}")
     limit = age(d["max_silence_s"]) if d["max_silence_s"] else "none"
     echo_field("silence", f"max {limit}" + ("; SILENT: past max_silence_s" if d["silent"] else ""))
+    pruned = f"; pruned up to {_human(d['pruned_through'], now)}" if d["pruned_through"] else ""
+    echo_field("history", f"kept {d['history_days']} days{pruned}")
     echo()
     rows = _run_rows(recent, now, wide)
     print_table(rows, run_columns(rows, fleet, wide), title=f"last runs ({zone_note(now)})", empty="(no runs recorded)",
@@ -229,23 +233,36 @@ def _overview(store: "Store", now: datetime) -> dict[str, Any]:
         "silent": silent,
         "registry_errors": store.registry_errors(),
         "running": [cmd_ops.run_json(r) for r in running],
+        "database": _database_json(store),
     }
+
+
+def _database_line(db: dict[str, Any]) -> str:
+    """`database: 48.2 MiB, 1,000,000 runs (990,000 succeeded, 10,000 failed)`."""
+    counts = db["runs_by_state"]
+    size = f"{db['bytes'] / 2**20:.1f} MiB, " if db["bytes"] is not None else ""
+    states = ", ".join(f"{n:,} {state}" for state, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return f"database: {size}{sum(counts.values()):,} runs" + (f" ({states})" if states else "")
+
+
+def _database_json(store: "Store") -> dict[str, Any]:
+    """The database's size and its runs per state (retention keeps both in check)."""
+    summary = store.metrics()
+    return {"bytes": summary.get("database_bytes"), "runs_by_state": dict(sorted(summary["runs_by_state"].items()))}
 
 
 def _silent(store: "Store", rows: list["JobRow"], now: datetime, recent: list[Any]) -> list[Any]:
     """The jobs silent now (no success for longer than `max_silence_s`), for `status` and
     `missed` alike; the judging is `history.silent_jobs`. `recent` are the runs or marks
     the command read anyway: a job with a success in them recent enough is not silent,
-    and only the others (silent, or close to it, or weekly) are looked up one by one for
-    their latest success, however old. A job that never succeeded has its silence counted
-    from its last definition change."""
+    and only the others (silent, or close to it, or weekly) are looked up, all in one
+    query, for their latest success, however old. A job that never succeeded has its
+    silence counted from its last definition change."""
     from chronod.core import history
 
     suspects = history.silence_suspects(rows, recent, now)
-    last: dict[str, datetime] = {}
-    for j in suspects:
-        last.update(history.latest_successes(store.runs(j.job_id, until=now, states=["succeeded"], limit=1)))
-    return history.silent_jobs(suspects, last, now)
+    wins = store.last_successes([j.job_id for j in suspects], until=now).values() if suspects else ()
+    return history.silent_jobs(suspects, history.latest_successes(wins), now)
 
 
 def _silent_json(q: Any) -> dict[str, Any]:
@@ -309,6 +326,7 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
         echo()
     paused = f", {len(d['paused'])} paused ({', '.join(d['paused'])})" if d["paused"] else ""
     echo(escape_line(f"jobs: {d['jobs']} registered{paused}"))
+    echo(_database_line(d["database"]))
     echo()
     failing = [{"job": r["job_id"], "owner": r["owner"], "state": r["state"], "exit": r["exit_code"],
                 "scheduled": when(r["scheduled_at"]), "run_id": short_id(r["run_id"], wide)} for r in d["failing"]]
@@ -449,10 +467,12 @@ def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, second
     sched = _schedule(row)
     nodes = _node_names(store) if row.spec.run_on.each else []
     spans = store.known_spans([row.job_id]).get(row.job_id, [])
+    pruned = store.pruned([row.job_id]).get(row.job_id)
     if seconds is not None:
         start = cmd_ops.since_start(now, seconds)
         found = store.runs(row.job_id, since=start - timedelta(seconds=1), until=now)
-        return history.did_it_run(row.spec, found, now=now, since=start, schedule=sched, nodes=nodes, spans=spans)
+        return history.did_it_run(row.spec, found, now=now, since=start, schedule=sched, nodes=nodes, spans=spans,
+                                  pruned=pruned)
     when = common.parse_instant(at, row.spec.timezone, "--at") if at else None
     nominal = sched.prev_at_or_before(when or now) if sched.kind != "reboot" else None
     if sched.kind == "reboot":
@@ -462,7 +482,8 @@ def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, second
     else:
         before = sched.prev_at_or_before(nominal - timedelta(seconds=1)) or nominal
         found = store.runs(row.job_id, since=before - timedelta(seconds=1), until=nominal + timedelta(seconds=1))
-    return history.did_it_run(row.spec, found, now=now, at=when, schedule=sched, nodes=nodes, spans=spans)
+    return history.did_it_run(row.spec, found, now=now, at=when, schedule=sched, nodes=nodes, spans=spans,
+                              pruned=pruned)
 
 
 def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:
@@ -510,9 +531,10 @@ def missed(
         nodes = _node_names(store)
         silent = _silent(store, rows, now, marks if marks is not None else found)
         known = store.known_spans([j.job_id for j in rows])
+        pruned = store.pruned()
     misses = history.missed([j.spec for j in rows], found, since=start, now=now, nodes=nodes,
-                            known={j.job_id: known.get(j.job_id, []) for j in rows}, marks=marks)
-    _print_misses(misses, silent, start, now, as_json, wide)
+                            known={j.job_id: known.get(j.job_id, []) for j in rows}, marks=marks, pruned=pruned)
+    _print_misses(misses, silent, start, now, as_json, wide, history.pruned_in(pruned, start))
     if misses or silent:
         raise typer.Exit(EXIT_NO)
 
@@ -548,8 +570,15 @@ def _by_owner(misses: list[Any], silent: list[Any]) -> dict[str, tuple[list[Any]
     return dict(sorted(groups.items()))
 
 
+def _pruned_json(m: Any) -> dict[str, Any]:
+    from chronod.core.retention import pruned_reason
+
+    return {"job_id": m.job_id, "through": cmd_ops.iso(m.through), "kept_s": m.kept_s,
+            "reason": pruned_reason(m.kept_s)}
+
+
 def _print_misses(misses: list[Any], silent: list[Any], start: datetime, now: datetime, as_json: bool,
-                  wide: bool = False) -> None:
+                  wide: bool = False, pruned: list[Any] = ()) -> None:
     groups = _by_owner(misses, silent)
     if as_json:
         return _print_json({
@@ -557,11 +586,13 @@ def _print_misses(misses: list[Any], silent: list[Any], start: datetime, now: da
             "silent_count": len(silent),
             "owners": [{"owner": o or None, "missed": [_miss_json(m) for m in ms],
                         "silent": [_silent_json(q) for q in qs]} for o, (ms, qs) in groups.items()],
+            "pruned": [_pruned_json(m) for m in pruned],
         })
     from chronoctl.render import Column, echo, escape_line, human_time, print_table, short_id, short_time, zone_note
 
     if not groups:
         echo(f"nothing missed since {human_time(start, now)} and no job silent")
+        _print_pruned(pruned, now)
         return
     echo(zone_note(now))
     for owner, (ms, qs) in groups.items():
@@ -576,3 +607,15 @@ def _print_misses(misses: list[Any], silent: list[Any], start: datetime, now: da
                         title=escape_line(f"{who}: {len(qs)} silent (no success for longer than max_silence_s)"),
                         wide=wide)
         echo()
+    _print_pruned(pruned, now)
+
+
+def _print_pruned(pruned: list[Any], now: datetime) -> None:
+    """One line per job whose pruned history reaches into the window: not judged, not missed."""
+    from chronod.core.retention import pruned_reason
+
+    from chronoctl.render import echo, escape_line, human_time
+
+    for m in pruned:
+        echo(escape_line(f"{pruned_reason(m.kept_s)}: occurrences of {m.job_id} up to "
+                         f"{human_time(m.through, now)} are not judged"))

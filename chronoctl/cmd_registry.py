@@ -1,7 +1,7 @@
 """`register`, `unregister` and `list`: putting job files into the registry and taking
 jobs out, then making the daemon reload and confirming that it took the change.
 
-Files are written the way the root daemon's checks want them (DESIGN §9): a temporary
+Files are written the way the root daemon's checks want them (docs/reference.md, What a root daemon accepts): a temporary
 dotfile in the registry directory (the daemon skips dotfiles), fsync, mode 0644, owned by
 root when we are root, then an atomic rename and an fsync of the directory.
 

@@ -92,7 +92,9 @@ def _report(store: "Store", spec: "JobSpec", since: datetime, until: datetime, n
     runs = store.runs(spec.id, since=since - timedelta(days=1), until=until, newest_first=False)
     nodes = [n.name for n in store.nodes()] if spec.run_on.each else []
     spans = store.known_spans([spec.id]).get(spec.id, [])
-    return (job_report(spec, schedule, runs, start=since, end=until, now=now, nodes=nodes, spans=spans),
+    pruned = store.pruned([spec.id]).get(spec.id)
+    return (job_report(spec, schedule, runs, start=since, end=until, now=now, nodes=nodes, spans=spans,
+                       pruned=pruned),
             schedule.describe())
 
 

@@ -249,7 +249,7 @@ _BIG_JUMP = "a clock change of 3 hours or more is a correction, not DST: nothing
 
 
 def schedule_class(schedule: Any) -> str:
-    """`fixed-time`, `wildcard`, `interval` or `reboot` (DESIGN §4)."""
+    """`fixed-time`, `wildcard`, `interval` or `reboot` (docs/reference.md, Time zones and daylight saving time)."""
     if schedule.kind == "reboot":
         return "reboot"
     if schedule.kind == "every":

@@ -293,8 +293,11 @@ def entry_notes(entry: CronEntry, options: ImportOptions) -> list[str]:
             "set enabled: true once you want it to run"
         )
     env = dict(entry.env)
-    if "MAILTO" in env:
-        notes.append(f"MAILTO={env['MAILTO']!r} is kept in env, but chrono sends no mail: output is in the run history")
+    if env.get("MAILTO") == "":
+        notes.append('MAILTO="": cron mailed nothing for this job, nor does chrono; its output is in the run history')
+    elif "MAILTO" in env:
+        notes.append(f"MAILTO={env['MAILTO']!r}: cron mailed the job's output there; chrono sends no mail, the output "
+                     "is in the run history (the variable stays in env, as cron gave it to the job)")
     if entry.timezone and entry.timezone != options.host_timezone:
         notes.append(
             f"scheduled in {entry.timezone}, as CRON_TZ/TZ in the file says; Debian's cron ignores both for "
@@ -391,7 +394,9 @@ class GivenCheck:
 def check_given(entry: CronEntry, job: dict[str, Any], options: ImportOptions) -> GivenCheck:
     """Compare what cron gives the job (environment, working directory, standard input,
     shell and command) with what chronod will give the imported job, and say why they differ."""
-    account = options.account_of(entry.user) if options.account_of else None
+    if options.account_of is None:
+        return GivenCheck(environment=("not compared: the user's passwd entry was not looked up",))
+    account = options.account_of(entry.user)
     if account is None:
         unknown = (f"user {entry.user!r} is not in this host's passwd: neither daemon can start the job here",)
         return GivenCheck(environment=unknown)

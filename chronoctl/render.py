@@ -25,29 +25,7 @@ from datetime import date, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
 
-# C0 and C1 controls, DEL, bidi embeddings/overrides/isolates (they reorder what a
-# terminal shows: "Trojan source"), line/paragraph separators, and lone surrogates
-# (undecodable bytes smuggled through surrogateescape).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
-def _visible(ch: str) -> str:
-    code = ord(ch)
-    if 0xDC80 <= code <= 0xDCFF:
-        return f"\\x{code - 0xDC00:02x}"
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}"
-
-
-def escape_control(text: Any, keep: str = "\n\t") -> str:
-    """`text` with every control character made visible (`\\x1b`, `\\u202e`), except those in `keep`.
-
-    Backslashes are left alone, so a literal `\\x1b` typed in a command looks the same as an
-    escaped ESC; what matters is that nothing reaches the terminal as a control sequence.
-    """
-    s = text if isinstance(text, str) else str(text)
-    return _CONTROL.sub(lambda m: m.group() if m.group() in keep else _visible(m.group()), s)
+from chronod.core.escape import escape_control
 
 
 def escape_line(text: Any) -> str:

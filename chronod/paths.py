@@ -1,4 +1,4 @@
-"""Where chrono looks for its registry, database and state (DESIGN §8), in one place."""
+"""Where chrono looks for its registry, database and state (docs/reference.md, Files and paths), in one place."""
 
 from __future__ import annotations
 

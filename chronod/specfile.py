@@ -1,6 +1,6 @@
 """Job files and registry directories -> validated specs, read the way /etc/cron.d should be.
 
-YAML is parsed safely (DESIGN §9): a size cap before parsing; then libyaml's events are
+YAML is parsed safely (docs/reference.md, What a root daemon accepts): a size cap before parsing; then libyaml's events are
 screened so that no tag, anchor or alias ever reaches a constructor (nothing executes, and
 an alias bomb is refused at its first anchor); in the same single pass the events are
 turned into plain values by hand (no node tree is composed), keeping the line of every
@@ -15,6 +15,7 @@ inside the registry: a real file cannot be swapped for a link to somewhere else.
 from __future__ import annotations
 
 import errno
+import grp
 import hashlib
 import os
 import pwd
@@ -82,6 +83,12 @@ class FileResult:
     resources: dict[str, Resource] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     digest: str = ""  # sha256 of the bytes read; "" when the file was not read
+    delegated: str = ""  # the owner's name when a secure load found it not owned by root
+
+    @property
+    def trusted(self) -> bool:
+        """Owned by root (or by the daemon itself), or loaded without the file checks."""
+        return not self.delegated
 
     @property
     def ok(self) -> bool:
@@ -138,7 +145,8 @@ def _parse(text: str | bytes, file: str) -> SpecDocument:
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise _Refused(f"is not UTF-8 text (byte {e.start})", "save the file as UTF-8") from None
+            line = text.count(b"\n", 0, e.start) + 1
+            raise _Refused(f"is not UTF-8 text (byte {e.start}, line {line})", "save the file as UTF-8", line) from None
     if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
         raise _too_big(len(text.encode("utf-8", "surrogatepass")))
     conv = _Converter(file)
@@ -147,6 +155,11 @@ def _parse(text: str | bytes, file: str) -> SpecDocument:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         raise _Refused(f"YAML syntax: {e.problem or e.context}", "check indentation and quoting near this line", mark.line + 1 if mark else 0) from None
+    except yaml.reader.ReaderError as e:  # a character YAML never accepts (NUL, a raw ESC): no mark, a position
+        line = text.count("\n", 0, e.position) + 1
+        code = e.character if isinstance(e.character, int) else ord(e.character)
+        raise _Refused(f"YAML syntax: control character U+{code:04X} is not allowed in a YAML file",
+                       "remove it; in a double-quoted string an escape such as \\x1b is allowed", line) from None
     except yaml.YAMLError as e:
         raise _Refused(f"YAML syntax: {e}") from None
     return SpecDocument(file, data, conv.lines, conv.plain, tuple(conv.problems))
@@ -285,31 +298,90 @@ def _skip(events: _Screened, event: Any) -> None:
 # --- files and the registry --------------------------------------------------------------
 
 
-def load_file(path: Path | str, *, now: datetime, secure: bool | None = None) -> FileResult:
-    """Read, check and validate one job file (see `load_registry` for `secure`)."""
+class FileCache:
+    """Each job file's digest and the result it gave, so that a reload reads an unchanged
+    file's bytes but neither parses nor validates them again.
+
+    A hit hands back the same validated specs (one copy of each spec, whatever the number
+    of reloads). The file checks (type, size, mode, links, symbolic links) are made on every
+    read, and the owner rule on every hit, so a cached file never escapes them. Results
+    are kept for one day of `now` at most (DST warnings look ahead from `now`), and only
+    for the files the last load saw.
+    """
+
+    def __init__(self) -> None:
+        self._results: dict[str, tuple[tuple[str, object, bool], FileResult]] = {}
+        self._seen: set[str] = set()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, name: str, key: tuple[str, object, bool]) -> FileResult | None:
+        self._seen.add(name)
+        found = self._results.get(name)
+        if found is None or found[0] != key:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return _copy(found[1])
+
+    def put(self, name: str, key: tuple[str, object, bool], result: FileResult) -> None:
+        self._results[name] = (key, _copy(result))
+
+    def forget_unseen(self) -> None:
+        """Drop the files the last load did not see (removed or renamed)."""
+        for name in self._results.keys() - self._seen:
+            del self._results[name]
+        self._seen = set()
+
+
+def _copy(fres: FileResult) -> FileResult:
+    """A result the registry merge may change without touching the cached one; the specs
+    themselves (frozen) are shared."""
+    return FileResult(fres.path, fres.specs, dict(fres.resources), list(fres.problems), fres.digest)
+
+
+def load_file(path: Path | str, *, now: datetime, secure: bool | None = None,
+              cache: FileCache | None = None) -> FileResult:
+    """Read, check and validate one job file (see `load_registry` for `secure` and `cache`)."""
     secure = _default_secure(secure)
     name = str(path)
     try:
         data, owner = _read(Path(path), secure)
     except _Refused as r:
         return FileResult(name, problems=[Problem(ERROR, name, r.line, None, "", r.message, r.hint)])
-    doc = parse_text(data, name)
-    if doc.data is None and doc.problems:  # refused before there was anything to validate
-        return FileResult(name, problems=list(doc.problems), digest=hashlib.sha256(data).hexdigest())
-    result = validate_document(doc, now=now)
-    fres = FileResult(name, result.jobs, dict(result.resources), list(result.problems), hashlib.sha256(data).hexdigest())
+    digest = hashlib.sha256(data).hexdigest()
+    key = (digest, now.date(), secure)
+    fres = cache.get(name, key) if cache is not None else None
+    if fres is None:
+        fres = _validate(data, name, digest, now)
+        if cache is not None:
+            cache.put(name, key, fres)
     if secure and owner not in _trusted_owners():
+        fres.delegated = _user_name(owner)
         _check_owner_runs_as(fres, owner)
     return fres
 
 
-def load_registry(paths: Iterable[Path | str] | Path | str, *, now: datetime, secure: bool | None = None) -> RegistryResult:
+def _validate(data: bytes, name: str, digest: str, now: datetime) -> FileResult:
+    doc = parse_text(data, name)
+    if doc.data is None and doc.problems:  # refused before there was anything to validate
+        return FileResult(name, problems=list(doc.problems), digest=digest)
+    result = validate_document(doc, now=now)
+    return FileResult(name, result.jobs, dict(result.resources), list(result.problems), digest)
+
+
+def load_registry(paths: Iterable[Path | str] | Path | str, *, now: datetime, secure: bool | None = None,
+                  cache: FileCache | None = None) -> RegistryResult:
     """Load a registry: job files and directories of `*.yaml`/`*.yml` files.
 
-    `secure` (default: when running as root) applies the §9 file checks. In a directory,
+    `secure` (default: when running as root) applies the root daemon's file checks. A `cache` kept
+    from one load to the next (the daemon's reloads) skips files whose bytes did not
+    change (see `FileCache`). In a directory,
     dotfiles, `~` backups and package/editor leftovers are skipped silently, other YAML
     names outside `[A-Za-z0-9_.-]` with a warning. Files load in sorted order, and when
-    two files define the same id the later one's job is an error and left out.
+    two files define the same id the later one's job is an error and left out; but files
+    owned by root come first whatever their names, so that a delegated file (owned by a
+    user, see `_check_owner_runs_as`) never takes an id or a resource a root file defines.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -320,10 +392,18 @@ def load_registry(paths: Iterable[Path | str] | Path | str, *, now: datetime, se
             if skipped is not None:
                 reg.problems.append(skipped)
             elif str(file) not in reg.files:
-                reg.files[str(file)] = load_file(file, now=now, secure=secure)
-    for fres in reg.files.values():
+                reg.files[str(file)] = load_file(file, now=now, secure=secure, cache=cache)
+    if cache is not None:
+        cache.forget_unseen()
+    for fres in merge_order(reg.files):
         _merge(reg, fres)
     return reg
+
+
+def merge_order(files: dict[str, FileResult]) -> list[FileResult]:
+    """Root-owned files first, then delegated ones, each group in name order: whatever a
+    delegated file is called, a root file's definitions come first and win."""
+    return sorted(files.values(), key=lambda f: (not f.trusted, f.path))
 
 
 def _default_secure(secure: bool | None) -> bool:
@@ -417,18 +497,73 @@ def _read_capped(fd: int) -> bytes:
 
 
 def _check_owner_runs_as(fres: FileResult, owner: int) -> None:
-    """A file not owned by root may only hold jobs that run as the file's owner."""
+    """A file not owned by root may only hold jobs that run as the file's owner, with the
+    owner's own groups: `user:` must name the owner, and `group:`, if given, the owner's
+    primary group (the supplementary groups are always the owner's memberships)."""
     owner_name = _user_name(owner)
     strangers = [s for s in fres.specs if s.user is None or _uid(s.user) != owner]
-    if not strangers:
+    if strangers:
+        first = strangers[0]
+        fres.problems.insert(0, Problem(
+            ERROR, fres.path, first.source_line, first.id, "user",
+            f"the file is owned by {owner_name}, not root, but the job runs as {first.user or 'the daemon user'}",
+            f"a file owned by {owner_name} may only hold jobs with user: {owner_name}; or chown root the file",
+        ))
+        fres.specs = ()
         return
-    first = strangers[0]
+    primary = _primary_group(owner)
+    grouped = [s for s in fres.specs if s.group is not None and s.group != primary]
+    if grouped:
+        first = grouped[0]
+        fres.problems.insert(0, Problem(
+            ERROR, fres.path, first.source_line, first.id, "group",
+            f"the file is owned by {owner_name}, not root, but the job asks for group {first.group}: "
+            f"a delegated job runs with its owner's own groups",
+            f"remove group: (the job runs with {owner_name}'s primary group {primary or '?'} and memberships); "
+            "or chown root the file",
+        ))
+        fres.specs = ()
+
+
+def _primary_group(uid: int) -> str | None:
+    try:
+        return grp.getgrgid(pwd.getpwuid(uid).pw_gid).gr_name
+    except KeyError:
+        return None
+
+
+def _takes_over(reg: RegistryResult, fres: FileResult) -> bool:
+    """Whether the delegated `fres` defines an id or a resource of a root-owned file; if
+    so it is refused (no jobs, no resources) with one error naming both files."""
+    roots = {spec.id: spec for spec in reg.jobs.values() if _trusted_file(reg, spec.source_file)}
+    for spec in fres.specs:
+        first = roots.get(spec.id)
+        if first is not None:
+            _refuse(fres, spec.source_line, spec.id, "id",
+                    f"id {spec.id!r} is defined by the root-owned {first.source_file}:{first.source_line}")
+            return True
+    for name in fres.resources:
+        owner = next((f for f in reg.files.values() if f.trusted and name in f.resources), None)
+        if owner is not None:
+            _refuse(fres, 0, None, path_key("resources", name),
+                    f"resource {name!r} is defined by the root-owned {owner.path}")
+            return True
+    return False
+
+
+def _trusted_file(reg: RegistryResult, path: str) -> bool:
+    f = reg.files.get(path)
+    return f is None or f.trusted
+
+
+def _refuse(fres: FileResult, line: int, job_id: str | None, path: str, what: str) -> None:
     fres.problems.insert(0, Problem(
-        ERROR, fres.path, first.source_line, first.id, "user",
-        f"the file is owned by {owner_name}, not root, but the job runs as {first.user or 'the daemon user'}",
-        f"a file owned by {owner_name} may only hold jobs with user: {owner_name}; or chown root the file",
+        ERROR, fres.path, line, job_id, path,
+        f"{what}; this file is owned by {fres.delegated}, not root, and may not redefine it: the file is refused",
+        "the root-owned definition stays; use another name in this file, or ask root to change theirs",
     ))
     fres.specs = ()
+    fres.resources = {}
 
 
 def _user_name(uid: int) -> str:
@@ -446,7 +581,12 @@ def _uid(name: str) -> int | None:
 
 
 def _merge(reg: RegistryResult, fres: FileResult) -> None:
-    """Add one file's jobs and resources to the registry; a later duplicate is an error."""
+    """Add one file's jobs and resources to the registry; a later duplicate is an error.
+    A delegated file that defines an id or a resource a root file already defines is
+    refused whole (files merge root-owned first: see `merge_order`)."""
+    if fres.delegated and _takes_over(reg, fres):
+        reg.problems.extend(fres.problems)
+        return
     kept = []
     for spec in fres.specs:
         first = reg.jobs.get(spec.id)

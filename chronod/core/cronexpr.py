@@ -48,9 +48,13 @@ SIX = ("second",) + FIVE
 _MAX_DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CronFields:
-    """One cron expression as sorted tuples of allowed values per field."""
+    """One cron expression as sorted tuples of allowed values per field.
+
+    Kept small, as 100,000 jobs hold thousands of these: the value tuples are shared
+    between expressions (`parse_field` is cached), the day fields are also bit masks, and
+    the matching days of a month come from one cache for all expressions."""
 
     seconds: tuple[int, ...]
     minutes: tuple[int, ...]
@@ -63,13 +67,12 @@ class CronFields:
     minute_star: bool
     hour_star: bool
     has_seconds: bool
-    _dom_set: frozenset = field(default=frozenset(), compare=False, repr=False)
-    _dow_set: frozenset = field(default=frozenset(), compare=False, repr=False)
-    _month_days: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
+    _dom_mask: int = field(default=0, compare=False, repr=False)  # bit d set: day d of the month allowed
+    _dow_mask: int = field(default=0, compare=False, repr=False)  # bit w set: weekday w allowed
 
     @property
     def is_fixed_time(self) -> bool:
-        """DESIGN §4: neither the minute nor the hour field starts with '*'."""
+        """docs/reference.md, Time zones and daylight saving time: neither the minute nor the hour field starts with '*'."""
         return not (self.minute_star or self.hour_star)
 
     @property
@@ -79,19 +82,32 @@ class CronFields:
 
     def day_matches(self, dom: int, cron_dow: int) -> bool:
         """Vixie's day rule for a day of the month and a weekday (0 = Sunday)."""
-        in_dom = dom in self._dom_set
-        in_dow = cron_dow in self._dow_set
-        return (in_dom or in_dow) if self.days_are_or else (in_dom and in_dow)
+        return _day_matches(self._dom_mask, self._dow_mask, self.days_are_or, dom, cron_dow)
 
     def days_in_month(self, first_cron_dow: int, length: int) -> tuple[int, ...]:
         """The matching days of a month that starts on `first_cron_dow` and has `length` days
         (the month itself is checked by the caller)."""
-        key = first_cron_dow * 32 + length
-        days = self._month_days.get(key)
-        if days is None:
-            days = tuple(d for d in range(1, length + 1) if self.day_matches(d, (first_cron_dow + d - 1) % 7))
-            self._month_days[key] = days
-        return days
+        return _days_in_month(self._dom_mask, self._dow_mask, self.days_are_or, first_cron_dow, length)
+
+
+def _mask(values: tuple[int, ...]) -> int:
+    out = 0
+    for v in values:
+        out |= 1 << v
+    return out
+
+
+def _day_matches(dom_mask: int, dow_mask: int, days_are_or: bool, dom: int, cron_dow: int) -> bool:
+    in_dom = (dom_mask >> dom) & 1
+    in_dow = (dow_mask >> cron_dow) & 1
+    return bool(in_dom or in_dow) if days_are_or else bool(in_dom and in_dow)
+
+
+@lru_cache(maxsize=65536)
+def _days_in_month(dom_mask: int, dow_mask: int, days_are_or: bool, first_cron_dow: int, length: int) -> tuple[int, ...]:
+    # one entry per distinct pair of day fields and month shape: shared by every expression
+    return tuple(d for d in range(1, length + 1)
+                 if _day_matches(dom_mask, dow_mask, days_are_or, d, (first_cron_dow + d - 1) % 7))
 
 
 def _fail(name: str, text: str, what: str, hint: str) -> ScheduleError:
@@ -180,7 +196,7 @@ def _check_can_fire(f: CronFields) -> None:
     )
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=131072)  # as many as compile_schedule keeps: one CronFields per expression
 def parse_fields(expr: str) -> CronFields:
     """Parse a 5- or 6-field expression or a calendar macro; raise ScheduleError."""
     text = expr.strip()
@@ -208,8 +224,8 @@ def parse_fields(expr: str) -> CronFields:
         minute_star=starts["minute"],
         hour_star=starts["hour"],
         has_seconds=len(parts) == 6,
-        _dom_set=frozenset(values["day-of-month"]),
-        _dow_set=frozenset(values["day-of-week"]),
+        _dom_mask=_mask(values["day-of-month"]),
+        _dow_mask=_mask(values["day-of-week"]),
     )
     _check_can_fire(fields)
     return fields

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
+from chronod.core import retention
 from chronod.core.durations import format_duration
 from chronod.core import occurrence
 from chronod.core.occurrence import Occurrence, manual_run_id, node_of_key
@@ -173,15 +174,19 @@ def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
 
 
 def _judge(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec,
-           spans: Sequence[Span] | None = None) -> tuple[str, str]:
-    """(state, reason) for one occurrence given its row (or its absence) and when the job
-    was registered (`spans`, None: unknown)."""
+           spans: Sequence[Span] | None = None, pruned: Any | None = None) -> tuple[str, str]:
+    """(state, reason) for one occurrence given its row (or its absence), when the job
+    was registered (`spans`, None: unknown) and its pruning watermark (`pruned`, a
+    store.api.Pruned or None)."""
     if run is not None:
         if run.state == "pending" and run.fire_at > now:
             return NOT_DUE, describe_run(run, now, spec)
         return run.state, describe_run(run, now, spec)
     if not registered(spans, occ.fire_at):
         return NOT_REGISTERED, describe_unregistered(spans, occ.fire_at)
+    if retention.was_pruned(occ.scheduled_at, pruned):
+        return retention.PRUNED, (f"{retention.pruned_reason(pruned.kept_s)}: its row was deleted with the "
+                                  f"runs up to {_z(pruned.through)}; what happened to it is no longer known")
     if occ.fire_at > now:
         return NOT_DUE, f"not due yet: fires at {_z(occ.fire_at)}"
     return NO_RECORD, (
@@ -192,8 +197,8 @@ def _judge(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec,
 
 
 def _answer_for(occs: Sequence[Occurrence], by_id: Mapping[str, Any], now: datetime, spec: JobSpec,
-                spans: Sequence[Span] | None = None) -> Answer:
-    judged = [(o, by_id.get(o.run_id), *_judge(o, by_id.get(o.run_id), now, spec, spans)) for o in occs]
+                spans: Sequence[Span] | None = None, pruned: Any | None = None) -> Answer:
+    judged = [(o, by_id.get(o.run_id), *_judge(o, by_id.get(o.run_id), now, spec, spans, pruned)) for o in occs]
     if not judged:
         return Answer(False, NO_RECORD, "no node is known to carry this job, so no occurrence can be expected")
     bad = [j for j in judged if j[2] != "succeeded"]
@@ -212,7 +217,7 @@ def _scheduled(spec: JobSpec, schedule: Any) -> bool:
 
 def did_it_run(spec: JobSpec, runs: Iterable[Any], *, now: datetime, at: datetime | None = None,
                since: datetime | None = None, schedule: Any = None, nodes: Iterable[str] = (),
-               spans: Sequence[Span] | None = None) -> Answer:
+               spans: Sequence[Span] | None = None, pruned: Any | None = None) -> Answer:
     """Did the occurrence run?
 
     - `at`: the occurrence nominally at or just before `at`; yes when it succeeded (for
@@ -222,7 +227,8 @@ def did_it_run(spec: JobSpec, runs: Iterable[Any], *, now: datetime, at: datetim
       was registered.
     `runs` are the job's runs around the question (the caller picks the window);
     `nodes` are the node names an `each` job runs on (nodes seen in `runs` are added);
-    `spans` say when the job was registered: occurrences outside them are not expected.
+    `spans` say when the job was registered: occurrences outside them are not expected;
+    `pruned` is the job's pruning watermark: an occurrence there without a row was pruned.
     """
     if at is not None and since is not None:
         raise ValueError("ask about one occurrence (at) or a window (since), not both")
@@ -230,7 +236,7 @@ def did_it_run(spec: JobSpec, runs: Iterable[Any], *, now: datetime, at: datetim
     schedule = schedule if schedule is not None else _compile(spec)
     nodes = set(nodes) | _nodes_from_runs(runs)
     if since is not None:
-        return _did_it_run_since(spec, runs, schedule, since, now, nodes, spans)
+        return _did_it_run_since(spec, runs, schedule, since, now, nodes, spans, pruned)
     if not _scheduled(spec, schedule):
         return _latest_run_answer(runs, now, spec, "@reboot: it runs once per boot")
     nominal = _occurrence_before(spec, schedule, at, now, nodes)
@@ -239,7 +245,7 @@ def did_it_run(spec: JobSpec, runs: Iterable[Any], *, now: datetime, at: datetim
         return _nothing_since_registered(schedule, spans, now)
     if nominal is None:
         return Answer(False, NO_OCCURRENCE, "the schedule has no occurrence at or before that time")
-    return _answer_for(occurrence.at_each(spec, nominal, nodes), by_id, now, spec, spans)
+    return _answer_for(occurrence.at_each(spec, nominal, nodes), by_id, now, spec, spans, pruned)
 
 
 def _any_expected(spec: JobSpec, nominal: datetime, nodes: Iterable[str], by_id: Mapping[str, Any],
@@ -279,7 +285,8 @@ def _latest_run_answer(runs: list[Any], now: datetime, spec: JobSpec, what: str)
 
 
 def _did_it_run_since(spec: JobSpec, runs: list[Any], schedule: Any, since: datetime,
-                      now: datetime, nodes: set[str], spans: Sequence[Span] | None = None) -> Answer:
+                      now: datetime, nodes: set[str], spans: Sequence[Span] | None = None,
+                      pruned: Any | None = None) -> Answer:
     window = [r for r in runs if since < r.scheduled_at <= now]
     wins = [r for r in window if r.state == "succeeded"]
     if wins:
@@ -297,7 +304,7 @@ def _did_it_run_since(spec: JobSpec, runs: list[Any], schedule: Any, since: date
         return Answer(False, NO_OCCURRENCE, f"nothing fell due between {_z(since)} and now{when}")
     if due:
         last = max(o.scheduled_at for o in due)
-        answer = _answer_for([o for o in due if o.scheduled_at == last], by_id, now, spec, spans)
+        answer = _answer_for([o for o in due if o.scheduled_at == last], by_id, now, spec, spans, pruned)
     else:
         answer = _latest_run_answer(window, now, spec, "")
     n = len({o.scheduled_at for o in due})
@@ -328,7 +335,7 @@ class Mark(NamedTuple):
 def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, now: datetime,
            nodes: Iterable[str] = (), known: Mapping[str, Sequence[Span]] | None = None,
            schedules: Mapping[str, Any] | None = None, grace_s: int = GRACE_S,
-           marks: Iterable[Mark] | None = None) -> list[Miss]:
+           marks: Iterable[Mark] | None = None, pruned: Mapping[str, Any] | None = None) -> list[Miss]:
     """Every occurrence scheduled in (since, now] that did not succeed, plus every one that
     fell due (fire time + `grace_s` before `now`) and has no row at all.
 
@@ -337,6 +344,8 @@ def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, no
     not misses (yet); a pending row past its grace is ("due but not started").
     `known[job_id]`, when given, says when the job was registered (`Span`s): occurrences
     outside those spans are not expected (a job without an entry is expected throughout).
+    `pruned[job_id]`, the job's pruning watermark: occurrences up to it without a row were
+    pruned, not missed (`pruned_in` names them).
     Runs of jobs missing from `specs` are reported under owner "".
     Sorted by owner, job, scheduled time.
     """
@@ -351,6 +360,9 @@ def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, no
         schedule = (schedules or {}).get(spec.id) or _compile(spec)
         spans = (known or {}).get(spec.id) if known is not None else None
         start, end = _expected_window(spec, spans, since, now)
+        mark = (pruned or {}).get(spec.id)
+        if mark is not None:  # what retention deleted is not judged (pruned_in names it)
+            start = min(max(start, mark.through), end)
         for occ in _unrecorded(spec, schedule, start, end, all_nodes, keyed, by_id):
             if occ.fire_at + timedelta(seconds=grace_s) < now and registered(spans, occ.fire_at):
                 out[occ.run_id] = _miss(spec.id, spec.owner, occ, None, *_judge(occ, None, now, spec, spans))
@@ -359,6 +371,12 @@ def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, no
         if miss is not None:
             out[r.run_id] = miss
     return sorted(out.values(), key=lambda m: (m.owner, m.job_id, m.scheduled_at, m.job_key))
+
+
+def pruned_in(pruned: Mapping[str, Any], since: datetime) -> list[Any]:
+    """The watermarks that reach into a window starting at `since`: jobs whose occurrences
+    after `since` may have been pruned (so `missed` could not judge them), by job id."""
+    return sorted((m for m in pruned.values() if m.through > since), key=lambda m: m.job_id)
 
 
 def _expected_window(spec: JobSpec, spans: Sequence[Span] | None, since: datetime,
@@ -401,7 +419,7 @@ def _unrecorded(spec: JobSpec, schedule: Any, start: datetime, now: datetime, no
                     yield occ
 
 
-DST_MARGIN = timedelta(hours=3, seconds=1)  # shifts of 3h or more are clock corrections (DESIGN §4)
+DST_MARGIN = timedelta(hours=3, seconds=1)  # shifts of 3h or more are clock corrections (docs/reference.md, Time zones and daylight saving time)
 
 
 def _gaps(times: list[datetime], start: datetime, now: datetime, schedule: Any) -> list[tuple[datetime, datetime]]:

@@ -1,17 +1,16 @@
 """The job spec as the rest of chrono sees it: frozen, validated, defaults applied.
 
 Only `chronod.core.validate` builds these (from YAML-derived dicts); everything else
-reads them. Field meanings are DESIGN.md §3.
+reads them. Field meanings are docs/reference.md.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Retry:
     """Retry policy: total attempts (1 = no retry) and exponential backoff bounds."""
 
@@ -20,7 +19,7 @@ class Retry:
     max_backoff_s: int = 3600
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Notify:
     """One notification route: which events, and a command or a webhook URL."""
 
@@ -30,7 +29,7 @@ class Notify:
     timeout_s: int = 10
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunOn:
     """Placement: `any` (once per fleet), `each` (every node), or `any` within node globs."""
 
@@ -42,7 +41,7 @@ class RunOn:
         return self.mode == "each"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Resource:
     """A concurrency group declared under `resources:`."""
 
@@ -50,9 +49,17 @@ class Resource:
     max_concurrency: int
 
 
-@dataclass(frozen=True)
-class JobSpec:
-    """One validated job definition. `source_file`/`source_line` say where it came from."""
+class _HashMemo:
+    """The slot where a spec keeps its `spec_hash()` once computed (not a field)."""
+
+    __slots__ = ("_memo_hash",)
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec(_HashMemo):
+    """One validated job definition. `source_file`/`source_line` say where it came from.
+
+    In slots, not a dict per instance: a daemon holds one per job (100,000 of them)."""
 
     id: str
     owner: str
@@ -60,7 +67,7 @@ class JobSpec:
     command: str | tuple[str, ...]
     idempotency_class: str  # idempotent | keyed | unsafe
     timezone: str = "UTC"
-    tolerance_s: int = 0  # always resolved (the §3 default is computed by validation)
+    tolerance_s: int = 0  # always resolved (the documented default is computed by validation)
     tolerance_reason: str | None = None
     overlap: str = "forbid"  # forbid | allow | replace
     catchup: str = "latest"  # latest | all | none
@@ -83,6 +90,7 @@ class JobSpec:
     notify: tuple[Notify, ...] = ()
     tags: tuple[str, ...] = ()
     output_limit_kb: int = 64
+    history_days: int = 400  # runs older than this are pruned (the latest success is kept)
     description: str = ""
     enabled: bool = True
     source_file: str = ""
@@ -125,19 +133,20 @@ class JobSpec:
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in d.items() if k in known})
 
-    @cached_property
-    def _hash(self) -> str:
-        import hashlib
-        import json
-
-        d = self.to_json_dict()
-        d.pop("source_file", None)
-        d.pop("source_line", None)
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
-
     def spec_hash(self) -> str:
-        """A digest of what the job does (not where it was read from): nodes compare these."""
-        return self._hash
+        """A digest of what the job does (not where it was read from): nodes compare these.
+        Computed once per spec object."""
+        memo: str | None = getattr(self, "_memo_hash", None)
+        if memo is None:
+            import hashlib
+            import json
+
+            d = self.to_json_dict()
+            d.pop("source_file", None)
+            d.pop("source_line", None)
+            memo = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+            object.__setattr__(self, "_memo_hash", memo)
+        return memo
 
 
 _FIELD_NAMES = tuple(f for f in JobSpec.__dataclass_fields__)

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Sequence
 
-from chronod.core import history
+from chronod.core import history, retention
 from chronod.core.occurrence import Occurrence, node_of_key
 from chronod.core.model import JobSpec
 
 MISSING = "missing"
+PRUNED = retention.PRUNED
 CATEGORY = {
     "succeeded": "",
     "failed": "failure", "timed_out": "failure", "lost": "failure",
@@ -29,6 +30,7 @@ CATEGORY = {
     "skipped_paused": "paused",
     "skipped_resource": "resource",
     MISSING: "missing",
+    PRUNED: "pruned",
     "pending": "not finished", "running": "not finished", "retry_wait": "not finished",
     history.NOT_DUE: "not due",
 }
@@ -42,7 +44,7 @@ class Line:
     fire_at: datetime
     run_id: str
     node: str | None
-    state: str  # a run state, `missing`, or `not_due`
+    state: str  # a run state, `missing`, `pruned`, or `not_due`
     category: str
     explanation: str
     attempts: int = 0
@@ -68,7 +70,8 @@ class JobReport:
         """Occurrences per state, in a fixed order, zero counts left out."""
         counts = Counter(line.state for line in self.lines)
         order = ["succeeded", "failed", "timed_out", "lost", "cancelled", "skipped_overlap", "skipped_outage",
-                 "skipped_paused", "skipped_resource", MISSING, "pending", "running", "retry_wait", history.NOT_DUE]
+                 "skipped_paused", "skipped_resource", MISSING, PRUNED, "pending", "running", "retry_wait",
+                 history.NOT_DUE]
         return {s: counts[s] for s in order if counts[s]}
 
     @property
@@ -85,25 +88,31 @@ class JobReport:
 
 
 def job_report(spec: JobSpec, schedule: Any, runs: Iterable[Any], *, start: datetime, end: datetime,
-               now: datetime, nodes: Iterable[str] = (), spans: Sequence[history.Span] | None = None) -> JobReport:
-    """Every occurrence nominally in [start, end) with its run (or `missing`); `runs` are the
-    job's runs around the period (others are ignored). `spans` say when the job was
-    registered: an occurrence outside them without a row is counted, not listed."""
+               now: datetime, nodes: Iterable[str] = (), spans: Sequence[history.Span] | None = None,
+               pruned: Any | None = None) -> JobReport:
+    """Every occurrence nominally in [start, end) with its run (or `missing`, or `pruned` at
+    or before the job's pruning watermark `pruned`); `runs` are the job's runs around the
+    period (others are ignored). `spans` say when the job was registered: an occurrence
+    outside them without a row is counted, not listed."""
     runs = list(runs)
     by_id = {r.run_id: r for r in runs}
     eps = timedelta(microseconds=1)
     nodes = set(nodes) | {n for r in runs if (n := node_of_key(r.job_key))}
     occs = history.occurrences(spec, schedule, start - eps, end - eps, nodes)
     expected = [o for o in occs if o.run_id in by_id or history.registered(spans, o.fire_at)]
-    lines = [_line(o, by_id.get(o.run_id), now, spec) for o in expected]
+    lines = [_line(o, by_id.get(o.run_id), now, spec, pruned) for o in expected]
     manual = sorted((r for r in runs if r.trigger.startswith("manual") and start <= r.scheduled_at < end),
                     key=lambda r: r.scheduled_at)
     return JobReport(spec, start, end, lines, manual, list(spans) if spans is not None else None,
                      len(occs) - len(expected))
 
 
-def _line(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec) -> Line:
+def _line(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec, pruned: Any | None) -> Line:
     if run is None:
+        if retention.was_pruned(occ.scheduled_at, pruned):
+            return Line(occ.scheduled_at, occ.fire_at, occ.run_id, occ.node, PRUNED, "pruned",
+                        f"{retention.pruned_reason(pruned.kept_s)}: its row was deleted with the runs up to "
+                        f"{history.iso(pruned.through)}")
         if occ.fire_at > now:
             return Line(occ.scheduled_at, occ.fire_at, occ.run_id, occ.node, history.NOT_DUE, "not due",
                         f"not due yet: fires at {history.iso(occ.fire_at)}")

@@ -53,12 +53,15 @@ class DstEvent:
 
 
 class Schedule:
-    """A compiled schedule. Build with `compile_schedule`; all methods are pure."""
+    """A compiled schedule. Build with `compile_schedule`; all methods are pure.
+
+    `compile_schedule` hands out one object per (expression, zone, DST policy): thousands of jobs
+    with the same schedule share it, so it must never be changed after it is built."""
 
     expr: str  # as written
     tz: str  # IANA zone name
     kind: str  # "cron" | "every" | "reboot"
-    is_fixed_time: bool  # DESIGN §4: minute and hour fields do not start with '*'
+    is_fixed_time: bool  # docs/reference.md, Time zones and daylight saving time: minute and hour fields do not start with '*'
     every_s: int | None  # for kind "every"
     dst_gap: str = "shift"  # as asked for; only fixed-time cron schedules act on it
     dst_repeat: str = "first"

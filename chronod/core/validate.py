@@ -3,7 +3,7 @@
 Pure: no I/O and no clock reads (`now` is an argument). `chronod.specfile` turns YAML
 into a `SpecDocument` (values plus the line of every field path); this module applies
 the one table of field rules, `FIELDS`, that `chronod.core.jsonschema` and the manual
-page `chrono-jobs(5)` are also derived from or checked against. DESIGN.md §3, §4, §9.
+page `chrono-jobs(5)` are also derived from or checked against. docs/reference.md.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
-from chronod.core.bounds import MAX_EVERY_S, MAX_RUN_S
+from chronod.core.bounds import DAY_S, MAX_EVERY_S, MAX_RUN_S, MAX_SPAN_S
 from chronod.core.durations import DurationError, parse_duration
 from chronod.core.model import (
     CATCHUP_POLICIES,
@@ -32,12 +32,13 @@ from chronod.core.model import (
     Retry,
     RunOn,
 )
+from chronod.core.retention import DEFAULT_HISTORY_DAYS
 from chronod.core.schedule import ScheduleError, compile_schedule
 
 ERROR = "error"
 WARNING = "warning"
 
-# Bounds (DESIGN §9): a job file is configuration, not a data store.
+# Bounds (docs/reference.md, What a root daemon accepts): a job file is configuration, not a data store.
 MAX_JOBS_PER_FILE = 10_000
 MAX_ENV_ENTRIES = 256
 MAX_COMMAND_CHARS = 64 * 1024
@@ -47,6 +48,7 @@ MAX_NOTIFY_ROUTES = 32
 MAX_TAGS = 64
 MAX_RESOURCES = 1024
 DST_LOOKAHEAD = timedelta(days=366)
+MAX_HISTORY_DAYS = MAX_SPAN_S // DAY_S  # the longest period a report covers
 
 TOP_LEVEL_KEYS = ("jobs", "defaults", "resources")
 
@@ -636,6 +638,7 @@ FIELDS: tuple[Field, ...] = (
     Field("notify", ObjList(Obj(NOTIFY_FIELDS, build=lambda d: Notify(**d), post=_notify_post, exactly_one_of=("command", "webhook")), MAX_NOTIFY_ROUTES), (), default_doc="[]", rule="routes: {on: [events], command: ... | webhook: URL}"),
     Field("tags", StrList(Str(max_len=63, pattern=TAG_PATTERN, pattern_hint="letters, digits and . _ : / -"), max_items=MAX_TAGS), (), default_doc="[]", rule="labels; compliance requires an explicit max_silence_s and a notify"),
     Field("output_limit_kb", Int(1, 16384), 64, default_doc="64", rule="the tail of output kept per run, in KiB"),
+    Field("history_days", Int(1, MAX_HISTORY_DAYS), DEFAULT_HISTORY_DAYS, default_doc=str(DEFAULT_HISTORY_DAYS), rule="runs older than this many days are pruned (the latest success is kept); set it for a whole file under defaults:"),
     Field("description", Str(min_len=0), "", default_doc='""', rule="what the job is for"),
     Field("enabled", Bool(), True, default_doc="true", rule="false keeps the job defined but never fires it"),
 )

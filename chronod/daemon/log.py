@@ -6,6 +6,8 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
+from chronod.core.escape import CONTROL, escape_control
+
 
 def _value(v: Any) -> str:
     if isinstance(v, datetime):
@@ -13,9 +15,15 @@ def _value(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.3f}"
     s = str(v)
-    if not s or any(c in s for c in ' "=\n\t'):
-        s = '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t") + '"'
+    if not s or any(c in s for c in ' "=') or CONTROL.search(s):
+        s = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+        s = '"' + escape_control(s, keep="") + '"'
     return s
+
+
+def _key(k: str) -> str:
+    """A field name or an event as one bare word: controls escaped, blanks and '=' as '_'."""
+    return escape_control(k, keep="").replace(" ", "_").replace("=", "_").replace('"', "_")
 
 
 class Log:
@@ -30,8 +38,8 @@ class Log:
         if self.timestamps:
             parts.append(datetime.now(timezone.utc).isoformat(timespec="milliseconds"))
         parts.append(f"level={level}")
-        parts.append(f"event={event}")
-        parts.extend(f"{k}={_value(v)}" for k, v in fields.items() if v is not None)
+        parts.append(f"event={_key(event)}")
+        parts.extend(f"{_key(k)}={_value(v)}" for k, v in fields.items() if v is not None)
         try:
             self.stream.write(" ".join(parts) + "\n")
             self.stream.flush()

@@ -38,6 +38,7 @@ from chronod.daemon.waker import Wakeups
 from chronod.fleet.lease import Lease
 from chronod.fleet.spool import Spool
 from chronod.store.api import Run, Store, StoreError
+from chronod.store.dbwatch import DbWatch
 
 SQLITE_LEASE_TTL_S = 600.0
 
@@ -91,6 +92,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         self.spool = Spool(Path(getattr(runner, "state_dir", ".")) / "spool.jsonl")
         self.registry_problems: list[dict[str, Any]] = []  # the last reload's file errors
         self.quarantine = Quarantine(log, metrics.quarantined, (StoreError,), self.report_problems)
+        self.dbwatch = DbWatch.for_store(store, log, metrics.db_restored)
 
     def start(self) -> None:
         """Take the lease, load the registry, adopt orphaned runs, materialize, report READY."""
@@ -141,7 +143,11 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         self.children_exited(woke.children)
         self.keep_lease()
         if woke.reload:
-            self.reload()
+            self.notifier.reloading()  # systemd shows "reloading" until READY=1 comes back
+            try:
+                self.reload()
+            finally:
+                self.notifier.ready(self.status_line())
         if woke.requests or woke.reload:
             self.take_requests()
         self.refresh_paused()
@@ -154,7 +160,8 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         retry, a busy wake-up's leftovers, a waiting run's deadline, the heartbeat, the
         reconciler, the outage retry and the watchdog (`policy.next_wake`)."""
         now, mono = self.clock.now(), self.clock.monotonic()
-        timers = (self.lease.next_heartbeat, self.next_reconcile) if self.outage is None else (self.retry_at,)
+        timers = ((self.lease.next_heartbeat, self.next_reconcile, self.dbwatch.next_check) if self.outage is None
+                  else (self.retry_at,))
         timers = (*[t for t in timers if t > 0], self.next_watchdog)
         return policy.next_wake([
             self.heap[0][0] if self.heap else None,
@@ -175,6 +182,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         mono = self.clock.monotonic()
         if mono >= self.next_reconcile:
             self.reconcile()
+        self.dbwatch.check(mono)
         self.metrics.running.set(len(self.active))
         stale = self.store.stale_rejections
         if stale > self._stale_seen:

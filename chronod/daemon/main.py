@@ -88,7 +88,7 @@ def serve(args: argparse.Namespace) -> int:
         except AddressError as e:
             raise StartupError(str(e), EXIT_CONFIG) from None
     try:
-        daemon, notifier = start(args, registry, db, node)
+        daemon, services = start(args, registry, db, node)
     except (StartupError, KeyboardInterrupt):
         raise
     except Exception as e:  # the boundary: anything else at start-up is a bug, said in one line
@@ -106,22 +106,25 @@ def serve(args: argparse.Namespace) -> int:
         daemon.log("daemon.store_error", "error", message=str(e))
         return fail(str(e), EXIT_UNAVAILABLE)
     finally:
-        notifier.stop()
+        for service in services:
+            service.stop()
     return 0
 
 
 def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     """Open the store, listen for metrics, build the daemon and run its start-up (lease,
-    first load, adoption, READY=1). Returns (daemon, notify service), both running."""
+    first load, adoption, READY=1). Returns the daemon and its background services (the
+    notifier, the pruner), all running."""
     from chronod.core.clock import Clock
     from chronod.daemon import kernel
     from chronod.daemon.log import Log
     from chronod.daemon.loop import Daemon
     from chronod.daemon.waker import Waker
     from chronod.daemon.metrics import AddressError, Metrics
+    from chronod.daemon.pruner import Pruner
     from chronod.daemon.sysd import Notifier
     from chronod.runner.runner import Runner
-    from chronod.specfile import load_registry
+    from chronod.specfile import FileCache, load_registry
     from chronod.store.api import NodeConflict, SchemaTooNew, SchemaTooOld, StoreError, open_store
 
     log = Log(timestamps="JOURNAL_STREAM" not in os.environ)
@@ -145,6 +148,7 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
                            f"pass --state-dir DIR or fix its parent's permissions", EXIT_CONFIG) from None
     ttl = args.lease_ttl or (600.0 if store.dialect == "sqlite" else 15.0)
     metrics = Metrics()
+    files = FileCache()  # a reload re-validates only the files that changed
     if args.metrics_addr:
         try:
             metrics.serve(args.metrics_addr)
@@ -152,31 +156,36 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
             raise StartupError(str(e), EXIT_CONFIG) from None
     daemon = Daemon(
         clock=clock, store=store, runner=Runner(state_dir, zygote=True),
-        load_registry=lambda: load_registry(registry, now=clock.now(), secure=secure),
+        load_registry=lambda: load_registry(registry, now=clock.now(), secure=secure, cache=files),
         node=node, metrics=metrics, notifier=Notifier(), log=log,
         waker=Waker(kernel.WallTimer(), kernel.DirWatch(registry), log),
         boot_id=fsutil.boot_id(), boot_time=kernel.boot_time(), lease_ttl_s=ttl,
     )
     log("daemon.starting", version=__version__, node=node, db=store.url_safe,
         registry=",".join(map(str, registry)), state_dir=str(state_dir))
-    notifier = notify_service(store, clock, log, node, metrics)
+    notifier = notify_service(store, clock, log, node, metrics,
+                              known_specs=lambda: {j.spec.id: j.spec for j in dict(daemon.jobs).values()})
     daemon.notify_service = notifier  # the loop calls notifier.wake() after recording an outcome
+    pruner = Pruner(store, clock, log, node, metrics=metrics)
     try:
         daemon.start()
         notifier.start()
+        pruner.start()
     except NodeConflict as e:
         raise StartupError(str(e), EXIT_CONFIG) from None
     except StoreError as e:
         log("daemon.store_error", "error", message=str(e))
         raise StartupError(str(e), EXIT_UNAVAILABLE) from None
-    return daemon, notifier
+    return daemon, (notifier, pruner)
 
 
-def notify_service(store, clock, log, node: str, metrics):
-    """The notifier (chronod.notify.service): its own thread, woken by the loop, never blocking it."""
+def notify_service(store, clock, log, node: str, metrics, known_specs=None):
+    """The notifier (chronod.notify.service): its own thread, woken by the loop, never blocking it.
+    It reads the fleet's jobs from the store and shares the specs this node carries
+    (`known_specs`, a copy of the loop's taken under the GIL) instead of parsing them again."""
     from chronod.notify.service import NotifyService
 
-    return NotifyService(store, clock, log, node, metrics=metrics, version=__version__)
+    return NotifyService(store, clock, log, node, metrics=metrics, version=__version__, known_specs=known_specs)
 
 
 def run() -> None:

@@ -39,6 +39,11 @@ class Metrics:
         self.repairs = Counter("chrono_reconciler_repairs_total", "Next occurrences re-created by the reconciler", registry=r)
         self.last_success = Gauge("chrono_last_success_timestamp_seconds", "Last successful run per job", ["job"], registry=r)
         self.registry_errors = Gauge("chrono_registry_errors", "Registry files with errors", registry=r)
+        self.db_restored = Counter(
+            "chrono_db_restored_total", "SQLite database files found unlinked, replaced or truncated under the "
+            "daemon, by what happened (unlinked and replaced are restored; truncated, failed are not)",
+            ["what"], registry=r,
+        )
         self.quarantined = Gauge(
             "chrono_jobs_quarantined", "Jobs set aside because computing with their definition raised", registry=r,
         )
@@ -62,6 +67,11 @@ class Metrics:
         self.notify_failures = Counter(
             "chrono_notify_failures_total", "Notice deliveries that failed (each is retried later)", ["channel"], registry=r,
         )
+        # chronod.daemon.pruner: retention, and the size it keeps the database at.
+        self.pruned = Counter("chrono_pruned_runs_total", "Runs deleted past their job's history_days", registry=r)
+        self.database_bytes = Gauge("chrono_database_bytes", "Size of the database, measured each pruning round", registry=r)
+        self.stored_runs = Gauge("chrono_stored_runs", "Runs in the database by state, measured each pruning round",
+                                 ["state"], registry=r)
 
     def serve(self, addr: str) -> None:
         """Listen on HOST:PORT (a thread of prometheus_client); AddressError when it cannot."""

@@ -103,7 +103,7 @@ class Outage:
             self.track(nxt)
         spec = job.spec
         if self.active.for_job(spec.id) and spec.overlap == "forbid":
-            self.spool.append("skip", run=run.__dict__, state="skipped_overlap",
+            self.spool.append("skip", run=run.as_dict(), state="skipped_overlap",
                               error="previous run still running; overlap: forbid (database unreachable)")
             return
         run.attempts += 1
@@ -112,7 +112,7 @@ class Outage:
                "CHRONO_SCHEDULED_AT": occurrence.utc_stamp(run.scheduled_at),
                "CHRONO_FIRE_AT": occurrence.utc_stamp(run.fire_at), "CHRONO_ATTEMPT": str(run.attempts),
                "CHRONO_OWNER": spec.owner, "CHRONO_NODE": self.node}
-        self.spool.append("start", run=run.__dict__)
+        self.spool.append("start", run=run.as_dict())
         handle = self.runner.launch(LaunchRequest(run.run_id, run.attempts, spec, env))
         self.active[run.run_id] = Active(run, handle, job, offline=True)
         self.log("run.started", job=spec.id, run=run.run_id, attempt=run.attempts, offline=True,

@@ -14,6 +14,7 @@ from chronod.core import occurrence
 from chronod.core.model import JobSpec
 from chronod.daemon.runs import Job, carries
 from chronod.fleet import placement
+from chronod.specfile import merge_order
 from chronod.store.api import Run
 
 RECONCILE_EVERY_S = 300.0
@@ -28,7 +29,8 @@ class Registry:
         result = self._load_registry()
         specs: dict[str, JobSpec] = {}
         errors: list[dict[str, Any]] = []
-        for path, fres in sorted(result.files.items()):
+        for fres in merge_order(result.files):  # root-owned files first: their ids win
+            path = fres.path
             bad = [p for p in fres.problems if p.severity == "error"]
             if bad:
                 for p in bad:
@@ -47,11 +49,15 @@ class Registry:
                 if spec.id in specs:
                     continue  # the loader reports duplicates; the first file wins
                 specs[spec.id] = spec
+        for p in result.problems:
+            if p.file not in result.files:  # a file skipped for its name, the directory itself
+                self.log("registry.skipped" if p.severity == "warning" else "registry.error", p.severity,
+                         file=p.file, message=p.format())
         for path in list(self.file_specs):
             if path not in result.files:
                 del self.file_specs[path]
         self.resources = {}
-        for fres in result.files.values():
+        for fres in merge_order(result.files):
             for name, res in (fres.resources or {}).items():
                 self.resources.setdefault(name, res.max_concurrency)
         self.quarantine.keep_only(specs)
@@ -103,6 +109,8 @@ class Registry:
         self.metrics.jobs.set(len(new))
         for job_id in old.keys() - new.keys():
             self.forget_job(job_id)
+        if new.keys() == old.keys() and all(new[j] is old[j] for j in new):
+            return  # nothing changed: what is tracked is still right (a reload of 100,000 jobs reads no runs)
         self.load_pending()
 
     def forget_job(self, job_id: str) -> None:

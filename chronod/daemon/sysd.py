@@ -1,9 +1,10 @@
-"""systemd's notify protocol (READY, STATUS, WATCHDOG, STOPPING) without libsystemd."""
+"""systemd's notify protocol (READY, RELOADING, STATUS, WATCHDOG, STOPPING) without libsystemd."""
 
 from __future__ import annotations
 
 import os
 import socket
+import time
 
 
 class Notifier:
@@ -34,6 +35,10 @@ class Notifier:
 
     def ready(self, status: str) -> None:
         self.send("READY=1", f"STATUS={status}")
+
+    def reloading(self) -> None:
+        """A reload starts; `ready()` ends it. MONOTONIC_USEC lets systemd match it to its request."""
+        self.send("RELOADING=1", f"MONOTONIC_USEC={time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000}")
 
     def status(self, status: str) -> None:
         self.send(f"STATUS={status}")

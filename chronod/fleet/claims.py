@@ -52,7 +52,7 @@ def claim_offline(store: Any, run: Run, node: str, token: int) -> Run | None:
     occurrence if it is missing, then claim it at the attempt and start time it really had.
     None if it is no longer waiting (it was settled meanwhile) or the token is stale."""
     with store._tx() as c:
-        waiting = Run(**{**run.__dict__, "state": "pending", "attempts": run.attempts - 1, "node": None,
+        waiting = Run(**{**run.as_dict(), "state": "pending", "attempts": run.attempts - 1, "node": None,
                          "token": None, "started_at": None, "pid": None, "supervisor_pid": None})
         store._insert_new(c, waiting)
         claimed = store._claim(c, [run.run_id], node, token, started_at=run.started_at, attempts=run.attempts)

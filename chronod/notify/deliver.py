@@ -39,15 +39,14 @@ def command_env(payload: dict[str, Any]) -> dict[str, str]:
 def run_command(route: dict[str, Any], payload: dict[str, Any]) -> None:
     """Run the route's command (a string through /bin/sh, a list exec'd) with the notice in
     its environment and the run's output tail on stdin; non-zero exit or timeout fail.
-    A root daemon runs it as the job's `user`/`group` when the job names them."""
+    A root daemon runs it with exactly the job's credentials (see `_credentials`)."""
     cmd = route["command"]
     argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-    ids: dict[str, Any] = {}
-    if os.geteuid() == 0 and route.get("user"):
-        ids = {"user": route["user"], "group": route.get("group"), "extra_groups": []}
+    env = command_env(payload)
+    ids = _credentials(route, cmd, env)
     timeout = route.get("timeout_s", 10)
     try:
-        res = subprocess.run(argv, input=(payload.get("output_tail") or "").encode(), env=command_env(payload),
+        res = subprocess.run(argv, input=(payload.get("output_tail") or "").encode(), env=env,
                              cwd="/", capture_output=True, timeout=timeout, start_new_session=True, **ids)
     except subprocess.TimeoutExpired:
         raise DeliveryError(f"notify command {_short(cmd)} did not finish within {timeout}s") from None
@@ -57,6 +56,25 @@ def run_command(route: dict[str, Any], payload: dict[str, Any]) -> None:
         err = res.stderr.decode(errors="replace").strip().splitlines()
         raise DeliveryError(f"notify command {_short(cmd)} exited {res.returncode}"
                             + (f": {err[-1][:200]}" if err else ""))
+
+
+def _credentials(route: dict[str, Any], cmd: Any, env: dict[str, str]) -> dict[str, Any]:
+    """For a root daemon and a job with `user:`/`group:`: the job's supplementary groups,
+    gid and uid (subprocess sets them in that order), resolved exactly as the runner does
+    for the job itself, and the account's HOME, USER, LOGNAME and SHELL in `env`."""
+    if os.geteuid() != 0 or not (route.get("user") or route.get("group")):
+        return {}
+    from chronod.runner.runner import resolve_identity
+
+    creds, account, error = resolve_identity(route.get("user"), route.get("group"))
+    if error:
+        raise DeliveryError(f"notify command {_short(cmd)} not run: {error}")
+    if account is not None:
+        env.update(HOME=account.pw_dir or "/", USER=account.pw_name, LOGNAME=account.pw_name,
+                   SHELL=account.pw_shell or "/bin/sh")
+    if creds is None:
+        return {}
+    return {"user": creds.uid, "group": creds.gid, "extra_groups": list(creds.groups)}
 
 
 def post_webhook(route: dict[str, Any], payload: dict[str, Any], *,

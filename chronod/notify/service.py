@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from chronod.core.schedule import compile_schedule
 from chronod.notify import core
@@ -44,8 +44,10 @@ class NotifyService:
 
     def __init__(self, store: Any, clock: Any, log: Callable[..., None], node: str, *,
                  metrics: Any = None, version: str = "", workers: int = WORKERS,
-                 send: Callable[[dict, dict], None] = deliver, reconcile_every_s: float = RECONCILE_EVERY_S):
+                 send: Callable[[dict, dict], None] = deliver, reconcile_every_s: float = RECONCILE_EVERY_S,
+                 known_specs: Callable[[], Mapping[str, Any]] | None = None):
         self.store, self.clock, self.log, self.node = store, clock, log, node
+        self.known_specs = known_specs  # the daemon's specs by id: shared, not parsed again
         self.outbox = Outbox(store)
         self.metrics, self.version, self.send = metrics, version, send
         self.reconcile_every_s = reconcile_every_s
@@ -108,7 +110,9 @@ class NotifyService:
         version = self.outbox.jobs_version()
         same_jobs = self._jobs is not None and self._jobs[0] == version
         if not same_jobs:
-            self._jobs = (version, self.store.jobs())  # parsing every spec is the costly part
+            self._jobs = None  # the old rows go before the new ones come
+            known = self.known_specs() if self.known_specs is not None else None
+            self._jobs = (version, self.store.jobs(known=known))  # parsing every spec is the costly part
         cursor = _parse(self.outbox.get_state(CURSOR).get("at"))
         since = (cursor - timedelta(seconds=CURSOR_OVERLAP_S)) if cursor else now - timedelta(seconds=FIRST_LOOKBACK_S)
         changed = self.outbox.changed_runs(since, now + timedelta(days=1))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, Mapping, Protocol
 
 from chronod.core.model import JobSpec
 
@@ -36,9 +36,9 @@ class NodeConflict(StoreError):
     """Another live chronod holds this database (SQLite allows one node only)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Run:
-    """One occurrence of a job and what happened to it (DESIGN §5)."""
+    """One occurrence of a job and what happened to it (docs/reference.md, Run states)."""
 
     run_id: str
     job_id: str
@@ -61,6 +61,10 @@ class Run:
     trigger: str = "schedule"  # schedule | manual | catchup
     next_attempt_at: datetime | None = None  # for retry_wait
     updated_at: datetime | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every field by name (a shallow copy; runs keep their fields in slots, no __dict__)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,7 @@ class Attempt:
     error: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class JobRow:
     """A registered job definition as stored, with its operator state."""
 
@@ -109,6 +113,17 @@ class JobRow:
     paused_at: datetime | None = None
     removed_at: datetime | None = None
     updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What retention removed from one job's history: runs scheduled at or before `through`
+    may be gone (deleted under a retention of `kept_s` seconds, last at `at`)."""
+
+    job_id: str
+    through: datetime
+    kept_s: int
+    at: datetime
 
 
 @dataclass
@@ -188,8 +203,11 @@ class Store(Protocol):
         """Upsert these definitions (spec JSON + hash); jobs this node wrote before and no
         longer has get `removed_at` set and their pending occurrences cancelled."""
 
-    def jobs(self, include_removed: bool = False) -> list[JobRow]:
-        """Every registered job."""
+    def jobs(self, include_removed: bool = False, known: Mapping[str, JobSpec] | None = None) -> list[JobRow]:
+        """Every registered job. `known`: specs the caller already holds, by id; a row whose
+        stored hash is a known spec's `spec_hash()` gets that object instead of one parsed
+        from its JSON (a process keeps one copy of each spec; only `source_file` and
+        `source_line`, outside the hash, may then differ from the stored ones)."""
 
     def known_spans(self, job_ids: Iterable[str] | None = None) -> dict[str, list[tuple[datetime, datetime | None]]]:
         """When each job definition was known, per job id (all jobs when `job_ids` is None):
@@ -309,7 +327,31 @@ class Store(Protocol):
 
     def metrics(self) -> dict[str, Any]:
         """A cheap summary: {"runs_by_state": {state: n}, "jobs": n, "paused_jobs": n,
-        "stale_rejections": n (this process)}."""
+        "stale_rejections": n (this process), "database_bytes": n or None}."""
+
+    # --- retention ------------------------------------------------------------------------
+    def prune_runs(self, job_id: str, before: datetime, *, kept_s: int, limit: int) -> int:
+        """Delete, oldest first, at most `limit` terminal runs of `job_id` (with their attempts)
+        scheduled before `before`, never the job's latest success, and in the same transaction
+        move the job's watermark (`pruned`) up to the newest run deleted, recording `kept_s`.
+        Returns how many runs were deleted (0: nothing left to prune before `before`)."""
+
+    def prunable(self, cutoffs: dict[str, datetime]) -> dict[str, int]:
+        """job_id -> how many runs `prune_runs(job_id, cutoff)` would delete in all (jobs
+        with none are left out): what `db prune --dry-run` shows."""
+
+    def job_ids_with_runs_before(self, before: datetime) -> list[str]:
+        """Every job id, registered or not, that has a run scheduled before `before`."""
+
+    def pruned(self, job_ids: Iterable[str] | None = None) -> dict[str, Pruned]:
+        """The pruning watermark of each job that was ever pruned (all when `job_ids` is None)."""
+
+    def last_successes(self, job_ids: Iterable[str], until: datetime) -> dict[str, Run]:
+        """job_id -> its latest succeeded run scheduled before `until`, for many jobs in one
+        query (jobs that never succeeded are left out)."""
+
+    def database_bytes(self) -> int | None:
+        """The size of the database on disk (None when the database will not say)."""
 
     # --- requests from chronoctl --------------------------------------------------------
     def add_request(self, kind: str, job_id: str | None, payload: dict[str, Any]) -> int:

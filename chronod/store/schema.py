@@ -28,10 +28,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
-HEAD_REVISION = "0003"
+HEAD_REVISION = "0004"
 """The newest alembic revision this chrono knows (a test keeps it equal to alembic's head)."""
 
-REVISIONS = ("0001", "0002", "0003")
+REVISIONS = ("0001", "0002", "0003", "0004")
 """Every revision in order, oldest first: a database at one of these is older, not newer."""
 
 
@@ -219,4 +219,16 @@ job_known = Table(
     Column("job_id", Text, primary_key=True),
     Column("known_from", UTCDateTime, primary_key=True),
     Column("known_until", UTCDateTime),  # NULL while the job is registered
+)
+
+
+# --- 0004: retention: what was pruned from each job's history --------------------------------
+
+job_pruned = Table(
+    "job_pruned",
+    metadata,
+    Column("job_id", Text, primary_key=True),
+    Column("pruned_through", UTCDateTime, nullable=False),  # runs scheduled at or before may be gone
+    Column("kept_s", BigInteger, nullable=False),  # the retention that pruned them
+    Column("pruned_at", UTCDateTime, nullable=False),
 )

@@ -21,7 +21,7 @@ import threading
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc, func
@@ -36,6 +36,7 @@ from chronod.store.api import (
     JobRow,
     Node,
     NodeConflict,
+    Pruned,
     Request,
     Run,
     SchemaTooNew,
@@ -339,8 +340,11 @@ class SqlStore:
             rows = []
             for job_id, spec in wanted.items():
                 old = stored.get(job_id)
-                spec_json, spec_hash = spec_json_and_hash(spec)
+                # A stored job is compared by the hash the spec keeps (an unchanged job file
+                # hands back the same spec objects on every reload); JSON only for rows written.
+                spec_hash = spec.spec_hash() if old is not None else ""
                 if old is None or old.spec_hash != spec_hash or old.node != node or old.removed_at is not None:
+                    spec_json, spec_hash = spec_json_and_hash(spec)
                     rows.append(dict(job_id=job_id, spec_json=spec_json, spec_hash=spec_hash, node=node,
                                      paused=False, updated_at=now))
             arrived = [job_id for job_id in wanted if job_id not in stored or stored[job_id].removed_at is not None]
@@ -377,19 +381,21 @@ class SqlStore:
             out.setdefault(r.job_id, []).append((r.known_from, r.known_until))
         return out
 
-    def _job(self, row) -> JobRow:
-        spec = JobSpec.from_json_dict(json.loads(row["spec_json"]))
+    def _job(self, row, known: Mapping[str, JobSpec] | None = None) -> JobRow:
+        spec = known.get(row["job_id"]) if known else None
+        if spec is None or spec.spec_hash() != row["spec_hash"]:
+            spec = JobSpec.from_json_dict(json.loads(row["spec_json"]))
         return JobRow(job_id=row["job_id"], spec=spec, spec_hash=row["spec_hash"], node=row["node"],
                       paused=bool(row["paused"]), paused_reason=row["paused_reason"], paused_at=row["paused_at"],
                       removed_at=row["removed_at"], updated_at=row["updated_at"])
 
-    def jobs(self, include_removed: bool = False) -> list[JobRow]:
+    def jobs(self, include_removed: bool = False, known: Mapping[str, JobSpec] | None = None) -> list[JobRow]:
         q = sa.select(s.jobs).order_by(s.jobs.c.job_id)
         if not include_removed:
             q = q.where(s.jobs.c.removed_at.is_(None))
         with self._tx(write=False) as c:
             rows = c.execute(q).mappings().all()
-        return [self._job(r) for r in rows]
+        return [self._job(r, known) for r in rows]
 
     def get_job(self, job_id: str) -> JobRow | None:
         with self._tx(write=False) as c:
@@ -785,7 +791,92 @@ class SqlStore:
             jobs = c.execute(sa.select(func.count()).where(j.removed_at.is_(None))).scalar_one()
             paused = c.execute(sa.select(func.count()).where(j.removed_at.is_(None), j.paused.is_(True))).scalar_one()
         return {"runs_by_state": by_state, "jobs": jobs, "paused_jobs": paused,
-                "stale_rejections": self.stale_rejections}
+                "stale_rejections": self.stale_rejections, "database_bytes": self.database_bytes()}
+
+    # --- retention ------------------------------------------------------------------------
+    def _prunable_query(self, job_id: str, before: datetime) -> sa.Select:
+        """The runs `prune_runs` may delete, oldest first: terminal, scheduled before
+        `before`, and not the job's latest success (a silence alert counts from it)."""
+        r = s.runs.c
+        keep = (sa.select(r.run_id).where(r.job_id == job_id, r.state == "succeeded")
+                .order_by(r.scheduled_at.desc()).limit(1).scalar_subquery())
+        return (sa.select(r.run_id, r.scheduled_at)
+                .where(r.job_id == job_id, r.scheduled_at < before, r.state.in_(TERMINAL_STATES),
+                       r.run_id != sa.func.coalesce(keep, ""))
+                .order_by(r.scheduled_at, r.run_id))
+
+    def prune_runs(self, job_id: str, before: datetime, *, kept_s: int, limit: int) -> int:
+        # look first without the write lock: most rounds find nothing for most jobs
+        with self._tx(write=False) as c:
+            rows = c.execute(self._prunable_query(job_id, before).limit(limit)).all()
+        if not rows:
+            return 0
+        r = s.runs.c
+        with self._tx() as c:
+            deleted = 0
+            for chunk in _chunks([row.run_id for row in rows], 500):  # attempts go by ON DELETE CASCADE
+                deleted += c.execute(s.runs.delete().where(r.run_id.in_(chunk), r.state.in_(TERMINAL_STATES))).rowcount
+            self._raise_watermark(c, job_id, max(row.scheduled_at for row in rows), kept_s)
+        return deleted
+
+    def _raise_watermark(self, c: Connection, job_id: str, through: datetime, kept_s: int) -> None:
+        p = s.job_pruned.c
+        old = c.execute(sa.select(p.pruned_through).where(p.job_id == job_id)).scalar()
+        values = dict(pruned_through=max(through, old) if old else through, kept_s=kept_s, pruned_at=self._ts())
+        stmt = self._insert(s.job_pruned).values(job_id=job_id, **values)
+        c.execute(stmt.on_conflict_do_update(index_elements=["job_id"], set_=values))
+
+    def prunable(self, cutoffs: dict[str, datetime]) -> dict[str, int]:
+        out = {}
+        with self._tx(write=False) as c:
+            for job_id, before in cutoffs.items():
+                n = c.execute(sa.select(func.count()).select_from(self._prunable_query(job_id, before).subquery())).scalar_one()
+                if n:
+                    out[job_id] = n
+        return out
+
+    def job_ids_with_runs_before(self, before: datetime) -> list[str]:
+        r = s.runs.c
+        with self._tx(write=False) as c:
+            return sorted(c.execute(sa.select(r.job_id).where(r.scheduled_at < before).distinct()).scalars())
+
+    def pruned(self, job_ids: Iterable[str] | None = None) -> dict[str, Pruned]:
+        p = s.job_pruned.c
+        q = sa.select(s.job_pruned)
+        if job_ids is not None:
+            q = q.where(p.job_id.in_(list(job_ids)))
+        with self._tx(write=False) as c:
+            return {row.job_id: Pruned(row.job_id, row.pruned_through, row.kept_s, row.pruned_at)
+                    for row in c.execute(q)}
+
+    def last_successes(self, job_ids: Iterable[str], until: datetime) -> dict[str, Run]:
+        ids = sorted(set(job_ids))
+        if not ids:
+            return {}
+        r = s.runs.c
+        inner = s.runs.alias("latest")
+        out: dict[str, Run] = {}
+        for chunk in _chunks(ids, 400):  # SQLite allows 500 terms in one compound SELECT
+            # one index probe per job (job_id, scheduled_at backwards), one round trip per chunk
+            wanted = sa.union_all(*(sa.select(sa.literal(i, sa.Text).label("job_id")) for i in chunk)).subquery("wanted")
+            latest = (sa.select(inner.c.run_id)
+                      .where(inner.c.job_id == wanted.c.job_id, inner.c.state == "succeeded",
+                             inner.c.scheduled_at < until)
+                      .order_by(inner.c.scheduled_at.desc()).limit(1).scalar_subquery())
+            q = sa.select(s.runs).where(r.run_id.in_(sa.select(latest).select_from(wanted)))
+            out.update((run.job_id, run) for run in self._select_runs(q))
+        return out
+
+    def database_bytes(self) -> int | None:
+        try:
+            with self._tx(write=False) as c:
+                if self.dialect == "postgresql":
+                    return int(c.execute(sa.text("SELECT pg_database_size(current_database())")).scalar_one())
+                pages = c.exec_driver_sql("PRAGMA page_count").scalar_one()
+                size = c.exec_driver_sql("PRAGMA page_size").scalar_one()
+                return int(pages) * int(size)
+        except StoreError:
+            return None
 
     # --- requests -----------------------------------------------------------------------
     def add_request(self, kind: str, job_id: str | None, payload: dict[str, Any]) -> int:

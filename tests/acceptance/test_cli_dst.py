@@ -106,3 +106,12 @@ def test_validate_warns_without_an_explicit_policy_and_strict_makes_it_an_error(
     assert strict.returncode == 1 and "dst_repeat" in strict.stdout + strict.stderr
     chosen = write_registry(tmp_path, job_yaml("late", "30 1 * * *", NY, extra="    dst_repeat: first\n"), name="jobs.yaml")
     assert chronoctl("validate", str(chosen), "--strict").returncode == 0
+
+
+def test_the_schema_describes_the_dst_policy_and_history_days():
+    doc = json.loads(chronoctl("schema").stdout)
+    text = json.dumps(doc)
+    for name, values in (("dst_gap", ["shift", "skip"]), ("dst_repeat", ["first", "last", "both"])):
+        assert f'"{name}"' in text
+        assert json.dumps({"type": "string", "enum": values}).strip("{}") in text
+    assert '"history_days"' in text

@@ -153,3 +153,34 @@ def test_human_output_has_the_summary_line():
     assert proc.returncode == 1
     assert re.search(r"5 imported, 0 disabled, 1 errors, \d+ differences", proc.stdout)  # CRON_TZ vs the host's zone
     assert "Risky: fixed-time jobs on DST days" in proc.stdout
+
+
+BUG_REPORT_FILE = ("GREETING='  hello world  '\nDQ=\"  two  \"\nUNQ=abc   \nNOTE=daily run # not a comment\n"
+                   "* * * * * root echo \"[$GREETING][$DQ][$UNQ][$NOTE]\" >> /tmp/out\n")
+
+
+def test_environment_lines_import_with_the_values_debian_cron_gives_and_the_check_says_so(tmp_path):
+    # Debian's cron daemon ran this file's job with [  hello world][  two][abc][daily run # not a comment]
+    registry = tmp_path / "jobs.d"
+    registry.mkdir()
+    code, doc = import_json("-", "--format", "system", "--registry", str(registry), stdin=BUG_REPORT_FILE)
+    assert code == 0, doc["errors"]
+    job = doc["jobs"][0]
+    assert {k: job["env"][k] for k in ("GREETING", "DQ", "UNQ", "NOTE")} == {
+        "GREETING": "  hello world", "DQ": "  two", "UNQ": "abc", "NOTE": "daily run # not a comment"}
+    assert job["env"]["SHELL"] == "/bin/sh" and job["env"]["PATH"] == "/usr/bin:/bin"
+    given = job["equivalence"]
+    assert [given[p]["same"] for p in ("environment", "stdin", "command")] == [True, True, True], given
+    assert "USER=root" in given["chrono_adds"] and doc["summary"]["not_as_cron_gives"] == 0
+    validate_registry(registry)
+
+
+def test_what_chrono_cannot_carry_is_named_per_job_in_text_and_json():
+    text = "A-B=x\nCHRONO_RUN_ID=mine\n0 1 * * * root true\n"
+    code, doc = import_json("-", "--format", "system", "--dry-run", stdin=text)
+    env = doc["jobs"][0]["equivalence"]["environment"]
+    assert env["same"] is False and len(env["why"]) == 2 and "'A-B' is not a name" in env["why"][0]
+    assert "CHRONO_*" in env["why"][1] and doc["summary"]["not_as_cron_gives"] == 1
+    proc = chronoctl("import", "-", "--format", "system", "--dry-run", stdin=text)
+    assert "ENV/STDIN/COMMAND" in proc.stdout and "NO: env differ" in proc.stdout
+    assert "Not what cron gives the job:" in proc.stdout and "'A-B' is not a name chrono's env takes" in proc.stdout

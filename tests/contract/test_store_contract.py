@@ -502,6 +502,26 @@ def test_sync_jobs_upserts_and_round_trips_the_spec(store):
     assert store.get_job("backup").spec.command == "tar cJf /b.txz /etc"
 
 
+def test_jobs_hands_back_a_known_spec_with_the_stored_hash_and_parses_the_others(store):
+    held, changed = spec("backup"), spec("rotate", "logrotate -f")
+    store.sync_jobs("n1", [held, spec("rotate")])
+    rows = {r.job_id: r for r in store.jobs(known={"backup": held, "rotate": changed})}
+    assert rows["backup"].spec is held
+    assert rows["rotate"].spec is not changed and rows["rotate"].spec == spec("rotate")
+    assert [r.spec for r in store.jobs()] == [held, spec("rotate")]
+
+
+def test_an_unchanged_job_is_not_rewritten_by_a_second_sync(store):
+    held = spec("backup")
+    store.sync_jobs("n1", [held])
+    first = store.get_job("backup").updated_at
+    store.sync_jobs("n1", [held])
+    store.sync_jobs("n1", [spec("backup")])
+    assert store.get_job("backup").updated_at == first
+    store.sync_jobs("n1", [spec("backup", "false")])
+    assert store.get_job("backup").spec.command == "false"
+
+
 def test_a_job_removed_from_the_registry_is_marked_and_its_pending_runs_cancelled(store):
     store.sync_jobs("n1", [spec("backup"), spec("rotate")])
     store.insert_runs([run(1), run(2, job="rotate")])

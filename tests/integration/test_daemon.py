@@ -182,6 +182,30 @@ def test_a_second_chronod_on_the_same_sqlite_database_refuses_to_start(env):
     assert "another chronod" in second.log_since_start()
 
 
+def test_reloads_of_unchanged_files_keep_every_occurrence_and_a_changed_file_still_applies(env):
+    write_jobs(env["reg"] / "a.yaml", jobs_file(job("tick", "@every 1s", f"echo $CHRONO_RUN_ID >> {env['w']}")))
+    write_jobs(env["reg"] / "b.yaml", jobs_file(job("later", "0 4 * * *", "true")))
+    d = daemon(env).start()
+    for _ in range(6):
+        d.send(signal.SIGHUP)
+        time.sleep(0.4)
+    wait_until(lambda: d.log_since_start().count("event=registry.reloaded") >= 1, what="a reload")
+    write_jobs(env["reg"] / "b.yaml", jobs_file(job("later", "0 5 * * *", "true")))
+    wait_until(lambda: any(r["scheduled_at"].endswith("05:00:00+00:00") and r["state"] == "pending"
+                           for r in runs_json("later", env["db"], since="2d")), what="the changed schedule")
+    stopped_at = datetime.now(timezone.utc)
+    assert d.stop() == 0
+    runs = by_scheduled(runs_json("tick", env["db"]))
+    due = sorted(parse(s) for s, r in runs.items() if parse(r["fire_at"]) < stopped_at - timedelta(seconds=0.5))
+    assert len(due) >= 3
+    assert [(b - a).total_seconds() for a, b in zip(due, due[1:])] == [1.0] * (len(due) - 1)
+    assert all(runs[s.isoformat()]["state"] == "succeeded" for s in due), [runs[s.isoformat()] for s in due]
+    witness = env["w"].read_text().split()
+    assert len(witness) == len(set(witness)), "a run id ran twice"
+    later = [r for r in runs_json("later", env["db"], since="2d") if r["state"] == "pending"]
+    assert len(later) == 1, later
+
+
 def test_a_bad_file_keeps_its_last_good_version_and_the_error_is_shown(env):
     write_jobs(env["reg"] / "good.yaml", jobs_file(job("keep", "@every 1s", "true")))
     write_jobs(env["reg"] / "other.yaml", jobs_file(job("other", "@every 1s", "true")))

@@ -12,9 +12,12 @@ before any setting (it tells "cron ignored the file" from "the job could not sta
 then the case's lines, with each `@JOB` a job that records the environment cron gave it:
 `cat /proc/$$/environ`, the shell's environment exactly as cron passed it, NUL-separated.
 One more file, `chronoenv-all`, holds every case the importer reads as accepted, one
-after the other, with one job at the end. The daemon runs until the jobs of the next
-minute have written (about one minute); the fixture stores each job's environment, or
-null when it did not run.
+after the other, with one job at the end; root's spool crontab holds the same lines in
+the user format. Two more files show which zone cron schedules in below `CRON_TZ=` and
+`TZ=`. `/etc/environment` and `/etc/default/locale` are replaced by small files of our
+own, so what PAM adds is known. The daemon runs until the jobs of the next minute have
+written (about one minute); the fixture stores each job's environment and working
+directory, or null when it did not run.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from tests.realcron.env_cases import JOB, Case, generate
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "cron_env" / "cases.json"
 ALL = "all"
+USER_ALL = "user-all"  # the same lines in root's spool crontab, which has no user field
 
 
 # bound over /etc/environment and /etc/default/locale in the namespace: what cron's PAM session adds
@@ -43,8 +47,10 @@ PAM_ENVIRONMENT = ("# comment\nCHRONOENV_PAM=from-etc-environment\nCHRONOENV_PAM
 PAM_LOCALE = "LANG=C.UTF-8\n"
 
 
-def job_line(out: Path, name: str) -> str:
-    return f"* * * * * root /bin/readlink /proc/$$/cwd > {out}/{name}.cwd; /bin/cat /proc/$$/environ > {out}/{name}"
+def job_line(out: Path, name: str, user: str | None = "root") -> str:
+    """A job recording its working directory and environment; `user` None for a user crontab."""
+    who = f" {user}" if user else ""
+    return f"* * * * *{who} /bin/readlink /proc/$$/cwd > {out}/{name}.cwd; /bin/cat /proc/$$/environ > {out}/{name}"
 
 
 ZONE_SETTINGS = ("CRON_TZ", "TZ")
@@ -62,13 +68,14 @@ def zone_probe(setting: str, at: datetime, out: Path) -> str:
             f"{there.minute} {there.hour} * * * root : > {out}/zone-{setting}.setting\n")
 
 
-def case_file(case: Case, out: Path) -> str:
-    """The cron.d text of one case: a sentinel job, then the lines with each @JOB a job."""
-    lines = [job_line(out, f"{case.id}.top")]
+def case_file(case: Case, out: Path, user: str | None = "root") -> str:
+    """The cron.d text of one case (with `user` None, the spool text): a sentinel job, then
+    the lines with each @JOB a job."""
+    lines = [job_line(out, f"{case.id}.top", user)]
     k = 0
     for line in case.lines:
         if line == JOB:
-            lines.append(job_line(out, f"{case.id}.{k}"))
+            lines.append(job_line(out, f"{case.id}.{k}", user))
             k += 1
         else:
             lines.append(line)
@@ -152,8 +159,11 @@ def run_live(cases: list[Case], work: Path, with_all: bool = True) -> dict:
         (stage / f"chronoenv-{case.id}").write_bytes(case_file(case, out).encode())
         names.append(case.id)
     combined = all_lines(cases) if with_all else None
+    spool = work / "spool"
+    spool.mkdir()
     if combined is not None:
         (stage / f"chronoenv-{ALL}").write_bytes(case_file(Case(ALL, "", tuple(combined)), out).encode())
+        (spool / "root").write_bytes(case_file(Case(USER_ALL, "", tuple(combined)), out, None).encode())
     for f in stage.iterdir():
         os.chmod(f, 0o644)
     empty = work / "empty-crontab"
@@ -168,6 +178,8 @@ def run_live(cases: list[Case], work: Path, with_all: bool = True) -> dict:
         f"mount --bind {work}/environment /etc/environment; "
         f"mount --bind {work}/locale /etc/default/locale; "
         "mount -t tmpfs -o mode=1730 chronoenv /var/spool/cron/crontabs; "
+        f"if [ -e {spool}/root ]; then cp {spool}/root /var/spool/cron/crontabs/root; "
+        "chmod 0600 /var/spool/cron/crontabs/root; fi; "
         "mount -t tmpfs -o mode=0755 chronoenv /run; "
         f"exec {cron} -f"
     )
@@ -178,7 +190,9 @@ def run_live(cases: list[Case], work: Path, with_all: bool = True) -> dict:
         _wait_for_the_minute(proc, work, len(names) + (combined is not None))
     elapsed = time.monotonic() - started
     results = {}
-    for case in list(cases) + ([Case(ALL, "every accepted case in one file", tuple(combined))] if combined else []):
+    extra = [Case(ALL, "every accepted case in one file", tuple(combined)),
+             Case(USER_ALL, "the same lines as root's user crontab (the spool)", tuple(combined))] if combined else []
+    for case in list(cases) + extra:
         count = sum(1 for ln in case.lines if ln == JOB)
         results[case.id] = {
             "id": case.id, "what": case.what, "lines": list(case.lines),

@@ -28,7 +28,7 @@ from chronoctl.importer import (
     pam_environment,
 )
 from tests.realcron.env_cases import JOB, generate
-from tests.realcron.run_env_cases import case_file
+from tests.realcron.run_env_cases import USER_ALL, case_file
 
 FIXTURE = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "cron_env" / "cases.json").read_text())
 CASES = FIXTURE["cases"]
@@ -49,6 +49,10 @@ class _Case:
 
 
 def _parse(doc: dict):
+    if doc["id"] == USER_ALL:  # root's spool crontab: no user field
+        text = case_file(_Case(doc), Path("/out"), None)
+        parsed = parse_crontab(text, "/var/spool/cron/crontabs/root", "user", "root")
+        return parsed, list(parsed.entries[1:])
     text = case_file(_Case(doc), Path("/out"))  # the file exactly as cron read it, its first-line job included
     parsed = parse_crontab(text, f"/etc/cron.d/chronoenv-{doc['id']}", "system")
     return parsed, list(parsed.entries[1:])  # entries[0] is the job that shows cron read the file
@@ -96,8 +100,10 @@ def test_the_bug_reports_file_imports_with_the_values_the_daemon_used():
         == "  hello world"
 
 
-def test_the_file_with_every_case_gives_its_one_job_what_the_daemon_gave():
-    doc = next(c for c in CASES if c["id"] == "all")
+@pytest.mark.parametrize("case_id", ["all", USER_ALL])
+def test_the_file_with_every_case_gives_its_one_job_what_the_daemon_gave(case_id):
+    # the same lines as one /etc/cron.d file and as root's spool crontab
+    doc = next(c for c in CASES if c["id"] == case_id)
     assert doc["file_read"] and len(doc["lines"]) > 200
     parsed, entries = _parse(doc)
     assert parsed.ignored_by_cron is None
@@ -159,3 +165,22 @@ def test_debian_cron_schedules_in_the_hosts_zone_whatever_cron_tz_says_and_the_c
     eq = compare_with_cron("root-x", entry, "Asia/Tokyo", now, fires, cron_tz="UTC")
     assert len(eq.differences) >= 400 and eq.differences[0].cron == ("2026-01-10T02:30Z (11:30 JST)",)
     assert compare_with_cron("root-x", entry, "Asia/Tokyo", now, fires, cron_tz="Asia/Tokyo").differences == []
+
+
+def test_mailto_notes_say_what_cron_did_with_the_output():
+    from chronoctl.importer import entry_notes
+
+    def note(text: str) -> str:
+        entry = parse_crontab(text + "0 1 * * * root true\n", "f", "system").entries[0]
+        return next(n for n in entry_notes(entry, OPTIONS) if n.startswith("MAILTO"))
+
+    assert "cron mailed nothing" in note('MAILTO=""\n')
+    assert "mailed the job's output there" in note("MAILTO = ops@example.com \n") and "'ops@example.com'" in note(
+        "MAILTO = ops@example.com \n")
+
+
+def test_a_user_without_a_passwd_entry_or_without_a_lookup_is_said_not_compared():
+    entry = parse_crontab("0 1 * * * nobody-here true\n", "/etc/cron.d/f", "system").entries[0]
+    job = build_job(entry, "x", OPTIONS)
+    assert "not in this host's passwd" in check_given(entry, job, OPTIONS).environment[0]
+    assert "not compared" in check_given(entry, job, ImportOptions()).environment[0]

@@ -1,0 +1,255 @@
+"""chronod's start-up, reloads and memory with many jobs, on SQLite.
+
+For each job count N (default 10,000 and 100,000; 1,000 jobs a file, varied expressions
+and zones, as bench_daemon's start-up part writes them) the benchmark
+
+1. starts the real `chronod` with NOTIFY_SOCKET pointing at a datagram socket it owns and
+   measures the time from exec to `READY=1`, then VmRSS (and the peak, VmHWM);
+2. sends K SIGHUPs one after the other (the registry unchanged; the daemon answers each
+   reload with a `STATUS=` datagram) and records the time of each reload and VmRSS after
+   it: the series should be flat;
+3. (with --trace) runs the same start-up in-process under tracemalloc and prints the
+   largest allocation sites after ready, and what grew over K reloads.
+
+Memory figures are stable from run to run; times depend on the load of the machine
+(run a big N once, and read its times with that in mind).
+
+    .venv/bin/python bench/bench_startup.py [--jobs 10000,100000] [--reloads 8] [--trace 10000]
+
+Targets: RSS < 120 MB with 10,000 jobs; start-up < 10 s and < 400 MB with 100,000 jobs;
+RSS flat (within 10 %) across reloads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_daemon import make_big_registry  # the same registry as bench_daemon's start-up
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+CHRONOD = shutil.which("chronod", path=str(BIN)) or "chronod"
+PER_FILE = 1000
+
+
+def proc_status(pid: int) -> dict[str, str]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        k, _, v = line.partition(":")
+        out[k] = v.strip()
+    return out
+
+
+def mem_mb(pid: int) -> tuple[float, float]:
+    """(VmRSS, VmHWM) in MB."""
+    st = proc_status(pid)
+    return int(st["VmRSS"].split()[0]) / 1024, int(st["VmHWM"].split()[0]) / 1024
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class NotifySocket:
+    """The datagram socket systemd would own: chronod sends READY=1 and STATUS= here."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+
+    def wait_for(self, word: str, proc: subprocess.Popen, timeout_s: float) -> float:
+        """Block until a datagram containing `word` arrives; the monotonic time it did."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.sock.settimeout(0.5)
+            try:
+                data = self.sock.recv(65536).decode(errors="replace")
+            except TimeoutError:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"chronod exited with {proc.returncode}") from None
+                continue
+            if word in data:
+                return time.monotonic()
+        raise RuntimeError(f"no {word} from chronod within {timeout_s} s")
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def bench_real(n: int, reloads: int, work: Path) -> dict:
+    reg = work / f"registry-{n}"
+    reg.mkdir()
+    make_big_registry(reg, max(1, n // PER_FILE), min(n, PER_FILE))
+    sock = NotifySocket(work / f"notify-{n}.sock")
+    log = open(work / f"chronod-{n}.log", "w")  # noqa: SIM115  (closed in the finally below)
+    env = {k: v for k, v in os.environ.items() if k not in ("WATCHDOG_USEC", "WATCHDOG_PID")}
+    env["NOTIFY_SOCKET"] = str(sock.path)
+    out: dict = {"jobs": n}
+    t0 = time.monotonic()
+    proc = subprocess.Popen([CHRONOD, "--registry", str(reg), "--db", str(work / f"chrono-{n}.sqlite")],
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
+    try:
+        out["ready_s"] = sock.wait_for("READY=1", proc, 900) - t0
+        out["cpu_to_ready_s"] = cpu_s(proc.pid)
+        time.sleep(1.0)  # the ready wake-up's aftermath
+        out["rss_ready_mb"], out["hwm_ready_mb"] = mem_mb(proc.pid)
+        series, times = [], []
+        for _ in range(reloads):
+            t = time.monotonic()
+            proc.send_signal(signal.SIGHUP)
+            times.append(sock.wait_for("STATUS=", proc, 900) - t)
+            series.append(mem_mb(proc.pid)[0])
+        out["reload_s"], out["rss_reloads_mb"] = times, series
+        out["hwm_mb"] = mem_mb(proc.pid)[1]
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+        sock.close()
+    return out
+
+
+TRACE = r'''
+import gc, json, sys, tracemalloc
+tracemalloc.start(int(sys.argv[4]))
+from chronod.daemon import loop, main
+reloads, top = int(sys.argv[3]), int(sys.argv[5])
+
+def sites(stats, n):
+    return [{"size_kb": round(s.size / 1024, 1), "count": s.count,
+             "where": " <- ".join(f"{f.filename.rsplit('/site-packages/', 1)[-1].replace(sys.prefix, '')}:{f.lineno}"
+                                  for f in s.traceback[:3])} for s in stats[:n]]
+
+def grew(diff, n):
+    return [{"size_kb": round(d.size_diff / 1024, 1), "count": d.count_diff,
+             "where": " <- ".join(f"{f.filename.rsplit('/site-packages/', 1)[-1]}:{f.lineno}" for f in d.traceback[:3])}
+            for d in diff[:n] if d.size_diff > 0]
+
+def after_ready(self):
+    gc.collect()
+    first = tracemalloc.take_snapshot()
+    traced = tracemalloc.get_traced_memory()[0]
+    for _ in range(reloads):
+        self.reload()
+    gc.collect()
+    last = tracemalloc.take_snapshot()
+    out = {"traced_ready_mb": traced / 2**20, "traced_reloaded_mb": tracemalloc.get_traced_memory()[0] / 2**20,
+           "top": sites(first.statistics("traceback"), top),
+           "by_file": sites(first.statistics("filename"), top),
+           "grew": grew(last.compare_to(first, "traceback"), top)}
+    print("TRACE " + json.dumps(out))
+
+loop.Daemon.run_forever = after_ready
+main.main(["--registry", sys.argv[1], "--db", sys.argv[2]])
+'''
+
+
+def bench_trace(n: int, reloads: int, work: Path, frames: int = 1, top: int = 20) -> dict:
+    reg = work / f"trace-registry-{n}"
+    reg.mkdir()
+    make_big_registry(reg, max(1, n // PER_FILE), min(n, PER_FILE))
+    r = subprocess.run([sys.executable, "-c", TRACE, str(reg), str(work / f"trace-{n}.sqlite"), str(reloads),
+                        str(frames), str(top)], capture_output=True, text=True, cwd=str(ROOT), check=False)
+    for line in r.stdout.splitlines():
+        if line.startswith("TRACE "):
+            return {"jobs": n, **json.loads(line[6:])}
+    return {"jobs": n, "error": r.stderr[-3000:]}
+
+
+def report(res: dict) -> None:
+    print()
+    print(f"{'jobs':>8} {'ready s':>8} {'CPU s':>7} {'RSS MB':>8} {'peak MB':>8} {'after reloads MB':>18} "
+          f"{'growth':>7} {'reload s (median)':>18}")
+    for r in res["real"]:
+        rel = r["rss_reloads_mb"]
+        growth = (rel[-1] / r["rss_ready_mb"] - 1) * 100 if rel else 0.0
+        med = sorted(r["reload_s"])[len(r["reload_s"]) // 2] if r["reload_s"] else float("nan")
+        print(f"{r['jobs']:>8} {r['ready_s']:8.2f} {r['cpu_to_ready_s']:7.2f} {r['rss_ready_mb']:8.1f} "
+              f"{r['hwm_mb']:8.1f} {rel[-1] if rel else float('nan'):18.1f} {growth:+6.1f}% {med:18.2f}")
+        print(f"{'':>8} RSS after each reload: {', '.join(f'{v:.0f}' for v in rel)}")
+    for t in res.get("trace", []):
+        print(f"\ntracemalloc, {t['jobs']} jobs", end="")
+        if "error" in t:
+            print(": failed\n" + t["error"])
+            continue
+        print(f": {t['traced_ready_mb']:.1f} MB traced after ready, {t['traced_reloaded_mb']:.1f} MB after "
+              f"{res['trace_reloads']} reloads")
+        print("  largest allocation sites after ready:")
+        for s in t["top"]:
+            print(f"  {s['size_kb'] / 1024:8.2f} MB {s['count']:>9} blocks  {s['where']}")
+        print("  by file:")
+        for s in t["by_file"][:10]:
+            print(f"  {s['size_kb'] / 1024:8.2f} MB {s['count']:>9} blocks  {s['where']}")
+        if t["grew"]:
+            print("  grew across the reloads:")
+            for s in t["grew"][:10]:
+                print(f"  {s['size_kb'] / 1024:+8.2f} MB {s['count']:>+9} blocks  {s['where']}")
+    print("\nTargets:")
+    for r in res["real"]:
+        rel = r["rss_reloads_mb"]
+        if r["jobs"] == 10_000:
+            print(f"  RSS with 10,000 jobs {r['rss_ready_mb']:.1f} MB (< 120 MB): "
+                  f"{'met' if r['rss_ready_mb'] < 120 else 'MISSED'}")
+        if r["jobs"] == 100_000:
+            print(f"  start-up with 100,000 jobs {r['ready_s']:.2f} s (< 10 s): {'met' if r['ready_s'] < 10 else 'MISSED'}"
+                  f"; RSS {r['rss_ready_mb']:.0f} MB (< 400 MB): {'met' if r['rss_ready_mb'] < 400 else 'MISSED'}")
+        if rel:
+            flat = max(abs(v / r["rss_ready_mb"] - 1) for v in rel) <= 0.10
+            print(f"  RSS across {len(rel)} reloads of {r['jobs']} jobs within 10 % of ready: {'met' if flat else 'MISSED'}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", default="10000,100000", help="comma-separated job counts")
+    ap.add_argument("--reloads", type=int, default=8, help="SIGHUPs after ready")
+    ap.add_argument("--trace", default="", help="job counts to run again in-process under tracemalloc")
+    ap.add_argument("--trace-reloads", type=int, default=2, help="reloads under tracemalloc (slow: minutes each)")
+    ap.add_argument("--trace-frames", type=int, default=1, help="frames kept per allocation under tracemalloc")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, databases)")
+    args = ap.parse_args()
+    res: dict = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "python": sys.version.split()[0],
+                 "cpus": os.cpu_count(), "load_before": os.getloadavg(), "reloads": args.reloads,
+                 "trace_reloads": args.trace_reloads,
+                 "real": [], "trace": []}
+    work = Path(tempfile.mkdtemp(prefix="chrono-bench-startup-"))
+    try:
+        for n in [int(x) for x in args.jobs.split(",") if x]:
+            print(f"{n} jobs: start-up and {args.reloads} reloads ...", flush=True)
+            res["real"].append(bench_real(n, args.reloads, work))
+            print("  " + json.dumps(res["real"][-1]), flush=True)
+        for n in [int(x) for x in args.trace.split(",") if x]:
+            print(f"{n} jobs under tracemalloc ...", flush=True)
+            res["trace"].append(bench_trace(n, args.trace_reloads, work, args.trace_frames))
+    finally:
+        if args.keep:
+            print(f"work directory kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    report(res)
+    out_dir = ROOT / "bench" / "results"
+    out_dir.mkdir(exist_ok=True)
+    path = out_dir / f"startup-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    path.write_text(json.dumps(res, indent=2))
+    print(f"\nresults: {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""The smaller cases of careless input: every refusal of a file says on which line, and
+every hint suggests something that is accepted."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from chronod.core.schedule import ScheduleError, compile_schedule
+from chronod.specfile import parse_text
+
+
+@pytest.mark.parametrize("text, line", [
+    (b"jobs:\n  - id: x\n    owner: a\x1bb\n", 3),
+    (b"jobs:\n  - id: x\x00\n", 2),
+    (b"jobs:\n\n\n  - id: \xff\n", 4),
+    (b"jobs:\n  - id: x\n    owner: \x07\n", 3),
+])
+def test_non_utf8_nul_and_raw_control_characters_are_refused_with_their_line(text, line):
+    (problem,) = parse_text(text, "f.yaml").problems
+    assert problem.line == line, problem.format()
+    assert f"f.yaml:{line}:" in problem.format()
+
+
+def test_the_hint_for_every_0s_suggests_an_interval_that_is_accepted():
+    with pytest.raises(ScheduleError) as err:
+        compile_schedule("@every 0s")
+    suggested = err.value.hint.split("write ", 1)[1].split(" or")[0]
+    assert compile_schedule(suggested).every_s == 1
+    assert compile_schedule(suggested).next_after(datetime(2026, 1, 1, tzinfo=timezone.utc))
