@@ -12,9 +12,9 @@ from chronod.core.schedule import Schedule
 from chronod.store.api import Run
 
 
-@dataclass
+@dataclass(slots=True)
 class Job:
-    """A carried job: its spec, compiled schedule and identity on this node."""
+    """A carried job: its spec, compiled schedule and identity on this node (in slots: one per job)."""
 
     spec: JobSpec
     schedule: Schedule
