@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from chronod import __version__, fsutil, paths
 
@@ -127,6 +128,7 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     from chronod.specfile import FileCache, load_registry
     from chronod.store.api import NodeConflict, SchemaTooNew, SchemaTooOld, StoreError, open_store
 
+    kernel.share_malloc_arena()  # before any thread: one arena, not one per thread to fragment
     log = Log(timestamps="JOURNAL_STREAM" not in os.environ)
     clock = Clock()
     secure = os.geteuid() == 0 and not args.insecure_registry
@@ -163,10 +165,12 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     )
     log("daemon.starting", version=__version__, node=node, db=store.url_safe,
         registry=",".join(map(str, registry)), state_dir=str(state_dir))
-    notifier = notify_service(store, clock, log, node, metrics,
-                              known_specs=lambda: {j.spec.id: j.spec for j in dict(daemon.jobs).values()})
+    def carried() -> dict[str, Any]:  # the loop's specs, for the threads that read every job
+        return {j.spec.id: j.spec for j in dict(daemon.jobs).values()}
+
+    notifier = notify_service(store, clock, log, node, metrics, known_specs=carried)
     daemon.notify_service = notifier  # the loop calls notifier.wake() after recording an outcome
-    pruner = Pruner(store, clock, log, node, metrics=metrics)
+    pruner = Pruner(store, clock, log, node, metrics=metrics, known_specs=carried)
     try:
         daemon.start()
         notifier.start()
