@@ -18,6 +18,8 @@ from typing import Optional
 
 import typer
 
+from chronoctl import complete as _complete
+
 from chronoctl import cmd_ops, common
 from chronoctl.cmd_ops import WAIT_MAX_S, db_option, json_option
 from chronoctl.errors import UnknownJob, Unreachable, UsageError
@@ -31,7 +33,7 @@ def register(app: typer.Typer) -> None:
 
 
 def trigger(
-    job: str = typer.Argument(..., metavar="JOB", help="A job id."),
+    job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
     force: bool = typer.Option(False, "--force", help="Start even if a run is going (ignore the overlap policy)."),
     wait: float = typer.Option(5.0, "--wait", metavar="SECONDS", min=0, max=WAIT_MAX_S, help="How long to wait for the daemon to take it."),
     db: Optional[str] = db_option(),
@@ -78,7 +80,7 @@ def _user() -> str | None:
 
 
 def pause(
-    job: str = typer.Argument(..., metavar="JOB", help="A job id."),
+    job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
     reason: str = typer.Option(..., "--reason", metavar="TEXT", help="Why (shown by status and did-it-run)."),
     db: Optional[str] = db_option(),
 ) -> None:
@@ -89,7 +91,7 @@ def pause(
 
 
 def resume(
-    job: str = typer.Argument(..., metavar="JOB", help="A job id."),
+    job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
     db: Optional[str] = db_option(),
 ) -> None:
     """Resume a paused job: its next occurrence runs as scheduled."""

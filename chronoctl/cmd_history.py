@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from chronoctl import complete as _complete
+
 from chronoctl import cmd_ops, common
 from chronoctl.cmd_ops import db_option, json_option
 from chronoctl.errors import EXIT_NO, EXIT_UNREACHABLE, UsageError
@@ -95,7 +97,7 @@ def _occurrence_json(o: Any) -> dict[str, Any]:
 
 
 def status(
-    job: Optional[str] = typer.Argument(None, metavar="[JOB]", help="A job id; without it, the whole installation."),
+    job: Optional[str] = typer.Argument(None, metavar="[JOB]", help="A job id; without it, the whole installation.", autocompletion=_complete.job_ids),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
     wide: bool = cmd_ops.wide_option(),
@@ -139,6 +141,7 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
     silent = history.silent_jobs([row], {spec.id: last_at} if last_at else {}, now)  # as `status` and `missed` list it
     places = _placements(row, _node_names(store))
     spans = store.known_spans([spec.id]).get(spec.id, [])
+    mark = store.pruned([spec.id]).get(spec.id)
     nxt = places[0].upcoming(sched, now, 3) if places else []
     return {
         "job_id": spec.id, "owner": spec.owner, "schedule": spec.schedule, "timezone": spec.timezone,
@@ -154,6 +157,7 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
         "last_success_at": cmd_ops.iso(last_at),
         "silence_s": round(quiet.age_s) if quiet.age_s is not None else None,
         "max_silence_s": quiet.max_silence_s, "silent": bool(silent),
+        "history_days": spec.history_days, "pruned_through": cmd_ops.iso(mark.through) if mark else None,
         "runs": [cmd_ops.run_json(r) for r in recent[:LAST_RUNS]],
         "_runs": recent[:LAST_RUNS],
     }
@@ -183,6 +187,8 @@ def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime, fle
     echo_field("success", f"{streak} in a row; last {_human(d['last_success_at'], now) if d['last_success_at'] else 'never'}")
     limit = age(d["max_silence_s"]) if d["max_silence_s"] else "none"
     echo_field("silence", f"max {limit}" + ("; SILENT: past max_silence_s" if d["silent"] else ""))
+    pruned = f"; pruned up to {_human(d['pruned_through'], now)}" if d["pruned_through"] else ""
+    echo_field("history", f"kept {d['history_days']} days{pruned}")
     echo()
     rows = _run_rows(recent, now, wide)
     print_table(rows, run_columns(rows, fleet, wide), title=f"last runs ({zone_note(now)})", empty="(no runs recorded)",
@@ -352,9 +358,9 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
 
 
 def runs(
-    job: str = typer.Argument(..., metavar="JOB", help="A job id."),
+    job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
     since: Optional[str] = typer.Option(None, "--since", metavar="DUR", help="Only runs scheduled in the last DUR (90s, 15m, 24h, 7d)."),
-    state: Optional[list[str]] = typer.Option(None, "--state", metavar="STATE", help="Only runs in this state (repeatable)."),
+    state: Optional[list[str]] = typer.Option(None, "--state", metavar="STATE", help="Only runs in this state (repeatable).", autocompletion=_complete.states),
     limit: int = typer.Option(50, "--limit", min=1, help="At most this many runs, newest first."),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
@@ -398,46 +404,56 @@ def _attempt_json(a: Any) -> dict[str, Any]:
 
 
 def logs(
-    target: str = typer.Argument(..., metavar="RUN|JOB", help="A run id or a unique prefix of one (as tables show them), or a job id: its latest run."),
+    target: str = typer.Argument(..., metavar="RUN|JOB", help="A run id or a unique prefix of one (as tables show them), or a job id: its latest run.", autocompletion=_complete.jobs_and_runs),
+    attempt: Optional[int] = typer.Option(None, "--attempt", metavar="N", min=1, help="Attempt N of a retried run (default: the latest)."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Stream the output until the run ends; exit 0 if it succeeded, 1 otherwise."),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
 ) -> None:
-    """The stored output tail of a run, control characters escaped. Unknown run or job: exit 2."""
-    with cmd_ops.opened(db) as store:
-        run = _run_or_latest(store, target)
-    if as_json:
-        return _print_json(dict(cmd_ops.run_json(run), output_tail=run.output_tail))
+    """The output of a run, control characters escaped: what a running run has printed so
+    far, or the stored tail of any attempt. Unknown run or job: exit 2."""
     import sys
 
+    from chronoctl import output
     from chronoctl.render import escape_control
 
-    tail = run.output_tail or ""
-    kept = len(tail.encode("utf-8", "surrogateescape"))
-    if run.output_bytes > kept:
-        sys.stderr.write(f"chronoctl: showing the last {kept} of {run.output_bytes} bytes of output\n")
-    sys.stdout.write(escape_control(tail))
-    if tail and not tail.endswith("\n"):
+    url = cmd_ops.db_url(db)
+    with cmd_ops.opened(db) as store:
+        run = _run_or_latest(store, target)
+        if follow:
+            if attempt is not None or as_json:
+                raise UsageError("--follow streams the run as it goes: it takes no --attempt or --json")
+            raise typer.Exit(output.Follower(store, run, url).follow())
+        if as_json:
+            return _print_json(output.json_of(store, run, attempt, url))
+        text, note = output.show(store, run, attempt, url)
+    if note:
+        sys.stderr.write(f"chronoctl: {note}\n")
+        sys.stderr.flush()
+    sys.stdout.write(escape_control(text))
+    if text and not text.endswith("\n"):
         sys.stdout.write("\n")
 
 
 def _run_or_latest(store: "Store", target: str) -> "Run":
     """The run `target` names (id or unique prefix), or, when it is a job id, that job's
-    latest run that has started (its latest at all if none has)."""
+    latest run: the newest that has started or is due (not one still in the future)."""
     row = store.get_job(target)
     if row is None:
         return cmd_ops.find_run(store, target)
-    found = store.runs(target, limit=20)
-    started = [r for r in found if r.started_at is not None]
-    if not (started or found):
+    now = common.now_utc()
+    found = store.runs(target, limit=50)
+    due = [r for r in found if r.started_at is not None or r.fire_at <= now]
+    if not due:
         raise UsageError(f"job {target!r} has no runs yet", f"`chronoctl status {target}` shows when it runs next")
-    return (started or found)[0]
+    return due[0]
 
 
 # --- did-it-run ---------------------------------------------------------------------------------
 
 
 def did_it_run(
-    job: str = typer.Argument(..., metavar="JOB", help="A job id."),
+    job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
     at: Optional[str] = typer.Option(None, "--at", metavar="ISO", help="The occurrence nominally at or just before this time (no offset: the job's zone)."),
     since: Optional[str] = typer.Option(None, "--since", metavar="DUR", help="Any success among the occurrences of the last DUR."),
     db: Optional[str] = db_option(),

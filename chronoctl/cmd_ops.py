@@ -41,7 +41,7 @@ def json_option() -> Any:
 
 
 def db_url(option: str | None) -> str:
-    """`--db`, else `CHRONO_DB`, else the default path for this user (DESIGN §8)."""
+    """`--db`, else `CHRONO_DB`, else the default path for this user (docs/reference.md, Files and paths)."""
     if option:
         return option
     from chronod.paths import default_db
@@ -143,7 +143,7 @@ def duration_s(run: "Run") -> float | None:
 
 
 def run_json(run: "Run") -> dict[str, Any]:
-    """A run as JSON, keys fixed (DESIGN §8 plus error, signal, output_bytes, token, trigger)."""
+    """A run as JSON, keys fixed (docs/reference.md plus error, signal, output_bytes, token, trigger)."""
     return {
         "run_id": run.run_id,
         "job_id": run.job_id,

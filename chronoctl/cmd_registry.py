@@ -1,7 +1,7 @@
 """`register`, `unregister` and `list`: putting job files into the registry and taking
 jobs out, then making the daemon reload and confirming that it took the change.
 
-Files are written the way the root daemon's checks want them (DESIGN §9): a temporary
+Files are written the way the root daemon's checks want them (docs/reference.md, What a root daemon accepts): a temporary
 dotfile in the registry directory (the daemon skips dotfiles), fsync, mode 0644, owned by
 root when we are root, then an atomic rename and an fsync of the directory.
 
@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
+
+from chronoctl import complete as _complete
 
 from chronoctl import cmd_ops, common
 from chronod import fsutil
@@ -172,7 +174,8 @@ def _report(verb: str, target: Path, ids: list[str], removed: list[Path], outcom
 
     echo(escape_line(f"{verb} {', '.join(ids)} ({target})"))
     for p in removed:
-        echo(escape_line(f"removed {p} (its jobs moved to {target.name})"))
+        moved = f"its jobs moved to {target.name}" if verb == "registered" else "it held no other job"
+        echo(escape_line(f"removed {p} ({moved})"))
     if outcome["confirmed"]:
         echo(escape_line(f"chronod on {outcome['daemon']} took it"))
     elif outcome["daemon"] == "none":
@@ -190,7 +193,7 @@ def _report(verb: str, target: Path, ids: list[str], removed: list[Path], outcom
 
 
 def unregister(
-    job: str = typer.Argument(..., metavar="JOB", help="A job id."),
+    job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
     force: bool = typer.Option(False, "--force", help="Rewrite a file that holds other jobs too (loses its comments)."),
     registry: Optional[Path] = _registry_option(),
     db: Optional[str] = db_option(),

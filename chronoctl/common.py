@@ -26,7 +26,7 @@ def now_utc() -> datetime:
 
 
 def registry_dir(option: Path | None) -> Path:
-    """`--registry DIR`, else `CHRONO_REGISTRY`, else the default for this user (DESIGN §8)."""
+    """`--registry DIR`, else `CHRONO_REGISTRY`, else the default for this user (docs/reference.md, Files and paths)."""
     if option is not None:
         return option
     from chronod.paths import default_registry

@@ -33,7 +33,8 @@ def escape_line(text: Any) -> str:
     return escape_control(text, keep="")
 
 
-_DSN_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)([^@\s]+)(@)")
+# the user information runs to the last '@' of the word: no part of a password with an '@' shows
+_DSN_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)(\S+)(@)")
 _KW_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
 
 

@@ -1,4 +1,4 @@
-"""Where chrono looks for its registry, database and state (DESIGN §8), in one place."""
+"""Where chrono looks for its registry, database and state (docs/reference.md, Files and paths), in one place."""
 
 from __future__ import annotations
 
@@ -53,6 +53,13 @@ def default_state_dir(db_url: str) -> Path:
     if _is_root():
         return Path("/var/lib/chrono/state")
     return _xdg("XDG_STATE_HOME", ".local/state") / "chrono" / "state"
+
+
+def live_output(state_dir: str | Path, run_id: str, attempt: int) -> Path:
+    """The file a supervisor appends a running attempt's output to (bounded), so that
+    `chronoctl logs` can show and follow it before the run ends. It lives in the state
+    directory and is removed with the attempt's other state files."""
+    return Path(state_dir) / f"{run_id}.{attempt}.output"
 
 
 def default_node() -> str:

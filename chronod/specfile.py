@@ -1,6 +1,6 @@
 """Job files and registry directories -> validated specs, read the way /etc/cron.d should be.
 
-YAML is parsed safely (DESIGN §9): a size cap before parsing; then libyaml's events are
+YAML is parsed safely (docs/reference.md, What a root daemon accepts): a size cap before parsing; then libyaml's events are
 screened so that no tag, anchor or alias ever reaches a constructor (nothing executes, and
 an alias bomb is refused at its first anchor); in the same single pass the events are
 turned into plain values by hand (no node tree is composed), keeping the line of every
@@ -374,7 +374,7 @@ def load_registry(paths: Iterable[Path | str] | Path | str, *, now: datetime, se
                   cache: FileCache | None = None) -> RegistryResult:
     """Load a registry: job files and directories of `*.yaml`/`*.yml` files.
 
-    `secure` (default: when running as root) applies the §9 file checks. A `cache` kept
+    `secure` (default: when running as root) applies the root daemon's file checks. A `cache` kept
     from one load to the next (the daemon's reloads) skips files whose bytes did not
     change (see `FileCache`). In a directory,
     dotfiles, `~` backups and package/editor leftovers are skipped silently, other YAML

@@ -72,7 +72,7 @@ class CronFields:
 
     @property
     def is_fixed_time(self) -> bool:
-        """DESIGN §4: neither the minute nor the hour field starts with '*'."""
+        """docs/reference.md, Time zones and daylight saving time: neither the minute nor the hour field starts with '*'."""
         return not (self.minute_star or self.hour_star)
 
     @property

@@ -419,7 +419,7 @@ def _unrecorded(spec: JobSpec, schedule: Any, start: datetime, now: datetime, no
                     yield occ
 
 
-DST_MARGIN = timedelta(hours=3, seconds=1)  # shifts of 3h or more are clock corrections (DESIGN §4)
+DST_MARGIN = timedelta(hours=3, seconds=1)  # shifts of 3h or more are clock corrections (docs/reference.md, Time zones and daylight saving time)
 
 
 def _gaps(times: list[datetime], start: datetime, now: datetime, schedule: Any) -> list[tuple[datetime, datetime]]:

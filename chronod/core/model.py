@@ -1,7 +1,7 @@
 """The job spec as the rest of chrono sees it: frozen, validated, defaults applied.
 
 Only `chronod.core.validate` builds these (from YAML-derived dicts); everything else
-reads them. Field meanings are DESIGN.md §3.
+reads them. Field meanings are docs/reference.md.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class JobSpec(_HashMemo):
     command: str | tuple[str, ...]
     idempotency_class: str  # idempotent | keyed | unsafe
     timezone: str = "UTC"
-    tolerance_s: int = 0  # always resolved (the §3 default is computed by validation)
+    tolerance_s: int = 0  # always resolved (the documented default is computed by validation)
     tolerance_reason: str | None = None
     overlap: str = "forbid"  # forbid | allow | replace
     catchup: str = "latest"  # latest | all | none

@@ -61,7 +61,7 @@ class Schedule:
     expr: str  # as written
     tz: str  # IANA zone name
     kind: str  # "cron" | "every" | "reboot"
-    is_fixed_time: bool  # DESIGN §4: minute and hour fields do not start with '*'
+    is_fixed_time: bool  # docs/reference.md, Time zones and daylight saving time: minute and hour fields do not start with '*'
     every_s: int | None  # for kind "every"
     dst_gap: str = "shift"  # as asked for; only fixed-time cron schedules act on it
     dst_repeat: str = "first"

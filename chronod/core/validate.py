@@ -3,7 +3,7 @@
 Pure: no I/O and no clock reads (`now` is an argument). `chronod.specfile` turns YAML
 into a `SpecDocument` (values plus the line of every field path); this module applies
 the one table of field rules, `FIELDS`, that `chronod.core.jsonschema` and the manual
-page `chrono-jobs(5)` are also derived from or checked against. DESIGN.md §3, §4, §9.
+page `chrono-jobs(5)` are also derived from or checked against. docs/reference.md.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from chronod.core.schedule import ScheduleError, compile_schedule
 ERROR = "error"
 WARNING = "warning"
 
-# Bounds (DESIGN §9): a job file is configuration, not a data store.
+# Bounds (docs/reference.md, What a root daemon accepts): a job file is configuration, not a data store.
 MAX_JOBS_PER_FILE = 10_000
 MAX_ENV_ENTRIES = 256
 MAX_COMMAND_CHARS = 64 * 1024

@@ -19,22 +19,22 @@ With `timeDiff = clockTime - virtualTime`:
 
 A job is *wildcard* when its minute or hour field starts with `*` (MIN_STAR | HR_STAR).
 
-Two simplifications, both on the side of what chrono promises (DESIGN §4):
+Two simplifications, both on the side of what chrono promises (docs/reference.md, Time zones and daylight saving time):
 
 * Every job cron would queue during one real minute is reported as one start in that
   minute. Real cron flushes its queue between the virtual minutes it replays, so a
   fixed-time job that matches twice inside one skipped DST hour starts twice: Debian's
   cron 3.0pl1-162, run under libfaketime across New York's 2026 spring-forward, started
   `0,30 2 * * *` twice in the first second of 03:00 EDT, and `0 1-3 * * *` three times
-  across Antarctica/Troll's two-hour gap. chrono collapses those into one fire (DESIGN §4).
+  across Antarctica/Troll's two-hour gap. chrono collapses those into one fire (docs/reference.md, Time zones and daylight saving time).
   Apart from that, the same run (6 transitions in New York, Lord Howe, Troll and Havana,
   28 expressions) matched this simulation minute for minute.
 * The zone offset is re-read every minute. Debian's `set_time` only re-reads it when
   `tm_isdst` flips, which matters for offset changes that keep the DST flag (Pacific/Apia
   on 2011-12-30 stayed "DST" while jumping a day).
 
-The thresholds are cron.c's, so this oracle and DESIGN §4 part when a clock goes back by
-3 hours or more: DESIGN (and `chronod.core.schedule`) repeats nothing, while cron.c treats
+The thresholds are cron.c's, so this oracle and the DST rules of docs/reference.md part when a clock goes back by
+3 hours or more: chrono (and `chronod.core.schedule`) repeats nothing, while cron.c treats
 exactly 3 hours (timeDiff -179) as "DST ends" (wildcard jobs repeat) and more than that
 as a jump of its virtual clock (every job repeats as the wall clock passes it again). In
 the tz database only Antarctica/Casey (2010-2023, 3 hours) and Antarctica/Vostok (1994,

@@ -68,7 +68,8 @@ class Endings:
         delay = policy.retry_delay_s(job.spec, run.attempts, self.rng)
         at = self.clock.now() + timedelta(seconds=delay)
         if self.store.schedule_retry(run.run_id, run.attempts, at, exit_code=outcome.exit_code,
-                                     signal=outcome.signal, error=outcome.error, token=self.lease.token):
+                                     signal=outcome.signal, error=outcome.error, token=self.lease.token,
+                                     output_tail=outcome.output_tail, output_bytes=outcome.output_bytes):
             run.state, run.next_attempt_at = "retry_wait", at
             self.track(run)
             self.log("run.retry_wait", job=job.spec.id, run=run.run_id, attempt=run.attempts,

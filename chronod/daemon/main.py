@@ -165,6 +165,12 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     )
     log("daemon.starting", version=__version__, node=node, db=store.url_safe,
         registry=",".join(map(str, registry)), state_dir=str(state_dir))
+    if args.db and _has_password(args.db):
+        log("db.password_in_argv", "warning", db=store.url_safe,
+            why="every local user can read a password given with --db in /proc/PID/cmdline and ps",
+            hint="give --db without the password and put it in ~/.pgpass (or PGPASSFILE), or set PGPASSWORD "
+                 "or CHRONO_DB in an environment file the unit reads (EnvironmentFile=, mode 0600)")
+
     def carried() -> dict[str, Any]:  # the loop's specs, for the threads that read every job
         return {j.spec.id: j.spec for j in dict(daemon.jobs).values()}
 
@@ -198,3 +204,12 @@ def run() -> None:
 
 if __name__ == "__main__":
     run()
+
+
+def _has_password(url: str) -> bool:
+    """Whether a database URL carries a password (in its user information or its query)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return False
+    userinfo = rest.rpartition("@")[0] if "@" in rest else ""
+    return ":" in userinfo or "password=" in rest.lower()

@@ -4,7 +4,6 @@ took, terminate what another node now owns), and the runs of expired nodes (take
 
 from __future__ import annotations
 
-
 from chronod.core import identity, policy
 from chronod.core.schedule import compile_schedule
 from chronod.daemon.runs import Active, Job

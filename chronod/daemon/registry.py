@@ -74,6 +74,7 @@ class Registry:
             "spec_hashes": {j.spec.id: j.spec.spec_hash() for j in self.jobs.values()},
             "registry_errors": len(errors),
             "pid": os.getpid(),
+            "state_dir": str(getattr(self.runner, "state_dir", "")) or None,
         })
         if not initial:
             self.log("registry.reloaded", jobs=len(self.jobs), errors=len(errors))

@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from chronod.paths import live_output
 from chronod.runner.api import Outcome
 
 STARTED = "started"
@@ -76,8 +77,25 @@ def read_json(path: str) -> dict[str, Any] | None:
         return None
 
 
+LIVE_MIN_BYTES = 1 << 20
+
+
+def live_path(state_dir: str | Path, run_id: str, attempt: int) -> str:
+    """The live output file of an attempt (chronod.paths names it for chronoctl too)."""
+    return str(live_output(state_dir, run_id, attempt))
+
+
+def live_limit(tail_bytes: int) -> int:
+    """How far a live output file grows: 16 times the stored tail, at least 1 MiB."""
+    return max(LIVE_MIN_BYTES, 16 * tail_bytes)
+
+
 def remove(state_dir: str | Path, run_id: str, attempt: int) -> None:
-    """Remove both files of an attempt (and a leftover temporary file), if present."""
+    """Remove the files of an attempt (and a leftover temporary file), if present."""
+    try:
+        os.unlink(live_path(state_dir, run_id, attempt))
+    except FileNotFoundError:
+        pass
     for kind in (STARTED, RESULT):
         base = path_of(state_dir, run_id, attempt, kind)
         for path in (base, base + ".tmp"):

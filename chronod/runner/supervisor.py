@@ -289,6 +289,7 @@ class _Watch:
         self.plan, self.pid, self.out_r, self.wake_r = plan, pid, out_r, wake_r
         self.tail = bytearray()
         self.total = 0
+        self.live = _open_live(plan)
         self.reason: str | None = None  # "timed_out" | "cancelled" once we started killing
         self.out_open = True
         self.pidfd = os.pidfd_open(pid)
@@ -335,10 +336,26 @@ class _Watch:
             self.poller.unregister(self.out_r)
             return
         self.total += len(data)
+        self._live(data)
         self.tail += data
         excess = len(self.tail) - self.plan.limit_bytes
         if excess > 0:
             del self.tail[:excess]
+
+    def _live(self, data: bytes) -> None:
+        """Append `data` to the live output file while it stays under its bound; past it the
+        file stops growing (the stored tail still ends with the latest output)."""
+        if self.live is None:
+            return
+        room = files.live_limit(self.plan.limit_bytes) - (self.total - len(data))
+        try:
+            if room > 0:
+                os.write(self.live, data[:room])
+            if room <= len(data):
+                os.close(self.live)
+                self.live = None
+        except OSError:
+            self.live = None
 
     def _signals(self) -> None:
         try:
@@ -370,6 +387,15 @@ class _Watch:
         if not times:
             return -1
         return max(0, int((min(times) - now) * 1000) + 1)
+
+
+def _open_live(plan: Plan) -> int | None:
+    """The live output file of this attempt, opened for appending (None if it cannot be)."""
+    try:
+        return os.open(files.live_path(plan.state_dir, plan.run_id, plan.attempt),
+                       os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
 
 
 def _killpg(pgid: int, sig: int) -> None:

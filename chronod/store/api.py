@@ -38,7 +38,7 @@ class NodeConflict(StoreError):
 
 @dataclass(slots=True)
 class Run:
-    """One occurrence of a job and what happened to it (DESIGN §5)."""
+    """One occurrence of a job and what happened to it (docs/reference.md, Run states)."""
 
     run_id: str
     job_id: str
@@ -98,6 +98,8 @@ class Attempt:
     exit_code: int | None = None
     signal: int | None = None
     error: str | None = None
+    output_tail: str | None = None  # this attempt's own tail (bounded like the run's)
+    output_bytes: int | None = None
 
 
 @dataclass(slots=True)
@@ -275,9 +277,11 @@ class Store(Protocol):
 
     def schedule_retry(self, run_id: str, attempt: int, next_attempt_at: datetime, *,
                        exit_code: int | None, signal: int | None, error: str | None,
-                       token: int, attempt_state: str = "failed") -> bool:
+                       token: int, attempt_state: str = "failed", output_tail: str | None = None,
+                       output_bytes: int = 0) -> bool:
         """running -> retry_wait after a failed attempt (fenced). `attempt_state` is what the
-        attempt row records (failed or timed_out)."""
+        attempt row records (failed or timed_out); the attempt's output tail is kept on its
+        attempt row and, until the next attempt ends, on the run."""
 
     def adopt(self, run_id: str, attempt: int, *, node: str, token: int) -> bool:
         """A restarted daemon re-attaches to a still-running attempt: the run and its attempt

@@ -28,10 +28,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0005"
 """The newest alembic revision this chrono knows (a test keeps it equal to alembic's head)."""
 
-REVISIONS = ("0001", "0002", "0003", "0004")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005")
 """Every revision in order, oldest first: a database at one of these is older, not newer."""
 
 
@@ -121,6 +121,8 @@ attempts = Table(
     Column("exit_code", Integer),
     Column("signal", Integer),
     Column("error", Text),
+    Column("output_tail", Text),  # 0003: every attempt keeps its own tail (bounded like the run's)
+    Column("output_bytes", BigInteger),
 )
 
 nodes = Table(

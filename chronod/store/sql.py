@@ -16,6 +16,8 @@ WHERE clause, on that token being the current token of a live lease (`_lease_liv
 
 from __future__ import annotations
 
+import re
+
 import json
 import threading
 from contextlib import contextmanager
@@ -62,12 +64,40 @@ def normalize_url(url: str) -> str:
     return url
 
 
+_QUERY_PASSWORD = re.compile(r"([?&](?:password|passfile|sslpassword)=)[^&]*", re.IGNORECASE)
+
+
 def mask_url(url: str) -> str:
-    """The URL with any password replaced by `***` (safe for logs, errors and --json)."""
+    """The URL with any password replaced by `***` (safe for logs, errors and --json).
+
+    The user information runs to the *last* '@' before the host: a password with an '@'
+    that is not percent-encoded (`u:Sec@ret@host`) is hidden whole, where the driver
+    would read `Sec` as the password and `ret@host` as the host. Passwords given as query
+    parameters are hidden too."""
     try:
-        return make_url(normalize_url(url)).render_as_string(hide_password=True)
+        text = normalize_url(url)
     except Exception:
         return "<unparseable database URL>"
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        return text
+    authority, slash, tail = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    if not at and "@" in tail:  # a password with '/' and '@' in it: hide up to the last '@'
+        userinfo, at, host = rest.rpartition("@")
+        authority, slash, tail = rest, "", ""
+        host, slash, tail = host.partition("/")
+    if at:
+        user = userinfo.partition(":")[0]
+        authority = f"{user}:***@{host}" if ":" in userinfo else f"{user}@{host}"
+    return _QUERY_PASSWORD.sub(r"\1***", f"{scheme}://{authority}{slash}{tail}")
+
+
+def ambiguous_password(url: str) -> bool:
+    """Whether the URL's password holds an '@' that is not percent-encoded (the driver
+    would split the URL at the first one and try a host named after the rest)."""
+    scheme, sep, rest = url.partition("://")
+    return bool(sep) and rest.split("/", 1)[0].count("@") > 1
 
 
 def migrations_dir() -> Path:
@@ -94,6 +124,9 @@ class SqlStore:
 
     def __init__(self, url: str, *, now: Callable[[], datetime] | None = None):
         self.url_safe = mask_url(url)
+        if ambiguous_password(url):
+            raise StoreError(f"database {self.url_safe}: the password holds an '@'; write it as %40, or leave the "
+                             "password out of the URL and set PGPASSWORD or a ~/.pgpass line")
         try:
             parsed = make_url(normalize_url(url))
         except Exception:
@@ -623,24 +656,27 @@ class SqlStore:
                     self._rejected(c, token)
                     continue
                 self._update_attempt(c, e.run_id, e.attempt, state=e.state, finished_at=end,
-                                     exit_code=e.exit_code, signal=e.signal, error=e.error)
+                                     exit_code=e.exit_code, signal=e.signal, error=e.error,
+                                     output_tail=e.output_tail, output_bytes=e.output_bytes)
                 done.add(e.run_id)
         return done
 
     def schedule_retry(self, run_id: str, attempt: int, next_attempt_at: datetime, *,
                        exit_code: int | None, signal: int | None, error: str | None,
-                       token: int, attempt_state: str = "failed") -> bool:
+                       token: int, attempt_state: str = "failed", output_tail: str | None = None,
+                       output_bytes: int = 0) -> bool:
         """`attempt_state` (added) is what the attempt row records: failed or timed_out."""
         with self._tx() as c:
             now = self._ts()
             res = c.execute(s.runs.update().where(*self._held(run_id, attempt, token)).values(
                 state="retry_wait", next_attempt_at=next_attempt_at, exit_code=exit_code, signal=signal,
-                error=error, updated_at=now))
+                error=error, updated_at=now, output_tail=output_tail, output_bytes=output_bytes))
             if res.rowcount != 1:
                 self._rejected(c, token)
                 return False
             self._update_attempt(c, run_id, attempt, state=attempt_state, finished_at=now,
-                                 exit_code=exit_code, signal=signal, error=error)
+                                 exit_code=exit_code, signal=signal, error=error,
+                                 output_tail=output_tail, output_bytes=output_bytes)
             return True
 
     def adopt(self, run_id: str, attempt: int, *, node: str, token: int) -> bool:

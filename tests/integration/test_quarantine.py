@@ -77,3 +77,21 @@ def test_a_job_that_raises_at_run_time_is_quarantined_and_the_others_keep_runnin
     status = json.loads(chronoctl("status", "--json", db=db, check=True).stdout)
     assert not [e for e in status["registry_errors"] if "bomb" in e["message"]]
     assert d.stop() == 0
+
+
+def test_an_every_beyond_the_calendar_is_refused_and_the_other_jobs_run(tmp_path):
+    """The reported case as written: `@every 3000000d` used to crash-loop the daemon."""
+    reg = tmp_path / "jobs.d"
+    reg.mkdir()
+    db, log = str(tmp_path / "chrono.db"), tmp_path / "chronod.log"
+    write_jobs(reg / "huge.yaml", jobs_file(job("huge", "@every 3000000d", "true"),
+                                            job("huger", "@every 999999999999999999999999s", "true")))
+    write_jobs(reg / "good.yaml", jobs_file(job("good", "@every 1s", "true")))
+    d = Chronod(reg, db, log).start()
+    wait_until(lambda: len(runs_json("good", db)) >= 3, timeout=15, what="the good job to run")
+    d.send(signal.SIGHUP)  # a reload reads the file again: still no crash
+    time.sleep(1.5)
+    assert d.proc.poll() is None, d.log_since_start()
+    text = d.log_since_start()
+    assert d.stop() == 0
+    assert "event=registry.error" in text and "@every" in text and "OverflowError" not in text

@@ -60,6 +60,9 @@ def test_db_prune_deletes_the_old_runs_and_the_audit_says_pruned_not_missing(db)
     assert code == 0 and doc["runs"] == 29 and doc["dry_run"] is False
     _, runs = ctl_json("runs", "ledger", "--since", "90d", "--limit", "1000", "--db", db)
     assert len(runs) == 29  # days 0..29, less day 5
+    _, status = ctl_json("status", "ledger", "--db", db)
+    assert status["history_days"] == 30 and status["pruned_through"][:10] == _day(30).date().isoformat()
+    assert "kept 30 days; pruned up to" in ctl("status", "ledger", "--db", db).stdout
     again = ctl("db", "prune", "--older-than", "30d", "--db", db)
     assert again.returncode == 0 and "deleted 0 run(s)" in again.stdout
 

@@ -455,3 +455,20 @@ def test_a_dst_policy_on_a_schedule_that_cannot_use_it_is_a_warning(schedule):
 def test_a_dst_policy_in_defaults_is_not_warned_about_on_wildcard_jobs():
     text = _dst_job("*/30 1 * * *").replace("jobs:\n", "defaults:\n  dst_repeat: both\njobs:\n", 1)
     assert warnings(check(text)) == []
+
+
+# --- retention ------------------------------------------------------------------------------
+
+
+def test_history_days_defaults_to_400_and_a_files_defaults_set_it_for_every_job():
+    assert the_job(JOB).history_days == 400
+    text = JOB.replace("jobs:\n", "defaults:\n  history_days: 90\njobs:\n", 1)
+    assert the_job(text).history_days == 90
+    assert the_job(text.replace("    idempotency_class: idempotent\n",
+                                "    idempotency_class: idempotent\n    history_days: 7\n")).history_days == 7
+
+
+@pytest.mark.parametrize("value, words", [(0, "≥ 1"), (40000, "≤ 36600"), ('"30d"', "number")])
+def test_history_days_out_of_bounds_is_an_error(value, words):
+    problem = at(check(job(f"history_days: {value}")), "jobs[0].history_days")
+    assert words in problem.message

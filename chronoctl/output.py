@@ -1,0 +1,221 @@
+"""A run's output for `chronoctl logs`: the stored tail of any attempt, what a running
+attempt has printed so far, and following it until the run ends.
+
+A running attempt's output is in the live file its supervisor appends to, in the state
+directory of the daemon that runs it (the daemon publishes where that is; the file's name
+comes from `chronod.paths.live_output`). It is readable on that daemon's host, by its
+user. Once an attempt ends, its tail is in the database (every attempt keeps its own).
+"""
+
+from __future__ import annotations
+
+import codecs
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chronoctl.errors import CliError, UsageError
+
+if TYPE_CHECKING:
+    from chronod.store.api import Run, Store
+
+POLL_S = 0.2
+WAITING = ("pending", "retry_wait")
+
+
+def attempt_number(run: "Run", attempt: int | None) -> int:
+    """`attempt` checked against the run (1..its attempts), or the run's latest attempt."""
+    if attempt is None:
+        return run.attempts
+    if not 1 <= attempt <= max(run.attempts, 0):
+        have = f"{run.attempts} attempt(s)" if run.attempts else "no attempt yet"
+        raise UsageError(f"--attempt {attempt}: run {run.run_id} has {have}",
+                         f"give --attempt 1 to {run.attempts}" if run.attempts else None)
+    return attempt
+
+
+def stored(store: "Store", run: "Run", attempt: int) -> tuple[str | None, int]:
+    """(tail, bytes printed in all) of a finished attempt; tail None when it was not kept."""
+    if attempt == run.attempts and run.state not in ("running",):
+        return run.output_tail, run.output_bytes
+    row = next((a for a in store.attempts(run.run_id) if a.attempt == attempt), None)
+    if row is None or row.output_tail is None:
+        return None, 0
+    return row.output_tail, row.output_bytes or 0
+
+
+def _this_host() -> set[str]:
+    name = socket.gethostname()
+    return {name, name.split(".")[0]}
+
+
+def live_file(store: "Store", run: "Run", attempt: int, db: str) -> Path:
+    """The live output file of a running attempt; CliError when it is not on this host."""
+    from chronod.paths import default_state_dir, live_output
+
+    node = next((n for n in store.nodes() if n.name == run.node), None)
+    if node is not None and node.hostname not in _this_host():
+        raise CliError(f"run {run.run_id} is running on node {node.name} (host {node.hostname}); "
+                       "its output so far can be read only there",
+                       f"run `chronoctl logs {run.run_id[:8]}` on {node.hostname}, or wait for it to end")
+    state_dir = (node.info or {}).get("state_dir") if node is not None else None
+    if not state_dir:
+        state_dir = default_state_dir(db)
+    return live_output(state_dir, run.run_id, attempt)
+
+
+def read_live(path: Path, offset: int = 0) -> bytes:
+    """The bytes of the live file from `offset` (empty when it is not there yet or any more)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read()
+    except FileNotFoundError:
+        return b""
+    except PermissionError as exc:
+        raise CliError(f"cannot read {path}: the output of a running run is readable by the daemon's user only",
+                       "run chronoctl as the user chronod runs as (or wait for the run to end)") from exc
+
+
+def missing_part(tail: str | None, total: int, shown: int) -> tuple[str, int]:
+    """What of an attempt's stored tail was not shown yet, given `shown` of its `total`
+    bytes were; and how many bytes in between are lost (the live file stops at its bound)."""
+    if not tail or total <= shown:
+        return "", 0
+    data = tail.encode("utf-8", "surrogateescape")
+    missing = total - shown
+    if missing <= len(data):
+        return data[-missing:].decode("utf-8", "backslashreplace"), 0
+    return tail, missing - len(data)
+
+
+def outcome_line(run: "Run") -> str:
+    """`run 1a2b3c4d succeeded after 1 attempt in 3s` or `... failed after 2 attempts: exit code 1`."""
+    from chronoctl import cmd_ops
+    from chronoctl.render import age
+
+    took = cmd_ops.duration_s(run)
+    tries = f" after {run.attempts} attempt{'s' if run.attempts != 1 else ''}" if run.attempts else ""
+    during = f" in {age(took)}" if took is not None else ""
+    why = f": {run.error}" if run.error and run.state != "succeeded" else ""
+    return f"run {run.run_id[:8]} of {run.job_id} {run.state}{tries}{during}{why}"
+
+
+class Follower:
+    """Streams a run's output to stdout as it is printed, attempt after attempt, until the run ends."""
+
+    def __init__(self, store: "Store", run: "Run", db: str):
+        self.store, self.run, self.db = store, run, db
+        self.attempt = 0  # the attempt being streamed (0: none yet)
+        self.shown = 0  # bytes of it shown
+        self.decoder = codecs.getincrementaldecoder("utf-8")("backslashreplace")
+        self.said: set[str] = set()
+
+    def follow(self) -> int:
+        """Stream until the run reaches a final state; 0 when it succeeded, 1 otherwise."""
+        from chronod.core.model import TERMINAL_STATES
+
+        first = True
+        while True:
+            run = self.store.get_run(self.run.run_id)
+            if run is None:
+                raise CliError(f"run {self.run.run_id} disappeared from the database")
+            self.run = run
+            if self.attempt and (run.attempts > self.attempt or run.state != "running"):
+                self._finish_attempt()
+            if first and run.state in TERMINAL_STATES and run.attempts:
+                self.attempt = run.attempts  # it ended already: its stored tail, then the outcome
+                self._finish_attempt()
+            first = False
+            if run.state in TERMINAL_STATES:
+                _note(outcome_line(run))
+                return 0 if run.state == "succeeded" else 1
+            if run.state == "running":
+                if run.attempts != self.attempt:
+                    self._start_attempt(run.attempts)
+                self._emit(read_live(live_file(self.store, run, self.attempt, self.db), self.shown))
+            else:
+                self._waiting(run)
+            time.sleep(POLL_S)
+
+    def _start_attempt(self, attempt: int) -> None:
+        self.attempt, self.shown = attempt, 0
+        self.decoder.reset()
+        if attempt > 1:
+            _note(f"attempt {attempt} started")
+
+    def _emit(self, data: bytes) -> None:
+        if not data:
+            return
+        from chronoctl.render import escape_control
+
+        self.shown += len(data)
+        sys.stdout.write(escape_control(self.decoder.decode(data)))
+        sys.stdout.flush()
+
+    def _finish_attempt(self) -> None:
+        """Show what of the attempt that just ended the live file did not (its last bytes)."""
+        from chronoctl.render import escape_control
+
+        self._emit(read_live(live_file(self.store, self.run, self.attempt, self.db), self.shown)
+                   if self.run.state == "running" and self.run.attempts == self.attempt else b"")
+        tail, total = stored(self.store, self.run, self.attempt)
+        rest, lost = missing_part(tail, total, self.shown)
+        if lost:
+            _note(f"{lost} bytes of attempt {self.attempt}'s output were not kept")
+        if rest:
+            sys.stdout.write(escape_control(rest))
+        sys.stdout.flush()
+        self.attempt, self.shown = 0, 0
+
+    def _waiting(self, run: "Run") -> None:
+        from chronoctl.render import human_time
+
+        key = f"{run.state}:{run.attempts}"
+        if key in self.said:
+            return
+        self.said.add(key)
+        if run.state == "retry_wait" and run.next_attempt_at is not None:
+            _note(f"attempt {run.attempts} ended ({run.error or run.state}); the next one starts "
+                  f"{human_time(run.next_attempt_at)}")
+        elif run.state == "pending":
+            _note(f"run {run.run_id[:8]} has not started yet; it fires {human_time(run.fire_at)}")
+
+
+def _note(text: str) -> None:
+    from chronoctl.render import escape_line
+
+    sys.stdout.flush()
+    sys.stderr.write(f"chronoctl: {escape_line(text)}\n")
+    sys.stderr.flush()
+
+
+def show(store: "Store", run: "Run", attempt: int | None, db: str) -> tuple[str, str | None]:
+    """(the output to print, a note for stderr) of one attempt of `run`: stored when it
+    ended, read from its live file while it runs."""
+    n = attempt_number(run, attempt)
+    if n == 0:
+        return "", f"run {run.run_id} has not started yet"
+    if run.state == "running" and n == run.attempts:
+        data = read_live(live_file(store, run, n, db))
+        if data or store.get_run(run.run_id).state == "running":  # type: ignore[union-attr]
+            return data.decode("utf-8", "backslashreplace"), f"run {run.run_id[:8]} is still running: its output so far"
+        run = store.get_run(run.run_id) or run  # it ended between the two reads
+    tail, total = stored(store, run, n)
+    if tail is None:
+        return "", (f"attempt {n} of run {run.run_id} has no stored output "
+                    "(recorded before chrono kept every attempt's output)")
+    kept = len(tail.encode("utf-8", "surrogateescape"))
+    note = f"showing the last {kept} of {total} bytes of output" if total > kept else None
+    return tail, note
+
+
+def json_of(store: "Store", run: "Run", attempt: int | None, db: str) -> dict[str, Any]:
+    """The `--json` of `logs`: the run, the attempt shown and its output."""
+    from chronoctl import cmd_ops
+
+    text, _ = show(store, run, attempt, db)
+    return dict(cmd_ops.run_json(run), attempt_shown=attempt_number(run, attempt), output_tail=text,
+                running=run.state == "running")

@@ -1,0 +1,300 @@
+"""Drive the real `Daemon` through simulated weeks: build it on the real SQLite store
+with a fake clock, a simulated runner and a fake waker, inject the faults the seed
+draws, rebuild it after each crash on the same database, and keep the simulation's
+own record of what happened for the invariants (chronod.sim.invariants)."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from chronod.core.clock import FakeClock
+from chronod.core.model import JobSpec
+from chronod.daemon.loop import Daemon
+from chronod.daemon.waker import Wakeups
+from chronod.sim.scenario import Config, Registry, duration, start_time
+from chronod.sim.world import (
+    Crash,
+    Event,
+    FaultyStore,
+    Life,
+    NullMetrics,
+    SimNotifier,
+    SimRunner,
+    SimWaker,
+    World,
+)
+from chronod.specfile import load_registry
+from chronod.store.api import StoreError
+from chronod.store.sql import SqlStore
+
+NODE = "sim-a"
+MAX_DOWNTIME_S = 1800.0
+
+
+@dataclass
+class Version:
+    """A job definition as daemons ran it, from the load that first returned it until the
+    load that changed or removed it (wall times)."""
+
+    spec: JobSpec
+    since: datetime
+    until: datetime | None = None
+
+
+@dataclass
+class Outcome:
+    """What a simulation leaves for the invariants."""
+
+    cfg: Config
+    world: World
+    store: SqlStore
+    versions: dict[str, list[Version]]
+    paused: dict[str, list[tuple[datetime, datetime | None]]]
+    manual: dict[str, str]  # run_id -> job_id of the triggers the simulation requested
+    start: datetime
+    end: datetime  # wall time at the end
+    fault_end: float  # monotonic: no fault after this
+    edits: list[tuple[datetime, str]] = field(default_factory=list)
+    log_counts: dict[str, int] = field(default_factory=dict)
+    tmp: Path | None = None
+    nodes: tuple[str, ...] = (NODE,)
+
+    @property
+    def db_path(self) -> Path:
+        assert self.tmp is not None
+        return self.tmp / "chrono.db"
+
+    def close(self) -> None:
+        self.store.close()
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def fault_plan(cfg: Config, rng: random.Random, t0: float, t1: float) -> list[Event]:
+    """The faults and operator actions of the whole simulation, by monotonic time."""
+    span, days = t1 - t0, max(cfg.days, 0.05)
+    events: list[Event] = []
+
+    def some(kind: str, per_day: float, **make: Any) -> None:
+        n = max(1, round(per_day * days * rng.uniform(0.7, 1.3)))
+        for _ in range(n):
+            events.append(Event(t0 + rng.uniform(0, span), kind, {k: f(rng) for k, f in make.items()}))
+
+    f = cfg.faults
+    if "crash" in f:
+        some("crash", 3, calls=lambda r: r.randrange(0, 40), downtime=lambda r: r.choice(
+            [r.uniform(1, 30), r.uniform(30, 600), r.uniform(600, MAX_DOWNTIME_S)]))
+    if "stall" in f:
+        some("stall", 3, seconds=lambda r: r.choice([r.uniform(1, 20), r.uniform(20, 200), r.uniform(300, 900)]))
+    if "clock" in f:
+        some("jump", 1.5, seconds=lambda r: r.choice([r.uniform(20, 7200), -r.uniform(5, 900)]))
+    if "outage" in f:
+        some("outage", 2, seconds=lambda r: r.choice([r.uniform(2, 60), r.uniform(60, 1800)]))
+    if "registry" in f:
+        some("registry", 6)
+    some("pause", 2, seconds=lambda r: r.uniform(60, 7200))
+    some("trigger", 6)
+    events.sort(key=lambda e: e.at)
+    return events
+
+
+class Simulation:
+    """One seeded simulation of one node (the SQLite store carries one node)."""
+
+    def __init__(self, cfg: Config, workdir: Path | None = None):
+        self.cfg = cfg
+        self.rng = random.Random(cfg.seed)
+        self.tmp = Path(tempfile.mkdtemp(prefix="chrono-sim-", dir=workdir or _fast_tmp()))
+        self.start = start_time(cfg, self.rng)
+        self.clock = FakeClock(self.start, mono=1000.0)
+        self.world = World(self.clock, random.Random(self.rng.random()))
+        self.store = SqlStore(str(self.tmp / "chrono.db"), now=self.clock.now)
+        self.store.upgrade()
+        self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), "dst" in cfg.faults)
+        self.registry.build(cfg.jobs, cfg.job_docs, cfg.mean_s)
+        self.t0 = self.clock.monotonic()
+        self.end = self.t0 + cfg.days * 86400
+        self.fault_end = max(self.t0, self.end - min(cfg.drain_s, cfg.days * 86400 * 0.25))
+        self.events = fault_plan(cfg, random.Random(self.rng.random()), self.t0, self.fault_end)
+        self.versions: dict[str, list[Version]] = {}
+        self.paused: dict[str, list[tuple[datetime, datetime | None]]] = {}
+        self.manual: dict[str, str] = {}
+        self.edits: list[tuple[datetime, str]] = []
+        self.log_counts: dict[str, int] = {}
+        self.first_load = True
+        self.died: datetime | None = None  # wall time the last daemon died
+        self.life: Life | None = None
+
+    # --- what the daemon is given ------------------------------------------------------
+    def load(self) -> Any:
+        """The real registry loader; and the record of which definitions a daemon was given."""
+        result = load_registry([self.registry.root], now=self.clock.now(), secure=False)
+        self.note_versions(result, fresh=self.first_load)
+        self.first_load = False
+        return result
+
+    def note_versions(self, result: Any, fresh: bool) -> None:
+        now = self.clock.now()
+        effective: dict[str, JobSpec] = {}
+        for name, plans in self.registry.files.items():
+            if name in self.registry.broken and fresh:
+                continue  # a new daemon has no last good version of a broken file
+            ids = {p.id for p in plans}
+            fres = result.files.get(str(self.registry.root / name))
+            if fres is not None and fres.ok:
+                effective.update({s.id: s for s in fres.specs if s.id in ids})
+            else:
+                effective.update({i: v[-1].spec for i, v in self.versions.items()
+                                  if i in ids and v[-1].until is None})
+        # a new daemon that does not carry a job any more stopped running it when the last
+        # one died (a crash while a file is broken drops that file's jobs: reported, not excused)
+        until = self.died if fresh and self.died is not None else now
+        for job_id, versions in self.versions.items():
+            last = versions[-1]
+            if last.until is None and (job_id not in effective or effective[job_id] != last.spec):
+                last.until = until
+        for job_id, spec in effective.items():
+            versions = self.versions.setdefault(job_id, [])
+            if not versions or versions[-1].until is not None:
+                versions.append(Version(spec, now))
+
+    def log(self, event: str, level: str = "info", **fields: Any) -> None:
+        self.log_counts[event] = self.log_counts.get(event, 0) + 1
+
+    # --- the world's events ---------------------------------------------------------------
+    def next_event(self) -> float:
+        return self.events[0].at if self.events else float("inf")
+
+    def due_events(self, mono: float) -> list[Event]:
+        out = []
+        while self.events and self.events[0].at <= mono:
+            out.append(self.events.pop(0))
+        return out
+
+    def apply(self, event: Event, woke: Wakeups) -> None:
+        w, now = self.world, self.clock.now()
+        kind, data = event.kind, event.data
+        if kind == "crash":
+            w.crash_at = w.mono()
+            w.crash_calls = w.store_calls + data["calls"]
+            w.downtime = data["downtime"]
+        elif kind == "stall":
+            start = w.mono()
+            w.advance_to(start + data["seconds"])
+            w.disturbed("stall", start, w.mono())
+        elif kind == "jump":
+            start = w.mono()
+            self.clock.jump_wall(data["seconds"])
+            w.disturbed("clock", start, start + 1, walls=(now, self.clock.now()))
+        elif kind == "outage":
+            w.outage_until = max(w.outage_until, w.mono() + data["seconds"])
+            w.disturbed("outage", w.mono(), w.outage_until + 35)  # + the longest reconnect backoff
+        elif kind == "registry":
+            self.edits.append((now, self.registry.edit()))
+            for plan in self.registry.plans().values():
+                w.durations.setdefault(plan.id, duration(plan))
+            woke.reload = True
+        elif kind == "pause":
+            self.pause(data["seconds"])
+        elif kind == "resume":
+            self.resume(data["job"])
+        elif kind == "trigger":
+            self.trigger(woke)
+
+    def pause(self, seconds: float) -> None:
+        plans = sorted(self.registry.plans())
+        if not plans or self.world.mono() < self.world.outage_until:
+            return
+        job = self.rng.choice(plans)
+        if self.paused.get(job) and self.paused[job][-1][1] is None:
+            return
+        if self.store.set_paused(job, True, "simulated maintenance"):
+            self.paused.setdefault(job, []).append((self.clock.now(), None))
+            self.events.append(Event(self.world.mono() + seconds, "resume", {"job": job}))
+            self.events.sort(key=lambda e: e.at)
+
+    def resume(self, job: str) -> None:
+        if self.world.mono() < self.world.outage_until:
+            self.events.append(Event(self.world.outage_until + 1, "resume", {"job": job}))
+            self.events.sort(key=lambda e: e.at)
+            return
+        self.store.set_paused(job, False, None)
+        since, _ = self.paused[job][-1]
+        self.paused[job][-1] = (since, self.clock.now())
+
+    def trigger(self, woke: Wakeups) -> None:
+        plans = sorted(self.registry.plans())
+        if not plans or self.world.mono() < self.world.outage_until:
+            return
+        job = self.rng.choice(plans)
+        rid = f"manual-{job}-{len(self.manual):06d}"
+        self.store.add_request("trigger", job, {"run_id": rid})
+        self.manual[rid] = job
+        woke.requests = True
+
+    # --- daemon lives ------------------------------------------------------------------------
+    def daemon(self, life: Life) -> Daemon:
+        runner = SimRunner(self.world, NODE, str(self.tmp))
+        waker = SimWaker(self.world, runner, self.due_events, self.next_event, self.apply, self.end)
+        return Daemon(clock=self.clock, store=FaultyStore(self.store, self.world), runner=runner,
+                      load_registry=self.load, node=NODE, metrics=NullMetrics(),
+                      notifier=SimNotifier(life, self.cfg.watchdog_usec / 2e6, self.clock), log=self.log,
+                      waker=waker, boot_id="sim-boot", boot_time=self.start.timestamp(),
+                      rng=random.Random(self.rng.random()))
+
+    def run(self) -> Outcome:
+        w = self.world
+        for plan in self.registry.plans().values():
+            w.durations[plan.id] = duration(plan)
+        while True:
+            life = Life(NODE, w.mono())
+            w.lives.append(life)
+            self.first_load = True
+            d = self.daemon(life)
+            try:
+                d.start()
+                d.run_forever()
+                life.how, life.ended = "stop", w.mono()
+                break
+            except Crash:
+                life.how = "crash"
+            except StoreError:
+                life.how = "start_failed"  # systemd restarts it
+            life.ended = w.mono()
+            self.died = self.clock.now()
+            self.down(getattr(w, "downtime", 5.0))
+            if w.mono() >= self.end:
+                break
+        for plan in self.registry.plans().values():
+            w.durations.setdefault(plan.id, duration(plan))
+        return Outcome(self.cfg, w, self.store, self.versions, self.paused, self.manual, self.start,
+                       self.clock.now(), self.fault_end, self.edits, self.log_counts, self.tmp)
+
+    def down(self, seconds: float) -> None:
+        """The daemon is dead for `seconds`: processes go on, the world's events happen."""
+        w = self.world
+        w.crash_at, w.crash_calls = float("inf"), 0
+        start, until = w.mono(), min(w.mono() + seconds, self.end)
+        while self.events and self.events[0].at <= until:
+            event = self.events.pop(0)
+            w.advance_to(event.at)
+            if event.kind not in ("crash", "stall"):
+                self.apply(event, Wakeups())
+        w.advance_to(until)
+        for plan in self.registry.plans().values():
+            w.durations.setdefault(plan.id, duration(plan))
+        w.disturbed("down", start, w.mono() + 1)
+
+
+def _fast_tmp() -> str | None:
+    """A memory-backed directory when there is one: the simulation's database need not
+    survive the machine, and fsyncs would dominate its run time."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None

@@ -1,0 +1,293 @@
+"""The promises a simulation checks, each from the simulation's own record of what ran
+(chronod.sim.world.Proc: what the simulated runner really started and how it ended),
+never from the daemon's opinion of it. The store is read only for the terminal state
+each occurrence was given, which is what the promise is about.
+
+Each check returns its counterexamples, oldest first; a promise holds when there are none.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from chronod.core import identity
+from chronod.core.policy import ON_TIME_GRACE_S
+from chronod.core.schedule import compile_schedule
+from chronod.sim.driver import Outcome, Version
+from chronod.sim.world import Proc
+
+LAG_S = 2.0  # a daemon that is up, not stalled and has its database starts a fire this soon
+EDGE_S = 10.0  # occurrences this close to a definition change may belong to either version
+SETTLE_S = 3600.0  # occurrences due this close to the end may not have settled yet
+TERMINAL = {"succeeded", "failed", "timed_out", "cancelled", "lost", "skipped_overlap", "skipped_outage",
+            "skipped_paused", "skipped_resource"}
+RAN = {"succeeded", "failed", "timed_out", "cancelled", "lost"}
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    """The first sign of a broken promise: where to look and what went wrong."""
+
+    at: datetime
+    job: str
+    run_id: str
+    what: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"time": self.at.isoformat(), "job": self.job, "run_id": self.run_id, "what": self.what}
+
+
+@dataclass(frozen=True)
+class Expected:
+    """An occurrence the daemon had to account for."""
+
+    job: str
+    version: Version
+    scheduled_at: datetime
+    fire_at: datetime
+    run_id: str
+
+
+class Facts:
+    """What the invariants read, indexed once."""
+
+    def __init__(self, out: Outcome):
+        self.out = out
+        self.procs: list[Proc] = sorted(out.world.procs.values(), key=lambda p: (p.started_mono, p.run_id))
+        self.by_run: dict[str, list[Proc]] = defaultdict(list)
+        self.by_job: dict[str, list[Proc]] = defaultdict(list)
+        for p in self.procs:
+            self.by_run[p.run_id].append(p)
+            self.by_job[p.job_id].append(p)
+        self.rows = {r.run_id: r for r in out.store.runs()}
+        self.horizon = out.end - timedelta(seconds=SETTLE_S)
+        self.expected = list(self._expected())
+
+    def _expected(self) -> Iterable[Expected]:
+        for job, versions in self.out.versions.items():
+            for v in versions:
+                spec = v.spec
+                if not spec.enabled:
+                    continue
+                sched = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+                if sched.kind == "reboot":
+                    continue
+                key = identity.job_key(spec.id, spec.run_on.each, self.out.nodes[0])
+                offset = timedelta(seconds=identity.jitter_offset(key, spec.tolerance_s))
+                lo = v.since + timedelta(seconds=EDGE_S)
+                hi = min(v.until - timedelta(seconds=EDGE_S) if v.until else self.horizon, self.horizon)
+                if hi <= lo:
+                    continue
+                for at in sched.fires(lo - offset, hi - offset):
+                    if lo < at + offset <= hi:
+                        yield Expected(job, v, at, at + offset, identity.run_id(key, at))
+
+    def disturbed(self, start: datetime, end: datetime) -> bool:
+        """Whether a crash, stall, outage or clock step touched this wall-time span."""
+        return any(d.start_wall <= end and start <= d.end_wall for d in self.out.world.disturbances)
+
+    def paused(self, job: str, start: datetime, end: datetime) -> bool:
+        for a, b in self.out.paused.get(job, []):
+            if a <= end and (b is None or start <= b):
+                return True
+        return False
+
+    def alive(self, job: str, start: datetime, end: datetime) -> bool:
+        """Whether a process of the job ran at some point of this span."""
+        for p in self.by_job.get(job, []):
+            p_end = p.started_wall + timedelta(seconds=p.end_mono() - p.started_mono)
+            if p.started_wall <= end and start <= p_end:
+                return True
+        return False
+
+
+def one_terminal_state(f: Facts) -> list[Counterexample]:
+    """Every occurrence from when its job was known until removed has exactly one terminal
+    state, and it is the one the policies require."""
+    out = []
+    for e in f.expected:
+        row = f.rows.get(e.run_id)
+        ran = f.by_run.get(e.run_id, [])
+        why = _wrong_state(f, e, row.state if row else None, ran)
+        if why:
+            out.append(Counterexample(e.fire_at, e.job, e.run_id, why))
+    return out
+
+
+def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> str | None:
+    spec = e.version.spec
+    if state is None:
+        return "no record at all"
+    if state not in TERMINAL:
+        return f"still {state} long after it fell due"
+    if ran:
+        last = ran[-1]
+        if last.end_mono() > f.out.world.mono() or state == last.final_state():
+            return None
+        if state == "lost" and spec.idempotency_class == "unsafe":
+            return None
+        return f"recorded {state}, but its last attempt ended {last.final_state()}"
+    if state in RAN - {"lost"}:
+        return f"recorded {state}, but no process was ever started"
+    span = (e.fire_at - timedelta(seconds=1), e.fire_at + timedelta(seconds=ON_TIME_GRACE_S + LAG_S))
+    if state == "skipped_outage" and not f.disturbed(*span):
+        if spec.catchup == "all":
+            return None  # the backlog rule: see catchup_all_in_order
+        return "recorded skipped_outage while chronod was up, not stalled and had its database"
+    if state == "skipped_paused" and not f.paused(e.job, e.scheduled_at - timedelta(seconds=1),
+                                                  e.fire_at + timedelta(seconds=spec.catchup_window_s)):
+        return "recorded skipped_paused, but the job was not paused"
+    if state == "skipped_overlap" and (spec.overlap == "allow" or not f.alive(e.job, span[0], span[1] + timedelta(
+            seconds=spec.catchup_window_s))):
+        return f"recorded skipped_overlap (overlap: {spec.overlap}), but no run of the job was running"
+    if state == "cancelled":
+        return "cancelled, though the job and its schedule were unchanged"
+    return None
+
+
+def unsafe_at_most_once(f: Facts) -> list[Counterexample]:
+    """No `unsafe` occurrence is started twice, across crashes."""
+    out = []
+    for run_id, procs in f.by_run.items():
+        if procs[0].unsafe and len(procs) > 1:
+            p = procs[1]
+            out.append(Counterexample(p.started_wall, p.job_id, run_id, f"unsafe run started {len(procs)} times"))
+    return out
+
+
+def fire_lag_bounded(f: Facts) -> list[Counterexample]:
+    """A daemon that is up, not stalled and has its database starts each occurrence
+    within its tolerance plus LAG_S (jobs that wait for a resource or a catch-up backlog
+    excepted)."""
+    out = []
+    for e in f.expected:
+        spec = e.version.spec
+        if spec.resource or spec.catchup == "all":
+            continue
+        first = f.by_run.get(e.run_id, [None])[0]
+        if first is None or first.attempt != 1:
+            continue
+        lag = (first.started_wall - e.scheduled_at).total_seconds()
+        bound = spec.tolerance_s + LAG_S
+        if lag > bound and not f.disturbed(e.scheduled_at - timedelta(seconds=1), first.started_wall):
+            out.append(Counterexample(e.fire_at, e.job, e.run_id, f"started {lag:.1f}s after its scheduled time "
+                                      f"(tolerance_s={spec.tolerance_s}) while nothing was disturbed"))
+        elif lag < -0.001 and not f.disturbed(first.started_wall, e.scheduled_at):
+            out.append(Counterexample(e.fire_at, e.job, e.run_id, f"started {-lag:.1f}s before its scheduled time"))
+    return out
+
+
+def catchup_all_in_order(f: Facts) -> list[Counterexample]:
+    """A `catchup: all` job starts its backlog in scheduled order, never beyond `overlap`."""
+    out = []
+    specs = {job: vs[-1].spec for job, vs in f.out.versions.items()}
+    for job, procs in f.by_job.items():
+        spec = specs.get(job)
+        if spec is None or spec.catchup != "all":
+            continue
+        firsts = [p for p in procs if p.attempt == 1 and p.run_id not in f.out.manual]
+        for a, b in itertools.pairwise(firsts):
+            if b.scheduled_at < a.scheduled_at:
+                out.append(Counterexample(b.started_wall, job, b.run_id,
+                                          f"occurrence of {b.scheduled_at:%H:%M:%S} started after the one of "
+                                          f"{a.scheduled_at:%H:%M:%S}"))
+                break
+        if spec.overlap == "forbid":
+            out += _overlapping(job, procs)
+    return sorted(out, key=lambda c: c.at)
+
+
+def _overlapping(job: str, procs: list[Proc]) -> list[Counterexample]:
+    running: list[Proc] = []
+    for p in procs:
+        running = [q for q in running if q.end_mono() > p.started_mono]
+        if running:
+            return [Counterexample(p.started_wall, job, p.run_id,
+                                   f"started while {running[0].run_id} still ran (overlap: forbid)")]
+        running.append(p)
+    return []
+
+
+def resource_limit_held(f: Facts) -> list[Counterexample]:
+    """A resource's max_concurrency is never exceeded."""
+    from chronod.sim.scenario import RESOURCES
+
+    out = []
+    by_res: dict[str, list[Proc]] = defaultdict(list)
+    for p in f.procs:
+        if p.resource:
+            by_res[p.resource].append(p)
+    for res, procs in by_res.items():
+        running: list[Proc] = []
+        for p in procs:
+            running = [q for q in running if q.end_mono() > p.started_mono]
+            running.append(p)
+            if len(running) > RESOURCES[res]:
+                out.append(Counterexample(p.started_wall, p.job_id, p.run_id,
+                                          f"{len(running)} runs of resource {res} at once "
+                                          f"(max_concurrency {RESOURCES[res]})"))
+                break
+    return out
+
+
+def watchdog_pinged(f: Facts) -> list[Counterexample]:
+    """While a daemon lives, systemd's watchdog is pinged at least every WATCHDOG_USEC/2."""
+    out = []
+    interval = f.out.cfg.watchdog_usec / 2e6
+    w = f.out.world
+    stalls = [d for d in w.disturbances if d.kind == "stall"]
+    for life in w.lives:
+        end = life.ended if life.ended is not None else w.mono()
+        times = [life.started, *life.pings, end]
+        for a, b in itertools.pairwise(times):
+            stalled = sum(max(0.0, min(b, d.end) - max(a, d.start)) for d in stalls)
+            if b - a - stalled > interval + 0.01:
+                at = f.out.end - timedelta(seconds=w.mono() - a)
+                out.append(Counterexample(at, "-", "-", f"no watchdog ping for {b - a - stalled:.1f}s "
+                                          f"(WATCHDOG_USEC/2 = {interval:.1f}s)"))
+                break
+    return out
+
+
+def audit_agrees(f: Facts) -> list[Counterexample]:
+    """`chronoctl missed` names exactly the expected occurrences that did not succeed."""
+    from chronod.sim.audit import missed_now
+
+    said = missed_now(f.out)
+    out = []
+    for e in f.expected:
+        ran = f.by_run.get(e.run_id, [])
+        ok = bool(ran) and ran[-1].final_state() == "succeeded"
+        if ok == (e.run_id in said) :
+            word = "calls it missed" if ok else "does not list it"
+            out.append(Counterexample(e.fire_at, e.job, e.run_id, f"`missed` {word}, the record says "
+                                      + ("it succeeded" if ok else "it did not succeed")))
+    known = {e.run_id for e in f.expected}
+    horizon_lo = f.out.start
+    for rid, (job, at) in said.items():
+        if rid not in known and rid not in f.rows and at < f.horizon and at > horizon_lo:
+            if not any(v.since - timedelta(seconds=EDGE_S) <= at <= (v.until or f.out.end) + timedelta(seconds=EDGE_S)
+                       for v in f.out.versions.get(job, [])):
+                out.append(Counterexample(at, job, rid, "`missed` lists an occurrence from when the job was unknown"))
+    return sorted(out, key=lambda c: c.at)
+
+
+INVARIANTS: dict[str, Callable[[Facts], list[Counterexample]]] = {
+    "one_terminal_state": one_terminal_state,
+    "unsafe_at_most_once": unsafe_at_most_once,
+    "fire_lag_bounded": fire_lag_bounded,
+    "catchup_all_in_order": catchup_all_in_order,
+    "resource_limit_held": resource_limit_held,
+    "watchdog_pinged": watchdog_pinged,
+    "audit_agrees": audit_agrees,
+}
+
+
+def check(out: Outcome, names: Iterable[str] | None = None) -> dict[str, list[Counterexample]]:
+    """Every invariant (or the named ones) over one simulation's outcome."""
+    facts = Facts(out)
+    return {name: INVARIANTS[name](facts) for name in (names or INVARIANTS)}

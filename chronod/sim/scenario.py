@@ -1,0 +1,187 @@
+"""What a simulation runs: the jobs (written as real registry files), how long each
+job's processes take and how they end, and the faults, all drawn from one seed."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from chronod.core.model import JobSpec
+
+FAULTS = ("crash", "stall", "clock", "outage", "registry", "dst")
+DST_ZONES = ("America/New_York", "Europe/London", "Australia/Sydney")
+# UTC instants a few hours before a DST transition in one of DST_ZONES (spring and autumn)
+DST_STARTS = (datetime(2025, 3, 9, 3, 0, tzinfo=UTC), datetime(2025, 3, 30, 0, 0, tzinfo=UTC),
+              datetime(2025, 10, 26, 0, 0, tzinfo=UTC), datetime(2025, 11, 2, 3, 0, tzinfo=UTC),
+              datetime(2025, 4, 5, 12, 0, tzinfo=UTC))
+PLAIN_START = datetime(2025, 6, 2, 0, 0, tzinfo=UTC)
+RESOURCES = {"db": 1, "net": 2}
+JOBS_PER_FILE = 50
+
+
+@dataclass
+class Config:
+    """One simulation: its size, its seed, the faults it injects."""
+
+    days: float = 1.0
+    jobs: int = 50
+    nodes: int = 1
+    seed: int = 1
+    faults: frozenset[str] = frozenset(FAULTS)
+    watchdog_usec: int = 60_000_000
+    drain_s: float = 7200.0  # fault-free time at the end, for what is in flight to settle
+    job_docs: tuple[dict[str, Any], ...] = ()  # these jobs instead of drawn ones (a scenario of its own)
+    mean_s: float = 0.5  # ... and how long their runs take
+
+
+@dataclass
+class JobPlan:
+    """A job as the simulation writes it, and how its processes behave."""
+
+    doc: dict[str, Any]
+    mean_s: float  # typical duration
+    fail_p: float  # chance that an attempt exits 1
+
+    @property
+    def id(self) -> str:
+        return str(self.doc["id"])
+
+
+def _schedule(rng: random.Random, dst: bool) -> tuple[str, str]:
+    """(schedule, timezone) from a mix typical of a cron host: mostly daily and hourly."""
+    r = rng.random()
+    if dst and r < 0.3:
+        zone = rng.choice(DST_ZONES)
+        return rng.choice(["30 2 * * *", "30 1 * * *", "0 * * * *", "15 3 * * *", "*/20 * * * *"]), zone
+    if r < 0.45:
+        return f"{rng.randrange(60)} {rng.randrange(24)} * * *", "UTC"
+    if r < 0.80:
+        return f"{rng.randrange(60)} * * * *", "UTC"
+    if r < 0.95:
+        return f"*/{rng.choice([5, 10, 15, 30])} * * * *", "UTC"
+    return f"*/{rng.choice([20, 30])} * * * * *", "UTC"
+
+
+def make_job(i: int, rng: random.Random, dst: bool) -> JobPlan:
+    schedule, zone = _schedule(rng, dst)
+    doc: dict[str, Any] = {
+        "id": f"job{i:05d}",
+        "owner": f"team{i % 7}",
+        "schedule": schedule,
+        "timezone": zone,
+        "command": f"run-job {i}",
+        "idempotency_class": rng.choices(["idempotent", "keyed", "unsafe"], [6, 1, 3])[0],
+        "overlap": rng.choices(["forbid", "allow", "replace"], [7, 2, 1])[0],
+        "catchup": rng.choices(["latest", "all", "none"], [6, 2, 2])[0],
+        "catchup_window_s": rng.choice([600, 3600, 86400]),
+        "tolerance_s": rng.choice([0, 0, 5, 30, 120] if schedule.count(" ") == 4 else [0, 5]),
+    }
+    if doc["tolerance_s"] == 0:
+        doc["tolerance_reason"] = "starts on the dot"
+    if zone != "UTC" and "*" not in schedule.split()[1]:
+        doc["dst_gap"] = rng.choice(["shift", "skip"])
+        doc["dst_repeat"] = rng.choice(["first", "last", "both"])
+    if rng.random() < 0.3 and doc["idempotency_class"] != "unsafe":
+        doc["retry"] = {"attempts": rng.choice([2, 3]), "backoff_s": rng.choice([5, 30]), "max_backoff_s": 120}
+    if rng.random() < 0.2:
+        doc["timeout_s"] = rng.choice([30, 300])
+    if rng.random() < 0.1:
+        doc["resource"] = rng.choice(sorted(RESOURCES))
+    mean = rng.choice([0.5, 2, 10, 60, 400])
+    return JobPlan(doc, mean, rng.choice([0.0, 0.0, 0.05, 0.3]))
+
+
+def duration(plan: JobPlan) -> Callable[[random.Random], tuple[float, int]]:
+    """How long one attempt of the job takes and its exit code."""
+
+    def draw(rng: random.Random) -> tuple[float, int]:
+        return rng.expovariate(1 / plan.mean_s), int(rng.random() < plan.fail_p)
+
+    return draw
+
+
+@dataclass
+class Registry:
+    """The registry directory as the simulation writes it. `effective` is what a daemon
+    must run: the last good version of each file (a bad file keeps its last good one)."""
+
+    root: Path
+    rng: random.Random
+    dst: bool
+    files: dict[str, list[JobPlan]] = field(default_factory=dict)
+    broken: set[str] = field(default_factory=set)
+    next_id: int = 0
+
+    def build(self, n: int, docs: tuple[dict[str, Any], ...] = (), mean_s: float = 0.5) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        plans = [JobPlan(dict(d), mean_s, 0.0) for d in docs] or [self.new_job() for _ in range(n)]
+        for k in range(0, len(plans), JOBS_PER_FILE):
+            name = f"jobs-{k // JOBS_PER_FILE:03d}.yaml"
+            self.files[name] = plans[k:k + JOBS_PER_FILE]
+            self.write(name)
+
+    def new_job(self) -> JobPlan:
+        self.next_id += 1
+        return make_job(self.next_id, self.rng, self.dst)
+
+    def write(self, name: str, bad: bool = False) -> None:
+        path = self.root / name
+        if bad:
+            path.write_text("jobs:\n  - id: [unclosed\n")
+            self.broken.add(name)
+            return
+        self.broken.discard(name)
+        docs = [p.doc for p in self.files[name]]
+        text = yaml.safe_dump({"defaults": {"workdir": "/tmp"},
+                               "resources": {k: {"max_concurrency": v} for k, v in RESOURCES.items()},
+                               "jobs": docs}, sort_keys=False)
+        path.write_text(text)
+
+    def plans(self) -> dict[str, JobPlan]:
+        return {p.id: p for plans in self.files.values() for p in plans}
+
+    def edit(self) -> str:
+        """One operator edit: add, remove or change a job, break a file or fix it."""
+        rng = self.rng
+        if self.broken and rng.random() < 0.6:
+            name = min(self.broken)
+            self.write(name)
+            return f"fixed {name}"
+        name = rng.choice(sorted(set(self.files) - self.broken) or sorted(self.files))
+        plans = self.files[name]
+        r = rng.random()
+        if r < 0.15:
+            self.write(name, bad=True)
+            return f"broke {name}"
+        if r < 0.45 or not plans:
+            plans.append(self.new_job())
+            what = f"added {plans[-1].id}"
+        elif r < 0.7:
+            gone = plans.pop(rng.randrange(len(plans)))
+            what = f"removed {gone.id}"
+        else:
+            p = plans[rng.randrange(len(plans))]
+            p.doc = {**p.doc, "schedule": _schedule(rng, False)[0] if p.doc["timezone"] == "UTC"
+                     else rng.choice(["30 2 * * *", "45 1 * * *"])}
+            what = f"changed {p.id} to {p.doc['schedule']!r}"
+        if name not in self.broken:
+            self.write(name)
+        return what
+
+
+def start_time(cfg: Config, rng: random.Random) -> datetime:
+    """Where the simulated calendar starts: a few hours before a DST transition when the
+    `dst` fault is on."""
+    if "dst" in cfg.faults:
+        return rng.choice(DST_STARTS) - timedelta(hours=rng.randrange(0, 6))
+    return PLAIN_START + timedelta(hours=rng.randrange(0, 24 * 30))
+
+
+def spec_map(specs: dict[str, JobSpec]) -> dict[str, JobSpec]:
+    return dict(specs)

@@ -1,0 +1,77 @@
+"""`chronoctl logs` on real runs: a running run's output so far, `--follow` streaming each
+line within a second of its printing and exiting with the run's outcome, and every
+attempt of a retried run keeping its own output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from tests.integration.daemon_helpers import BIN, Chronod, chronoctl, job, jobs_file, runs_json, wait_until, write_jobs
+
+# Prints its own clock with each line, so the reader can tell how late each line reached it.
+TICKER = "for i in $(seq 1 40); do echo \"line $i $(date +%s.%N)\"; sleep 0.5; done; exit ${CODE:-0}"
+
+
+def _follow(target: str, db: str) -> tuple[int, list[tuple[float, str]], str]:
+    proc = subprocess.Popen([str(BIN / "chronoctl"), "logs", target, "--follow", "--db", db],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    got = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        got.append((time.time(), line.rstrip("\n")))
+    rc = proc.wait(60)
+    return rc, got, proc.stderr.read() if proc.stderr else ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code, outcome", [(0, 0), (3, 1)])
+def test_follow_streams_each_line_within_a_second_and_exits_with_the_outcome(tmp_path, code, outcome):
+    reg, db = tmp_path / "jobs.d", str(tmp_path / "chrono.db")
+    reg.mkdir()
+    write_jobs(reg / "a.yaml", jobs_file(job("ticker", "@every 1h", f"CODE={code}; {TICKER}")))
+    d = Chronod(reg, db, tmp_path / "chronod.log").start()
+    try:
+        chronoctl("trigger", "ticker", db=db, check=True)
+        rc, got, err = _follow("ticker", db)
+    finally:
+        d.stop()
+    lines = [(at, text) for at, text in got if text.startswith("line ")]
+    assert [t.split()[1] for _, t in lines] == [str(i) for i in range(1, 41)], (got, err)
+    # Lines printed before `--follow` was up arrive together; every one printed after its
+    # first output must reach it within a second.
+    first = lines[0][0]
+    late = [at - float(t.split()[2]) for at, t in lines if float(t.split()[2]) > first]
+    assert len(late) >= 4, f"--follow started too late to judge: {got}"
+    assert max(late) < 1.0, f"lines reached --follow this late: {late}"
+    assert rc == outcome, err
+    assert ("succeeded" if code == 0 else "failed") in err
+
+
+@pytest.mark.slow
+def test_a_running_run_shows_its_output_so_far_and_every_attempt_keeps_its_own(tmp_path):
+    reg, db = tmp_path / "jobs.d", str(tmp_path / "chrono.db")
+    reg.mkdir()
+    cmd = "echo attempt-$(cat n 2>/dev/null || echo 1); echo $(( $(cat n 2>/dev/null || echo 1) + 1 )) > n; sleep 6; exit 1"
+    write_jobs(reg / "a.yaml", jobs_file(job("flaky", "@every 1h", cmd, workdir=str(tmp_path),
+                                             retry={"attempts": 3, "backoff_s": 1})))
+    d = Chronod(reg, db, tmp_path / "chronod.log").start()
+    try:
+        chronoctl("trigger", "flaky", db=db, check=True)
+        wait_until(lambda: any(r["state"] == "running" for r in runs_json("flaky", db)), what="the run to start")
+        res = wait_until(lambda: (r := chronoctl("logs", "flaky", db=db)).stdout.startswith("attempt-") and r,
+                         timeout=30, what="output while running")
+        assert res.returncode == 0 and "still running" in res.stderr, res.stderr
+        wait_until(lambda: any(r["state"] == "failed" for r in runs_json("flaky", db)), timeout=90, what="the run to fail")
+    finally:
+        d.stop()
+    run = next(r for r in runs_json("flaky", db) if r["state"] == "failed")
+    assert run["attempts"] == 3
+    for n in (1, 2, 3):
+        res = chronoctl("logs", run["run_id"][:8], "--attempt", str(n), db=db)
+        assert res.returncode == 0 and res.stdout.strip() == f"attempt-{n}", (n, res.stdout, res.stderr)
+    assert chronoctl("logs", run["run_id"], "--attempt", "4", db=db).returncode == 2
+    assert not [p for p in os.listdir(db + ".state") if p.endswith(".output")], "live files outlive their attempt"
