@@ -184,7 +184,7 @@ def _judge(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec,
         return run.state, describe_run(run, now, spec)
     if not registered(spans, occ.fire_at):
         return NOT_REGISTERED, describe_unregistered(spans, occ.fire_at)
-    if retention.was_pruned(occ.scheduled_at, pruned):
+    if pruned is not None and retention.was_pruned(occ.scheduled_at, pruned):
         return retention.PRUNED, (f"{retention.pruned_reason(pruned.kept_s)}: its row was deleted with the "
                                   f"runs up to {_z(pruned.through)}; what happened to it is no longer known")
     if occ.fire_at > now:
@@ -212,7 +212,7 @@ def _answer_for(occs: Sequence[Occurrence], by_id: Mapping[str, Any], now: datet
 
 
 def _scheduled(spec: JobSpec, schedule: Any) -> bool:
-    return schedule.kind != "reboot"
+    return bool(schedule.kind != "reboot")
 
 
 def did_it_run(spec: JobSpec, runs: Iterable[Any], *, now: datetime, at: datetime | None = None,
@@ -268,8 +268,9 @@ def _nothing_since_registered(schedule: Any, spans: Sequence[Span] | None, now: 
 def _occurrence_before(spec: JobSpec, schedule: Any, at: datetime | None, now: datetime,
                        nodes: Iterable[str]) -> datetime | None:
     if at is not None:
-        return schedule.prev_at_or_before(at)
-    nominal = schedule.prev_at_or_before(now)
+        before: datetime | None = schedule.prev_at_or_before(at)
+        return before
+    nominal: datetime | None = schedule.prev_at_or_before(now)
     occs = occurrence.at_each(spec, nominal, nodes) if nominal else []
     if nominal is not None and occs and all(o.fire_at > now for o in occs):
         # Jitter pushed the latest nominal time past now: the one before it is the latest due.
@@ -353,10 +354,10 @@ def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, no
     seen = runs if marks is None else [m for m in marks if since < m.scheduled_at <= now]
     by_id = {r.run_id: r for r in seen}
     all_nodes = set(nodes) | _nodes_from_runs(seen)
-    specs = {s.id: s for s in specs}
+    spec_of = {s.id: s for s in specs}
     out: dict[str, Miss] = {}
     keyed = _scheduled_marks(seen)
-    for spec in specs.values():
+    for spec in spec_of.values():
         schedule = (schedules or {}).get(spec.id) or _compile(spec)
         spans = (known or {}).get(spec.id) if known is not None else None
         start, end = _expected_window(spec, spans, since, now)
@@ -367,7 +368,7 @@ def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, no
             if occ.fire_at + timedelta(seconds=grace_s) < now and registered(spans, occ.fire_at):
                 out[occ.run_id] = _miss(spec.id, spec.owner, occ, None, *_judge(occ, None, now, spec, spans))
     for r in runs:
-        miss = _run_miss(r, specs.get(r.job_id), now, grace_s)
+        miss = _run_miss(r, spec_of.get(r.job_id), now, grace_s)
         if miss is not None:
             out[r.run_id] = miss
     return sorted(out.values(), key=lambda m: (m.owner, m.job_id, m.scheduled_at, m.job_key))
@@ -543,7 +544,7 @@ def silent_jobs(jobs: Iterable[Any], last_success_at: Mapping[str, datetime], no
         if not watched(j):
             continue
         q = silence(j.spec, last_success_at.get(j.job_id), now, known_since=j.updated_at)
-        if q.silent:
+        if q.silent and q.age_s is not None:  # silent: counted from a success or from known_since
             basis = q.last_success or j.updated_at
             out.append(SilentJob(j.job_id, j.spec.owner, q.last_success, q.age_s, j.spec.max_silence_s,
                                  basis + timedelta(seconds=j.spec.max_silence_s)))
