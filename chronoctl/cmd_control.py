@@ -18,9 +18,11 @@ from typing import Optional
 
 import typer
 
+from chronoctl import complete as _complete
+
 from chronoctl import cmd_ops, common
 from chronoctl.cmd_ops import WAIT_MAX_S, db_option, json_option
-from chronoctl.errors import UnknownJob, Unreachable, UsageError
+from chronoctl.errors import CliError, UnknownJob, Unreachable, UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -31,7 +33,7 @@ def register(app: typer.Typer) -> None:
 
 
 def trigger(
-    job: str = typer.Argument(..., metavar="JOB", help="A job id."),
+    job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
     force: bool = typer.Option(False, "--force", help="Start even if a run is going (ignore the overlap policy)."),
     wait: float = typer.Option(5.0, "--wait", metavar="SECONDS", min=0, max=WAIT_MAX_S, help="How long to wait for the daemon to take it."),
     db: Optional[str] = db_option(),
@@ -78,7 +80,7 @@ def _user() -> str | None:
 
 
 def pause(
-    job: str = typer.Argument(..., metavar="JOB", help="A job id."),
+    job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
     reason: str = typer.Option(..., "--reason", metavar="TEXT", help="Why (shown by status and did-it-run)."),
     db: Optional[str] = db_option(),
 ) -> None:
@@ -89,7 +91,7 @@ def pause(
 
 
 def resume(
-    job: str = typer.Argument(..., metavar="JOB", help="A job id."),
+    job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
     db: Optional[str] = db_option(),
 ) -> None:
     """Resume a paused job: its next occurrence runs as scheduled."""
@@ -101,7 +103,14 @@ def _set_paused(job: str, paused: bool, reason: str | None, db: str | None) -> N
 
     now = common.now_utc()
     with cmd_ops.opened(db) as store:
-        cmd_ops.get_job(store, job)
+        row = cmd_ops.get_job(store, job)
+        if not paused and not row.paused:
+            echo(escape_line(f"{job} is not paused; nothing changed"))
+            return
+        if paused and row.paused:
+            since = f" since {cmd_ops.iso(row.paused_at)}" if row.paused_at else ""
+            raise CliError(f"{job} is already paused{since}: {row.paused_reason or 'no reason given'}",
+                           f"`chronoctl resume {job}` first to pause it for another reason")
         if not store.set_paused(job, paused, reason):
             raise UnknownJob(job, f"the database {store.url_safe}")
         cmd_ops.wake(cmd_ops.local_daemon(store, now), cmd_ops.SIG_REQUESTS)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from chronoctl import complete as _complete
+
 from chronoctl import cmd_ops, common
 from chronoctl.cmd_ops import db_option, json_option
 from chronoctl.errors import EXIT_NO, EXIT_UNREACHABLE, UsageError
@@ -95,7 +97,7 @@ def _occurrence_json(o: Any) -> dict[str, Any]:
 
 
 def status(
-    job: Optional[str] = typer.Argument(None, metavar="[JOB]", help="A job id; without it, the whole installation."),
+    job: Optional[str] = typer.Argument(None, metavar="[JOB]", help="A job id; without it, the whole installation.", autocompletion=_complete.job_ids),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
     wide: bool = cmd_ops.wide_option(),
@@ -356,9 +358,9 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
 
 
 def runs(
-    job: str = typer.Argument(..., metavar="JOB", help="A job id."),
+    job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
     since: Optional[str] = typer.Option(None, "--since", metavar="DUR", help="Only runs scheduled in the last DUR (90s, 15m, 24h, 7d)."),
-    state: Optional[list[str]] = typer.Option(None, "--state", metavar="STATE", help="Only runs in this state (repeatable)."),
+    state: Optional[list[str]] = typer.Option(None, "--state", metavar="STATE", help="Only runs in this state (repeatable).", autocompletion=_complete.states),
     limit: int = typer.Option(50, "--limit", min=1, help="At most this many runs, newest first."),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
@@ -402,7 +404,7 @@ def _attempt_json(a: Any) -> dict[str, Any]:
 
 
 def logs(
-    target: str = typer.Argument(..., metavar="RUN|JOB", help="A run id or a unique prefix of one (as tables show them), or a job id: its latest run."),
+    target: str = typer.Argument(..., metavar="RUN|JOB", help="A run id or a unique prefix of one (as tables show them), or a job id: its latest run.", autocompletion=_complete.jobs_and_runs),
     attempt: Optional[int] = typer.Option(None, "--attempt", metavar="N", min=1, help="Attempt N of a retried run (default: the latest)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Stream the output until the run ends; exit 0 if it succeeded, 1 otherwise."),
     db: Optional[str] = db_option(),
@@ -451,7 +453,7 @@ def _run_or_latest(store: "Store", target: str) -> "Run":
 
 
 def did_it_run(
-    job: str = typer.Argument(..., metavar="JOB", help="A job id."),
+    job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
     at: Optional[str] = typer.Option(None, "--at", metavar="ISO", help="The occurrence nominally at or just before this time (no offset: the job's zone)."),
     since: Optional[str] = typer.Option(None, "--since", metavar="DUR", help="Any success among the occurrences of the last DUR."),
     db: Optional[str] = db_option(),

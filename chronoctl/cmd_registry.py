@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from chronoctl import complete as _complete
+
 from chronoctl import cmd_ops, common
 from chronod import fsutil
 from chronoctl.cmd_ops import WAIT_MAX_S, db_option, json_option
@@ -172,7 +174,8 @@ def _report(verb: str, target: Path, ids: list[str], removed: list[Path], outcom
 
     echo(escape_line(f"{verb} {', '.join(ids)} ({target})"))
     for p in removed:
-        echo(escape_line(f"removed {p} (its jobs moved to {target.name})"))
+        moved = f"its jobs moved to {target.name}" if verb == "registered" else "it held no other job"
+        echo(escape_line(f"removed {p} ({moved})"))
     if outcome["confirmed"]:
         echo(escape_line(f"chronod on {outcome['daemon']} took it"))
     elif outcome["daemon"] == "none":
@@ -190,7 +193,7 @@ def _report(verb: str, target: Path, ids: list[str], removed: list[Path], outcom
 
 
 def unregister(
-    job: str = typer.Argument(..., metavar="JOB", help="A job id."),
+    job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
     force: bool = typer.Option(False, "--force", help="Rewrite a file that holds other jobs too (loses its comments)."),
     registry: Optional[Path] = _registry_option(),
     db: Optional[str] = db_option(),

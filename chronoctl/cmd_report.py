@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from chronoctl import complete as _complete
+
 from chronoctl import cmd_ops, common
 from chronoctl.cmd_ops import db_option
 from chronoctl.errors import UnknownJob, UsageError
@@ -26,7 +28,7 @@ def register(app: typer.Typer) -> None:
 
 
 def report(
-    job: Optional[str] = typer.Argument(None, metavar="[JOB]", help="A job id (or use --tag)."),
+    job: Optional[str] = typer.Argument(None, metavar="[JOB]", help="A job id (or use --tag).", autocompletion=_complete.job_ids),
     tag: Optional[str] = typer.Option(None, "--tag", metavar="TAG", help="Every job with this tag."),
     start: str = typer.Option(..., "--from", metavar="DATE", help="Start of the period (ISO date or time; UTC unless an offset is given)."),
     end: str = typer.Option(..., "--to", metavar="DATE", help="End of the period; a date means the end of that day."),

@@ -15,6 +15,8 @@ from typing import Any, Optional
 
 import typer
 
+from chronoctl import complete as _complete
+
 from chronoctl import common
 from chronoctl.errors import UsageError
 
@@ -32,7 +34,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _job_argument() -> Any:
-    return typer.Argument(None, metavar="JOB", help="A job id from the registry.")
+    return typer.Argument(None, metavar="JOB", help="A job id from the registry.", autocompletion=_complete.job_ids)
 
 
 def _cron_option() -> Any:
@@ -40,7 +42,7 @@ def _cron_option() -> Any:
 
 
 def _tz_option() -> Any:
-    return typer.Option(None, "--tz", metavar="TZ", help="Zone of --cron (IANA name; default UTC).")
+    return typer.Option(None, "--tz", metavar="TZ", help="Zone of --cron (IANA name; default UTC).", autocompletion=_complete.zones)
 
 
 def _dst_gap_option() -> Any:

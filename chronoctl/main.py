@@ -56,6 +56,8 @@ COMMAND_MODULES = {
     "resume": "chronoctl.cmd_control",
     "db": "chronoctl.cmd_db",
     "report": "chronoctl.cmd_report",
+    "show": "chronoctl.cmd_edit",
+    "edit": "chronoctl.cmd_edit",
 }
 
 

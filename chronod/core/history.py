@@ -129,6 +129,10 @@ def describe_unregistered(spans: Sequence[Span] | None, fire_at: datetime) -> st
     return f"not registered: it fell due at {_z(fire_at)}, while the job was removed from the registry"
 
 
+def _attempts(n: int) -> str:
+    return f"{n} attempt" if n == 1 else f"{n} attempts"
+
+
 def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
     """Why a run is in its state, in one sentence an operator can act on."""
     s, err = run.state, (f": {run.error}" if run.error else "")
@@ -137,10 +141,13 @@ def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
         when = f" at {_z(run.finished_at)}" if run.finished_at else ""
         return f"succeeded{when}{on} (attempt {run.attempts})"
     if s == "failed":
+        tries = _attempts(run.attempts)
         if run.exit_code is not None:
-            return f"failed with exit code {run.exit_code} after {run.attempts} attempt(s){on}{err}"
+            extra = "" if run.error == f"exit code {run.exit_code}" else err
+            return f"failed with exit code {run.exit_code} after {tries}{on}{extra}"
         if run.signal is not None:
-            return f"failed: killed by signal {run.signal} after {run.attempts} attempt(s){on}{err}"
+            extra = "" if (run.error or "").startswith(f"killed by signal {run.signal}") else err
+            return f"failed: killed by signal {run.signal} after {tries}{on}{extra}"
         return f"failed{on}{err or ': could not start'}"
     if s == "timed_out":
         limit = f" of {format_duration(spec.timeout_s)}" if spec and spec.timeout_s else ""
@@ -153,7 +160,9 @@ def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
         policy = f" (catchup: {spec.catchup})" if spec else ""
         return f"skipped by the catch-up policy{policy}{err or ': it fell due while nothing could run it'}"
     if s == "skipped_paused":
-        return f"skipped: the job was paused when it fell due{err}"
+        reason = (run.error or "").removeprefix("job paused: ").removeprefix("paused: ")
+        return f"skipped: the job was paused when it fell due (reason: {reason})" if reason else \
+            "skipped: the job was paused when it fell due"
     if s == "skipped_resource":
         res = f" {spec.resource!r}" if spec and spec.resource else ""
         return f"skipped: it waited for a slot of its resource{res} and got none inside its catch-up window{err}"
@@ -184,7 +193,7 @@ def _judge(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec,
         return run.state, describe_run(run, now, spec)
     if not registered(spans, occ.fire_at):
         return NOT_REGISTERED, describe_unregistered(spans, occ.fire_at)
-    if retention.was_pruned(occ.scheduled_at, pruned):
+    if pruned is not None and retention.was_pruned(occ.scheduled_at, pruned):
         return retention.PRUNED, (f"{retention.pruned_reason(pruned.kept_s)}: its row was deleted with the "
                                   f"runs up to {_z(pruned.through)}; what happened to it is no longer known")
     if occ.fire_at > now:
@@ -212,7 +221,7 @@ def _answer_for(occs: Sequence[Occurrence], by_id: Mapping[str, Any], now: datet
 
 
 def _scheduled(spec: JobSpec, schedule: Any) -> bool:
-    return schedule.kind != "reboot"
+    return bool(schedule.kind != "reboot")
 
 
 def did_it_run(spec: JobSpec, runs: Iterable[Any], *, now: datetime, at: datetime | None = None,
@@ -268,8 +277,9 @@ def _nothing_since_registered(schedule: Any, spans: Sequence[Span] | None, now: 
 def _occurrence_before(spec: JobSpec, schedule: Any, at: datetime | None, now: datetime,
                        nodes: Iterable[str]) -> datetime | None:
     if at is not None:
-        return schedule.prev_at_or_before(at)
-    nominal = schedule.prev_at_or_before(now)
+        before: datetime | None = schedule.prev_at_or_before(at)
+        return before
+    nominal: datetime | None = schedule.prev_at_or_before(now)
     occs = occurrence.at_each(spec, nominal, nodes) if nominal else []
     if nominal is not None and occs and all(o.fire_at > now for o in occs):
         # Jitter pushed the latest nominal time past now: the one before it is the latest due.
@@ -353,10 +363,10 @@ def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, no
     seen = runs if marks is None else [m for m in marks if since < m.scheduled_at <= now]
     by_id = {r.run_id: r for r in seen}
     all_nodes = set(nodes) | _nodes_from_runs(seen)
-    specs = {s.id: s for s in specs}
+    spec_of = {s.id: s for s in specs}
     out: dict[str, Miss] = {}
     keyed = _scheduled_marks(seen)
-    for spec in specs.values():
+    for spec in spec_of.values():
         schedule = (schedules or {}).get(spec.id) or _compile(spec)
         spans = (known or {}).get(spec.id) if known is not None else None
         start, end = _expected_window(spec, spans, since, now)
@@ -367,7 +377,7 @@ def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, no
             if occ.fire_at + timedelta(seconds=grace_s) < now and registered(spans, occ.fire_at):
                 out[occ.run_id] = _miss(spec.id, spec.owner, occ, None, *_judge(occ, None, now, spec, spans))
     for r in runs:
-        miss = _run_miss(r, specs.get(r.job_id), now, grace_s)
+        miss = _run_miss(r, spec_of.get(r.job_id), now, grace_s)
         if miss is not None:
             out[r.run_id] = miss
     return sorted(out.values(), key=lambda m: (m.owner, m.job_id, m.scheduled_at, m.job_key))
@@ -543,7 +553,7 @@ def silent_jobs(jobs: Iterable[Any], last_success_at: Mapping[str, datetime], no
         if not watched(j):
             continue
         q = silence(j.spec, last_success_at.get(j.job_id), now, known_since=j.updated_at)
-        if q.silent:
+        if q.silent and q.age_s is not None:  # silent: counted from a success or from known_since
             basis = q.last_success or j.updated_at
             out.append(SilentJob(j.job_id, j.spec.owner, q.last_success, q.age_s, j.spec.max_silence_s,
                                  basis + timedelta(seconds=j.spec.max_silence_s)))

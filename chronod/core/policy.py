@@ -111,7 +111,8 @@ def waiting(run_id: str, fire_at: datetime, spec: JobSpec) -> Waiting:
 
 
 def _expired(queue: Iterable[Waiting], now: datetime) -> tuple[list[Waiting], list[Waiting]]:
-    live, gone = [], []
+    live: list[Waiting] = []
+    gone: list[Waiting] = []
     for w in sorted(queue, key=lambda w: (w.fire_at, w.run_id)):
         (gone if now > w.deadline else live).append(w)
     return live, gone
@@ -186,7 +187,7 @@ def may_retry(spec: JobSpec, attempt: int, state: str) -> bool:
 def retry_delay_s(spec: JobSpec, attempt: int, rng: random.Random) -> float:
     """min(backoff × 2^(n-1), max_backoff) × uniform(0.8, 1.2) for the n-th attempt that failed."""
     base = min(spec.retry.backoff_s * 2 ** (attempt - 1), spec.retry.max_backoff_s)
-    return base * rng.uniform(0.8, 1.2)
+    return float(base * rng.uniform(0.8, 1.2))
 
 
 def on_unknown_outcome(spec: JobSpec) -> str:

@@ -109,7 +109,7 @@ def job_report(spec: JobSpec, schedule: Any, runs: Iterable[Any], *, start: date
 
 def _line(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec, pruned: Any | None) -> Line:
     if run is None:
-        if retention.was_pruned(occ.scheduled_at, pruned):
+        if pruned is not None and retention.was_pruned(occ.scheduled_at, pruned):
             return Line(occ.scheduled_at, occ.fire_at, occ.run_id, occ.node, PRUNED, "pruned",
                         f"{retention.pruned_reason(pruned.kept_s)}: its row was deleted with the runs up to "
                         f"{history.iso(pruned.through)}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import calendar
 import difflib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
@@ -126,6 +127,13 @@ def _within(t: datetime | None) -> datetime | None:
     return t if t is not None and t <= LATEST else None
 
 
+def _offset(t: datetime) -> timedelta:
+    """The UTC offset of an aware datetime (a datetime with a zone always has one)."""
+    off = t.utcoffset()
+    assert off is not None, t
+    return off
+
+
 def _as_utc(t: datetime) -> datetime:
     if t.tzinfo is None or t.utcoffset() is None:
         raise ValueError(f"naive datetime {t.isoformat()}: pass an aware datetime (UTC or with a zone)")
@@ -170,7 +178,8 @@ class _EverySchedule(Schedule):
 
     def __init__(self, expr: str, tz: str, seconds: int, written: str):
         self.expr, self.tz, self.kind = expr, tz, "every"
-        self.is_fixed_time, self.every_s = False, seconds
+        self.is_fixed_time = False
+        self.every_s: int = seconds
         self._written = written
 
     def _epoch_seconds(self, t: datetime) -> int:
@@ -333,10 +342,10 @@ def wall_matches(f: CronFields, wall: datetime) -> bool:
 
 def _transition_in(zone: ZoneInfo, lo: datetime, hi: datetime) -> datetime:
     """The first instant in (lo, hi] (UTC, whole seconds) whose offset differs from lo's."""
-    before = lo.astimezone(zone).utcoffset()
+    before = _offset(lo.astimezone(zone))
     while hi - lo > _SECOND:
         mid = lo + timedelta(seconds=((hi - lo) // _SECOND) // 2)
-        if mid.astimezone(zone).utcoffset() == before:
+        if _offset(mid.astimezone(zone)) == before:
             lo = mid
         else:
             hi = mid
@@ -415,8 +424,8 @@ class _CronSchedule(Schedule):
         if local.fold:
             # `a` is in the second pass: every first-pass instant of the repeated interval is
             # behind it, so the search resumes where the repeated interval ends
-            old = local.replace(fold=0).utcoffset()
-            lo = a.replace(microsecond=0) - (old - local.utcoffset())
+            old = _offset(local.replace(fold=0))
+            lo = a.replace(microsecond=0) - (old - _offset(local))
             wall = (_transition_in(zone, lo, a.replace(microsecond=0)) + old).replace(tzinfo=None)
         else:
             wall = local.replace(tzinfo=None, microsecond=0)
@@ -430,7 +439,9 @@ class _CronSchedule(Schedule):
                 return found if second is None else min(found, second)
             if second is not None and m.first >= second:
                 return second
-            w = next_wall(self.fields, m.resume if m.case == "gap" else w + _SECOND)
+            resume = m.resume if m.case == "gap" else w + _SECOND
+            assert resume is not None  # a gap says where wall time resumes
+            w = next_wall(self.fields, resume)
         return second
 
     def _next_second_pass(self, a: datetime, local: datetime) -> datetime | None:
@@ -439,19 +450,19 @@ class _CronSchedule(Schedule):
         hours of `a`."""
         zone = self._zone
         if local.fold:
-            if local.replace(fold=0).utcoffset() - local.utcoffset() >= _CORRECTION:
+            if _offset(local.replace(fold=0)) - _offset(local) >= _CORRECTION:
                 return None
             w = next_wall(self.fields, local.replace(tzinfo=None, microsecond=0))
             while w is not None:
                 m = _map_wall(zone, w)
                 if m.case != "fold":
                     return None
-                if m.second > a:
+                if m.second is not None and m.second > a:  # a fold has a second pass
                     return m.second
                 w = next_wall(self.fields, w + _SECOND)
             return None
-        soon = (a + _CORRECTION).astimezone(zone).utcoffset()
-        back = local.utcoffset() - soon
+        soon = _offset((a + _CORRECTION).astimezone(zone))
+        back = _offset(local) - soon
         if not timedelta(0) < back < _CORRECTION:
             return None
         lo = a.replace(microsecond=0)
@@ -481,7 +492,7 @@ class _CronSchedule(Schedule):
         local = a.astimezone(zone)
         wall = local.replace(tzinfo=None, microsecond=0)
         # `a` in the second pass of a fold: later wall times had their first pass already
-        ahead = (a - _CORRECTION).astimezone(zone).utcoffset() - local.utcoffset()
+        ahead = _offset((a - _CORRECTION).astimezone(zone)) - _offset(local)
         if timedelta(0) < ahead < _CORRECTION:
             wall += ahead
         best = None
@@ -493,9 +504,11 @@ class _CronSchedule(Schedule):
                     best = inst
             # the latest instant of a wall time never decreases with wall time
             latest = m.second if m.case == "fold" else m.first
-            if best is not None and latest <= best:
+            if best is not None and latest is not None and latest <= best:
                 break
-            w = prev_wall(self.fields, m.before if m.case == "gap" else w - _SECOND, min_year=a.year - 6)
+            back = m.before if m.case == "gap" else w - _SECOND
+            assert back is not None  # a gap says where wall time stopped
+            w = prev_wall(self.fields, back, min_year=a.year - 6)
         return best
 
     # -- gaps ---------------------------------------------------------------------------
@@ -525,7 +538,7 @@ class _CronSchedule(Schedule):
         return events
 
     def _walls_between(self, lo: datetime, hi: datetime, cap: int = 10000) -> list[datetime]:
-        out = []
+        out: list[datetime] = []
         w = next_wall(self.fields, lo, max_year=hi.year)
         while w is not None and w < hi and len(out) < cap:
             out.append(w)
@@ -535,10 +548,10 @@ class _CronSchedule(Schedule):
     def _event_at(self, t: datetime) -> DstEvent | None:
         zone = self._zone
         before, after = (t - _SECOND).astimezone(zone), t.astimezone(zone)
-        shift = after.utcoffset() - before.utcoffset()
+        shift = _offset(after) - _offset(before)
         if not shift:
             return None
-        wall_at_t = (t + before.utcoffset()).replace(tzinfo=None)  # the old clock's reading
+        wall_at_t = (t + _offset(before)).replace(tzinfo=None)  # the old clock's reading
         size = abs(shift)
         lo, hi = (wall_at_t, wall_at_t + shift) if shift > timedelta(0) else (wall_at_t + shift, wall_at_t)
         walls = self._walls_between(lo, hi)
@@ -588,19 +601,19 @@ def _list_times(walls: list[datetime], seconds: bool) -> str:
     return shown[0]
 
 
-def _transitions(zone: ZoneInfo, start: datetime, end: datetime):
+def _transitions(zone: ZoneInfo, start: datetime, end: datetime) -> Iterator[datetime]:
     """Every instant in [start, end) where the zone's UTC offset changes."""
     step = timedelta(hours=6)
     lo = start.replace(microsecond=0) - _SECOND
-    off = lo.astimezone(zone).utcoffset()
+    off = _offset(lo.astimezone(zone))
     while lo < end:
         hi = min(lo + step, end)
-        hi_off = hi.astimezone(zone).utcoffset()
+        hi_off = _offset(hi.astimezone(zone))
         if hi_off != off:
             t = _transition_in(zone, lo, hi)
             if start <= t < end:
                 yield t
-            lo, off = t, t.astimezone(zone).utcoffset()
+            lo, off = t, _offset(t.astimezone(zone))
             continue
         lo = hi
         if hi == end:
@@ -611,7 +624,7 @@ def _transitions(zone: ZoneInfo, start: datetime, end: datetime):
 # cron: gaps between occurrences (in UTC terms, ignoring DST)
 
 
-def _diffs(values: tuple[int, ...]) -> list[int]:
+def _diffs(values: Sequence[int]) -> list[int]:
     return [b - a for a, b in zip(values, values[1:])]
 
 
@@ -629,7 +642,7 @@ def _gaps(f: CronFields) -> tuple[int, int]:
     return min(gaps), max(gaps)
 
 
-_DAY_STEPS: dict[tuple, set[int]] = {}
+_DAY_STEPS: dict[tuple[object, ...], set[int]] = {}
 
 
 def _day_steps(f: CronFields) -> set[int]:
@@ -648,7 +661,7 @@ def _day_steps_of(f: CronFields) -> set[int]:
     if every_day and len(f.months) == 12:
         return {1}
     for years in (8, _SEARCH_YEARS):
-        ordinals = []
+        ordinals: list[int] = []
         for y in range(2024, 2024 + years):
             for m in f.months:
                 base = date(y, m, 1).toordinal() - 1
@@ -674,8 +687,8 @@ def _runs(values: tuple[int, ...]) -> list[tuple[int, int]]:
     return out
 
 
-def _words(values: tuple[int, ...], name=str, through: str = "-") -> str:
-    parts = []
+def _words(values: tuple[int, ...], name: Callable[[int], str] = str, through: str = "-") -> str:
+    parts: list[str] = []
     for a, b in _runs(values):
         if a == b:
             parts.append(name(a))

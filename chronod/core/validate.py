@@ -666,7 +666,7 @@ KEY_ALIASES = {
 }
 
 
-def _unknown_keys(value: dict, allowed: tuple[str, ...], path: str, ctx: _Ctx, aliases: Mapping[str, str] | None = None) -> None:
+def _unknown_keys(value: dict[str, Any], allowed: tuple[str, ...], path: str, ctx: _Ctx, aliases: Mapping[str, str] | None = None) -> None:
     for key in value:
         if key not in allowed:
             hint = _did_you_mean(str(key), allowed, aliases) or "known keys: " + ", ".join(allowed)
@@ -732,7 +732,7 @@ def _defaults(value: Any, ctx: _Ctx) -> dict[str, Any]:
     return out
 
 
-def _jobs(data: dict, defaults: dict, resources: dict, ctx: _Ctx, now: datetime) -> list[JobSpec]:
+def _jobs(data: dict[str, Any], defaults: dict[str, Any], resources: dict[str, Any], ctx: _Ctx, now: datetime) -> list[JobSpec]:
     if "jobs" not in data:
         ctx.error("", "a job file needs a top-level jobs: list", "add 'jobs:' followed by '- id: ...' entries")
         return []
@@ -745,7 +745,8 @@ def _jobs(data: dict, defaults: dict, resources: dict, ctx: _Ctx, now: datetime)
     if len(items) > MAX_JOBS_PER_FILE:
         ctx.error("jobs", f"lists {len(items)} jobs; the limit is {MAX_JOBS_PER_FILE} per file", "split the jobs across several files")
         return []
-    specs, first_seen = [], {}
+    specs: list[JobSpec] = []
+    first_seen: dict[str, Any] = {}
     for i, item in enumerate(items):
         spec = _job(item, path_index("jobs", i), defaults, resources, ctx, now)
         job_id = item.get("id") if isinstance(item, dict) else None
@@ -775,7 +776,7 @@ class _Job:
         return self.source.get(name, self.path)
 
 
-def _job(item: Any, path: str, defaults: dict, resources: dict, ctx: _Ctx, now: datetime) -> JobSpec | None:
+def _job(item: Any, path: str, defaults: dict[str, Any], resources: dict[str, Any], ctx: _Ctx, now: datetime) -> JobSpec | None:
     ctx.job_id = None
     if not isinstance(item, dict):
         _wrong_type(item, "a mapping (a job: id, owner, schedule, ...)", path, ctx)
@@ -795,7 +796,7 @@ def _job(item: Any, path: str, defaults: dict, resources: dict, ctx: _Ctx, now: 
     return _build(job, ctx)
 
 
-def _field_value(f: Field, item: dict, path: str, defaults: dict, job: _Job, ctx: _Ctx) -> Any:
+def _field_value(f: Field, item: dict[str, Any], path: str, defaults: dict[str, Any], job: _Job, ctx: _Ctx) -> Any:
     if f.name in item:
         at = path_key(path, f.name)
         job.source[f.name] = at
@@ -828,7 +829,7 @@ def _build(job: _Job, ctx: _Ctx) -> JobSpec:
 # --- rules across fields (each reports its own problems) -------------------------------------
 
 
-def _rule_schedule(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+def _rule_schedule(job: _Job, resources: dict[str, Any], ctx: _Ctx, now: datetime) -> None:
     expr, tz = job.values["schedule"], job.values["timezone"]
     if expr is INVALID:
         return
@@ -840,7 +841,7 @@ def _rule_schedule(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None
         job.values["schedule"] = ctx.error(job.at("schedule"), e.message, e.hint)
 
 
-def _rule_tolerance(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+def _rule_tolerance(job: _Job, resources: dict[str, Any], ctx: _Ctx, now: datetime) -> None:
     tolerance = job.values["tolerance_s"]
     gap = job.schedule.min_gap_s() if job.schedule is not None else None
     if tolerance is None:
@@ -858,7 +859,7 @@ def _rule_tolerance(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> Non
         ctx.warn(job.at("tolerance_s"), "is 0 without a tolerance_reason", "say why the job must start exactly on time: tolerance_reason: ...")
 
 
-def _rule_retry(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+def _rule_retry(job: _Job, resources: dict[str, Any], ctx: _Ctx, now: datetime) -> None:
     retry = job.values["retry"]
     if job.values["idempotency_class"] == "unsafe" and isinstance(retry, Retry) and retry.attempts > 1:
         ctx.error(
@@ -868,7 +869,7 @@ def _rule_retry(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
         )
 
 
-def _rule_max_silence(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+def _rule_max_silence(job: _Job, resources: dict[str, Any], ctx: _Ctx, now: datetime) -> None:
     silence, tolerance = job.values["max_silence_s"], job.values["tolerance_s"]
     gap = job.schedule.max_gap_s() if job.schedule is not None else None
     if silence is None:
@@ -883,7 +884,7 @@ def _rule_max_silence(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> N
         )
 
 
-def _rule_compliance(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+def _rule_compliance(job: _Job, resources: dict[str, Any], ctx: _Ctx, now: datetime) -> None:
     tags = job.values["tags"]
     if tags is INVALID or "compliance" not in tags:
         return
@@ -893,7 +894,7 @@ def _rule_compliance(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> No
         ctx.error(job.at("tags"), "a compliance job needs a notify route", "add notify: [{on: [failed, lost, silence], command: ...}]")
 
 
-def _rule_resource(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+def _rule_resource(job: _Job, resources: dict[str, Any], ctx: _Ctx, now: datetime) -> None:
     name = job.values["resource"]
     if name is None or name is INVALID or name in resources:
         return
@@ -910,7 +911,7 @@ _POLICY_HINT = {
 }
 
 
-def _rule_dst(job: _Job, resources: dict, ctx: _Ctx, now: datetime) -> None:
+def _rule_dst(job: _Job, resources: dict[str, Any], ctx: _Ctx, now: datetime) -> None:
     """Warn for a fixed-time job whose time a clock change skips or repeats, unless the job
     says what it wants there (dst_gap, dst_repeat); a clock correction is always named."""
     sched = job.schedule
@@ -984,12 +985,13 @@ def _zone_transitions(tz: str, day: date) -> tuple[tuple[datetime, int], ...]:
             while hi - lo > 1:
                 mid = (lo + hi) // 2
                 lo, hi = (lo, mid) if datetime.fromtimestamp(mid, zone).utcoffset() == after else (mid, hi)
+            assert after is not None and before is not None  # aware datetimes in a zone
             found.append((datetime.fromtimestamp(hi, timezone.utc), int(abs((after - before).total_seconds()))))
             before = after
     return tuple(found)
 
 
-JOB_RULES: tuple[Callable[[_Job, dict, _Ctx, datetime], None], ...] = (
+JOB_RULES: tuple[Callable[[_Job, dict[str, Any], _Ctx, datetime], None], ...] = (
     _rule_schedule,
     _rule_tolerance,
     _rule_retry,

@@ -210,7 +210,9 @@ class _Zone:
 
     def _offset(self, utc_min: int) -> int:
         instant = _EPOCH + timedelta(minutes=utc_min)
-        return int(instant.astimezone(self._zone).utcoffset().total_seconds()) // 60
+        offset = instant.astimezone(self._zone).utcoffset()
+        assert offset is not None  # an aware datetime in a zone has one
+        return int(offset.total_seconds()) // 60
 
     def _bisect(self, lo: int, hi: int) -> int:
         """The first minute in (lo, hi] whose offset differs from lo's."""

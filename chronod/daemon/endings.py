@@ -38,11 +38,7 @@ class Endings:
                 self.notify_service.wake()
         for active, _ in ended:
             self.runner.discard(active.run.run_id, active.run.attempts)
-        jobs = {active.job.spec.id for active, _ in ended}
-        if any(active.job.spec.resource for active, _ in ended):
-            jobs |= set(self.queued)
-        for job_id in jobs:
-            self.drain_queue(job_id)
+        self.admit_all()
 
     def record_outcomes(self, ended: list[tuple[Job, Run, Any]]) -> None:
         """Retries and unknown outcomes one by one; every final outcome in one transaction."""

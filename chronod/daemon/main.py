@@ -119,10 +119,10 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     from chronod.daemon import kernel
     from chronod.daemon.log import Log
     from chronod.daemon.loop import Daemon
-    from chronod.daemon.waker import Waker
     from chronod.daemon.metrics import AddressError, Metrics
     from chronod.daemon.pruner import Pruner
     from chronod.daemon.sysd import Notifier
+    from chronod.daemon.waker import Waker
     from chronod.runner.runner import Runner
     from chronod.specfile import FileCache, load_registry
     from chronod.store.api import NodeConflict, SchemaTooNew, SchemaTooOld, StoreError, open_store

@@ -8,7 +8,7 @@ import heapq
 from datetime import datetime
 from typing import Any
 
-from chronod.core import identity
+from chronod.core import occurrence
 from chronod.daemon.runs import Active, Job
 from chronod.daemon.waker import Wakeups
 from chronod.store.api import Run, StoreError
@@ -43,9 +43,7 @@ class Outage:
             return
         self.children_exited(woke.children)
         self.reload_wanted |= woke.reload or woke.requests
-        if self.notifier.watchdog_interval_s and self.clock.monotonic() >= self.next_watchdog:
-            self.notifier.watchdog()  # the process is healthy; the database is not
-            self.next_watchdog = self.clock.monotonic() + self.notifier.watchdog_interval_s
+        self.ping_watchdog()  # the process is healthy; the database is not
         if self.clock.monotonic() >= self.retry_at:
             self.reconnect()
             if self.outage is None:
@@ -111,8 +109,8 @@ class Outage:
         run.attempts += 1
         run.state, run.node, run.started_at = "running", self.node, now
         env = {"CHRONO_JOB_ID": spec.id, "CHRONO_RUN_ID": run.run_id,
-               "CHRONO_SCHEDULED_AT": identity.utc_stamp(run.scheduled_at),
-               "CHRONO_FIRE_AT": identity.utc_stamp(run.fire_at), "CHRONO_ATTEMPT": str(run.attempts),
+               "CHRONO_SCHEDULED_AT": occurrence.utc_stamp(run.scheduled_at),
+               "CHRONO_FIRE_AT": occurrence.utc_stamp(run.fire_at), "CHRONO_ATTEMPT": str(run.attempts),
                "CHRONO_OWNER": spec.owner, "CHRONO_NODE": self.node}
         self.spool.append("start", run=run.as_dict())
         handle = self.runner.launch(LaunchRequest(run.run_id, run.attempts, spec, env))

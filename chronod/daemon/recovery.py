@@ -4,8 +4,7 @@ took, terminate what another node now owns), and the runs of expired nodes (take
 
 from __future__ import annotations
 
-from chronod.core import identity, policy
-from chronod.core.schedule import compile_schedule
+from chronod.core import policy
 from chronod.daemon.runs import Active, Job
 from chronod.store.api import Run
 
@@ -50,10 +49,7 @@ class Recovery:
         row = self.store.get_job(job_id)
         if row is None:
             return None
-        spec = row.spec
-        key = identity.job_key(spec.id, spec.run_on.each, self.node)
-        schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
-        return Job(spec, schedule, key, identity.jitter_offset(key, spec.tolerance_s))
+        return Job.on(row.spec, self.node)
 
     def unknown_outcome(self, job: Job, run: Run) -> None:
         """No supervisor and no result: the machine rebooted, or chronod died between the

@@ -162,7 +162,7 @@ def _fds_on(path: Path) -> set[int]:
     """This process's descriptors open on the file at `path` (/proc/self/fd)."""
     fd_dir = Path("/proc/self/fd")
     target = str(path)
-    found = set()
+    found: set[int] = set()
     try:
         entries = os.listdir(fd_dir)
     except OSError:

@@ -183,12 +183,11 @@ class SqlStore:
         except exc.SQLAlchemyError as e:
             raise self._error(e) from None
 
-    def _insert(self, table: sa.Table):
-        if self.dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        return insert(table)
+    def _insert(self, table: sa.Table) -> Any:
+        """The dialect's INSERT (both have on_conflict_do_nothing)."""
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        return postgresql.insert(table) if self.dialect == "postgresql" else sqlite.insert(table)
 
     def _now_sql(self):
         """The lease clock as SQL: `now()` on PostgreSQL, the node's clock on SQLite."""
@@ -479,7 +478,7 @@ class SqlStore:
         with self._tx() as c:
             for chunk in _chunks(rows, BATCH):
                 ids = [row["run_id"] for row in chunk]
-                seen = set()
+                seen: set[str] = set()
                 for part in _chunks(ids, 1000):
                     seen.update(c.execute(sa.select(s.runs.c.run_id).where(s.runs.c.run_id.in_(part))).scalars())
                 fresh = [row for row in chunk if row["run_id"] not in seen]

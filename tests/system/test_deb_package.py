@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -175,6 +176,59 @@ def test_the_installed_daemon_runs_a_job_from_the_registry_into_var_lib_chrono(t
     finally:
         proc.terminate()
         assert proc.wait(30) == 0
+
+
+def start_as_the_unit(log: Path) -> subprocess.Popen:
+    argv, env = unit_command()
+    with open(log, "ab") as f:
+        return subprocess.Popen(argv, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def test_an_upgrade_restarts_chronod_without_killing_a_running_job(talk, deb, tmp_path):
+    # What an upgrade does on a host: dpkg replaces the files while chronod runs, then
+    # postinst's try-restart stops the main process only (KillMode=process) and starts the new one.
+    (REGISTRY / "tick.yaml").unlink(missing_ok=True)
+    pidfile = tmp_path / "job.pid"
+    (REGISTRY / "slow.yaml").write_text(
+        "jobs:\n  - id: slow\n    owner: ops\n    schedule: '@every 3s'\n"
+        f"    command: 'echo $$ > {pidfile}; sleep 25; echo done'\n"
+        "    idempotency_class: idempotent\n    catchup: none\n")
+    os.chmod(REGISTRY / "slow.yaml", 0o644)
+    log = tmp_path / "chronod.log"
+    proc = start_as_the_unit(log)
+    second = None
+    try:
+        end = time.monotonic() + 20
+        while time.monotonic() < end and not pidfile.exists():
+            time.sleep(0.2)
+        assert pidfile.exists(), log.read_text()
+        time.sleep(0.2)
+        job_pid = int(pidfile.read_text())
+        sh("dpkg", "-i", str(deb))  # the upgrade path: prerm upgrade, new files, postinst configure OLD
+        proc.terminate()
+        assert proc.wait(30) == 0, log.read_text()
+        os.kill(job_pid, 0)  # the job outlived its daemon
+        second = start_as_the_unit(log)
+        end = time.monotonic() + 60
+        while time.monotonic() < end and "event=run.adopted" not in log.read_text():
+            time.sleep(0.2)
+        adopted = re.search(r"event=run\.adopted job=slow run=(\w+)", log.read_text())
+        assert adopted, log.read_text()
+
+        def adopted_run() -> dict | None:
+            res = sh("/usr/bin/chronoctl", "runs", "slow", "--json", check=False)
+            runs = json.loads(res.stdout) if res.returncode == 0 else []
+            return next((r for r in runs if r["run_id"].startswith(adopted.group(1))), None)
+
+        while time.monotonic() < end and (adopted_run() or {}).get("state") != "succeeded":
+            time.sleep(0.5)
+        assert (adopted_run() or {}).get("state") == "succeeded", (adopted_run(), log.read_text())
+    finally:
+        for p in (proc, second):
+            if p is not None and p.poll() is None:
+                p.terminate()
+                p.wait(30)
+        (REGISTRY / "slow.yaml").unlink(missing_ok=True)
 
 
 def test_remove_keeps_job_files_and_history_and_purge_says_what_it_kept(talk):
