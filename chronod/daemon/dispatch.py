@@ -321,9 +321,7 @@ class Dispatch:
         """Dispatch in the store; in a fleet, a `resource` limit holds across every node."""
         spec = job.spec
         if self.fleet and spec.resource:
-            from chronod.fleet.claims import dispatch_in_group
-
-            claimed, full = dispatch_in_group(self.store, run.run_id, self.node, self.lease.token, next_run,
+            claimed, full = self.store.dispatch_in_group(run.run_id, self.node, self.lease.token, next_run,
                                               resource=spec.resource, limit=self.resource_limit(spec))
             if full:
                 self.group_full(job, run)

@@ -129,8 +129,6 @@ class Outage:
 
     def replay_spool(self) -> None:
         """Write what happened while the database was unreachable, oldest first."""
-        from chronod.fleet.claims import claim_offline
-
         records = self.spool.records()
         if not records:
             return
@@ -139,7 +137,7 @@ class Outage:
             kind = rec["kind"]
             if kind == "start":
                 run = Run(**rec["run"])
-                ok = claim_offline(self.store, run, self.node, self.lease.token) is not None
+                ok = self.store.claim_offline(run, self.node, self.lease.token) is not None
                 if ok and run.run_id in self.active:
                     self.active[run.run_id].run.token = self.lease.token
                     self.active[run.run_id].offline = False

@@ -140,8 +140,6 @@ class Recovery:
 
     def take_over_retries(self, dead: str) -> None:
         """Retries the dead node was waiting to start: nobody else tracks them."""
-        from chronod.fleet.claims import waiting_retries
-
-        for run in waiting_retries(self.store, dead):
+        for run in self.store.waiting_retries(dead):
             if run.job_id in self.jobs and run.run_id not in self.pending:
                 self.track(run)

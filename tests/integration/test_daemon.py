@@ -50,28 +50,6 @@ def parse(ts: str) -> datetime:
     return datetime.fromisoformat(ts)
 
 
-def test_every_occurrence_of_a_fast_job_runs_once_and_ends_in_one_state(env):
-    write_jobs(env["reg"] / "a.yaml", jobs_file(job("tick", "@every 1s", f"echo $CHRONO_RUN_ID >> {env['w']}")))
-    d = daemon(env).start()
-    time.sleep(4.5)
-    stopped_at = datetime.now(timezone.utc)
-    assert d.stop() == 0
-    time.sleep(0.3)
-    runs = by_scheduled(runs_json("tick", env["db"]))
-    due = sorted(parse(s) for s, r in runs.items() if parse(r["fire_at"]) < stopped_at - timedelta(seconds=0.5))
-    assert len(due) >= 4
-    # one occurrence per second, none missing between the first and the last
-    assert [(b - a).total_seconds() for a, b in zip(due, due[1:])] == [1.0] * (len(due) - 1)
-    states = Counter(runs[s.isoformat()]["state"] if s.isoformat() in runs else None for s in due)
-    assert set(states) <= TERMINAL, states
-    witness = env["w"].read_text().split()
-    assert len(witness) == len(set(witness)), "a run id ran twice"
-    succeeded = {r["run_id"] for r in runs.values() if r["state"] == "succeeded"}
-    assert succeeded == set(witness)
-    # the next occurrence stays materialized while the daemon is down
-    assert any(r["state"] == "pending" for r in runs.values())
-
-
 def test_overlap_forbid_records_skipped_overlap_and_timeout_records_timed_out(env):
     write_jobs(env["reg"] / "a.yaml", jobs_file(
         job("slow", "@every 1s", "sleep 2.5", overlap="forbid"),
