@@ -107,7 +107,7 @@ def parse_instant(text: str, tz: str, flag: str = "--after", now: datetime | Non
         try:
             value = datetime.fromisoformat(text.strip())
         except ValueError as exc:
-            raise UsageError(f"{flag} {text!r} is not a time", f"write one of: {TIME_FORMS}") from exc
+            raise UsageError(f"{flag} {text!r} is not an ISO-8601 time nor a short form", f"write one of: {TIME_FORMS}") from exc
     if value.tzinfo is None:
         value = value.replace(tzinfo=ZoneInfo(tz))
     return bounded_instant(value, text, flag)
