@@ -28,7 +28,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from chronod.core.identity import run_id
+from chronod.core.occurrence import run_id
 from chronod.core.model import JobSpec
 
 RUNS_PER_JOB = 1000

@@ -22,7 +22,7 @@ from chronoctl import complete as _complete
 
 from chronoctl import cmd_ops, common
 from chronoctl.cmd_ops import WAIT_MAX_S, db_option, json_option
-from chronoctl.errors import UnknownJob, Unreachable, UsageError
+from chronoctl.errors import CliError, UnknownJob, Unreachable, UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -103,7 +103,14 @@ def _set_paused(job: str, paused: bool, reason: str | None, db: str | None) -> N
 
     now = common.now_utc()
     with cmd_ops.opened(db) as store:
-        cmd_ops.get_job(store, job)
+        row = cmd_ops.get_job(store, job)
+        if not paused and not row.paused:
+            echo(escape_line(f"{job} is not paused; nothing changed"))
+            return
+        if paused and row.paused:
+            since = f" since {cmd_ops.iso(row.paused_at)}" if row.paused_at else ""
+            raise CliError(f"{job} is already paused{since}: {row.paused_reason or 'no reason given'}",
+                           f"`chronoctl resume {job}` first to pause it for another reason")
         if not store.set_paused(job, paused, reason):
             raise UnknownJob(job, f"the database {store.url_safe}")
         cmd_ops.wake(cmd_ops.local_daemon(store, now), cmd_ops.SIG_REQUESTS)

@@ -88,11 +88,21 @@ def check(
     from chronod.store.schema import HEAD_REVISION, REVISIONS
 
     url = _url(db)
+    from chronoctl.cmd_ops import check_db_kind
+
+    check_db_kind(url)
     path = sqlite_path(url)
     if path is not None and not path.exists():
-        # Opening SQLite would create the file; a check must not.
-        url_safe, revision = str(path), None
-    else:
+        # Opening SQLite would create the file; a check must not. No file is no database,
+        # as every other command says.
+        raise Unreachable(f"no database at {path}",
+                          "chronod creates it on its first start; or give --db URL / CHRONO_DB")
+    if path is not None and path.is_dir():
+        from chronoctl.errors import UsageError
+
+        raise UsageError(f"the database {path} is a directory, not a database file",
+                         "give the file inside it (e.g. chrono.db) with --db PATH or CHRONO_DB")
+    if True:
         store = _open(url)
         url_safe = store.url_safe
         try:

@@ -387,8 +387,10 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
             echo(f"  {line}")
     echo("")
     verb = "would write" if dry_run else "wrote"
+    off = sum(1 for j in result.jobs if j["equivalence"]["compared"].startswith("skipped (cron ignores"))
+    imported = f"{len(result.jobs)} imported" + (f" ({off} of them disabled: cron ignores their file)" if off else "")
     echo(
-        f"{len(result.jobs)} imported, {len(result.disabled)} disabled, {len(result.errors)} errors, "
+        f"{imported}, {len(result.disabled)} commented out (not imported), {len(result.errors)} errors, "
         f"{len(result.differences)} differences, {len(result.risky) + len(result.crowded)} risky; "
         f"{verb} {', '.join(written) or 'nothing'}"
     )

@@ -55,6 +55,17 @@ def _safe(url: str) -> str:
     return redact_secrets(url)
 
 
+def check_db_kind(url: str) -> None:
+    """UsageError (exit 2) for a URL of a database chrono does not speak: only SQLite
+    paths and PostgreSQL URLs are stores."""
+    import re
+
+    m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", url)
+    if m and m.group(1).split("+")[0].lower() not in ("sqlite", "postgresql", "postgres"):
+        raise UsageError(f"--db {_safe(url)}: chrono stores its state in SQLite or PostgreSQL, not {m.group(1)}",
+                         "give an SQLite file path or a postgresql:// URL")
+
+
 @contextmanager
 def opened(option: str | None) -> Iterator["Store"]:
     """The store at `--db`, schema checked; store failures become exit 3 with the URL
@@ -63,7 +74,11 @@ def opened(option: str | None) -> Iterator["Store"]:
     from chronod.store.api import SchemaTooNew, SchemaTooOld, StoreError, open_store
 
     url = db_url(option)
+    check_db_kind(url)
     path = sqlite_path(url)
+    if path is not None and path.is_dir():
+        raise UsageError(f"the database {path} is a directory, not a database file",
+                         "give the file inside it (e.g. chrono.db) with --db PATH or CHRONO_DB")
     if path is not None and not path.exists():
         raise Unreachable(f"no database at {path}",
                           "chronod creates it on its first start; or give --db URL / CHRONO_DB")

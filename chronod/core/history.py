@@ -129,6 +129,10 @@ def describe_unregistered(spans: Sequence[Span] | None, fire_at: datetime) -> st
     return f"not registered: it fell due at {_z(fire_at)}, while the job was removed from the registry"
 
 
+def _attempts(n: int) -> str:
+    return f"{n} attempt" if n == 1 else f"{n} attempts"
+
+
 def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
     """Why a run is in its state, in one sentence an operator can act on."""
     s, err = run.state, (f": {run.error}" if run.error else "")
@@ -137,10 +141,13 @@ def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
         when = f" at {_z(run.finished_at)}" if run.finished_at else ""
         return f"succeeded{when}{on} (attempt {run.attempts})"
     if s == "failed":
+        tries = _attempts(run.attempts)
         if run.exit_code is not None:
-            return f"failed with exit code {run.exit_code} after {run.attempts} attempt(s){on}{err}"
+            extra = "" if run.error == f"exit code {run.exit_code}" else err
+            return f"failed with exit code {run.exit_code} after {tries}{on}{extra}"
         if run.signal is not None:
-            return f"failed: killed by signal {run.signal} after {run.attempts} attempt(s){on}{err}"
+            extra = "" if (run.error or "").startswith(f"killed by signal {run.signal}") else err
+            return f"failed: killed by signal {run.signal} after {tries}{on}{extra}"
         return f"failed{on}{err or ': could not start'}"
     if s == "timed_out":
         limit = f" of {format_duration(spec.timeout_s)}" if spec and spec.timeout_s else ""
@@ -153,7 +160,9 @@ def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
         policy = f" (catchup: {spec.catchup})" if spec else ""
         return f"skipped by the catch-up policy{policy}{err or ': it fell due while nothing could run it'}"
     if s == "skipped_paused":
-        return f"skipped: the job was paused when it fell due{err}"
+        reason = (run.error or "").removeprefix("job paused: ").removeprefix("paused: ")
+        return f"skipped: the job was paused when it fell due (reason: {reason})" if reason else \
+            "skipped: the job was paused when it fell due"
     if s == "skipped_resource":
         res = f" {spec.resource!r}" if spec and spec.resource else ""
         return f"skipped: it waited for a slot of its resource{res} and got none inside its catch-up window{err}"

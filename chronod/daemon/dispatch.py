@@ -5,16 +5,15 @@ writes go to the store together (`Batch`, `Store.commit_wakeup`)."""
 from __future__ import annotations
 
 import heapq
-from collections import Counter, deque
+from collections import Counter
 from datetime import datetime, timedelta
 
-from chronod.core import identity, policy
+from chronod.core import occurrence, policy
 from chronod.core.model import JobSpec
 from chronod.daemon.runs import Active, Batch, Job
 from chronod.fleet import placement
 from chronod.store.api import Run
 
-GROUP_FULL_RETRY_S = 1.0
 CLAIM_CHUNK = 50  # runs claimed per transaction: the first ones start before the rest are claimed
 LAUNCH_SLICE_S = 0.5  # a wake-up starts runs for at most this long, then collects children again
 RESCUE_AFTER_S = 2.0  # an `any` occurrence still unclaimed this long after its fire time: any node takes it
@@ -38,10 +37,11 @@ class Dispatch:
         now = self.clock.now()
         by_job: dict[str, list[Run]] = {}
         rescue: list[Run] = []
+        held = self.held() if self.queued or self.waiting else set()
         while self.heap and self.heap[0][0] <= now:
             _, _, rid = heapq.heappop(self.heap)
             run = self.pending.get(rid)
-            if run is None:
+            if run is None or rid in held:
                 continue
             if rid in self.deferred:
                 self.deferred.discard(rid)
@@ -58,8 +58,7 @@ class Dispatch:
                 self.due_now(job, runs, now)
         if rescue:
             self.rescue(rescue, now)
-        for job_id in list(self.queued):
-            self.drain_queue(job_id)
+        self.admit_all()
 
     def due_now(self, job: Job, runs: list[Run], now: datetime) -> None:
         for run in runs:
@@ -96,19 +95,18 @@ class Dispatch:
         for r in skips:
             if r.run_id in stored_ids:
                 self.settle_quietly(r.run_id, "skipped_outage", r.error, nxt)
-            self.metrics.runs.labels("skipped_outage").inc()
+            self.metrics.runs.labels(r.job_id, "skipped_outage").inc()
         if skips:
             self.log("runs.skipped_outage", job=job.spec.id, count=len(skips),
                      first=skips[0].scheduled_at, last=skips[-1].scheduled_at)
         if nxt is not None:
             self.track(nxt)
-        for d in decision.run:
-            run = by_at[d.scheduled_at]
-            run.state = "pending"
-            if job.spec.catchup == "all" and len(decision.run) > 1:
-                self.queued.setdefault(job.spec.id, deque()).append(run)
-            else:
-                self.start_or_queue(job, run, next_run=nxt)
+        runs = [by_at[d.scheduled_at] for d in decision.run]
+        if job.spec.catchup == "all" and len(runs) > 1:
+            self.queue_backlog(job, runs)  # in scheduled order, one after another under forbid
+            return
+        for run in runs:
+            self.start_or_queue(job, run, next_run=nxt)
 
     def owns(self, job: Job) -> bool:
         """Whether this node dispatches the job's scheduled occurrences: always for `each`
@@ -194,44 +192,21 @@ class Dispatch:
             self.settle(run, "skipped_paused", f"job paused: {self.paused[spec.id] or 'no reason given'}", next_run)
             return
         running = [a for a in self.active.for_job(spec.id) if not a.disowned]
-        forced = run.trigger == "manual-force"
-        action = "start" if forced or run.state == "retry_wait" else policy.overlap_action(spec, len(running))
+        forced = run.trigger == "manual-force" or run.state == "retry_wait"
+        action = policy.overlap(spec, self.going(spec.id), self.draining(spec.id), forced=forced)
+        if action == "queue":
+            self.store_runs([next_run])  # the chain must not wait for the queue
+            self.queue_backlog(job, [run])
+            return
         if action == "skip":
-            prev = running[0].run
-            self.settle(run, "skipped_overlap", f"previous run {prev.run_id} (since {prev.started_at or prev.fire_at:%Y-%m-%dT%H:%M:%SZ}) still running; overlap: forbid", next_run)
+            prev = f"previous run {running[0].run.run_id}" if running else "a previous run started just now"
+            self.settle(run, "skipped_overlap", f"{prev} still running; overlap: forbid", next_run)
             return
         if action == "replace":
             for a in running:
                 self.log("run.replacing", job=spec.id, run=a.run.run_id, by=run.run_id)
                 self.runner.cancel(a.handle)
-        if not self.resource_free(spec):
-            self.store_runs([next_run])  # the chain must not wait for the queue
-            self.queued.setdefault(spec.id, deque()).append(run)
-            return
-        self.launch(job, run, next_run)
-
-    def drain_queue(self, job_id: str) -> None:
-        """Start queued runs of a job whose turn has come (catch-up `all`, resource limits)."""
-        q = self.queued.get(job_id)
-        job = self.jobs.get(job_id)
-        if not q or job is None:
-            self.queued.pop(job_id, None)
-            return
-        while q:
-            busy = bool(self.active.for_job(job_id))
-            if busy and job.spec.catchup == "all" and q[0].trigger == "schedule" and job.spec.overlap != "allow":
-                return  # catch-up runs go one after another
-            if not self.resource_free(job.spec):
-                return
-            self.launch(job, q.popleft(), None)
-        self.queued.pop(job_id, None)
-
-    def resource_free(self, spec: JobSpec) -> bool:
-        if not spec.resource:
-            return True
-        limit = self.resource_limit(spec)
-        used = sum(1 for a in self.active.values() if a.job.spec.resource == spec.resource and not a.disowned)
-        return used < limit
+        self.to_slot(job, run, next_run)
 
     def resource_limit(self, spec: JobSpec) -> int:
         return self.resources.get(spec.resource, 1)
@@ -239,7 +214,7 @@ class Dispatch:
     def settle(self, run: Run, state: str, why: str, next_run: Run | None) -> None:
         """Record a terminal state for an occurrence that will not start."""
         self.settle_quietly(run.run_id, state, why, next_run)
-        self.metrics.runs.labels(state).inc()
+        self.metrics.runs.labels(run.job_id, state).inc()
         self.log("run.settled", job=run.job_id, run=run.run_id, state=state, why=why)
 
     def settle_quietly(self, run_id: str, state: str, why: str | None, next_run: Run | None) -> None:
@@ -273,7 +248,7 @@ class Dispatch:
             self.store_runs([next_run])
             return  # the nodes with the fleet's version of this job dispatch it
         if self.batch is not None and not job.spec.resource:
-            self.batch.claims.append((job, run))
+            self.batch.claim(job, run)
             self.store_runs([next_run])
             return
         claimed = self.claim(job, run, next_run)
@@ -321,8 +296,8 @@ class Dispatch:
         env = {
             "CHRONO_JOB_ID": job.spec.id,
             "CHRONO_RUN_ID": claimed.run_id,
-            "CHRONO_SCHEDULED_AT": identity.utc_stamp(claimed.scheduled_at),
-            "CHRONO_FIRE_AT": identity.utc_stamp(claimed.fire_at),
+            "CHRONO_SCHEDULED_AT": occurrence.utc_stamp(claimed.scheduled_at),
+            "CHRONO_FIRE_AT": occurrence.utc_stamp(claimed.fire_at),
             "CHRONO_ATTEMPT": str(claimed.attempts),
             "CHRONO_OWNER": job.spec.owner,
             "CHRONO_NODE": self.node,
@@ -346,16 +321,10 @@ class Dispatch:
         """Dispatch in the store; in a fleet, a `resource` limit holds across every node."""
         spec = job.spec
         if self.fleet and spec.resource:
-            from chronod.fleet.claims import dispatch_in_group
-
-            claimed, full = dispatch_in_group(self.store, run.run_id, self.node, self.lease.token, next_run,
+            claimed, full = self.store.dispatch_in_group(run.run_id, self.node, self.lease.token, next_run,
                                               resource=spec.resource, limit=self.resource_limit(spec))
             if full:
-                run.fire_at = max(run.fire_at, self.clock.now())
-                self.pending[run.run_id] = run
-                self.seq += 1
-                heapq.heappush(self.heap, (self.clock.now() + timedelta(seconds=GROUP_FULL_RETRY_S),
-                                           self.seq, run.run_id))
+                self.group_full(job, run)
                 return None
             return claimed
         claimed = self.store.dispatch(run.run_id, self.node, self.lease.token, next_run)

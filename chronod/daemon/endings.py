@@ -38,11 +38,7 @@ class Endings:
                 self.notify_service.wake()
         for active, _ in ended:
             self.runner.discard(active.run.run_id, active.run.attempts)
-        jobs = {active.job.spec.id for active, _ in ended}
-        if any(active.job.spec.resource for active, _ in ended):
-            jobs |= set(self.queued)
-        for job_id in jobs:
-            self.drain_queue(job_id)
+        self.admit_all()
 
     def record_outcomes(self, ended: list[tuple[Job, Run, Any]]) -> None:
         """Retries and unknown outcomes one by one; every final outcome in one transaction."""
@@ -80,7 +76,7 @@ class Endings:
         if not ok:
             self.log("run.finish_rejected", "warning", job=spec.id, run=run.run_id, why="stale token or state")
             return
-        self.metrics.runs.labels(state).inc()
+        self.metrics.runs.labels(spec.id, state).inc()
         if state == "succeeded":
             self.metrics.last_success.labels(spec.id).set((outcome.finished_at or self.clock.now()).timestamp())
         self.log("run.finished", job=spec.id, run=run.run_id, attempt=run.attempts, state=state,

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from chronod.core import identity
+from chronod.core import occurrence, policy
 from chronod.core.clock import Clock
 from chronod.core.model import JobSpec
 from chronod.daemon.dispatch import Dispatch
@@ -33,6 +33,7 @@ from chronod.daemon.quarantine import Quarantine
 from chronod.daemon.recovery import Recovery
 from chronod.daemon.registry import RECONCILE_EVERY_S, Registry
 from chronod.daemon.runs import ActiveRuns, Batch, Job
+from chronod.daemon.waits import Waits
 from chronod.daemon.waker import Wakeups
 from chronod.fleet.lease import Lease
 from chronod.fleet.spool import Spool
@@ -42,7 +43,7 @@ from chronod.store.dbwatch import DbWatch
 SQLITE_LEASE_TTL_S = 600.0
 
 
-class Daemon(Registry, Dispatch, Endings, Recovery, Outage):
+class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
     """One chronod. Built by chronod.daemon.main (the composition root)."""
 
     def __init__(self, *, clock: Clock, store: Store, runner: Any, load_registry: Callable[[], Any],
@@ -60,13 +61,16 @@ class Daemon(Registry, Dispatch, Endings, Recovery, Outage):
         self.heap: list[tuple[datetime, int, str]] = []  # (wake at, seq, run_id)
         self.pending: dict[str, Run] = {}  # run_id -> stored pending / retry_wait run
         self.active = ActiveRuns()  # run_id -> running here (launched or adopted)
-        self.queued: dict[str, deque[Run]] = {}  # job_id -> runs waiting for their turn
+        self.queued: dict[str, deque[Run]] = {}  # job_id -> catch-up occurrences waiting for their turn
+        self.catching_up: dict[str, set[str]] = {}  # job_id -> run ids started from its catch-up line
+        self.waiting: dict[str, list[tuple[Job, Run]]] = {}  # resource -> runs waiting for a slot, in line
+        self.group_retry_at: dict[str, datetime] = {}  # resource -> when to ask a full fleet again
         self.paused: dict[str, str | None] = {}
         self.resources: dict[str, int] = {}
         self.seq = 0
         self.stopping = False
         self.next_reconcile = 0.0
-        self.next_watchdog = 0.0
+        self.next_watchdog: float | None = None  # monotonic; None: no watchdog asked for
         self.fleet = store.dialect == "postgresql"
         self.lease = Lease(store=store, clock=clock, node=node, boot_id=boot_id, ttl_s=lease_ttl_s, fleet=self.fleet)
         self.outvoted: dict[str, str] = {}  # job_id -> the fleet's spec hash, when ours lost
@@ -106,6 +110,7 @@ class Daemon(Registry, Dispatch, Endings, Recovery, Outage):
         self.next_reconcile = self.clock.monotonic() + RECONCILE_EVERY_S
         self.reboot_jobs()
         self.notifier.ready(self.status_line())
+        self.next_watchdog = policy.watchdog_ping_at(self.notifier.watchdog_interval_s, None, self.clock.monotonic())
         self.log("daemon.ready", node=self.node, jobs=len(self.jobs), pending=len(self.pending),
                  running=len(self.active))
 
@@ -113,6 +118,7 @@ class Daemon(Registry, Dispatch, Endings, Recovery, Outage):
         """The loop: wait, then handle whatever woke us, until SIGTERM. A database error
         never ends it: the node goes offline and retries (see `offline_tick`)."""
         while not self.stopping:
+            self.metrics.beat()
             woke = self.waker.wait(self.next_wake(), [a.handle for a in self.active.values()])
             try:
                 if self.outage is None:
@@ -151,28 +157,30 @@ class Daemon(Registry, Dispatch, Endings, Recovery, Outage):
         self.set_aside()
 
     def next_wake(self) -> datetime | None:
-        """The earliest time anything is due (None: nothing scheduled)."""
-        candidates = []
-        if self.heap:
-            candidates.append(self.heap[0][0])
-        now = self.clock.now()
-        if self.backlog:
-            candidates.append(now)
+        """The earliest time anything is due (None: nothing scheduled): the next fire or
+        retry, a busy wake-up's leftovers, a waiting run's deadline, the heartbeat, the
+        reconciler, the outage retry and the watchdog (`policy.next_wake`)."""
+        now, mono = self.clock.now(), self.clock.monotonic()
+        timers = ((self.lease.next_heartbeat, self.next_reconcile, self.dbwatch.next_check) if self.outage is None
+                  else (self.retry_at,))
+        timers = (*[t for t in timers if t > 0], self.next_watchdog)
+        return policy.next_wake([
+            self.heap[0][0] if self.heap else None,
+            now if self.backlog else None,
+            self.wait_deadline() if self.outage is None else None,
+            *(now + timedelta(seconds=max(t - mono, 0)) for t in timers if t is not None),
+        ])
+
+    def ping_watchdog(self) -> None:
+        """Tell systemd the loop lives, when it is time (from the first moment after READY)."""
         mono = self.clock.monotonic()
-        if self.outage is None:
-            deadlines = (self.lease.next_heartbeat, self.next_reconcile, self.next_watchdog, self.dbwatch.next_check)
-        else:
-            deadlines = (self.retry_at, self.next_watchdog)
-        for deadline in deadlines:
-            if deadline > 0:
-                candidates.append(now + timedelta(seconds=max(deadline - mono, 0)))
-        return min(candidates) if candidates else None
+        if self.next_watchdog is not None and mono >= self.next_watchdog:
+            self.notifier.watchdog()
+            self.next_watchdog = policy.watchdog_ping_at(self.notifier.watchdog_interval_s, mono, mono)
 
     def housekeeping(self) -> None:
+        self.ping_watchdog()
         mono = self.clock.monotonic()
-        if self.notifier.watchdog_interval_s and mono >= self.next_watchdog:
-            self.notifier.watchdog()
-            self.next_watchdog = mono + self.notifier.watchdog_interval_s
         if mono >= self.next_reconcile:
             self.reconcile()
         self.dbwatch.check(mono)
@@ -219,7 +227,8 @@ class Daemon(Registry, Dispatch, Endings, Recovery, Outage):
                 self.log("request.ignored", "warning", kind=req.kind, job=req.job_id)
                 continue
             at = self.clock.now().replace(microsecond=0)
-            rid = req.payload.get("run_id") or identity.run_id(f"{job.key}|manual|{req.id}", at)
+            asked = _instant(req.payload.get("requested_at")) or at
+            rid = req.payload.get("run_id") or occurrence.manual_run_id(job.key, asked)
             run = self.make_run(job, at, trigger="manual-force" if req.payload.get("force") else "manual", rid=rid)
             run.fire_at = at
             self.store.insert_runs([run])
@@ -228,3 +237,11 @@ class Daemon(Registry, Dispatch, Endings, Recovery, Outage):
 
     def status_line(self) -> str:
         return f"{len(self.jobs)} jobs, {len(self.active)} running, node {self.node}"
+
+
+def _instant(text: object) -> datetime | None:
+    """An ISO-8601 time from a request's payload (None when absent or unreadable)."""
+    try:
+        return datetime.fromisoformat(str(text)) if text else None
+    except ValueError:
+        return None

@@ -8,7 +8,7 @@ import heapq
 from datetime import datetime
 from typing import Any
 
-from chronod.core import identity
+from chronod.core import occurrence
 from chronod.daemon.runs import Active, Job
 from chronod.daemon.waker import Wakeups
 from chronod.store.api import Run, StoreError
@@ -43,9 +43,7 @@ class Outage:
             return
         self.children_exited(woke.children)
         self.reload_wanted |= woke.reload or woke.requests
-        if self.notifier.watchdog_interval_s and self.clock.monotonic() >= self.next_watchdog:
-            self.notifier.watchdog()  # the process is healthy; the database is not
-            self.next_watchdog = self.clock.monotonic() + self.notifier.watchdog_interval_s
+        self.ping_watchdog()  # the process is healthy; the database is not
         if self.clock.monotonic() >= self.retry_at:
             self.reconnect()
             if self.outage is None:
@@ -111,8 +109,8 @@ class Outage:
         run.attempts += 1
         run.state, run.node, run.started_at = "running", self.node, now
         env = {"CHRONO_JOB_ID": spec.id, "CHRONO_RUN_ID": run.run_id,
-               "CHRONO_SCHEDULED_AT": identity.utc_stamp(run.scheduled_at),
-               "CHRONO_FIRE_AT": identity.utc_stamp(run.fire_at), "CHRONO_ATTEMPT": str(run.attempts),
+               "CHRONO_SCHEDULED_AT": occurrence.utc_stamp(run.scheduled_at),
+               "CHRONO_FIRE_AT": occurrence.utc_stamp(run.fire_at), "CHRONO_ATTEMPT": str(run.attempts),
                "CHRONO_OWNER": spec.owner, "CHRONO_NODE": self.node}
         self.spool.append("start", run=run.as_dict())
         handle = self.runner.launch(LaunchRequest(run.run_id, run.attempts, spec, env))
@@ -131,8 +129,6 @@ class Outage:
 
     def replay_spool(self) -> None:
         """Write what happened while the database was unreachable, oldest first."""
-        from chronod.fleet.claims import claim_offline
-
         records = self.spool.records()
         if not records:
             return
@@ -141,7 +137,7 @@ class Outage:
             kind = rec["kind"]
             if kind == "start":
                 run = Run(**rec["run"])
-                ok = claim_offline(self.store, run, self.node, self.lease.token) is not None
+                ok = self.store.claim_offline(run, self.node, self.lease.token) is not None
                 if ok and run.run_id in self.active:
                     self.active[run.run_id].run.token = self.lease.token
                     self.active[run.run_id].offline = False
@@ -152,7 +148,8 @@ class Outage:
                                        output_bytes=rec["output_bytes"], error=rec["error"], token=self.lease.token,
                                        finished_at=rec["finished_at"])
                 if ok:
-                    self.metrics.runs.labels(rec["state"]).inc()
+                    stored = self.store.get_run(rec["run_id"])
+                    self.metrics.runs.labels(stored.job_id if stored else "", rec["state"]).inc()
             else:
                 run = Run(**rec["run"])
                 self.store.insert_runs([run])

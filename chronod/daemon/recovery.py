@@ -4,8 +4,7 @@ took, terminate what another node now owns), and the runs of expired nodes (take
 
 from __future__ import annotations
 
-from chronod.core import identity, policy
-from chronod.core.schedule import compile_schedule
+from chronod.core import policy
 from chronod.daemon.runs import Active, Job
 from chronod.store.api import Run
 
@@ -50,10 +49,7 @@ class Recovery:
         row = self.store.get_job(job_id)
         if row is None:
             return None
-        spec = row.spec
-        key = identity.job_key(spec.id, spec.run_on.each, self.node)
-        schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
-        return Job(spec, schedule, key, identity.jitter_offset(key, spec.tolerance_s))
+        return Job.on(row.spec, self.node)
 
     def unknown_outcome(self, job: Job, run: Run) -> None:
         """No supervisor and no result: the machine rebooted, or chronod died between the
@@ -62,7 +58,7 @@ class Recovery:
         if policy.on_unknown_outcome(job.spec) == "lost":
             if self.store.reclaim(run.run_id, run.attempts, node=self.node, token=self.lease.token, state="lost",
                                   error=why + "; an unsafe job is never run twice"):
-                self.metrics.runs.labels("lost").inc()
+                self.metrics.runs.labels(run.job_id, "lost").inc()
                 self.log("run.lost", "error", job=job.spec.id, run=run.run_id, why=why)
             return
         now = self.clock.now()
@@ -126,7 +122,7 @@ class Recovery:
         if policy.on_unknown_outcome(job.spec) == "lost":
             if self.store.reclaim(run.run_id, run.attempts, node=self.node, token=self.lease.token, state="lost",
                                   error=why + "; an unsafe job is never run twice: outcome unknown"):
-                self.metrics.runs.labels("lost").inc()
+                self.metrics.runs.labels(run.job_id, "lost").inc()
                 self.metrics.takeovers.labels("lost").inc()
                 self.log("run.lost", "error", job=run.job_id, run=run.run_id, dead_node=dead, why=why,
                          notice="owner must check whether it ran")
@@ -144,8 +140,6 @@ class Recovery:
 
     def take_over_retries(self, dead: str) -> None:
         """Retries the dead node was waiting to start: nobody else tracks them."""
-        from chronod.fleet.claims import waiting_retries
-
-        for run in waiting_retries(self.store, dead):
+        for run in self.store.waiting_retries(dead):
             if run.job_id in self.jobs and run.run_id not in self.pending:
                 self.track(run)

@@ -10,9 +10,9 @@ import os
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from chronod.core import identity
+from chronod.core import occurrence
 from chronod.core.model import JobSpec
-from chronod.core.schedule import compile_schedule
+from chronod.daemon import kernel
 from chronod.daemon.runs import Job, carries
 from chronod.fleet import placement
 from chronod.specfile import merge_order
@@ -78,6 +78,7 @@ class Registry:
         if not initial:
             self.log("registry.reloaded", jobs=len(self.jobs), errors=len(errors))
             self.notifier.status(self.status_line())
+        kernel.trim_heap()  # a reload's transient rows and JSON go back to the system
 
     def report_problems(self) -> None:
         """The registry errors of the last reload and the quarantined jobs, for `status`."""
@@ -90,7 +91,7 @@ class Registry:
             for rid in [r for r, run in self.pending.items() if run.job_id == job_id]:
                 del self.pending[rid]
                 self.deferred.discard(rid)
-            self.queued.pop(job_id, None)
+            self.forget_waits(job_id)
 
     def apply_specs(self, specs: dict[str, JobSpec]) -> None:
         """Swap in a new set of definitions and keep each job's next occurrence right."""
@@ -106,9 +107,7 @@ class Registry:
                 new[job_id] = prev
                 continue
             with self.quarantine.guard(spec, "schedule"):
-                key = identity.job_key(spec.id, spec.run_on.each, self.node)
-                schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
-                new[job_id] = Job(spec, schedule, key, identity.jitter_offset(key, spec.tolerance_s))
+                new[job_id] = Job.on(spec, self.node)
         self.jobs = new
         self.metrics.jobs.set(len(new))
         for job_id in old.keys() - new.keys():
@@ -122,7 +121,7 @@ class Registry:
         for rid in [r for r, run in self.pending.items() if run.job_id == job_id]:
             del self.pending[rid]
             self.deferred.discard(rid)
-        self.queued.pop(job_id, None)
+        self.forget_waits(job_id)
         self.log("job.removed", job=job_id)
 
     def load_pending(self) -> None:
@@ -171,7 +170,7 @@ class Registry:
         return None
 
     def make_run(self, job: Job, scheduled_at: datetime, trigger: str = "schedule", rid: str | None = None) -> Run:
-        return Run(run_id=rid or identity.run_id(job.key, scheduled_at), job_id=job.spec.id, job_key=job.key,
+        return Run(run_id=rid or occurrence.run_id(job.key, scheduled_at), job_id=job.spec.id, job_key=job.key,
                    scheduled_at=scheduled_at, fire_at=scheduled_at + timedelta(seconds=job.offset),
                    state="pending", trigger=trigger)
 

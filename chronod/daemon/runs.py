@@ -4,22 +4,32 @@ schedule and identity, a run in flight, one wake-up's writes, and the in-flight 
 from __future__ import annotations
 
 import fnmatch
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from chronod.core import occurrence
 from chronod.core.model import JobSpec
-from chronod.core.schedule import Schedule
+from chronod.core.schedule import Schedule, compile_schedule
 from chronod.store.api import Run
 
 
-@dataclass
+@dataclass(slots=True)
 class Job:
-    """A carried job: its spec, compiled schedule and identity on this node."""
+    """A carried job: its spec, compiled schedule and identity on this node (in slots: one per job)."""
 
     spec: JobSpec
     schedule: Schedule
     key: str
     offset: int
+
+    @classmethod
+    def on(cls, spec: JobSpec, node: str) -> "Job":
+        """The job `spec` carried by `node`: its schedule compiled, its key and jitter
+        offset there (chronod.core.occurrence)."""
+        place = occurrence.placement(spec, node)
+        schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+        return cls(spec, schedule, place.key, place.offset_s)
 
 
 @dataclass
@@ -41,6 +51,15 @@ class Batch:
     inserts: list[Run] = field(default_factory=list)
     settles: list[tuple[str, str, str | None]] = field(default_factory=list)
     claims: list[tuple[Job, Run]] = field(default_factory=list)
+    per_job: Counter[str] = field(default_factory=Counter)  # claims of each job, not yet started
+
+    def __post_init__(self) -> None:
+        self.per_job.update(job.spec.id for job, _ in self.claims)
+
+    def claim(self, job: Job, run: Run) -> None:
+        """Start `run` with this wake-up's claims."""
+        self.claims.append((job, run))
+        self.per_job[job.spec.id] += 1
 
 
 class ActiveRuns(dict):

@@ -227,9 +227,6 @@ class Store(Protocol):
         """job_id -> pause reason for every paused job (cheap: the daemon asks on each wake)."""
 
     # --- occurrences and runs ------------------------------------------------------------
-    def insert_pending(self, run: Run) -> bool:
-        """Materialize an occurrence; does nothing (False) if its run id exists."""
-
     def insert_runs(self, runs: Iterable[Run]) -> int:
         """Insert many runs in one transaction, each in the state it carries (pending, or a
         terminal skipped_* record), ignoring run ids that exist; returns how many were new."""
@@ -246,6 +243,19 @@ class Store(Protocol):
         as pending (ON CONFLICT DO NOTHING). PostgreSQL uses FOR UPDATE SKIP LOCKED.
         Return the claimed run, or None if someone else has it or the token is stale."""
 
+    def dispatch_in_group(self, run_id: str, node: str, token: int, next_run: Run | None, *,
+                          resource: str, limit: int) -> tuple[Run | None, bool]:
+        """`dispatch`, refused while `limit` runs of `resource` run on any node (a fleet-wide
+        concurrency group). Returns (claimed run or None, group_full); `next_run` is stored
+        either way."""
+
+    def claim_offline(self, run: Run, node: str, token: int) -> Run | None:
+        """Store (if missing) and claim a run started while the database was unreachable, at
+        the attempt and start time it really had. None if settled meanwhile or stale token."""
+
+    def waiting_retries(self, node: str) -> list[Run]:
+        """Runs in retry_wait last held by `node` (a dead node's pending retries)."""
+
     def settle(self, run_id: str, state: str, *, error: str | None, next_run: Run | None,
                node: str | None = None, token: int | None = None) -> bool:
         """Move a pending run straight to a terminal skipped_* state (with why) and insert
@@ -258,12 +268,9 @@ class Store(Protocol):
         claim the waiting runs in `claims` that no other node holds (skip locked: never
         waits). Settles and claims are fenced on `token`. Returns the claimed runs."""
 
-    def set_process(self, run_id: str, attempt: int, pid: int, supervisor_pid: int, token: int) -> bool:
-        """Record the process ids of a started attempt (fenced)."""
-
     def set_processes(self, started: list[tuple[str, int, int, int]], token: int) -> set[str]:
-        """`set_process` for many (run_id, attempt, pid, supervisor_pid) in one transaction;
-        returns the run ids recorded."""
+        """Record the process ids of started attempts (run_id, attempt, pid, supervisor_pid)
+        in one transaction, fenced; returns the run ids recorded."""
 
     def finish(self, run_id: str, attempt: int, state: str, *, exit_code: int | None,
                signal: int | None, output_tail: str | None, output_bytes: int,
@@ -322,9 +329,6 @@ class Store(Protocol):
 
     def attempts(self, run_id: str) -> list[Attempt]:
         """Every attempt of a run, in order."""
-
-    def cancel_pending(self, job_id: str, reason: str) -> int:
-        """Pending/retry_wait runs of a job become `cancelled`; returns how many."""
 
     def delete_run(self, run_id: str) -> bool:
         """Remove a run and its attempts (tests, operator repair); False if there was none."""

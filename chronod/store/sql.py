@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 
 import json
+import zlib
 import threading
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -460,10 +461,6 @@ class SqlStore:
         # RETURNING, not rowcount: psycopg reports -1 for an INSERT ... ON CONFLICT here.
         return c.execute(stmt.returning(s.runs.c.run_id)).first() is not None
 
-    def insert_pending(self, run: Run) -> bool:
-        with self._tx() as c:
-            return self._insert_new(c, run)
-
     def insert_runs(self, runs: Iterable[Run]) -> int:
         """Insert many runs (each in its own state) in one transaction with batched
         executemany; existing run ids are left alone. Returns how many were new."""
@@ -485,8 +482,6 @@ class SqlStore:
                 self._insert_rows(c, fresh)
                 new += len(fresh)
         return new
-
-    insert_pending_many = insert_runs
 
     def _insert_rows(self, c: Connection, rows: list[dict[str, Any]]) -> None:
         """Insert run rows, leaving existing run ids alone (unnest on PostgreSQL)."""
@@ -577,6 +572,51 @@ class SqlStore:
                                              state="running", started_at=row["started_at"]) for row in rows])
         return [Run(**row) for row in rows]
 
+    def dispatch_in_group(self, run_id: str, node: str, token: int, next_run: Run | None, *,
+                          resource: str, limit: int) -> tuple[Run | None, bool]:
+        """`dispatch`, refused while `limit` runs of `resource` run on any node.
+
+        PostgreSQL: an advisory lock per group, held to the end of the transaction,
+        serializes the count-then-claim of every node (SQLite writers are serialized by
+        BEGIN IMMEDIATE). Returns (claimed run or None, group_full). When the group is full
+        nothing is claimed, but `next_run` is still stored so that the job's chain of
+        occurrences never breaks."""
+        with self._tx() as c:
+            if self.dialect == "postgresql":
+                c.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _group_key(resource)})
+            if self._running_in_group(c, resource) >= limit:
+                self._insert_new(c, next_run)
+                return None, True
+            claimed = self._claim(c, [run_id], node, token)
+            if claimed:
+                self._insert_new(c, next_run)
+            return (claimed[0] if claimed else None), False
+
+    def _running_in_group(self, c: Connection, resource: str) -> int:
+        """Runs of any job whose spec names `resource`, running on any node."""
+        field = ("(j.spec_json::jsonb ->> 'resource')" if self.dialect == "postgresql"
+                 else "json_extract(j.spec_json, '$.resource')")
+        return int(c.execute(sa.text(
+            f"SELECT count(*) FROM runs r JOIN jobs j ON j.job_id = r.job_id "
+            f"WHERE r.state = 'running' AND {field} = :res"), {"res": resource}).scalar_one())
+
+    def claim_offline(self, run: Run, node: str, token: int) -> Run | None:
+        """Record a run this node started while the database was unreachable: store the
+        occurrence if it is missing, then claim it at the attempt and start time it really
+        had. None if it is no longer waiting (settled meanwhile) or the token is stale."""
+        with self._tx() as c:
+            waiting = Run(**{**run.as_dict(), "state": "pending", "attempts": run.attempts - 1, "node": None,
+                             "token": None, "started_at": None, "pid": None, "supervisor_pid": None})
+            self._insert_new(c, waiting)
+            claimed = self._claim(c, [run.run_id], node, token, started_at=run.started_at, attempts=run.attempts)
+            return claimed[0] if claimed else None
+
+    def waiting_retries(self, node: str) -> list[Run]:
+        """Runs in retry_wait last held by `node` (a dead node's pending retries)."""
+        r = s.runs.c
+        return self._select_runs(sa.select(s.runs).where(r.state == "retry_wait", r.node == node)
+                                 .order_by(r.next_attempt_at, r.run_id))
+
     def settle(self, run_id: str, state: str, *, error: str | None, next_run: Run | None,
                node: str | None = None, token: int | None = None) -> bool:
         """Also accepts a run in retry_wait (a waiting retry can be skipped or settled too)."""
@@ -613,9 +653,6 @@ class SqlStore:
     def _update_attempt(self, c: Connection, run_id: str, attempt: int, **values) -> None:
         a = s.attempts.c
         c.execute(s.attempts.update().where(a.run_id == run_id, a.attempt == attempt).values(**values))
-
-    def set_process(self, run_id: str, attempt: int, pid: int, supervisor_pid: int, token: int) -> bool:
-        return run_id in self.set_processes([(run_id, attempt, pid, supervisor_pid)], token)
 
     def set_processes(self, started: list[tuple[str, int, int, int]], token: int) -> set[str]:
         done: set[str] = set()
@@ -794,10 +831,6 @@ class SqlStore:
             state="cancelled", error=reason, finished_at=now, updated_at=now, next_attempt_at=None))
         return res.rowcount
 
-    def cancel_pending(self, job_id: str, reason: str) -> int:
-        with self._tx() as c:
-            return self._cancel_waiting(c, s.runs.c.job_id == job_id, reason)
-
     def revive(self, run_ids: Iterable[str]) -> int:
         """Added: occurrences cancelled before they ever started (their job was removed, or
         its schedule changed) become pending again when the job comes back unchanged within
@@ -958,6 +991,11 @@ class SqlStore:
             rows = c.execute(sa.select(e.node, e.file, e.line, e.message, e.at)
                              .order_by(e.node, e.file, e.line, e.id)).mappings()
             return [dict(row) for row in rows]
+
+
+def _group_key(resource: str) -> int:
+    # pg_advisory_xact_lock takes a bigint; keep chrono's groups in their own range.
+    return (0x63720000 << 32) | zlib.crc32(resource.encode())
 
 
 def _plain(value: Any) -> Any:

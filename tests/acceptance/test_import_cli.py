@@ -151,7 +151,7 @@ def test_the_hosts_real_cron_files_import_cleanly_and_match_cron(host_cron_files
 def test_human_output_has_the_summary_line():
     proc = chronoctl("import", str(FIXTURES / "dst"), "--format", "system", "--dry-run")
     assert proc.returncode == 1
-    assert re.search(r"5 imported, 0 disabled, 1 errors, \d+ differences", proc.stdout)  # CRON_TZ vs the host's zone
+    assert re.search(r"5 imported, 0 commented out \(not imported\), 1 errors, \d+ differences", proc.stdout)  # CRON_TZ vs the host's zone
     assert "Risky: fixed-time jobs on DST days" in proc.stdout
 
 

@@ -110,9 +110,9 @@ def test_a_plain_path_becomes_an_sqlite_url_and_its_directory_is_created_private
 
 # --- occurrences ----------------------------------------------------------------------------
 
-def test_insert_pending_is_idempotent_on_run_id(store):
-    assert store.insert_pending(run(1)) is True
-    assert store.insert_pending(run(1)) is False
+def test_inserting_a_run_twice_keeps_one_row(store):
+    assert store.insert_runs([run(1)]) == 1
+    assert store.insert_runs([run(1)]) == 0
     assert [r.run_id for r in store.pending()] == ["backup-000001"]
 
 
@@ -133,7 +133,7 @@ def test_runs_by_prefix_finds_runs_whose_id_starts_with_it_and_no_wildcard_match
 
 
 def test_datetimes_come_back_aware_utc(store):
-    store.insert_pending(run(3))
+    store.insert_runs([run(3)])
     got = store.get_run("backup-000003")
     assert got.scheduled_at == T0 + timedelta(minutes=3) and got.scheduled_at.tzinfo == timezone.utc
     assert got.fire_at - got.scheduled_at == timedelta(seconds=7)
@@ -143,14 +143,14 @@ def test_naive_datetimes_are_refused(store):
     bad = run(4)
     bad.scheduled_at = bad.scheduled_at.replace(tzinfo=None)
     with pytest.raises((ValueError, StoreError)):
-        store.insert_pending(bad)
+        store.insert_runs([bad])
 
 
 # --- dispatch ---------------------------------------------------------------------------------
 
 def test_dispatch_claims_once_and_writes_the_next_occurrence_in_the_same_transaction(store):
     token = acquire(store)
-    store.insert_pending(run(1))
+    store.insert_runs([run(1)])
     claimed = store.dispatch("backup-000001", "n1", token, run(2))
     assert claimed.state == "running" and claimed.attempts == 1 and claimed.node == "n1"
     assert claimed.token == token and claimed.started_at is not None
@@ -200,7 +200,7 @@ def test_dispatch_with_a_superseded_token_is_rejected_and_counted(store):
     old = acquire(store)
     new = acquire(store)
     assert new > old
-    store.insert_pending(run(1))
+    store.insert_runs([run(1)])
     assert store.dispatch("backup-000001", "n1", old, run(2)) is None
     assert store.stale_rejections == 1
     assert store.get_run("backup-000001").state == "pending"
@@ -208,9 +208,44 @@ def test_dispatch_with_a_superseded_token_is_rejected_and_counted(store):
     assert store.dispatch("backup-000001", "n1", new, run(2)).token == new
 
 
+def test_dispatch_in_group_refuses_while_the_resource_is_full_and_still_stores_the_next_occurrence(store):
+    token = acquire(store)
+    store.sync_jobs("n1", [JobSpec(id=j, owner="ops", schedule="*/5 * * * *", command="true",
+                                   idempotency_class="idempotent", resource="db") for j in ("backup", "report")])
+    store.insert_runs([run(1), run(1, job="report")])
+    first, full = store.dispatch_in_group("backup-000001", "n1", token, run(2), resource="db", limit=1)
+    assert first is not None and first.state == "running" and not full
+    second, full = store.dispatch_in_group("report-000001", "n1", token, run(2, job="report"), resource="db", limit=1)
+    assert second is None and full
+    assert store.get_run("report-000001").state == "pending"
+    assert store.get_run("report-000002").state == "pending"  # the chain of occurrences never breaks
+    third, full = store.dispatch_in_group("report-000001", "n1", token, None, resource="db", limit=2)
+    assert third is not None and not full
+
+
+def test_claim_offline_stores_and_claims_a_run_at_the_attempt_and_start_it_really_had(store):
+    token = acquire(store)
+    started = run(1)
+    started.state, started.attempts, started.node, started.started_at = "running", 1, "n1", T0 + timedelta(seconds=9)
+    claimed = store.claim_offline(started, "n1", token)
+    assert claimed is not None and claimed.attempts == 1 and claimed.started_at == T0 + timedelta(seconds=9)
+    assert store.get_run("backup-000001").state == "running"
+    assert store.claim_offline(started, "n1", token) is None  # no longer waiting
+
+
+def test_waiting_retries_are_the_retry_wait_runs_a_node_last_held(store):
+    token = acquire(store)
+    store.insert_runs([run(1), run(2)])
+    store.dispatch("backup-000001", "n1", token, None)
+    assert store.schedule_retry("backup-000001", 1, T0 + timedelta(minutes=5), exit_code=1, signal=None,
+                                error="exit 1", token=token)
+    assert [r.run_id for r in store.waiting_retries("n1")] == ["backup-000001"]
+    assert store.waiting_retries("n2") == []
+
+
 def test_dispatch_after_the_lease_expired_is_rejected_and_counted(store):
     token = acquire(store)
-    store.insert_pending(run(1))
+    store.insert_runs([run(1)])
     expire_lease(store, "n1")
     assert store.renew_lease("n1", token, 60) is False
     assert store.dispatch("backup-000001", "n1", token, None) is None
@@ -219,7 +254,7 @@ def test_dispatch_after_the_lease_expired_is_rejected_and_counted(store):
 
 def test_writes_after_release_are_rejected(store):
     token = acquire(store)
-    store.insert_pending(run(1))
+    store.insert_runs([run(1)])
     store.dispatch("backup-000001", "n1", token, None)
     store.release_node("n1", token)
     assert finish_ok(store, "backup-000001", 1, token) is False
@@ -262,9 +297,9 @@ def test_two_nodes_racing_on_postgres_claim_each_run_exactly_once(store, store_u
 
 def test_finish_records_the_outcome_only_at_the_running_attempt(store):
     token = acquire(store)
-    store.insert_pending(run(1))
+    store.insert_runs([run(1)])
     store.dispatch("backup-000001", "n1", token, None)
-    assert store.set_process("backup-000001", 1, 4242, 4241, token) is True
+    assert store.set_processes([("backup-000001", 1, 4242, 4241)], token) == {"backup-000001"}
     assert finish_ok(store, "backup-000001", 2, token) is False
     assert store.stale_rejections == 0
     assert finish_ok(store, "backup-000001", 1, token) is True
@@ -280,7 +315,7 @@ def test_finish_records_the_outcome_only_at_the_running_attempt(store):
 def test_many_endings_in_one_call_each_recorded_only_where_it_holds(store):
     token = acquire(store)
     for i in (1, 2, 3):
-        store.insert_pending(run(i))
+        store.insert_runs([run(i)])
         store.dispatch(f"backup-{i:06d}", "n1", token, None)
     started = [(f"backup-{i:06d}", 1, 100 + i, 200 + i) for i in (1, 2, 3)] + [("backup-000009", 1, 9, 9)]
     assert store.set_processes(started, token) == {"backup-000001", "backup-000002", "backup-000003"}
@@ -299,15 +334,15 @@ def test_finish_with_another_nodes_token_is_rejected(store):
     if store.dialect == "sqlite":
         pytest.skip("one node per SQLite database")
     a, b = acquire(store, "a"), acquire(store, "b")
-    store.insert_pending(run(1))
+    store.insert_runs([run(1)])
     store.dispatch("backup-000001", "a", a, None)
     assert finish_ok(store, "backup-000001", 1, b) is False
-    assert store.set_process("backup-000001", 1, 1, 1, b) is False
+    assert store.set_processes([("backup-000001", 1, 1, 1)], b) == set()
 
 
 def test_an_operator_finish_without_token_is_not_fenced(store):
     token = acquire(store)
-    store.insert_pending(run(1))
+    store.insert_runs([run(1)])
     store.dispatch("backup-000001", "n1", token, None)
     store.release_node("n1", token)
     assert store.finish("backup-000001", 1, "cancelled", exit_code=None, signal=15, output_tail=None,
@@ -323,7 +358,7 @@ def test_finish_refuses_a_non_terminal_state(store):
 
 def test_a_retry_waits_then_is_dispatched_as_attempt_two(store):
     token = acquire(store)
-    store.insert_pending(run(1))
+    store.insert_runs([run(1)])
     store.dispatch("backup-000001", "n1", token, None)
     later = T0 + timedelta(minutes=5)
     assert store.schedule_retry("backup-000001", 1, later, exit_code=3, signal=None, error="exit 3",
@@ -339,7 +374,7 @@ def test_a_retry_waits_then_is_dispatched_as_attempt_two(store):
 
 def test_schedule_retry_with_a_stale_token_is_rejected_and_counted(store):
     old = acquire(store)
-    store.insert_pending(run(1))
+    store.insert_runs([run(1)])
     store.dispatch("backup-000001", "n1", old, None)
     acquire(store)
     assert store.schedule_retry("backup-000001", 1, T0, exit_code=1, signal=None, error="x", token=old) is False
@@ -348,7 +383,7 @@ def test_schedule_retry_with_a_stale_token_is_rejected_and_counted(store):
 
 def test_a_restarted_daemon_adopts_its_running_attempt_then_finishes_it(store):
     old = acquire(store)
-    store.insert_pending(run(1))
+    store.insert_runs([run(1)])
     store.dispatch("backup-000001", "n1", old, None)
     new = acquire(store)
     assert finish_ok(store, "backup-000001", 1, new) is False
@@ -361,7 +396,7 @@ def test_a_live_holders_run_cannot_be_adopted_or_reclaimed(store):
     if store.dialect == "sqlite":
         pytest.skip("one node per SQLite database")
     a, b = acquire(store, "a"), acquire(store, "b")
-    store.insert_pending(run(1))
+    store.insert_runs([run(1)])
     store.dispatch("backup-000001", "a", a, None)
     assert store.adopt("backup-000001", 1, node="b", token=b) is False
     assert store.reclaim("backup-000001", 1, node="b", token=b, state="lost", error="x") is False
@@ -375,7 +410,7 @@ def test_a_live_holders_run_cannot_be_adopted_or_reclaimed(store):
 
 def test_reclaim_into_retry_wait_makes_a_new_attempt_possible(store):
     old = acquire(store)
-    store.insert_pending(run(1))
+    store.insert_runs([run(1)])
     store.dispatch("backup-000001", "n1", old, None)
     new = acquire(store)
     assert store.reclaim("backup-000001", 1, node="n1", token=new, state="retry_wait",
@@ -386,7 +421,7 @@ def test_reclaim_into_retry_wait_makes_a_new_attempt_possible(store):
 # --- settle, cancel, queries -----------------------------------------------------------------
 
 def test_settle_records_a_skip_and_the_next_occurrence_together(store):
-    store.insert_pending(run(1))
+    store.insert_runs([run(1)])
     assert store.settle("backup-000001", "skipped_paused", error="paused: maintenance", next_run=run(2)) is True
     assert store.settle("backup-000001", "skipped_paused", error="again", next_run=run(3)) is False
     skipped = store.get_run("backup-000001")
@@ -398,7 +433,7 @@ def test_settle_records_a_skip_and_the_next_occurrence_together(store):
 def test_settle_with_a_stale_token_is_rejected(store):
     old = acquire(store)
     acquire(store)
-    store.insert_pending(run(1))
+    store.insert_runs([run(1)])
     assert store.settle("backup-000001", "skipped_overlap", error="x", next_run=None, node="n1", token=old) is False
     assert store.stale_rejections == 1 and store.get_run("backup-000001").state == "pending"
 
@@ -423,19 +458,9 @@ def test_runs_filters_by_job_window_and_state(store):
     assert len(store.runs()) == 20
 
 
-def test_cancel_pending_cancels_waiting_runs_only(store):
-    token = acquire(store)
-    store.insert_runs([run(1), run(2), run(3)])
-    store.dispatch("backup-000001", "n1", token, None)
-    assert store.cancel_pending("backup", "cancelled by an operator") == 2
-    assert store.get_run("backup-000001").state == "running"
-    assert store.get_run("backup-000002").error == "cancelled by an operator"
-    assert store.pending() == []
-
-
 def test_delete_run_removes_its_attempts(store):
     token = acquire(store)
-    store.insert_pending(run(1))
+    store.insert_runs([run(1)])
     store.dispatch("backup-000001", "n1", token, None)
     assert store.delete_run("backup-000001") is True
     assert store.get_run("backup-000001") is None and store.attempts("backup-000001") == []

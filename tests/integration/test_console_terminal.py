@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from chronod.core.identity import run_id
+from chronod.core.occurrence import run_id
 from chronod.specfile import load_registry
 from chronod.store.api import Run, open_store
 from tests.integration.daemon_helpers import BIN, chronoctl, write_jobs

@@ -24,8 +24,8 @@ def chronoctl(capsys, *args: str) -> tuple[int, str, str]:
 
 def test_check_says_an_upgrade_is_pending_then_upgrade_makes_it_current(capsys, tmp_path):
     db = str(tmp_path / "chrono.db")
-    code, out, _ = chronoctl(capsys, "db", "check", "--db", db)
-    assert code == 1 and "revision none" in out and "chronoctl db upgrade" in out
+    code, out, err = chronoctl(capsys, "db", "check", "--db", db)
+    assert code == 3 and f"no database at {db}" in err  # as every other command says it
     assert not (tmp_path / "chrono.db").exists()
     code, out, _ = chronoctl(capsys, "db", "upgrade", "--db", db)
     assert code == 0 and f"from revision none to {HEAD_REVISION}" in out
@@ -33,6 +33,14 @@ def test_check_says_an_upgrade_is_pending_then_upgrade_makes_it_current(capsys, 
     assert code == 0
     assert json.loads(out) == {"url": f"sqlite:///{db}", "revision": HEAD_REVISION, "head": HEAD_REVISION,
                                 "status": "current"}
+
+
+def test_a_directory_or_a_database_chrono_does_not_speak_is_a_usage_error(capsys, tmp_path):
+    for args in (("db", "check"), ("status",), ("runs", "x")):
+        code, _, err = chronoctl(capsys, *args, "--db", str(tmp_path))
+        assert code == 2 and "is a directory, not a database file" in err, (args, err)
+        code, _, err = chronoctl(capsys, *args, "--db", "mysql://u:secret@h/db")
+        assert code == 2 and "not mysql" in err and "secret" not in err, (args, err)
 
 
 def test_check_on_a_database_from_a_newer_chrono_says_upgrade_chrono(capsys, tmp_path):

@@ -175,7 +175,7 @@ def test_a_paused_node_that_wakes_after_its_lease_has_its_writes_rejected_and_di
     a.send(signal.SIGCONT)
     wait_until(lambda: "event=node.lease_lost" in a.log_since_start(), timeout=10, what="a to notice")
     time.sleep(3)
-    stale = fleet.metric("a", "dispatch_rejected_stale_token_total")
+    stale = fleet.metric("a", "chrono_dispatch_rejected_stale_token_total")
     fleet.stop_all()
     held = one_run("held", fleet.db)
     ticks = Counter(l[0] for l in fleet.witness())
@@ -280,13 +280,13 @@ def audit(db: str, catchup: dict[str, str], first: datetime, last: datetime, wit
     the witness (succeeded but never ran, skipped but ran) or the policy (catch-up `all`
     must run everything); duplicated: an occurrence that ran more than once (for an unsafe
     job, a broken promise; for an idempotent one, a re-run nothing called for here)."""
-    from chronod.core import identity
+    from chronod.core import occurrence
     from chronod.core.schedule import compile_schedule
 
     ran = Counter(l[0] for l in witness)
     rows = {rid: state for rid, state in pg_sql(
         db, "SELECT run_id, state FROM runs WHERE scheduled_at BETWEEN :a AND :b", a=first, b=last)}
-    expected = {identity.run_id(job_id, at): (job_id, at) for job_id in catchup
+    expected = {occurrence.run_id(job_id, at): (job_id, at) for job_id in catchup
                 for at in compile_schedule("@every 1s").fires(first - timedelta(seconds=1), last)}
     missed, false, states = [], [], Counter()
     for rid, (job_id, at) in sorted(expected.items(), key=lambda kv: kv[1]):

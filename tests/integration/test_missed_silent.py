@@ -9,7 +9,7 @@ import json
 import re
 from datetime import datetime, timedelta, timezone
 
-from chronod.core.identity import run_id
+from chronod.core.occurrence import run_id
 from chronod.core.model import JobSpec
 from chronod.store.api import Run
 from chronod.store.sql import SqlStore

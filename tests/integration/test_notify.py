@@ -251,7 +251,7 @@ def _rows(store, job_id):
 
 
 def test_two_nodes_deciding_the_same_history_record_and_send_each_notice_once(store_url, tmp_path):
-    from chronod.core.identity import run_id
+    from chronod.core.occurrence import run_id
     from chronod.store.api import Run
 
     store = _spec_store(store_url, tmp_path, jobs_file(job("flaky", "exit 1", "http://127.0.0.1:9/",
@@ -288,7 +288,7 @@ def test_a_deleted_next_occurrence_is_noticed_and_chronod_repairs_it(env, hook, 
     try:
         pending = [r for r in store.pending() if r.job_id == "hourly"]
         assert len(pending) == 1
-        from chronod.core.identity import run_id
+        from chronod.core.occurrence import run_id
         from chronod.store.api import Run
 
         before = pending[0].scheduled_at - timedelta(hours=1)
@@ -315,7 +315,7 @@ def test_a_deleted_next_occurrence_is_noticed_and_chronod_repairs_it(env, hook, 
 
 
 def test_an_occurrence_left_pending_past_its_grace_is_reported_unclaimed(store_url, tmp_path):
-    from chronod.core.identity import run_id
+    from chronod.core.occurrence import run_id
     from chronod.store.api import Run
 
     store = _spec_store(store_url, tmp_path, jobs_file(job("stuck", "true", "http://127.0.0.1:9/", on=("silence",),
@@ -344,7 +344,7 @@ def test_an_occurrence_left_pending_past_its_grace_is_reported_unclaimed(store_u
 
 
 def test_a_round_busy_with_one_job_still_notices_another_job_going_silent(store_url, tmp_path, monkeypatch):
-    from chronod.core.identity import run_id
+    from chronod.core.occurrence import run_id
     from chronod.notify import service
     from chronod.store.api import Run
 
@@ -384,7 +384,7 @@ def test_a_round_busy_with_one_job_still_notices_another_job_going_silent(store_
 def test_in_a_fleet_only_the_first_live_node_decides_and_the_next_takes_over_when_it_leaves(store_url, tmp_path):
     if "postgresql" not in store_url:
         pytest.skip("a fleet shares PostgreSQL")
-    from chronod.core.identity import run_id
+    from chronod.core.occurrence import run_id
     from chronod.store.api import Run
 
     store = _spec_store(store_url, tmp_path, jobs_file(job("flaky", "exit 1", "http://127.0.0.1:9/", on=("failed",),

@@ -57,28 +57,25 @@ def backlog_config(seed: int) -> Config:
     return Config(days=0.02, jobs=1, seed=seed, faults=frozenset({"crash"}), job_docs=(BACKLOG_JOB,), mean_s=1.0)
 
 
-@pytest.mark.xfail(strict=True, reason="catch-up `all` starts the backlog at once and out of order until the "
-                   "planner's fix of the catch-up rule lands")
 def test_a_catchup_all_backlog_starts_in_scheduled_order_one_at_a_time():
     assert not broken(simulate(backlog_config(3), ["catchup_all_in_order"]))
 
 
 def test_a_planner_that_ignores_the_backlogs_order_is_caught(monkeypatch):
-    real = policy.catchup
+    real = policy.catchup_turn
 
-    def shuffled(spec, due, now):
-        decision = real(spec, due, now)
-        return policy.Decision(tuple(reversed(decision.run)), decision.skip)
+    def newest_first(spec, queue, running, now):
+        turn = real(spec, queue, running, now)
+        live = sorted((w for w in queue if w not in turn.expire), key=lambda w: w.fire_at, reverse=True)
+        return policy.Turn(tuple(live[:len(turn.start)]), turn.expire)
 
-    monkeypatch.setattr(policy, "catchup", shuffled)
+    monkeypatch.setattr(policy, "catchup_turn", newest_first)
     bad = broken(simulate(backlog_config(3), ["catchup_all_in_order"]))
     assert "catchup_all_in_order" in bad
     assert "started after the one of" in bad["catchup_all_in_order"].what or "still ran" in bad[
         "catchup_all_in_order"].what
 
 
-@pytest.mark.xfail(strict=True, reason="an idle daemon pings the watchdog only from its first wake-up "
-                   "(the planner's watchdog fix)")
 def test_an_idle_daemon_pings_the_watchdog_from_its_first_second():
     idle = {"id": "nightly", "owner": "ops", "schedule": "0 4 * * *", "command": "true",
             "idempotency_class": "idempotent"}

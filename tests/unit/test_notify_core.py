@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from chronod.core.identity import run_id
+from chronod.core.occurrence import run_id
 from chronod.core.model import JobSpec, Notify
 from chronod.core.schedule import compile_schedule
 from chronod.notify import core

@@ -21,7 +21,7 @@ from functools import lru_cache
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chronod.core import bounds, identity, policy
+from chronod.core import bounds, occurrence, policy
 from chronod.core.schedule import compile_schedule
 from chronod.core.validate import validate_document
 from chronod.specfile import parse_text
@@ -90,8 +90,8 @@ def job_files(draw) -> tuple[str, dict]:
 def _plan(spec) -> None:
     """What the daemon and chronoctl compute with an accepted job, for the next 100 years."""
     sched = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
-    key = identity.job_key(spec.id, spec.run_on.each, "node1")
-    offset = identity.jitter_offset(key, spec.tolerance_s)
+    key = occurrence.job_key(spec.id, spec.run_on.each, "node1")
+    offset = occurrence.jitter_offset(key, spec.tolerance_s)
     sched.describe()
     sched.min_gap_s()
     gap = sched.max_gap_s()
@@ -105,7 +105,7 @@ def _plan(spec) -> None:
         assert nxt is not None and nxt > t - timedelta(seconds=offset), (spec.schedule, spec.timezone, t)
         if gap is not None and sched.kind == "every":
             assert nxt - (t - timedelta(seconds=offset)) <= timedelta(seconds=gap)
-        identity.run_id(key, nxt)
+        occurrence.run_id(key, nxt)
         fire = nxt + timedelta(seconds=offset)
         sched.prev_at_or_before(fire)
         sched.fires(t, t + timedelta(days=2), limit=50)

@@ -1,0 +1,218 @@
+"""The daemon's policies as a new user meets them, on real daemons: a catch-up backlog
+drains in order, an idle daemon keeps systemd's watchdog fed, the history expects nothing
+of a job before it was registered or after it was removed, and a run that waits for a
+resource slot is recorded as that, not as an outage or an overlap."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tests.integration.daemon_helpers import Chronod, chronoctl, job, jobs_file, runs_json, wait_until, write_jobs
+from tests.integration.test_fleet import fleet  # noqa: F401  (the fixture)
+
+
+@pytest.fixture
+def env(tmp_path):
+    reg = tmp_path / "jobs.d"
+    reg.mkdir()
+    return {"reg": reg, "db": str(tmp_path / "chrono.db"), "log": tmp_path / "chronod.log",
+            "w": tmp_path / "witness", "tmp": tmp_path}
+
+
+def daemon(where, environ: dict | None = None) -> Chronod:
+    return Chronod(where["reg"], where["db"], where["log"], env=environ)
+
+
+def parse(ts: str) -> datetime:
+    return datetime.fromisoformat(ts)
+
+
+# --- catch-up: all ---------------------------------------------------------------------------------
+
+
+def test_catchup_all_runs_the_backlog_in_scheduled_order_one_at_a_time_and_the_next_occurrence_waits_its_turn(env):
+    w = env["w"]
+    body = f"echo start $CHRONO_SCHEDULED_AT $(date +%s.%N) >> {w}; sleep 0.4; echo end $CHRONO_SCHEDULED_AT $(date +%s.%N) >> {w}"
+    write_jobs(env["reg"] / "a.yaml", jobs_file(job("backlog", "*/3 * * * * *", body, catchup="all", overlap="forbid")))
+    d = daemon(env).start()
+    time.sleep(2)
+    d.stop()
+    down_at = datetime.now(timezone.utc)
+    time.sleep(13)
+    d = daemon(env).start()
+    time.sleep(6)
+    d.stop()
+    time.sleep(0.6)
+    runs = sorted(runs_json("backlog", env["db"], since="2m"), key=lambda r: r["scheduled_at"])
+    after = [r for r in runs if parse(r["scheduled_at"]) > down_at]
+    states = Counter(r["state"] for r in after)
+    events = [line.split() for line in w.read_text().splitlines()]
+    starts = [e[1] for e in events if e[0] == "start"]
+    print(f"\nFIGURE catch-up all after 13 s down: states {dict(states)}, start order {starts}")
+    assert len([r for r in after if parse(r["scheduled_at"]) < down_at + timedelta(seconds=13)]) >= 4
+    assert states.get("skipped_overlap", 0) == 0 and states.get("skipped_outage", 0) == 0, states
+    assert starts == sorted(starts), "the backlog must start in scheduled order"
+    depth = most = 0
+    for kind, *_ in sorted(events, key=lambda e: float(e[2])):
+        depth += 1 if kind == "start" else -1
+        most = max(most, depth)
+    assert most == 1, "overlap: forbid runs the backlog one after another"
+
+
+# --- the systemd watchdog ------------------------------------------------------------------------
+
+
+def test_an_idle_daemon_pings_the_systemd_watchdog_at_least_every_half_period(env, tmp_path):
+    path = str(tmp_path / "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    sock.settimeout(30)
+    write_jobs(env["reg"] / "a.yaml", jobs_file(job("nightly", "0 4 * * *", "true")))
+    d = daemon(env, {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "3000000"}).start(wait_ready=False)
+    pings: list[float] = []
+    ready = None
+    try:
+        end = None
+        while end is None or time.monotonic() < end:
+            sock.settimeout(max(0.1, (end or time.monotonic() + 30) - time.monotonic()))
+            try:
+                msg = sock.recv(4096).decode()
+            except socket.timeout:
+                break
+            now = time.monotonic()
+            if "READY=1" in msg and ready is None:
+                ready, end = now, now + 6
+            if "WATCHDOG=1" in msg and ready is not None:
+                pings.append(now)
+    finally:
+        d.stop()
+        sock.close()
+    assert ready is not None, d.log_since_start()
+    gaps = [b - a for a, b in zip([ready, *pings], [*pings, ready + 6])]  # the silence at the end counts too
+    print(f"\nFIGURE idle watchdog (WATCHDOG_USEC=3000000): {len(pings)} pings in 6 s, longest gap {max(gaps):.2f} s")
+    assert len(pings) >= 4
+    assert max(gaps) <= 1.5
+
+
+# --- the history expects occurrences only while a job was registered ------------------------------
+
+
+def test_report_did_it_run_and_missed_expect_nothing_before_a_job_was_registered_or_after_it_was_removed(env):
+    today = datetime.now(timezone.utc).date().isoformat()
+    if datetime.now(timezone.utc).hour == 23 and datetime.now(timezone.utc).minute >= 58:
+        pytest.skip("the day ends during the test")
+    write_jobs(env["reg"] / "a.yaml", jobs_file(job("tick", "@every 2s", "true"), job("nightly", "0 4 * * *", "true")))
+    write_jobs(env["reg"] / "b.yaml", jobs_file(job("stays", "@every 1h", "true")))
+    d = daemon(env).start()
+    first = chronoctl("did-it-run", "nightly", db=env["db"])
+    assert first.returncode == 1
+    assert "no record" not in first.stdout and "registered at" in first.stdout, first.stdout
+    wait_until(lambda: len([r for r in runs_json("tick", env["db"]) if r["state"] == "succeeded"]) >= 3,
+               what="three runs of tick")
+    (env["reg"] / "a.yaml").unlink()
+    wait_until(lambda: "event=job.removed" in d.log_since_start(), what="the removal")
+    time.sleep(4)  # two more occurrences of tick fall due after its removal
+    d.stop()
+    rep = json.loads(chronoctl("report", "tick", "--from", today, "--to", today, "--format", "json",
+                               db=env["db"], check=True).stdout)["jobs"][0]
+    assert rep["totals"].get("missing", 0) == 0, rep["totals"]
+    assert rep["not_registered"] > 1000  # every 2 s of the day, but for the few seconds it was registered
+    assert rep["registered"][0]["until"] is not None
+    md = chronoctl("report", "tick", "--from", today, "--to", today, db=env["db"], check=True).stdout
+    assert "MISSING" not in md and "Not registered:" in md
+    missed = json.loads(chronoctl("missed", "--since", "24h", "--json", db=env["db"]).stdout)
+    assert [m for o in missed["owners"] for m in o["missed"] if m["state"] == "no_record"] == []
+
+
+# --- resource waits ----------------------------------------------------------------------------------
+
+
+def test_a_run_waiting_for_a_resource_stays_pending_then_ends_skipped_resource_naming_it(env):
+    w = env["w"]
+    write_jobs(env["reg"] / "a.yaml", "resources:\n  db:\n    max_concurrency: 1\n" + jobs_file(
+        job("hog", "@every 1h", f"sleep 6; echo hog >> {w}", resource="db"),
+        job("report", "@every 1s", f"echo report >> {w}", resource="db", catchup_window_s=2)))
+    d = daemon(env).start()
+    chronoctl("trigger", "hog", db=env["db"], check=True)
+    wait_until(lambda: any(r["state"] == "running" for r in runs_json("hog", env["db"])), what="hog to run")
+    time.sleep(1.5)
+    waiting = [r for r in runs_json("report", env["db"]) if r["state"] == "pending" and parse(r["fire_at"]) <
+               datetime.now(timezone.utc)]
+    wait_until(lambda: "hog" in (w.read_text() if w.exists() else ""), timeout=15, what="hog to end")
+    time.sleep(2.5)
+    d.stop()
+    runs = runs_json("report", env["db"])
+    states = Counter(r["state"] for r in runs)
+    print(f"\nFIGURE resource db (1 slot) held 6 s: report's runs {dict(states)}")
+    assert waiting, "a run waiting for its slot stays pending"
+    skipped = [r for r in runs if r["state"] == "skipped_resource"]
+    assert len(skipped) >= 2 and all("'db'" in r["error"] for r in skipped), skipped
+    assert states.get("skipped_outage", 0) == 0 and states.get("skipped_overlap", 0) == 0, states
+    assert states.get("succeeded", 0) >= 1
+
+
+@pytest.mark.postgres
+def test_in_a_fleet_a_resource_wait_on_each_node_is_recorded_as_a_resource_wait(fleet):  # noqa: F811
+    w = fleet.w
+    body = f"echo start $CHRONO_NODE $(date +%s.%N) >> {w}; sleep 2; echo end $CHRONO_NODE $(date +%s.%N) >> {w}"
+    # one slot for two nodes: each occurrence, one node runs and the other waits; its window
+    # (1 s) ends before the slot frees (2 s), so it ends skipped_resource, never "outage"
+    write_jobs(fleet.reg / "a.yaml", "resources:\n  db:\n    max_concurrency: 1\n" + jobs_file(
+        job("each", "*/4 * * * * *", body, resource="db", run_on="each", catchup_window_s=1)))
+    for n in ("a", "b"):
+        fleet.start(n)
+    time.sleep(13)
+    fleet.stop_all()
+    time.sleep(2.5)
+    runs = runs_json("each", fleet.db)
+    states = Counter(r["state"] for r in runs)
+    print(f"\nFIGURE run_on each, resource db (1 slot), 2 nodes: {dict(states)}")
+    assert states.get("skipped_outage", 0) == 0 and states.get("skipped_overlap", 0) == 0, states
+    skipped = [r for r in runs if r["state"] == "skipped_resource"]
+    assert len(skipped) >= 1 and all("'db'" in r["error"] for r in skipped), skipped
+    depth = most = 0
+    for kind, _, _ in sorted((line.split() for line in w.read_text().splitlines()), key=lambda e: float(e[2])):
+        depth += 1 if kind == "start" else -1
+        most = max(most, depth)
+    assert most == 1
+
+
+# --- a job on each node: whose times -------------------------------------------------------------
+
+
+def test_list_status_next_and_explain_show_a_job_on_each_node_on_every_node_the_database_knows(env):
+    from chronod.core.occurrence import placement
+    from chronod.specfile import load_registry
+    from chronod.store.api import open_store
+
+    write_jobs(env["reg"] / "a.yaml", jobs_file(job("rotate", "0 4 * * *", "true", run_on="each", tolerance_s=300)))
+    store = open_store(env["db"])
+    try:
+        store.upgrade()
+        for name in ("web1", "web2"):
+            store.release_node(name, store.acquire_node(name, pid=1, hostname=name, boot_id="b", ttl_s=60))
+        spec = load_registry([env["reg"]], now=datetime.now(timezone.utc), secure=False).jobs["rotate"]
+        store.sync_jobs("web1", [spec])
+    finally:
+        store.close()
+    offsets = {n: placement(spec, n).offset_s for n in ("web1", "web2")}
+    assert offsets["web1"] != offsets["web2"]
+    listed = json.loads(chronoctl("list", "--json", "--registry", str(env["reg"]), db=env["db"], check=True).stdout)
+    row = listed["jobs"][0]
+    assert {n["node"]: n["jitter_offset_s"] for n in row["nodes"]} == offsets
+    assert row["next_node"] == min(row["nodes"], key=lambda n: n["next_fire_at"])["node"]
+    status = json.loads(chronoctl("status", "rotate", "--json", db=env["db"], check=True).stdout)
+    assert {n["node"]: n["jitter_offset_s"] for n in status["nodes"]} == offsets
+    for cmd in ("next", "explain"):
+        text = chronoctl(cmd, "rotate", "--node", "web2", "--registry", str(env["reg"]), db=env["db"], check=True).stdout
+        assert "times for node web2" in text, text
+        assert f"node web1: jitter +{offsets['web1']}s" in text and f"node web2: jitter +{offsets['web2']}s" in text
+    nxt = json.loads(chronoctl("next", "rotate", "--node", "web2", "--json", "--registry", str(env["reg"]),
+                               db=env["db"], check=True).stdout)
+    assert {o["node"] for o in nxt} == {"web2"}
