@@ -1,7 +1,7 @@
 """chronod's start-up, reloads and memory with many jobs, on SQLite.
 
 For each job count N (default 10,000 and 100,000; 1,000 jobs a file, varied expressions
-and zones, as bench_daemon's start-up part writes them) the benchmark
+and zones, none due while the benchmark runs) the benchmark
 
 1. starts the real `chronod` with NOTIFY_SOCKET pointing at a datagram socket it owns and
    measures the time from exec to `READY=1`, then VmRSS (and the peak, VmHWM);
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -35,12 +36,36 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_daemon import make_big_registry  # the same registry as bench_daemon's start-up
+from bench_daemon import ZONES, write_registry_file
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 CHRONOD = shutil.which("chronod", path=str(BIN)) or "chronod"
 PER_FILE = 1000
+
+
+def make_registry(reg: Path, n: int, seed: int = 3) -> None:
+    """N jobs, 1,000 a file: varied expressions and zones, none of which fires while the
+    benchmark runs (days of the month 10-28 and weekdays other than today and tomorrow), so
+    that memory and reload times measure the registry, not runs."""
+    rng = random.Random(seed)
+    today = time.gmtime()
+    days = [d for d in range(10, 29) if abs(d - today.tm_mday) > 1]
+    dows = [w for w in range(7) if w not in ((today.tm_wday + 1) % 7, (today.tm_wday + 2) % 7)]
+    for f in range((n + PER_FILE - 1) // PER_FILE):
+        jobs = []
+        for j in range(min(PER_FILE, n - f * PER_FILE)):
+            kind = rng.randrange(4)
+            if kind == 0:
+                s = f"{rng.randrange(60)} {rng.randrange(24)} {rng.choice(days)} * *"
+            elif kind == 1:
+                s = f"{rng.randrange(60)} {rng.randrange(24)} * * {rng.choice(dows)}"
+            elif kind == 2:
+                s = f"{rng.randrange(60)} */{rng.choice((2, 3, 4, 6, 8, 12))} {rng.choice(days)} * *"
+            else:
+                s = f"*/{rng.choice((5, 10, 15, 20, 30))} * {rng.choice(days)} {rng.randrange(1, 13)} *"
+            jobs.append({"id": f"big.f{f}.j{j}", "schedule": s, "timezone": rng.choice(ZONES), "command": "true"})
+        write_registry_file(reg / f"big{f:03d}.yaml", jobs, {"owner": "bench", "idempotency_class": "idempotent"})
 
 
 def proc_status(pid: int) -> dict[str, str]:
@@ -85,6 +110,15 @@ class NotifySocket:
                 return time.monotonic()
         raise RuntimeError(f"no {word} from chronod within {timeout_s} s")
 
+    def drain(self, quiet_s: float = 0.3) -> None:
+        """Drop what is already queued (a reload may send READY=1 and STATUS= apart)."""
+        self.sock.settimeout(quiet_s)
+        try:
+            while True:
+                self.sock.recv(65536)
+        except TimeoutError:
+            pass
+
     def close(self) -> None:
         self.sock.close()
 
@@ -92,7 +126,7 @@ class NotifySocket:
 def bench_real(n: int, reloads: int, work: Path) -> dict:
     reg = work / f"registry-{n}"
     reg.mkdir()
-    make_big_registry(reg, max(1, n // PER_FILE), min(n, PER_FILE))
+    make_registry(reg, n)
     sock = NotifySocket(work / f"notify-{n}.sock")
     log = open(work / f"chronod-{n}.log", "w")  # noqa: SIM115  (closed in the finally below)
     env = {k: v for k, v in os.environ.items() if k not in ("WATCHDOG_USEC", "WATCHDOG_PID")}
@@ -106,12 +140,15 @@ def bench_real(n: int, reloads: int, work: Path) -> dict:
         out["cpu_to_ready_s"] = cpu_s(proc.pid)
         time.sleep(1.0)  # the ready wake-up's aftermath
         out["rss_ready_mb"], out["hwm_ready_mb"] = mem_mb(proc.pid)
+        print(f"  ready in {out['ready_s']:.2f} s, RSS {out['rss_ready_mb']:.1f} MB", flush=True)
         series, times = [], []
         for _ in range(reloads):
+            sock.drain()
             t = time.monotonic()
             proc.send_signal(signal.SIGHUP)
             times.append(sock.wait_for("STATUS=", proc, 900) - t)
             series.append(mem_mb(proc.pid)[0])
+            print(f"  reload {len(series)}: {times[-1]:.2f} s, RSS {series[-1]:.1f} MB", flush=True)
         out["reload_s"], out["rss_reloads_mb"] = times, series
         out["hwm_mb"] = mem_mb(proc.pid)[1]
     finally:
@@ -165,7 +202,7 @@ main.main(["--registry", sys.argv[1], "--db", sys.argv[2]])
 def bench_trace(n: int, reloads: int, work: Path, frames: int = 1, top: int = 20) -> dict:
     reg = work / f"trace-registry-{n}"
     reg.mkdir()
-    make_big_registry(reg, max(1, n // PER_FILE), min(n, PER_FILE))
+    make_registry(reg, n)
     r = subprocess.run([sys.executable, "-c", TRACE, str(reg), str(work / f"trace-{n}.sqlite"), str(reloads),
                         str(frames), str(top)], capture_output=True, text=True, cwd=str(ROOT), check=False)
     for line in r.stdout.splitlines():

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from chronod import __version__, fsutil, paths
 
@@ -127,6 +128,7 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     from chronod.specfile import FileCache, load_registry
     from chronod.store.api import NodeConflict, SchemaTooNew, SchemaTooOld, StoreError, open_store
 
+    kernel.share_malloc_arena()  # before any thread: one arena, not one per thread to fragment
     log = Log(timestamps="JOURNAL_STREAM" not in os.environ)
     clock = Clock()
     secure = os.geteuid() == 0 and not args.insecure_registry
@@ -168,10 +170,13 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
             why="every local user can read a password given with --db in /proc/PID/cmdline and ps",
             hint="give --db without the password and put it in ~/.pgpass (or PGPASSFILE), or set PGPASSWORD "
                  "or CHRONO_DB in an environment file the unit reads (EnvironmentFile=, mode 0600)")
-    notifier = notify_service(store, clock, log, node, metrics,
-                              known_specs=lambda: {j.spec.id: j.spec for j in dict(daemon.jobs).values()})
+
+    def carried() -> dict[str, Any]:  # the loop's specs, for the threads that read every job
+        return {j.spec.id: j.spec for j in dict(daemon.jobs).values()}
+
+    notifier = notify_service(store, clock, log, node, metrics, known_specs=carried)
     daemon.notify_service = notifier  # the loop calls notifier.wake() after recording an outcome
-    pruner = Pruner(store, clock, log, node, metrics=metrics)
+    pruner = Pruner(store, clock, log, node, metrics=metrics, known_specs=carried)
     try:
         daemon.start()
         notifier.start()

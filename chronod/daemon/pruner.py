@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from chronod.core import retention
 from chronod.core.model import ACTIVE_STATES, TERMINAL_STATES
@@ -29,8 +29,9 @@ class Pruner:
 
     def __init__(self, store: Any, clock: Any, log: Callable[..., None], node: str, *, metrics: Any = None,
                  every_s: float = EVERY_S, first_s: float = FIRST_ROUND_S, batch: int = BATCH,
-                 pause_s: float = PAUSE_S):
+                 pause_s: float = PAUSE_S, known_specs: Callable[[], Mapping[str, Any]] | None = None):
         self.store, self.clock, self.log, self.node, self.metrics = store, clock, log, node, metrics
+        self.known_specs = known_specs  # the daemon's specs by id: shared, not parsed again
         self.every_s, self.first_s, self.batch, self.pause_s = every_s, first_s, batch, pause_s
         self._stop = threading.Event()
         self.thread: threading.Thread | None = None
@@ -72,7 +73,8 @@ class Pruner:
         return not live or live[0] == self.node
 
     def _prune(self, now: datetime) -> int:
-        days = {row.job_id: row.spec.history_days for row in self.store.jobs(include_removed=True)}
+        known = self.known_specs() if self.known_specs is not None else None
+        days = {row.job_id: row.spec.history_days for row in self.store.jobs(include_removed=True, known=known)}
         work: list[tuple[str, int]] = []
         for kept_s, ids in retention.by_retention(days).items():
             old = set(self.store.job_ids_with_runs_before(retention.cutoff(now, kept_s)))

@@ -12,6 +12,7 @@ from typing import Any
 
 from chronod.core import occurrence
 from chronod.core.model import JobSpec
+from chronod.daemon import kernel
 from chronod.daemon.runs import Job, carries
 from chronod.fleet import placement
 from chronod.specfile import merge_order
@@ -77,6 +78,7 @@ class Registry:
         if not initial:
             self.log("registry.reloaded", jobs=len(self.jobs), errors=len(errors))
             self.notifier.status(self.status_line())
+        kernel.trim_heap()  # a reload's transient rows and JSON go back to the system
 
     def report_problems(self) -> None:
         """The registry errors of the last reload and the quarantined jobs, for `status`."""

@@ -14,9 +14,9 @@ from chronod.core.schedule import Schedule, compile_schedule
 from chronod.store.api import Run
 
 
-@dataclass
+@dataclass(slots=True)
 class Job:
-    """A carried job: its spec, compiled schedule and identity on this node."""
+    """A carried job: its spec, compiled schedule and identity on this node (in slots: one per job)."""
 
     spec: JobSpec
     schedule: Schedule

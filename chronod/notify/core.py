@@ -35,7 +35,7 @@ NO_NEXT = "no_next_occurrence"
 RECONCILE_GRACE_S = 60  # beyond fire time + tolerance: a busy node may start a little late
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NotifyState:
     """What the owner was last told about a job, persisted between steps and restarts.
 

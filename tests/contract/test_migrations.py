@@ -98,3 +98,41 @@ def test_migrations_never_import_the_live_schema():
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert not any(m and m.startswith("chronod") for m in imported), f"{path} imports {imported}"
+
+
+def test_upgrading_a_database_from_before_the_registration_record_dates_each_job_from_its_history(tmp_path):
+    """0003 gives every existing job one span: from its first run (or its definition, if
+    no run is older) to its removal, so an old history is not suddenly 'not registered'."""
+    from datetime import datetime, timezone
+
+    from alembic import command
+    from alembic.config import Config
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    cfg.set_main_option("path_separator", "os")
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "0002")
+            job = "INSERT INTO jobs VALUES (:id, '{}', 'h', 'n1', 0, NULL, NULL, :removed, :updated)"
+            conn.execute(sa.text(job), {"id": "old", "removed": None, "updated": "2026-03-10 00:00:00.000000"})
+            conn.execute(sa.text(job), {"id": "gone", "removed": "2026-03-12 00:00:00.000000",
+                                        "updated": "2026-03-12 00:00:00.000000"})
+            conn.execute(sa.text(
+                "INSERT INTO runs (run_id, job_id, job_key, scheduled_at, fire_at, state, attempts, output_bytes, "
+                "trigger) VALUES ('r1', 'old', 'old', '2026-03-01 02:00:00.000000', '2026-03-01 02:00:00.000000', "
+                "'succeeded', 1, 0, 'schedule')"))
+    finally:
+        engine.dispose()
+    store = SqlStore(url)
+    try:
+        store.upgrade()
+        spans = store.known_spans()
+    finally:
+        store.close()
+    utc = timezone.utc
+    assert spans == {"old": [(datetime(2026, 3, 1, 2, 0, tzinfo=utc), None)],
+                     "gone": [(datetime(2026, 3, 12, tzinfo=utc), datetime(2026, 3, 12, tzinfo=utc))]}
