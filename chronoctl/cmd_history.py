@@ -184,7 +184,7 @@ def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime, fle
     for i, n in enumerate(d["next"] if d["run_on"] != "each" else []):
         echo_field("next" if i == 0 else "", human_time(datetime.fromisoformat(n["fire_at"]), now))
     streak = f"{d['success_streak']}{'+' if d['success_streak_capped'] else ''}"
-    echo_field("success", f"{streak} in a row; last {_human(d['last_success_at'], now) if d['last_success_at'] else 'never'}")
+    echo_field("success", f"streak {streak}; last {_human(d['last_success_at'], now) if d['last_success_at'] else 'never'}")
     limit = age(d["max_silence_s"]) if d["max_silence_s"] else "none"
     echo_field("silence", f"max {limit}" + ("; SILENT: past max_silence_s" if d["silent"] else ""))
     pruned = f"; pruned up to {_human(d['pruned_through'], now)}" if d["pruned_through"] else ""

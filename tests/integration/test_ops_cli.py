@@ -235,13 +235,13 @@ def test_status_of_a_job_shows_its_last_runs_streak_and_silence(db):
     p = ctl("status", "billing-export", "--db", url)
     assert p.returncode == 0, p.stderr
     assert "streak 2" in p.stdout and "at minute 0 of every hour" in p.stdout
-    assert run_id("billing-export", info["h0"] - timedelta(hours=2)) in p.stdout
+    assert run_id("billing-export", info["h0"] - timedelta(hours=2))[:8] in p.stdout  # tables show 8-character ids
 
 
 def test_status_overview_lists_failing_jobs_and_paused_ones(db):
     url, _ = db
     rc, data = ctl_json("status", "--db", url)
-    assert rc == 0
+    assert rc == 3  # no chronod runs on this database: the health check says so, after the overview
     assert data["jobs"] == 2 and data["paused"] == ["cleanup"]
     assert data["failing"] == []  # billing-export's latest terminal run succeeded
 
