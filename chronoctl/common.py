@@ -72,7 +72,7 @@ def find_job(registry: Path, job_id: str, now: datetime) -> "JobSpec":
         p = own[0]
         raise InvalidInput(f"job {job_id!r} in {p.file}:{p.line} is not valid: {p.message}",
                            f"`chronoctl validate {registry}` lists every problem")
-    raise UnknownJob(job_id, f"registry {registry}", registry_hint(registry))
+    raise UnknownJob(job_id, f"registry {registry}", registry_hint(registry), known=result.jobs)
 
 
 def compile_or_fail(expr: str, tz: str, dst_gap: str = "shift", dst_repeat: str = "first"):

@@ -43,6 +43,11 @@ def test_messages_say_what_happened_once(tmp_path):
     res = chronoctl("did-it-run", "nightly", "--at", "25:00", db=db)
     assert res.returncode == 2 and "not a time of day" in res.stderr
 
+    res = chronoctl("did-it-run", "nightlly", db=db)
+    assert res.returncode == 2 and "did you mean 'nightly'?" in res.stderr
+    res = chronoctl("show", "nightlyy", "--registry", str(reg), db=db)
+    assert res.returncode == 2 and "did you mean 'nightly'?" in res.stderr
+
     res = chronoctl("resume", "nightly", db=db)
     assert res.returncode == 0 and "is not paused; nothing changed" in res.stdout and "resumed" not in res.stdout
     assert chronoctl("pause", "nightly", "--reason", "disk full", db=db).returncode == 0
