@@ -74,14 +74,13 @@ def _node_names(db: str | None, now: datetime) -> list[str]:
 
 def described(spec: "JobSpec", nodes: list[str]) -> dict[str, Any]:
     """`show --json`: the effective spec, where it is defined, and its jitter per node."""
-    from chronod.core.identity import jitter_offset, job_key
+    from chronod.core.occurrence import placements
 
     fields = spec.to_json_dict()
     source = {"file": fields.pop("source_file"), "line": fields.pop("source_line")}
-    keys = [(n, job_key(spec.id, True, n)) for n in nodes] if spec.run_on.each else [(None, job_key(spec.id, False, None))]
     return {
         "job_id": spec.id, "source": source, "spec": fields,
-        "jitter": [{"node": n, "job_key": k, "offset_s": jitter_offset(k, spec.tolerance_s)} for n, k in keys],
+        "jitter": [{"node": p.node, "job_key": p.key, "offset_s": p.offset_s} for p in placements(spec, nodes)],
         "resource": spec.resource, "notify": fields["notify"],
     }
 

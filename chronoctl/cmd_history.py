@@ -454,7 +454,7 @@ def _run_or_latest(store: "Store", target: str) -> "Run":
 
 def did_it_run(
     job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
-    at: Optional[str] = typer.Option(None, "--at", metavar="ISO", help="The occurrence nominally at or just before this time (no offset: the job's zone)."),
+    at: Optional[str] = typer.Option(None, "--at", metavar="TIME", help="The occurrence nominally at or just before this time: ISO-8601, 02:00, yesterday 02:00, 2026-12-03 or -2h (no offset: the job's zone)."),
     since: Optional[str] = typer.Option(None, "--since", metavar="DUR", help="Any success among the occurrences of the last DUR."),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),

@@ -112,9 +112,10 @@ def get_job(store: "Store", job_id: str, *, removed_ok: bool = False) -> "JobRow
     row = store.get_job(job_id)
     if row is None or (row.removed_at is not None and not removed_ok):
         gone = " (it was unregistered)" if row is not None else ""
+        known = [] if row is not None else [j.job_id for j in store.jobs()]
         raise UnknownJob(job_id, f"the database {store.url_safe}{gone}",
                          "`chronoctl list` shows the registered jobs; a job registered while no "
-                         "chronod ran reaches the database when chronod starts")
+                         "chronod ran reaches the database when chronod starts", known=known)
     return row
 
 

@@ -7,7 +7,7 @@ exception, so the error boundary can print them as they are.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -72,7 +72,7 @@ def find_job(registry: Path, job_id: str, now: datetime) -> "JobSpec":
         p = own[0]
         raise InvalidInput(f"job {job_id!r} in {p.file}:{p.line} is not valid: {p.message}",
                            f"`chronoctl validate {registry}` lists every problem")
-    raise UnknownJob(job_id, f"registry {registry}", registry_hint(registry))
+    raise UnknownJob(job_id, f"registry {registry}", registry_hint(registry), known=result.jobs)
 
 
 def compile_or_fail(expr: str, tz: str, dst_gap: str = "shift", dst_repeat: str = "first"):
@@ -90,19 +90,50 @@ def schedule_of(spec: "JobSpec"):
     return compile_or_fail(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
 
 
-def parse_instant(text: str, tz: str, flag: str = "--after") -> datetime:
-    """An ISO-8601 time from the command line as aware UTC. `Z` and offsets are honoured; a
-    value without an offset is wall time in zone `tz` (the first one, if it happens twice)."""
-    try:
-        value = datetime.fromisoformat(text.strip())
-    except ValueError as exc:
-        raise UsageError(f"{flag} {text!r} is not an ISO-8601 time",
-                         "write 2026-11-01T00:00:00Z, 2026-11-01T02:30:00-04:00 or 2026-11-01") from exc
-    if value.tzinfo is None:
-        from zoneinfo import ZoneInfo
+TIME_FORMS = ("2026-11-01T02:30:00Z, 2026-11-01T02:30:00-04:00, 2026-11-01, 02:00 (the latest 02:00), "
+              "yesterday 02:00, today 02:00, now, -2h (2 hours ago)")
 
+
+def parse_instant(text: str, tz: str, flag: str = "--after", now: datetime | None = None) -> datetime:
+    """A time from the command line as aware UTC: ISO-8601 (`Z` and offsets honoured), or
+    the common short forms: `02:00` (the latest 02:00 up to now), `yesterday 02:00`,
+    `today 02:00`, `now`, `-2h` (that long ago). A value without an offset is wall time in
+    zone `tz` (the first one, if it happens twice)."""
+    from zoneinfo import ZoneInfo
+
+    now = now or now_utc()
+    value = _short_form(text.strip().lower(), ZoneInfo(tz), now, flag)
+    if value is None:
+        try:
+            value = datetime.fromisoformat(text.strip())
+        except ValueError as exc:
+            raise UsageError(f"{flag} {text!r} is not an ISO-8601 time nor a short form", f"write one of: {TIME_FORMS}") from exc
+    if value.tzinfo is None:
         value = value.replace(tzinfo=ZoneInfo(tz))
     return bounded_instant(value, text, flag)
+
+
+def _short_form(text: str, zone: "tzinfo", now: datetime, flag: str) -> datetime | None:
+    """`now`, `-DUR`, `[yesterday|today ]HH:MM[:SS]` as an aware time; None for anything else."""
+    import re
+
+    if text == "now":
+        return now
+    if text.startswith("-") and len(text) > 1 and not text[1:2].isspace():
+        return now - timedelta(seconds=parse_seconds(text[1:], flag))
+    m = re.fullmatch(r"(?:(yesterday|today)\s+)?(\d{1,2}):(\d{2})(?::(\d{2}))?", text)
+    if m is None:
+        return None
+    day, hh, mm, ss = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4) or 0)
+    if hh > 23 or mm > 59 or ss > 59:
+        raise UsageError(f"{flag} {text!r} is not a time of day", "hours 00-23, minutes and seconds 00-59")
+    local_now = now.astimezone(zone)
+    at = local_now.replace(hour=hh, minute=mm, second=ss, microsecond=0, tzinfo=None)
+    if day == "yesterday":
+        at -= timedelta(days=1)
+    elif day is None and at.replace(tzinfo=zone) > local_now:
+        at -= timedelta(days=1)  # a bare time is the latest one that has come
+    return at.replace(tzinfo=zone)
 
 
 def bounded_instant(value: datetime, text: str, flag: str) -> datetime:

@@ -10,6 +10,8 @@ prints its answer and raises `typer.Exit(EXIT_NO)`.
 
 from __future__ import annotations
 
+from typing import Iterable
+
 EXIT_OK = 0
 """Success, or "yes"."""
 EXIT_NO = 1
@@ -52,9 +54,13 @@ class UsageError(CliError):
 class UnknownJob(UsageError):
     """No job with this id in the registry (or the database); exits 2."""
 
-    def __init__(self, job_id: str, where: str, hint: str | None = None):
+    def __init__(self, job_id: str, where: str, hint: str | None = None, known: Iterable[str] = ()):
+        import difflib
+
+        close = difflib.get_close_matches(job_id, list(known), n=3, cutoff=0.6)
+        guess = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         super().__init__(
-            f"no job {job_id!r} in {where}",
+            f"no job {job_id!r} in {where}{guess}",
             hint or "`chronoctl list` shows the registered jobs; `chronoctl validate` checks the registry",
         )
         self.job_id = job_id

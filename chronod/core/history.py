@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
-from chronod.core import retention
+from chronod.core import occurrence, retention
 from chronod.core.durations import format_duration
-from chronod.core import occurrence
-from chronod.core.occurrence import Occurrence, manual_run_id, node_of_key
 from chronod.core.model import ACTIVE_STATES, JobSpec
+from chronod.core.occurrence import Occurrence, node_of_key
 
 GRACE_S = 60  # a due occurrence without a row is only "missing" after this much lag
 NO_RECORD = "no_record"  # fell due, no row in the history

@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable, Sequence
 
 from chronod.core import history, retention
-from chronod.core.occurrence import Occurrence, node_of_key
 from chronod.core.model import JobSpec
+from chronod.core.occurrence import Occurrence, node_of_key
 
 MISSING = "missing"
 PRUNED = retention.PRUNED

@@ -95,7 +95,7 @@ class Dispatch:
         for r in skips:
             if r.run_id in stored_ids:
                 self.settle_quietly(r.run_id, "skipped_outage", r.error, nxt)
-            self.metrics.runs.labels("skipped_outage").inc()
+            self.metrics.runs.labels(r.job_id, "skipped_outage").inc()
         if skips:
             self.log("runs.skipped_outage", job=job.spec.id, count=len(skips),
                      first=skips[0].scheduled_at, last=skips[-1].scheduled_at)
@@ -214,7 +214,7 @@ class Dispatch:
     def settle(self, run: Run, state: str, why: str, next_run: Run | None) -> None:
         """Record a terminal state for an occurrence that will not start."""
         self.settle_quietly(run.run_id, state, why, next_run)
-        self.metrics.runs.labels(state).inc()
+        self.metrics.runs.labels(run.job_id, state).inc()
         self.log("run.settled", job=run.job_id, run=run.run_id, state=state, why=why)
 
     def settle_quietly(self, run_id: str, state: str, why: str | None, next_run: Run | None) -> None:

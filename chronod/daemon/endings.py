@@ -76,7 +76,7 @@ class Endings:
         if not ok:
             self.log("run.finish_rejected", "warning", job=spec.id, run=run.run_id, why="stale token or state")
             return
-        self.metrics.runs.labels(state).inc()
+        self.metrics.runs.labels(spec.id, state).inc()
         if state == "succeeded":
             self.metrics.last_success.labels(spec.id).set((outcome.finished_at or self.clock.now()).timestamp())
         self.log("run.finished", job=spec.id, run=run.run_id, attempt=run.attempts, state=state,

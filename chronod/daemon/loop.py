@@ -118,6 +118,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         """The loop: wait, then handle whatever woke us, until SIGTERM. A database error
         never ends it: the node goes offline and retries (see `offline_tick`)."""
         while not self.stopping:
+            self.metrics.beat()
             woke = self.waker.wait(self.next_wake(), [a.handle for a in self.active.values()])
             try:
                 if self.outage is None:

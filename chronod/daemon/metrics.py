@@ -18,6 +18,9 @@ def parse_addr(addr: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
+HEALTHZ_MAX_AGE_S = 90.0  # the loop wakes at least every 60 s (the lease renewal); more is a stall
+
+
 class Metrics:
     """Every metric chronod exports; `serve()` starts the HTTP endpoint."""
 
@@ -29,7 +32,10 @@ class Metrics:
             "chrono_fire_lag_seconds", "Process start minus fire time", registry=r,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
         )
-        self.runs = Counter("chrono_runs_total", "Occurrences that reached a terminal state", ["state"], registry=r)
+        # The `job` label is bounded by the registry: one series per job and terminal state
+        # (at most jobs x 9), the same bound as chrono_last_success_timestamp_seconds.
+        self.runs = Counter("chrono_runs_total", "Occurrences that reached a terminal state, by job and state",
+                            ["job", "state"], registry=r)
         self.running = Gauge("chrono_running_runs", "Runs in progress on this node", registry=r)
         self.jobs = Gauge("chrono_jobs", "Jobs this node carries", registry=r)
         self.without_next = Gauge(
@@ -48,7 +54,7 @@ class Metrics:
             "chrono_jobs_quarantined", "Jobs set aside because computing with their definition raised", registry=r,
         )
         self.stale = Counter(
-            "dispatch_rejected_stale_token_total", "Writes rejected because the fencing token was stale", registry=r,
+            "chrono_dispatch_rejected_stale_token_total", "Writes rejected because the fencing token was stale", registry=r,
         )
         self.lease_token = Gauge("chrono_lease_token", "Current fencing token of this node", registry=r)
         self.rescued = Counter(
@@ -73,14 +79,60 @@ class Metrics:
         self.stored_runs = Gauge("chrono_stored_runs", "Runs in the database by state, measured each pruning round",
                                  ["state"], registry=r)
 
-    def serve(self, addr: str) -> None:
-        """Listen on HOST:PORT (a thread of prometheus_client); AddressError when it cannot."""
-        from prometheus_client import start_http_server
+        self.beat_at: float | None = None  # monotonic time of the loop's last turn
 
+    def beat(self) -> None:
+        """The loop took a turn: `/healthz` answers from the time of the last one."""
+        import time
+
+        self.beat_at = time.monotonic()
+
+    def healthy(self, max_age_s: float = HEALTHZ_MAX_AGE_S) -> bool:
+        """True while the loop took a turn in the last `max_age_s` seconds."""
+        import time
+
+        return self.beat_at is not None and time.monotonic() - self.beat_at <= max_age_s
+
+    def serve(self, addr: str) -> None:
+        """Listen on HOST:PORT in a thread: `/metrics` (Prometheus text) and `/healthz`
+        (200 while the loop turns, 503 when it has stalled); every other path is 404.
+        AddressError when it cannot listen."""
         host, port = parse_addr(addr)
         try:
-            start_http_server(port, addr=host, registry=self.registry)
+            _start_server(self, host, port)
         except OSError as e:
             reason = e.strerror or str(e)
             raise AddressError(f"--metrics-addr {addr}: cannot listen there ({reason}): choose a free "
                                f"port on an address of this host") from None
+
+
+def _start_server(metrics: Metrics, host: str, port: int) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the http.server name)
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
+            elif path == "/healthz":
+                ok = metrics.healthy()
+                self._send(200 if ok else 503, b"ok\n" if ok else b"the loop has stalled\n", "text/plain")
+            else:
+                self._send(404, b"not found: chronod serves /metrics and /healthz\n", "text/plain")
+
+        def _send(self, code: int, body: bytes, kind: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()

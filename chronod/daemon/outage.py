@@ -148,7 +148,8 @@ class Outage:
                                        output_bytes=rec["output_bytes"], error=rec["error"], token=self.lease.token,
                                        finished_at=rec["finished_at"])
                 if ok:
-                    self.metrics.runs.labels(rec["state"]).inc()
+                    stored = self.store.get_run(rec["run_id"])
+                    self.metrics.runs.labels(stored.job_id if stored else "", rec["state"]).inc()
             else:
                 run = Run(**rec["run"])
                 self.store.insert_runs([run])

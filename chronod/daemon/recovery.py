@@ -58,7 +58,7 @@ class Recovery:
         if policy.on_unknown_outcome(job.spec) == "lost":
             if self.store.reclaim(run.run_id, run.attempts, node=self.node, token=self.lease.token, state="lost",
                                   error=why + "; an unsafe job is never run twice"):
-                self.metrics.runs.labels("lost").inc()
+                self.metrics.runs.labels(run.job_id, "lost").inc()
                 self.log("run.lost", "error", job=job.spec.id, run=run.run_id, why=why)
             return
         now = self.clock.now()
@@ -122,7 +122,7 @@ class Recovery:
         if policy.on_unknown_outcome(job.spec) == "lost":
             if self.store.reclaim(run.run_id, run.attempts, node=self.node, token=self.lease.token, state="lost",
                                   error=why + "; an unsafe job is never run twice: outcome unknown"):
-                self.metrics.runs.labels("lost").inc()
+                self.metrics.runs.labels(run.job_id, "lost").inc()
                 self.metrics.takeovers.labels("lost").inc()
                 self.log("run.lost", "error", job=run.job_id, run=run.run_id, dead_node=dead, why=why,
                          notice="owner must check whether it ran")

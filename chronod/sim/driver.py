@@ -268,7 +268,8 @@ class Simulation:
             except StoreError:
                 life.how = "start_failed"  # systemd restarts it
             life.ended = w.mono()
-            self.died = self.clock.now()
+            if not self.first_load:  # it ran definitions: a successor that drops one stopped it here
+                self.died = self.clock.now()
             self.down(getattr(w, "downtime", 5.0))
             if w.mono() >= self.end:
                 break

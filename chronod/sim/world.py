@@ -264,6 +264,9 @@ class NullMetrics:
     def __getattr__(self, name: str) -> _Instrument:
         return _Instrument()
 
+    def beat(self) -> None:
+        pass
+
 
 @dataclass
 class Event:

@@ -10,8 +10,8 @@ Create Date: 2026-12-03
 Spelled out on purpose; never import chronod.store.schema here.
 """
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "0003"
 down_revision = "0002"

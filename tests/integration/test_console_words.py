@@ -37,6 +37,17 @@ def test_messages_say_what_happened_once(tmp_path):
     assert "failed with exit code 1 after 2 attempts on vm" in res.stdout and "exit code 1: exit code 1" not in res.stdout
     assert res.stdout.count("exit code 1") == 1, res.stdout
 
+    for when in ("02:00", "-1m", "now"):  # the latest 02:00 in the job's zone (UTC), and now
+        res = chronoctl("did-it-run", "nightly", "--at", when, db=db)
+        assert res.returncode == 1 and "failed with exit code 1" in res.stdout, (when, res.stdout, res.stderr)
+    res = chronoctl("did-it-run", "nightly", "--at", "25:00", db=db)
+    assert res.returncode == 2 and "not a time of day" in res.stderr
+
+    res = chronoctl("did-it-run", "nightlly", db=db)
+    assert res.returncode == 2 and "did you mean 'nightly'?" in res.stderr
+    res = chronoctl("show", "nightlyy", "--registry", str(reg), db=db)
+    assert res.returncode == 2 and "did you mean 'nightly'?" in res.stderr
+
     res = chronoctl("resume", "nightly", db=db)
     assert res.returncode == 0 and "is not paused; nothing changed" in res.stdout and "resumed" not in res.stdout
     assert chronoctl("pause", "nightly", "--reason", "disk full", db=db).returncode == 0

@@ -7,6 +7,7 @@ import random
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from datetime import datetime, timedelta, timezone
@@ -195,10 +196,17 @@ def test_a_bad_file_keeps_its_last_good_version_and_the_error_is_shown(env):
     time.sleep(2.2)
     after = runs_json("other", env["db"])
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    health = urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5)
+    with pytest.raises(urllib.error.HTTPError) as other_path:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5)
     status = chronoctl("status", "--json", db=env["db"])
     d.stop()
     assert len([r for r in after if r["state"] == "succeeded"]) >= 2 and len(after) > before
     assert "chrono_registry_errors 1.0" in metrics
+    assert 'chrono_runs_total{job="keep",state="succeeded"}' in metrics
+    assert "\nchrono_dispatch_rejected_stale_token_total " in metrics
+    assert not [l for l in metrics.splitlines() if l and not l.startswith(("#", "chrono_", "python_", "process_"))]
+    assert health.status == 200 and other_path.value.code == 404
     assert "other.yaml" in status.stdout and "schedul" in status.stdout
 
 

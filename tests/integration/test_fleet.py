@@ -175,7 +175,7 @@ def test_a_paused_node_that_wakes_after_its_lease_has_its_writes_rejected_and_di
     a.send(signal.SIGCONT)
     wait_until(lambda: "event=node.lease_lost" in a.log_since_start(), timeout=10, what="a to notice")
     time.sleep(3)
-    stale = fleet.metric("a", "dispatch_rejected_stale_token_total")
+    stale = fleet.metric("a", "chrono_dispatch_rejected_stale_token_total")
     fleet.stop_all()
     held = one_run("held", fleet.db)
     ticks = Counter(l[0] for l in fleet.witness())

@@ -221,3 +221,23 @@ def test_github_annotations_escape_what_the_workflow_syntax_reserves():
          "message": "100% wrong\nreally", "hint": None}
     )
     assert line == "::error file=jobs%2Ca%3Ab.yaml,line=3,title=chrono::job 'x': schedule: 100%25 wrong%0Areally"
+
+
+def test_times_take_the_common_short_forms():
+    from datetime import datetime, timezone
+
+    from chronoctl import common
+
+    now = datetime(2026, 12, 3, 9, 0, tzinfo=timezone.utc)
+
+    def at(text: str, tz: str = "America/New_York") -> str:
+        return common.parse_instant(text, tz, "--at", now).isoformat()
+
+    assert at("02:00") == "2026-12-03T07:00:00+00:00"
+    assert at("10:00") == "2026-12-02T15:00:00+00:00"  # not come yet today: yesterday's
+    assert at("yesterday 02:00") == "2026-12-02T07:00:00+00:00"
+    assert at("today 10:00") == "2026-12-03T15:00:00+00:00"
+    assert at("-2h") == "2026-12-03T07:00:00+00:00"
+    assert at("2026-12-03") == "2026-12-03T05:00:00+00:00"
+    assert at("now") == now.isoformat()
+    assert at("2026-12-03T01:00:00Z", "UTC") == "2026-12-03T01:00:00+00:00"

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chronod.core import history as h
-from chronod.core.occurrence import jitter_offset, run_id
+from chronod.core.occurrence import jitter_offset, manual_run_id, run_id
 from chronod.core.model import JobSpec, RunOn
 from chronod.store.api import JobRow, Run
 
@@ -140,7 +140,7 @@ def test_a_window_without_success_reports_the_latest_occurrence_and_how_many_fai
 
 def test_a_manual_success_in_the_window_counts_and_is_named():
     manual = run(DAILY, "2026-03-10 05:00", "succeeded", key="billing-export", trigger="manual")
-    manual.run_id = h.manual_run_id("billing-export", T("2026-03-10 05:00"))
+    manual.run_id = manual_run_id("billing-export", T("2026-03-10 05:00"))
     runs = [run(DAILY, "2026-03-10 02:00", "failed", exit_code=1), manual]
     a = h.did_it_run(DAILY, runs, now=NOW, since=NOW - timedelta(hours=12))
     assert a.yes and "manual" in a.reason
@@ -302,8 +302,8 @@ def test_only_jobs_without_a_success_scheduled_inside_their_max_silence_need_the
 
 def test_a_manual_run_id_never_equals_the_scheduled_one_at_the_same_instant():
     at = T("2026-03-10 02:00")
-    assert h.manual_run_id("billing-export", at) != run_id("billing-export", at)
-    assert len(h.manual_run_id("billing-export", at)) == 16
+    assert manual_run_id("billing-export", at) != run_id("billing-export", at)
+    assert len(manual_run_id("billing-export", at)) == 16
 
 
 # --- the gap search equals the full search -----------------------------------------------------
