@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import os
 from datetime import datetime
 from pathlib import Path
@@ -56,8 +57,16 @@ class WallTimer:
             spec.it_value.tv_sec = int(ts)
             spec.it_value.tv_nsec = max(int((ts - int(ts)) * 1e9), 1 if int(ts) == 0 else 0)
         flags = TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET
-        if _libc.timerfd_settime(self.fd, flags, ctypes.byref(spec), None) != 0:
-            raise OSError(ctypes.get_errno(), "timerfd_settime failed")
+        for _ in range(2):
+            if _libc.timerfd_settime(self.fd, flags, ctypes.byref(spec), None) == 0:
+                return
+            err = ctypes.get_errno()
+            if err != errno.ECANCELED:
+                break
+            # The clock was set since the timer was last read: reading clears that, and the
+            # wake-up it would have caused has happened anyway (the loop is re-arming).
+            self.drain()
+        raise OSError(err, "timerfd_settime failed")
 
     def drain(self) -> None:
         try:

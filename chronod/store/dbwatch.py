@@ -34,6 +34,7 @@ class DbWatch:
         self._engine, self._log, self._counter = engine, log, counter
         self._held: sqlite3.Connection | None = None
         self._held_fd: int | None = None
+        self._truncated = False
         self.next_check = 0.0
         if self.path is not None:
             self._hold()  # the first check comes with the loop's first housekeeping
@@ -52,13 +53,14 @@ class DbWatch:
             return
         self.next_check = mono + CHECK_EVERY_S
         what = self.trouble()
+        if what == "truncated" and self._truncated:
+            return  # said once; said again only if it happens again after the file grew back
+        self._truncated = what == "truncated"
         if what == "truncated":
             self._log("db.truncated", "error", path=self.path,
                       why="the database file was truncated in place; what it held is gone from disk",
-                      hint="restore it from a backup; chronod goes on recording into it")
+                      hint="stop chronod and restore the database from a backup")
             self._counter.labels("truncated").inc()
-            self._release()
-            self._hold()
         elif what is not None:
             self.restore(what)
 
