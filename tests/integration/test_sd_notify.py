@@ -14,9 +14,6 @@ from tests import sdnotify
 from tests.integration.daemon_helpers import BIN, job, jobs_file, write_jobs
 
 pytestmark = pytest.mark.slow
-IDLE_WATCHDOG_XFAIL = pytest.mark.xfail(
-    strict=True, reason="an idle chronod sends its first WATCHDOG=1 only at its first wake-up "
-    "(the planner's idle-watchdog fix is not on main yet)")
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +32,6 @@ def test_ready_comes_after_the_first_registry_load(talk):
     assert fields.get("STATUS", "").startswith("1 jobs"), fields
 
 
-@IDLE_WATCHDOG_XFAIL
 def test_an_idle_daemon_pings_the_watchdog_every_half_interval(talk):
     half = sdnotify.WATCHDOG_USEC / 2e6
     gaps = talk.watchdog_gaps()

@@ -40,9 +40,6 @@ def _why_not() -> str | None:
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")]
-IDLE_WATCHDOG_XFAIL = pytest.mark.xfail(
-    strict=True, reason="an idle chronod sends its first WATCHDOG=1 only at its first wake-up "
-    "(the planner's idle-watchdog fix is not on main yet)")
 
 
 def sh(*argv: str, check: bool = True, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
@@ -107,7 +104,9 @@ def test_the_commands_man_pages_registry_and_state_are_where_a_host_expects_them
     assert not Path("/usr/lib/python3/dist-packages/chronod").exists(), "nothing in the system Python"
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed (.ci/run installs systemd)")
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed (.ci/run installs systemd)"
+)
 def test_systemd_analyze_verify_accepts_the_installed_unit(installed):
     res = sh("systemd-analyze", "verify", str(UNIT), check=False)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -133,7 +132,8 @@ def unit_command() -> tuple[list[str], dict[str, str]]:
 def talk(installed, tmp_path_factory) -> sdnotify.Conversation:
     (REGISTRY / "nightly.yaml").write_text(
         "jobs:\n  - id: nightly\n    owner: ops\n    schedule: '0 4 * * *'\n    command: 'true'\n"
-        "    idempotency_class: idempotent\n")
+        "    idempotency_class: idempotent\n"
+    )
     os.chmod(REGISTRY / "nightly.yaml", 0o644)
     argv, env = unit_command()
     tmp = tmp_path_factory.mktemp("unit")
@@ -145,7 +145,6 @@ def test_the_installed_daemon_is_ready_after_its_first_load(talk):
     assert Path("/var/lib/chrono/chrono.db").is_file()
 
 
-@IDLE_WATCHDOG_XFAIL
 def test_the_installed_idle_daemon_pings_the_watchdog_every_half_interval(talk):
     gaps = talk.watchdog_gaps()
     assert len(gaps) >= sdnotify.IDLE_INTERVALS * 2, gaps
@@ -160,7 +159,8 @@ def test_the_installed_daemon_brackets_a_reload_and_says_stopping(talk):
 def test_the_installed_daemon_runs_a_job_from_the_registry_into_var_lib_chrono(talk, tmp_path):
     (REGISTRY / "tick.yaml").write_text(
         "jobs:\n  - id: tick\n    owner: ops\n    schedule: '@every 1s'\n    command: 'echo tick'\n"
-        "    idempotency_class: idempotent\n    catchup: none\n")
+        "    idempotency_class: idempotent\n    catchup: none\n"
+    )
     os.chmod(REGISTRY / "tick.yaml", 0o644)
     argv, env = unit_command()
     with open(tmp_path / "chronod.log", "wb") as log:
@@ -192,7 +192,8 @@ def test_an_upgrade_restarts_chronod_without_killing_a_running_job(talk, deb, tm
     (REGISTRY / "slow.yaml").write_text(
         "jobs:\n  - id: slow\n    owner: ops\n    schedule: '@every 3s'\n"
         f"    command: 'echo $$ > {pidfile}; sleep 25; echo done'\n"
-        "    idempotency_class: idempotent\n    catchup: none\n")
+        "    idempotency_class: idempotent\n    catchup: none\n"
+    )
     os.chmod(REGISTRY / "slow.yaml", 0o644)
     log = tmp_path / "chronod.log"
     proc = start_as_the_unit(log)
