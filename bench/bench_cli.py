@@ -65,14 +65,12 @@ def _line(label: str, wall: list[float], cpu: list[float]) -> str:
 def import_profile(args: list[str], top: int) -> list[tuple[int, str]]:
     """(cumulative µs, module) of the `top` costliest imports of one run."""
     code = f"import sys; sys.argv = ['chronoctl', *{args!r}]; from chronoctl.main import main; main()"
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, check=False
-    )
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, check=False)
     rows = []
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "cumulative" in line:
             continue
-        _, cumulative, name = line[len("import time:"):].split("|")
+        _, cumulative, name = line[len("import time:") :].split("|")
         rows.append((int(cumulative), name.rstrip()))
     return sorted(rows, reverse=True)[:top]
 

@@ -47,8 +47,16 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 CHRONOD = shutil.which("chronod", path=str(BIN)) or "chronod"
 CRON_FILE = "/etc/cron.d/chrono-bench"
-ZONES = ("UTC", "Europe/Paris", "America/New_York", "Asia/Tokyo", "Australia/Sydney",
-         "America/Los_Angeles", "Europe/London", "Asia/Kolkata")
+ZONES = (
+    "UTC",
+    "Europe/Paris",
+    "America/New_York",
+    "Asia/Tokyo",
+    "Australia/Sydney",
+    "America/Los_Angeles",
+    "Europe/London",
+    "Asia/Kolkata",
+)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 TARGETS = {
@@ -99,9 +107,14 @@ class Chronod:
         self.log_file = open(self.log_path, "w")
         env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC")}
         self.t_exec = time.monotonic()
-        self.proc = subprocess.Popen([CHRONOD, "--registry", str(self.registry), "--db", str(self.db)],
-                                     stdin=subprocess.DEVNULL, stdout=self.log_file, stderr=self.log_file,
-                                     env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [CHRONOD, "--registry", str(self.registry), "--db", str(self.db)],
+            stdin=subprocess.DEVNULL,
+            stdout=self.log_file,
+            stderr=self.log_file,
+            env=env,
+            start_new_session=True,
+        )
         while time.monotonic() - self.t_exec < timeout_s:
             if "event=daemon.ready" in self.log_path.read_text(errors="replace"):
                 return time.monotonic() - self.t_exec
@@ -170,8 +183,12 @@ def ensure_cron() -> str:
     found = shutil.which("cron") or (os.path.exists("/usr/sbin/cron") and "/usr/sbin/cron")
     if not found:
         print("installing Debian cron with apt-get ...", flush=True)
-        subprocess.run(["apt-get", "install", "-y", "cron"], check=True,
-                       stdout=subprocess.DEVNULL, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        subprocess.run(
+            ["apt-get", "install", "-y", "cron"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
         found = shutil.which("cron") or "/usr/sbin/cron"
     return found
 
@@ -206,9 +223,13 @@ class Cron:
             f"exec {self.cron} -f"
         )
         self.log = open(self.work / "cron.log", "w")
-        self.proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
-                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=self.log,
+            start_new_session=True,
+        )
         time.sleep(1.0)
         if self.proc.poll() is not None:
             raise RuntimeError(f"cron exited with {self.proc.returncode}: {(self.work / 'cron.log').read_text()}")
@@ -274,26 +295,45 @@ def bench_fire(counts: list[int], work: Path) -> dict:
             prefix = f"{who[:2]}{n}-"
             plan.append((who, n, minute, [f"{prefix}{i}" for i in range(n)]))
     jobs, cron_lines = [], ["SHELL=/bin/sh", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
-    for who, n, minute, ids in plan:
+    for who, _n, minute, ids in plan:
         local = minute.astimezone()  # cron reads the host's zone; chronod is told UTC
         for i in ids:
             if who == "chronod":
-                jobs.append({"id": f"bench.{i}", "schedule": f"{minute.minute} {minute.hour} * * *",
-                             "command": witness_cmd(wit_chronod, i)})
+                jobs.append(
+                    {
+                        "id": f"bench.{i}",
+                        "schedule": f"{minute.minute} {minute.hour} * * *",
+                        "command": witness_cmd(wit_chronod, i),
+                    }
+                )
             else:
                 # cron turns an unescaped % into a newline
-                cron_lines.append(f"{local.minute} {local.hour} * * * root " + witness_cmd(wit_cron, i).replace("%", "\\%"))
-    write_registry_file(reg / "fire.yaml", jobs, {
-        "owner": "bench", "timezone": "UTC", "tolerance_s": 0, "idempotency_class": "idempotent",
-        "tolerance_reason": "the benchmark measures fire lag", "catchup": "none"})
+                cron_lines.append(
+                    f"{local.minute} {local.hour} * * * root " + witness_cmd(wit_cron, i).replace("%", "\\%")
+                )
+    write_registry_file(
+        reg / "fire.yaml",
+        jobs,
+        {
+            "owner": "bench",
+            "timezone": "UTC",
+            "tolerance_s": 0,
+            "idempotency_class": "idempotent",
+            "tolerance_reason": "the benchmark measures fire lag",
+            "catchup": "none",
+        },
+    )
     daemon = Chronod(work, reg, "fire")
     cron = Cron(cron_bin, "\n".join(cron_lines) + "\n", work)
     results: dict = {"cron_version": cron_version(cron_bin), "plan": [], "by_n": {}}
     try:
         ready = daemon.start()
         cron.start()
-        print(f"chronod ready in {ready:.2f}s with {len(jobs)} jobs; cron {results['cron_version']} running; "
-              f"fires at {', '.join(f'{w} N={n} {m:%H:%M}' for w, n, m, _ in plan)} UTC", flush=True)
+        print(
+            f"chronod ready in {ready:.2f}s with {len(jobs)} jobs; cron {results['cron_version']} running; "
+            f"fires at {', '.join(f'{w} N={n} {m:%H:%M}' for w, n, m, _ in plan)} UTC",
+            flush=True,
+        )
         for who, n, minute, ids in plan:
             witness = wit_chronod if who == "chronod" else wit_cron
             deadline = minute.timestamp() + 50
@@ -305,9 +345,12 @@ def bench_fire(counts: list[int], work: Path) -> dict:
             time.sleep(1.0)  # a doubled start would show up right after
             stats = fire_stats(read_witness(witness), ids, minute.timestamp())
             results["by_n"].setdefault(str(n), {})[who] = stats
-            print(f"  {who:<8} N={n:<5} lag p50 {stats['lag_p50_s'] * 1000:8.1f} ms  p99 "
-                  f"{stats['lag_p99_s'] * 1000:8.1f} ms  last start {stats['last_start_s']:7.3f} s  "
-                  f"missed {stats['missed']} doubled {stats['doubled']}", flush=True)
+            print(
+                f"  {who:<8} N={n:<5} lag p50 {stats['lag_p50_s'] * 1000:8.1f} ms  p99 "
+                f"{stats['lag_p99_s'] * 1000:8.1f} ms  last start {stats['last_start_s']:7.3f} s  "
+                f"missed {stats['missed']} doubled {stats['doubled']}",
+                flush=True,
+            )
         results["chronod_rss_after_mb"] = rss_mb(daemon.proc.pid)
         results["chronod_cpu_s"] = proc_cpu_s(daemon.proc.pid)
         results["chronod_log_lag_ms"] = daemon_lags(daemon.log_path)
@@ -344,8 +387,9 @@ def bench_idle(work: Path, jobs_n: int = 10_000, cpu_window_s: float = 60, strac
             i = f * per + j
             hour = (now.hour + 3 + i % 6) % 24  # 3 to 8 hours away: nothing falls due meanwhile
             jobs.append({"id": f"idle.f{f}.j{j}", "schedule": f"{i % 60} {hour} * * *", "command": "true"})
-        write_registry_file(reg / f"idle{f:03d}.yaml", jobs, {"owner": "bench", "timezone": "UTC",
-                                                              "idempotency_class": "idempotent"})
+        write_registry_file(
+            reg / f"idle{f:03d}.yaml", jobs, {"owner": "bench", "timezone": "UTC", "idempotency_class": "idempotent"}
+        )
     daemon = Chronod(work, reg, "idle")
     out: dict = {"jobs": jobs_n}
     try:
@@ -374,8 +418,11 @@ def strace_wakeups(pid: int, seconds: float) -> dict:
     """Count the daemon's wait calls (and every other syscall) for `seconds`."""
     out = Path(tempfile.mkstemp(prefix="chrono-strace-")[1])
     try:
-        p = subprocess.Popen(["strace", "-f", "-qq", "-o", str(out), "-p", str(pid)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(
+            ["strace", "-f", "-qq", "-o", str(out), "-p", str(pid)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(seconds)
         p.send_signal(signal.SIGINT)
         p.wait(10)
@@ -388,12 +435,26 @@ def strace_wakeups(pid: int, seconds: float) -> dict:
     by_thread: dict[str, int] = {}
     for ln in lines:
         by_thread[ln.split()[0]] = by_thread.get(ln.split()[0], 0) + 1
-    return {"seconds": seconds, "syscalls": len(lines), "wait_calls_returned": len(returned),
-            "syscalls_by_thread": by_thread, "sample": lines[:6]}
+    return {
+        "seconds": seconds,
+        "syscalls": len(lines),
+        "wait_calls_returned": len(returned),
+        "syscalls_by_thread": by_thread,
+        "sample": lines[:6],
+    }
 
 
-WAIT_CALLS = ("epoll_wait", "epoll_pwait", "select(", "pselect6(", "poll(", "ppoll(", "futex(", "clock_nanosleep(",
-              "nanosleep(")
+WAIT_CALLS = (
+    "epoll_wait",
+    "epoll_pwait",
+    "select(",
+    "pselect6(",
+    "poll(",
+    "ppoll(",
+    "futex(",
+    "clock_nanosleep(",
+    "nanosleep(",
+)
 
 
 # --------------------------------------------------------------------------- 4. start-up
@@ -422,7 +483,7 @@ def make_big_registry(reg: Path, files: int = 100, per: int = 1000, seed: int = 
         write_registry_file(reg / f"big{f:03d}.yaml", jobs, {"owner": "bench", "idempotency_class": "idempotent"})
 
 
-BREAKDOWN = r'''
+BREAKDOWN = r"""
 import sys, time
 from collections import defaultdict
 spent = defaultdict(float)
@@ -458,7 +519,7 @@ code = main.main(["--registry", sys.argv[1], "--db", sys.argv[2]])
 spent["total (main, after imports)"] = time.perf_counter() - t
 import json
 print(json.dumps(dict(spent)))
-'''
+"""
 
 
 def bench_startup(work: Path, files: int = 100, per: int = 1000) -> dict:
@@ -481,8 +542,9 @@ def bench_startup(work: Path, files: int = 100, per: int = 1000) -> dict:
     finally:
         again.stop()
     db = work / "big-breakdown.sqlite"
-    r = subprocess.run([sys.executable, "-c", BREAKDOWN, str(reg), str(db)], capture_output=True, text=True,
-                       cwd=str(ROOT))
+    r = subprocess.run(
+        [sys.executable, "-c", BREAKDOWN, str(reg), str(db)], capture_output=True, text=True, cwd=str(ROOT)
+    )
     try:
         out["breakdown_s"] = json.loads(r.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
@@ -507,29 +569,39 @@ def report(res: dict) -> None:
             for who in ("chronod", "cron"):
                 s = by.get(who)
                 if s:
-                    print(f"{n:>5} {who:<8} {s['lag_p50_s']:9.4f} {s['lag_p99_s']:9.4f} {s['lag_max_s']:9.4f} "
-                          f"{s['last_start_s']:11.4f} {s['missed']:7d} {s['doubled']:8d}")
+                    print(
+                        f"{n:>5} {who:<8} {s['lag_p50_s']:9.4f} {s['lag_p99_s']:9.4f} {s['lag_max_s']:9.4f} "
+                        f"{s['last_start_s']:11.4f} {s['missed']:7d} {s['doubled']:8d}"
+                    )
             if "chronod" in by and "cron" in by:
                 c, k = by["chronod"], by["cron"]
                 by["ratio"] = {m: ratio(c[m], k[m]) for m in ("lag_p50_s", "lag_p99_s", "lag_max_s", "last_start_s")}
                 r = by["ratio"]
-                print(f"{n:>5} {'ratio':<8} {r['lag_p50_s']:9.3f} {r['lag_p99_s']:9.3f} {r['lag_max_s']:9.3f} "
-                      f"{r['last_start_s']:11.3f}")
+                print(
+                    f"{n:>5} {'ratio':<8} {r['lag_p50_s']:9.3f} {r['lag_p99_s']:9.3f} {r['lag_max_s']:9.3f} "
+                    f"{r['last_start_s']:11.3f}"
+                )
     idle = res.get("idle")
     if idle:
         tr = idle.get("strace") or {}
-        print(f"\nIdle with {idle['jobs']} jobs: CPU {idle['cpu_s']:.3f} s in {idle['window_s']:.0f} s = "
-              f"{idle['cpu_pct']:.4f} % of a core; voluntary context switches {idle['voluntary_ctxt_switches']} "
-              f"{idle.get('voluntary_ctxt_switches_by_thread')}; "
-              f"strace {tr.get('seconds')} s: {tr.get('syscalls')} syscalls {tr.get('syscalls_by_thread')}, "
-              f"{tr.get('wait_calls_returned')} waits returned")
-        print(f"Memory with {idle['jobs']} jobs: VmRSS {idle['rss_mb']:.1f} MB after ready "
-              f"({idle['rss_mb_after']:.1f} MB a minute later); start-up {idle['startup_s']:.2f} s")
+        print(
+            f"\nIdle with {idle['jobs']} jobs: CPU {idle['cpu_s']:.3f} s in {idle['window_s']:.0f} s = "
+            f"{idle['cpu_pct']:.4f} % of a core; voluntary context switches {idle['voluntary_ctxt_switches']} "
+            f"{idle.get('voluntary_ctxt_switches_by_thread')}; "
+            f"strace {tr.get('seconds')} s: {tr.get('syscalls')} syscalls {tr.get('syscalls_by_thread')}, "
+            f"{tr.get('wait_calls_returned')} waits returned"
+        )
+        print(
+            f"Memory with {idle['jobs']} jobs: VmRSS {idle['rss_mb']:.1f} MB after ready "
+            f"({idle['rss_mb_after']:.1f} MB a minute later); start-up {idle['startup_s']:.2f} s"
+        )
     st = res.get("startup")
     if st:
-        print(f"\nStart-up with {st['jobs']} jobs: exec to ready {st['exec_to_ready_s']:.2f} s "
-              f"(CPU {st['cpu_s_to_ready']:.2f} s, RSS {st['rss_mb']:.0f} MB); restart on the same database "
-              f"{st['restart_exec_to_ready_s']:.2f} s")
+        print(
+            f"\nStart-up with {st['jobs']} jobs: exec to ready {st['exec_to_ready_s']:.2f} s "
+            f"(CPU {st['cpu_s_to_ready']:.2f} s, RSS {st['rss_mb']:.0f} MB); restart on the same database "
+            f"{st['restart_exec_to_ready_s']:.2f} s"
+        )
         for k, v in (st.get("breakdown_s") or {}).items():
             print(f"  {k:<58} {v:8.3f} s")
         if "breakdown_error" in st:
@@ -544,12 +616,16 @@ def verdicts(res: dict) -> list[str]:
     by = (res.get("fire") or {}).get("by_n", {})
     if "1" in by and "chronod" in by["1"]:
         v = by["1"]["chronod"]["lag_p50_s"] * 1000
-        out.append(f"single-job lag p50 {v:.1f} ms (< {TARGETS['lag_p50_1_ms']:.0f} ms): {'met' if v < 20 else 'MISSED'}")
+        out.append(
+            f"single-job lag p50 {v:.1f} ms (< {TARGETS['lag_p50_1_ms']:.0f} ms): {'met' if v < 20 else 'MISSED'}"
+        )
     if "1000" in by and "chronod" in by["1000"]:
         c = by["1000"]["chronod"]["last_start_s"]
         k = by["1000"].get("cron", {}).get("last_start_s", float("nan"))
-        out.append(f"last of 1000 started {c:.2f} s (< 1.5 s): {'met' if c < 1.5 else 'MISSED'}; "
-                   f"{ratio(c, k):.2f}x cron's {k:.2f} s (<= 0.3x): {'met' if ratio(c, k) <= 0.3 else 'MISSED'}")
+        out.append(
+            f"last of 1000 started {c:.2f} s (< 1.5 s): {'met' if c < 1.5 else 'MISSED'}; "
+            f"{ratio(c, k):.2f}x cron's {k:.2f} s (<= 0.3x): {'met' if ratio(c, k) <= 0.3 else 'MISSED'}"
+        )
     for n, b in by.items():
         for who, s in b.items():
             if who != "ratio" and (s["missed"] or s["doubled"]):
@@ -558,9 +634,13 @@ def verdicts(res: dict) -> list[str]:
     if idle:
         out.append(f"idle CPU {idle['cpu_pct']:.4f} % (< 0.1 %): {'met' if idle['cpu_pct'] < 0.1 else 'MISSED'}")
         waits = (idle.get("strace") or {}).get("wait_calls_returned")
-        out.append(f"wake-ups while idle: {waits} (strace), {idle['voluntary_ctxt_switches']} voluntary switches "
-                   f"(none wanted): {'met' if not waits and idle['voluntary_ctxt_switches'] == 0 else 'MISSED'}")
-        out.append(f"RSS {idle['rss_mb']:.1f} MB with 10,000 jobs (< 120 MB): {'met' if idle['rss_mb'] < 120 else 'MISSED'}")
+        out.append(
+            f"wake-ups while idle: {waits} (strace), {idle['voluntary_ctxt_switches']} voluntary switches "
+            f"(none wanted): {'met' if not waits and idle['voluntary_ctxt_switches'] == 0 else 'MISSED'}"
+        )
+        out.append(
+            f"RSS {idle['rss_mb']:.1f} MB with 10,000 jobs (< 120 MB): {'met' if idle['rss_mb'] < 120 else 'MISSED'}"
+        )
     st = res.get("startup")
     if st:
         v = st["exec_to_ready_s"]
@@ -577,8 +657,13 @@ def main() -> None:
     if os.geteuid() != 0:
         sys.exit("bench_daemon: run as root (cron runs its jobs as root, apt-get installs it)")
     skip = set(filter(None, args.skip.split(",")))
-    res: dict = {"when": datetime.now(timezone.utc).isoformat(), "python": sys.version.split()[0],
-                 "cpus": os.cpu_count(), "load_before": os.getloadavg(), "targets": TARGETS}
+    res: dict = {
+        "when": datetime.now(timezone.utc).isoformat(),
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "load_before": os.getloadavg(),
+        "targets": TARGETS,
+    }
     work = Path(tempfile.mkdtemp(prefix="chrono-bench-daemon-"))
     try:
         if "startup" not in skip:

@@ -43,9 +43,16 @@ def registry(path: Path, n: int) -> None:
     for f in range(0, n, per_file):
         lines = ["jobs:"]
         for i in range(f, min(n, f + per_file)):
-            lines += [f"  - id: j{i:06d}", "    owner: bench", '    schedule: "@every 10s"',
-                      '    command: ["true"]', "    idempotency_class: idempotent", "    tolerance_s: 9",
-                      "    overlap: allow", "    output_limit_kb: 1"]
+            lines += [
+                f"  - id: j{i:06d}",
+                "    owner: bench",
+                '    schedule: "@every 10s"',
+                '    command: ["true"]',
+                "    idempotency_class: idempotent",
+                "    tolerance_s: 9",
+                "    overlap: allow",
+                "    output_limit_kb: 1",
+            ]
         p = path / f"jobs{f // per_file:03d}.yaml"
         p.write_text("\n".join(lines) + "\n")
         os.chmod(p, 0o644)
@@ -63,10 +70,25 @@ def run_one(admin_url: str, n: int, seconds: float, nodes: int, keep: bool = Fal
         t_start = time.time()
         for i in range(nodes):
             log = open(tmp / f"n{i}.log", "wb")
-            procs.append(subprocess.Popen(
-                [str(BIN / "chronod"), "--registry", str(tmp / "jobs.d"), "--db", db, "--node", f"n{i}",
-                 "--state-dir", str(tmp / f"state{i}"), "--insecure-registry"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        str(BIN / "chronod"),
+                        "--registry",
+                        str(tmp / "jobs.d"),
+                        "--db",
+                        db,
+                        "--node",
+                        f"n{i}",
+                        "--state-dir",
+                        str(tmp / f"state{i}"),
+                        "--insecure-registry",
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
         deadline = time.time() + 600
         while time.time() < deadline:
             logs = [(tmp / f"n{i}.log").read_text(errors="replace") for i in range(nodes)]
@@ -89,18 +111,27 @@ def run_one(admin_url: str, n: int, seconds: float, nodes: int, keep: bool = Fal
                 cpu.append(None)
         engine = sa.create_engine(db, poolclass=NullPool)
         with engine.connect() as c:
-            q = ("SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY lag), "
-                 "percentile_cont(0.99) WITHIN GROUP (ORDER BY lag), max(lag) FROM ("
-                 "SELECT extract(epoch FROM started_at - fire_at) AS lag FROM runs "
-                 "WHERE fire_at >= to_timestamp(:a) AND fire_at < to_timestamp(:b) AND started_at IS NOT NULL "
-                 "AND trigger = 'schedule') x")
+            q = (
+                "SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY lag), "
+                "percentile_cont(0.99) WITHIN GROUP (ORDER BY lag), max(lag) FROM ("
+                "SELECT extract(epoch FROM started_at - fire_at) AS lag FROM runs "
+                "WHERE fire_at >= to_timestamp(:a) AND fire_at < to_timestamp(:b) AND started_at IS NOT NULL "
+                "AND trigger = 'schedule') x"
+            )
             started, p50, p99, worst = c.execute(sa.text(q), {"a": t0, "b": t1 - 2}).one()
-            states = dict(c.execute(sa.text(
-                "SELECT state, count(*) FROM runs WHERE fire_at >= to_timestamp(:a) AND fire_at < to_timestamp(:b) "
-                "GROUP BY state"), {"a": t0, "b": t1 - 2}).all())
+            states = dict(
+                c.execute(
+                    sa.text(
+                        "SELECT state, count(*) FROM runs WHERE fire_at >= to_timestamp(:a) AND fire_at < to_timestamp(:b) "
+                        "GROUP BY state"
+                    ),
+                    {"a": t0, "b": t1 - 2},
+                ).all()
+            )
             twice = c.execute(sa.text("SELECT count(*) FROM runs WHERE attempts > 1")).scalar_one()
-            commits = c.execute(sa.text("SELECT xact_commit FROM pg_stat_database WHERE datname = :d"),
-                                {"d": name}).scalar_one()
+            commits = c.execute(
+                sa.text("SELECT xact_commit FROM pg_stat_database WHERE datname = :d"), {"d": name}
+            ).scalar_one()
         engine.dispose()
         stop_at = time.time()
         for p in procs:
@@ -114,11 +145,23 @@ def run_one(admin_url: str, n: int, seconds: float, nodes: int, keep: bool = Fal
                 stop_s.append(None)
                 p.kill()
         window = (t1 - 2) - t0
-        return {"jobs": n, "nodes": nodes, "ready_s": round(ready_s, 1), "window_s": round(window, 1),
-                "owed_per_s": n / 10, "started_per_s": round(started / window, 1),
-                "fire_lag_p50_s": round(p50 or 0, 3), "fire_lag_p99_s": round(p99 or 0, 3),
-                "fire_lag_max_s": round(worst or 0, 3), "states": states, "runs_with_2+_attempts": twice,
-                "node_cpu_s": cpu, "sigterm_exit_s": stop_s, "db_commits": commits, "cpus": os.cpu_count()}
+        return {
+            "jobs": n,
+            "nodes": nodes,
+            "ready_s": round(ready_s, 1),
+            "window_s": round(window, 1),
+            "owed_per_s": n / 10,
+            "started_per_s": round(started / window, 1),
+            "fire_lag_p50_s": round(p50 or 0, 3),
+            "fire_lag_p99_s": round(p99 or 0, 3),
+            "fire_lag_max_s": round(worst or 0, 3),
+            "states": states,
+            "runs_with_2+_attempts": twice,
+            "node_cpu_s": cpu,
+            "sigterm_exit_s": stop_s,
+            "db_commits": commits,
+            "cpus": os.cpu_count(),
+        }
     finally:
         for p in procs:
             if p.poll() is None:

@@ -28,8 +28,8 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from chronod.core.occurrence import run_id
 from chronod.core.model import JobSpec
+from chronod.core.occurrence import run_id
 
 RUNS_PER_JOB = 1000
 MIX = [(50, "*/5 * * * *", 300), (450, "{m} * * * *", 3600), (500, "{m} {h} * * *", 86400)]
@@ -43,8 +43,14 @@ def specs() -> list[tuple[JobSpec, int]]:
     for count, expr, period in MIX:
         for _ in range(count):
             sched = expr.format(m=n % 60, h=n % 24)
-            spec = JobSpec(id=f"job-{n:04d}", owner=f"team-{n % 20:02d}", schedule=sched, command="true",
-                           idempotency_class="idempotent", max_silence_s=3 * period)
+            spec = JobSpec(
+                id=f"job-{n:04d}",
+                owner=f"team-{n % 20:02d}",
+                schedule=sched,
+                command="true",
+                idempotency_class="idempotent",
+                max_silence_s=3 * period,
+            )
             out.append((spec, period))
             n += 1
     return out
@@ -58,17 +64,36 @@ def rows(spec: JobSpec, period: int, now: datetime) -> list[dict]:
     last = sched.prev_at_or_before(now - timedelta(seconds=120))
     out = []
     t = last
-    for i in range(RUNS_PER_JOB):
+    for _ in range(RUNS_PER_JOB):
         rid = run_id(spec.id, t)
         h = int(hashlib.sha256(rid.encode()).hexdigest()[:4], 16)
         if h % 1000 != 7:  # one occurrence in a thousand left without a row
             failed = h % 50 == 3
-            out.append(dict(
-                run_id=rid, job_id=spec.id, job_key=spec.id, scheduled_at=t, fire_at=t,
-                state="failed" if failed else "succeeded", attempts=1, node="bench1", pid=None,
-                supervisor_pid=None, started_at=t, finished_at=t + timedelta(seconds=3),
-                exit_code=1 if failed else 0, signal=None, output_tail="ok\n", output_bytes=3, error=None,
-                token=1, trigger="schedule", next_attempt_at=None, updated_at=t + timedelta(seconds=3)))
+            out.append(
+                dict(
+                    run_id=rid,
+                    job_id=spec.id,
+                    job_key=spec.id,
+                    scheduled_at=t,
+                    fire_at=t,
+                    state="failed" if failed else "succeeded",
+                    attempts=1,
+                    node="bench1",
+                    pid=None,
+                    supervisor_pid=None,
+                    started_at=t,
+                    finished_at=t + timedelta(seconds=3),
+                    exit_code=1 if failed else 0,
+                    signal=None,
+                    output_tail="ok\n",
+                    output_bytes=3,
+                    error=None,
+                    token=1,
+                    trigger="schedule",
+                    next_attempt_at=None,
+                    updated_at=t + timedelta(seconds=3),
+                )
+            )
         t = t - timedelta(seconds=period) if period != 86400 else sched.prev_at_or_before(t - timedelta(seconds=1))
     return out
 
@@ -126,8 +151,9 @@ def timed(args: list[str], repeat: int) -> dict:
 
 def import_breakdown(args: list[str], top: int = 12) -> list[tuple[str, float]]:
     """Cumulative import time (ms) of the heaviest top-level-ish modules for one command."""
-    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "chronoctl.main", *args],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "chronoctl.main", *args], capture_output=True, text=True
+    )
     seen = []
     for line in p.stderr.splitlines():
         if not line.startswith("import time:") or "cumulative" in line:

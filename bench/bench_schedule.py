@@ -22,8 +22,16 @@ from chronod.core.schedule import compile_schedule
 UTC = timezone.utc
 AFTER = datetime(2026, 5, 17, 13, 47, 12, tzinfo=UTC)
 EXPRESSIONS = [
-    "*/5 * * * *", "0 * * * *", "30 2 * * *", "0 9-17 * * 1-5", "15 3 * * 0", "0 0 1 * *",
-    "*/10 8-18 * * mon-fri", "0 0 1 1 *", "0 12 1,15 * *", "45 23 * * 6",
+    "*/5 * * * *",
+    "0 * * * *",
+    "30 2 * * *",
+    "0 9-17 * * 1-5",
+    "15 3 * * 0",
+    "0 0 1 * *",
+    "*/10 8-18 * * mon-fri",
+    "0 0 1 1 *",
+    "0 12 1,15 * *",
+    "45 23 * * 6",
 ]
 ZONES = ["UTC", "America/New_York", "Europe/Berlin", "Australia/Sydney", "Asia/Kolkata", "America/Sao_Paulo"]
 
@@ -40,8 +48,8 @@ def per_call(zone: str, n: int) -> None:
     start_local = AFTER.astimezone(ZoneInfo(zone))
     for expr in EXPRESSIONS:
         s = compile_schedule(expr, zone)
-        _, ours = _timed(lambda: [s.next_after(AFTER) for _ in range(n)])
-        _, theirs = _timed(lambda: [croniter(expr, start_local).get_next(datetime) for _ in range(n)])
+        _, ours = _timed(lambda s=s: [s.next_after(AFTER) for _ in range(n)])
+        _, theirs = _timed(lambda expr=expr: [croniter(expr, start_local).get_next(datetime) for _ in range(n)])
         print(f"  {expr:<24} {ours / n * 1e6:>10.1f} {theirs / n * 1e6:>12.1f} {theirs / ours:>6.1f}")
 
 
@@ -50,11 +58,18 @@ def _distinct_jobs(count: int, seed: int = 7) -> list[tuple[str, str]]:
     jobs, seen = [], set()
     while len(jobs) < count:
         m, h, d, dow = rnd.randrange(60), rnd.randrange(24), rnd.randrange(1, 29), rnd.randrange(7)
-        expr = rnd.choice([
-            f"{m} {h} * * *", f"{m} * * * *", f"{m} {h} * * {dow}", f"{m} {h} {d} * *",
-            f"{m % 15}-59/15 * * * *", f"{m} {h % 8}-{h % 8 + 10} * * 1-5", f"{m} {h},{(h + 12) % 24} * * *",
-            f"{rnd.randrange(60)} {m} {h} * * *",
-        ])
+        expr = rnd.choice(
+            [
+                f"{m} {h} * * *",
+                f"{m} * * * *",
+                f"{m} {h} * * {dow}",
+                f"{m} {h} {d} * *",
+                f"{m % 15}-59/15 * * * *",
+                f"{m} {h % 8}-{h % 8 + 10} * * 1-5",
+                f"{m} {h},{(h + 12) % 24} * * *",
+                f"{rnd.randrange(60)} {m} {h} * * *",
+            ]
+        )
         key = (expr, rnd.choice(ZONES))
         if key not in seen:
             seen.add(key)
@@ -72,12 +87,17 @@ def startup(count: int) -> None:
     print(f"  compile           {wall_c:7.2f} s wall {cpu_c:7.2f} s cpu")
     print(f"  next fire (chrono){wall_n:7.2f} s wall {cpu_n:7.2f} s cpu  ({cpu_n / count * 1e6:.1f} µs/job)")
     sample = jobs[: max(1, count // 10)]
-    wall_k, cpu_k = _timed(lambda: [
-        croniter(e, AFTER.astimezone(ZoneInfo(z)), second_at_beginning=len(e.split()) == 6).get_next(datetime)
-        for e, z in sample])
+    wall_k, cpu_k = _timed(
+        lambda: [
+            croniter(e, AFTER.astimezone(ZoneInfo(z)), second_at_beginning=len(e.split()) == 6).get_next(datetime)
+            for e, z in sample
+        ]
+    )
     scale = count / len(sample)
-    print(f"  next fire (croniter, {len(sample)} jobs, scaled x{scale:.0f})"
-          f" {wall_k * scale:7.2f} s wall {cpu_k * scale:7.2f} s cpu")
+    print(
+        f"  next fire (croniter, {len(sample)} jobs, scaled x{scale:.0f})"
+        f" {wall_k * scale:7.2f} s wall {cpu_k * scale:7.2f} s cpu"
+    )
 
 
 def gaps(count: int) -> None:

@@ -56,8 +56,14 @@ def bench_popen(n: int, kind: str, work: Path) -> dict[str, float]:
     base = {"PATH": "/usr/bin:/bin", "HOME": "/", "USER": "root", "LOGNAME": "root", "SHELL": "/bin/sh"}
     t0 = time.perf_counter()
     procs = [
-        subprocess.Popen(argv, env={**base, "CHRONO_RUN_ID": f"r{i}"}, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen(
+            argv,
+            env={**base, "CHRONO_RUN_ID": f"r{i}"},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         for i in range(n)
     ]
     launched = time.perf_counter() - t0
@@ -80,8 +86,11 @@ def main() -> None:
             for kind in ("true", "echo"):
                 for how, fn in (("runner", bench_runner), ("popen", bench_popen)):
                     r = fn(n, kind, work)
-                    print(f"{how:<8} {kind:<5} {n:>5} {r['launch']:>10.3f}s {r['launch'] / n * 1e6:>9.0f}us "
-                          f"{r['last_start']:>10.3f}s {r['done']:>8.3f}s", flush=True)
+                    print(
+                        f"{how:<8} {kind:<5} {n:>5} {r['launch']:>10.3f}s {r['launch'] / n * 1e6:>9.0f}us "
+                        f"{r['last_start']:>10.3f}s {r['done']:>8.3f}s",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

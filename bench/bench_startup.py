@@ -133,8 +133,14 @@ def bench_real(n: int, reloads: int, work: Path) -> dict:
     env["NOTIFY_SOCKET"] = str(sock.path)
     out: dict = {"jobs": n}
     t0 = time.monotonic()
-    proc = subprocess.Popen([CHRONOD, "--registry", str(reg), "--db", str(work / f"chrono-{n}.sqlite")],
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [CHRONOD, "--registry", str(reg), "--db", str(work / f"chrono-{n}.sqlite")],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        env=env,
+        start_new_session=True,
+    )
     try:
         out["ready_s"] = sock.wait_for("READY=1", proc, 900) - t0
         out["cpu_to_ready_s"] = cpu_s(proc.pid)
@@ -164,7 +170,7 @@ def bench_real(n: int, reloads: int, work: Path) -> dict:
     return out
 
 
-TRACE = r'''
+TRACE = r"""
 import gc, json, sys, tracemalloc
 tracemalloc.start(int(sys.argv[4]))
 from chronod.daemon import loop, main
@@ -196,15 +202,20 @@ def after_ready(self):
 
 loop.Daemon.run_forever = after_ready
 main.main(["--registry", sys.argv[1], "--db", sys.argv[2]])
-'''
+"""
 
 
 def bench_trace(n: int, reloads: int, work: Path, frames: int = 1, top: int = 20) -> dict:
     reg = work / f"trace-registry-{n}"
     reg.mkdir()
     make_registry(reg, n)
-    r = subprocess.run([sys.executable, "-c", TRACE, str(reg), str(work / f"trace-{n}.sqlite"), str(reloads),
-                        str(frames), str(top)], capture_output=True, text=True, cwd=str(ROOT), check=False)
+    r = subprocess.run(
+        [sys.executable, "-c", TRACE, str(reg), str(work / f"trace-{n}.sqlite"), str(reloads), str(frames), str(top)],
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        check=False,
+    )
     for line in r.stdout.splitlines():
         if line.startswith("TRACE "):
             return {"jobs": n, **json.loads(line[6:])}
@@ -213,22 +224,28 @@ def bench_trace(n: int, reloads: int, work: Path, frames: int = 1, top: int = 20
 
 def report(res: dict) -> None:
     print()
-    print(f"{'jobs':>8} {'ready s':>8} {'CPU s':>7} {'RSS MB':>8} {'peak MB':>8} {'after reloads MB':>18} "
-          f"{'growth':>7} {'reload s (median)':>18}")
+    print(
+        f"{'jobs':>8} {'ready s':>8} {'CPU s':>7} {'RSS MB':>8} {'peak MB':>8} {'after reloads MB':>18} "
+        f"{'growth':>7} {'reload s (median)':>18}"
+    )
     for r in res["real"]:
         rel = r["rss_reloads_mb"]
         growth = (rel[-1] / r["rss_ready_mb"] - 1) * 100 if rel else 0.0
         med = sorted(r["reload_s"])[len(r["reload_s"]) // 2] if r["reload_s"] else float("nan")
-        print(f"{r['jobs']:>8} {r['ready_s']:8.2f} {r['cpu_to_ready_s']:7.2f} {r['rss_ready_mb']:8.1f} "
-              f"{r['hwm_mb']:8.1f} {rel[-1] if rel else float('nan'):18.1f} {growth:+6.1f}% {med:18.2f}")
+        print(
+            f"{r['jobs']:>8} {r['ready_s']:8.2f} {r['cpu_to_ready_s']:7.2f} {r['rss_ready_mb']:8.1f} "
+            f"{r['hwm_mb']:8.1f} {rel[-1] if rel else float('nan'):18.1f} {growth:+6.1f}% {med:18.2f}"
+        )
         print(f"{'':>8} RSS after each reload: {', '.join(f'{v:.0f}' for v in rel)}")
     for t in res.get("trace", []):
         print(f"\ntracemalloc, {t['jobs']} jobs", end="")
         if "error" in t:
             print(": failed\n" + t["error"])
             continue
-        print(f": {t['traced_ready_mb']:.1f} MB traced after ready, {t['traced_reloaded_mb']:.1f} MB after "
-              f"{res['trace_reloads']} reloads")
+        print(
+            f": {t['traced_ready_mb']:.1f} MB traced after ready, {t['traced_reloaded_mb']:.1f} MB after "
+            f"{res['trace_reloads']} reloads"
+        )
         print("  largest allocation sites after ready:")
         for s in t["top"]:
             print(f"  {s['size_kb'] / 1024:8.2f} MB {s['count']:>9} blocks  {s['where']}")
@@ -243,14 +260,20 @@ def report(res: dict) -> None:
     for r in res["real"]:
         rel = r["rss_reloads_mb"]
         if r["jobs"] == 10_000:
-            print(f"  RSS with 10,000 jobs {r['rss_ready_mb']:.1f} MB (< 120 MB): "
-                  f"{'met' if r['rss_ready_mb'] < 120 else 'MISSED'}")
+            print(
+                f"  RSS with 10,000 jobs {r['rss_ready_mb']:.1f} MB (< 120 MB): "
+                f"{'met' if r['rss_ready_mb'] < 120 else 'MISSED'}"
+            )
         if r["jobs"] == 100_000:
-            print(f"  start-up with 100,000 jobs {r['ready_s']:.2f} s (< 10 s): {'met' if r['ready_s'] < 10 else 'MISSED'}"
-                  f"; RSS {r['rss_ready_mb']:.0f} MB (< 400 MB): {'met' if r['rss_ready_mb'] < 400 else 'MISSED'}")
+            print(
+                f"  start-up with 100,000 jobs {r['ready_s']:.2f} s (< 10 s): {'met' if r['ready_s'] < 10 else 'MISSED'}"
+                f"; RSS {r['rss_ready_mb']:.0f} MB (< 400 MB): {'met' if r['rss_ready_mb'] < 400 else 'MISSED'}"
+            )
         if rel:
             flat = max(abs(v / r["rss_ready_mb"] - 1) for v in rel) <= 0.10
-            print(f"  RSS across {len(rel)} reloads of {r['jobs']} jobs within 10 % of ready: {'met' if flat else 'MISSED'}")
+            print(
+                f"  RSS across {len(rel)} reloads of {r['jobs']} jobs within 10 % of ready: {'met' if flat else 'MISSED'}"
+            )
 
 
 def main() -> None:
@@ -262,10 +285,16 @@ def main() -> None:
     ap.add_argument("--trace-frames", type=int, default=1, help="frames kept per allocation under tracemalloc")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, databases)")
     args = ap.parse_args()
-    res: dict = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "python": sys.version.split()[0],
-                 "cpus": os.cpu_count(), "load_before": os.getloadavg(), "reloads": args.reloads,
-                 "trace_reloads": args.trace_reloads,
-                 "real": [], "trace": []}
+    res: dict = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "load_before": os.getloadavg(),
+        "reloads": args.reloads,
+        "trace_reloads": args.trace_reloads,
+        "real": [],
+        "trace": [],
+    }
     work = Path(tempfile.mkdtemp(prefix="chrono-bench-startup-"))
     try:
         for n in [int(x) for x in args.jobs.split(",") if x]:

@@ -32,20 +32,35 @@ def timed(label: str, fn):
 
 
 def runs_for(jobs: int, per_job: int, offset: int = 0) -> list[Run]:
-    return [Run(run_id=f"j{j:06d}-{i:06d}", job_id=f"j{j:06d}", job_key=f"j{j:06d}",
-                scheduled_at=T0 + timedelta(hours=i), fire_at=T0 + timedelta(hours=i), state="succeeded")
-            for j in range(offset, offset + jobs) for i in range(per_job)]
+    return [
+        Run(
+            run_id=f"j{j:06d}-{i:06d}",
+            job_id=f"j{j:06d}",
+            job_key=f"j{j:06d}",
+            scheduled_at=T0 + timedelta(hours=i),
+            fire_at=T0 + timedelta(hours=i),
+            state="succeeded",
+        )
+        for j in range(offset, offset + jobs)
+        for i in range(per_job)
+    ]
 
 
 def bench(store: SqlStore, rows: int) -> None:
     print(f"{store.dialect}: {store.url_safe}")
     store.upgrade()
-    specs = [JobSpec(id=f"job-{i:06d}", owner="ops", schedule="*/5 * * * *", command=f"run {i}",
-                     idempotency_class="idempotent") for i in range(100_000)]
+    specs = [
+        JobSpec(
+            id=f"job-{i:06d}", owner="ops", schedule="*/5 * * * *", command=f"run {i}", idempotency_class="idempotent"
+        )
+        for i in range(100_000)
+    ]
     timed("sync_jobs 100,000 specs (first)", lambda: store.sync_jobs("n1", specs))
     timed("sync_jobs 100,000 specs (unchanged)", lambda: store.sync_jobs("n1", specs))
-    pending = [Run(run_id=f"p{i:07d}", job_id=f"job-{i:06d}", job_key=f"job-{i:06d}",
-                   scheduled_at=T0, fire_at=T0) for i in range(100_000)]
+    pending = [
+        Run(run_id=f"p{i:07d}", job_id=f"job-{i:06d}", job_key=f"job-{i:06d}", scheduled_at=T0, fire_at=T0)
+        for i in range(100_000)
+    ]
     timed("insert_runs 100,000 pending", lambda: store.insert_runs(pending))
     per_job = 100
     done = 0

@@ -70,8 +70,10 @@ def top_frames(raw: Path, n: int = 15) -> tuple[list[tuple[str, int]], list[tupl
             continue
         k = int(count)
         total += k
-        frames = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].rsplit("/", 1)[-1] + ")"
-                  if " (" in f else f for f in stack.split(";")]
+        frames = [
+            f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].rsplit("/", 1)[-1] + ")" if " (" in f else f
+            for f in stack.split(";")
+        ]
         own[frames[-1]] += k
         for f in set(frames):
             incl[f] += k
@@ -101,11 +103,22 @@ def main() -> None:
     if (minute - now).total_seconds() < 20:
         minute += timedelta(minutes=1)
     first, second = minute + timedelta(seconds=10), minute + timedelta(seconds=40)
-    jobs = [{"id": f"p.{i}", "schedule": f"10,40 {minute.minute} {minute.hour} * * *", "command": "true"}
-            for i in range(args.jobs)]
-    write_registry_file(reg / "burst.yaml", jobs, {
-        "owner": "bench", "timezone": "UTC", "tolerance_s": 0, "idempotency_class": "idempotent",
-        "tolerance_reason": "the benchmark measures launches", "catchup": "none"})
+    jobs = [
+        {"id": f"p.{i}", "schedule": f"10,40 {minute.minute} {minute.hour} * * *", "command": "true"}
+        for i in range(args.jobs)
+    ]
+    write_registry_file(
+        reg / "burst.yaml",
+        jobs,
+        {
+            "owner": "bench",
+            "timezone": "UTC",
+            "tolerance_s": 0,
+            "idempotency_class": "idempotent",
+            "tolerance_reason": "the benchmark measures launches",
+            "catchup": "none",
+        },
+    )
     daemon = Chronod(work, reg, "profile")
     out = []
     try:
@@ -115,26 +128,50 @@ def main() -> None:
         wait_until(first - timedelta(seconds=3))
         d0, z0 = cpu_ticks(pid), cpu_ticks(zyg, children=True)
         raw = work / "pyspy.txt"
-        spy = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--subprocesses", "--rate", "250",
-                                "--format", "raw", "--nonblocking", "--duration", "12", "--output", str(raw)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        spy = subprocess.Popen(
+            [
+                py_spy,
+                "record",
+                "--pid",
+                str(pid),
+                "--subprocesses",
+                "--rate",
+                "250",
+                "--format",
+                "raw",
+                "--nonblocking",
+                "--duration",
+                "12",
+                "--output",
+                str(raw),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         spy.wait(60)
         time.sleep(3)  # every run ended and was reaped
         d1, z1 = cpu_ticks(pid), cpu_ticks(zyg, children=True)
         dump = subprocess.run([py_spy, "dump", "--pid", str(pid)], capture_output=True, text=True, check=False).stdout
         wait_until(second - timedelta(seconds=3))
         st_file = work / "strace.txt"
-        st = subprocess.Popen([strace, "-c", "-f", "-o", str(st_file), "-p", str(pid), "-p", str(zyg)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        st = subprocess.Popen(
+            [strace, "-c", "-f", "-o", str(st_file), "-p", str(pid), "-p", str(zyg)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_until(second + timedelta(seconds=12))
         st.send_signal(signal.SIGINT)
         st.wait(60)
         own, incl, total = top_frames(raw)
         n = args.jobs
-        out.append(f"{n} jobs due in one second, chronod on SQLite; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
-        out.append(f"CPU for the burst: daemon {(d1 - d0) * 1000 / CLK_TCK:.0f} ms, zygote + supervisors + jobs "
-                   f"{(z1 - z0) * 1000 / CLK_TCK:.0f} ms; per run {(d1 - d0 + z1 - z0) * 1000 / CLK_TCK / n:.1f} ms "
-                   f"(daemon {(d1 - d0) * 1000 / CLK_TCK / n:.1f} ms)")
+        out.append(
+            f"{n} jobs due in one second, chronod on SQLite; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+        )
+        out.append(
+            f"CPU for the burst: daemon {(d1 - d0) * 1000 / CLK_TCK:.0f} ms, zygote + supervisors + jobs "
+            f"{(z1 - z0) * 1000 / CLK_TCK:.0f} ms; per run {(d1 - d0 + z1 - z0) * 1000 / CLK_TCK / n:.1f} ms "
+            f"(daemon {(d1 - d0) * 1000 / CLK_TCK / n:.1f} ms)"
+        )
         out.append(f"\npy-spy, {total} samples at 250 Hz (daemon, zygote, supervisors); own samples:")
         out += [f"  {k:6d} {100 * k / max(total, 1):5.1f} %  {f}" for f, k in own]
         out.append("inclusive:")

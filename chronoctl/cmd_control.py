@@ -18,9 +18,8 @@ from typing import Optional
 
 import typer
 
-from chronoctl import complete as _complete
-
 from chronoctl import cmd_ops, common
+from chronoctl import complete as _complete
 from chronoctl.cmd_ops import WAIT_MAX_S, db_option, json_option
 from chronoctl.errors import CliError, UnknownJob, Unreachable, UsageError
 
@@ -35,7 +34,9 @@ def register(app: typer.Typer) -> None:
 def trigger(
     job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
     force: bool = typer.Option(False, "--force", help="Start even if a run is going (ignore the overlap policy)."),
-    wait: float = typer.Option(5.0, "--wait", metavar="SECONDS", min=0, max=WAIT_MAX_S, help="How long to wait for the daemon to take it."),
+    wait: float = typer.Option(
+        5.0, "--wait", metavar="SECONDS", min=0, max=WAIT_MAX_S, help="How long to wait for the daemon to take it."
+    ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
 ) -> None:
@@ -47,16 +48,25 @@ def trigger(
         row = cmd_ops.get_job(store, job)
         live = cmd_ops.live_nodes(store, now)
         if not live:
-            raise Unreachable(f"no chronod is running against {store.url_safe}; nothing was queued",
-                              "start chronod (systemctl start chronod), then trigger again")
+            raise Unreachable(
+                f"no chronod is running against {store.url_safe}; nothing was queued",
+                "start chronod (systemctl start chronod), then trigger again",
+            )
         rid = None if row.spec.run_on.each else manual_run_id(row.job_id, now)
         payload = {"requested_at": cmd_ops.iso(now), "force": force, "run_id": rid, "user": _user()}
         request_id = store.add_request("trigger", row.job_id, payload)
         woke = cmd_ops.wake(cmd_ops.local_daemon(store, now), cmd_ops.SIG_REQUESTS)
         run = cmd_ops.wait_for(lambda: store.get_run(rid), wait) if rid and wait > 0 else None
-    data = {"job_id": row.job_id, "request_id": request_id, "run_id": rid, "force": force,
-            "requested_at": cmd_ops.iso(now), "woke_local_daemon": woke,
-            "state": run.state if run else "queued", "run": cmd_ops.run_json(run) if run else None}
+    data = {
+        "job_id": row.job_id,
+        "request_id": request_id,
+        "run_id": rid,
+        "force": force,
+        "requested_at": cmd_ops.iso(now),
+        "woke_local_daemon": woke,
+        "state": run.state if run else "queued",
+        "run": cmd_ops.run_json(run) if run else None,
+    }
     if as_json:
         from chronoctl.render import print_json
 
@@ -65,11 +75,14 @@ def trigger(
 
     how = "woke the local chronod" if woke else f"a chronod on {', '.join(n.name for n in live)} will take it"
     if run is None:
-        echo(escape_line(f"queued a manual run of {row.job_id} (request {request_id}; {how})"
-                         + (f"; run id {rid}" if rid else "")))
+        echo(
+            escape_line(
+                f"queued a manual run of {row.job_id} (request {request_id}; {how})"
+                + (f"; run id {rid}" if rid else "")
+            )
+        )
     else:
-        echo(escape_line(f"manual run {rid} of {row.job_id}: {run.state}"
-                         + (f" ({run.error})" if run.error else "")))
+        echo(escape_line(f"manual run {rid} of {row.job_id}: {run.state}" + (f" ({run.error})" if run.error else "")))
 
 
 def _user() -> str | None:
@@ -109,13 +122,19 @@ def _set_paused(job: str, paused: bool, reason: str | None, db: str | None) -> N
             return
         if paused and row.paused:
             since = f" since {cmd_ops.iso(row.paused_at)}" if row.paused_at else ""
-            raise CliError(f"{job} is already paused{since}: {row.paused_reason or 'no reason given'}",
-                           f"`chronoctl resume {job}` first to pause it for another reason")
+            raise CliError(
+                f"{job} is already paused{since}: {row.paused_reason or 'no reason given'}",
+                f"`chronoctl resume {job}` first to pause it for another reason",
+            )
         if not store.set_paused(job, paused, reason):
             raise UnknownJob(job, f"the database {store.url_safe}")
         cmd_ops.wake(cmd_ops.local_daemon(store, now), cmd_ops.SIG_REQUESTS)
     if paused:
-        echo(escape_line(f"paused {job}: {reason}; occurrences that fall due are recorded skipped_paused "
-                         f"until `chronoctl resume {job}`"))
+        echo(
+            escape_line(
+                f"paused {job}: {reason}; occurrences that fall due are recorded skipped_paused "
+                f"until `chronoctl resume {job}`"
+            )
+        )
     else:
         echo(escape_line(f"resumed {job}"))

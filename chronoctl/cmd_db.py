@@ -95,13 +95,16 @@ def check(
     if path is not None and not path.exists():
         # Opening SQLite would create the file; a check must not. No file is no database,
         # as every other command says.
-        raise Unreachable(f"no database at {path}",
-                          "chronod creates it on its first start; or give --db URL / CHRONO_DB")
+        raise Unreachable(
+            f"no database at {path}", "chronod creates it on its first start; or give --db URL / CHRONO_DB"
+        )
     if path is not None and path.is_dir():
         from chronoctl.errors import UsageError
 
-        raise UsageError(f"the database {path} is a directory, not a database file",
-                         "give the file inside it (e.g. chrono.db) with --db PATH or CHRONO_DB")
+        raise UsageError(
+            f"the database {path} is a directory, not a database file",
+            "give the file inside it (e.g. chrono.db) with --db PATH or CHRONO_DB",
+        )
     if True:
         store = _open(url)
         url_safe = store.url_safe
@@ -125,10 +128,13 @@ def _report(url_safe: str, revision: str | None, head: str, status: str, as_json
     shown = revision or "none"
     lines = {
         "current": f"{url_safe}: schema at revision {shown}, this chrono's head: up to date",
-        "upgrade_pending": (f"{url_safe}: schema at revision {shown}, this chrono needs {head}: "
-                            f"run `chronoctl db upgrade`"),
-        "too_new": (f"{url_safe}: schema at revision {shown}, newer than this chrono's {head}: "
-                    f"this chrono is older than the database; upgrade chrono"),
+        "upgrade_pending": (
+            f"{url_safe}: schema at revision {shown}, this chrono needs {head}: run `chronoctl db upgrade`"
+        ),
+        "too_new": (
+            f"{url_safe}: schema at revision {shown}, newer than this chrono's {head}: "
+            f"this chrono is older than the database; upgrade chrono"
+        ),
     }
     typer.echo(lines[status])
 
@@ -138,8 +144,9 @@ PRUNE_BATCH = 500
 
 @app.command("prune")
 def prune(
-    older_than: str = typer.Option(..., "--older-than", metavar="DUR",
-                                   help="Delete the runs scheduled longer ago than this (30d, 12h)."),
+    older_than: str = typer.Option(
+        ..., "--older-than", metavar="DUR", help="Delete the runs scheduled longer ago than this (30d, 12h)."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Count what would be deleted; delete nothing."),
     db: str = typer.Option(None, "--db", metavar="URL", help=DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON: before, kept_s, dry_run, runs, jobs."),
@@ -177,11 +184,20 @@ def _prune_report(before: Any, kept_s: int, dry_run: bool, counts: dict[str, int
 
     total = sum(counts.values())
     if as_json:
-        render.print_json({"before": cmd_ops.iso(before), "kept_s": kept_s, "dry_run": dry_run, "runs": total,
-                           "jobs": dict(sorted(counts.items()))})
+        render.print_json(
+            {
+                "before": cmd_ops.iso(before),
+                "kept_s": kept_s,
+                "dry_run": dry_run,
+                "runs": total,
+                "jobs": dict(sorted(counts.items())),
+            }
+        )
         return
     verb = "would delete" if dry_run else "deleted"
-    render.echo(f"{verb} {total} run(s) of {len(counts)} job(s) scheduled before {cmd_ops.iso(before)} "
-                f"(history kept {kept_text(kept_s)}; each job keeps its latest success)")
+    render.echo(
+        f"{verb} {total} run(s) of {len(counts)} job(s) scheduled before {cmd_ops.iso(before)} "
+        f"(history kept {kept_text(kept_s)}; each job keeps its latest success)"
+    )
     for job_id, n in sorted(counts.items()):
         render.echo(f"  {render.escape_line(job_id)}: {n}")

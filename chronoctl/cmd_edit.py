@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from chronoctl import complete as _complete
-
 from chronoctl import cmd_ops, cmd_registry, common
+from chronoctl import complete as _complete
 from chronoctl.cmd_ops import db_option, json_option
 from chronoctl.errors import CliError, InvalidInput
 
@@ -79,9 +78,12 @@ def described(spec: "JobSpec", nodes: list[str]) -> dict[str, Any]:
     fields = spec.to_json_dict()
     source = {"file": fields.pop("source_file"), "line": fields.pop("source_line")}
     return {
-        "job_id": spec.id, "source": source, "spec": fields,
+        "job_id": spec.id,
+        "source": source,
+        "spec": fields,
         "jitter": [{"node": p.node, "job_key": p.key, "offset_s": p.offset_s} for p in placements(spec, nodes)],
-        "resource": spec.resource, "notify": fields["notify"],
+        "resource": spec.resource,
+        "notify": fields["notify"],
     }
 
 
@@ -140,8 +142,10 @@ def edit(
         if source.read_bytes() != original:
             kept = Path(tempfile.mkstemp(prefix=f"{source.name}.", suffix=".edited")[1])
             kept.write_bytes(copy.read_bytes())
-            raise CliError(f"{source} changed while you were editing it; it was left as it is",
-                           f"your version is in {kept}: merge it and run `chronoctl edit {job}` again")
+            raise CliError(
+                f"{source} changed while you were editing it; it was left as it is",
+                f"your version is in {kept}: merge it and run `chronoctl edit {job}` again",
+            )
         cmd_registry.write_atomically(source, copy.read_bytes())
     hashes = {s.id: s.spec_hash() for s in specs}
     outcome = cmd_registry._reload_and_confirm(db, lambda store, now: cmd_registry._took(store, hashes), wait)
@@ -165,15 +169,16 @@ def _edit_until_valid(copy: Path, reg_dir: Path, source: Path, now: datetime) ->
         for line in problems:
             sys.stderr.write(line + "\n")
         if not (sys.stdin.isatty() and _ask("edit again? [Y/n] ")):
-            raise InvalidInput(f"the edited file is not valid; {source} was left as it is",
-                               "run `chronoctl edit` again, or fix the file and `chronoctl validate` it")
+            raise InvalidInput(
+                f"the edited file is not valid; {source} was left as it is",
+                "run `chronoctl edit` again, or fix the file and `chronoctl validate` it",
+            )
 
 
 def _problems(copy: Path, reg_dir: Path, source: Path, now: datetime) -> list[str]:
     """What is wrong with the edited copy, as lines naming the file (the registry's), line and job."""
-    from chronod.specfile import load_file
-
     from chronoctl.render import escape_line
+    from chronod.specfile import load_file
 
     loaded = load_file(copy, now=now, secure=False)
     out = []
@@ -198,8 +203,9 @@ def _run_editor(path: Path) -> None:
     try:
         code = subprocess.call([*shlex.split(editor), str(path)])
     except OSError as exc:
-        raise CliError(f"cannot start the editor {editor!r}: {exc.strerror or exc}",
-                       "set VISUAL or EDITOR to an editor on PATH") from exc
+        raise CliError(
+            f"cannot start the editor {editor!r}: {exc.strerror or exc}", "set VISUAL or EDITOR to an editor on PATH"
+        ) from exc
     if code != 0:
         raise CliError(f"the editor {editor!r} exited with status {code}; nothing was written")
 

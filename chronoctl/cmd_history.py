@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from chronoctl import complete as _complete
-
 from chronoctl import cmd_ops, common
+from chronoctl import complete as _complete
 from chronoctl.cmd_ops import db_option, json_option
 from chronoctl.errors import EXIT_NO, EXIT_UNREACHABLE, UsageError
 
@@ -49,17 +48,20 @@ def _node_names(store: "Store") -> list[str]:
 def _run_rows(runs: list["Run"], now: datetime, wide: bool = False) -> list[dict[str, Any]]:
     from chronoctl.render import age, short_id, short_time
 
-    return [{
-        "state": r.state,
-        "scheduled": short_time(r.scheduled_at, now),
-        "started": short_time(r.started_at, now),
-        "duration": age(d) if (d := cmd_ops.duration_s(r)) is not None else None,
-        "exit": r.exit_code if r.signal is None else f"sig {r.signal}",
-        "attempts": r.attempts,
-        "node": r.node,
-        "run_id": short_id(r.run_id, wide),
-        "trigger": None if r.trigger == "schedule" else r.trigger,
-    } for r in runs]
+    return [
+        {
+            "state": r.state,
+            "scheduled": short_time(r.scheduled_at, now),
+            "started": short_time(r.started_at, now),
+            "duration": age(d) if (d := cmd_ops.duration_s(r)) is not None else None,
+            "exit": r.exit_code if r.signal is None else f"sig {r.signal}",
+            "attempts": r.attempts,
+            "node": r.node,
+            "run_id": short_id(r.run_id, wide),
+            "trigger": None if r.trigger == "schedule" else r.trigger,
+        }
+        for r in runs
+    ]
 
 
 def run_columns(rows: list[dict[str, Any]], fleet: bool, wide: bool = False) -> list[Any]:
@@ -68,8 +70,13 @@ def run_columns(rows: list[dict[str, Any]], fleet: bool, wide: bool = False) -> 
     narrow terminal the least useful go first (started, trigger, attempts, exit, duration)."""
     from chronoctl.render import Column
 
-    cols = [Column("state"), Column("scheduled"), Column("started", drop=5),
-            Column("duration", "TOOK", "right", drop=2), Column("exit", "EXIT", "right", drop=3)]
+    cols = [
+        Column("state"),
+        Column("scheduled"),
+        Column("started", drop=5),
+        Column("duration", "TOOK", "right", drop=2),
+        Column("exit", "EXIT", "right", drop=3),
+    ]
     if wide or any((r["attempts"] or 0) > 1 for r in rows):
         cols.append(Column("attempts", "TRIES", "right", drop=4))
     if fleet or wide:
@@ -89,15 +96,21 @@ def _placements(row: "JobRow", nodes: list[str]) -> list[Any]:
 
 
 def _occurrence_json(o: Any) -> dict[str, Any]:
-    return {"scheduled_at": cmd_ops.iso(o.scheduled_at), "fire_at": cmd_ops.iso(o.fire_at), "node": o.node,
-            "run_id": o.run_id}
+    return {
+        "scheduled_at": cmd_ops.iso(o.scheduled_at),
+        "fire_at": cmd_ops.iso(o.fire_at),
+        "node": o.node,
+        "run_id": o.run_id,
+    }
 
 
 # --- status ---------------------------------------------------------------------------------
 
 
 def status(
-    job: Optional[str] = typer.Argument(None, metavar="[JOB]", help="A job id; without it, the whole installation.", autocompletion=_complete.job_ids),
+    job: Optional[str] = typer.Argument(
+        None, metavar="[JOB]", help="A job id; without it, the whole installation.", autocompletion=_complete.job_ids
+    ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
     wide: bool = cmd_ops.wide_option(),
@@ -144,20 +157,38 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
     mark = store.pruned([spec.id]).get(spec.id)
     nxt = places[0].upcoming(sched, now, 3) if places else []
     return {
-        "job_id": spec.id, "owner": spec.owner, "schedule": spec.schedule, "timezone": spec.timezone,
-        "schedule_words": sched.describe(), "run_on": spec.run_on.mode,
-        "jitter_offset_s": places[0].offset_s if places else None, "tolerance_s": spec.tolerance_s,
-        "enabled": spec.enabled, "paused": row.paused, "paused_reason": row.paused_reason,
+        "job_id": spec.id,
+        "owner": spec.owner,
+        "schedule": spec.schedule,
+        "timezone": spec.timezone,
+        "schedule_words": sched.describe(),
+        "run_on": spec.run_on.mode,
+        "jitter_offset_s": places[0].offset_s if places else None,
+        "tolerance_s": spec.tolerance_s,
+        "enabled": spec.enabled,
+        "paused": row.paused,
+        "paused_reason": row.paused_reason,
         "registered_since": cmd_ops.iso(spans[-1][0]) if spans and spans[-1][1] is None else None,
-        "paused_at": cmd_ops.iso(row.paused_at), "tags": list(spec.tags),
+        "paused_at": cmd_ops.iso(row.paused_at),
+        "tags": list(spec.tags),
         "next": [_occurrence_json(o) for o in nxt],
-        "nodes": [{"node": p.node, "jitter_offset_s": p.offset_s,
-                   "next": [_occurrence_json(o) for o in p.upcoming(sched, now, 1)]} for p in places if p.node],
-        "success_streak": streak, "success_streak_capped": streak >= STREAK_SCAN,
+        "nodes": [
+            {
+                "node": p.node,
+                "jitter_offset_s": p.offset_s,
+                "next": [_occurrence_json(o) for o in p.upcoming(sched, now, 1)],
+            }
+            for p in places
+            if p.node
+        ],
+        "success_streak": streak,
+        "success_streak_capped": streak >= STREAK_SCAN,
         "last_success_at": cmd_ops.iso(last_at),
         "silence_s": round(quiet.age_s) if quiet.age_s is not None else None,
-        "max_silence_s": quiet.max_silence_s, "silent": bool(silent),
-        "history_days": spec.history_days, "pruned_through": cmd_ops.iso(mark.through) if mark else None,
+        "max_silence_s": quiet.max_silence_s,
+        "silent": bool(silent),
+        "history_days": spec.history_days,
+        "pruned_through": cmd_ops.iso(mark.through) if mark else None,
         "runs": [cmd_ops.run_json(r) for r in recent[:LAST_RUNS]],
         "_runs": recent[:LAST_RUNS],
     }
@@ -184,15 +215,22 @@ def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime, fle
     for i, n in enumerate(d["next"] if d["run_on"] != "each" else []):
         echo_field("next" if i == 0 else "", human_time(datetime.fromisoformat(n["fire_at"]), now))
     streak = f"{d['success_streak']}{'+' if d['success_streak_capped'] else ''}"
-    echo_field("success", f"streak {streak}; last {_human(d['last_success_at'], now) if d['last_success_at'] else 'never'}")
+    echo_field(
+        "success", f"streak {streak}; last {_human(d['last_success_at'], now) if d['last_success_at'] else 'never'}"
+    )
     limit = age(d["max_silence_s"]) if d["max_silence_s"] else "none"
     echo_field("silence", f"max {limit}" + ("; SILENT: past max_silence_s" if d["silent"] else ""))
     pruned = f"; pruned up to {_human(d['pruned_through'], now)}" if d["pruned_through"] else ""
     echo_field("history", f"kept {d['history_days']} days{pruned}")
     echo()
     rows = _run_rows(recent, now, wide)
-    print_table(rows, run_columns(rows, fleet, wide), title=f"last runs ({zone_note(now)})", empty="(no runs recorded)",
-                wide=wide)
+    print_table(
+        rows,
+        run_columns(rows, fleet, wide),
+        title=f"last runs ({zone_note(now)})",
+        empty="(no runs recorded)",
+        wide=wide,
+    )
 
 
 def _print_each_next(d: dict[str, Any], now: datetime) -> None:
@@ -269,9 +307,14 @@ def _silent(store: "Store", rows: list["JobRow"], now: datetime, recent: list[An
 
 def _silent_json(q: Any) -> dict[str, Any]:
     """A silent job in `--json` (the same keys in `status` and `missed`)."""
-    return {"job_id": q.job_id, "owner": q.owner, "last_success_at": cmd_ops.iso(q.last_success),
-            "silence_s": round(q.silence_s), "max_silence_s": q.max_silence_s,
-            "silent_since": cmd_ops.iso(q.silent_since)}
+    return {
+        "job_id": q.job_id,
+        "owner": q.owner,
+        "last_success_at": cmd_ops.iso(q.last_success),
+        "silence_s": round(q.silence_s),
+        "max_silence_s": q.max_silence_s,
+        "silent_since": cmd_ops.iso(q.silent_since),
+    }
 
 
 def _silent_row(d: dict[str, Any], now: datetime) -> dict[str, Any]:
@@ -279,12 +322,21 @@ def _silent_row(d: dict[str, Any], now: datetime) -> dict[str, Any]:
     from chronoctl.render import age, short_time
 
     last = short_time(datetime.fromisoformat(d["last_success_at"]), now) if d["last_success_at"] else "never"
-    return {"job": d["job_id"], "owner": d["owner"], "last_success": last,
-            "no_success_for": age(d["silence_s"]), "max_silence": age(d["max_silence_s"])}
+    return {
+        "job": d["job_id"],
+        "owner": d["owner"],
+        "last_success": last,
+        "no_success_for": age(d["silence_s"]),
+        "max_silence": age(d["max_silence_s"]),
+    }
 
 
-SILENT_COLUMNS = ("job", ("last_success", "LAST SUCCESS"), ("no_success_for", "NO SUCCESS FOR", "right"),
-                  ("max_silence", "MAX SILENCE", "right"))
+SILENT_COLUMNS = (
+    "job",
+    ("last_success", "LAST SUCCESS"),
+    ("no_success_for", "NO SUCCESS FOR", "right"),
+    ("max_silence", "MAX SILENCE", "right"),
+)
 
 
 def _owner(rows: list["JobRow"], job_id: str) -> str | None:
@@ -295,12 +347,17 @@ def _node_json(n: Any, now: datetime) -> dict[str, Any]:
     up = cmd_ops.node_alive(n, now)
     down_since = n.stopped_at or n.lease_expires_at
     return {
-        "name": n.name, "hostname": n.hostname, "pid": n.pid, "up": up,
+        "name": n.name,
+        "hostname": n.hostname,
+        "pid": n.pid,
+        "up": up,
         "since": cmd_ops.iso(n.started_at if up else down_since),
-        "heartbeat_at": cmd_ops.iso(n.heartbeat_at), "token": n.token,
+        "heartbeat_at": cmd_ops.iso(n.heartbeat_at),
+        "token": n.token,
         "lease_age_s": round((now - n.heartbeat_at).total_seconds(), 1),
         "lease_expires_at": cmd_ops.iso(n.lease_expires_at),
-        "registry_loaded_at": (n.info or {}).get("registry_loaded_at"), "jobs": (n.info or {}).get("jobs"),
+        "registry_loaded_at": (n.info or {}).get("registry_loaded_at"),
+        "jobs": (n.info or {}).get("jobs"),
     }
 
 
@@ -310,45 +367,111 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
     def when(text: str | None) -> str | None:
         return short_time(datetime.fromisoformat(text), now) if text else None
 
-    nodes = [dict(n, status="up" if n["up"] else "DOWN", since=when(n["since"]), lease=age(n["lease_age_s"]),
-                  runs=len(n["running"])) for n in d["nodes"]]
-    node_cols = [Column("name"), Column("status"), Column("since", drop=2), Column("hostname", drop=4),
-                 Column("pid", "PID", "right", drop=3)]
+    nodes = [
+        dict(
+            n,
+            status="up" if n["up"] else "DOWN",
+            since=when(n["since"]),
+            lease=age(n["lease_age_s"]),
+            runs=len(n["running"]),
+        )
+        for n in d["nodes"]
+    ]
+    node_cols = [
+        Column("name"),
+        Column("status"),
+        Column("since", drop=2),
+        Column("hostname", drop=4),
+        Column("pid", "PID", "right", drop=3),
+    ]
     if fleet or wide:
         node_cols.append(Column("token", "TOKEN", "right", drop=5))
     node_cols += [Column("lease", "HEARTBEAT", "right", drop=1), Column("runs", "RUNNING", "right")]
-    print_table(nodes, node_cols, title=f"daemons ({zone_note(now)})", empty="(no chronod has ever used this database)",
-                wide=wide)
+    print_table(
+        nodes,
+        node_cols,
+        title=f"daemons ({zone_note(now)})",
+        empty="(no chronod has ever used this database)",
+        wide=wide,
+    )
     echo()
     if d["spec_disagreements"]:
-        rows = [dict(r, nodes=", ".join(r["nodes"]), runs="runs" if r["runs"] else "idle")
-                for r in d["spec_disagreements"]]
-        print_table(rows, ("job_id", "spec_hash", Column("nodes", wrap=True), "runs"),
-                    title="registries disagree (the fleet runs one version: most nodes, then greater hash)", wide=wide)
+        rows = [
+            dict(r, nodes=", ".join(r["nodes"]), runs="runs" if r["runs"] else "idle") for r in d["spec_disagreements"]
+        ]
+        print_table(
+            rows,
+            ("job_id", "spec_hash", Column("nodes", wrap=True), "runs"),
+            title="registries disagree (the fleet runs one version: most nodes, then greater hash)",
+            wide=wide,
+        )
         echo()
     paused = f", {len(d['paused'])} paused ({', '.join(d['paused'])})" if d["paused"] else ""
     echo(escape_line(f"jobs: {d['jobs']} registered{paused}"))
     echo(_database_line(d["database"]))
     echo()
-    failing = [{"job": r["job_id"], "owner": r["owner"], "state": r["state"], "exit": r["exit_code"],
-                "scheduled": when(r["scheduled_at"]), "run_id": short_id(r["run_id"], wide)} for r in d["failing"]]
-    print_table(failing, ("job", Column("owner", drop=2), "state", Column("exit", "EXIT", "right", drop=1), "scheduled",
-                          Column("run_id", "RUN ID")), title="failing (latest run in the last 24h)", wide=wide)
+    failing = [
+        {
+            "job": r["job_id"],
+            "owner": r["owner"],
+            "state": r["state"],
+            "exit": r["exit_code"],
+            "scheduled": when(r["scheduled_at"]),
+            "run_id": short_id(r["run_id"], wide),
+        }
+        for r in d["failing"]
+    ]
+    print_table(
+        failing,
+        (
+            "job",
+            Column("owner", drop=2),
+            "state",
+            Column("exit", "EXIT", "right", drop=1),
+            "scheduled",
+            Column("run_id", "RUN ID"),
+        ),
+        title="failing (latest run in the last 24h)",
+        wide=wide,
+    )
     echo()
     silent = [_silent_row(s, now) for s in d["silent"]]
-    print_table(silent, (SILENT_COLUMNS[0], Column("owner", drop=3), *SILENT_COLUMNS[1:]),
-                title="silent past max_silence_s", wide=wide)
+    print_table(
+        silent,
+        (SILENT_COLUMNS[0], Column("owner", drop=3), *SILENT_COLUMNS[1:]),
+        title="silent past max_silence_s",
+        wide=wide,
+    )
     echo()
-    errs = [{"node": e.get("node"), "file": e.get("file"), "line": e.get("line"), "message": e.get("message")}
-            for e in d["registry_errors"]]
+    errs = [
+        {"node": e.get("node"), "file": e.get("file"), "line": e.get("line"), "message": e.get("message")}
+        for e in d["registry_errors"]
+    ]
     err_cols = [Column("node", drop=1)] if fleet or wide else []
-    print_table(errs, (*err_cols, Column("file", wrap=True), Column("line", "LINE", "right"), Column("message", wrap=True)),
-                title="registry errors", wide=wide)
+    print_table(
+        errs,
+        (*err_cols, Column("file", wrap=True), Column("line", "LINE", "right"), Column("message", wrap=True)),
+        title="registry errors",
+        wide=wide,
+    )
     echo()
-    running = [{"job": r["job_id"], "node": r["node"], "started": when(r["started_at"]),
-                "attempt": r["attempts"], "run_id": short_id(r["run_id"], wide)} for r in d["running"]]
-    run_cols = [Column("job"), *([Column("node", drop=2)] if fleet or wide else []), Column("started"),
-                Column("attempt", "TRY", "right", drop=1), Column("run_id", "RUN ID")]
+    running = [
+        {
+            "job": r["job_id"],
+            "node": r["node"],
+            "started": when(r["started_at"]),
+            "attempt": r["attempts"],
+            "run_id": short_id(r["run_id"], wide),
+        }
+        for r in d["running"]
+    ]
+    run_cols = [
+        Column("job"),
+        *([Column("node", drop=2)] if fleet or wide else []),
+        Column("started"),
+        Column("attempt", "TRY", "right", drop=1),
+        Column("run_id", "RUN ID"),
+    ]
     print_table(running, run_cols, title="running now", wide=wide)
     if not any(n["up"] for n in d["nodes"]):
         warn("no chronod has a fresh heartbeat: nothing runs until one starts (exit 3)")
@@ -359,8 +482,12 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
 
 def runs(
     job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
-    since: Optional[str] = typer.Option(None, "--since", metavar="DUR", help="Only runs scheduled in the last DUR (90s, 15m, 24h, 7d)."),
-    state: Optional[list[str]] = typer.Option(None, "--state", metavar="STATE", help="Only runs in this state (repeatable).", autocompletion=_complete.states),
+    since: Optional[str] = typer.Option(
+        None, "--since", metavar="DUR", help="Only runs scheduled in the last DUR (90s, 15m, 24h, 7d)."
+    ),
+    state: Optional[list[str]] = typer.Option(
+        None, "--state", metavar="STATE", help="Only runs in this state (repeatable).", autocompletion=_complete.states
+    ),
     limit: int = typer.Option(50, "--limit", min=1, help="At most this many runs, newest first."),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
@@ -383,8 +510,9 @@ def runs(
         tries = {r.run_id: store.attempts(r.run_id) for r in found if r.attempts}
         fleet = cmd_ops.is_fleet(store)
     if as_json:
-        return _print_json([dict(cmd_ops.run_json(r), tries=[_attempt_json(a) for a in tries.get(r.run_id, [])])
-                            for r in found])
+        return _print_json(
+            [dict(cmd_ops.run_json(r), tries=[_attempt_json(a) for a in tries.get(r.run_id, [])]) for r in found]
+        )
     from chronoctl.render import Column, escape_line, print_table, zone_note
 
     rows = _run_rows(found, now, wide)
@@ -398,15 +526,31 @@ def runs(
 
 def _attempt_json(a: Any) -> dict[str, Any]:
     """One attempt of a run: where it ran and under which fencing token."""
-    return {"attempt": a.attempt, "node": a.node, "token": a.token, "state": a.state,
-            "started_at": cmd_ops.iso(a.started_at), "finished_at": cmd_ops.iso(a.finished_at),
-            "exit_code": a.exit_code, "error": a.error}
+    return {
+        "attempt": a.attempt,
+        "node": a.node,
+        "token": a.token,
+        "state": a.state,
+        "started_at": cmd_ops.iso(a.started_at),
+        "finished_at": cmd_ops.iso(a.finished_at),
+        "exit_code": a.exit_code,
+        "error": a.error,
+    }
 
 
 def logs(
-    target: str = typer.Argument(..., metavar="RUN|JOB", help="A run id or a unique prefix of one (as tables show them), or a job id: its latest run.", autocompletion=_complete.jobs_and_runs),
-    attempt: Optional[int] = typer.Option(None, "--attempt", metavar="N", min=1, help="Attempt N of a retried run (default: the latest)."),
-    follow: bool = typer.Option(False, "--follow", "-f", help="Stream the output until the run ends; exit 0 if it succeeded, 1 otherwise."),
+    target: str = typer.Argument(
+        ...,
+        metavar="RUN|JOB",
+        help="A run id or a unique prefix of one (as tables show them), or a job id: its latest run.",
+        autocompletion=_complete.jobs_and_runs,
+    ),
+    attempt: Optional[int] = typer.Option(
+        None, "--attempt", metavar="N", min=1, help="Attempt N of a retried run (default: the latest)."
+    ),
+    follow: bool = typer.Option(
+        False, "--follow", "-f", help="Stream the output until the run ends; exit 0 if it succeeded, 1 otherwise."
+    ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
 ) -> None:
@@ -454,8 +598,15 @@ def _run_or_latest(store: "Store", target: str) -> "Run":
 
 def did_it_run(
     job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
-    at: Optional[str] = typer.Option(None, "--at", metavar="TIME", help="The occurrence nominally at or just before this time: ISO-8601, 02:00, yesterday 02:00, 2026-12-03 or -2h (no offset: the job's zone)."),
-    since: Optional[str] = typer.Option(None, "--since", metavar="DUR", help="Any success among the occurrences of the last DUR."),
+    at: Optional[str] = typer.Option(
+        None,
+        "--at",
+        metavar="TIME",
+        help="The occurrence nominally at or just before this time: ISO-8601, 02:00, yesterday 02:00, 2026-12-03 or -2h (no offset: the job's zone).",
+    ),
+    since: Optional[str] = typer.Option(
+        None, "--since", metavar="DUR", help="Any success among the occurrences of the last DUR."
+    ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
 ) -> None:
@@ -483,8 +634,9 @@ def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, second
     if seconds is not None:
         start = cmd_ops.since_start(now, seconds)
         found = store.runs(row.job_id, since=start - timedelta(seconds=1), until=now)
-        return history.did_it_run(row.spec, found, now=now, since=start, schedule=sched, nodes=nodes, spans=spans,
-                                  pruned=pruned)
+        return history.did_it_run(
+            row.spec, found, now=now, since=start, schedule=sched, nodes=nodes, spans=spans, pruned=pruned
+        )
     when = common.parse_instant(at, row.spec.timezone, "--at") if at else None
     nominal = sched.prev_at_or_before(when or now) if sched.kind != "reboot" else None
     if sched.kind == "reboot":
@@ -494,23 +646,30 @@ def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, second
     else:
         before = sched.prev_at_or_before(nominal - timedelta(seconds=1)) or nominal
         found = store.runs(row.job_id, since=before - timedelta(seconds=1), until=nominal + timedelta(seconds=1))
-    return history.did_it_run(row.spec, found, now=now, at=when, schedule=sched, nodes=nodes, spans=spans,
-                              pruned=pruned)
+    return history.did_it_run(
+        row.spec, found, now=now, at=when, schedule=sched, nodes=nodes, spans=spans, pruned=pruned
+    )
 
 
 def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:
     occ = a.occurrence
     if as_json:
-        return _print_json({
-            "job_id": row.job_id, "answer": "yes" if a.yes else "no", "yes": a.yes, "state": a.state,
-            "reason": a.reason,
-            "scheduled_at": cmd_ops.iso(occ.scheduled_at if occ else (a.run.scheduled_at if a.run else None)),
-            "fire_at": cmd_ops.iso(occ.fire_at if occ else (a.run.fire_at if a.run else None)),
-            "run_id": occ.run_id if occ else (a.run.run_id if a.run else None),
-            "node": occ.node if occ else None,
-            "paused": row.paused, "paused_reason": row.paused_reason,
-            "run": cmd_ops.run_json(a.run) if a.run else None,
-        })
+        return _print_json(
+            {
+                "job_id": row.job_id,
+                "answer": "yes" if a.yes else "no",
+                "yes": a.yes,
+                "state": a.state,
+                "reason": a.reason,
+                "scheduled_at": cmd_ops.iso(occ.scheduled_at if occ else (a.run.scheduled_at if a.run else None)),
+                "fire_at": cmd_ops.iso(occ.fire_at if occ else (a.run.fire_at if a.run else None)),
+                "run_id": occ.run_id if occ else (a.run.run_id if a.run else None),
+                "node": occ.node if occ else None,
+                "paused": row.paused,
+                "paused_reason": row.paused_reason,
+                "run": cmd_ops.run_json(a.run) if a.run else None,
+            }
+        )
     from chronoctl.render import echo, escape_line, human_time
 
     what = f" (occurrence {human_time(occ.scheduled_at, now)}, run id {occ.run_id})" if occ else ""
@@ -544,8 +703,16 @@ def missed(
         silent = _silent(store, rows, now, marks if marks is not None else found)
         known = store.known_spans([j.job_id for j in rows])
         pruned = store.pruned()
-    misses = history.missed([j.spec for j in rows], found, since=start, now=now, nodes=nodes,
-                            known={j.job_id: known.get(j.job_id, []) for j in rows}, marks=marks, pruned=pruned)
+    misses = history.missed(
+        [j.spec for j in rows],
+        found,
+        since=start,
+        now=now,
+        nodes=nodes,
+        known={j.job_id: known.get(j.job_id, []) for j in rows},
+        marks=marks,
+        pruned=pruned,
+    )
     _print_misses(misses, silent, start, now, as_json, wide, history.pruned_in(pruned, start))
     if misses or silent:
         raise typer.Exit(EXIT_NO)
@@ -566,9 +733,16 @@ def _window(store: "Store", since: datetime, until: datetime) -> tuple[list["Run
 
 def _miss_json(m: Any) -> dict[str, Any]:
     return {
-        "job_id": m.job_id, "owner": m.owner or None, "job_key": m.job_key, "node": m.node,
-        "scheduled_at": cmd_ops.iso(m.scheduled_at), "fire_at": cmd_ops.iso(m.fire_at), "run_id": m.run_id,
-        "state": m.state, "reason": m.reason, "run": cmd_ops.run_json(m.run) if m.run else None,
+        "job_id": m.job_id,
+        "owner": m.owner or None,
+        "job_key": m.job_key,
+        "node": m.node,
+        "scheduled_at": cmd_ops.iso(m.scheduled_at),
+        "fire_at": cmd_ops.iso(m.fire_at),
+        "run_id": m.run_id,
+        "state": m.state,
+        "reason": m.reason,
+        "run": cmd_ops.run_json(m.run) if m.run else None,
     }
 
 
@@ -585,21 +759,38 @@ def _by_owner(misses: list[Any], silent: list[Any]) -> dict[str, tuple[list[Any]
 def _pruned_json(m: Any) -> dict[str, Any]:
     from chronod.core.retention import pruned_reason
 
-    return {"job_id": m.job_id, "through": cmd_ops.iso(m.through), "kept_s": m.kept_s,
-            "reason": pruned_reason(m.kept_s)}
+    return {
+        "job_id": m.job_id,
+        "through": cmd_ops.iso(m.through),
+        "kept_s": m.kept_s,
+        "reason": pruned_reason(m.kept_s),
+    }
 
 
-def _print_misses(misses: list[Any], silent: list[Any], start: datetime, now: datetime, as_json: bool,
-                  wide: bool = False, pruned: list[Any] = ()) -> None:
+def _print_misses(
+    misses: list[Any],
+    silent: list[Any],
+    start: datetime,
+    now: datetime,
+    as_json: bool,
+    wide: bool = False,
+    pruned: list[Any] = (),
+) -> None:
     groups = _by_owner(misses, silent)
     if as_json:
-        return _print_json({
-            "since": cmd_ops.iso(start), "until": cmd_ops.iso(now), "count": len(misses),
-            "silent_count": len(silent),
-            "owners": [{"owner": o or None, "missed": [_miss_json(m) for m in ms],
-                        "silent": [_silent_json(q) for q in qs]} for o, (ms, qs) in groups.items()],
-            "pruned": [_pruned_json(m) for m in pruned],
-        })
+        return _print_json(
+            {
+                "since": cmd_ops.iso(start),
+                "until": cmd_ops.iso(now),
+                "count": len(misses),
+                "silent_count": len(silent),
+                "owners": [
+                    {"owner": o or None, "missed": [_miss_json(m) for m in ms], "silent": [_silent_json(q) for q in qs]}
+                    for o, (ms, qs) in groups.items()
+                ],
+                "pruned": [_pruned_json(m) for m in pruned],
+            }
+        )
     from chronoctl.render import Column, echo, escape_line, human_time, print_table, short_id, short_time, zone_note
 
     if not groups:
@@ -610,24 +801,42 @@ def _print_misses(misses: list[Any], silent: list[Any], start: datetime, now: da
     for owner, (ms, qs) in groups.items():
         who = owner or "(jobs no longer registered)"
         if ms:
-            rows = [{"job": m.job_key, "scheduled": short_time(m.scheduled_at, now), "state": m.state,
-                     "run_id": short_id(m.run_id, wide), "why": m.reason} for m in ms]
-            print_table(rows, ("job", "scheduled", "state", Column("run_id", "RUN ID"), Column("why", wrap=True)),
-                        title=escape_line(f"{who}: {len(ms)} missed"), wide=wide)
+            rows = [
+                {
+                    "job": m.job_key,
+                    "scheduled": short_time(m.scheduled_at, now),
+                    "state": m.state,
+                    "run_id": short_id(m.run_id, wide),
+                    "why": m.reason,
+                }
+                for m in ms
+            ]
+            print_table(
+                rows,
+                ("job", "scheduled", "state", Column("run_id", "RUN ID"), Column("why", wrap=True)),
+                title=escape_line(f"{who}: {len(ms)} missed"),
+                wide=wide,
+            )
         if qs:
-            print_table([_silent_row(_silent_json(q), now) for q in qs], SILENT_COLUMNS,
-                        title=escape_line(f"{who}: {len(qs)} silent (no success for longer than max_silence_s)"),
-                        wide=wide)
+            print_table(
+                [_silent_row(_silent_json(q), now) for q in qs],
+                SILENT_COLUMNS,
+                title=escape_line(f"{who}: {len(qs)} silent (no success for longer than max_silence_s)"),
+                wide=wide,
+            )
         echo()
     _print_pruned(pruned, now)
 
 
 def _print_pruned(pruned: list[Any], now: datetime) -> None:
     """One line per job whose pruned history reaches into the window: not judged, not missed."""
+    from chronoctl.render import echo, escape_line, human_time
     from chronod.core.retention import pruned_reason
 
-    from chronoctl.render import echo, escape_line, human_time
-
     for m in pruned:
-        echo(escape_line(f"{pruned_reason(m.kept_s)}: occurrences of {m.job_id} up to "
-                         f"{human_time(m.through, now)} are not judged"))
+        echo(
+            escape_line(
+                f"{pruned_reason(m.kept_s)}: occurrences of {m.job_id} up to "
+                f"{human_time(m.through, now)} are not judged"
+            )
+        )

@@ -117,8 +117,15 @@ def host_pam_env(etc: Path = Path("/etc")) -> tuple[tuple[str, str], ...]:
 
 def import_options(owner: str | None, adopt_defaults: bool) -> ImportOptions:
     """The options of an import on this host: its zone, passwd, PAM environment and directories."""
-    return ImportOptions(host_timezone=host_timezone(), owner=owner, adopt_defaults=adopt_defaults, home_of=_home_of,
-                         pam_env=host_pam_env(), account_of=_account_of, dir_exists=os.path.isdir)
+    return ImportOptions(
+        host_timezone=host_timezone(),
+        owner=owner,
+        adopt_defaults=adopt_defaults,
+        home_of=_home_of,
+        pam_env=host_pam_env(),
+        account_of=_account_of,
+        dir_exists=os.path.isdir,
+    )
 
 
 def _user_exists(user: str) -> bool:
@@ -195,10 +202,21 @@ def collect_sources(path: str, fmt: str | None, user: str | None, stdin_text: st
         text = stdin_text if stdin_text is not None else sys.stdin.read()
         the_user = user or _current_user()
         the_fmt = fmt or "user"
-        return [Source("<stdin>", text, the_fmt, the_user if the_fmt == "user" else None, registry_file_name("-", the_user if the_fmt == "user" else None))]
+        return [
+            Source(
+                "<stdin>",
+                text,
+                the_fmt,
+                the_user if the_fmt == "user" else None,
+                registry_file_name("-", the_user if the_fmt == "user" else None),
+            )
+        ]
     p = Path(path)
     if not p.exists():
-        raise UsageError(f"{path}: no such file or directory", "give a crontab file, a directory such as /etc/cron.d, or - for standard input")
+        raise UsageError(
+            f"{path}: no such file or directory",
+            "give a crontab file, a directory such as /etc/cron.d, or - for standard input",
+        )
     files = _cron_reads(p) if p.is_dir() else [p]
     sources = []
     for f in files:
@@ -235,7 +253,9 @@ def _existing_ids(registry: Path, ours: set[str]) -> set[str]:
     return taken
 
 
-def run_import(sources: list[Source], options: ImportOptions, now: datetime, taken: set[str] = frozenset()) -> ImportResult:
+def run_import(
+    sources: list[Source], options: ImportOptions, now: datetime, taken: set[str] = frozenset()
+) -> ImportResult:
     """Parse, name, build, check and render every source. Pure apart from the schedule math."""
     result = ImportResult()
     parsed: list[tuple[Source, ParsedCrontab]] = []
@@ -244,7 +264,9 @@ def run_import(sources: list[Source], options: ImportOptions, now: datetime, tak
         parsed.append((src, pc))
         result.notes.extend(pc.notes)
         if src.guessed:
-            result.notes.append(f"{src.label}: read as a {src.format} crontab (guessed from its content; use --format to say)")
+            result.notes.append(
+                f"{src.label}: read as a {src.format} crontab (guessed from its content; use --format to say)"
+            )
         result.errors += [{"file": e.file, "line": e.line, "message": e.message, "hint": e.hint} for e in pc.errors]
         result.disabled += [{"file": d.file, "line": d.line, "text": d.text} for d in pc.disabled]
     all_entries = [e for _, pc in parsed for e in pc.entries]
@@ -271,7 +293,12 @@ def _spec_only(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _import_entry(
-    entry: CronEntry, job_id: str, options: ImportOptions, now: datetime, result: ImportResult, fires: dict[str, list[datetime]]
+    entry: CronEntry,
+    job_id: str,
+    options: ImportOptions,
+    now: datetime,
+    result: ImportResult,
+    fires: dict[str, list[datetime]],
 ) -> dict[str, Any] | None:
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -285,7 +312,10 @@ def _import_entry(
     except (ZoneInfoNotFoundError, ValueError) as exc:
         message = getattr(exc, "message", None) or str(exc)
         if isinstance(exc, ZoneInfoNotFoundError) or "zone" in message.lower():
-            message, hint = f"unknown time zone {tz!r} (CRON_TZ/TZ above this line)", "use an IANA name such as Europe/Paris"
+            message, hint = (
+                f"unknown time zone {tz!r} (CRON_TZ/TZ above this line)",
+                "use an IANA name such as Europe/Paris",
+            )
         else:
             hint = getattr(exc, "hint", "") if isinstance(exc, ScheduleError) else ""
             message = f"chrono cannot read {entry.schedule!r}: {message}"
@@ -296,7 +326,7 @@ def _import_entry(
     if not _user_exists(entry.user):
         notes.append(
             f"user {entry.user!r} does not exist on this host, so cron here has not been running this line "
-            "(in /etc/crontab and /etc/cron.d it refuses the whole file: \"bad username\")"
+            '(in /etc/crontab and /etc/cron.d it refuses the whole file: "bad username")'
         )
     eq = compare_with_cron(job_id, entry, tz, now, schedule.fires, cron_tz=options.host_timezone)
     result.differences += eq.differences
@@ -306,8 +336,12 @@ def _import_entry(
         source={"file": entry.file, "line": entry.line},
         notes=notes,
         would_change=[] if options.adopt_defaults else defaults_diff(job, schedule.min_gap_s()),
-        equivalence={"compared": eq.compared, "cron_starts": eq.fires, "differences": len(eq.differences),
-                     **given.as_json()},
+        equivalence={
+            "compared": eq.compared,
+            "cron_starts": eq.fires,
+            "differences": len(eq.differences),
+            **given.as_json(),
+        },
     )
     result.jobs.append(job)
     if not entry.is_reboot and not entry.file_ignored:  # a disabled job neither crowds a minute nor meets DST
@@ -315,7 +349,13 @@ def _import_entry(
         if schedule.is_fixed_time:
             events = schedule.dst_events(now, now + timedelta(days=400))
             if events:
-                result.risky.append({"id": job_id, "source": f"{entry.file}:{entry.line}", "reason": "; ".join(f"{e.date}: {e.effect}" for e in events)})
+                result.risky.append(
+                    {
+                        "id": job_id,
+                        "source": f"{entry.file}:{entry.line}",
+                        "reason": "; ".join(f"{e.date}: {e.effect}" for e in events),
+                    }
+                )
     return job
 
 
@@ -329,7 +369,13 @@ def as_json(result: ImportResult, written: list[str], dry_run: bool) -> dict[str
         "errors": result.errors,
         "disabled": result.disabled,
         "differences": [
-            {"id": d.job_id, "source": d.source, "date": d.date, "cron_only": list(d.cron), "chrono_only": list(d.chrono)}
+            {
+                "id": d.job_id,
+                "source": d.source,
+                "date": d.date,
+                "cron_only": list(d.cron),
+                "chrono_only": list(d.chrono),
+            }
             for d in result.differences
         ],
         "summary": {
@@ -363,14 +409,32 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
         }
         for j in result.jobs
     ]
-    print_table(rows, ["id", "schedule", "timezone", "user", "source", ("check", "SAME AS CRON"),
-                       ("given", "ENV/STDIN/COMMAND")], title="Imported jobs")
+    print_table(
+        rows,
+        ["id", "schedule", "timezone", "user", "source", ("check", "SAME AS CRON"), ("given", "ENV/STDIN/COMMAND")],
+        title="Imported jobs",
+    )
     for title, items in (
-        ("Errors (not imported)", [f"{e['file']}:{e['line']}: {e['message']}" + (f"\n    hint: {e['hint']}" if e["hint"] else "") for e in result.errors]),
-        ("Disabled (commented out, not imported)", [f"{d['file']}:{d['line']}: {d['text'].strip()}" for d in result.disabled]),
+        (
+            "Errors (not imported)",
+            [
+                f"{e['file']}:{e['line']}: {e['message']}" + (f"\n    hint: {e['hint']}" if e["hint"] else "")
+                for e in result.errors
+            ],
+        ),
+        (
+            "Disabled (commented out, not imported)",
+            [f"{d['file']}:{d['line']}: {d['text'].strip()}" for d in result.disabled],
+        ),
         ("Differences from cron", _difference_lines(result.differences)),
-        ("Not what cron gives the job", [f"{j['id']} ({j['source']['file']}:{j['source']['line']}) {part}: {why}"
-                                         for j in result.jobs for part, why in _given_differences(j)]),
+        (
+            "Not what cron gives the job",
+            [
+                f"{j['id']} ({j['source']['file']}:{j['source']['line']}) {part}: {why}"
+                for j in result.jobs
+                for part, why in _given_differences(j)
+            ],
+        ),
         ("Risky: fixed-time jobs on DST days", [f"{r['id']} ({r['source']}): {r['reason']}" for r in result.risky]),
         ("Risky: many jobs start in the same minute", [f"{m} UTC: {n} jobs" for m, n in result.crowded]),
         ("Notes", result.notes + [f"{j['id']}: {n}" for j in result.jobs for n in j["notes"]]),
@@ -439,8 +503,17 @@ def _check_cell(job: dict[str, Any]) -> str:
 # --- cutover and rollback -------------------------------------------------------------
 
 
-def cutover_cmd(path: str, fmt: str | None, user: str | None, owner: str | None, reg: Path, db: str | None,
-                dry_run: bool, json_out: bool, adopt_defaults: bool) -> None:
+def cutover_cmd(
+    path: str,
+    fmt: str | None,
+    user: str | None,
+    owner: str | None,
+    reg: Path,
+    db: str | None,
+    dry_run: bool,
+    json_out: bool,
+    adopt_defaults: bool,
+) -> None:
     """`import PATH --cutover`: import, then hand the imported lines from cron to chronod
     (chronoctl.cutover). Refused without a live chronod: cron must not stop before it runs."""
     from chronoctl import cmd_ops
@@ -448,11 +521,15 @@ def cutover_cmd(path: str, fmt: str | None, user: str | None, owner: str | None,
     from chronoctl.common import now_utc
 
     if path == "-":
-        raise UsageError("--cutover needs the crontab file itself, not standard input",
-                         "give the spool file (/var/spool/cron/crontabs/USER) or /etc/crontab, /etc/cron.d/NAME")
+        raise UsageError(
+            "--cutover needs the crontab file itself, not standard input",
+            "give the spool file (/var/spool/cron/crontabs/USER) or /etc/crontab, /etc/cron.d/NAME",
+        )
     if adopt_defaults:
-        raise UsageError("--cutover keeps cron's behaviour: it cannot be combined with --adopt-defaults",
-                         "cut over first, then edit the imported registry file to adopt chrono's defaults")
+        raise UsageError(
+            "--cutover keeps cron's behaviour: it cannot be combined with --adopt-defaults",
+            "cut over first, then edit the imported registry file to adopt chrono's defaults",
+        )
     if fmt is not None and fmt not in ("system", "user"):
         raise UsageError(f"--format must be system or user, not {fmt!r}")
     todo, done = _split_migrated(collect_sources(os.path.abspath(path), fmt, user))
@@ -464,10 +541,13 @@ def cutover_cmd(path: str, fmt: str | None, user: str | None, owner: str | None,
         with cmd_ops.opened(db) as store:
             daemon = co.find_daemon(store)
             if daemon is None:
-                raise CliError(f"no chronod is running on this host (database {store.url_safe}); "
-                               "the crontab and the registry were not changed",
-                               "start chronod (systemctl start chronod), then run the cutover again: "
-                               "cron must not stop before chronod runs", EXIT_UNREACHABLE)
+                raise CliError(
+                    f"no chronod is running on this host (database {store.url_safe}); "
+                    "the crontab and the registry were not changed",
+                    "start chronod (systemctl start chronod), then run the cutover again: "
+                    "cron must not stop before chronod runs",
+                    EXIT_UNREACHABLE,
+                )
             result, migrations = _import_for_cutover(todo, owner, reg)
             if migrations:
                 co.ping(daemon)
@@ -475,9 +555,11 @@ def cutover_cmd(path: str, fmt: str | None, user: str | None, owner: str | None,
                     sys.stderr.write("waiting for second 5-45 of a minute to switch...\n")
                 switch = co.cutover(migrations, daemon)
     except Unreachable as exc:
-        raise CliError(f"{exc.message}; the crontab and the registry were not changed",
-                       "start chronod before the cutover: cron must not stop before chronod runs",
-                       EXIT_UNREACHABLE) from None
+        raise CliError(
+            f"{exc.message}; the crontab and the registry were not changed",
+            "start chronod before the cutover: cron must not stop before chronod runs",
+            EXIT_UNREACHABLE,
+        ) from None
     _print_cutover(result, False, json_out, migrations, done, switch if migrations else None)
     raise typer.Exit(EXIT_NO if result.errors else EXIT_OK)
 
@@ -493,19 +575,23 @@ def _split_migrated(sources: list[Source]) -> tuple[list[Source], list[str]]:
         parsed = parse_crontab(src.text, src.label, src.format, src.user, src.cron_ignores)
         entries = parsed.entries
         if parsed.ignored_by_cron and entries:
-            raise CliError(f"{crontab}: {parsed.ignored_by_cron}, so cron is not running its lines and there is "
-                           "nothing to hand over; the crontab and the registry were not changed",
-                           f"fix the file (chronoctl import {crontab} --dry-run lists its errors), then cut it over; "
-                           "or import it without --cutover, which adds its jobs disabled")
+            raise CliError(
+                f"{crontab}: {parsed.ignored_by_cron}, so cron is not running its lines and there is "
+                "nothing to hand over; the crontab and the registry were not changed",
+                f"fix the file (chronoctl import {crontab} --dry-run lists its errors), then cut it over; "
+                "or import it without --cutover, which adds its jobs disabled",
+            )
         if not entries:
             if co.migrated_ids(crontab.read_bytes()):
                 done.append(src.label)
             continue
         backup = co.backup_path(crontab)
         if backup.exists():
-            raise CliError(f"{crontab} was cut over before ({backup} exists) and has new lines since: "
-                           f"{', '.join(str(e.line) for e in entries)}",
-                           f"roll it back first (chronoctl import --rollback {crontab}), then cut it over again")
+            raise CliError(
+                f"{crontab} was cut over before ({backup} exists) and has new lines since: "
+                f"{', '.join(str(e.line) for e in entries)}",
+                f"roll it back first (chronoctl import --rollback {crontab}), then cut it over again",
+            )
         todo.append(src)
     return todo, done
 
@@ -524,22 +610,37 @@ def _import_for_cutover(sources: list[Source], owner: str | None, reg: Path) -> 
         if lines:
             target = reg / src.registry_name
             text = result.files[src.registry_name]
-            migrations.append(co.Migration(Path(src.label), Path(src.label).read_bytes(), lines, target, text,
-                                           co.specs_of(text, str(target))))
+            migrations.append(
+                co.Migration(
+                    Path(src.label), Path(src.label).read_bytes(), lines, target, text, co.specs_of(text, str(target))
+                )
+            )
     return result, migrations
 
 
-def _print_cutover(result: ImportResult, dry_run: bool, json_out: bool, migrations: list[Any], done: list[str],
-                   switch: Any) -> None:
+def _print_cutover(
+    result: ImportResult, dry_run: bool, json_out: bool, migrations: list[Any], done: list[str], switch: Any
+) -> None:
     from chronoctl import cutover as co
     from chronoctl.render import echo, escape_line, print_json
 
     written = [str(m.registry_file) for m in migrations]
-    plan = [{"file": str(m.crontab), "lines": sorted(m.lines), "registry_file": str(m.registry_file),
-             "backup": str(co.backup_path(m.crontab))} for m in migrations]
+    plan = [
+        {
+            "file": str(m.crontab),
+            "lines": sorted(m.lines),
+            "registry_file": str(m.registry_file),
+            "backup": str(co.backup_path(m.crontab)),
+        }
+        for m in migrations
+    ]
     if json_out:
-        print_json({**as_json(result, written, dry_run), "cutover": {
-            "migrate": plan, "already_migrated": done, "switch": switch.as_json() if switch else None}})
+        print_json(
+            {
+                **as_json(result, written, dry_run),
+                "cutover": {"migrate": plan, "already_migrated": done, "switch": switch.as_json() if switch else None},
+            }
+        )
         return
     if migrations or not done:
         print_human(result, written, dry_run)
@@ -554,8 +655,10 @@ def _print_cutover(result: ImportResult, dry_run: bool, json_out: bool, migratio
     if switch is None:
         return
     second = (switch.switched_at - switch.minute).total_seconds()
-    echo(f"switched at {switch.switched_at:%H:%M:%S} UTC, second {second:.1f} of the minute: cron ran these lines "
-         f"up to {switch.minute:%H:%M}, chronod runs them from:")
+    echo(
+        f"switched at {switch.switched_at:%H:%M:%S} UTC, second {second:.1f} of the minute: cron ran these lines "
+        f"up to {switch.minute:%H:%M}, chronod runs them from:"
+    )
     for job_id, first in sorted(switch.firsts.items()):
         echo(escape_line(f"  {job_id}: {first:%Y-%m-%d %H:%M} UTC"))
     echo(escape_line("undo with: " + "; ".join(f"chronoctl import --rollback {m['file']}" for m in plan)))
@@ -570,17 +673,29 @@ def rollback_cmd(crontab: Path, reg: Path, db: str | None, json_out: bool) -> No
 
     crontab = Path(os.path.abspath(crontab))
     if crontab.is_dir():
-        raise UsageError(f"{crontab} is a directory; --rollback takes one crontab file",
-                         f"roll back each file of {crontab} that has a {co.BACKUP_SUFFIX} backup")
+        raise UsageError(
+            f"{crontab} is a directory; --rollback takes one crontab file",
+            f"roll back each file of {crontab} that has a {co.BACKUP_SUFFIX} backup",
+        )
     plan = co.plan_rollback(crontab, reg)
-    report: dict[str, Any] = {"file": str(crontab), "restored_from": None, "removed": [], "jobs": plan.job_ids,
-                              "daemon": None, "switch": None}
+    report: dict[str, Any] = {
+        "file": str(crontab),
+        "restored_from": None,
+        "removed": [],
+        "jobs": plan.job_ids,
+        "daemon": None,
+        "switch": None,
+    }
     if plan.nothing_to_do:
         if json_out:
             print_json({**report, "nothing_to_do": True})
         else:
-            echo(escape_line(f"{crontab}: nothing to roll back (no {plan.backup.name} backup, no registry file "
-                             f"imported from it in {reg})"))
+            echo(
+                escape_line(
+                    f"{crontab}: nothing to roll back (no {plan.backup.name} backup, no registry file "
+                    f"imported from it in {reg})"
+                )
+            )
         raise typer.Exit(EXIT_OK)
     try:
         with cmd_ops.opened(db) as store:
@@ -589,14 +704,22 @@ def rollback_cmd(crontab: Path, reg: Path, db: str | None, json_out: bool) -> No
             report["daemon"] = daemon.node.name if daemon else None
     except Unreachable:
         switch = co.rollback(plan, None)
-    report.update(restored_from=str(plan.backup) if plan.restore is not None else None,
-                  removed=[str(f) for f in plan.registry_files], switch=switch.as_json(), nothing_to_do=False)
+    report.update(
+        restored_from=str(plan.backup) if plan.restore is not None else None,
+        removed=[str(f) for f in plan.registry_files],
+        switch=switch.as_json(),
+        nothing_to_do=False,
+    )
     if json_out:
         print_json(report)
         raise typer.Exit(EXIT_OK)
     if plan.restore is not None:
-        echo(escape_line(f"restored {crontab} from {plan.backup}; cron runs its lines again from "
-                         f"{switch.minute + timedelta(minutes=1):%H:%M} UTC"))
+        echo(
+            escape_line(
+                f"restored {crontab} from {plan.backup}; cron runs its lines again from "
+                f"{switch.minute + timedelta(minutes=1):%H:%M} UTC"
+            )
+        )
     for f in plan.registry_files:
         echo(escape_line(f"removed {f} ({', '.join(plan.job_ids)})"))
     if report["daemon"] and plan.registry_files:
@@ -610,20 +733,43 @@ def rollback_cmd(crontab: Path, reg: Path, db: str | None, json_out: bool) -> No
 
 
 def import_cmd(
-    path: Optional[str] = typer.Argument(None, help="A crontab file, a directory (/etc/cron.d), or - for standard input."),
-    user: Optional[str] = typer.Option(None, "--user", help="The user a user crontab belongs to (default: the file name in a spool, else you)."),
-    owner: Optional[str] = typer.Option(None, "--owner", help="The team paged for failures (default: the crontab user)."),
-    fmt: Optional[str] = typer.Option(None, "--format", help="system (with a user field) or user; default: from the path."),
+    path: Optional[str] = typer.Argument(
+        None, help="A crontab file, a directory (/etc/cron.d), or - for standard input."
+    ),
+    user: Optional[str] = typer.Option(
+        None, "--user", help="The user a user crontab belongs to (default: the file name in a spool, else you)."
+    ),
+    owner: Optional[str] = typer.Option(
+        None, "--owner", help="The team paged for failures (default: the crontab user)."
+    ),
+    fmt: Optional[str] = typer.Option(
+        None, "--format", help="system (with a user field) or user; default: from the path."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be imported; write nothing."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document."),
-    adopt_defaults: bool = typer.Option(False, "--adopt-defaults", help="Use chrono's defaults instead of cron's behaviour."),
+    adopt_defaults: bool = typer.Option(
+        False, "--adopt-defaults", help="Use chrono's defaults instead of cron's behaviour."
+    ),
     registry: Optional[Path] = typer.Option(None, "--registry", help="Registry directory to write into."),
-    cutover: bool = typer.Option(False, "--cutover", help="Register the jobs with the running chronod, then comment out "
-                                 "the migrated lines in the source file (backup FILE.chrono-backup), in one minute."),
-    rollback: Optional[Path] = typer.Option(None, "--rollback", metavar="FILE", help="Restore FILE from its backup, "
-                                            "then remove its imported jobs from the registry and chronod."),
-    db: Optional[str] = typer.Option(None, "--db", metavar="URL", help="Database through which chronod is found "
-                                     "(--cutover, --rollback; default: CHRONO_DB, else the per-user default)."),
+    cutover: bool = typer.Option(
+        False,
+        "--cutover",
+        help="Register the jobs with the running chronod, then comment out "
+        "the migrated lines in the source file (backup FILE.chrono-backup), in one minute.",
+    ),
+    rollback: Optional[Path] = typer.Option(
+        None,
+        "--rollback",
+        metavar="FILE",
+        help="Restore FILE from its backup, then remove its imported jobs from the registry and chronod.",
+    ),
+    db: Optional[str] = typer.Option(
+        None,
+        "--db",
+        metavar="URL",
+        help="Database through which chronod is found "
+        "(--cutover, --rollback; default: CHRONO_DB, else the per-user default).",
+    ),
 ) -> None:
     """Import crontabs as chrono jobs, keeping cron's behaviour, and check the fire times match."""
     from chronoctl.common import now_utc, registry_dir
@@ -631,12 +777,17 @@ def import_cmd(
 
     if rollback is not None:
         if path is not None or cutover:
-            raise UsageError("--rollback FILE takes the crontab as its value, with no PATH and no --cutover",
-                             "chronoctl import --rollback /etc/cron.d/backup")
+            raise UsageError(
+                "--rollback FILE takes the crontab as its value, with no PATH and no --cutover",
+                "chronoctl import --rollback /etc/cron.d/backup",
+            )
         rollback_cmd(rollback, registry_dir(registry), db, json_out)
         return
     if path is None:
-        raise UsageError("import needs a PATH: a crontab file, a directory, or - for standard input", "chronoctl import /etc/crontab --dry-run")
+        raise UsageError(
+            "import needs a PATH: a crontab file, a directory, or - for standard input",
+            "chronoctl import /etc/crontab --dry-run",
+        )
     if fmt is not None and fmt not in ("system", "user"):
         raise UsageError(f"--format must be system or user, not {fmt!r}")
     if cutover:

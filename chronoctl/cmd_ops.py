@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import typer
 
-from chronoctl.errors import CliError, UnknownJob, Unreachable, UsageError, EXIT_UNREACHABLE
+from chronoctl.errors import EXIT_UNREACHABLE, CliError, UnknownJob, Unreachable, UsageError
 from chronod import fsutil
 
 if TYPE_CHECKING:
@@ -62,8 +62,10 @@ def check_db_kind(url: str) -> None:
 
     m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", url)
     if m and m.group(1).split("+")[0].lower() not in ("sqlite", "postgresql", "postgres"):
-        raise UsageError(f"--db {_safe(url)}: chrono stores its state in SQLite or PostgreSQL, not {m.group(1)}",
-                         "give an SQLite file path or a postgresql:// URL")
+        raise UsageError(
+            f"--db {_safe(url)}: chrono stores its state in SQLite or PostgreSQL, not {m.group(1)}",
+            "give an SQLite file path or a postgresql:// URL",
+        )
 
 
 @contextmanager
@@ -77,11 +79,14 @@ def opened(option: str | None) -> Iterator["Store"]:
     check_db_kind(url)
     path = sqlite_path(url)
     if path is not None and path.is_dir():
-        raise UsageError(f"the database {path} is a directory, not a database file",
-                         "give the file inside it (e.g. chrono.db) with --db PATH or CHRONO_DB")
+        raise UsageError(
+            f"the database {path} is a directory, not a database file",
+            "give the file inside it (e.g. chrono.db) with --db PATH or CHRONO_DB",
+        )
     if path is not None and not path.exists():
-        raise Unreachable(f"no database at {path}",
-                          "chronod creates it on its first start; or give --db URL / CHRONO_DB")
+        raise Unreachable(
+            f"no database at {path}", "chronod creates it on its first start; or give --db URL / CHRONO_DB"
+        )
     try:
         store = open_store(url)
     except StoreError as exc:
@@ -90,11 +95,17 @@ def opened(option: str | None) -> Iterator["Store"]:
         try:
             store.check_schema()
         except SchemaTooOld as exc:
-            raise CliError(f"the database {store.url_safe} has an older schema than this chronoctl",
-                           f"run `chronoctl db upgrade --db {store.url_safe}`", EXIT_UNREACHABLE) from exc
+            raise CliError(
+                f"the database {store.url_safe} has an older schema than this chronoctl",
+                f"run `chronoctl db upgrade --db {store.url_safe}`",
+                EXIT_UNREACHABLE,
+            ) from exc
         except SchemaTooNew as exc:
-            raise CliError(f"the database {store.url_safe} has a newer schema than this chronoctl",
-                           "upgrade chrono on this host", EXIT_UNREACHABLE) from exc
+            raise CliError(
+                f"the database {store.url_safe} has a newer schema than this chronoctl",
+                "upgrade chrono on this host",
+                EXIT_UNREACHABLE,
+            ) from exc
         yield store
     except StoreError as exc:
         raise Unreachable(f"the database {store.url_safe} failed: {_safe(str(exc))}") from exc
@@ -113,9 +124,13 @@ def get_job(store: "Store", job_id: str, *, removed_ok: bool = False) -> "JobRow
     if row is None or (row.removed_at is not None and not removed_ok):
         gone = " (it was unregistered)" if row is not None else ""
         known = [] if row is not None else [j.job_id for j in store.jobs()]
-        raise UnknownJob(job_id, f"the database {store.url_safe}{gone}",
-                         "`chronoctl list` shows the registered jobs; a job registered while no "
-                         "chronod ran reaches the database when chronod starts", known=known)
+        raise UnknownJob(
+            job_id,
+            f"the database {store.url_safe}{gone}",
+            "`chronoctl list` shows the registered jobs; a job registered while no "
+            "chronod ran reaches the database when chronod starts",
+            known=known,
+        )
     return row
 
 
@@ -135,8 +150,10 @@ def find_run(store: "Store", text: str) -> "Run":
         return found[0]
     if not found:
         short = f" (a prefix needs at least {MIN_PREFIX} characters)" if len(text) < MIN_PREFIX else ""
-        raise UsageError(f"no run {text!r} in the database {store.url_safe}{short}",
-                         "`chronoctl runs JOB` lists run ids; any unique prefix of one works")
+        raise UsageError(
+            f"no run {text!r} in the database {store.url_safe}{short}",
+            "`chronoctl runs JOB` lists run ids; any unique prefix of one works",
+        )
     from chronoctl.render import escape_line
 
     listed = "; ".join(f"{r.run_id} ({escape_line(r.job_id)}, {iso(r.scheduled_at)})" for r in found[:5])
@@ -236,8 +253,7 @@ def wide_option() -> Any:
 
 def utc_option() -> Any:
     """`--utc`: times in UTC instead of the local zone."""
-    return typer.Option(False, "--utc", help="Show times in UTC instead of the local zone.",
-                        callback=_set_utc)
+    return typer.Option(False, "--utc", help="Show times in UTC instead of the local zone.", callback=_set_utc)
 
 
 def _set_utc(value: bool) -> bool:

@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from chronoctl import complete as _complete
-
 from chronoctl import cmd_ops, common
-from chronod import fsutil
+from chronoctl import complete as _complete
 from chronoctl.cmd_ops import WAIT_MAX_S, db_option, json_option
 from chronoctl.errors import EXIT_NO, CliError, InvalidInput, UsageError
+from chronod import fsutil
 
 if TYPE_CHECKING:
     from chronod.core.model import JobSpec
@@ -43,7 +42,9 @@ def _registry_option() -> Any:
 
 
 def _wait_option() -> Any:
-    return typer.Option(10.0, "--wait", metavar="SECONDS", min=0, max=WAIT_MAX_S, help="How long to wait for the daemon to confirm.")
+    return typer.Option(
+        10.0, "--wait", metavar="SECONDS", min=0, max=WAIT_MAX_S, help="How long to wait for the daemon to confirm."
+    )
 
 
 # --- writing files ------------------------------------------------------------------------
@@ -63,8 +64,12 @@ def _remove(target: Path) -> None:
 
 def register_file(
     file: Path = typer.Argument(..., metavar="FILE", help="A job file (*.yaml or *.yml)."),
-    replace: bool = typer.Option(False, "--replace", help="Replace a registry file of the same name, and take over ids "
-                                 "defined in other files whose jobs all move to FILE."),
+    replace: bool = typer.Option(
+        False,
+        "--replace",
+        help="Replace a registry file of the same name, and take over ids "
+        "defined in other files whose jobs all move to FILE.",
+    ),
     registry: Optional[Path] = _registry_option(),
     db: Optional[str] = db_option(),
     wait: float = _wait_option(),
@@ -84,8 +89,10 @@ def register_file(
     target = reg_dir / file.name
     ok, why = skip_decision(file.name)
     if not ok:
-        raise UsageError(f"{file.name!r} cannot be a registry file name{': ' + why if why else ''}",
-                         "name it like billing.yaml: letters, digits, '_', '.', '-', ending in .yaml or .yml")
+        raise UsageError(
+            f"{file.name!r} cannot be a registry file name{': ' + why if why else ''}",
+            "name it like billing.yaml: letters, digits, '_', '.', '-', ending in .yaml or .yml",
+        )
     takeover = _collisions(reg_dir, target, loaded.specs, now, replace)
     reg_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
     write_atomically(target, file.read_bytes())
@@ -111,7 +118,9 @@ def _refuse_problems(problems: list[Any]) -> None:
         sys.stderr.write(escape_line(f"{where}:{job}{field} {p.message}") + "\n")
         if p.hint:
             sys.stderr.write("  hint: " + escape_line(p.hint) + "\n")
-    raise InvalidInput(f"{len(errors)} error(s); nothing was registered", "fix the file; `chronoctl validate FILE` checks it")
+    raise InvalidInput(
+        f"{len(errors)} error(s); nothing was registered", "fix the file; `chronoctl validate FILE` checks it"
+    )
 
 
 def _collisions(reg_dir: Path, target: Path, specs: tuple["JobSpec", ...], now: datetime, replace: bool) -> list[Path]:
@@ -130,12 +139,16 @@ def _collisions(reg_dir: Path, target: Path, specs: tuple["JobSpec", ...], now: 
         return []
     described = "; ".join(f"{', '.join(ids)} in {f}" for f, ids in sorted(clashes.items()))
     if not replace:
-        raise CliError(f"job id(s) already registered by other files: {described}",
-                       "rename the jobs, `chronoctl unregister` them first, or give --replace")
+        raise CliError(
+            f"job id(s) already registered by other files: {described}",
+            "rename the jobs, `chronoctl unregister` them first, or give --replace",
+        )
     partial = [f for f, ids in clashes.items() if set(ids) != {s.id for s in existing.files[f].specs}]
     if partial:
-        raise CliError(f"--replace would take only some jobs of {', '.join(sorted(partial))}: {described}",
-                       "move or unregister those jobs first; their files hold other jobs too")
+        raise CliError(
+            f"--replace would take only some jobs of {', '.join(sorted(partial))}: {described}",
+            "move or unregister those jobs first; their files hold other jobs too",
+        )
     return [Path(f) for f in sorted(clashes)]
 
 
@@ -164,12 +177,15 @@ def _reload_and_confirm(db: str | None, done: Any, wait: float) -> dict[str, Any
         return {"daemon": "unknown", "confirmed": False, "woke_local_daemon": False, "database": exc.message}
 
 
-def _report(verb: str, target: Path, ids: list[str], removed: list[Path], outcome: dict[str, Any], as_json: bool) -> None:
+def _report(
+    verb: str, target: Path, ids: list[str], removed: list[Path], outcome: dict[str, Any], as_json: bool
+) -> None:
     if as_json:
         from chronoctl.render import print_json
 
-        return print_json({"action": verb, "file": str(target), "jobs": ids,
-                           "removed_files": [str(p) for p in removed], **outcome})
+        return print_json(
+            {"action": verb, "file": str(target), "jobs": ids, "removed_files": [str(p) for p in removed], **outcome}
+        )
     from chronoctl.render import echo, escape_line
 
     echo(escape_line(f"{verb} {', '.join(ids)} ({target})"))
@@ -181,11 +197,17 @@ def _report(verb: str, target: Path, ids: list[str], removed: list[Path], outcom
     elif outcome["daemon"] == "none":
         echo("no chronod is running; the change applies when chronod starts")
     elif outcome["daemon"] == "unknown":
-        echo(escape_line(f"could not check the daemon ({outcome.get('database')}); "
-                         "the change applies on its next reload"))
+        echo(
+            escape_line(
+                f"could not check the daemon ({outcome.get('database')}); the change applies on its next reload"
+            )
+        )
     else:
-        echo(escape_line(f"chronod on {outcome['daemon']} has not confirmed yet; "
-                         "check `chronoctl status` for registry errors"))
+        echo(
+            escape_line(
+                f"chronod on {outcome['daemon']} has not confirmed yet; check `chronoctl status` for registry errors"
+            )
+        )
         raise typer.Exit(EXIT_NO)
 
 
@@ -210,8 +232,10 @@ def unregister(
         _remove(source)
         removed = [source]
     elif not force:
-        raise CliError(f"{source} holds {len(siblings)} jobs; rewriting it would lose its comments",
-                       f"delete job {job!r} from {source} by hand, or give --force to rewrite the file without it")
+        raise CliError(
+            f"{source} holds {len(siblings)} jobs; rewriting it would lose its comments",
+            f"delete job {job!r} from {source} by hand, or give --force to rewrite the file without it",
+        )
     else:
         write_atomically(source, _without(source, job))
         removed = []
@@ -258,8 +282,9 @@ def list_jobs(
     if as_json:
         from chronoctl.render import print_json
 
-        return print_json({"jobs": rows, "registry": str(reg_dir), "database": state.get("error"),
-                           "registry_errors": len(problems)})
+        return print_json(
+            {"jobs": rows, "registry": str(reg_dir), "database": state.get("error"), "registry_errors": len(problems)}
+        )
     _print_list(rows, now, state, problems, wide)
 
 
@@ -276,9 +301,14 @@ def _db_state(db: str | None, now: datetime, specs: dict[str, Any]) -> dict[str,
                 if done:
                     last[job_id] = done[0]
             nodes = store.nodes()
-            return {"paused": paused, "last": last, "alive": bool(cmd_ops.live_nodes(store, now)),
-                    "nodes": len(nodes), "node_names": sorted(n.name for n in nodes),
-                    "heartbeat": max((n.heartbeat_at for n in nodes), default=None)}
+            return {
+                "paused": paused,
+                "last": last,
+                "alive": bool(cmd_ops.live_nodes(store, now)),
+                "nodes": len(nodes),
+                "node_names": sorted(n.name for n in nodes),
+                "heartbeat": max((n.heartbeat_at for n in nodes), default=None),
+            }
     except CliError as exc:
         return {"paused": {}, "last": {}, "node_names": [], "error": exc.message}
 
@@ -293,18 +323,30 @@ def _list_row(spec: Any, where: str, state: dict[str, Any], now: datetime) -> di
     nxt = min(upcoming, key=lambda o: o.fire_at) if upcoming else None
     last = state["last"].get(spec.id)
     return {
-        "job_id": spec.id, "owner": spec.owner, "schedule": spec.schedule, "timezone": spec.timezone,
-        "schedule_words": sched.describe(), "enabled": spec.enabled, "run_on": spec.run_on.mode,
+        "job_id": spec.id,
+        "owner": spec.owner,
+        "schedule": spec.schedule,
+        "timezone": spec.timezone,
+        "schedule_words": sched.describe(),
+        "enabled": spec.enabled,
+        "run_on": spec.run_on.mode,
         "next_fire_at": cmd_ops.iso(nxt.fire_at) if nxt else None,
         "next_node": nxt.node if nxt else None,
-        "nodes": [{"node": p.node, "jitter_offset_s": p.offset_s, "next_fire_at": cmd_ops.iso(o.fire_at) if o else None}
-                  for p, o in per_node if p.node],
-        "last_state": last.state if last else None, "last_scheduled_at": cmd_ops.iso(last.scheduled_at) if last else None,
+        "nodes": [
+            {"node": p.node, "jitter_offset_s": p.offset_s, "next_fire_at": cmd_ops.iso(o.fire_at) if o else None}
+            for p, o in per_node
+            if p.node
+        ],
+        "last_state": last.state if last else None,
+        "last_scheduled_at": cmd_ops.iso(last.scheduled_at) if last else None,
         "last_started_at": cmd_ops.iso(last.started_at) if last else None,
         "last_duration_s": cmd_ops.duration_s(last) if last else None,
         "last_run_id": last.run_id if last else None,
-        "tags": list(spec.tags), "paused": spec.id in state["paused"], "paused_reason": state["paused"].get(spec.id),
-        "source": where, "file": spec.source_file or None,
+        "tags": list(spec.tags),
+        "paused": spec.id in state["paused"],
+        "paused_reason": state["paused"].get(spec.id),
+        "source": where,
+        "file": spec.source_file or None,
     }
 
 
@@ -316,24 +358,42 @@ def _table_row(r: dict[str, Any], now: datetime) -> dict[str, Any]:
     when = "paused" if r["paused"] else ("disabled" if not r["enabled"] else (relative(nxt, now) if nxt else "never"))
     if nxt and r["next_node"] and not r["paused"]:
         when += f" on {r['next_node']}"  # a job on each node: the node that fires first
-    return dict(r, next=short_time(nxt, now) if nxt and not r["paused"] else None, due=when,
-                last_at=short_time(datetime.fromisoformat(last_at), now) if last_at else None,
-                took=age(r["last_duration_s"]) if r["last_duration_s"] is not None else None,
-                tags=",".join(r["tags"]) or None, last=r["last_state"])
+    return dict(
+        r,
+        next=short_time(nxt, now) if nxt and not r["paused"] else None,
+        due=when,
+        last_at=short_time(datetime.fromisoformat(last_at), now) if last_at else None,
+        took=age(r["last_duration_s"]) if r["last_duration_s"] is not None else None,
+        tags=",".join(r["tags"]) or None,
+        last=r["last_state"],
+    )
 
 
-def _print_list(rows: list[dict[str, Any]], now: datetime, state: dict[str, Any], problems: list[Any],
-                wide: bool) -> None:
+def _print_list(
+    rows: list[dict[str, Any]], now: datetime, state: dict[str, Any], problems: list[Any], wide: bool
+) -> None:
     from chronoctl.render import Column, age, print_table, warn, zone_note
 
-    cols = (Column("job_id", "ID"), Column("schedule_words", "SCHEDULE", wrap=True), Column("last", "LAST"),
-            Column("last_at", "AT", drop=3), Column("took", "TOOK", "right", drop=5), Column("next", "NEXT", drop=4),
-            Column("due", "IN"), Column("owner", drop=6), Column("tags", drop=7))
-    print_table([_table_row(r, now) for r in rows], cols, title=f"jobs ({zone_note(now)})", empty="(no jobs)", wide=wide)
+    cols = (
+        Column("job_id", "ID"),
+        Column("schedule_words", "SCHEDULE", wrap=True),
+        Column("last", "LAST"),
+        Column("last_at", "AT", drop=3),
+        Column("took", "TOOK", "right", drop=5),
+        Column("next", "NEXT", drop=4),
+        Column("due", "IN"),
+        Column("owner", drop=6),
+        Column("tags", drop=7),
+    )
+    print_table(
+        [_table_row(r, now) for r in rows], cols, title=f"jobs ({zone_note(now)})", empty="(no jobs)", wide=wide
+    )
     if state.get("error"):
         warn(f"{state['error']}: last states and pauses unknown")
     elif not state.get("alive"):
-        seen = f" (last heartbeat {age((now - state['heartbeat']).total_seconds())} ago)" if state.get("heartbeat") else ""
+        seen = (
+            f" (last heartbeat {age((now - state['heartbeat']).total_seconds())} ago)" if state.get("heartbeat") else ""
+        )
         warn(f"no chronod has a fresh heartbeat{seen}: nothing runs until one starts; NEXT is when jobs would run")
     if problems:
         warn(f"{len(problems)} registry error(s): run `chronoctl validate` on the registry")

@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from chronoctl import complete as _complete
-
 from chronoctl import cmd_ops, common
+from chronoctl import complete as _complete
 from chronoctl.cmd_ops import db_option
 from chronoctl.errors import UnknownJob, UsageError
 
@@ -28,19 +27,30 @@ def register(app: typer.Typer) -> None:
 
 
 def report(
-    job: Optional[str] = typer.Argument(None, metavar="[JOB]", help="A job id (or use --tag).", autocompletion=_complete.job_ids),
+    job: Optional[str] = typer.Argument(
+        None, metavar="[JOB]", help="A job id (or use --tag).", autocompletion=_complete.job_ids
+    ),
     tag: Optional[str] = typer.Option(None, "--tag", metavar="TAG", help="Every job with this tag."),
-    start: str = typer.Option(..., "--from", metavar="DATE", help="Start of the period (ISO date or time; UTC unless an offset is given)."),
+    start: str = typer.Option(
+        ..., "--from", metavar="DATE", help="Start of the period (ISO date or time; UTC unless an offset is given)."
+    ),
     end: str = typer.Option(..., "--to", metavar="DATE", help="End of the period; a date means the end of that day."),
-    fmt: Optional[str] = typer.Option(None, "--format", metavar="md|json",
-                                      help="Markdown or JSON (default: a table fitted to the terminal, Markdown when piped)."),
+    fmt: Optional[str] = typer.Option(
+        None,
+        "--format",
+        metavar="md|json",
+        help="Markdown or JSON (default: a table fitted to the terminal, Markdown when piped).",
+    ),
     db: Optional[str] = db_option(),
-    registry: Optional[Path] = typer.Option(None, "--registry", metavar="DIR",
-                                            help="Read the job definitions from this registry instead of the database."),
+    registry: Optional[Path] = typer.Option(
+        None, "--registry", metavar="DIR", help="Read the job definitions from this registry instead of the database."
+    ),
 ) -> None:
     """Every expected occurrence in a period with its state, run id, attempts, start, duration and exit code."""
     if (job is None) == (tag is None):
-        raise UsageError("give a JOB or --tag TAG (one of them)", "chronoctl report purge --from 2026-03-01 --to 2026-03-31")
+        raise UsageError(
+            "give a JOB or --tag TAG (one of them)", "chronoctl report purge --from 2026-03-01 --to 2026-03-31"
+        )
     if fmt is not None and fmt not in FORMATS:
         raise UsageError(f"--format {fmt!r} is not one of md, json")
     since, until = period(start, end)
@@ -62,8 +72,10 @@ def period(start: str, end: str) -> tuple[datetime, datetime]:
     from chronod.core.bounds import MAX_SPAN_S, days_text
 
     if (until - since).total_seconds() > MAX_SPAN_S:
-        raise UsageError(f"--from {start} --to {end} is longer than {days_text(MAX_SPAN_S)}",
-                         "report a shorter period (a year or a month at a time)")
+        raise UsageError(
+            f"--from {start} --to {end} is longer than {days_text(MAX_SPAN_S)}",
+            "report a shorter period (a year or a month at a time)",
+        )
     return since, until
 
 
@@ -95,14 +107,15 @@ def _report(store: "Store", spec: "JobSpec", since: datetime, until: datetime, n
     nodes = [n.name for n in store.nodes()] if spec.run_on.each else []
     spans = store.known_spans([spec.id]).get(spec.id, [])
     pruned = store.pruned([spec.id]).get(spec.id)
-    return (job_report(spec, schedule, runs, start=since, end=until, now=now, nodes=nodes, spans=spans,
-                       pruned=pruned),
-            schedule.describe())
+    return (
+        job_report(spec, schedule, runs, start=since, end=until, now=now, nodes=nodes, spans=spans, pruned=pruned),
+        schedule.describe(),
+    )
 
 
 def _print(reports: list[tuple[Any, str]], fmt: str | None, now: datetime, since: datetime, until: datetime) -> None:
-    from chronod.core.report import to_json, to_markdown
     from chronoctl.render import escape_control, is_terminal, print_json
+    from chronod.core.report import to_json, to_markdown
 
     if fmt is None and is_terminal():
         for r, words in reports:
@@ -110,8 +123,14 @@ def _print(reports: list[tuple[Any, str]], fmt: str | None, now: datetime, since
         return
 
     if fmt == "json":
-        print_json({"generated_at": cmd_ops.iso(now), "from": cmd_ops.iso(since), "to": cmd_ops.iso(until),
-                    "jobs": [to_json(r, words) for r, words in reports]})
+        print_json(
+            {
+                "generated_at": cmd_ops.iso(now),
+                "from": cmd_ops.iso(since),
+                "to": cmd_ops.iso(until),
+                "jobs": [to_json(r, words) for r, words in reports],
+            }
+        )
         return
     text = "\n".join(to_markdown(r, words, now) for r, words in reports)
     typer.echo(escape_control(text), nl=False)
@@ -135,13 +154,30 @@ def _print_terminal(d: dict[str, Any], now: datetime) -> None:
     def when(text: str | None) -> str | None:
         return short_time(datetime.fromisoformat(text), now) if text else None
 
-    rows = [{"n": i, "scheduled": when(o["scheduled_at"]), "state": o["state"], "run_id": short_id(o["run_id"]),
-             "attempts": o["attempts"], "started": when(o["started_at"]),
-             "took": o["duration_s"], "exit": o["exit_code"], "why": o["explanation"]}
-            for i, o in enumerate(d["occurrences"], 1)]
-    cols = (Column("n", "#", "right", drop=6), Column("scheduled"), Column("state"), Column("run_id", "RUN ID"),
-            Column("attempts", "TRIES", "right", drop=3), Column("started", drop=5),
-            Column("took", "SECONDS", "right", drop=4), Column("exit", "EXIT", "right", drop=2),
-            Column("why", "EXPLANATION", wrap=True, drop=1))
+    rows = [
+        {
+            "n": i,
+            "scheduled": when(o["scheduled_at"]),
+            "state": o["state"],
+            "run_id": short_id(o["run_id"]),
+            "attempts": o["attempts"],
+            "started": when(o["started_at"]),
+            "took": o["duration_s"],
+            "exit": o["exit_code"],
+            "why": o["explanation"],
+        }
+        for i, o in enumerate(d["occurrences"], 1)
+    ]
+    cols = (
+        Column("n", "#", "right", drop=6),
+        Column("scheduled"),
+        Column("state"),
+        Column("run_id", "RUN ID"),
+        Column("attempts", "TRIES", "right", drop=3),
+        Column("started", drop=5),
+        Column("took", "SECONDS", "right", drop=4),
+        Column("exit", "EXIT", "right", drop=2),
+        Column("why", "EXPLANATION", wrap=True, drop=1),
+    )
     print_table(rows, cols, title=f"occurrences ({zone_note(now)})", empty="(no occurrence expected)")
     echo()

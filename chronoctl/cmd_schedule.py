@@ -15,9 +15,8 @@ from typing import Any, Optional
 
 import typer
 
-from chronoctl import complete as _complete
-
 from chronoctl import common
+from chronoctl import complete as _complete
 from chronoctl.errors import UsageError
 
 COUNT_MAX = 10000
@@ -42,29 +41,48 @@ def _cron_option() -> Any:
 
 
 def _tz_option() -> Any:
-    return typer.Option(None, "--tz", metavar="TZ", help="Zone of --cron (IANA name; default UTC).", autocompletion=_complete.zones)
+    return typer.Option(
+        None, "--tz", metavar="TZ", help="Zone of --cron (IANA name; default UTC).", autocompletion=_complete.zones
+    )
 
 
 def _dst_gap_option() -> Any:
-    return typer.Option(None, "--dst-gap", metavar="shift|skip",
-                        help="DST policy of --cron for a time a spring-forward skips (default shift, as cron).")
+    return typer.Option(
+        None,
+        "--dst-gap",
+        metavar="shift|skip",
+        help="DST policy of --cron for a time a spring-forward skips (default shift, as cron).",
+    )
 
 
 def _dst_repeat_option() -> Any:
-    return typer.Option(None, "--dst-repeat", metavar="first|last|both",
-                        help="DST policy of --cron for a time a fall-back repeats (default first, as cron).")
+    return typer.Option(
+        None,
+        "--dst-repeat",
+        metavar="first|last|both",
+        help="DST policy of --cron for a time a fall-back repeats (default first, as cron).",
+    )
 
 
 def _node_option() -> Any:
-    return typer.Option(None, "--node", metavar="NAME", help="Node name for jobs that run on each node (default: this host).")
+    return typer.Option(
+        None, "--node", metavar="NAME", help="Node name for jobs that run on each node (default: this host)."
+    )
 
 
 def _registry_option() -> Any:
-    return typer.Option(None, "--registry", metavar="DIR", help="Registry directory (default CHRONO_REGISTRY or the system one).")
+    return typer.Option(
+        None, "--registry", metavar="DIR", help="Registry directory (default CHRONO_REGISTRY or the system one)."
+    )
 
 
 def _fleet_db_option() -> Any:
-    return typer.Option(None, "--db", metavar="URL", help="Database whose nodes a job that runs on each node is shown for (default CHRONO_DB or the system one, if present).")
+    return typer.Option(
+        None,
+        "--db",
+        metavar="URL",
+        help="Database whose nodes a job that runs on each node is shown for (default CHRONO_DB or the system one, if present).",
+    )
 
 
 # --- what a command is asked about: a registry job or a bare expression ----------------
@@ -112,14 +130,24 @@ class DstPolicy:
         """The policy for --cron, defaults filled in; UsageError for an unknown word."""
         from chronod.core.model import DST_GAP_POLICIES, DST_REPEAT_POLICIES
 
-        for flag, value, choices in (("--dst-gap", self.gap, DST_GAP_POLICIES), ("--dst-repeat", self.repeat, DST_REPEAT_POLICIES)):
+        for flag, value, choices in (
+            ("--dst-gap", self.gap, DST_GAP_POLICIES),
+            ("--dst-repeat", self.repeat, DST_REPEAT_POLICIES),
+        ):
             if value is not None and value not in choices:
-                raise UsageError(f"{flag} {value!r} is not one of {', '.join(choices)}", f"{choices[0]} is cron's behaviour")
+                raise UsageError(
+                    f"{flag} {value!r} is not one of {', '.join(choices)}", f"{choices[0]} is cron's behaviour"
+                )
         return self.gap or "shift", self.repeat or "first"
 
 
 def resolve_target(
-    job_id: str | None, cron: str | None, tz: str | None, node: str | None, registry: Path | None, now: datetime,
+    job_id: str | None,
+    cron: str | None,
+    tz: str | None,
+    node: str | None,
+    registry: Path | None,
+    now: datetime,
     dst: DstPolicy = DstPolicy(),
     db: str | None = None,
 ) -> Target:
@@ -127,7 +155,10 @@ def resolve_target(
     policy `dst` (no jitter, and the expression itself as the run-id key). Exactly one of the
     two must be given."""
     if (job_id is None) == (cron is None):
-        raise UsageError("give a JOB id or --cron EXPR (one of the two)", "chronoctl next billing-export; chronoctl next --cron '0 2 * * *' --tz UTC")
+        raise UsageError(
+            "give a JOB id or --cron EXPR (one of the two)",
+            "chronoctl next billing-export; chronoctl next --cron '0 2 * * *' --tz UTC",
+        )
     from chronod.core import occurrence
 
     if cron is not None:
@@ -135,11 +166,15 @@ def resolve_target(
             raise UsageError("--node applies to a JOB that runs on each node, not to --cron")
         zone = common.check_zone(tz or "UTC")
         expr = cron.strip()
-        return Target(None, expr, zone, common.compile_or_fail(expr, zone, *dst.check()), occurrence.expression(expr), 0)
+        return Target(
+            None, expr, zone, common.compile_or_fail(expr, zone, *dst.check()), occurrence.expression(expr), 0
+        )
     if tz is not None:
         raise UsageError("--tz applies to --cron; a job's zone is its `timezone` field")
     if dst.gap is not None or dst.repeat is not None:
-        raise UsageError("--dst-gap and --dst-repeat apply to --cron; a job's policy is its dst_gap and dst_repeat fields")
+        raise UsageError(
+            "--dst-gap and --dst-repeat apply to --cron; a job's policy is its dst_gap and dst_repeat fields"
+        )
     reg = common.registry_dir(registry)
     job = common.find_job(reg, job_id, now)
     schedule = common.schedule_of(job)
@@ -154,8 +189,10 @@ def _fleet_lines(target: Target, start: datetime, now: datetime) -> list[str]:
 
     if target.job is None or not target.job.run_on.each:
         return []
-    lines = [f"times for node {target.place.node} (run_on: each: every node fires at its own offset; "
-             "--node NAME shows another)"]
+    lines = [
+        f"times for node {target.place.node} (run_on: each: every node fires at its own offset; "
+        "--node NAME shows another)"
+    ]
     for p in target.fleet:
         nxt = p.next_after(target.schedule, start)
         when = render.human_time(nxt.fire_at, now, target.tz) if nxt else "never"
@@ -175,7 +212,10 @@ def next_fires(
     cron: Optional[str] = _cron_option(),
     tz: Optional[str] = _tz_option(),
     after: Optional[str] = typer.Option(
-        None, "--after", metavar="ISO", help="Start after this time (default now); without an offset it is wall time in the schedule's zone."
+        None,
+        "--after",
+        metavar="ISO",
+        help="Start after this time (default now); without an offset it is wall time in the schedule's zone.",
     ),
     count: int = typer.Option(5, "--count", "-n", min=1, max=COUNT_MAX, help="How many fires to list."),
     dst_gap: Optional[str] = _dst_gap_option(),
@@ -183,7 +223,9 @@ def next_fires(
     node: Optional[str] = _node_option(),
     registry: Optional[Path] = _registry_option(),
     db: Optional[str] = _fleet_db_option(),
-    as_json: bool = typer.Option(False, "--json", help="A JSON array of {at, scheduled_at, run_id} (and node, for a job on each node)."),
+    as_json: bool = typer.Option(
+        False, "--json", help="A JSON array of {at, scheduled_at, run_id} (and node, for a job on each node)."
+    ),
 ) -> None:
     """The next fire times of a job (with its jitter) or of a cron expression (without)."""
     now = common.now_utc()
@@ -208,7 +250,9 @@ def _print_next_text(target: Target, fires: list[Any], start: datetime, now: dat
 
     render.echo(render.escape_line(_headline(target)))
     if target.job is not None:
-        render.echo(f"jitter: +{target.offset_s}s (key {render.escape_line(target.key)}, tolerance {target.tolerance_s}s)")
+        render.echo(
+            f"jitter: +{target.offset_s}s (key {render.escape_line(target.key)}, tolerance {target.tolerance_s}s)"
+        )
         if not target.job.enabled:
             render.echo("note: this job is disabled (enabled: false); these are the times it would fire")
     for line in _fleet_lines(target, start, now):
@@ -276,9 +320,8 @@ def dst_policy(target: Target, klass: str) -> dict[str, Any] | None:
 
 def explanation(target: Target, start: datetime, count: int = 5) -> dict[str, Any]:
     """Everything `explain` says, as data: words, class, jitter and why, next fires, DST dates."""
-    from chronod.core.occurrence import utc_stamp
-
     from chronoctl.render import iso
+    from chronod.core.occurrence import utc_stamp
 
     fires = target.place.upcoming(target.schedule, start, count)
     events = target.schedule.dst_events(start, start + timedelta(days=365))
@@ -297,9 +340,15 @@ def explanation(target: Target, start: datetime, count: int = 5) -> dict[str, An
         "job_key": target.key,
         "run_on": (job.run_on.mode if job is not None else None),
         "node": target.place.node,
-        "nodes": [{"node": p.node, "job_key": p.key, "jitter_offset_s": p.offset_s,
-                   "next": [target.occurrence(o) for o in p.upcoming(target.schedule, start, 1)]}
-                  for p in target.fleet],
+        "nodes": [
+            {
+                "node": p.node,
+                "job_key": p.key,
+                "jitter_offset_s": p.offset_s,
+                "next": [target.occurrence(o) for o in p.upcoming(target.schedule, start, 1)],
+            }
+            for p in target.fleet
+        ],
         "tolerance_s": target.tolerance_s,
         "jitter_offset_s": target.offset_s,
         "jitter_formula": "int.from_bytes(sha256(job_key).digest()[:8], 'big') % tolerance_s (0 when tolerance_s is 0)",
@@ -329,7 +378,9 @@ def explain(
     job: Optional[str] = _job_argument(),
     cron: Optional[str] = _cron_option(),
     tz: Optional[str] = _tz_option(),
-    after: Optional[str] = typer.Option(None, "--after", metavar="ISO", help="Explain from this time on (default now)."),
+    after: Optional[str] = typer.Option(
+        None, "--after", metavar="ISO", help="Explain from this time on (default now)."
+    ),
     dst_gap: Optional[str] = _dst_gap_option(),
     dst_repeat: Optional[str] = _dst_repeat_option(),
     node: Optional[str] = _node_option(),
@@ -419,7 +470,9 @@ def _print_dst(data: dict[str, Any]) -> None:
     render.echo(f"DST in the next year ({data['timezone']}):")
     for e in data["dst_events"]:
         hours = e["shift_s"] / 3600
-        render.echo(render.escape_line(f"  {e['date']}  {e['change']} ({hours:g}h at {e['transition_at']}): {e['effect']}"))
+        render.echo(
+            render.escape_line(f"  {e['date']}  {e['change']} ({hours:g}h at {e['transition_at']}): {e['effect']}")
+        )
     render.echo(f"  ({_BIG_JUMP})")
 
 
@@ -446,7 +499,12 @@ class Forecast:
         counts, names = (self.after, self.after_jobs) if which == "after" else (self.before, self.before_jobs)
         best = sorted((i for i, n in counts.items() if n), key=lambda i: (-counts[i], i))[:top]
         return [
-            {"start": self.bucket_start(i), "count": counts[i], "jobs": sorted(names[i]), "by_job": dict(sorted(names[i].items()))}
+            {
+                "start": self.bucket_start(i),
+                "count": counts[i],
+                "jobs": sorted(names[i]),
+                "by_job": dict(sorted(names[i].items())),
+            }
             for i in best
         ]
 
@@ -475,7 +533,9 @@ def build_forecast(
     return Forecast(start, end, bucket_s, len(entries), dict(before), dict(after), after_jobs, before_jobs)
 
 
-def forecast_entries(jobs: dict[str, Any], start: datetime, end: datetime, node: str | None) -> list[tuple[str, list[datetime], int]]:
+def forecast_entries(
+    jobs: dict[str, Any], start: datetime, end: datetime, node: str | None
+) -> list[tuple[str, list[datetime], int]]:
     """(id, scheduled instants that may fire or be scheduled in [start, end), jitter offset) per enabled job."""
     entries = []
     for job in sorted(jobs.values(), key=lambda j: j.id):
@@ -519,7 +579,12 @@ def forecast(
     registry: Optional[Path] = _registry_option(),
     window: str = typer.Option("24h", "--window", metavar="DUR", help="How far ahead to look (90s, 15m, 24h, 7d)."),
     bucket: str = typer.Option("1m", "--bucket", metavar="DUR", help="Bucket size."),
-    from_: Optional[str] = typer.Option(None, "--from", metavar="ISO", help="Start of the window (default: now, rounded down to the bucket); without an offset, UTC."),
+    from_: Optional[str] = typer.Option(
+        None,
+        "--from",
+        metavar="ISO",
+        help="Start of the window (default: now, rounded down to the bucket); without an offset, UTC.",
+    ),
     node: Optional[str] = _node_option(),
     top: int = typer.Option(5, "--top", min=1, max=1000, help="How many peak buckets to name."),
     as_json: bool = typer.Option(False, "--json", help="Buckets and peaks as JSON (UTC times)."),
@@ -528,7 +593,9 @@ def forecast(
     window_s = common.parse_seconds(window, "--window")
     bucket_s = common.parse_seconds(bucket, "--bucket")
     if window_s // bucket_s > 1_000_000:
-        raise UsageError(f"--window {window} in --bucket {bucket} buckets is more than a million buckets", "use a larger --bucket")
+        raise UsageError(
+            f"--window {window} in --bucket {bucket} buckets is more than a million buckets", "use a larger --bucket"
+        )
     now = common.now_utc()
     start = common.parse_instant(from_, "UTC", "--from") if from_ else _floor(now, bucket_s)
     end = start + timedelta(seconds=window_s)
@@ -556,13 +623,14 @@ def _warn_invalid(result: Any, reg: Path) -> None:
 
     errors = [p for p in result.problems if p.severity == "error"]
     if errors:
-        render.warn(f"{len(errors)} error(s) in {reg}: the forecast covers the valid jobs only (see chronoctl validate {reg})")
+        render.warn(
+            f"{len(errors)} error(s) in {reg}: the forecast covers the valid jobs only (see chronoctl validate {reg})"
+        )
 
 
 def _print_forecast(fc: Forecast, top: int, now: datetime) -> None:
-    from chronod.core.durations import format_duration
-
     from chronoctl import render
+    from chronod.core.durations import format_duration
 
     bucket = format_duration(fc.bucket_s)
     render.echo(
@@ -600,9 +668,8 @@ def chart_rows(fc: Forecast, rows: int = CHART_ROWS) -> list[tuple[datetime, int
 
 
 def _print_chart(fc: Forecast, bucket: str) -> None:
-    from chronod.core.durations import format_duration
-
     from chronoctl import render
+    from chronod.core.durations import format_duration
 
     rows = chart_rows(fc)
     per_row_s = int((rows[1][0] - rows[0][0]).total_seconds()) if len(rows) > 1 else fc.bucket_s

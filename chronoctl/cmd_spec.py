@@ -29,8 +29,10 @@ def validate(
     strict: bool = typer.Option(False, "--strict", help="Treat warnings as errors."),
     fmt: Format = typer.Option(Format.text, "--format", help="text, json, or github (workflow annotations)."),
     secure: bool = typer.Option(
-        False, "--secure", help="Apply the root daemon's file checks (owner, mode, links, names) even when "
-        "not root; as root they always apply."
+        False,
+        "--secure",
+        help="Apply the root daemon's file checks (owner, mode, links, names) even when "
+        "not root; as root they always apply.",
     ),
     no_file_checks: bool = typer.Option(
         False, "--no-file-checks", help="Skip the root daemon's file checks (for CI on a checkout, run as root)."
@@ -161,8 +163,7 @@ def _print_github(problems: list[dict[str, Any]], jobs: int, strict: bool) -> No
 
 def schema() -> None:
     """Print the JSON Schema of a job file (for editors and CI linters)."""
-    from chronod.core.jsonschema import spec_json_schema
-
     from chronoctl.render import print_json
+    from chronod.core.jsonschema import spec_json_schema
 
     print_json(spec_json_schema())

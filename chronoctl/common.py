@@ -48,8 +48,9 @@ def load(paths: list[Path], now: datetime, secure: bool | None = False):
     try:
         return load_registry(paths, now=now, secure=secure)
     except PermissionError as exc:
-        raise InvalidInput(f"cannot read {exc.filename or paths[0]}: permission denied",
-                           "run as a user who can read the registry") from exc
+        raise InvalidInput(
+            f"cannot read {exc.filename or paths[0]}: permission denied", "run as a user who can read the registry"
+        ) from exc
     except OSError as exc:
         raise InvalidInput(f"cannot read {exc.filename or paths[0]}: {exc.strerror or exc}") from exc
 
@@ -70,8 +71,10 @@ def find_job(registry: Path, job_id: str, now: datetime) -> "JobSpec":
     own = [p for p in result.problems if p.job_id == job_id and p.severity == "error"]
     if own:
         p = own[0]
-        raise InvalidInput(f"job {job_id!r} in {p.file}:{p.line} is not valid: {p.message}",
-                           f"`chronoctl validate {registry}` lists every problem")
+        raise InvalidInput(
+            f"job {job_id!r} in {p.file}:{p.line} is not valid: {p.message}",
+            f"`chronoctl validate {registry}` lists every problem",
+        )
     raise UnknownJob(job_id, f"registry {registry}", registry_hint(registry), known=result.jobs)
 
 
@@ -90,8 +93,10 @@ def schedule_of(spec: "JobSpec"):
     return compile_or_fail(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
 
 
-TIME_FORMS = ("2026-11-01T02:30:00Z, 2026-11-01T02:30:00-04:00, 2026-11-01, 02:00 (the latest 02:00), "
-              "yesterday 02:00, today 02:00, now, -2h (2 hours ago)")
+TIME_FORMS = (
+    "2026-11-01T02:30:00Z, 2026-11-01T02:30:00-04:00, 2026-11-01, 02:00 (the latest 02:00), "
+    "yesterday 02:00, today 02:00, now, -2h (2 hours ago)"
+)
 
 
 def parse_instant(text: str, tz: str, flag: str = "--after", now: datetime | None = None) -> datetime:
@@ -107,7 +112,9 @@ def parse_instant(text: str, tz: str, flag: str = "--after", now: datetime | Non
         try:
             value = datetime.fromisoformat(text.strip())
         except ValueError as exc:
-            raise UsageError(f"{flag} {text!r} is not an ISO-8601 time nor a short form", f"write one of: {TIME_FORMS}") from exc
+            raise UsageError(
+                f"{flag} {text!r} is not an ISO-8601 time nor a short form", f"write one of: {TIME_FORMS}"
+            ) from exc
     if value.tzinfo is None:
         value = value.replace(tzinfo=ZoneInfo(tz))
     return bounded_instant(value, text, flag)
@@ -146,8 +153,9 @@ def bounded_instant(value: datetime, text: str, flag: str) -> datetime:
     except OverflowError:
         utc = None
     if utc is None or not bounds.in_range(utc):
-        raise UsageError(f"{flag} {text!r} is outside the times chrono can answer about",
-                         f"give a time from {bounds.range_text()}")
+        raise UsageError(
+            f"{flag} {text!r} is outside the times chrono can answer about", f"give a time from {bounds.range_text()}"
+        )
     return utc
 
 
@@ -158,8 +166,7 @@ def parse_seconds(text: str, flag: str) -> int:
     try:
         seconds = parse_duration(text)
     except DurationError as exc:
-        raise UsageError(f"{flag}: {exc}", "durations look like 90s, 15m, 24h, 7d (at most "
-                         f"{_max_span()})") from exc
+        raise UsageError(f"{flag}: {exc}", f"durations look like 90s, 15m, 24h, 7d (at most {_max_span()})") from exc
     return bounded_seconds(seconds, flag)
 
 
@@ -171,8 +178,10 @@ def bounded_seconds(seconds: int, flag: str) -> int:
     if seconds <= 0:
         raise UsageError(f"{flag} must be longer than 0s")
     if seconds > bounds.MAX_SPAN_S:
-        raise UsageError(f"{flag} is longer than {bounds.days_text(bounds.MAX_SPAN_S)}",
-                         f"give a duration from 1s to {bounds.days_text(bounds.MAX_SPAN_S)}")
+        raise UsageError(
+            f"{flag} is longer than {bounds.days_text(bounds.MAX_SPAN_S)}",
+            f"give a duration from 1s to {bounds.days_text(bounds.MAX_SPAN_S)}",
+        )
     return seconds
 
 

@@ -64,5 +64,4 @@ def job_argument(help_text: str = "A job id.", default: Any = ...) -> Any:
     """A JOB argument that completes job ids."""
     import typer
 
-    return typer.Argument(default, metavar="JOB" if default is ... else "[JOB]", help=help_text,
-                          autocompletion=job_ids)
+    return typer.Argument(default, metavar="JOB" if default is ... else "[JOB]", help=help_text, autocompletion=job_ids)

@@ -238,12 +238,15 @@ def parse_crontab(
         reader.error(
             len(lines),
             "the last line has no newline at its end: Debian cron ignores the whole file "
-            "(\"Missing newline before EOF, this crontab file will be ignored\")",
+            '("Missing newline before EOF, this crontab file will be ignored")',
             "end the file with a newline; until then none of its entries run under cron",
         )
     if cron_ignores:
-        reader.error(0, f"Debian cron ignores this whole file: {cron_ignores}",
-                     "make it a regular file owned by root, not group- or world-writable, with one link (chmod 644)")
+        reader.error(
+            0,
+            f"Debian cron ignores this whole file: {cron_ignores}",
+            "make it a regular file owned by root, not group- or world-writable, with one link (chmod 644)",
+        )
     ignored = _why_cron_ignores(reader.errors)
     entries = [replace(e, file_ignored=ignored) for e in reader.entries] if ignored else reader.entries
     return ParsedCrontab(
@@ -275,8 +278,12 @@ def _read_line(reader: _Reader, number: int, line: str, user: str | None) -> Non
     """One line as cron's skip_comments/load_env/load_entry see it: a carriage return is
     an ordinary character (a CRLF file's empty line is a line cron refuses)."""
     if number == 1 and line.startswith("\ufeff"):
-        reader.error(1, "the file starts with a byte-order mark (BOM): cron reads it as part of the first line and "
-                     "refuses that line", "save the file as UTF-8 without a BOM")
+        reader.error(
+            1,
+            "the file starts with a byte-order mark (BOM): cron reads it as part of the first line and "
+            "refuses that line",
+            "save the file as UTF-8 without a BOM",
+        )
         return
     stripped = line.strip(" \t")
     if not stripped:
@@ -287,10 +294,14 @@ def _read_line(reader: _Reader, number: int, line: str, user: str | None) -> Non
             reader.disabled.append(DisabledEntry(reader.file, number, text))
         return
     if _NOT_UTF8.search(line) or "\0" in line:
-        what = "bytes that are not UTF-8" if _NOT_UTF8.search(line) else "a NUL byte (cron reads the line only up to it)"
+        what = (
+            "bytes that are not UTF-8" if _NOT_UTF8.search(line) else "a NUL byte (cron reads the line only up to it)"
+        )
         reader.error(
-            number, f"the line holds {what}: chrono's registry is UTF-8 text, so it is not imported",
-            "re-encode the file as UTF-8 (iconv -f latin1 -t utf-8) or remove the byte", cron_refuses=False,
+            number,
+            f"the line holds {what}: chrono's registry is UTF-8 text, so it is not imported",
+            "re-encode the file as UTF-8 (iconv -f latin1 -t utf-8) or remove the byte",
+            cron_refuses=False,
         )
         return
     env = parse_env_line(line)
@@ -351,7 +362,7 @@ def _read_entry(reader: _Reader, number: int, line: str, user: str | None) -> No
         reader.error(
             number,
             f"the command is {len(command)} characters long: Debian cron refuses commands over {_MAX_STRING} "
-            "(\"command too long\")",
+            '("command too long")',
             "move the command into a script and call the script from the crontab",
         )
         return
@@ -367,8 +378,10 @@ def _read_entry(reader: _Reader, number: int, line: str, user: str | None) -> No
     command = command.rstrip(" \t")
     if not command.strip():
         reader.error(
-            number, "no command after the time fields (cron accepts the line and runs nothing)",
-            "add the command to run, or delete the line", cron_refuses=False,
+            number,
+            "no command after the time fields (cron accepts the line and runs nothing)",
+            "add the command to run, or delete the line",
+            cron_refuses=False,
         )
         return
     reader.entries.append(
@@ -428,7 +441,9 @@ def _check_schedule(reader: _Reader, number: int, expr: str) -> tuple[str, list[
     try:
         entry = parse_entry(expr)
     except VixieParseError as exc:
-        reader.error(number, f"cron refuses {_bad_field(expr) or 'the time fields'} in {expr!r}: {exc}", _field_hint(expr))
+        reader.error(
+            number, f"cron refuses {_bad_field(expr) or 'the time fields'} in {expr!r}: {exc}", _field_hint(expr)
+        )
         return None
     words = expr.split(" ")
     notes: list[str] = []
@@ -495,8 +510,10 @@ def _is_reversed(m: re.Match[str], index: int) -> bool:
 def _as_number(token: str, index: int) -> int | None:
     if token.isdigit():
         return int(token)
-    names = {3: ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
-             4: ("sun", "mon", "tue", "wed", "thu", "fri", "sat")}.get(index)
+    names = {
+        3: ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"),
+        4: ("sun", "mon", "tue", "wed", "thu", "fri", "sat"),
+    }.get(index)
     if names and token.lower() in names:
         return names.index(token.lower()) + (1 if index == 3 else 0)
     return None
@@ -526,7 +543,9 @@ def _field_hint(expr: str) -> str:
     if len(words) != 5:
         return "write five time fields: minute hour day-of-month month day-of-week"
     ranges = ", ".join(f"{n} {lo}-{hi}" for n, (lo, hi) in zip(_FIELD_NAMES, _FIELD_LIMITS))
-    return f"fields take numbers, ranges (1-5), steps (*/10, 0-30/5) and lists; limits: {ranges}; names jan-dec, sun-sat"
+    return (
+        f"fields take numbers, ranges (1-5), steps (*/10, 0-30/5) and lists; limits: {ranges}; names jan-dec, sun-sat"
+    )
 
 
 def _bad_field(expr: str) -> str | None:

@@ -33,7 +33,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from chronoctl.errors import CliError, EXIT_NO, EXIT_UNREACHABLE
+from chronoctl.errors import EXIT_NO, EXIT_UNREACHABLE, CliError
 from chronod import fsutil
 
 MARKER = "# chrono: migrated to "
@@ -212,9 +212,12 @@ def ping(daemon: Daemon, timeout_s: float = 10.0) -> float:
     started = time.monotonic()
     daemon.ask_reload()
     if not cmd_ops.wait_for(lambda: daemon.loaded_at() != before, timeout_s, 0.05):
-        raise CliError(f"chronod (node {daemon.node.name}, pid {daemon.node.pid}) did not answer a reload "
-                       f"within {timeout_s:.0f} s; the crontab was not changed",
-                       "check chronod's log (journalctl -u chronod), then run the command again", EXIT_UNREACHABLE)
+        raise CliError(
+            f"chronod (node {daemon.node.name}, pid {daemon.node.pid}) did not answer a reload "
+            f"within {timeout_s:.0f} s; the crontab was not changed",
+            "check chronod's log (journalctl -u chronod), then run the command again",
+            EXIT_UNREACHABLE,
+        )
     return time.monotonic() - started
 
 
@@ -251,9 +254,14 @@ class Switch:
             return t.isoformat() if t else None
 
         return {
-            "started_at": iso(self.started_at), "minute": iso(self.minute), "confirmed_at": iso(self.confirmed_at),
-            "switched_at": iso(self.switched_at), "done_at": iso(self.done_at),
-            "second_of_minute": round((self.switched_at - self.minute).total_seconds(), 3) if self.switched_at else None,
+            "started_at": iso(self.started_at),
+            "minute": iso(self.minute),
+            "confirmed_at": iso(self.confirmed_at),
+            "switched_at": iso(self.switched_at),
+            "done_at": iso(self.done_at),
+            "second_of_minute": round((self.switched_at - self.minute).total_seconds(), 3)
+            if self.switched_at
+            else None,
             "confirm_s": round((self.confirmed_at - self.started_at).total_seconds(), 3) if self.confirmed_at else None,
             "chrono_first": {k: iso(v) for k, v in sorted(self.firsts.items())},
         }
@@ -276,14 +284,16 @@ def _sleep_until(at: datetime, clock: Clock) -> None:
 
 def specs_of(text: str, name: str) -> list[Any]:
     """The job specs chronod will build from a registry file's text (refuses errors)."""
-    from chronod.specfile import parse_text
     from chronod.core.validate import validate_document
+    from chronod.specfile import parse_text
 
     result = validate_document(parse_text(text, name), now=_now())
     errors = [p for p in result.problems if p.severity == "error"]
     if errors:
-        raise CliError(f"{name}: the imported jobs do not validate: {errors[0].format()}",
-                       "report this as a bug of chronoctl import; the crontab was not changed")
+        raise CliError(
+            f"{name}: the imported jobs do not validate: {errors[0].format()}",
+            "report this as a bug of chronoctl import; the crontab was not changed",
+        )
     return list(result.jobs)
 
 
@@ -305,8 +315,10 @@ def cutover(migrations: list[Migration], daemon: Daemon, clock: Clock = _now) ->
     sw = Switch(started_at=clock(), minute=minute_of(clock()))
     for m in migrations:
         if m.crontab.read_bytes() != m.data:
-            raise CliError(f"{m.crontab} changed while the cutover was being prepared; nothing was changed",
-                           "run the command again")
+            raise CliError(
+                f"{m.crontab} changed while the cutover was being prepared; nothing was changed",
+                "run the command again",
+            )
     for m in migrations:
         m.previous = m.registry_file.read_bytes() if m.registry_file.exists() else None
     try:
@@ -326,23 +338,30 @@ def _switch(migrations: list[Migration], daemon: Daemon, sw: Switch, clock: Cloc
     firsts = _wait_until(lambda: daemon.first_occurrences(specs), deadline, clock)
     if firsts is None or clock() >= deadline:
         _undo_registration(migrations, daemon, clock)
-        raise CliError(f"chronod did not confirm the jobs before second {DEADLINE_S} of the minute; "
-                       "the registry files were put back and no crontab was changed",
-                       f"check that chronod reads {migrations[0].registry_file.parent} (--registry) and its log "
-                       "for registry errors, then run the command again", EXIT_NO)
+        raise CliError(
+            f"chronod did not confirm the jobs before second {DEADLINE_S} of the minute; "
+            "the registry files were put back and no crontab was changed",
+            f"check that chronod reads {migrations[0].registry_file.parent} (--registry) and its log "
+            "for registry errors, then run the command again",
+            EXIT_NO,
+        )
     sw.confirmed_at = clock()
     early = {i: t for i, t in firsts.items() if t <= sw.minute}
     if early:
         _undo_registration(migrations, daemon, clock)
-        raise CliError(f"chronod would also run {', '.join(sorted(early))} at {sw.minute:%H:%M} UTC, a minute cron "
-                       "already ran; the registry files were put back and no crontab was changed",
-                       "cut over jobs imported with cron's behaviour (tolerance_s: 0), without --adopt-defaults")
+        raise CliError(
+            f"chronod would also run {', '.join(sorted(early))} at {sw.minute:%H:%M} UTC, a minute cron "
+            "already ran; the registry files were put back and no crontab was changed",
+            "cut over jobs imported with cron's behaviour (tolerance_s: 0), without --adopt-defaults",
+        )
     sw.firsts = firsts
     changed = [m.crontab for m in migrations if m.crontab.read_bytes() != m.data]
     if changed:
         _undo_registration(migrations, daemon, clock)
-        raise CliError(f"{changed[0]} changed during the cutover; the registry files were put back and no "
-                       "crontab was changed", "run the command again")
+        raise CliError(
+            f"{changed[0]} changed during the cutover; the registry files were put back and no crontab was changed",
+            "run the command again",
+        )
     for m in migrations:
         st = os.stat(m.crontab)
         backup = backup_path(m.crontab)
@@ -429,12 +448,16 @@ def plan_rollback(crontab: Path, registry: Path) -> RollbackPlan:
         ids += [j["id"] for j in doc.get("jobs") or [] if isinstance(j, dict) and isinstance(j.get("id"), str)]
     ids = list(dict.fromkeys(ids))
     if marked and saved is None:
-        raise CliError(f"{crontab} has lines migrated to chrono but its backup {backup} is missing",
-                       f"uncomment the lines after each '{MARKER.strip()}' marker by hand, then remove "
-                       f"{', '.join(map(str, files)) or 'the imported registry file'}")
+        raise CliError(
+            f"{crontab} has lines migrated to chrono but its backup {backup} is missing",
+            f"uncomment the lines after each '{MARKER.strip()}' marker by hand, then remove "
+            f"{', '.join(map(str, files)) or 'the imported registry file'}",
+        )
     if saved is not None and not marked and data != saved:
-        raise CliError(f"{backup} exists but {crontab} has no migrated lines and differs from it",
-                       f"compare the two files; remove {backup} once {crontab} is what cron should run")
+        raise CliError(
+            f"{backup} exists but {crontab} has no migrated lines and differs from it",
+            f"compare the two files; remove {backup} once {crontab} is what cron should run",
+        )
     return RollbackPlan(crontab, backup, saved if marked else None, files, ids, saved is not None)
 
 
@@ -453,10 +476,12 @@ def rollback(plan: RollbackPlan, daemon: Daemon | None, clock: Clock = _now) -> 
     if daemon is not None and plan.registry_files:
         daemon.ask_reload()
         if not _wait_until(lambda: daemon.dropped(plan.job_ids), deadline, clock):
-            raise CliError(f"chronod has not confirmed that it dropped {', '.join(plan.job_ids)} before second "
-                           f"{DEADLINE_S}; it may run them at {sw.minute + timedelta(minutes=1):%H:%M} UTC as well "
-                           "as cron. The crontab is restored and the registry files are removed",
-                           "check `chronoctl list` and chronod's log; it drops the jobs on its next reload")
+            raise CliError(
+                f"chronod has not confirmed that it dropped {', '.join(plan.job_ids)} before second "
+                f"{DEADLINE_S}; it may run them at {sw.minute + timedelta(minutes=1):%H:%M} UTC as well "
+                "as cron. The crontab is restored and the registry files are removed",
+                "check `chronoctl list` and chronod's log; it drops the jobs on its next reload",
+            )
         sw.confirmed_at = clock()
     if plan.drop_backup:
         _remove(plan.backup)

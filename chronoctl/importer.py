@@ -34,10 +34,66 @@ _ID_OK = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 _MAX_ID = 63
 _SEPARATORS = {"&&", "||", ";", "|", "&", "(", ")", "{", "}", ";;", "|&", "\n"}
 _KEYWORDS = {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "!", "time", "exec", "{", "}"}
-_GUARDS = {"cd", "test", "[", "[[", "true", ":", "export", "set", "umask", "sleep", "echo", "source", ".", "ulimit", "mkdir", "command", "type", "which", "pgrep", "pidof"}
-_WRAPPERS = {"nice", "ionice", "nohup", "env", "sudo", "su", "flock", "timeout", "chronic", "setlock", "runuser", "chrt", "taskset", "stdbuf", "cronic", "run-one", "lockrun", "xargs"}
-_INTERPRETERS = re.compile(r"^(php[0-9.]*(-cli)?|python[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node(js)?|bash|sh|dash|zsh|ksh|java|Rscript|lua[0-9.]*)$")
-_WITH_SUBJECT = {"invoke-rc.d", "service", "systemctl", "docker", "docker-compose", "kubectl", "make", "rake", "drush", "wp", "artisan", "manage.py", "console"}
+_GUARDS = {
+    "cd",
+    "test",
+    "[",
+    "[[",
+    "true",
+    ":",
+    "export",
+    "set",
+    "umask",
+    "sleep",
+    "echo",
+    "source",
+    ".",
+    "ulimit",
+    "mkdir",
+    "command",
+    "type",
+    "which",
+    "pgrep",
+    "pidof",
+}
+_WRAPPERS = {
+    "nice",
+    "ionice",
+    "nohup",
+    "env",
+    "sudo",
+    "su",
+    "flock",
+    "timeout",
+    "chronic",
+    "setlock",
+    "runuser",
+    "chrt",
+    "taskset",
+    "stdbuf",
+    "cronic",
+    "run-one",
+    "lockrun",
+    "xargs",
+}
+_INTERPRETERS = re.compile(
+    r"^(php[0-9.]*(-cli)?|python[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node(js)?|bash|sh|dash|zsh|ksh|java|Rscript|lua[0-9.]*)$"
+)
+_WITH_SUBJECT = {
+    "invoke-rc.d",
+    "service",
+    "systemctl",
+    "docker",
+    "docker-compose",
+    "kubectl",
+    "make",
+    "rake",
+    "drush",
+    "wp",
+    "artisan",
+    "manage.py",
+    "console",
+}
 _SHELLS = {"bash", "sh", "dash", "zsh", "ksh"}
 _SCRIPT_EXT = re.compile(r"\.(sh|bash|py|pl|php|rb|js|cron)$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -103,7 +159,8 @@ def _program(segment: list[str]) -> list[str] | None:
 def _quiet_grep(words: list[str]) -> bool:
     """`grep -q …` only tests a file's content: a guard like `test`."""
     return os.path.basename(words[0]) in {"grep", "egrep", "fgrep"} and any(
-        w.startswith("-") and not w.startswith("--") and "q" in w for w in words[1:])
+        w.startswith("-") and not w.startswith("--") and "q" in w for w in words[1:]
+    )
 
 
 def _inline_code(words: list[str]) -> bool:
@@ -115,9 +172,17 @@ def _inline_code(words: list[str]) -> bool:
 def _skip_wrapper(words: list[str]) -> list[str]:
     name = os.path.basename(words[0])
     rest = words[1:]
-    takes_value = {"nice": {"-n"}, "ionice": {"-c", "-n", "-p"}, "sudo": {"-u", "-g"}, "su": {"-c", "-s"},
-                   "runuser": {"-u", "-g"}, "flock": {"-w", "-E"}, "timeout": {"-s", "-k"}, "chrt": set(),
-                   "taskset": set()}.get(name, set())
+    takes_value = {
+        "nice": {"-n"},
+        "ionice": {"-c", "-n", "-p"},
+        "sudo": {"-u", "-g"},
+        "su": {"-c", "-s"},
+        "runuser": {"-u", "-g"},
+        "flock": {"-w", "-E"},
+        "timeout": {"-s", "-k"},
+        "chrt": set(),
+        "taskset": set(),
+    }.get(name, set())
     while rest and (rest[0].startswith("-") or _ASSIGNMENT.match(rest[0])):
         option = rest.pop(0)
         if option in takes_value and rest:
@@ -296,8 +361,10 @@ def entry_notes(entry: CronEntry, options: ImportOptions) -> list[str]:
     if env.get("MAILTO") == "":
         notes.append('MAILTO="": cron mailed nothing for this job, nor does chrono; its output is in the run history')
     elif "MAILTO" in env:
-        notes.append(f"MAILTO={env['MAILTO']!r}: cron mailed the job's output there; chrono sends no mail, the output "
-                     "is in the run history (the variable stays in env, as cron gave it to the job)")
+        notes.append(
+            f"MAILTO={env['MAILTO']!r}: cron mailed the job's output there; chrono sends no mail, the output "
+            "is in the run history (the variable stays in env, as cron gave it to the job)"
+        )
     if entry.timezone and entry.timezone != options.host_timezone:
         notes.append(
             f"scheduled in {entry.timezone}, as CRON_TZ/TZ in the file says; Debian's cron ignores both for "
@@ -308,19 +375,25 @@ def entry_notes(entry: CronEntry, options: ImportOptions) -> list[str]:
     if entry.is_reboot:
         notes.append("@reboot runs once when chronod starts on a boot, not on every daemon restart")
     if "LOGNAME" in env and env["LOGNAME"] != entry.user:
-        notes.append(f"LOGNAME={env['LOGNAME']!r} is not carried over: cron sets LOGNAME to the user ({entry.user}) "
-                     "whatever the crontab says, as chrono does")
+        notes.append(
+            f"LOGNAME={env['LOGNAME']!r} is not carried over: cron sets LOGNAME to the user ({entry.user}) "
+            "whatever the crontab says, as chrono does"
+        )
     home = env.get("HOME") or _home_of(entry.user, options)
     if home and options.dir_exists is not None and not options.dir_exists(home):
-        notes.append(f"HOME {home} does not exist: cron starts the job in its own directory {CRON_SPOOL_DIR}, "
-                     "and so does the imported job (workdir)")
+        notes.append(
+            f"HOME {home} does not exist: cron starts the job in its own directory {CRON_SPOOL_DIR}, "
+            "and so does the imported job (workdir)"
+        )
     return notes
 
 
 # --- what the job is given: environment, standard input, command ----------------------
 
 
-def cron_environment(entry: CronEntry, account: Account | None, pam_env: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
+def cron_environment(
+    entry: CronEntry, account: Account | None, pam_env: tuple[tuple[str, str], ...] = ()
+) -> dict[str, str]:
     """The environment Debian's cron gives the job (checked with the daemon, tests/fixtures/cron_env):
     the crontab's settings in force at the line; SHELL, HOME (the passwd entry) and PATH
     where it set none; LOGNAME always the user; then PAM's variables where none of these
@@ -368,9 +441,13 @@ def chrono_environment(job: dict[str, Any], account: Account | None) -> dict[str
     LOGNAME and USER, then the job's `env`."""
     env: dict[str, str] = {}
     if account is not None:
-        env = {"HOME": account.home, "SHELL": account.shell or "/bin/sh",
-               "PATH": CHRONO_ROOT_PATH if account.uid == 0 else CHRONO_USER_PATH,
-               "LOGNAME": account.name, "USER": account.name}
+        env = {
+            "HOME": account.home,
+            "SHELL": account.shell or "/bin/sh",
+            "PATH": CHRONO_ROOT_PATH if account.uid == 0 else CHRONO_USER_PATH,
+            "LOGNAME": account.name,
+            "USER": account.name,
+        }
     env.update(job.get("env") or {})
     return env
 
@@ -386,9 +463,10 @@ class GivenCheck:
     chrono_adds: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
-        return {part: {"same": not why, "why": list(why)}
-                for part, why in (("environment", self.environment), ("stdin", self.stdin), ("command", self.command))
-                } | {"chrono_adds": list(self.chrono_adds)}
+        return {
+            part: {"same": not why, "why": list(why)}
+            for part, why in (("environment", self.environment), ("stdin", self.stdin), ("command", self.command))
+        } | {"chrono_adds": list(self.chrono_adds)}
 
 
 def check_given(entry: CronEntry, job: dict[str, Any], options: ImportOptions) -> GivenCheck:
@@ -402,8 +480,11 @@ def check_given(entry: CronEntry, job: dict[str, Any], options: ImportOptions) -
         return GivenCheck(environment=unknown)
     cron = cron_environment(entry, account, options.pam_env)
     chrono = chrono_environment(job, account)
-    why = [_env_difference(name, cron.get(name), chrono.get(name), options) for name in cron
-           if cron[name] != chrono.get(name)]
+    why = [
+        _env_difference(name, cron.get(name), chrono.get(name), options)
+        for name in cron
+        if cron[name] != chrono.get(name)
+    ]
     adds = [f"{name}={chrono[name]}" for name in chrono if name not in cron]
     workdir, cron_dir = job.get("workdir", "/"), cron_workdir(cron, options.dir_exists)
     if workdir != cron_dir:
@@ -418,8 +499,12 @@ def check_given(entry: CronEntry, job: dict[str, Any], options: ImportOptions) -
     stdin = []
     if (job.get("stdin") or "") != (cron_stdin or ""):
         stdin.append(_text_difference(cron_stdin or "", job.get("stdin") or ""))
-    return GivenCheck(tuple(why), tuple(stdin), tuple(command),
-                      tuple(adds) + ("CHRONO_JOB_ID, CHRONO_RUN_ID and the other CHRONO_* variables",))
+    return GivenCheck(
+        tuple(why),
+        tuple(stdin),
+        tuple(command),
+        tuple(adds) + ("CHRONO_JOB_ID, CHRONO_RUN_ID and the other CHRONO_* variables",),
+    )
 
 
 def _env_difference(name: str, cron: str | None, chrono: str | None, options: ImportOptions) -> str:
@@ -428,7 +513,9 @@ def _env_difference(name: str, cron: str | None, chrono: str | None, options: Im
     if not name:
         return f"cron gives a nameless variable ({cron!r}, from a line '=value'): chrono cannot carry it"
     if not _CHRONO_ENV_NAME.fullmatch(name):
-        return f"{gives}: {name!r} is not a name chrono's env takes (letters, digits and '_', not starting with a digit)"
+        return (
+            f"{gives}: {name!r} is not a name chrono's env takes (letters, digits and '_', not starting with a digit)"
+        )
     if name.upper().startswith("CHRONO_"):
         return f"{gives}: CHRONO_* variables are chrono's own for every run and cannot be set"
     if options.adopt_defaults and (name in ("SHELL", "PATH") or name in dict(options.pam_env)):
@@ -438,8 +525,10 @@ def _env_difference(name: str, cron: str | None, chrono: str | None, options: Im
 
 def _text_difference(cron: str, chrono: str) -> str:
     if cron.replace("\r", "") == chrono:
-        return (f"cron passes the carriage return of the CRLF line end on ({cron!r}); chrono strips it "
-                "(under cron the job most likely failed)")
+        return (
+            f"cron passes the carriage return of the CRLF line end on ({cron!r}); chrono strips it "
+            "(under cron the job most likely failed)"
+        )
     return f"cron gives {cron!r}, chrono {chrono!r}"
 
 
@@ -473,7 +562,9 @@ def registry_yaml(source: str, jobs: list[tuple[CronEntry, dict[str, Any]]]) -> 
     for entry, job in jobs:
         out.append(f"  # source: {_quote_comment(entry.file)}:{entry.line}")
         out.append(f"  #   {_quote_comment(entry.text.strip())}")
-        text = yaml.dump([job], Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True, width=10**6)
+        text = yaml.dump(
+            [job], Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True, width=10**6
+        )
         out.extend("  " + line if line else line for line in text.rstrip("\n").split("\n"))
     return "\n".join(out) + "\n"
 
@@ -594,9 +685,14 @@ def compare_with_cron(
 _COMPARED: dict[tuple, tuple[str, int, set[datetime], set[datetime]]] = {}
 
 
-def _compare(cron_schedule: str, tz: str, now: datetime, end: datetime,
-             chrono_fires: Callable[[datetime, datetime], list[datetime]],
-             chrono_tz: str | None = None) -> tuple[str, int, set[datetime], set[datetime]]:
+def _compare(
+    cron_schedule: str,
+    tz: str,
+    now: datetime,
+    end: datetime,
+    chrono_fires: Callable[[datetime, datetime], list[datetime]],
+    chrono_tz: str | None = None,
+) -> tuple[str, int, set[datetime], set[datetime]]:
     """(how compared, cron's fire count, fires only cron has, fires only chrono has)."""
     from chronod.core.vixie import simulate
 
@@ -619,7 +715,9 @@ def _compare(cron_schedule: str, tz: str, now: datetime, end: datetime,
     return compared, len(cron), only_cron, only_chrono
 
 
-def _by_date(job_id: str, entry: CronEntry, tz: str, only_cron: set[datetime], only_chrono: set[datetime]) -> list[Difference]:
+def _by_date(
+    job_id: str, entry: CronEntry, tz: str, only_cron: set[datetime], only_chrono: set[datetime]
+) -> list[Difference]:
     from zoneinfo import ZoneInfo
 
     zone = ZoneInfo(tz)

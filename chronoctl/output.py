@@ -31,8 +31,10 @@ def attempt_number(run: "Run", attempt: int | None) -> int:
         return run.attempts
     if not 1 <= attempt <= max(run.attempts, 0):
         have = f"{run.attempts} attempt(s)" if run.attempts else "no attempt yet"
-        raise UsageError(f"--attempt {attempt}: run {run.run_id} has {have}",
-                         f"give --attempt 1 to {run.attempts}" if run.attempts else None)
+        raise UsageError(
+            f"--attempt {attempt}: run {run.run_id} has {have}",
+            f"give --attempt 1 to {run.attempts}" if run.attempts else None,
+        )
     return attempt
 
 
@@ -57,9 +59,11 @@ def live_file(store: "Store", run: "Run", attempt: int, db: str) -> Path:
 
     node = next((n for n in store.nodes() if n.name == run.node), None)
     if node is not None and node.hostname not in _this_host():
-        raise CliError(f"run {run.run_id} is running on node {node.name} (host {node.hostname}); "
-                       "its output so far can be read only there",
-                       f"run `chronoctl logs {run.run_id[:8]}` on {node.hostname}, or wait for it to end")
+        raise CliError(
+            f"run {run.run_id} is running on node {node.name} (host {node.hostname}); "
+            "its output so far can be read only there",
+            f"run `chronoctl logs {run.run_id[:8]}` on {node.hostname}, or wait for it to end",
+        )
     state_dir = (node.info or {}).get("state_dir") if node is not None else None
     if not state_dir:
         state_dir = default_state_dir(db)
@@ -75,8 +79,10 @@ def read_live(path: Path, offset: int = 0) -> bytes:
     except FileNotFoundError:
         return b""
     except PermissionError as exc:
-        raise CliError(f"cannot read {path}: the output of a running run is readable by the daemon's user only",
-                       "run chronoctl as the user chronod runs as (or wait for the run to end)") from exc
+        raise CliError(
+            f"cannot read {path}: the output of a running run is readable by the daemon's user only",
+            "run chronoctl as the user chronod runs as (or wait for the run to end)",
+        ) from exc
 
 
 def missing_part(tail: str | None, total: int, shown: int) -> tuple[str, int]:
@@ -159,8 +165,11 @@ class Follower:
         """Show what of the attempt that just ended the live file did not (its last bytes)."""
         from chronoctl.render import escape_control
 
-        self._emit(read_live(live_file(self.store, self.run, self.attempt, self.db), self.shown)
-                   if self.run.state == "running" and self.run.attempts == self.attempt else b"")
+        self._emit(
+            read_live(live_file(self.store, self.run, self.attempt, self.db), self.shown)
+            if self.run.state == "running" and self.run.attempts == self.attempt
+            else b""
+        )
         tail, total = stored(self.store, self.run, self.attempt)
         rest, lost = missing_part(tail, total, self.shown)
         if lost:
@@ -178,8 +187,10 @@ class Follower:
             return
         self.said.add(key)
         if run.state == "retry_wait" and run.next_attempt_at is not None:
-            _note(f"attempt {run.attempts} ended ({run.error or run.state}); the next one starts "
-                  f"{human_time(run.next_attempt_at)}")
+            _note(
+                f"attempt {run.attempts} ended ({run.error or run.state}); the next one starts "
+                f"{human_time(run.next_attempt_at)}"
+            )
         elif run.state == "pending":
             _note(f"run {run.run_id[:8]} has not started yet; it fires {human_time(run.fire_at)}")
 
@@ -205,8 +216,9 @@ def show(store: "Store", run: "Run", attempt: int | None, db: str) -> tuple[str,
         run = store.get_run(run.run_id) or run  # it ended between the two reads
     tail, total = stored(store, run, n)
     if tail is None:
-        return "", (f"attempt {n} of run {run.run_id} has no stored output "
-                    "(recorded before chrono kept every attempt's output)")
+        return "", (
+            f"attempt {n} of run {run.run_id} has no stored output (recorded before chrono kept every attempt's output)"
+        )
     kept = len(tail.encode("utf-8", "surrogateescape"))
     note = f"showing the last {kept} of {total} bytes of output" if total > kept else None
     return tail, note
@@ -217,5 +229,9 @@ def json_of(store: "Store", run: "Run", attempt: int | None, db: str) -> dict[st
     from chronoctl import cmd_ops
 
     text, _ = show(store, run, attempt, db)
-    return dict(cmd_ops.run_json(run), attempt_shown=attempt_number(run, attempt), output_tail=text,
-                running=run.state == "running")
+    return dict(
+        cmd_ops.run_json(run),
+        attempt_shown=attempt_number(run, attempt),
+        output_tail=text,
+        running=run.state == "running",
+    )

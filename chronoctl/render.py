@@ -200,8 +200,11 @@ def warn(message: str) -> None:
     if is_terminal(sys.stderr):
         import textwrap
 
-        text = "\n".join(textwrap.wrap(text, terminal_width(sys.stderr), break_long_words=False,
-                                       break_on_hyphens=False, subsequent_indent="  "))
+        text = "\n".join(
+            textwrap.wrap(
+                text, terminal_width(sys.stderr), break_long_words=False, break_on_hyphens=False, subsequent_indent="  "
+            )
+        )
     sys.stderr.write(text + "\n")
 
 
@@ -258,10 +261,7 @@ def table_lines(rows: Sequence[Mapping[str, Any]], columns: Iterable[ColumnSpec]
     widths = [max(len(line[i]) for line in grid) for i in range(len(cols))]
     lines = []
     for line in grid:
-        cells = [
-            text.rjust(w) if col.justify == "right" else text.ljust(w)
-            for text, w, col in zip(line, widths, cols)
-        ]
+        cells = [text.rjust(w) if col.justify == "right" else text.ljust(w) for text, w, col in zip(line, widths, cols)]
         lines.append("  ".join(cells).rstrip())
     return lines
 
@@ -306,6 +306,7 @@ def fit_columns(rows: Sequence[Mapping[str, Any]], cols: list[Column], width: in
     """The columns of `cols` that fit in `width` cells, two spaces apart, dropping the
     highest `drop` first. A `wrap` column counts as its longest word (at least WRAP_MIN
     cells when its text is longer), since it may wrap between words."""
+
     def need(c: Column) -> int:
         cells = [c.title()] + [c.cell(r) for r in rows]
         if not c.wrap:
@@ -328,12 +329,26 @@ def _rich_table(rows: Sequence[Mapping[str, Any]], cols: list[Column], title: st
 
     con = console(out)
     cols = fit_columns(rows, cols, con.width)
-    table = Table(title=escape_line(title) if title else None, title_justify="left", show_edge=False,
-                  pad_edge=False, box=None, padding=(0, 2, 0, 0), collapse_padding=True)
+    table = Table(
+        title=escape_line(title) if title else None,
+        title_justify="left",
+        show_edge=False,
+        pad_edge=False,
+        box=None,
+        padding=(0, 2, 0, 0),
+        collapse_padding=True,
+    )
     for c in cols:
         widest = max(len(t) for t in [c.title()] + [c.cell(r) for r in rows])
-        table.add_column(c.title(), justify=c.justify, no_wrap=not c.wrap, overflow="fold" if c.wrap else "ellipsis",
-                         min_width=None if c.wrap else widest, style=None, header_style="bold")
+        table.add_column(
+            c.title(),
+            justify=c.justify,
+            no_wrap=not c.wrap,
+            overflow="fold" if c.wrap else "ellipsis",
+            min_width=None if c.wrap else widest,
+            style=None,
+            header_style="bold",
+        )
     for r in rows:
         table.add_row(*(Text(c.cell(r), style=_cell_style(c, r)) for c in cols))
     con.print(table)
@@ -342,8 +357,15 @@ def _rich_table(rows: Sequence[Mapping[str, Any]], cols: list[Column], title: st
 # --- state words ----------------------------------------------------------------------
 
 STATE_STYLES = {
-    "succeeded": "green", "running": "cyan", "failed": "red", "timed_out": "red", "lost": "red",
-    "pending": "dim", "retry_wait": "yellow", "cancelled": "dim", "missing": "red",
+    "succeeded": "green",
+    "running": "cyan",
+    "failed": "red",
+    "timed_out": "red",
+    "lost": "red",
+    "pending": "dim",
+    "retry_wait": "yellow",
+    "cancelled": "dim",
+    "missing": "red",
 }
 
 

@@ -7,7 +7,9 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomically(target: Path, data: bytes, *, mode: int = 0o644, owner: tuple[int, int] | None = None) -> os.stat_result:
+def write_atomically(
+    target: Path, data: bytes, *, mode: int = 0o644, owner: tuple[int, int] | None = None
+) -> os.stat_result:
     """Replace `target` with `data`: a temporary dotfile in the same directory (cron and
     chronod skip dotfiles), fsync, mode and owner set (owner only when we are root),
     rename, fsync of the directory. Returns the new file's status."""

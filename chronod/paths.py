@@ -38,7 +38,7 @@ def sqlite_path(url: str) -> Path | None:
     if "://" not in url:
         return Path(url)
     if url.startswith("sqlite:///"):
-        return Path(url[len("sqlite:///"):])
+        return Path(url[len("sqlite:///") :])
     return None
 
 

@@ -57,8 +57,19 @@ FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 SUFFIXES = (".yaml", ".yml")
 # Left behind by package managers and editors: never jobs, whatever they end with.
 LEFTOVERS = (
-    ".dpkg-old", ".dpkg-new", ".dpkg-dist", ".dpkg-tmp", ".dpkg-bak",
-    ".rpmnew", ".rpmsave", ".rpmorig", ".swp", ".swo", ".bak", ".orig", ".tmp",
+    ".dpkg-old",
+    ".dpkg-new",
+    ".dpkg-dist",
+    ".dpkg-tmp",
+    ".dpkg-bak",
+    ".rpmnew",
+    ".rpmsave",
+    ".rpmorig",
+    ".swp",
+    ".swo",
+    ".bak",
+    ".orig",
+    ".tmp",
 )
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -154,19 +165,28 @@ def _parse(text: str | bytes, file: str) -> SpecDocument:
         data = conv.document(_Screened(text))
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        raise _Refused(f"YAML syntax: {e.problem or e.context}", "check indentation and quoting near this line", mark.line + 1 if mark else 0) from None
+        raise _Refused(
+            f"YAML syntax: {e.problem or e.context}",
+            "check indentation and quoting near this line",
+            mark.line + 1 if mark else 0,
+        ) from None
     except yaml.reader.ReaderError as e:  # a character YAML never accepts (NUL, a raw ESC): no mark, a position
         line = text.count("\n", 0, e.position) + 1
         code = e.character if isinstance(e.character, int) else ord(e.character)
-        raise _Refused(f"YAML syntax: control character U+{code:04X} is not allowed in a YAML file",
-                       "remove it; in a double-quoted string an escape such as \\x1b is allowed", line) from None
+        raise _Refused(
+            f"YAML syntax: control character U+{code:04X} is not allowed in a YAML file",
+            "remove it; in a double-quoted string an escape such as \\x1b is allowed",
+            line,
+        ) from None
     except yaml.YAMLError as e:
         raise _Refused(f"YAML syntax: {e}") from None
     return SpecDocument(file, data, conv.lines, conv.plain, tuple(conv.problems))
 
 
 def _too_big(size: int) -> _Refused:
-    return _Refused(f"is {size} bytes; job files are limited to {MAX_FILE_BYTES} bytes", "split the jobs across several files")
+    return _Refused(
+        f"is {size} bytes; job files are limited to {MAX_FILE_BYTES} bytes", "split the jobs across several files"
+    )
 
 
 class _Screened:
@@ -192,12 +212,24 @@ class _Screened:
             self.depth -= 1
             return event
         elif kind is AliasEvent:
-            raise _Refused(f"aliases (*{event.anchor}) are not allowed", "write the value out, or use defaults: for shared fields", _line(event))
+            raise _Refused(
+                f"aliases (*{event.anchor}) are not allowed",
+                "write the value out, or use defaults: for shared fields",
+                _line(event),
+            )
         if isinstance(event, NodeEvent) and event.anchor is not None:
-            raise _Refused(f"anchors (&{event.anchor}) are not allowed", "write the value out, or use defaults: for shared fields", _line(event))
+            raise _Refused(
+                f"anchors (&{event.anchor}) are not allowed",
+                "write the value out, or use defaults: for shared fields",
+                _line(event),
+            )
         tag = getattr(event, "tag", None)
         if tag is not None:
-            raise _Refused(f"YAML tags are not allowed ({_short_tag(tag)})", "remove the tag; to force a string, quote the value", _line(event))
+            raise _Refused(
+                f"YAML tags are not allowed ({_short_tag(tag)})",
+                "remove the tag; to force a string, quote the value",
+                _line(event),
+            )
         return event
 
 
@@ -206,7 +238,7 @@ def _line(event: Any) -> int:
 
 
 def _short_tag(tag: str) -> str:
-    return "!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else tag
+    return "!!" + tag[len("tag:yaml.org,2002:") :] if tag.startswith("tag:yaml.org,2002:") else tag
 
 
 class _Converter:
@@ -229,8 +261,12 @@ class _Converter:
         events.next()  # document end
         end = events.next()
         if type(end) is not StreamEndEvent:
-            raise ComposerError("expected a single document in the stream", start.start_mark,
-                                "but found another document", end.start_mark)
+            raise ComposerError(
+                "expected a single document in the stream",
+                start.start_mark,
+                "but found another document",
+                end.start_mark,
+            )
         return data
 
     def value(self, events: _Screened, event: Any, path: str) -> Any:
@@ -265,14 +301,18 @@ class _Converter:
             line = key.start_mark.line + 1
             if type(key) is not ScalarEvent or _RESOLVER.resolve(ScalarNode, key.value, key.implicit) == _MERGE_TAG:
                 what = "merge keys (<<)" if type(key) is ScalarEvent else "keys that are lists or mappings"
-                self._error(line, path, f"{what} are not allowed", "use plain names as keys; shared fields go under defaults:")
+                self._error(
+                    line, path, f"{what} are not allowed", "use plain names as keys; shared fields go under defaults:"
+                )
                 _skip(events, key)
                 _skip(events, events.next())
             else:
                 name = key.value  # as written: `on:` stays "on", `no:` stays "no"
                 at = path_key(path, name)
                 if name in out:
-                    self._error(line, at, f"duplicate key {name!r}: first given at line {self.lines[at]}", "keep one of the two")
+                    self._error(
+                        line, at, f"duplicate key {name!r}: first given at line {self.lines[at]}", "keep one of the two"
+                    )
                     _skip(events, events.next())
                 else:
                     self.lines[at] = line
@@ -340,8 +380,9 @@ def _copy(fres: FileResult) -> FileResult:
     return FileResult(fres.path, fres.specs, dict(fres.resources), list(fres.problems), fres.digest)
 
 
-def load_file(path: Path | str, *, now: datetime, secure: bool | None = None,
-              cache: FileCache | None = None) -> FileResult:
+def load_file(
+    path: Path | str, *, now: datetime, secure: bool | None = None, cache: FileCache | None = None
+) -> FileResult:
     """Read, check and validate one job file (see `load_registry` for `secure` and `cache`)."""
     secure = _default_secure(secure)
     name = str(path)
@@ -370,8 +411,13 @@ def _validate(data: bytes, name: str, digest: str, now: datetime) -> FileResult:
     return FileResult(name, result.jobs, dict(result.resources), list(result.problems), digest)
 
 
-def load_registry(paths: Iterable[Path | str] | Path | str, *, now: datetime, secure: bool | None = None,
-                  cache: FileCache | None = None) -> RegistryResult:
+def load_registry(
+    paths: Iterable[Path | str] | Path | str,
+    *,
+    now: datetime,
+    secure: bool | None = None,
+    cache: FileCache | None = None,
+) -> RegistryResult:
     """Load a registry: job files and directories of `*.yaml`/`*.yml` files.
 
     `secure` (default: when running as root) applies the root daemon's file checks. A `cache` kept
@@ -446,9 +492,29 @@ def _check_dir(directory: Path) -> list[Problem]:
     st = os.stat(directory)
     problems = []
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        problems.append(Problem(WARNING, str(directory), 0, None, "", "the registry directory is writable by group or others", f"chmod go-w {directory}"))
+        problems.append(
+            Problem(
+                WARNING,
+                str(directory),
+                0,
+                None,
+                "",
+                "the registry directory is writable by group or others",
+                f"chmod go-w {directory}",
+            )
+        )
     if st.st_uid not in _trusted_owners():
-        problems.append(Problem(WARNING, str(directory), 0, None, "", f"the registry directory is owned by uid {st.st_uid}, not root", f"chown root {directory}"))
+        problems.append(
+            Problem(
+                WARNING,
+                str(directory),
+                0,
+                None,
+                "",
+                f"the registry directory is owned by uid {st.st_uid}, not root",
+                f"chown root {directory}",
+            )
+        )
     return problems
 
 
@@ -459,7 +525,10 @@ def _read(path: Path, secure: bool) -> tuple[bytes, int]:
         fd = os.open(path, flags)
     except OSError as e:
         if e.errno == errno.ELOOP and secure:
-            raise _Refused("is a symbolic link; registry files must be regular files", "copy the file into the registry instead of linking it") from None
+            raise _Refused(
+                "is a symbolic link; registry files must be regular files",
+                "copy the file into the registry instead of linking it",
+            ) from None
         raise _Refused(f"cannot be opened: {e.strerror}") from None
     try:
         st = os.fstat(fd)
@@ -480,7 +549,9 @@ def _check_stat(st: os.stat_result, secure: bool) -> None:
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise _Refused(f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})", "chmod go-w the file")
     if st.st_nlink != 1:
-        raise _Refused(f"has {st.st_nlink} hard links; registry files must have exactly one", "copy the file instead of linking it")
+        raise _Refused(
+            f"has {st.st_nlink} hard links; registry files must have exactly one", "copy the file instead of linking it"
+        )
 
 
 def _read_capped(fd: int) -> bytes:
@@ -504,24 +575,38 @@ def _check_owner_runs_as(fres: FileResult, owner: int) -> None:
     strangers = [s for s in fres.specs if s.user is None or _uid(s.user) != owner]
     if strangers:
         first = strangers[0]
-        fres.problems.insert(0, Problem(
-            ERROR, fres.path, first.source_line, first.id, "user",
-            f"the file is owned by {owner_name}, not root, but the job runs as {first.user or 'the daemon user'}",
-            f"a file owned by {owner_name} may only hold jobs with user: {owner_name}; or chown root the file",
-        ))
+        fres.problems.insert(
+            0,
+            Problem(
+                ERROR,
+                fres.path,
+                first.source_line,
+                first.id,
+                "user",
+                f"the file is owned by {owner_name}, not root, but the job runs as {first.user or 'the daemon user'}",
+                f"a file owned by {owner_name} may only hold jobs with user: {owner_name}; or chown root the file",
+            ),
+        )
         fres.specs = ()
         return
     primary = _primary_group(owner)
     grouped = [s for s in fres.specs if s.group is not None and s.group != primary]
     if grouped:
         first = grouped[0]
-        fres.problems.insert(0, Problem(
-            ERROR, fres.path, first.source_line, first.id, "group",
-            f"the file is owned by {owner_name}, not root, but the job asks for group {first.group}: "
-            f"a delegated job runs with its owner's own groups",
-            f"remove group: (the job runs with {owner_name}'s primary group {primary or '?'} and memberships); "
-            "or chown root the file",
-        ))
+        fres.problems.insert(
+            0,
+            Problem(
+                ERROR,
+                fres.path,
+                first.source_line,
+                first.id,
+                "group",
+                f"the file is owned by {owner_name}, not root, but the job asks for group {first.group}: "
+                f"a delegated job runs with its owner's own groups",
+                f"remove group: (the job runs with {owner_name}'s primary group {primary or '?'} and memberships); "
+                "or chown root the file",
+            ),
+        )
         fres.specs = ()
 
 
@@ -539,14 +624,24 @@ def _takes_over(reg: RegistryResult, fres: FileResult) -> bool:
     for spec in fres.specs:
         first = roots.get(spec.id)
         if first is not None:
-            _refuse(fres, spec.source_line, spec.id, "id",
-                    f"id {spec.id!r} is defined by the root-owned {first.source_file}:{first.source_line}")
+            _refuse(
+                fres,
+                spec.source_line,
+                spec.id,
+                "id",
+                f"id {spec.id!r} is defined by the root-owned {first.source_file}:{first.source_line}",
+            )
             return True
     for name in fres.resources:
         owner = next((f for f in reg.files.values() if f.trusted and name in f.resources), None)
         if owner is not None:
-            _refuse(fres, 0, None, path_key("resources", name),
-                    f"resource {name!r} is defined by the root-owned {owner.path}")
+            _refuse(
+                fres,
+                0,
+                None,
+                path_key("resources", name),
+                f"resource {name!r} is defined by the root-owned {owner.path}",
+            )
             return True
     return False
 
@@ -557,11 +652,18 @@ def _trusted_file(reg: RegistryResult, path: str) -> bool:
 
 
 def _refuse(fres: FileResult, line: int, job_id: str | None, path: str, what: str) -> None:
-    fres.problems.insert(0, Problem(
-        ERROR, fres.path, line, job_id, path,
-        f"{what}; this file is owned by {fres.delegated}, not root, and may not redefine it: the file is refused",
-        "the root-owned definition stays; use another name in this file, or ask root to change theirs",
-    ))
+    fres.problems.insert(
+        0,
+        Problem(
+            ERROR,
+            fres.path,
+            line,
+            job_id,
+            path,
+            f"{what}; this file is owned by {fres.delegated}, not root, and may not redefine it: the file is refused",
+            "the root-owned definition stays; use another name in this file, or ask root to change theirs",
+        ),
+    )
     fres.specs = ()
     fres.resources = {}
 
@@ -594,18 +696,30 @@ def _merge(reg: RegistryResult, fres: FileResult) -> None:
             reg.jobs[spec.id] = spec
             kept.append(spec)
             continue
-        fres.problems.append(Problem(
-            ERROR, fres.path, spec.source_line, spec.id, "id",
-            f"id {spec.id!r} is already defined at {first.source_file}:{first.source_line}",
-            "ids are unique across the registry; rename one of the two",
-        ))
+        fres.problems.append(
+            Problem(
+                ERROR,
+                fres.path,
+                spec.source_line,
+                spec.id,
+                "id",
+                f"id {spec.id!r} is already defined at {first.source_file}:{first.source_line}",
+                "ids are unique across the registry; rename one of the two",
+            )
+        )
     fres.specs = tuple(kept)
     for name, res in fres.resources.items():
         first_res = reg.resources.setdefault(name, res)
         if first_res.max_concurrency != res.max_concurrency:
-            fres.problems.append(Problem(
-                ERROR, fres.path, 0, None, path_key("resources", name),
-                f"resource {name!r} has max_concurrency {res.max_concurrency} here but {first_res.max_concurrency} in another file",
-                "a resource name is one group across the registry: give it one limit",
-            ))
+            fres.problems.append(
+                Problem(
+                    ERROR,
+                    fres.path,
+                    0,
+                    None,
+                    path_key("resources", name),
+                    f"resource {name!r} has max_concurrency {res.max_concurrency} here but {first_res.max_concurrency} in another file",
+                    "a resource name is one group across the registry: give it one limit",
+                )
+            )
     reg.problems.extend(fres.problems)

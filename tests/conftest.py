@@ -98,8 +98,10 @@ class _Cluster:
         try:
             subprocess.run(cmd, check=True, capture_output=True, timeout=120)
         except subprocess.CalledProcessError as e:
-            raise RuntimeError(f"{' '.join(argv[:1] + argv[-1:])} failed (exit {e.returncode}): "
-                               f"{(e.stderr or b'').decode(errors='replace').strip()}") from None
+            raise RuntimeError(
+                f"{' '.join(argv[:1] + argv[-1:])} failed (exit {e.returncode}): "
+                f"{(e.stderr or b'').decode(errors='replace').strip()}"
+            ) from None
 
     def start(self) -> str:
         self._run(_pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
@@ -117,8 +119,19 @@ class _Cluster:
 
     def restart(self, mode: str = "immediate") -> None:
         """`pg_ctl restart -m MODE`, waiting until the server accepts connections again."""
-        self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-m", mode, "-o", self.opts, "-l", str(self.dir / "log"),
-                  "-w", "restart")
+        self._run(
+            _pg_bin("pg_ctl"),
+            "-D",
+            str(self.data),
+            "-m",
+            mode,
+            "-o",
+            self.opts,
+            "-l",
+            str(self.dir / "log"),
+            "-w",
+            "restart",
+        )
 
     def stop(self) -> None:
         """Stop the server (if it runs) and remove the cluster."""
@@ -237,8 +250,9 @@ def pg_connections(admin_url: str, name: str) -> int:
     engine = _admin_engine(admin_url)
     try:
         with engine.connect() as conn:
-            return conn.execute(sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :d"),
-                                {"d": name}).scalar_one()
+            return conn.execute(
+                sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :d"), {"d": name}
+            ).scalar_one()
     finally:
         engine.dispose()
 

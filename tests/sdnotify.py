@@ -74,8 +74,9 @@ class Conversation:
     def watchdog_gaps(self) -> list[float]:
         """Seconds between READY=1 and the first WATCHDOG=1, and between each WATCHDOG=1 after,
         up to the end of the idle period (the last gap runs to that end)."""
-        times = [self.idle_from] + [t for t, f in self.messages
-                                    if f.get("WATCHDOG") == "1" and self.idle_from <= t <= self.idle_to]
+        times = [self.idle_from] + [
+            t for t, f in self.messages if f.get("WATCHDOG") == "1" and self.idle_from <= t <= self.idle_to
+        ]
         return [b - a for a, b in zip(times, times[1:] + [self.idle_to])]
 
 
@@ -87,8 +88,9 @@ def converse(argv: list[str], env: dict[str, str], sock_path: Path, log_path: Pa
     env.pop("WATCHDOG_PID", None)
     c = Conversation()
     with open(log_path, "wb") as logf:
-        proc = subprocess.Popen(argv, env=env, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, env=env, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
     try:
         c.ready = listener.wait_for("READY")
         c.idle_from = listener.messages[c.ready][0]

@@ -104,10 +104,15 @@ def _day_matches(dom_mask: int, dow_mask: int, days_are_or: bool, dom: int, cron
 
 
 @lru_cache(maxsize=65536)
-def _days_in_month(dom_mask: int, dow_mask: int, days_are_or: bool, first_cron_dow: int, length: int) -> tuple[int, ...]:
+def _days_in_month(
+    dom_mask: int, dow_mask: int, days_are_or: bool, first_cron_dow: int, length: int
+) -> tuple[int, ...]:
     # one entry per distinct pair of day fields and month shape: shared by every expression
-    return tuple(d for d in range(1, length + 1)
-                 if _day_matches(dom_mask, dow_mask, days_are_or, d, (first_cron_dow + d - 1) % 7))
+    return tuple(
+        d
+        for d in range(1, length + 1)
+        if _day_matches(dom_mask, dow_mask, days_are_or, d, (first_cron_dow + d - 1) % 7)
+    )
 
 
 def _fail(name: str, text: str, what: str, hint: str) -> ScheduleError:
@@ -155,7 +160,9 @@ def _item(name: str, whole: str, item: str) -> range:
         last = high if slash else first  # "N/S" means N-max/S, as Vixie accepts
     if last < first:
         raise _fail(
-            name, whole, f"range {base!r} runs backwards",
+            name,
+            whole,
+            f"range {base!r} runs backwards",
             f"write it as two ranges, such as {first}-{high},{low}-{last}",
         )
     return range(first, last + 1, step)

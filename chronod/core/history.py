@@ -93,8 +93,9 @@ def _z(at: datetime) -> str:
     return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def occurrences(spec: JobSpec, schedule: Any, start: datetime, end: datetime,
-                nodes: Iterable[str] = ()) -> list[Occurrence]:
+def occurrences(
+    spec: JobSpec, schedule: Any, start: datetime, end: datetime, nodes: Iterable[str] = ()
+) -> list[Occurrence]:
     """Every occurrence whose nominal time is in (start, end], ascending."""
     if schedule.kind == "reboot" or not spec.enabled:
         return []
@@ -160,8 +161,11 @@ def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
         return f"skipped by the catch-up policy{policy}{err or ': it fell due while nothing could run it'}"
     if s == "skipped_paused":
         reason = (run.error or "").removeprefix("job paused: ").removeprefix("paused: ")
-        return f"skipped: the job was paused when it fell due (reason: {reason})" if reason else \
-            "skipped: the job was paused when it fell due"
+        return (
+            f"skipped: the job was paused when it fell due (reason: {reason})"
+            if reason
+            else "skipped: the job was paused when it fell due"
+        )
     if s == "skipped_resource":
         res = f" {spec.resource!r}" if spec and spec.resource else ""
         return f"skipped: it waited for a slot of its resource{res} and got none inside its catch-up window{err}"
@@ -181,8 +185,14 @@ def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
     return f"{s}{err}"
 
 
-def _judge(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec,
-           spans: Sequence[Span] | None = None, pruned: Any | None = None) -> tuple[str, str]:
+def _judge(
+    occ: Occurrence,
+    run: Any | None,
+    now: datetime,
+    spec: JobSpec,
+    spans: Sequence[Span] | None = None,
+    pruned: Any | None = None,
+) -> tuple[str, str]:
     """(state, reason) for one occurrence given its row (or its absence), when the job
     was registered (`spans`, None: unknown) and its pruning watermark (`pruned`, a
     store.api.Pruned or None)."""
@@ -193,8 +203,10 @@ def _judge(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec,
     if not registered(spans, occ.fire_at):
         return NOT_REGISTERED, describe_unregistered(spans, occ.fire_at)
     if pruned is not None and retention.was_pruned(occ.scheduled_at, pruned):
-        return retention.PRUNED, (f"{retention.pruned_reason(pruned.kept_s)}: its row was deleted with the "
-                                  f"runs up to {_z(pruned.through)}; what happened to it is no longer known")
+        return retention.PRUNED, (
+            f"{retention.pruned_reason(pruned.kept_s)}: its row was deleted with the "
+            f"runs up to {_z(pruned.through)}; what happened to it is no longer known"
+        )
     if occ.fire_at > now:
         return NOT_DUE, f"not due yet: fires at {_z(occ.fire_at)}"
     return NO_RECORD, (
@@ -204,8 +216,14 @@ def _judge(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec,
     )
 
 
-def _answer_for(occs: Sequence[Occurrence], by_id: Mapping[str, Any], now: datetime, spec: JobSpec,
-                spans: Sequence[Span] | None = None, pruned: Any | None = None) -> Answer:
+def _answer_for(
+    occs: Sequence[Occurrence],
+    by_id: Mapping[str, Any],
+    now: datetime,
+    spec: JobSpec,
+    spans: Sequence[Span] | None = None,
+    pruned: Any | None = None,
+) -> Answer:
     judged = [(o, by_id.get(o.run_id), *_judge(o, by_id.get(o.run_id), now, spec, spans, pruned)) for o in occs]
     if not judged:
         return Answer(False, NO_RECORD, "no node is known to carry this job, so no occurrence can be expected")
@@ -223,9 +241,18 @@ def _scheduled(spec: JobSpec, schedule: Any) -> bool:
     return bool(schedule.kind != "reboot")
 
 
-def did_it_run(spec: JobSpec, runs: Iterable[Any], *, now: datetime, at: datetime | None = None,
-               since: datetime | None = None, schedule: Any = None, nodes: Iterable[str] = (),
-               spans: Sequence[Span] | None = None, pruned: Any | None = None) -> Answer:
+def did_it_run(
+    spec: JobSpec,
+    runs: Iterable[Any],
+    *,
+    now: datetime,
+    at: datetime | None = None,
+    since: datetime | None = None,
+    schedule: Any = None,
+    nodes: Iterable[str] = (),
+    spans: Sequence[Span] | None = None,
+    pruned: Any | None = None,
+) -> Answer:
     """Did the occurrence run?
 
     - `at`: the occurrence nominally at or just before `at`; yes when it succeeded (for
@@ -256,8 +283,9 @@ def did_it_run(spec: JobSpec, runs: Iterable[Any], *, now: datetime, at: datetim
     return _answer_for(occurrence.at_each(spec, nominal, nodes), by_id, now, spec, spans, pruned)
 
 
-def _any_expected(spec: JobSpec, nominal: datetime, nodes: Iterable[str], by_id: Mapping[str, Any],
-                  spans: Sequence[Span] | None) -> bool:
+def _any_expected(
+    spec: JobSpec, nominal: datetime, nodes: Iterable[str], by_id: Mapping[str, Any], spans: Sequence[Span] | None
+) -> bool:
     occs = occurrence.at_each(spec, nominal, nodes)
     return not occs or any(o.run_id in by_id or registered(spans, o.fire_at) for o in occs)
 
@@ -266,15 +294,19 @@ def _nothing_since_registered(schedule: Any, spans: Sequence[Span] | None, now: 
     """The latest occurrence fell due while the job was not registered: none is expected yet."""
     last = (spans or [(now, None)])[-1]
     if last[1] is not None:
-        return Answer(False, NOT_REGISTERED, f"the job was removed from the registry at {_z(last[1])}; "
-                      "nothing is expected of it since")
+        return Answer(
+            False,
+            NOT_REGISTERED,
+            f"the job was removed from the registry at {_z(last[1])}; nothing is expected of it since",
+        )
     nxt = schedule.next_after(now)
     when = f"; the next occurrence is at {_z(nxt)}" if nxt else ""
     return Answer(False, NO_OCCURRENCE, f"nothing has fallen due since the job was registered at {_z(last[0])}{when}")
 
 
-def _occurrence_before(spec: JobSpec, schedule: Any, at: datetime | None, now: datetime,
-                       nodes: Iterable[str]) -> datetime | None:
+def _occurrence_before(
+    spec: JobSpec, schedule: Any, at: datetime | None, now: datetime, nodes: Iterable[str]
+) -> datetime | None:
     if at is not None:
         before: datetime | None = schedule.prev_at_or_before(at)
         return before
@@ -293,9 +325,16 @@ def _latest_run_answer(runs: list[Any], now: datetime, spec: JobSpec, what: str)
     return Answer(latest.state == "succeeded", latest.state, describe_run(latest, now, spec), latest)
 
 
-def _did_it_run_since(spec: JobSpec, runs: list[Any], schedule: Any, since: datetime,
-                      now: datetime, nodes: set[str], spans: Sequence[Span] | None = None,
-                      pruned: Any | None = None) -> Answer:
+def _did_it_run_since(
+    spec: JobSpec,
+    runs: list[Any],
+    schedule: Any,
+    since: datetime,
+    now: datetime,
+    nodes: set[str],
+    spans: Sequence[Span] | None = None,
+    pruned: Any | None = None,
+) -> Answer:
     window = [r for r in runs if since < r.scheduled_at <= now]
     wins = [r for r in window if r.state == "succeeded"]
     if wins:
@@ -305,8 +344,11 @@ def _did_it_run_since(spec: JobSpec, runs: list[Any], schedule: Any, since: date
     if not _scheduled(spec, schedule):
         return _latest_run_answer(window, now, spec, "@reboot: it runs once per boot")
     by_id = {r.run_id: r for r in window}
-    due = [o for o in occurrences(spec, schedule, since, now, nodes)
-           if o.fire_at <= now and (o.run_id in by_id or registered(spans, o.fire_at))]
+    due = [
+        o
+        for o in occurrences(spec, schedule, since, now, nodes)
+        if o.fire_at <= now and (o.run_id in by_id or registered(spans, o.fire_at))
+    ]
     if not due and not window:
         nxt = schedule.next_after(now)
         when = f"; the next occurrence is at {_z(nxt)}" if nxt else ""
@@ -318,8 +360,13 @@ def _did_it_run_since(spec: JobSpec, runs: list[Any], schedule: Any, since: date
         answer = _latest_run_answer(window, now, spec, "")
     n = len({o.scheduled_at for o in due})
     if n > 1:
-        answer = Answer(False, answer.state, f"none of the {n} occurrences since {_z(since)} succeeded; "
-                        f"the latest {answer.reason}", answer.run, answer.occurrence)
+        answer = Answer(
+            False,
+            answer.state,
+            f"none of the {n} occurrences since {_z(since)} succeeded; the latest {answer.reason}",
+            answer.run,
+            answer.occurrence,
+        )
     return answer
 
 
@@ -341,10 +388,19 @@ class Mark(NamedTuple):
     trigger: str
 
 
-def missed(specs: Iterable[JobSpec], runs: Iterable[Any], *, since: datetime, now: datetime,
-           nodes: Iterable[str] = (), known: Mapping[str, Sequence[Span]] | None = None,
-           schedules: Mapping[str, Any] | None = None, grace_s: int = GRACE_S,
-           marks: Iterable[Mark] | None = None, pruned: Mapping[str, Any] | None = None) -> list[Miss]:
+def missed(
+    specs: Iterable[JobSpec],
+    runs: Iterable[Any],
+    *,
+    since: datetime,
+    now: datetime,
+    nodes: Iterable[str] = (),
+    known: Mapping[str, Sequence[Span]] | None = None,
+    schedules: Mapping[str, Any] | None = None,
+    grace_s: int = GRACE_S,
+    marks: Iterable[Mark] | None = None,
+    pruned: Mapping[str, Any] | None = None,
+) -> list[Miss]:
     """Every occurrence scheduled in (since, now] that did not succeed, plus every one that
     fell due (fire time + `grace_s` before `now`) and has no row at all.
 
@@ -388,8 +444,9 @@ def pruned_in(pruned: Mapping[str, Any], since: datetime) -> list[Any]:
     return sorted((m for m in pruned.values() if m.through > since), key=lambda m: m.job_id)
 
 
-def _expected_window(spec: JobSpec, spans: Sequence[Span] | None, since: datetime,
-                     now: datetime) -> tuple[datetime, datetime]:
+def _expected_window(
+    spec: JobSpec, spans: Sequence[Span] | None, since: datetime, now: datetime
+) -> tuple[datetime, datetime]:
     """The part of (since, now] in which the job's occurrences may be expected: from the
     first registration (less its jitter) to its removal, when it is removed for good."""
     if spans is None:
@@ -414,8 +471,15 @@ def _scheduled_marks(runs: Iterable[Any]) -> dict[str, list[datetime]]:
     return marks
 
 
-def _unrecorded(spec: JobSpec, schedule: Any, start: datetime, now: datetime, nodes: set[str],
-                marks: Mapping[str, list[datetime]], by_id: Mapping[str, Any]) -> Iterator[Occurrence]:
+def _unrecorded(
+    spec: JobSpec,
+    schedule: Any,
+    start: datetime,
+    now: datetime,
+    nodes: set[str],
+    marks: Mapping[str, list[datetime]],
+    by_id: Mapping[str, Any],
+) -> Iterator[Occurrence]:
     """Occurrences in (start, now] without a row, searching only the gaps between recorded
     runs that are wide enough to hide one (see `_gaps`)."""
     if schedule.kind == "reboot" or not spec.enabled:
@@ -428,7 +492,9 @@ def _unrecorded(spec: JobSpec, schedule: Any, start: datetime, now: datetime, no
                     yield occ
 
 
-DST_MARGIN = timedelta(hours=3, seconds=1)  # shifts of 3h or more are clock corrections (docs/reference.md, Time zones and daylight saving time)
+DST_MARGIN = timedelta(
+    hours=3, seconds=1
+)  # shifts of 3h or more are clock corrections (docs/reference.md, Time zones and daylight saving time)
 
 
 def _gaps(times: list[datetime], start: datetime, now: datetime, schedule: Any) -> list[tuple[datetime, datetime]]:
@@ -498,8 +564,9 @@ def last_success(runs: Iterable[Any]) -> Any | None:
     return max(wins, key=lambda r: r.finished_at or r.scheduled_at) if wins else None
 
 
-def silence(spec: JobSpec, last_success_at: datetime | None, now: datetime, *,
-            known_since: datetime | None = None) -> Silence:
+def silence(
+    spec: JobSpec, last_success_at: datetime | None, now: datetime, *, known_since: datetime | None = None
+) -> Silence:
     """Time since the last success against `max_silence_s`. Without any success the age
     counts from `known_since` (when the job was first known), if given."""
     start = last_success_at or known_since
@@ -554,6 +621,14 @@ def silent_jobs(jobs: Iterable[Any], last_success_at: Mapping[str, datetime], no
         q = silence(j.spec, last_success_at.get(j.job_id), now, known_since=j.updated_at)
         if q.silent and q.age_s is not None:  # silent: counted from a success or from known_since
             basis = q.last_success or j.updated_at
-            out.append(SilentJob(j.job_id, j.spec.owner, q.last_success, q.age_s, j.spec.max_silence_s,
-                                 basis + timedelta(seconds=j.spec.max_silence_s)))
+            out.append(
+                SilentJob(
+                    j.job_id,
+                    j.spec.owner,
+                    q.last_success,
+                    q.age_s,
+                    j.spec.max_silence_s,
+                    basis + timedelta(seconds=j.spec.max_silence_s),
+                )
+            )
     return out

@@ -100,11 +100,21 @@ class JobSpec(_HashMemo):
         """A plain dict (JSON-ready) of every field; `from_json_dict` reverses it.
         Written out by hand: `dataclasses.asdict` deep-copies and costs seconds at 100,000 jobs."""
         d = {name: getattr(self, name) for name in _FIELD_NAMES}
-        d["retry"] = {"attempts": self.retry.attempts, "backoff_s": self.retry.backoff_s,
-                      "max_backoff_s": self.retry.max_backoff_s}
+        d["retry"] = {
+            "attempts": self.retry.attempts,
+            "backoff_s": self.retry.backoff_s,
+            "max_backoff_s": self.retry.max_backoff_s,
+        }
         d["run_on"] = {"mode": self.run_on.mode, "nodes": list(self.run_on.nodes)}
-        d["notify"] = [{"on": list(n.on), "command": list(n.command) if isinstance(n.command, tuple) else n.command,
-                        "webhook": n.webhook, "timeout_s": n.timeout_s} for n in self.notify]
+        d["notify"] = [
+            {
+                "on": list(n.on),
+                "command": list(n.command) if isinstance(n.command, tuple) else n.command,
+                "webhook": n.webhook,
+                "timeout_s": n.timeout_s,
+            }
+            for n in self.notify
+        ]
         d["env"] = dict(self.env)
         d["tags"] = list(self.tags)
         if isinstance(self.command, tuple):

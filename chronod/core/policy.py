@@ -68,12 +68,17 @@ def catchup(spec: JobSpec, due: list[Due], now: datetime) -> Decision:
     in_window = [d for d in backlog if d.fire_at >= window_start]
     for d in backlog:
         if d.fire_at < window_start:
-            skips.append((d, f"fell due while chronod could not run it; older than catchup_window_s={spec.catchup_window_s}"))
+            skips.append(
+                (d, f"fell due while chronod could not run it; older than catchup_window_s={spec.catchup_window_s}")
+            )
     if spec.catchup == "all":
         runs.extend(in_window)
     elif spec.catchup == "latest" and in_window and not on_time:
         runs.append(in_window[-1])
-        skips.extend((d, "fell due while chronod could not run it; catchup: latest ran a newer occurrence") for d in in_window[:-1])
+        skips.extend(
+            (d, "fell due while chronod could not run it; catchup: latest ran a newer occurrence")
+            for d in in_window[:-1]
+        )
     else:
         reason = (
             "fell due while chronod could not run it; catchup: none"

@@ -24,14 +24,19 @@ MISSING = "missing"
 PRUNED = retention.PRUNED
 CATEGORY = {
     "succeeded": "",
-    "failed": "failure", "timed_out": "failure", "lost": "failure",
-    "cancelled": "policy", "skipped_overlap": "policy",
+    "failed": "failure",
+    "timed_out": "failure",
+    "lost": "failure",
+    "cancelled": "policy",
+    "skipped_overlap": "policy",
     "skipped_outage": "outage",
     "skipped_paused": "paused",
     "skipped_resource": "resource",
     MISSING: "missing",
     PRUNED: "pruned",
-    "pending": "not finished", "running": "not finished", "retry_wait": "not finished",
+    "pending": "not finished",
+    "running": "not finished",
+    "retry_wait": "not finished",
     history.NOT_DUE: "not due",
 }
 
@@ -69,9 +74,23 @@ class JobReport:
     def totals(self) -> dict[str, int]:
         """Occurrences per state, in a fixed order, zero counts left out."""
         counts = Counter(line.state for line in self.lines)
-        order = ["succeeded", "failed", "timed_out", "lost", "cancelled", "skipped_overlap", "skipped_outage",
-                 "skipped_paused", "skipped_resource", MISSING, PRUNED, "pending", "running", "retry_wait",
-                 history.NOT_DUE]
+        order = [
+            "succeeded",
+            "failed",
+            "timed_out",
+            "lost",
+            "cancelled",
+            "skipped_overlap",
+            "skipped_outage",
+            "skipped_paused",
+            "skipped_resource",
+            MISSING,
+            PRUNED,
+            "pending",
+            "running",
+            "retry_wait",
+            history.NOT_DUE,
+        ]
         return {s: counts[s] for s in order if counts[s]}
 
     @property
@@ -87,9 +106,18 @@ class JobReport:
         return gaps
 
 
-def job_report(spec: JobSpec, schedule: Any, runs: Iterable[Any], *, start: datetime, end: datetime,
-               now: datetime, nodes: Iterable[str] = (), spans: Sequence[history.Span] | None = None,
-               pruned: Any | None = None) -> JobReport:
+def job_report(
+    spec: JobSpec,
+    schedule: Any,
+    runs: Iterable[Any],
+    *,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    nodes: Iterable[str] = (),
+    spans: Sequence[history.Span] | None = None,
+    pruned: Any | None = None,
+) -> JobReport:
     """Every occurrence nominally in [start, end) with its run (or `missing`, or `pruned` at
     or before the job's pruning watermark `pruned`); `runs` are the job's runs around the
     period (others are ignored). `spans` say when the job was registered: an occurrence
@@ -101,55 +129,109 @@ def job_report(spec: JobSpec, schedule: Any, runs: Iterable[Any], *, start: date
     occs = history.occurrences(spec, schedule, start - eps, end - eps, nodes)
     expected = [o for o in occs if o.run_id in by_id or history.registered(spans, o.fire_at)]
     lines = [_line(o, by_id.get(o.run_id), now, spec, pruned) for o in expected]
-    manual = sorted((r for r in runs if r.trigger.startswith("manual") and start <= r.scheduled_at < end),
-                    key=lambda r: r.scheduled_at)
-    return JobReport(spec, start, end, lines, manual, list(spans) if spans is not None else None,
-                     len(occs) - len(expected))
+    manual = sorted(
+        (r for r in runs if r.trigger.startswith("manual") and start <= r.scheduled_at < end),
+        key=lambda r: r.scheduled_at,
+    )
+    return JobReport(
+        spec, start, end, lines, manual, list(spans) if spans is not None else None, len(occs) - len(expected)
+    )
 
 
 def _line(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec, pruned: Any | None) -> Line:
     if run is None:
         if pruned is not None and retention.was_pruned(occ.scheduled_at, pruned):
-            return Line(occ.scheduled_at, occ.fire_at, occ.run_id, occ.node, PRUNED, "pruned",
-                        f"{retention.pruned_reason(pruned.kept_s)}: its row was deleted with the runs up to "
-                        f"{history.iso(pruned.through)}")
+            return Line(
+                occ.scheduled_at,
+                occ.fire_at,
+                occ.run_id,
+                occ.node,
+                PRUNED,
+                "pruned",
+                f"{retention.pruned_reason(pruned.kept_s)}: its row was deleted with the runs up to "
+                f"{history.iso(pruned.through)}",
+            )
         if occ.fire_at > now:
-            return Line(occ.scheduled_at, occ.fire_at, occ.run_id, occ.node, history.NOT_DUE, "not due",
-                        f"not due yet: fires at {history.iso(occ.fire_at)}")
-        return Line(occ.scheduled_at, occ.fire_at, occ.run_id, occ.node, MISSING, "missing",
-                    "MISSING: no record at all; it fell due but the history has no row for it (chronod was "
-                    "down and nothing caught it up, or the database was restored from an older copy)")
+            return Line(
+                occ.scheduled_at,
+                occ.fire_at,
+                occ.run_id,
+                occ.node,
+                history.NOT_DUE,
+                "not due",
+                f"not due yet: fires at {history.iso(occ.fire_at)}",
+            )
+        return Line(
+            occ.scheduled_at,
+            occ.fire_at,
+            occ.run_id,
+            occ.node,
+            MISSING,
+            "missing",
+            "MISSING: no record at all; it fell due but the history has no row for it (chronod was "
+            "down and nothing caught it up, or the database was restored from an older copy)",
+        )
     state = run.state
     if state == "pending" and run.fire_at > now:
         state = history.NOT_DUE
     why = "" if state == "succeeded" else history.describe_run(run, now, spec)
     duration = (run.finished_at - run.started_at).total_seconds() if run.started_at and run.finished_at else None
-    return Line(occ.scheduled_at, occ.fire_at, occ.run_id, occ.node, state, CATEGORY.get(state, state), why,
-                run.attempts, run.started_at, duration, run.exit_code)
+    return Line(
+        occ.scheduled_at,
+        occ.fire_at,
+        occ.run_id,
+        occ.node,
+        state,
+        CATEGORY.get(state, state),
+        why,
+        run.attempts,
+        run.started_at,
+        duration,
+        run.exit_code,
+    )
 
 
 def to_json(report: JobReport, words: str) -> dict[str, Any]:
     """The report of one job as JSON (stable keys, ISO-8601 times with offsets)."""
     s = report.spec
     return {
-        "job_id": s.id, "owner": s.owner, "schedule": s.schedule, "schedule_words": words, "timezone": s.timezone,
-        "tags": list(s.tags), "max_silence_s": s.max_silence_s,
+        "job_id": s.id,
+        "owner": s.owner,
+        "schedule": s.schedule,
+        "schedule_words": words,
+        "timezone": s.timezone,
+        "tags": list(s.tags),
+        "max_silence_s": s.max_silence_s,
         "notify_events": sorted({e for n in s.notify for e in n.on}),
         "compliance_gaps": report.compliance_gaps,
-        "from": history.iso(report.start), "to": history.iso(report.end),
-        "expected": len(report.lines), "totals": report.totals,
+        "from": history.iso(report.start),
+        "to": history.iso(report.end),
+        "expected": len(report.lines),
+        "totals": report.totals,
         "not_registered": report.not_registered,
-        "registered": None if report.registered is None else [
-            {"from": history.iso(a), "until": history.iso(b)} for a, b in report.registered],
-        "occurrences": [{
-            "scheduled_at": history.iso(line.scheduled_at), "fire_at": history.iso(line.fire_at),
-            "run_id": line.run_id, "node": line.node, "state": line.state, "category": line.category,
-            "attempts": line.attempts, "started_at": history.iso(line.started_at),
-            "duration_s": round(line.duration_s, 3) if line.duration_s is not None else None,
-            "exit_code": line.exit_code, "explanation": line.explanation,
-        } for line in report.lines],
-        "manual_runs": [{"run_id": r.run_id, "scheduled_at": history.iso(r.scheduled_at), "state": r.state,
-                         "trigger": r.trigger} for r in report.manual],
+        "registered": None
+        if report.registered is None
+        else [{"from": history.iso(a), "until": history.iso(b)} for a, b in report.registered],
+        "occurrences": [
+            {
+                "scheduled_at": history.iso(line.scheduled_at),
+                "fire_at": history.iso(line.fire_at),
+                "run_id": line.run_id,
+                "node": line.node,
+                "state": line.state,
+                "category": line.category,
+                "attempts": line.attempts,
+                "started_at": history.iso(line.started_at),
+                "duration_s": round(line.duration_s, 3) if line.duration_s is not None else None,
+                "exit_code": line.exit_code,
+                "explanation": line.explanation,
+            }
+            for line in report.lines
+        ],
+        "manual_runs": [
+            {"run_id": r.run_id, "scheduled_at": history.iso(r.scheduled_at), "state": r.state, "trigger": r.trigger}
+            for r in report.manual
+        ],
     }
 
 
@@ -167,33 +249,53 @@ def _cell(value: Any) -> str:
 def to_markdown(report: JobReport, words: str, generated_at: datetime) -> str:
     """The report of one job as Markdown: a header, the totals, then every occurrence."""
     d = to_json(report, words)
-    out = [f"# Audit report: {_cell(d['job_id'])}", "", "| | |", "|---|---|",
-           f"| Job | `{_cell(d['job_id'])}` |", f"| Owner | {_cell(d['owner'])} |",
-           f"| Schedule | `{_cell(d['schedule'])}`: {_cell(words)} (zone {_cell(d['timezone'])}) |",
-           f"| Period | {d['from']} to {d['to']} (end excluded) |",
-           f"| Generated at | {history.iso(generated_at)} |",
-           f"| Expected occurrences | {d['expected']} |",
-           f"| Registered | {_cell(_spans_text(d['registered']))} |",
-           f"| Tags | {_cell(', '.join(d['tags']) or '-')} |",
-           f"| Dead man's switch | {_cell(d['max_silence_s'])} s |",
-           f"| Notified on | {_cell(', '.join(d['notify_events']) or 'nothing')} |"]
+    out = [
+        f"# Audit report: {_cell(d['job_id'])}",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| Job | `{_cell(d['job_id'])}` |",
+        f"| Owner | {_cell(d['owner'])} |",
+        f"| Schedule | `{_cell(d['schedule'])}`: {_cell(words)} (zone {_cell(d['timezone'])}) |",
+        f"| Period | {d['from']} to {d['to']} (end excluded) |",
+        f"| Generated at | {history.iso(generated_at)} |",
+        f"| Expected occurrences | {d['expected']} |",
+        f"| Registered | {_cell(_spans_text(d['registered']))} |",
+        f"| Tags | {_cell(', '.join(d['tags']) or '-')} |",
+        f"| Dead man's switch | {_cell(d['max_silence_s'])} s |",
+        f"| Notified on | {_cell(', '.join(d['notify_events']) or 'nothing')} |",
+    ]
     if d["compliance_gaps"]:
         out.append(f"| Compliance gaps | {_cell('; '.join(d['compliance_gaps']))} |")
     out += ["", "## Totals", "", "| state | occurrences |", "|---|---:|"]
     out += [f"| {state} | {n} |" for state, n in d["totals"].items()]
     out += [f"| **total** | **{d['expected']}** |"]
     if d["not_registered"]:
-        out += ["", f"Not registered: {d['not_registered']} occurrence(s) of the period fell due while the job was "
-                "not in the registry; they were never expected and are not listed."]
-    out += ["", "## Occurrences", "",
-            "| # | scheduled at | state | run id | attempts | started at | duration (s) | exit | explanation |",
-            "|---:|---|---|---|---:|---|---:|---:|---|"]
+        out += [
+            "",
+            f"Not registered: {d['not_registered']} occurrence(s) of the period fell due while the job was "
+            "not in the registry; they were never expected and are not listed.",
+        ]
+    out += [
+        "",
+        "## Occurrences",
+        "",
+        "| # | scheduled at | state | run id | attempts | started at | duration (s) | exit | explanation |",
+        "|---:|---|---|---|---:|---|---:|---:|---|",
+    ]
     for i, o in enumerate(d["occurrences"], 1):
-        out.append(f"| {i} | {o['scheduled_at']} | {o['state']} | `{o['run_id']}` | {o['attempts']} | "
-                   f"{_cell(o['started_at'] or '-')} | {_cell(o['duration_s'] if o['duration_s'] is not None else '-')} | "
-                   f"{_cell(o['exit_code'] if o['exit_code'] is not None else '-')} | {_cell(o['explanation'])} |")
+        out.append(
+            f"| {i} | {o['scheduled_at']} | {o['state']} | `{o['run_id']}` | {o['attempts']} | "
+            f"{_cell(o['started_at'] or '-')} | {_cell(o['duration_s'] if o['duration_s'] is not None else '-')} | "
+            f"{_cell(o['exit_code'] if o['exit_code'] is not None else '-')} | {_cell(o['explanation'])} |"
+        )
     if d["manual_runs"]:
-        out += ["", "## Manual runs in the period (beside the schedule)", "", "| scheduled at | state | run id |",
-                "|---|---|---|"]
+        out += [
+            "",
+            "## Manual runs in the period (beside the schedule)",
+            "",
+            "| scheduled at | state | run id |",
+            "|---|---|---|",
+        ]
         out += [f"| {m['scheduled_at']} | {m['state']} | `{m['run_id']}` |" for m in d["manual_runs"]]
     return "\n".join(out) + "\n"

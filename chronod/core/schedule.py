@@ -62,13 +62,17 @@ class Schedule:
     expr: str  # as written
     tz: str  # IANA zone name
     kind: str  # "cron" | "every" | "reboot"
-    is_fixed_time: bool  # docs/reference.md, Time zones and daylight saving time: minute and hour fields do not start with '*'
+    is_fixed_time: (
+        bool  # docs/reference.md, Time zones and daylight saving time: minute and hour fields do not start with '*'
+    )
     every_s: int | None  # for kind "every"
     dst_gap: str = "shift"  # as asked for; only fixed-time cron schedules act on it
     dst_repeat: str = "first"
 
     def __repr__(self) -> str:
-        policy = "" if (self.dst_gap, self.dst_repeat) == ("shift", "first") else f", {self.dst_gap!r}, {self.dst_repeat!r}"
+        policy = (
+            "" if (self.dst_gap, self.dst_repeat) == ("shift", "first") else f", {self.dst_gap!r}, {self.dst_repeat!r}"
+        )
         return f"compile_schedule({self.expr!r}, {self.tz!r}{policy})"
 
     def next_after(self, after: datetime) -> datetime | None:
@@ -566,23 +570,30 @@ class _CronSchedule(Schedule):
             change = "clock-correction" if big else "spring-forward"
             verb = "does" if len(walls) == 1 else "do"
             if big:
-                effect = (f"the clock jumps from {_fmt_time(lo, secs)} {n_before} to {hi:%Y-%m-%d %H:%M} {n_after} "
-                          f"on {day}; {names} {verb} not exist and {_count(walls)} skipped "
-                          f"(a jump of 3 hours or more is a correction: nothing is caught up)")
+                effect = (
+                    f"the clock jumps from {_fmt_time(lo, secs)} {n_before} to {hi:%Y-%m-%d %H:%M} {n_after} "
+                    f"on {day}; {names} {verb} not exist and {_count(walls)} skipped "
+                    f"(a jump of 3 hours or more is a correction: nothing is caught up)"
+                )
             elif self._shift_gap:
-                effect = (f"{names} {n_before} {verb} not exist on {day}; "
-                          f"fires once at {_fmt_time(after, secs)} {n_after} instead")
+                effect = (
+                    f"{names} {n_before} {verb} not exist on {day}; "
+                    f"fires once at {_fmt_time(after, secs)} {n_after} instead"
+                )
             else:
                 effect = f"{names} {n_before} {verb} not exist on {day}; {_count(walls)} skipped"
         else:
             change = "clock-correction" if big else "fall-back"
             verb = "happens" if len(walls) == 1 else "happen"
             passes = "first" if big else self._repeat
-            effect = f"{names} {verb} twice on {day} ({n_before}, then {n_after}); " + {
-                "first": f"fires only the first time ({n_before})",
-                "last": f"fires only the second time ({n_after})",
-                "both": "fires in both passes",
-            }[passes]
+            effect = (
+                f"{names} {verb} twice on {day} ({n_before}, then {n_after}); "
+                + {
+                    "first": f"fires only the first time ({n_before})",
+                    "last": f"fires only the second time ({n_after})",
+                    "both": "fires in both passes",
+                }[passes]
+            )
         return DstEvent(day, t, change, int(size.total_seconds()), effect)
 
 
@@ -742,8 +753,11 @@ def _words_list(items: list[str]) -> str:
 
 
 def _day_words(f: CronFields) -> str:
-    doms = None if len(f.doms) == 31 else (
-        f"on day {f.doms[0]} of the month" if len(f.doms) == 1 else f"on days {_words(f.doms)} of the month")
+    doms = (
+        None
+        if len(f.doms) == 31
+        else (f"on day {f.doms[0]} of the month" if len(f.doms) == 1 else f"on days {_words(f.doms)} of the month")
+    )
     dows = None if len(f.dows) == 7 else "on " + _words(f.dows, lambda d: _DOW_WORDS[d], " through ")
     if doms and dows:
         days = f"{doms} or {dows}" if f.days_are_or else f"{doms} if it is {dows[3:]}"
@@ -794,8 +808,10 @@ def _every_seconds(expr: str, arg: str) -> int:
     if seconds <= 0:
         raise ScheduleError(f"{expr!r}: @every needs a duration above zero", "write @every 1s or longer")
     if seconds > MAX_EVERY_S:
-        raise ScheduleError(f"{expr!r}: @every is longer than {days_text(MAX_EVERY_S)}",
-                            "write a cron expression for rarer jobs, such as '0 3 1 1 *' (yearly)")
+        raise ScheduleError(
+            f"{expr!r}: @every is longer than {days_text(MAX_EVERY_S)}",
+            "write a cron expression for rarer jobs, such as '0 3 1 1 *' (yearly)",
+        )
     return seconds
 
 
@@ -810,11 +826,15 @@ def compile_schedule(expr: str, tz: str = "UTC", dst_gap: str = "shift", dst_rep
 
 def _check_policy(dst_gap: str, dst_repeat: str) -> None:
     if dst_gap not in DST_GAP_POLICIES:
-        raise ScheduleError(f"dst_gap {dst_gap!r} is not one of {', '.join(DST_GAP_POLICIES)}",
-                            "shift fires once when the clock jumps; skip does not run that day")
+        raise ScheduleError(
+            f"dst_gap {dst_gap!r} is not one of {', '.join(DST_GAP_POLICIES)}",
+            "shift fires once when the clock jumps; skip does not run that day",
+        )
     if dst_repeat not in DST_REPEAT_POLICIES:
-        raise ScheduleError(f"dst_repeat {dst_repeat!r} is not one of {', '.join(DST_REPEAT_POLICIES)}",
-                            "first or last fires in that pass of the repeated time; both fires in each")
+        raise ScheduleError(
+            f"dst_repeat {dst_repeat!r} is not one of {', '.join(DST_REPEAT_POLICIES)}",
+            "first or last fires in that pass of the repeated time; both fires in each",
+        )
 
 
 @lru_cache(maxsize=131072)

@@ -12,7 +12,8 @@ import difflib
 import functools
 import re
 import zoneinfo
-from dataclasses import dataclass, field, fields as dc_fields
+from dataclasses import dataclass, field
+from dataclasses import fields as dc_fields
 from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
@@ -205,7 +206,9 @@ def _wrong_type(value: Any, expected: str, path: str, ctx: _Ctx) -> Any:
         key = _last_key(path)
         shown = f'- "{raw}"' if path.endswith("]") else f'{key}: "{raw}"'
         if value is None:
-            return ctx.error(path, "has no value", f'give it a value, or delete the line; to mean the text "{raw}", write {shown}')
+            return ctx.error(
+                path, "has no value", f'give it a value, or delete the line; to mean the text "{raw}", write {shown}'
+            )
         return ctx.error(
             path,
             f"must be {expected}, but YAML reads the unquoted {raw} as {_yaml_reading(value, raw)}",
@@ -263,7 +266,9 @@ class Str(_Type):
         if self.pattern and not re.fullmatch(self.pattern, value):
             return ctx.error(path, f"{value!r} is not allowed: {self.pattern_hint}", self._pattern_fix(value))
         if self.absolute and not value.startswith("/"):
-            return ctx.error(path, f"{value!r} must be an absolute path", f"start it with '/', e.g. /{value.lstrip('./')}")
+            return ctx.error(
+                path, f"{value!r} must be an absolute path", f"start it with '/', e.g. /{value.lstrip('./')}"
+            )
         if self.url:
             return self._check_url(value, path, ctx)
         if self.zone:
@@ -279,7 +284,9 @@ class Str(_Type):
     def _check_url(self, value: str, path: str, ctx: _Ctx) -> Any:
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.netloc or re.search(r"\s", value):
-            return ctx.error(path, f"{value!r} is not an http(s) URL", "write the full address, e.g. https://alerts.example.com/hook")
+            return ctx.error(
+                path, f"{value!r} is not an http(s) URL", "write the full address, e.g. https://alerts.example.com/hook"
+            )
         return value
 
     def schema(self) -> dict[str, Any]:
@@ -317,7 +324,9 @@ class Int(_Type):
     def check(self, value: Any, path: str, ctx: _Ctx) -> Any:
         if isinstance(value, str):
             if value.strip().isdigit():
-                return ctx.error(path, f"must be a number, not the string {value!r}", f"remove the quotes: {value.strip()}")
+                return ctx.error(
+                    path, f"must be a number, not the string {value!r}", f"remove the quotes: {value.strip()}"
+                )
             try:
                 seconds = parse_duration(value)
             except DurationError:
@@ -325,7 +334,9 @@ class Int(_Type):
             if seconds is not None and path.endswith("_s"):
                 return ctx.error(path, f"must be a number of seconds, not {value!r}", f"write {seconds}")
         if isinstance(value, float):
-            return ctx.error(path, f"must be a whole number, not {value}", f"write {int(value)}" if value.is_integer() else "")
+            return ctx.error(
+                path, f"must be a whole number, not {value}", f"write {int(value)}" if value.is_integer() else ""
+            )
         if isinstance(value, bool) or not isinstance(value, int):
             return _wrong_type(value, "a whole number", path, ctx)
         if value < self.minimum:
@@ -387,10 +398,15 @@ class Command(_Type):
         if not isinstance(value, list):
             return _wrong_type(value, "a string (run by the shell) or a list of strings (exec'd)", path, ctx)
         if not value:
-            return ctx.error(path, "is an empty list", "give the program and its arguments, e.g. [/usr/bin/backup, --full]")
+            return ctx.error(
+                path, "is an empty list", "give the program and its arguments, e.g. [/usr/bin/backup, --full]"
+            )
         if len(value) > MAX_COMMAND_ARGS:
             return ctx.error(path, f"has {len(value)} arguments; the limit is {MAX_COMMAND_ARGS}")
-        items = [Str(max_len=MAX_COMMAND_CHARS, min_len=1 if i == 0 else 0).check(v, path_index(path, i), ctx) for i, v in enumerate(value)]
+        items = [
+            Str(max_len=MAX_COMMAND_CHARS, min_len=1 if i == 0 else 0).check(v, path_index(path, i), ctx)
+            for i, v in enumerate(value)
+        ]
         if any(v is INVALID for v in items):
             return INVALID
         if sum(len(v) for v in items) > MAX_COMMAND_CHARS:
@@ -447,7 +463,9 @@ class EnvMap(_Type):
         for name, v in value.items():
             at = path_key(path, name)
             if not re.fullmatch(ENV_NAME, str(name)):
-                ctx.error(at, f"{name!r} is not a variable name", "use letters, digits and '_', not starting with a digit")
+                ctx.error(
+                    at, f"{name!r} is not a variable name", "use letters, digits and '_', not starting with a digit"
+                )
             elif str(name).upper().startswith("CHRONO_"):
                 ctx.error(at, f"{name} is set by chrono for every run and cannot be overridden", "choose another name")
             out.append((str(name), Str(max_len=32 * 1024, min_len=0).check(v, at, ctx)))
@@ -542,7 +560,15 @@ class ObjList(_Type):
 
 NODE_GLOB = r"[A-Za-z0-9_.*?\[\]!-]{1,255}"
 _NODES = Obj(
-    fields=(Field("nodes", StrList(Str(pattern=NODE_GLOB, pattern_hint="node globs use letters, digits, . _ - and * ? [ ]"), min_items=1), required=True),),
+    fields=(
+        Field(
+            "nodes",
+            StrList(
+                Str(pattern=NODE_GLOB, pattern_hint="node globs use letters, digits, . _ - and * ? [ ]"), min_items=1
+            ),
+            required=True,
+        ),
+    ),
     build=lambda d: RunOn(mode="any", nodes=d["nodes"]),
 )
 
@@ -577,7 +603,11 @@ def field_schema(f: Field) -> dict[str, Any]:
 
 def _retry_post(d: dict[str, Any], path: str, ctx: _Ctx) -> bool:
     if d["backoff_s"] > d["max_backoff_s"]:
-        ctx.error(path_key(path, "backoff_s"), f"{d['backoff_s']} is larger than max_backoff_s ({d['max_backoff_s']})", "raise max_backoff_s or lower backoff_s")
+        ctx.error(
+            path_key(path, "backoff_s"),
+            f"{d['backoff_s']} is larger than max_backoff_s ({d['max_backoff_s']})",
+            "raise max_backoff_s or lower backoff_s",
+        )
         return False
     return True
 
@@ -586,7 +616,11 @@ def _notify_post(d: dict[str, Any], path: str, ctx: _Ctx) -> bool:
     given = [k for k in ("command", "webhook") if d.get(k) is not None]
     if len(given) != 1:
         what = "both command and webhook" if given else "neither command nor webhook"
-        ctx.error(path, f"has {what}; a route has exactly one", "split it into two routes, one with command:, one with webhook:" if given else "add command: or webhook:")
+        ctx.error(
+            path,
+            f"has {what}; a route has exactly one",
+            "split it into two routes, one with command:, one with webhook:" if given else "add command: or webhook:",
+        )
         return False
     return True
 
@@ -597,12 +631,19 @@ RETRY_FIELDS = (
     Field("max_backoff_s", Int(0, 7 * 86400), 3600, default_doc="3600", rule="upper bound of the delay"),
 )
 NOTIFY_FIELDS = (
-    Field("on", StrList(Enum(NOTIFY_EVENTS), min_items=1, max_items=len(NOTIFY_EVENTS)), required=True, rule="events: " + ", ".join(NOTIFY_EVENTS)),
+    Field(
+        "on",
+        StrList(Enum(NOTIFY_EVENTS), min_items=1, max_items=len(NOTIFY_EVENTS)),
+        required=True,
+        rule="events: " + ", ".join(NOTIFY_EVENTS),
+    ),
     Field("command", Command(), nullable=True, rule="a command run when one of the events happens"),
     Field("webhook", Str(url=True, max_len=2048), nullable=True, rule="an http(s) URL that is notified of the events"),
     Field("timeout_s", Int(1, 300), 10, default_doc="10", rule="how long one notification may take"),
 )
-RESOURCE_FIELDS = (Field("max_concurrency", Int(1, 100_000), required=True, rule="at most this many jobs of the group run at once"),)
+RESOURCE_FIELDS = (
+    Field("max_concurrency", Int(1, 100_000), required=True, rule="at most this many jobs of the group run at once"),
+)
 
 ID_PATTERN = r"[a-z0-9][a-z0-9._-]{0,62}"
 NAME_PATTERN = r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?"
@@ -610,35 +651,180 @@ RESOURCE_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}"
 TAG_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,62}"
 
 FIELDS: tuple[Field, ...] = (
-    Field("id", Str(max_len=63, pattern=ID_PATTERN, pattern_hint="lowercase letters, digits, '.', '_', '-', starting with a letter or digit, at most 63"), required=True, rule="unique across the registry; [a-z0-9][a-z0-9._-]{0,62}"),
+    Field(
+        "id",
+        Str(
+            max_len=63,
+            pattern=ID_PATTERN,
+            pattern_hint="lowercase letters, digits, '.', '_', '-', starting with a letter or digit, at most 63",
+        ),
+        required=True,
+        rule="unique across the registry; [a-z0-9][a-z0-9._-]{0,62}",
+    ),
     Field("owner", Str(max_len=256), required=True, rule="the team that is paged for failures"),
-    Field("schedule", Str(max_len=256), required=True, rule="cron expression (5 fields, or 6 with leading seconds), @daily and friends, @every DURATION, or @reboot"),
+    Field(
+        "schedule",
+        Str(max_len=256),
+        required=True,
+        rule="cron expression (5 fields, or 6 with leading seconds), @daily and friends, @every DURATION, or @reboot",
+    ),
     Field("command", Command(), required=True, rule="a string is run by shell; a list is exec'd directly, no shell"),
-    Field("idempotency_class", Enum(IDEMPOTENCY_CLASSES), required=True, rule="idempotent: re-running is harmless; keyed: dedupes on CHRONO_RUN_ID; unsafe: at most once"),
-    Field("timezone", Str(max_len=64, zone=True), "UTC", default_doc="UTC", rule="IANA zone name the schedule is read in"),
-    Field("dst_gap", Enum(DST_GAP_POLICIES), "shift", default_doc="shift", rule="fixed-time jobs whose local time a spring-forward skips: shift fires once when the clock jumps (cron); skip does not run that day"),
-    Field("dst_repeat", Enum(DST_REPEAT_POLICIES), "first", default_doc="first", rule="fixed-time jobs whose local time a fall-back repeats: first pass (cron), last pass, or both (each its own occurrence and run id)"),
-    Field("tolerance_s", Int(0, 86400), None, default_doc="min(300, 10% of the smallest gap between occurrences)", rule="jitter window in seconds; must be smaller than the smallest gap"),
-    Field("tolerance_reason", Str(max_len=1024), nullable=True, default_doc="none", rule="why the job must start exactly on time; expected with tolerance_s: 0"),
-    Field("overlap", Enum(OVERLAP_POLICIES), "forbid", default_doc="forbid", rule="what to do when the previous run is still going"),
-    Field("catchup", Enum(CATCHUP_POLICIES), "latest", default_doc="latest", rule="what to do with occurrences missed while nothing could run them"),
-    Field("catchup_window_s", Int(0, MAX_RUN_S), 86400, default_doc="86400", rule="occurrences older than this are never run late"),
-    Field("timeout_s", Int(1, MAX_RUN_S), None, nullable=True, default_doc="none", rule="SIGTERM to the process group after this many seconds"),
+    Field(
+        "idempotency_class",
+        Enum(IDEMPOTENCY_CLASSES),
+        required=True,
+        rule="idempotent: re-running is harmless; keyed: dedupes on CHRONO_RUN_ID; unsafe: at most once",
+    ),
+    Field(
+        "timezone", Str(max_len=64, zone=True), "UTC", default_doc="UTC", rule="IANA zone name the schedule is read in"
+    ),
+    Field(
+        "dst_gap",
+        Enum(DST_GAP_POLICIES),
+        "shift",
+        default_doc="shift",
+        rule="fixed-time jobs whose local time a spring-forward skips: shift fires once when the clock jumps (cron); skip does not run that day",
+    ),
+    Field(
+        "dst_repeat",
+        Enum(DST_REPEAT_POLICIES),
+        "first",
+        default_doc="first",
+        rule="fixed-time jobs whose local time a fall-back repeats: first pass (cron), last pass, or both (each its own occurrence and run id)",
+    ),
+    Field(
+        "tolerance_s",
+        Int(0, 86400),
+        None,
+        default_doc="min(300, 10% of the smallest gap between occurrences)",
+        rule="jitter window in seconds; must be smaller than the smallest gap",
+    ),
+    Field(
+        "tolerance_reason",
+        Str(max_len=1024),
+        nullable=True,
+        default_doc="none",
+        rule="why the job must start exactly on time; expected with tolerance_s: 0",
+    ),
+    Field(
+        "overlap",
+        Enum(OVERLAP_POLICIES),
+        "forbid",
+        default_doc="forbid",
+        rule="what to do when the previous run is still going",
+    ),
+    Field(
+        "catchup",
+        Enum(CATCHUP_POLICIES),
+        "latest",
+        default_doc="latest",
+        rule="what to do with occurrences missed while nothing could run them",
+    ),
+    Field(
+        "catchup_window_s",
+        Int(0, MAX_RUN_S),
+        86400,
+        default_doc="86400",
+        rule="occurrences older than this are never run late",
+    ),
+    Field(
+        "timeout_s",
+        Int(1, MAX_RUN_S),
+        None,
+        nullable=True,
+        default_doc="none",
+        rule="SIGTERM to the process group after this many seconds",
+    ),
     Field("kill_grace_s", Int(0, 3600), 10, default_doc="10", rule="SIGKILL this long after SIGTERM"),
-    Field("retry", Obj(RETRY_FIELDS, build=lambda d: Retry(**d), post=_retry_post), Retry(), default_doc="{attempts: 1}", rule="{attempts, backoff_s, max_backoff_s}; attempts > 1 not allowed for unsafe jobs"),
-    Field("max_silence_s", Int(1, MAX_EVERY_S), None, default_doc="2 × the largest gap + tolerance_s", rule="dead man's switch: alert when no success for this long"),
-    Field("run_on", RunOnType(), RunOn(), default_doc="any", rule="any: once per fleet; each: on every node; {nodes: [glob]}: once, on a matching node"),
-    Field("user", Str(pattern=NAME_PATTERN, pattern_hint="a user name"), nullable=True, default_doc="the daemon's user", rule="only a root daemon switches users"),
-    Field("group", Str(pattern=NAME_PATTERN, pattern_hint="a group name"), nullable=True, default_doc="the user's primary group", rule="group to run as"),
+    Field(
+        "retry",
+        Obj(RETRY_FIELDS, build=lambda d: Retry(**d), post=_retry_post),
+        Retry(),
+        default_doc="{attempts: 1}",
+        rule="{attempts, backoff_s, max_backoff_s}; attempts > 1 not allowed for unsafe jobs",
+    ),
+    Field(
+        "max_silence_s",
+        Int(1, MAX_EVERY_S),
+        None,
+        default_doc="2 × the largest gap + tolerance_s",
+        rule="dead man's switch: alert when no success for this long",
+    ),
+    Field(
+        "run_on",
+        RunOnType(),
+        RunOn(),
+        default_doc="any",
+        rule="any: once per fleet; each: on every node; {nodes: [glob]}: once, on a matching node",
+    ),
+    Field(
+        "user",
+        Str(pattern=NAME_PATTERN, pattern_hint="a user name"),
+        nullable=True,
+        default_doc="the daemon's user",
+        rule="only a root daemon switches users",
+    ),
+    Field(
+        "group",
+        Str(pattern=NAME_PATTERN, pattern_hint="a group name"),
+        nullable=True,
+        default_doc="the user's primary group",
+        rule="group to run as",
+    ),
     Field("workdir", Str(absolute=True), "/", default_doc="/", rule="absolute directory the command starts in"),
-    Field("env", EnvMap(), (), default_doc="{}", rule=f"extra variables, NAME: string; at most {MAX_ENV_ENTRIES}; CHRONO_* is reserved"),
-    Field("shell", Str(absolute=True, max_len=1024), "/bin/sh", default_doc="/bin/sh", rule="absolute path of the shell that runs a string command"),
-    Field("stdin", Str(max_len=MAX_COMMAND_CHARS, min_len=0), nullable=True, default_doc="none (empty)", rule="text given to the command on standard input"),
-    Field("resource", Str(pattern=RESOURCE_PATTERN, pattern_hint="a name from resources:"), nullable=True, default_doc="none", rule="a concurrency group declared under resources: in the same file"),
-    Field("notify", ObjList(Obj(NOTIFY_FIELDS, build=lambda d: Notify(**d), post=_notify_post, exactly_one_of=("command", "webhook")), MAX_NOTIFY_ROUTES), (), default_doc="[]", rule="routes: {on: [events], command: ... | webhook: URL}"),
-    Field("tags", StrList(Str(max_len=63, pattern=TAG_PATTERN, pattern_hint="letters, digits and . _ : / -"), max_items=MAX_TAGS), (), default_doc="[]", rule="labels; compliance requires an explicit max_silence_s and a notify"),
+    Field(
+        "env",
+        EnvMap(),
+        (),
+        default_doc="{}",
+        rule=f"extra variables, NAME: string; at most {MAX_ENV_ENTRIES}; CHRONO_* is reserved",
+    ),
+    Field(
+        "shell",
+        Str(absolute=True, max_len=1024),
+        "/bin/sh",
+        default_doc="/bin/sh",
+        rule="absolute path of the shell that runs a string command",
+    ),
+    Field(
+        "stdin",
+        Str(max_len=MAX_COMMAND_CHARS, min_len=0),
+        nullable=True,
+        default_doc="none (empty)",
+        rule="text given to the command on standard input",
+    ),
+    Field(
+        "resource",
+        Str(pattern=RESOURCE_PATTERN, pattern_hint="a name from resources:"),
+        nullable=True,
+        default_doc="none",
+        rule="a concurrency group declared under resources: in the same file",
+    ),
+    Field(
+        "notify",
+        ObjList(
+            Obj(NOTIFY_FIELDS, build=lambda d: Notify(**d), post=_notify_post, exactly_one_of=("command", "webhook")),
+            MAX_NOTIFY_ROUTES,
+        ),
+        (),
+        default_doc="[]",
+        rule="routes: {on: [events], command: ... | webhook: URL}",
+    ),
+    Field(
+        "tags",
+        StrList(Str(max_len=63, pattern=TAG_PATTERN, pattern_hint="letters, digits and . _ : / -"), max_items=MAX_TAGS),
+        (),
+        default_doc="[]",
+        rule="labels; compliance requires an explicit max_silence_s and a notify",
+    ),
     Field("output_limit_kb", Int(1, 16384), 64, default_doc="64", rule="the tail of output kept per run, in KiB"),
-    Field("history_days", Int(1, MAX_HISTORY_DAYS), DEFAULT_HISTORY_DAYS, default_doc=str(DEFAULT_HISTORY_DAYS), rule="runs older than this many days are pruned (the latest success is kept); set it for a whole file under defaults:"),
+    Field(
+        "history_days",
+        Int(1, MAX_HISTORY_DAYS),
+        DEFAULT_HISTORY_DAYS,
+        default_doc=str(DEFAULT_HISTORY_DAYS),
+        rule="runs older than this many days are pruned (the latest success is kept); set it for a whole file under defaults:",
+    ),
     Field("description", Str(min_len=0), "", default_doc='""', rule="what the job is for"),
     Field("enabled", Bool(), True, default_doc="true", rule="false keeps the job defined but never fires it"),
 )
@@ -666,7 +852,9 @@ KEY_ALIASES = {
 }
 
 
-def _unknown_keys(value: dict[str, Any], allowed: tuple[str, ...], path: str, ctx: _Ctx, aliases: Mapping[str, str] | None = None) -> None:
+def _unknown_keys(
+    value: dict[str, Any], allowed: tuple[str, ...], path: str, ctx: _Ctx, aliases: Mapping[str, str] | None = None
+) -> None:
     for key in value:
         if key not in allowed:
             hint = _did_you_mean(str(key), allowed, aliases) or "known keys: " + ", ".join(allowed)
@@ -686,7 +874,9 @@ def validate_document(doc: SpecDocument, *, now: datetime) -> FileValidation:
     ctx = _Ctx(doc)
     data = doc.data
     if not isinstance(data, dict):
-        ctx.error("", f"a job file must be a mapping with a jobs: list, not {_type_name(data)}", "start the file with 'jobs:'")
+        ctx.error(
+            "", f"a job file must be a mapping with a jobs: list, not {_type_name(data)}", "start the file with 'jobs:'"
+        )
         return FileValidation((), {}, tuple(ctx.problems))
     _unknown_keys(data, TOP_LEVEL_KEYS, "", ctx)
     resources = _resources(data.get("resources"), ctx) if "resources" in data else {}
@@ -725,14 +915,18 @@ def _defaults(value: Any, ctx: _Ctx) -> dict[str, Any]:
         if key == "id":
             ctx.error(at, "id cannot have a default", "every job names itself with its own id:")
         elif key not in allowed:
-            ctx.error(at, f"unknown key {key!r}", _did_you_mean(str(key), allowed, KEY_ALIASES) or "defaults take job fields")
+            ctx.error(
+                at, f"unknown key {key!r}", _did_you_mean(str(key), allowed, KEY_ALIASES) or "defaults take job fields"
+            )
         else:
             f = FIELDS_BY_NAME[key]
             out[key] = (None if (f.nullable and v is None) else f.type.check(v, at, ctx), at)
     return out
 
 
-def _jobs(data: dict[str, Any], defaults: dict[str, Any], resources: dict[str, Any], ctx: _Ctx, now: datetime) -> list[JobSpec]:
+def _jobs(
+    data: dict[str, Any], defaults: dict[str, Any], resources: dict[str, Any], ctx: _Ctx, now: datetime
+) -> list[JobSpec]:
     if "jobs" not in data:
         ctx.error("", "a job file needs a top-level jobs: list", "add 'jobs:' followed by '- id: ...' entries")
         return []
@@ -743,7 +937,11 @@ def _jobs(data: dict[str, Any], defaults: dict[str, Any], resources: dict[str, A
         _wrong_type(items, "a list of jobs", "jobs", ctx)
         return []
     if len(items) > MAX_JOBS_PER_FILE:
-        ctx.error("jobs", f"lists {len(items)} jobs; the limit is {MAX_JOBS_PER_FILE} per file", "split the jobs across several files")
+        ctx.error(
+            "jobs",
+            f"lists {len(items)} jobs; the limit is {MAX_JOBS_PER_FILE} per file",
+            "split the jobs across several files",
+        )
         return []
     specs: list[JobSpec] = []
     first_seen: dict[str, Any] = {}
@@ -753,7 +951,11 @@ def _jobs(data: dict[str, Any], defaults: dict[str, Any], resources: dict[str, A
         if isinstance(job_id, str):
             if job_id in first_seen:
                 ctx.job_id = job_id
-                ctx.error(path_key(path_index("jobs", i), "id"), f"id {job_id!r} is already used at line {first_seen[job_id]}", "ids are unique across the registry; rename one")
+                ctx.error(
+                    path_key(path_index("jobs", i), "id"),
+                    f"id {job_id!r} is already used at line {first_seen[job_id]}",
+                    "ids are unique across the registry; rename one",
+                )
                 continue
             first_seen[job_id] = ctx.line(path_key(path_index("jobs", i), "id"))
         if spec is not None:
@@ -776,7 +978,9 @@ class _Job:
         return self.source.get(name, self.path)
 
 
-def _job(item: Any, path: str, defaults: dict[str, Any], resources: dict[str, Any], ctx: _Ctx, now: datetime) -> JobSpec | None:
+def _job(
+    item: Any, path: str, defaults: dict[str, Any], resources: dict[str, Any], ctx: _Ctx, now: datetime
+) -> JobSpec | None:
     ctx.job_id = None
     if not isinstance(item, dict):
         _wrong_type(item, "a mapping (a job: id, owner, schedule, ...)", path, ctx)
@@ -835,8 +1039,12 @@ def _rule_schedule(job: _Job, resources: dict[str, Any], ctx: _Ctx, now: datetim
         return
     gap, repeat = job.values["dst_gap"], job.values["dst_repeat"]
     try:
-        job.schedule = compile_schedule(expr, tz if tz is not INVALID else "UTC",
-                                        "shift" if gap is INVALID else gap, "first" if repeat is INVALID else repeat)
+        job.schedule = compile_schedule(
+            expr,
+            tz if tz is not INVALID else "UTC",
+            "shift" if gap is INVALID else gap,
+            "first" if repeat is INVALID else repeat,
+        )
     except ScheduleError as e:
         job.values["schedule"] = ctx.error(job.at("schedule"), e.message, e.hint)
 
@@ -856,7 +1064,11 @@ def _rule_tolerance(job: _Job, resources: dict[str, Any], ctx: _Ctx, now: dateti
             f"use at most {gap - 1}, or leave it out for the default of {min(300, gap // 10)}",
         )
     elif tolerance == 0 and job.values["tolerance_reason"] is None:
-        ctx.warn(job.at("tolerance_s"), "is 0 without a tolerance_reason", "say why the job must start exactly on time: tolerance_reason: ...")
+        ctx.warn(
+            job.at("tolerance_s"),
+            "is 0 without a tolerance_reason",
+            "say why the job must start exactly on time: tolerance_reason: ...",
+        )
 
 
 def _rule_retry(job: _Job, resources: dict[str, Any], ctx: _Ctx, now: datetime) -> None:
@@ -889,9 +1101,17 @@ def _rule_compliance(job: _Job, resources: dict[str, Any], ctx: _Ctx, now: datet
     if tags is INVALID or "compliance" not in tags:
         return
     if "max_silence_s" not in job.explicit:
-        ctx.error(job.at("tags"), "a compliance job needs an explicit max_silence_s", "add max_silence_s: the longest the job may go without succeeding")
+        ctx.error(
+            job.at("tags"),
+            "a compliance job needs an explicit max_silence_s",
+            "add max_silence_s: the longest the job may go without succeeding",
+        )
     if not job.values["notify"]:
-        ctx.error(job.at("tags"), "a compliance job needs a notify route", "add notify: [{on: [failed, lost, silence], command: ...}]")
+        ctx.error(
+            job.at("tags"),
+            "a compliance job needs a notify route",
+            "add notify: [{on: [failed, lost, silence], command: ...}]",
+        )
 
 
 def _rule_resource(job: _Job, resources: dict[str, Any], ctx: _Ctx, now: datetime) -> None:
@@ -899,7 +1119,9 @@ def _rule_resource(job: _Job, resources: dict[str, Any], ctx: _Ctx, now: datetim
     if name is None or name is INVALID or name in resources:
         return
     hint = _did_you_mean(name, tuple(resources)) or (
-        f"declare it: resources: {{{name}: {{max_concurrency: 1}}}}" if not resources else "declared here: " + ", ".join(sorted(resources))
+        f"declare it: resources: {{{name}: {{max_concurrency: 1}}}}"
+        if not resources
+        else "declared here: " + ", ".join(sorted(resources))
     )
     ctx.error(job.at("resource"), f"{name!r} is not declared under resources: in this file", hint)
 
@@ -928,7 +1150,9 @@ def _rule_dst(job: _Job, resources: dict[str, Any], ctx: _Ctx, now: datetime) ->
         ctx.warn(
             job.at("schedule"),
             f"daylight saving time in {sched.tz} ({event.change}): {event.effect}",
-            _POLICY_HINT[policy] if policy else "if that matters, schedule outside the hours the clocks change, or use timezone: UTC",
+            _POLICY_HINT[policy]
+            if policy
+            else "if that matters, schedule outside the hours the clocks change, or use timezone: UTC",
         )
 
 

@@ -103,7 +103,9 @@ def _get_number(text: str, i: int, low: int, names: tuple[str, ...] | None) -> t
         j += 1
     token = text[i:j]
     if not token:
-        raise VixieParseError(f"expected a number at {text[i:i + 1]!r} in {text!r}" if i < len(text) else f"{text!r} ends early")
+        raise VixieParseError(
+            f"expected a number at {text[i : i + 1]!r} in {text!r}" if i < len(text) else f"{text!r} ends early"
+        )
     if names is not None and token.lower() in names:
         return j, names.index(token.lower()) + low
     if token.isdigit():
@@ -119,12 +121,12 @@ def _get_range(text: str, i: int, low: int, high: int, names: tuple[str, ...] | 
     positive step and a reversed range ("22-2"), which sets nothing at all. What follows
     a complete range other than `,` ends the field: get_list skips it (`*/5/2` is `*/5`).
     """
-    if text[i:i + 1] == "*":
+    if text[i : i + 1] == "*":
         first, last, i = low, high, i + 1
     else:
         i, first = _get_number(text, i, low, names)
-        if text[i:i + 1] != "-":
-            if text[i:i + 1] == "/":
+        if text[i : i + 1] != "-":
+            if text[i : i + 1] == "/":
                 raise VixieParseError(f"a step needs a range or '*', not {text!r}")
             _check_bounds(first, low, high, text)
             return i, {first}
@@ -132,7 +134,7 @@ def _get_range(text: str, i: int, low: int, high: int, names: tuple[str, ...] | 
         _check_bounds(first, low, high, text)
         _check_bounds(last, low, high, text)
     step = 1
-    if text[i:i + 1] == "/":
+    if text[i : i + 1] == "/":
         i, step = _get_number(text, i + 1, 0, None)
         if step == 0:
             raise VixieParseError(f"bad step 0 in {text!r}")
@@ -151,7 +153,7 @@ def _parse_field(text: str, low: int, high: int, names: tuple[str, ...] | None =
     while True:
         i, got = _get_range(text, i, low, high, names)
         values |= got
-        if text[i:i + 1] != ",":
+        if text[i : i + 1] != ",":
             return frozenset(values)
         i += 1
 
@@ -231,9 +233,7 @@ class _Matcher:
 
     def __init__(self, entry: Entry):
         self.entry = entry
-        self.minute_of_day = [
-            (m % 60) in entry.minutes and (m // 60) in entry.hours for m in range(_MINUTES_PER_DAY)
-        ]
+        self.minute_of_day = [(m % 60) in entry.minutes and (m // 60) in entry.hours for m in range(_MINUTES_PER_DAY)]
         self.any_minute = any(self.minute_of_day)
         self._days: dict[int, bool] = {}
 

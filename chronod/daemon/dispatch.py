@@ -97,8 +97,13 @@ class Dispatch:
                 self.settle_quietly(r.run_id, "skipped_outage", r.error, nxt)
             self.metrics.runs.labels(r.job_id, "skipped_outage").inc()
         if skips:
-            self.log("runs.skipped_outage", job=job.spec.id, count=len(skips),
-                     first=skips[0].scheduled_at, last=skips[-1].scheduled_at)
+            self.log(
+                "runs.skipped_outage",
+                job=job.spec.id,
+                count=len(skips),
+                first=skips[0].scheduled_at,
+                last=skips[-1].scheduled_at,
+            )
         if nxt is not None:
             self.track(nxt)
         runs = [by_at[d.scheduled_at] for d in decision.run]
@@ -163,9 +168,13 @@ class Dispatch:
                     self.settle(r, "skipped_outage", reason, nxt)
         if taken:
             self.metrics.rescued.inc(sum(taken.values()))
-            self.log("runs.rescued", "warning", count=sum(taken.values()),
-                     owners=",".join(f"{o}:{n}" for o, n in sorted(taken.items())),
-                     oldest_late_s=round(max((now - r.fire_at).total_seconds() for r in runs), 1))
+            self.log(
+                "runs.rescued",
+                "warning",
+                count=sum(taken.values()),
+                owners=",".join(f"{o}:{n}" for o, n in sorted(taken.items())),
+                oldest_late_s=round(max((now - r.fire_at).total_seconds() for r in runs), 1),
+            )
 
     def due_since(self, job: Job, last: datetime, now: datetime) -> tuple[list[Run], Run | None]:
         """Occurrences after `last` whose fire time has passed, and the first that has not."""
@@ -181,7 +190,7 @@ class Dispatch:
             extra.append(run)
             if len(extra) > policy.MAX_BACKLOG_RECORDS:
                 # a very long outage of a very frequent job: keep the newest records only
-                extra = extra[-policy.MAX_BACKLOG_RECORDS:]
+                extra = extra[-policy.MAX_BACKLOG_RECORDS :]
                 skip_to = now - timedelta(seconds=job.offset + policy.ON_TIME_GRACE_S + 1)
                 at = max(at, skip_to - timedelta(seconds=1))
 
@@ -282,7 +291,7 @@ class Dispatch:
                 for _, run in claims[i:]:
                     self.track(run)
                 return
-            chunk = [run.run_id for _, run in claims[i:i + CLAIM_CHUNK]]
+            chunk = [run.run_id for _, run in claims[i : i + CLAIM_CHUNK]]
             claimed = self.store.commit_wakeup(inserts, settles, chunk, self.node, self.lease.token)
             inserts, settles, i = [], [], i + CLAIM_CHUNK
             started = [self.start_process(jobs[c.run_id], c, record=False) for c in claimed]
@@ -308,8 +317,14 @@ class Dispatch:
         if claimed.attempts == 1 and claimed.trigger == "schedule":
             self.metrics.fire_lag.observe(max(lag, 0.0))
         self.active[claimed.run_id] = Active(claimed, handle, job)
-        self.log("run.started", job=job.spec.id, run=claimed.run_id, attempt=claimed.attempts,
-                 supervisor=handle.supervisor_pid, lag_ms=round(lag * 1000, 1))
+        self.log(
+            "run.started",
+            job=job.spec.id,
+            run=claimed.run_id,
+            attempt=claimed.attempts,
+            supervisor=handle.supervisor_pid,
+            lag_ms=round(lag * 1000, 1),
+        )
         if not handle.pid:
             return None
         pids = (claimed.run_id, claimed.attempts, handle.pid, handle.supervisor_pid)
@@ -321,8 +336,14 @@ class Dispatch:
         """Dispatch in the store; in a fleet, a `resource` limit holds across every node."""
         spec = job.spec
         if self.fleet and spec.resource:
-            claimed, full = self.store.dispatch_in_group(run.run_id, self.node, self.lease.token, next_run,
-                                              resource=spec.resource, limit=self.resource_limit(spec))
+            claimed, full = self.store.dispatch_in_group(
+                run.run_id,
+                self.node,
+                self.lease.token,
+                next_run,
+                resource=spec.resource,
+                limit=self.resource_limit(spec),
+            )
             if full:
                 self.group_full(job, run)
                 return None

@@ -53,23 +53,50 @@ class Endings:
                 final.append((job, run, outcome))
         if not final:
             return
-        done = self.store.finish_many([
-            Ending(run.run_id, run.attempts, outcome.state, exit_code=outcome.exit_code, signal=outcome.signal,
-                   output_tail=outcome.output_tail, output_bytes=outcome.output_bytes, error=outcome.error,
-                   finished_at=outcome.finished_at) for _, run, outcome in final], self.lease.token)
+        done = self.store.finish_many(
+            [
+                Ending(
+                    run.run_id,
+                    run.attempts,
+                    outcome.state,
+                    exit_code=outcome.exit_code,
+                    signal=outcome.signal,
+                    output_tail=outcome.output_tail,
+                    output_bytes=outcome.output_bytes,
+                    error=outcome.error,
+                    finished_at=outcome.finished_at,
+                )
+                for _, run, outcome in final
+            ],
+            self.lease.token,
+        )
         for job, run, outcome in final:
             self.recorded(job, run, outcome, run.run_id in done)
 
     def schedule_retry(self, job: Job, run: Run, outcome: Any) -> None:
         delay = policy.retry_delay_s(job.spec, run.attempts, self.rng)
         at = self.clock.now() + timedelta(seconds=delay)
-        if self.store.schedule_retry(run.run_id, run.attempts, at, exit_code=outcome.exit_code,
-                                     signal=outcome.signal, error=outcome.error, token=self.lease.token,
-                                     output_tail=outcome.output_tail, output_bytes=outcome.output_bytes):
+        if self.store.schedule_retry(
+            run.run_id,
+            run.attempts,
+            at,
+            exit_code=outcome.exit_code,
+            signal=outcome.signal,
+            error=outcome.error,
+            token=self.lease.token,
+            output_tail=outcome.output_tail,
+            output_bytes=outcome.output_bytes,
+        ):
             run.state, run.next_attempt_at = "retry_wait", at
             self.track(run)
-            self.log("run.retry_wait", job=job.spec.id, run=run.run_id, attempt=run.attempts,
-                     exit_code=outcome.exit_code, retry_in_s=round(delay, 1))
+            self.log(
+                "run.retry_wait",
+                job=job.spec.id,
+                run=run.run_id,
+                attempt=run.attempts,
+                exit_code=outcome.exit_code,
+                retry_in_s=round(delay, 1),
+            )
 
     def recorded(self, job: Job, run: Run, outcome: Any, ok: bool) -> None:
         spec, state = job.spec, outcome.state
@@ -79,15 +106,30 @@ class Endings:
         self.metrics.runs.labels(spec.id, state).inc()
         if state == "succeeded":
             self.metrics.last_success.labels(spec.id).set((outcome.finished_at or self.clock.now()).timestamp())
-        self.log("run.finished", job=spec.id, run=run.run_id, attempt=run.attempts, state=state,
-                 exit_code=outcome.exit_code, signal=outcome.signal, output_bytes=outcome.output_bytes,
-                 error=outcome.error)
+        self.log(
+            "run.finished",
+            job=spec.id,
+            run=run.run_id,
+            attempt=run.attempts,
+            state=state,
+            exit_code=outcome.exit_code,
+            signal=outcome.signal,
+            output_bytes=outcome.output_bytes,
+            error=outcome.error,
+        )
 
     def retry_now(self, job: Job, run: Run, why: str) -> None:
         """Idempotent/keyed run whose outcome is unknown: a new attempt, same run id."""
         at = self.clock.now()
-        if self.store.schedule_retry(run.run_id, run.attempts, at, exit_code=None, signal=None,
-                                     error=f"{why}; re-dispatched", token=self.lease.token):
+        if self.store.schedule_retry(
+            run.run_id,
+            run.attempts,
+            at,
+            exit_code=None,
+            signal=None,
+            error=f"{why}; re-dispatched",
+            token=self.lease.token,
+        ):
             run.state, run.next_attempt_at = "retry_wait", at
             self.track(run)
             self.log("run.redispatch", "warning", job=job.spec.id, run=run.run_id, why=why)

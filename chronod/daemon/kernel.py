@@ -86,8 +86,17 @@ class DirWatch:
         if fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1 failed")
         self.fd = fd
-        mask = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE
-                | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF)
+        mask = (
+            IN_MODIFY
+            | IN_ATTRIB
+            | IN_CLOSE_WRITE
+            | IN_MOVED_FROM
+            | IN_MOVED_TO
+            | IN_CREATE
+            | IN_DELETE
+            | IN_DELETE_SELF
+            | IN_MOVE_SELF
+        )
         for p in paths:
             target = p if p.is_dir() else p.parent
             _libc.inotify_add_watch(fd, os.fsencode(str(target)), mask)
@@ -106,9 +115,6 @@ class DirWatch:
 
     def close(self) -> None:
         os.close(self.fd)
-
-
-
 
 
 def boot_time() -> float:

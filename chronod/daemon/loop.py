@@ -46,10 +46,23 @@ SQLITE_LEASE_TTL_S = 600.0
 class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
     """One chronod. Built by chronod.daemon.main (the composition root)."""
 
-    def __init__(self, *, clock: Clock, store: Store, runner: Any, load_registry: Callable[[], Any],
-                 node: str, metrics: Any, notifier: Any, log: Callable[..., None],
-                 waker: Any, boot_id: str, boot_time: float, lease_ttl_s: float = SQLITE_LEASE_TTL_S,
-                 rng: random.Random | None = None):
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        store: Store,
+        runner: Any,
+        load_registry: Callable[[], Any],
+        node: str,
+        metrics: Any,
+        notifier: Any,
+        log: Callable[..., None],
+        waker: Any,
+        boot_id: str,
+        boot_time: float,
+        lease_ttl_s: float = SQLITE_LEASE_TTL_S,
+        rng: random.Random | None = None,
+    ):
         self.clock, self.store, self.runner, self.node = clock, store, runner, node
         self._load_registry = load_registry
         self.metrics, self.notifier, self.log, self.waker = metrics, notifier, log, waker
@@ -111,8 +124,9 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         self.reboot_jobs()
         self.notifier.ready(self.status_line())
         self.next_watchdog = policy.watchdog_ping_at(self.notifier.watchdog_interval_s, None, self.clock.monotonic())
-        self.log("daemon.ready", node=self.node, jobs=len(self.jobs), pending=len(self.pending),
-                 running=len(self.active))
+        self.log(
+            "daemon.ready", node=self.node, jobs=len(self.jobs), pending=len(self.pending), running=len(self.active)
+        )
 
     def run_forever(self) -> None:
         """The loop: wait, then handle whatever woke us, until SIGTERM. A database error
@@ -133,8 +147,9 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         """Stop launching; leave running jobs to finish under their supervisors."""
         self.notifier.stopping()
         self.lease.release(self.log)
-        self.log("daemon.stopped", running_left=len(self.active),
-                 note="running jobs continue; the next chronod adopts them")
+        self.log(
+            "daemon.stopped", running_left=len(self.active), note="running jobs continue; the next chronod adopts them"
+        )
 
     def tick(self, woke: Wakeups) -> None:
         """Handle one wake-up: children first (frees slots), then control, then due work."""
@@ -161,15 +176,20 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         retry, a busy wake-up's leftovers, a waiting run's deadline, the heartbeat, the
         reconciler, the outage retry and the watchdog (`policy.next_wake`)."""
         now, mono = self.clock.now(), self.clock.monotonic()
-        timers = ((self.lease.next_heartbeat, self.next_reconcile, self.dbwatch.next_check) if self.outage is None
-                  else (self.retry_at,))
+        timers = (
+            (self.lease.next_heartbeat, self.next_reconcile, self.dbwatch.next_check)
+            if self.outage is None
+            else (self.retry_at,)
+        )
         timers = (*[t for t in timers if t > 0], self.next_watchdog)
-        return policy.next_wake([
-            self.heap[0][0] if self.heap else None,
-            now if self.backlog else None,
-            self.wait_deadline() if self.outage is None else None,
-            *(now + timedelta(seconds=max(t - mono, 0)) for t in timers if t is not None),
-        ])
+        return policy.next_wake(
+            [
+                self.heap[0][0] if self.heap else None,
+                now if self.backlog else None,
+                self.wait_deadline() if self.outage is None else None,
+                *(now + timedelta(seconds=max(t - mono, 0)) for t in timers if t is not None),
+            ]
+        )
 
     def ping_watchdog(self) -> None:
         """Tell systemd the loop lives, when it is time (from the first moment after READY)."""

@@ -26,19 +26,36 @@ class StartupError(Exception):
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="chronod", description="Run chrono jobs: DST-correct schedules, a history that survives crashes.")
-    p.add_argument("--registry", action="append", type=Path,
-                   help="registry directory or file (repeatable; default: $CHRONO_REGISTRY, else /etc/chrono/jobs.d for root, else $XDG_CONFIG_HOME/chrono/jobs.d)")
+        prog="chronod", description="Run chrono jobs: DST-correct schedules, a history that survives crashes."
+    )
+    p.add_argument(
+        "--registry",
+        action="append",
+        type=Path,
+        help="registry directory or file (repeatable; default: $CHRONO_REGISTRY, else /etc/chrono/jobs.d for root, else $XDG_CONFIG_HOME/chrono/jobs.d)",
+    )
     p.add_argument("--db", default=None, help="SQLAlchemy URL or SQLite file path (default: $CHRONO_DB)")
     p.add_argument("--node", default=None, help="this node's name (default: the short host name)")
-    p.add_argument("--metrics-addr", default=os.environ.get("CHRONO_METRICS_ADDR"),
-                   help="serve Prometheus metrics on HOST:PORT")
-    p.add_argument("--state-dir", type=Path, default=None,
-                   help="where run supervisors leave their result files (default: beside the SQLite file)")
-    p.add_argument("--lease-ttl", type=float, default=None,
-                   help="lease time-to-live in seconds (default: 600 on SQLite, 15 on PostgreSQL)")
-    p.add_argument("--insecure-registry", action="store_true",
-                   help="skip the ownership and mode checks on registry files even when running as root")
+    p.add_argument(
+        "--metrics-addr", default=os.environ.get("CHRONO_METRICS_ADDR"), help="serve Prometheus metrics on HOST:PORT"
+    )
+    p.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help="where run supervisors leave their result files (default: beside the SQLite file)",
+    )
+    p.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=None,
+        help="lease time-to-live in seconds (default: 600 on SQLite, 15 on PostgreSQL)",
+    )
+    p.add_argument(
+        "--insecure-registry",
+        action="store_true",
+        help="skip the ownership and mode checks on registry files even when running as root",
+    )
     p.add_argument("--version", action="version", version=f"chronod {__version__}")
     return p.parse_args(argv)
 
@@ -58,11 +75,14 @@ def check_registry(path: Path) -> None:
             with open(path, "rb"):
                 pass
     except FileNotFoundError:
-        raise StartupError(f"registry {path} does not exist: create it (mkdir -p {path}) "
-                           f"or pass --registry DIR", EXIT_CONFIG) from None
+        raise StartupError(
+            f"registry {path} does not exist: create it (mkdir -p {path}) or pass --registry DIR", EXIT_CONFIG
+        ) from None
     except OSError as e:
-        raise StartupError(f"registry {path} cannot be read ({e.strerror}): give this user "
-                           f"read access to it, or pass --registry DIR", EXIT_CONFIG) from None
+        raise StartupError(
+            f"registry {path} cannot be read ({e.strerror}): give this user read access to it, or pass --registry DIR",
+            EXIT_CONFIG,
+        ) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,8 +115,10 @@ def serve(args: argparse.Namespace) -> int:
     except Exception as e:  # the boundary: anything else at start-up is a bug, said in one line
         if os.environ.get("CHRONO_TRACEBACK"):
             raise
-        raise StartupError(f"unexpected {type(e).__name__} while starting: {e} (a bug in chronod; "
-                           f"CHRONO_TRACEBACK=1 shows where)", EXIT_SOFTWARE) from None
+        raise StartupError(
+            f"unexpected {type(e).__name__} while starting: {e} (a bug in chronod; CHRONO_TRACEBACK=1 shows where)",
+            EXIT_SOFTWARE,
+        ) from None
     from chronod.store.api import NodeConflict, StoreError
 
     try:
@@ -146,8 +168,11 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     try:
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as e:
-        raise StartupError(f"state directory {state_dir} cannot be created ({e.strerror}): "
-                           f"pass --state-dir DIR or fix its parent's permissions", EXIT_CONFIG) from None
+        raise StartupError(
+            f"state directory {state_dir} cannot be created ({e.strerror}): "
+            f"pass --state-dir DIR or fix its parent's permissions",
+            EXIT_CONFIG,
+        ) from None
     ttl = args.lease_ttl or (600.0 if store.dialect == "sqlite" else 15.0)
     metrics = Metrics()
     files = FileCache()  # a reload re-validates only the files that changed
@@ -157,19 +182,36 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
         except AddressError as e:
             raise StartupError(str(e), EXIT_CONFIG) from None
     daemon = Daemon(
-        clock=clock, store=store, runner=Runner(state_dir, zygote=True),
+        clock=clock,
+        store=store,
+        runner=Runner(state_dir, zygote=True),
         load_registry=lambda: load_registry(registry, now=clock.now(), secure=secure, cache=files),
-        node=node, metrics=metrics, notifier=Notifier(), log=log,
+        node=node,
+        metrics=metrics,
+        notifier=Notifier(),
+        log=log,
         waker=Waker(kernel.WallTimer(), kernel.DirWatch(registry), log),
-        boot_id=fsutil.boot_id(), boot_time=kernel.boot_time(), lease_ttl_s=ttl,
+        boot_id=fsutil.boot_id(),
+        boot_time=kernel.boot_time(),
+        lease_ttl_s=ttl,
     )
-    log("daemon.starting", version=__version__, node=node, db=store.url_safe,
-        registry=",".join(map(str, registry)), state_dir=str(state_dir))
+    log(
+        "daemon.starting",
+        version=__version__,
+        node=node,
+        db=store.url_safe,
+        registry=",".join(map(str, registry)),
+        state_dir=str(state_dir),
+    )
     if args.db and _has_password(args.db):
-        log("db.password_in_argv", "warning", db=store.url_safe,
+        log(
+            "db.password_in_argv",
+            "warning",
+            db=store.url_safe,
             why="every local user can read a password given with --db in /proc/PID/cmdline and ps",
             hint="give --db without the password and put it in ~/.pgpass (or PGPASSFILE), or set PGPASSWORD "
-                 "or CHRONO_DB in an environment file the unit reads (EnvironmentFile=, mode 0600)")
+            "or CHRONO_DB in an environment file the unit reads (EnvironmentFile=, mode 0600)",
+        )
 
     def carried() -> dict[str, Any]:  # the loop's specs, for the threads that read every job
         return {j.spec.id: j.spec for j in dict(daemon.jobs).values()}

@@ -26,8 +26,12 @@ class Outage:
             self.outage = (mono, str(e))
             self.backoff_s = OUTAGE_BACKOFF_S[0]
             self.metrics.store_up.set(0)
-            self.log("store.unreachable", "error", message=str(e),
-                     note="each jobs keep running and are spooled; any jobs wait and catch up")
+            self.log(
+                "store.unreachable",
+                "error",
+                message=str(e),
+                note="each jobs keep running and are spooled; any jobs wait and catch up",
+            )
         else:
             # in a fleet, back within a third of a lease of the database: the others wait
             # one lease after their own return before they take this node's work over
@@ -103,29 +107,59 @@ class Outage:
             self.track(nxt)
         spec = job.spec
         if self.active.for_job(spec.id) and spec.overlap == "forbid":
-            self.spool.append("skip", run=run.as_dict(), state="skipped_overlap",
-                              error="previous run still running; overlap: forbid (database unreachable)")
+            self.spool.append(
+                "skip",
+                run=run.as_dict(),
+                state="skipped_overlap",
+                error="previous run still running; overlap: forbid (database unreachable)",
+            )
             return
         run.attempts += 1
         run.state, run.node, run.started_at = "running", self.node, now
-        env = {"CHRONO_JOB_ID": spec.id, "CHRONO_RUN_ID": run.run_id,
-               "CHRONO_SCHEDULED_AT": occurrence.utc_stamp(run.scheduled_at),
-               "CHRONO_FIRE_AT": occurrence.utc_stamp(run.fire_at), "CHRONO_ATTEMPT": str(run.attempts),
-               "CHRONO_OWNER": spec.owner, "CHRONO_NODE": self.node}
+        env = {
+            "CHRONO_JOB_ID": spec.id,
+            "CHRONO_RUN_ID": run.run_id,
+            "CHRONO_SCHEDULED_AT": occurrence.utc_stamp(run.scheduled_at),
+            "CHRONO_FIRE_AT": occurrence.utc_stamp(run.fire_at),
+            "CHRONO_ATTEMPT": str(run.attempts),
+            "CHRONO_OWNER": spec.owner,
+            "CHRONO_NODE": self.node,
+        }
         self.spool.append("start", run=run.as_dict())
         handle = self.runner.launch(LaunchRequest(run.run_id, run.attempts, spec, env))
         self.active[run.run_id] = Active(run, handle, job, offline=True)
-        self.log("run.started", job=spec.id, run=run.run_id, attempt=run.attempts, offline=True,
-                 lag_ms=round((now - run.fire_at).total_seconds() * 1000, 1))
+        self.log(
+            "run.started",
+            job=spec.id,
+            run=run.run_id,
+            attempt=run.attempts,
+            offline=True,
+            lag_ms=round((now - run.fire_at).total_seconds() * 1000, 1),
+        )
 
     def spool_outcome(self, active: Active, outcome: Any) -> None:
         run = active.run
-        self.spool.append("finish", run_id=run.run_id, attempt=run.attempts, state=outcome.state,
-                          exit_code=outcome.exit_code, signal=outcome.signal, output_tail=outcome.output_tail,
-                          output_bytes=outcome.output_bytes, error=outcome.error,
-                          finished_at=outcome.finished_at or self.clock.now())
-        self.log("run.finished", job=run.job_id, run=run.run_id, attempt=run.attempts, state=outcome.state,
-                 exit_code=outcome.exit_code, spooled=True)
+        self.spool.append(
+            "finish",
+            run_id=run.run_id,
+            attempt=run.attempts,
+            state=outcome.state,
+            exit_code=outcome.exit_code,
+            signal=outcome.signal,
+            output_tail=outcome.output_tail,
+            output_bytes=outcome.output_bytes,
+            error=outcome.error,
+            finished_at=outcome.finished_at or self.clock.now(),
+        )
+        self.log(
+            "run.finished",
+            job=run.job_id,
+            run=run.run_id,
+            attempt=run.attempts,
+            state=outcome.state,
+            exit_code=outcome.exit_code,
+            spooled=True,
+        )
 
     def replay_spool(self) -> None:
         """Write what happened while the database was unreachable, oldest first."""
@@ -143,18 +177,27 @@ class Outage:
                     self.active[run.run_id].offline = False
             elif kind == "finish":
                 self.store.adopt(rec["run_id"], rec["attempt"], node=self.node, token=self.lease.token)
-                ok = self.store.finish(rec["run_id"], rec["attempt"], rec["state"], exit_code=rec["exit_code"],
-                                       signal=rec["signal"], output_tail=rec["output_tail"],
-                                       output_bytes=rec["output_bytes"], error=rec["error"], token=self.lease.token,
-                                       finished_at=rec["finished_at"])
+                ok = self.store.finish(
+                    rec["run_id"],
+                    rec["attempt"],
+                    rec["state"],
+                    exit_code=rec["exit_code"],
+                    signal=rec["signal"],
+                    output_tail=rec["output_tail"],
+                    output_bytes=rec["output_bytes"],
+                    error=rec["error"],
+                    token=self.lease.token,
+                    finished_at=rec["finished_at"],
+                )
                 if ok:
                     stored = self.store.get_run(rec["run_id"])
                     self.metrics.runs.labels(stored.job_id if stored else "", rec["state"]).inc()
             else:
                 run = Run(**rec["run"])
                 self.store.insert_runs([run])
-                ok = self.store.settle(run.run_id, rec["state"], error=rec["error"], next_run=None,
-                                       node=self.node, token=self.lease.token)
+                ok = self.store.settle(
+                    run.run_id, rec["state"], error=rec["error"], next_run=None, node=self.node, token=self.lease.token
+                )
             written += bool(ok)
         self.spool.clear()
         self.log("spool.replayed", records=len(records), written=written)

@@ -27,9 +27,20 @@ PAUSE_S = 0.05
 class Pruner:
     """Retention rounds: `step(now)` does one; `start()` runs them on a timer."""
 
-    def __init__(self, store: Any, clock: Any, log: Callable[..., None], node: str, *, metrics: Any = None,
-                 every_s: float = EVERY_S, first_s: float = FIRST_ROUND_S, batch: int = BATCH,
-                 pause_s: float = PAUSE_S, known_specs: Callable[[], Mapping[str, Any]] | None = None):
+    def __init__(
+        self,
+        store: Any,
+        clock: Any,
+        log: Callable[..., None],
+        node: str,
+        *,
+        metrics: Any = None,
+        every_s: float = EVERY_S,
+        first_s: float = FIRST_ROUND_S,
+        batch: int = BATCH,
+        pause_s: float = PAUSE_S,
+        known_specs: Callable[[], Mapping[str, Any]] | None = None,
+    ):
         self.store, self.clock, self.log, self.node, self.metrics = store, clock, log, node, metrics
         self.known_specs = known_specs  # the daemon's specs by id: shared, not parsed again
         self.every_s, self.first_s, self.batch, self.pause_s = every_s, first_s, batch, pause_s

@@ -20,8 +20,13 @@ from chronod.core.model import JobSpec
 class Quarantine:
     """The set-aside jobs of one daemon, each with the definition that raised and why."""
 
-    def __init__(self, log: Callable[..., None], gauge: Any, passthrough: tuple[type[BaseException], ...],
-                 on_change: Callable[[], None]):
+    def __init__(
+        self,
+        log: Callable[..., None],
+        gauge: Any,
+        passthrough: tuple[type[BaseException], ...],
+        on_change: Callable[[], None],
+    ):
         self._log, self._gauge, self._passthrough, self._on_change = log, gauge, passthrough, on_change
         self._held: dict[str, tuple[JobSpec, str]] = {}  # job id -> (definition, what went wrong)
 
@@ -48,9 +53,15 @@ class Quarantine:
             return
         reason = f"{type(exc).__name__} while computing its {doing}: {exc}"
         self._held[spec.id] = (spec, reason)
-        self._log("job.quarantined", "error", job=spec.id, file=spec.source_file, line=spec.source_line,
-                  error=reason,
-                  hint="the other jobs keep running; fix or remove this job and reload (SIGHUP)")
+        self._log(
+            "job.quarantined",
+            "error",
+            job=spec.id,
+            file=spec.source_file,
+            line=spec.source_line,
+            error=reason,
+            hint="the other jobs keep running; fix or remove this job and reload (SIGHUP)",
+        )
         self._gauge.set(len(self._held))
         self._on_change()
 
@@ -64,7 +75,12 @@ class Quarantine:
 
     def problems(self) -> list[dict[str, Any]]:
         """The set-aside jobs as registry errors (file, line, message)."""
-        return [{"file": spec.source_file, "line": spec.source_line,
-                 "message": f"job {job_id!r} is quarantined: {reason}; "
-                            "the other jobs keep running; fix or remove it and reload"}
-                for job_id, (spec, reason) in sorted(self._held.items())]
+        return [
+            {
+                "file": spec.source_file,
+                "line": spec.source_line,
+                "message": f"job {job_id!r} is quarantined: {reason}; "
+                "the other jobs keep running; fix or remove it and reload",
+            }
+            for job_id, (spec, reason) in sorted(self._held.items())
+        ]

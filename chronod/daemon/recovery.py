@@ -29,13 +29,19 @@ class Recovery:
                 self.unknown_outcome(job, run)
                 continue
             if not self.store.adopt(run.run_id, run.attempts, node=self.node, token=self.lease.token):
-                self.log("run.adopt_refused", "warning", job=run.job_id, run=run.run_id,
-                         why="its holder still has a live lease")
+                self.log(
+                    "run.adopt_refused",
+                    "warning",
+                    job=run.job_id,
+                    run=run.run_id,
+                    why="its holder still has a live lease",
+                )
                 continue
             if hasattr(found, "fd"):
                 self.active[run.run_id] = Active(run, found, job)
-                self.log("run.adopted", job=run.job_id, run=run.run_id, attempt=run.attempts,
-                         supervisor=found.supervisor_pid)
+                self.log(
+                    "run.adopted", job=run.job_id, run=run.run_id, attempt=run.attempts, supervisor=found.supervisor_pid
+                )
             else:
                 self.log("run.ended_while_down", job=run.job_id, run=run.run_id, state=found.state)
                 self.record_outcomes([(job, run, found)])
@@ -56,15 +62,27 @@ class Recovery:
         claim and the fork. Unsafe runs are `lost`; others get a new attempt now."""
         why = "chronod stopped while it ran and no supervisor or result is left: outcome unknown"
         if policy.on_unknown_outcome(job.spec) == "lost":
-            if self.store.reclaim(run.run_id, run.attempts, node=self.node, token=self.lease.token, state="lost",
-                                  error=why + "; an unsafe job is never run twice"):
+            if self.store.reclaim(
+                run.run_id,
+                run.attempts,
+                node=self.node,
+                token=self.lease.token,
+                state="lost",
+                error=why + "; an unsafe job is never run twice",
+            ):
                 self.metrics.runs.labels(run.job_id, "lost").inc()
                 self.log("run.lost", "error", job=job.spec.id, run=run.run_id, why=why)
             return
         now = self.clock.now()
         if job.spec.id in self.jobs and self.store.reclaim(
-                run.run_id, run.attempts, node=self.node, token=self.lease.token, state="retry_wait",
-                error=why + "; re-dispatched", next_attempt_at=now):
+            run.run_id,
+            run.attempts,
+            node=self.node,
+            token=self.lease.token,
+            state="retry_wait",
+            error=why + "; re-dispatched",
+            next_attempt_at=now,
+        ):
             run.state, run.next_attempt_at = "retry_wait", now
             self.track(run)
             self.log("run.redispatch", "warning", job=job.spec.id, run=run.run_id, why=why)
@@ -74,12 +92,14 @@ class Recovery:
         between the claim's commit and its answer): no process ever ran, so a new attempt
         is safe for every class, unsafe included."""
         why = "claimed, but the database connection failed before the job was started; started again"
-        if run.token != self.lease.token and not self.store.adopt(run.run_id, run.attempts, node=self.node,
-                                                             token=self.lease.token):
+        if run.token != self.lease.token and not self.store.adopt(
+            run.run_id, run.attempts, node=self.node, token=self.lease.token
+        ):
             return
         now = self.clock.now()
-        if self.store.schedule_retry(run.run_id, run.attempts, now, exit_code=None, signal=None, error=why,
-                                     token=self.lease.token):
+        if self.store.schedule_retry(
+            run.run_id, run.attempts, now, exit_code=None, signal=None, error=why, token=self.lease.token
+        ):
             run.state, run.next_attempt_at = "retry_wait", now
             if job.spec.id in self.jobs:
                 self.track(run)
@@ -99,8 +119,14 @@ class Recovery:
                 continue
             a.disowned = True
             self.runner.cancel(a.handle)
-            self.log("run.disowned", "warning", job=a.job.spec.id, run=rid, attempt=a.run.attempts,
-                     why="taken over by another node while this node's lease had lapsed; terminating it here")
+            self.log(
+                "run.disowned",
+                "warning",
+                job=a.job.spec.id,
+                run=rid,
+                attempt=a.run.attempts,
+                why="taken over by another node while this node's lease had lapsed; terminating it here",
+            )
 
     def take_over(self) -> None:
         """Runs held by nodes whose lease expired: a new attempt here for idempotent/keyed
@@ -120,23 +146,44 @@ class Recovery:
             return
         why = f"node {dead} stopped renewing its lease while this ran (attempt {run.attempts})"
         if policy.on_unknown_outcome(job.spec) == "lost":
-            if self.store.reclaim(run.run_id, run.attempts, node=self.node, token=self.lease.token, state="lost",
-                                  error=why + "; an unsafe job is never run twice: outcome unknown"):
+            if self.store.reclaim(
+                run.run_id,
+                run.attempts,
+                node=self.node,
+                token=self.lease.token,
+                state="lost",
+                error=why + "; an unsafe job is never run twice: outcome unknown",
+            ):
                 self.metrics.runs.labels(run.job_id, "lost").inc()
                 self.metrics.takeovers.labels("lost").inc()
-                self.log("run.lost", "error", job=run.job_id, run=run.run_id, dead_node=dead, why=why,
-                         notice="owner must check whether it ran")
+                self.log(
+                    "run.lost",
+                    "error",
+                    job=run.job_id,
+                    run=run.run_id,
+                    dead_node=dead,
+                    why=why,
+                    notice="owner must check whether it ran",
+                )
             return
         if run.job_id not in self.jobs:
             return  # a node that carries the job takes it over
         now = self.clock.now()
-        if self.store.reclaim(run.run_id, run.attempts, node=self.node, token=self.lease.token, state="retry_wait",
-                              error=why + "; re-dispatched", next_attempt_at=now):
+        if self.store.reclaim(
+            run.run_id,
+            run.attempts,
+            node=self.node,
+            token=self.lease.token,
+            state="retry_wait",
+            error=why + "; re-dispatched",
+            next_attempt_at=now,
+        ):
             run.state, run.next_attempt_at = "retry_wait", now
             self.track(run)
             self.metrics.takeovers.labels("redispatched").inc()
-            self.log("run.taken_over", "warning", job=run.job_id, run=run.run_id, dead_node=dead,
-                     attempt=run.attempts + 1)
+            self.log(
+                "run.taken_over", "warning", job=run.job_id, run=run.run_id, dead_node=dead, attempt=run.attempts + 1
+            )
 
     def take_over_retries(self, dead: str) -> None:
         """Retries the dead node was waiting to start: nobody else tracks them."""

@@ -52,8 +52,12 @@ class Registry:
                 specs[spec.id] = spec
         for p in result.problems:
             if p.file not in result.files:  # a file skipped for its name, the directory itself
-                self.log("registry.skipped" if p.severity == "warning" else "registry.error", p.severity,
-                         file=p.file, message=p.format())
+                self.log(
+                    "registry.skipped" if p.severity == "warning" else "registry.error",
+                    p.severity,
+                    file=p.file,
+                    message=p.format(),
+                )
         for path in list(self.file_specs):
             if path not in result.files:
                 del self.file_specs[path]
@@ -67,14 +71,18 @@ class Registry:
         self.metrics.registry_errors.set(len({e["file"] for e in errors}))
         self.apply_specs(specs)
         self.next_version_check = 0.0
-        self.store.set_node_info(self.node, self.lease.token, {
-            "registry_loaded_at": self.clock.now().isoformat(),
-            "jobs": len(self.jobs),
-            "spec_hashes": {j.spec.id: j.spec.spec_hash() for j in self.jobs.values()},
-            "registry_errors": len(errors),
-            "pid": os.getpid(),
-            "state_dir": str(getattr(self.runner, "state_dir", "")) or None,
-        })
+        self.store.set_node_info(
+            self.node,
+            self.lease.token,
+            {
+                "registry_loaded_at": self.clock.now().isoformat(),
+                "jobs": len(self.jobs),
+                "spec_hashes": {j.spec.id: j.spec.spec_hash() for j in self.jobs.values()},
+                "registry_errors": len(errors),
+                "pid": os.getpid(),
+                "state_dir": str(getattr(self.runner, "state_dir", "")) or None,
+            },
+        )
         if not initial:
             self.log("registry.reloaded", jobs=len(self.jobs), errors=len(errors))
             self.notifier.status(self.status_line())
@@ -137,15 +145,24 @@ class Registry:
             if job is None:
                 continue
             if run.state == "pending" and run.trigger == "schedule" and not self.still_scheduled(job, run):
-                self.store.settle(run.run_id, "cancelled", error="schedule changed before it fell due",
-                                  next_run=None, node=self.node, token=self.lease.token)
+                self.store.settle(
+                    run.run_id,
+                    "cancelled",
+                    error="schedule changed before it fell due",
+                    next_run=None,
+                    node=self.node,
+                    token=self.lease.token,
+                )
                 continue
             if run.state == "pending":
                 run.fire_at = run.scheduled_at + timedelta(seconds=job.offset)
             self.track(run)
         have = {r.job_key for r in self.pending.values() if r.trigger == "schedule" and r.state == "pending"}
-        fresh = [self.next_run(job, self.clock.now()) for job in self.jobs.values()
-                 if job.key not in have and job.schedule.kind != "reboot" and job.spec.enabled]
+        fresh = [
+            self.next_run(job, self.clock.now())
+            for job in self.jobs.values()
+            if job.key not in have and job.schedule.kind != "reboot" and job.spec.enabled
+        ]
         fresh = [r for r in fresh if r is not None]
         if fresh:
             if self.store.insert_runs(fresh) < len(fresh):
@@ -170,9 +187,15 @@ class Registry:
         return None
 
     def make_run(self, job: Job, scheduled_at: datetime, trigger: str = "schedule", rid: str | None = None) -> Run:
-        return Run(run_id=rid or occurrence.run_id(job.key, scheduled_at), job_id=job.spec.id, job_key=job.key,
-                   scheduled_at=scheduled_at, fire_at=scheduled_at + timedelta(seconds=job.offset),
-                   state="pending", trigger=trigger)
+        return Run(
+            run_id=rid or occurrence.run_id(job.key, scheduled_at),
+            job_id=job.spec.id,
+            job_key=job.key,
+            scheduled_at=scheduled_at,
+            fire_at=scheduled_at + timedelta(seconds=job.offset),
+            state="pending",
+            trigger=trigger,
+        )
 
     def track(self, run: Run) -> None:
         self.pending[run.run_id] = run
@@ -183,10 +206,14 @@ class Registry:
     def reconcile(self) -> None:
         """Check the invariant 'every enabled job has its next occurrence stored'; repair."""
         self.next_reconcile = self.clock.monotonic() + RECONCILE_EVERY_S
-        stored = {r.job_key for r in self.store.pending([j.key for j in self.jobs.values()])
-                  if r.state == "pending" and r.trigger == "schedule"}
-        missing = [j for j in self.jobs.values()
-                   if j.spec.enabled and j.schedule.kind != "reboot" and j.key not in stored]
+        stored = {
+            r.job_key
+            for r in self.store.pending([j.key for j in self.jobs.values()])
+            if r.state == "pending" and r.trigger == "schedule"
+        }
+        missing = [
+            j for j in self.jobs.values() if j.spec.enabled and j.schedule.kind != "reboot" and j.key not in stored
+        ]
         self.metrics.without_next.set(len(missing))
         if not missing:
             return
@@ -195,8 +222,12 @@ class Registry:
         for r in runs:
             self.track(r)
         self.metrics.repairs.inc(len(runs))
-        self.log("reconcile.repaired", "warning", definitions_without_next_timer=len(missing),
-                 jobs=",".join(j.spec.id for j in missing[:20]))
+        self.log(
+            "reconcile.repaired",
+            "warning",
+            definitions_without_next_timer=len(missing),
+            jobs=",".join(j.spec.id for j in missing[:20]),
+        )
 
     def reboot_jobs(self) -> None:
         """@reboot jobs run once per kernel boot (boot id), not once per chronod start."""
@@ -226,8 +257,14 @@ class Registry:
             self.carried, self.owners = carried, {}
         for job_id, best in lost.items():
             if self.outvoted.get(job_id) != best:
-                self.log("job.version_outvoted", "warning", job=job_id, local_hash=local[job_id], fleet_hash=best,
-                         note="this node's definition differs from the fleet's; it leaves this job to the others")
+                self.log(
+                    "job.version_outvoted",
+                    "warning",
+                    job=job_id,
+                    local_hash=local[job_id],
+                    fleet_hash=best,
+                    note="this node's definition differs from the fleet's; it leaves this job to the others",
+                )
         for job_id in self.outvoted.keys() - lost.keys():
             self.log("job.version_agreed", job=job_id)
         self.outvoted = lost

@@ -62,8 +62,13 @@ class Waits:
         turn = policy.catchup_turn(job.spec, lines, self.going(job_id), self.clock.now())
         for w in turn.expire:
             q.remove(by_id[w.run_id])
-            self.settle(by_id[w.run_id], "skipped_outage", "fell due while chronod could not run it; waited behind "
-                        f"the catch-up backlog past catchup_window_s={job.spec.catchup_window_s}", None)
+            self.settle(
+                by_id[w.run_id],
+                "skipped_outage",
+                "fell due while chronod could not run it; waited behind "
+                f"the catch-up backlog past catchup_window_s={job.spec.catchup_window_s}",
+                None,
+            )
         for w in turn.start:
             q.remove(by_id[w.run_id])
             self.catching_up.setdefault(job_id, set()).add(w.run_id)
@@ -92,14 +97,21 @@ class Waits:
         limit = self.resources.get(resource, 1)
         used = sum(1 for a in self.active.values() if a.job.spec.resource == resource and not a.disowned)
         by_id = {r.run_id: (j, r) for j, r in line}
-        turn = policy.resource_admission(limit, used, [policy.waiting(r.run_id, r.fire_at, j.spec) for j, r in line], now)
+        turn = policy.resource_admission(
+            limit, used, [policy.waiting(r.run_id, r.fire_at, j.spec) for j, r in line], now
+        )
         gone = {w.run_id for w in (*turn.expire, *turn.start)}
         self.waiting[resource] = [(j, r) for j, r in line if r.run_id not in gone]
         for w in turn.expire:
             job, run = by_id[w.run_id]
-            self.settle(run, "skipped_resource", f"waited for a slot of resource {resource!r} (max_concurrency {limit}) "
-                        f"and got none within catchup_window_s={format_duration(job.spec.catchup_window_s)} of "
-                        f"its fire time", None)
+            self.settle(
+                run,
+                "skipped_resource",
+                f"waited for a slot of resource {resource!r} (max_concurrency {limit}) "
+                f"and got none within catchup_window_s={format_duration(job.spec.catchup_window_s)} of "
+                f"its fire time",
+                None,
+            )
         for w in turn.start:
             self.take_slot(*by_id[w.run_id])
         if not self.waiting[resource]:
@@ -108,8 +120,12 @@ class Waits:
     def take_slot(self, job: Job, run: Run) -> None:
         """A slot is free for `run`: the job's overlap rule still holds for it."""
         if policy.overlap(job.spec, self.going(job.spec.id)) == "skip":
-            self.settle(run, "skipped_overlap", "waited for a slot of its resource while a previous run started "
-                        "and is still running; overlap: forbid", None)
+            self.settle(
+                run,
+                "skipped_overlap",
+                "waited for a slot of its resource while a previous run started and is still running; overlap: forbid",
+                None,
+            )
             return
         self.launch(job, run, None)
 
@@ -128,10 +144,16 @@ class Waits:
 
     def wait_deadline(self) -> datetime | None:
         """When the loop must wake for the lines: a waiting run's deadline, a fleet retry."""
-        times = [r.fire_at + timedelta(seconds=j.spec.catchup_window_s) + EXPIRY_SLACK
-                 for line in self.waiting.values() for j, r in line]
-        times += [q[0].fire_at + timedelta(seconds=self.jobs[j].spec.catchup_window_s) + EXPIRY_SLACK
-                  for j, q in self.queued.items() if q and j in self.jobs]
+        times = [
+            r.fire_at + timedelta(seconds=j.spec.catchup_window_s) + EXPIRY_SLACK
+            for line in self.waiting.values()
+            for j, r in line
+        ]
+        times += [
+            q[0].fire_at + timedelta(seconds=self.jobs[j].spec.catchup_window_s) + EXPIRY_SLACK
+            for j, q in self.queued.items()
+            if q and j in self.jobs
+        ]
         times += [t for r, t in self.group_retry_at.items() if r in self.waiting]
         return min(times) if times else None
 

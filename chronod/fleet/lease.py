@@ -40,7 +40,8 @@ class Lease:
         mono = self.clock.monotonic()
         self.gone = False
         self.token = self.store.acquire_node(
-            self.node, pid=os.getpid(), hostname=os.uname().nodename, boot_id=self.boot_id, ttl_s=self.ttl_s)
+            self.node, pid=os.getpid(), hostname=os.uname().nodename, boot_id=self.boot_id, ttl_s=self.ttl_s
+        )
         self.tokens.add(self.token)
         self.deadline = mono + self.ttl_s * SAFE_FRACTION
         self.next_heartbeat = mono + self.heartbeat_s
@@ -89,5 +90,4 @@ class Lease:
         try:
             self.store.release_node(self.node, self.token)
         except StoreError as e:
-            log("node.release_failed", "warning", node=self.node, message=str(e),
-                note="the lease expires by itself")
+            log("node.release_failed", "warning", node=self.node, message=str(e), note="the lease expires by itself")

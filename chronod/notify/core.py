@@ -53,9 +53,15 @@ class NotifyState:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (times as ISO-8601 UTC)."""
-        return {"condition": self.condition, "overlap": self.overlap, "silent": self.silent,
-                "no_next": self.no_next, "seen_at": history.iso(self.seen_at), "seen_run": self.seen_run,
-                "basis": history.iso(self.basis)}
+        return {
+            "condition": self.condition,
+            "overlap": self.overlap,
+            "silent": self.silent,
+            "no_next": self.no_next,
+            "seen_at": history.iso(self.seen_at),
+            "seen_run": self.seen_run,
+            "basis": history.iso(self.basis),
+        }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any] | None) -> "NotifyState":
@@ -63,8 +69,15 @@ class NotifyState:
         if not d:
             return cls()
         t = lambda k: datetime.fromisoformat(d[k]) if d.get(k) else None  # noqa: E731
-        return cls(d.get("condition", "ok"), bool(d.get("overlap")), bool(d.get("silent")),
-                   bool(d.get("no_next")), t("seen_at"), d.get("seen_run", ""), t("basis"))
+        return cls(
+            d.get("condition", "ok"),
+            bool(d.get("overlap")),
+            bool(d.get("silent")),
+            bool(d.get("no_next")),
+            t("seen_at"),
+            d.get("seen_run", ""),
+            t("basis"),
+        )
 
 
 @dataclass(frozen=True)
@@ -112,8 +125,17 @@ def after_run(spec: JobSpec, run: Any, state: NotifyState) -> tuple[list[Notice]
     if s == "succeeded":
         if state.condition != "ok" or state.silent:
             was = SILENT if state.silent and state.condition == "ok" else state.condition
-            out.append(Notice(spec.id, "recovered", s, _key(spec.id, "recovered", rid), at, rid,
-                              f"succeeded again after {was.replace('_', ' ')}"))
+            out.append(
+                Notice(
+                    spec.id,
+                    "recovered",
+                    s,
+                    _key(spec.id, "recovered", rid),
+                    at,
+                    rid,
+                    f"succeeded again after {was.replace('_', ' ')}",
+                )
+            )
         return out, replace(new, condition="ok", overlap=False, silent=False, basis=at)
     if s in BAD:
         if state.condition != s:
@@ -133,8 +155,9 @@ def silence_deadline(spec: JobSpec, state: NotifyState) -> datetime | None:
     return state.basis + timedelta(seconds=spec.max_silence_s)
 
 
-def check_silence(spec: JobSpec, state: NotifyState, now: datetime, *, paused: bool = False
-                  ) -> tuple[list[Notice], NotifyState]:
+def check_silence(
+    spec: JobSpec, state: NotifyState, now: datetime, *, paused: bool = False
+) -> tuple[list[Notice], NotifyState]:
     """A `silence` notice once the dead man's switch trips (not while paused)."""
     deadline = silence_deadline(spec, state)
     if deadline is not None and paused:
@@ -144,14 +167,22 @@ def check_silence(spec: JobSpec, state: NotifyState, now: datetime, *, paused: b
     if deadline is None or now < deadline:
         return [], state
     age = history.silence(spec, state.basis, now)
-    detail = (f"no success for {round(age.age_s or 0)}s (max_silence_s {spec.max_silence_s}); "
-              f"silent since {_stamp(deadline)}")
+    detail = (
+        f"no success for {round(age.age_s or 0)}s (max_silence_s {spec.max_silence_s}); silent since {_stamp(deadline)}"
+    )
     n = Notice(spec.id, "silence", SILENT, _key(spec.id, "silence", _stamp(state.basis)), deadline, None, detail)
     return [n], replace(state, silent=True)
 
 
-def decide(spec: JobSpec, runs: Iterable[Any], state: NotifyState, now: datetime, *,
-           known_since: datetime | None = None, paused: bool = False) -> tuple[list[Notice], NotifyState]:
+def decide(
+    spec: JobSpec,
+    runs: Iterable[Any],
+    state: NotifyState,
+    now: datetime,
+    *,
+    known_since: datetime | None = None,
+    paused: bool = False,
+) -> tuple[list[Notice], NotifyState]:
     """Every notice the job's ended runs and the clock call for, given what was already
     told (`state`), and the new state to persist. `runs` may repeat runs already seen;
     they are skipped. `known_since` starts the silence clock of a job that never succeeded."""
@@ -165,22 +196,35 @@ def decide(spec: JobSpec, runs: Iterable[Any], state: NotifyState, now: datetime
     return out + more, state
 
 
-def unclaimed(spec: JobSpec, schedule: Any, runs: Iterable[Any], *, since: datetime, now: datetime,
-              nodes: Iterable[str] = (), grace_s: int = RECONCILE_GRACE_S,
-              marks: Iterable[Any] | None = None) -> list[Notice]:
+def unclaimed(
+    spec: JobSpec,
+    schedule: Any,
+    runs: Iterable[Any],
+    *,
+    since: datetime,
+    now: datetime,
+    nodes: Iterable[str] = (),
+    grace_s: int = RECONCILE_GRACE_S,
+    marks: Iterable[Any] | None = None,
+) -> list[Notice]:
     """Occurrences in (since, now] that fell due and that nothing claimed: no row at all,
     or a row still `pending` after fire time + tolerance + grace (`history.missed` judges).
     `runs` are the job's runs in the window; with `marks` (every run, slim) they need only
     hold the pending ones."""
     grace = spec.tolerance_s + grace_s
-    misses = history.missed([spec], runs, since=since, now=now, nodes=nodes, grace_s=grace,
-                            schedules={spec.id: schedule}, marks=marks)
-    return [Notice(spec.id, "silence", UNCLAIMED, _key(spec.id, UNCLAIMED, m.run_id), m.fire_at, m.run_id, m.reason)
-            for m in misses if m.state in (history.NO_RECORD, "pending")]
+    misses = history.missed(
+        [spec], runs, since=since, now=now, nodes=nodes, grace_s=grace, schedules={spec.id: schedule}, marks=marks
+    )
+    return [
+        Notice(spec.id, "silence", UNCLAIMED, _key(spec.id, UNCLAIMED, m.run_id), m.fire_at, m.run_id, m.reason)
+        for m in misses
+        if m.state in (history.NO_RECORD, "pending")
+    ]
 
 
-def no_next(spec: JobSpec, schedule: Any, waiting: bool, latest_run_id: str | None, state: NotifyState,
-            now: datetime) -> tuple[list[Notice], NotifyState]:
+def no_next(
+    spec: JobSpec, schedule: Any, waiting: bool, latest_run_id: str | None, state: NotifyState, now: datetime
+) -> tuple[list[Notice], NotifyState]:
     """A notice when an enabled, scheduled job has nothing waiting (no pending, running or
     retrying run): the chain of occurrences is broken until the daemon's reconciler repairs
     it. One notice per break (keyed on the job's latest run)."""
@@ -190,8 +234,10 @@ def no_next(spec: JobSpec, schedule: Any, waiting: bool, latest_run_id: str | No
     if state.no_next:
         return [], state
     what = latest_run_id or "none"
-    detail = ("no next occurrence is stored for this enabled job: nothing will start it "
-              "until chronod's reconciler re-creates it (it runs at start and every 5 minutes)")
+    detail = (
+        "no next occurrence is stored for this enabled job: nothing will start it "
+        "until chronod's reconciler re-creates it (it runs at start and every 5 minutes)"
+    )
     n = Notice(spec.id, "silence", NO_NEXT, _key(spec.id, NO_NEXT, what), now, None, detail)
     return [n], replace(state, no_next=True)
 

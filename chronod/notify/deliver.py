@@ -27,12 +27,17 @@ def command_env(payload: dict[str, Any]) -> dict[str, str]:
     """The environment of a notify command: a minimal base plus CHRONO_EVENT, CHRONO_JOB_ID,
     CHRONO_RUN_ID, CHRONO_OWNER, CHRONO_STATE (and CHRONO_NODE, CHRONO_NOTICE: the JSON body)."""
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/", "LANG": "C.UTF-8"}
-    env.update({
-        "CHRONO_EVENT": payload["event"], "CHRONO_JOB_ID": payload["job_id"],
-        "CHRONO_RUN_ID": payload.get("run_id") or "", "CHRONO_OWNER": payload.get("owner") or "",
-        "CHRONO_STATE": payload.get("state") or "", "CHRONO_NODE": payload.get("node") or "",
-        "CHRONO_NOTICE": json.dumps(payload, sort_keys=True),
-    })
+    env.update(
+        {
+            "CHRONO_EVENT": payload["event"],
+            "CHRONO_JOB_ID": payload["job_id"],
+            "CHRONO_RUN_ID": payload.get("run_id") or "",
+            "CHRONO_OWNER": payload.get("owner") or "",
+            "CHRONO_STATE": payload.get("state") or "",
+            "CHRONO_NODE": payload.get("node") or "",
+            "CHRONO_NOTICE": json.dumps(payload, sort_keys=True),
+        }
+    )
     return env
 
 
@@ -46,16 +51,25 @@ def run_command(route: dict[str, Any], payload: dict[str, Any]) -> None:
     ids = _credentials(route, cmd, env)
     timeout = route.get("timeout_s", 10)
     try:
-        res = subprocess.run(argv, input=(payload.get("output_tail") or "").encode(), env=env,
-                             cwd="/", capture_output=True, timeout=timeout, start_new_session=True, **ids)
+        res = subprocess.run(
+            argv,
+            input=(payload.get("output_tail") or "").encode(),
+            env=env,
+            cwd="/",
+            capture_output=True,
+            timeout=timeout,
+            start_new_session=True,
+            **ids,
+        )
     except subprocess.TimeoutExpired:
         raise DeliveryError(f"notify command {_short(cmd)} did not finish within {timeout}s") from None
     except OSError as e:
         raise DeliveryError(f"notify command {_short(cmd)} could not start: {e.strerror or e}") from None
     if res.returncode != 0:
         err = res.stderr.decode(errors="replace").strip().splitlines()
-        raise DeliveryError(f"notify command {_short(cmd)} exited {res.returncode}"
-                            + (f": {err[-1][:200]}" if err else ""))
+        raise DeliveryError(
+            f"notify command {_short(cmd)} exited {res.returncode}" + (f": {err[-1][:200]}" if err else "")
+        )
 
 
 def _credentials(route: dict[str, Any], cmd: Any, env: dict[str, str]) -> dict[str, Any]:
@@ -70,15 +84,20 @@ def _credentials(route: dict[str, Any], cmd: Any, env: dict[str, str]) -> dict[s
     if error:
         raise DeliveryError(f"notify command {_short(cmd)} not run: {error}")
     if account is not None:
-        env.update(HOME=account.pw_dir or "/", USER=account.pw_name, LOGNAME=account.pw_name,
-                   SHELL=account.pw_shell or "/bin/sh")
+        env.update(
+            HOME=account.pw_dir or "/",
+            USER=account.pw_name,
+            LOGNAME=account.pw_name,
+            SHELL=account.pw_shell or "/bin/sh",
+        )
     if creds is None:
         return {}
     return {"user": creds.uid, "group": creds.gid, "extra_groups": list(creds.groups)}
 
 
-def post_webhook(route: dict[str, Any], payload: dict[str, Any], *,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+def post_webhook(
+    route: dict[str, Any], payload: dict[str, Any], *, sleep: Callable[[float], None] = time.sleep
+) -> None:
     """POST the JSON body to the route's URL; up to WEBHOOK_TRIES tries with WEBHOOK_BACKOFF_S
     between them; a 2xx answer is success, anything else (after the last try) fails."""
     url, timeout = route["webhook"], route.get("timeout_s", 10)
@@ -87,8 +106,12 @@ def post_webhook(route: dict[str, Any], payload: dict[str, Any], *,
     for i in range(WEBHOOK_TRIES):
         if i:
             sleep(WEBHOOK_BACKOFF_S[min(i - 1, len(WEBHOOK_BACKOFF_S) - 1)])
-        req = urllib.request.Request(url, data=body, method="POST", headers={
-            "Content-Type": "application/json", "User-Agent": f"chrono/{payload.get('chrono_version', '')}"})
+        req = urllib.request.Request(
+            url,
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/json", "User-Agent": f"chrono/{payload.get('chrono_version', '')}"},
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 if 200 <= resp.status < 300:

@@ -42,10 +42,20 @@ def job_state_name(job_id: str) -> str:
 class NotifyService:
     """Notices from the history, through the outbox, to the owners' routes."""
 
-    def __init__(self, store: Any, clock: Any, log: Callable[..., None], node: str, *,
-                 metrics: Any = None, version: str = "", workers: int = WORKERS,
-                 send: Callable[[dict, dict], None] = deliver, reconcile_every_s: float = RECONCILE_EVERY_S,
-                 known_specs: Callable[[], Mapping[str, Any]] | None = None):
+    def __init__(
+        self,
+        store: Any,
+        clock: Any,
+        log: Callable[..., None],
+        node: str,
+        *,
+        metrics: Any = None,
+        version: str = "",
+        workers: int = WORKERS,
+        send: Callable[[dict, dict], None] = deliver,
+        reconcile_every_s: float = RECONCILE_EVERY_S,
+        known_specs: Callable[[], Mapping[str, Any]] | None = None,
+    ):
         self.store, self.clock, self.log, self.node = store, clock, log, node
         self.known_specs = known_specs  # the daemon's specs by id: shared, not parsed again
         self.outbox = Outbox(store)
@@ -117,8 +127,14 @@ class NotifyService:
         since = (cursor - timedelta(seconds=CURSOR_OVERLAP_S)) if cursor else now - timedelta(seconds=FIRST_LOOKBACK_S)
         changed = self.outbox.changed_runs(since, now + timedelta(days=1))
         reconcile = self._reconcile_due(now)
-        quiet = (same_jobs and cursor is not None and not [r for r in changed if not r.updated_at or r.updated_at > cursor]
-                 and self._deadline is not None and now < self._deadline and not reconcile)
+        quiet = (
+            same_jobs
+            and cursor is not None
+            and not [r for r in changed if not r.updated_at or r.updated_at > cursor]
+            and self._deadline is not None
+            and now < self._deadline
+            and not reconcile
+        )
         if quiet:
             # nothing new since the last round: deciding again for every job would only
             # burn CPU on an idle daemon; deliveries that wait for a retry still go out
@@ -132,8 +148,13 @@ class NotifyService:
             by_job.setdefault(r.job_id, []).append(r)
         # Every job when the jobs, a silence deadline or the reconcile call for it; otherwise
         # only the jobs with new runs (the others' states cannot have changed).
-        full = (not same_jobs or reconcile or self._deadline is None or now >= self._deadline
-                or not self._states.keys() >= specs.keys())
+        full = (
+            not same_jobs
+            or reconcile
+            or self._deadline is None
+            or now >= self._deadline
+            or not self._states.keys() >= specs.keys()
+        )
         if not full:
             specs = {j: specs[j] for j in by_job if j in specs}
         stored = self.outbox.get_states([CURSOR, *(job_state_name(j) for j in specs)])
@@ -144,8 +165,14 @@ class NotifyService:
         runs_by_id = {r.run_id: r for r in changed}
         new_states: dict[str, core.NotifyState] = {}
         for job_id, spec in specs.items():
-            out, st = core.decide(spec, by_job.get(job_id, ()), states[job_id], now,
-                                  known_since=known.get(job_id), paused=job_id in paused)
+            out, st = core.decide(
+                spec,
+                by_job.get(job_id, ()),
+                states[job_id],
+                now,
+                known_since=known.get(job_id),
+                paused=job_id in paused,
+            )
             notices += out
             if st != states[job_id]:
                 new_states[job_id] = st
@@ -169,8 +196,10 @@ class NotifyService:
             self._deadline = self._next_deadline(specs, final, paused, now)
         else:
             self._states.update(final)
-            self._deadline = min((d for d in (self._deadline, self._next_deadline(specs, final, paused, now))
-                                  if d is not None), default=None)
+            self._deadline = min(
+                (d for d in (self._deadline, self._next_deadline(specs, final, paused, now)) if d is not None),
+                default=None,
+            )
         self._dispatch(now)
         return self._deadline
 
@@ -193,8 +222,9 @@ class NotifyService:
         self._next_reconcile = now + timedelta(seconds=self.reconcile_every_s)
         return True
 
-    def _reconcile(self, specs: dict[str, Any], states: dict[str, core.NotifyState], now: datetime,
-                   registered: dict[str, datetime]) -> tuple[list[core.Notice], dict[str, core.NotifyState]]:
+    def _reconcile(
+        self, specs: dict[str, Any], states: dict[str, core.NotifyState], now: datetime, registered: dict[str, datetime]
+    ) -> tuple[list[core.Notice], dict[str, core.NotifyState]]:
         """The schedule against the table: jobs without a next occurrence, and occurrences
         that fell due and that nothing claimed."""
         waiting = {key.split("@", 1)[0] for key in self.outbox.waiting_keys()}
@@ -222,15 +252,23 @@ class NotifyService:
             young = registered.get(job_id) and now - registered[job_id] < timedelta(seconds=core.RECONCILE_GRACE_S)
             if job_id not in latest and young:
                 continue  # just registered: the daemon has not materialized it yet
-            more, st = core.no_next(spec, schedule, job_id in waiting, (latest.get(job_id) or (None,))[0],
-                                    states[job_id], now)
+            more, st = core.no_next(
+                spec, schedule, job_id in waiting, (latest.get(job_id) or (None,))[0], states[job_id], now
+            )
             out += more
             if st != states[job_id]:
                 changed[job_id] = st
             # Occurrences before the job's first row were never expected of this database.
             start = max(since, first[job_id] - timedelta(microseconds=1)) if job_id in first else since
-            out += core.unclaimed(spec, schedule, pending_by_job.get(job_id, []), since=start,
-                                  now=now, nodes=nodes, marks=marks_by_job.get(job_id, []))
+            out += core.unclaimed(
+                spec,
+                schedule,
+                pending_by_job.get(job_id, []),
+                since=start,
+                now=now,
+                nodes=nodes,
+                marks=marks_by_job.get(job_id, []),
+            )
         return out, changed
 
     # ------------------------------------------------------------------ outbox
@@ -242,9 +280,17 @@ class NotifyService:
             if run is None and n.run_id:
                 run = self.store.get_run(n.run_id)
             for i in core.routes_for(spec, n.event):
-                rows.append(dict(job_id=n.job_id, event=n.event, state=n.state, run_id=n.run_id,
-                                 dedupe_key=f"{n.dedupe_key}|route{i}", route=route_json(spec, i),
-                                 payload=payload(n, spec, run, self.node, self.version)))
+                rows.append(
+                    dict(
+                        job_id=n.job_id,
+                        event=n.event,
+                        state=n.state,
+                        run_id=n.run_id,
+                        dedupe_key=f"{n.dedupe_key}|route{i}",
+                        route=route_json(spec, i),
+                        payload=payload(n, spec, run, self.node, self.version),
+                    )
+                )
         if rows:
             new = self.outbox.add(rows, now)
             for n in notices:
@@ -277,8 +323,13 @@ class NotifyService:
                 self._failed(row, f"{type(e).__name__}: {e}")
                 return
             self.outbox.mark_sent(row.id, self.node, self.clock.now())
-            self.log("notify.sent", job=row.job_id, notice=row.event, run=row.run_id,
-                     channel="webhook" if row.route.get("webhook") else "command")
+            self.log(
+                "notify.sent",
+                job=row.job_id,
+                notice=row.event,
+                run=row.run_id,
+                channel="webhook" if row.route.get("webhook") else "command",
+            )
         except Exception as e:  # the store went away mid-delivery: the claim expires, it is sent again
             self.log("notify.record_failed", "error", job=row.job_id, notice=row.event, error=str(e))
         finally:
@@ -286,11 +337,20 @@ class NotifyService:
                 self.inflight.discard(row.id)
 
     def _failed(self, row: Outgoing, error: str) -> None:
-        delay = min(RETRY_BASE_S * 2 ** row.attempts, RETRY_MAX_S)
+        delay = min(RETRY_BASE_S * 2**row.attempts, RETRY_MAX_S)
         retry_at = self.clock.now() + timedelta(seconds=delay)
         channel = "webhook" if row.route.get("webhook") else "command"
-        self.log("notify.failed", "warning", job=row.job_id, notice=row.event, run=row.run_id, channel=channel,
-                 error=error, attempts=row.attempts + 1, retry_in_s=delay)
+        self.log(
+            "notify.failed",
+            "warning",
+            job=row.job_id,
+            notice=row.event,
+            run=row.run_id,
+            channel=channel,
+            error=error,
+            attempts=row.attempts + 1,
+            retry_in_s=delay,
+        )
         if self.metrics is not None:
             self.metrics.notify_failures.labels(channel).inc()
         self.outbox.mark_failed(row.id, self.node, error, retry_at)
@@ -302,10 +362,15 @@ class NotifyService:
         for job_id, st in states.items():
             self.metrics.job_silent.labels(job_id).set(1 if st.silent else 0)
 
-    def _next_deadline(self, specs: dict[str, Any], states: dict[str, core.NotifyState], paused: set[str],
-                       now: datetime) -> datetime | None:
-        deadlines = [d for j, spec in specs.items() if j not in paused
-                     if (d := core.silence_deadline(spec, states[j])) is not None and d > now]
+    def _next_deadline(
+        self, specs: dict[str, Any], states: dict[str, core.NotifyState], paused: set[str], now: datetime
+    ) -> datetime | None:
+        deadlines = [
+            d
+            for j, spec in specs.items()
+            if j not in paused
+            if (d := core.silence_deadline(spec, states[j])) is not None and d > now
+        ]
         if self._next_reconcile is not None:
             deadlines.append(self._next_reconcile)
         return min(deadlines, default=None)
@@ -314,8 +379,14 @@ class NotifyService:
 def route_json(spec: Any, index: int) -> dict[str, Any]:
     """A route as stored with its notice: where to send, how long it may take, as whom."""
     n = spec.notify[index]
-    return {"index": index, "command": list(n.command) if isinstance(n.command, tuple) else n.command,
-            "webhook": n.webhook, "timeout_s": n.timeout_s, "user": spec.user, "group": spec.group}
+    return {
+        "index": index,
+        "command": list(n.command) if isinstance(n.command, tuple) else n.command,
+        "webhook": n.webhook,
+        "timeout_s": n.timeout_s,
+        "user": spec.user,
+        "group": spec.group,
+    }
 
 
 def payload(n: core.Notice, spec: Any, run: Any | None, node: str, version: str) -> dict[str, Any]:
@@ -324,16 +395,23 @@ def payload(n: core.Notice, spec: Any, run: Any | None, node: str, version: str)
 
     tail = (run.output_tail or "")[-TAIL_BYTES:] if run is not None else ""
     return {
-        "event": n.event, "job_id": n.job_id, "owner": spec.owner, "run_id": n.run_id, "state": n.state,
+        "event": n.event,
+        "job_id": n.job_id,
+        "owner": spec.owner,
+        "run_id": n.run_id,
+        "state": n.state,
         "scheduled_at": iso(run.scheduled_at) if run is not None else None,
         "fire_at": iso(run.fire_at) if run is not None else None,
         "exit_code": run.exit_code if run is not None else None,
         "error": run.error if run is not None else None,
-        "output_tail": tail, "node": (run.node if run is not None and run.node else node),
-        "detail": n.detail, "at": iso(n.at), "sent_at": None, "chrono_version": version,
+        "output_tail": tail,
+        "node": (run.node if run is not None and run.node else node),
+        "detail": n.detail,
+        "at": iso(n.at),
+        "sent_at": None,
+        "chrono_version": version,
     }
 
 
 def _parse(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
-

@@ -49,7 +49,7 @@ def write_atomic(path: str, data: bytes, durable: bool) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         if durable:
             os.fsync(fd)
     finally:
@@ -129,7 +129,7 @@ def proc_start_ticks(pid: int | str) -> int | None:
     except (FileNotFoundError, ProcessLookupError):
         return None
     # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    fields = stat[stat.rindex(b")") + 2:].split()
+    fields = stat[stat.rindex(b")") + 2 :].split()
     return int(fields[19])
 
 

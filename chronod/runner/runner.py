@@ -168,8 +168,9 @@ class Runner:
         error = LOST_ERROR
         if pid and _kill_leftover_job(started):
             error += f"; its job (process group {pid}) was still running and has been killed"
-        return Outcome(handle.run_id, handle.attempt, "lost", None, None, handle.started_at,
-                       self._clock.now(), "", 0, error, pid)
+        return Outcome(
+            handle.run_id, handle.attempt, "lost", None, None, handle.started_at, self._clock.now(), "", 0, error, pid
+        )
 
     def _forget(self, handle: Handle) -> None:
         self._handles.pop((handle.run_id, handle.attempt), None)
@@ -257,7 +258,9 @@ def _fork_supervisor(plan: Plan) -> int:
     return pid
 
 
-def resolve_identity(user: str | None, group: str | None) -> tuple[Credentials | None, pwd.struct_passwd | None, str | None]:
+def resolve_identity(
+    user: str | None, group: str | None
+) -> tuple[Credentials | None, pwd.struct_passwd | None, str | None]:
     """(credentials to switch to, the passwd entry for HOME/USER, an error) for a job.
 
     Credentials are None when the job runs as the daemon itself. Only a root daemon

@@ -134,8 +134,7 @@ def _supervise(plan: Plan, wake_r: int) -> None:
     status = watch.until_exit()
     watch.drain_briefly()
     state, code, sig, error = _verdict(plan, status, watch.reason)
-    _write_result(plan, state, started_at, code=code, sig=sig, error=error,
-                  pid=pid, tail=watch.tail, total=watch.total)
+    _write_result(plan, state, started_at, code=code, sig=sig, error=error, pid=pid, tail=watch.tail, total=watch.total)
 
 
 def _stdin_fd(text: bytes | None) -> int:
@@ -144,7 +143,7 @@ def _stdin_fd(text: bytes | None) -> int:
     fd = os.memfd_create("chrono-stdin", os.MFD_CLOEXEC)
     view = memoryview(text)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
@@ -164,10 +163,17 @@ def _spawn(plan: Plan, stdin_fd: int, out_w: int) -> tuple[int, tuple[str, int] 
     os.environ["PATH"] = plan.env.get("PATH", "")
     try:
         pid = os.posix_spawnp(
-            plan.argv[0], list(plan.argv), plan.env,
-            file_actions=[(os.POSIX_SPAWN_DUP2, stdin_fd, 0), (os.POSIX_SPAWN_DUP2, out_w, 1),
-                          (os.POSIX_SPAWN_DUP2, out_w, 2)],
-            setsid=True, setsigmask=(), setsigdef=_DEFAULTED_SIGNALS,
+            plan.argv[0],
+            list(plan.argv),
+            plan.env,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, stdin_fd, 0),
+                (os.POSIX_SPAWN_DUP2, out_w, 1),
+                (os.POSIX_SPAWN_DUP2, out_w, 2),
+            ],
+            setsid=True,
+            setsigmask=(),
+            setsigdef=_DEFAULTED_SIGNALS,
         )
     except OSError as e:
         return 0, ("exec", e.errno or 0)
@@ -392,8 +398,11 @@ class _Watch:
 def _open_live(plan: Plan) -> int | None:
     """The live output file of this attempt, opened for appending (None if it cannot be)."""
     try:
-        return os.open(files.live_path(plan.state_dir, plan.run_id, plan.attempt),
-                       os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        return os.open(
+            files.live_path(plan.state_dir, plan.run_id, plan.attempt),
+            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC,
+            0o600,
+        )
     except OSError:
         return None
 
@@ -420,9 +429,18 @@ def _verdict(plan: Plan, status: int, reason: str | None) -> tuple[str, int | No
     return "failed", code, None, f"exit code {code}"
 
 
-def _write_result(plan: Plan, state: str, started_at: datetime, *, code: int | None = None,
-                  sig: int | None = None, error: str | None = None, pid: int | None = None,
-                  tail: bytes | bytearray = b"", total: int = 0) -> None:
+def _write_result(
+    plan: Plan,
+    state: str,
+    started_at: datetime,
+    *,
+    code: int | None = None,
+    sig: int | None = None,
+    error: str | None = None,
+    pid: int | None = None,
+    tail: bytes | bytearray = b"",
+    total: int = 0,
+) -> None:
     record = {
         "run_id": plan.run_id,
         "attempt": plan.attempt,

@@ -47,9 +47,12 @@ class Zygote:
         code = f"import sys; sys.path.insert(0, {root!r}); from chronod.runner.zygote import serve; serve(3)"
         try:
             self.pid = os.posix_spawn(
-                sys.executable, [sys.executable, "-c", code], dict(os.environ),
+                sys.executable,
+                [sys.executable, "-c", code],
+                dict(os.environ),
                 file_actions=[(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3)],
-                setsid=True, setsigmask=(),
+                setsid=True,
+                setsigmask=(),
             )
         finally:
             theirs.close()

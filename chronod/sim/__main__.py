@@ -18,14 +18,18 @@ EXIT_USAGE = 2
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m chronod.sim",
-                                description="Simulate chronod for DAYS with a fake clock and check its promises.")
+    p = argparse.ArgumentParser(
+        prog="python -m chronod.sim", description="Simulate chronod for DAYS with a fake clock and check its promises."
+    )
     p.add_argument("--days", type=float, default=1.0, help="simulated days (default 1)")
     p.add_argument("--jobs", type=int, default=50, help="jobs in the registry at the start (default 50)")
     p.add_argument("--nodes", type=int, default=1, help="daemons on the store (SQLite carries one; default 1)")
     p.add_argument("--seed", type=int, default=1, help="fixes every choice of the simulation (default 1)")
-    p.add_argument("--faults", default=",".join(FAULTS),
-                   help=f"comma-separated, from {','.join(FAULTS)} (default all; '' for none)")
+    p.add_argument(
+        "--faults",
+        default=",".join(FAULTS),
+        help=f"comma-separated, from {','.join(FAULTS)} (default all; '' for none)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p.parse_args(argv)
 
@@ -36,8 +40,10 @@ def config(args: argparse.Namespace) -> Config:
     if unknown:
         raise ValueError(f"--faults: unknown {', '.join(sorted(unknown))}; choose from {', '.join(FAULTS)}")
     if args.nodes != 1:
-        raise ValueError("--nodes: the simulation runs one node (SQLite carries one node; a simulated fleet "
-                         "needs PostgreSQL to take its time from the simulation's clock)")
+        raise ValueError(
+            "--nodes: the simulation runs one node (SQLite carries one node; a simulated fleet "
+            "needs PostgreSQL to take its time from the simulation's clock)"
+        )
     if args.days <= 0 or args.jobs < 1:
         raise ValueError("--days must be above 0 and --jobs at least 1")
     return Config(days=args.days, jobs=args.jobs, nodes=args.nodes, seed=args.seed, faults=faults)
@@ -55,29 +61,42 @@ def run(cfg: Config) -> dict[str, Any]:
         results = check(out)
         procs = out.world.procs.values()
         return {
-            "seed": cfg.seed, "days": cfg.days, "jobs": cfg.jobs, "faults": sorted(cfg.faults),
-            "started_at": out.start.isoformat(), "wall_s": round(simulated, 2),
+            "seed": cfg.seed,
+            "days": cfg.days,
+            "jobs": cfg.jobs,
+            "faults": sorted(cfg.faults),
+            "started_at": out.start.isoformat(),
+            "wall_s": round(simulated, 2),
             "days_per_s": round(cfg.days / simulated, 4) if simulated else None,
-            "processes": len(procs), "daemon_lives": len(out.world.lives),
-            "invariants": {name: {"held": not bad, "broken": len(bad),
-                                  "first": bad[0].as_dict() if bad else None} for name, bad in results.items()},
+            "processes": len(procs),
+            "daemon_lives": len(out.world.lives),
+            "invariants": {
+                name: {"held": not bad, "broken": len(bad), "first": bad[0].as_dict() if bad else None}
+                for name, bad in results.items()
+            },
         }
     finally:
         out.close()
 
 
 def render(result: dict[str, Any]) -> str:
-    lines = [(f"seed {result['seed']}: {result['days']} days, {result['jobs']} jobs, faults "
-             f"{','.join(result['faults']) or 'none'}; {result['processes']} processes, "
-             f"{result['daemon_lives']} daemon lives; {result['wall_s']}s "
-             f"({result['days_per_s']} simulated days per second)")]
+    lines = [
+        (
+            f"seed {result['seed']}: {result['days']} days, {result['jobs']} jobs, faults "
+            f"{','.join(result['faults']) or 'none'}; {result['processes']} processes, "
+            f"{result['daemon_lives']} daemon lives; {result['wall_s']}s "
+            f"({result['days_per_s']} simulated days per second)"
+        )
+    ]
     for name, inv in result["invariants"].items():
         if inv["held"]:
             lines.append(f"  held    {name}")
         else:
             c = inv["first"]
-            lines.append(f"  BROKEN  {name}: {inv['broken']} counterexamples; first: seed {result['seed']}, "
-                         f"{c['time']}, job {c['job']}, run {c['run_id']}: {c['what']}")
+            lines.append(
+                f"  BROKEN  {name}: {inv['broken']} counterexamples; first: seed {result['seed']}, "
+                f"{c['time']}, job {c['job']}, run {c['run_id']}: {c['what']}"
+            )
     return "\n".join(lines)
 
 

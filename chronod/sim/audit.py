@@ -22,5 +22,8 @@ def missed_now(out: Any) -> dict[str, tuple[str, datetime]]:
     if res.exit_code not in (0, 1):
         raise RuntimeError(f"chronoctl missed failed ({res.exit_code}): {res.output[-500:]}")
     data = json.loads(res.stdout)
-    return {m["run_id"]: (m["job_id"], datetime.fromisoformat(m["scheduled_at"]))
-            for group in data["owners"] for m in group["missed"]}
+    return {
+        m["run_id"]: (m["job_id"], datetime.fromisoformat(m["scheduled_at"]))
+        for group in data["owners"]
+        for m in group["missed"]
+    }

@@ -89,8 +89,12 @@ def fault_plan(cfg: Config, rng: random.Random, t0: float, t1: float) -> list[Ev
 
     f = cfg.faults
     if "crash" in f:
-        some("crash", 3, calls=lambda r: r.randrange(0, 40), downtime=lambda r: r.choice(
-            [r.uniform(1, 30), r.uniform(30, 600), r.uniform(600, MAX_DOWNTIME_S)]))
+        some(
+            "crash",
+            3,
+            calls=lambda r: r.randrange(0, 40),
+            downtime=lambda r: r.choice([r.uniform(1, 30), r.uniform(30, 600), r.uniform(600, MAX_DOWNTIME_S)]),
+        )
     if "stall" in f:
         some("stall", 3, seconds=lambda r: r.choice([r.uniform(1, 20), r.uniform(20, 200), r.uniform(300, 900)]))
     if "clock" in f:
@@ -151,8 +155,7 @@ class Simulation:
             if fres is not None and fres.ok:
                 effective.update({s.id: s for s in fres.specs if s.id in ids})
             else:
-                effective.update({i: v[-1].spec for i, v in self.versions.items()
-                                  if i in ids and v[-1].until is None})
+                effective.update({i: v[-1].spec for i, v in self.versions.items() if i in ids and v[-1].until is None})
         # a new daemon that does not carry a job any more stopped running it when the last
         # one died (a crash while a file is broken drops that file's jobs: reported, not excused)
         until = self.died if fresh and self.died is not None else now
@@ -243,11 +246,20 @@ class Simulation:
     def daemon(self, life: Life) -> Daemon:
         runner = SimRunner(self.world, NODE, str(self.tmp))
         waker = SimWaker(self.world, runner, self.due_events, self.next_event, self.apply, self.end)
-        return Daemon(clock=self.clock, store=FaultyStore(self.store, self.world), runner=runner,
-                      load_registry=self.load, node=NODE, metrics=NullMetrics(),
-                      notifier=SimNotifier(life, self.cfg.watchdog_usec / 2e6, self.clock), log=self.log,
-                      waker=waker, boot_id="sim-boot", boot_time=self.start.timestamp(),
-                      rng=random.Random(self.rng.random()))
+        return Daemon(
+            clock=self.clock,
+            store=FaultyStore(self.store, self.world),
+            runner=runner,
+            load_registry=self.load,
+            node=NODE,
+            metrics=NullMetrics(),
+            notifier=SimNotifier(life, self.cfg.watchdog_usec / 2e6, self.clock),
+            log=self.log,
+            waker=waker,
+            boot_id="sim-boot",
+            boot_time=self.start.timestamp(),
+            rng=random.Random(self.rng.random()),
+        )
 
     def run(self) -> Outcome:
         w = self.world
@@ -275,8 +287,20 @@ class Simulation:
                 break
         for plan in self.registry.plans().values():
             w.durations.setdefault(plan.id, duration(plan))
-        return Outcome(self.cfg, w, self.store, self.versions, self.paused, self.manual, self.start,
-                       self.clock.now(), self.fault_end, self.edits, self.log_counts, self.tmp)
+        return Outcome(
+            self.cfg,
+            w,
+            self.store,
+            self.versions,
+            self.paused,
+            self.manual,
+            self.start,
+            self.clock.now(),
+            self.fault_end,
+            self.edits,
+            self.log_counts,
+            self.tmp,
+        )
 
     def down(self, seconds: float) -> None:
         """The daemon is dead for `seconds`: processes go on, the world's events happen."""

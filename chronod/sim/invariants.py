@@ -23,8 +23,17 @@ from chronod.sim.world import Proc
 LAG_S = 2.0  # a daemon that is up, not stalled and has its database starts a fire this soon
 EDGE_S = 10.0  # occurrences this close to a definition change may belong to either version
 SETTLE_S = 3600.0  # occurrences due this close to the end may not have settled yet
-TERMINAL = {"succeeded", "failed", "timed_out", "cancelled", "lost", "skipped_overlap", "skipped_outage",
-            "skipped_paused", "skipped_resource"}
+TERMINAL = {
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "lost",
+    "skipped_overlap",
+    "skipped_outage",
+    "skipped_paused",
+    "skipped_resource",
+}
 RAN = {"succeeded", "failed", "timed_out", "cancelled", "lost"}
 
 
@@ -138,11 +147,13 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
         if spec.catchup == "all":
             return None  # the backlog rule: see catchup_all_in_order
         return "recorded skipped_outage while chronod was up, not stalled and had its database"
-    if state == "skipped_paused" and not f.paused(e.job, e.scheduled_at - timedelta(seconds=1),
-                                                  e.fire_at + timedelta(seconds=spec.catchup_window_s)):
+    if state == "skipped_paused" and not f.paused(
+        e.job, e.scheduled_at - timedelta(seconds=1), e.fire_at + timedelta(seconds=spec.catchup_window_s)
+    ):
         return "recorded skipped_paused, but the job was not paused"
-    if state == "skipped_overlap" and (spec.overlap == "allow" or not f.alive(e.job, span[0], span[1] + timedelta(
-            seconds=spec.catchup_window_s))):
+    if state == "skipped_overlap" and (
+        spec.overlap == "allow" or not f.alive(e.job, span[0], span[1] + timedelta(seconds=spec.catchup_window_s))
+    ):
         return f"recorded skipped_overlap (overlap: {spec.overlap}), but no run of the job was running"
     if state == "cancelled":
         return "cancelled, though the job and its schedule were unchanged"
@@ -174,8 +185,15 @@ def fire_lag_bounded(f: Facts) -> list[Counterexample]:
         lag = (first.started_wall - e.scheduled_at).total_seconds()
         bound = spec.tolerance_s + LAG_S
         if lag > bound and not f.disturbed(e.scheduled_at - timedelta(seconds=1), first.started_wall):
-            out.append(Counterexample(e.fire_at, e.job, e.run_id, f"started {lag:.1f}s after its scheduled time "
-                                      f"(tolerance_s={spec.tolerance_s}) while nothing was disturbed"))
+            out.append(
+                Counterexample(
+                    e.fire_at,
+                    e.job,
+                    e.run_id,
+                    f"started {lag:.1f}s after its scheduled time "
+                    f"(tolerance_s={spec.tolerance_s}) while nothing was disturbed",
+                )
+            )
         elif lag < -0.001 and not f.disturbed(first.started_wall, e.scheduled_at):
             out.append(Counterexample(e.fire_at, e.job, e.run_id, f"started {-lag:.1f}s before its scheduled time"))
     return out
@@ -192,9 +210,14 @@ def catchup_all_in_order(f: Facts) -> list[Counterexample]:
         firsts = [p for p in procs if p.attempt == 1 and p.run_id not in f.out.manual]
         for a, b in itertools.pairwise(firsts):
             if b.scheduled_at < a.scheduled_at:
-                out.append(Counterexample(b.started_wall, job, b.run_id,
-                                          f"occurrence of {b.scheduled_at:%H:%M:%S} started after the one of "
-                                          f"{a.scheduled_at:%H:%M:%S}"))
+                out.append(
+                    Counterexample(
+                        b.started_wall,
+                        job,
+                        b.run_id,
+                        f"occurrence of {b.scheduled_at:%H:%M:%S} started after the one of {a.scheduled_at:%H:%M:%S}",
+                    )
+                )
                 break
         if spec.overlap == "forbid":
             out += _overlapping(job, procs)
@@ -206,8 +229,11 @@ def _overlapping(job: str, procs: list[Proc]) -> list[Counterexample]:
     for p in procs:
         running = [q for q in running if q.end_mono() > p.started_mono]
         if running:
-            return [Counterexample(p.started_wall, job, p.run_id,
-                                   f"started while {running[0].run_id} still ran (overlap: forbid)")]
+            return [
+                Counterexample(
+                    p.started_wall, job, p.run_id, f"started while {running[0].run_id} still ran (overlap: forbid)"
+                )
+            ]
         running.append(p)
     return []
 
@@ -227,9 +253,14 @@ def resource_limit_held(f: Facts) -> list[Counterexample]:
             running = [q for q in running if q.end_mono() > p.started_mono]
             running.append(p)
             if len(running) > RESOURCES[res]:
-                out.append(Counterexample(p.started_wall, p.job_id, p.run_id,
-                                          f"{len(running)} runs of resource {res} at once "
-                                          f"(max_concurrency {RESOURCES[res]})"))
+                out.append(
+                    Counterexample(
+                        p.started_wall,
+                        p.job_id,
+                        p.run_id,
+                        f"{len(running)} runs of resource {res} at once (max_concurrency {RESOURCES[res]})",
+                    )
+                )
                 break
     return out
 
@@ -247,8 +278,11 @@ def watchdog_pinged(f: Facts) -> list[Counterexample]:
             stalled = sum(max(0.0, min(b, d.end) - max(a, d.start)) for d in stalls)
             if b - a - stalled > interval + 0.01:
                 at = f.out.end - timedelta(seconds=w.mono() - a)
-                out.append(Counterexample(at, "-", "-", f"no watchdog ping for {b - a - stalled:.1f}s "
-                                          f"(WATCHDOG_USEC/2 = {interval:.1f}s)"))
+                out.append(
+                    Counterexample(
+                        at, "-", "-", f"no watchdog ping for {b - a - stalled:.1f}s (WATCHDOG_USEC/2 = {interval:.1f}s)"
+                    )
+                )
                 break
     return out
 
@@ -262,16 +296,24 @@ def audit_agrees(f: Facts) -> list[Counterexample]:
     for e in f.expected:
         ran = f.by_run.get(e.run_id, [])
         ok = bool(ran) and ran[-1].final_state() == "succeeded"
-        if ok == (e.run_id in said) :
+        if ok == (e.run_id in said):
             word = "calls it missed" if ok else "does not list it"
-            out.append(Counterexample(e.fire_at, e.job, e.run_id, f"`missed` {word}, the record says "
-                                      + ("it succeeded" if ok else "it did not succeed")))
+            out.append(
+                Counterexample(
+                    e.fire_at,
+                    e.job,
+                    e.run_id,
+                    f"`missed` {word}, the record says " + ("it succeeded" if ok else "it did not succeed"),
+                )
+            )
     known = {e.run_id for e in f.expected}
     horizon_lo = f.out.start
     for rid, (job, at) in said.items():
         if rid not in known and rid not in f.rows and at < f.horizon and at > horizon_lo:
-            if not any(v.since - timedelta(seconds=EDGE_S) <= at <= (v.until or f.out.end) + timedelta(seconds=EDGE_S)
-                       for v in f.out.versions.get(job, [])):
+            if not any(
+                v.since - timedelta(seconds=EDGE_S) <= at <= (v.until or f.out.end) + timedelta(seconds=EDGE_S)
+                for v in f.out.versions.get(job, [])
+            ):
                 out.append(Counterexample(at, job, rid, "`missed` lists an occurrence from when the job was unknown"))
     return sorted(out, key=lambda c: c.at)
 

@@ -17,9 +17,13 @@ from chronod.core.model import JobSpec
 FAULTS = ("crash", "stall", "clock", "outage", "registry", "dst")
 DST_ZONES = ("America/New_York", "Europe/London", "Australia/Sydney")
 # UTC instants a few hours before a DST transition in one of DST_ZONES (spring and autumn)
-DST_STARTS = (datetime(2025, 3, 9, 3, 0, tzinfo=UTC), datetime(2025, 3, 30, 0, 0, tzinfo=UTC),
-              datetime(2025, 10, 26, 0, 0, tzinfo=UTC), datetime(2025, 11, 2, 3, 0, tzinfo=UTC),
-              datetime(2025, 4, 5, 12, 0, tzinfo=UTC))
+DST_STARTS = (
+    datetime(2025, 3, 9, 3, 0, tzinfo=UTC),
+    datetime(2025, 3, 30, 0, 0, tzinfo=UTC),
+    datetime(2025, 10, 26, 0, 0, tzinfo=UTC),
+    datetime(2025, 11, 2, 3, 0, tzinfo=UTC),
+    datetime(2025, 4, 5, 12, 0, tzinfo=UTC),
+)
 PLAIN_START = datetime(2025, 6, 2, 0, 0, tzinfo=UTC)
 RESOURCES = {"db": 1, "net": 2}
 JOBS_PER_FILE = 50
@@ -123,7 +127,7 @@ class Registry:
         plans = [JobPlan(dict(d), mean_s, 0.0) for d in docs] or [self.new_job() for _ in range(n)]
         for k in range(0, len(plans), JOBS_PER_FILE):
             name = f"jobs-{k // JOBS_PER_FILE:03d}.yaml"
-            self.files[name] = plans[k:k + JOBS_PER_FILE]
+            self.files[name] = plans[k : k + JOBS_PER_FILE]
             self.write(name)
 
     def new_job(self) -> JobPlan:
@@ -138,9 +142,14 @@ class Registry:
             return
         self.broken.discard(name)
         docs = [p.doc for p in self.files[name]]
-        text = yaml.safe_dump({"defaults": {"workdir": "/tmp"},
-                               "resources": {k: {"max_concurrency": v} for k, v in RESOURCES.items()},
-                               "jobs": docs}, sort_keys=False)
+        text = yaml.safe_dump(
+            {
+                "defaults": {"workdir": "/tmp"},
+                "resources": {k: {"max_concurrency": v} for k, v in RESOURCES.items()},
+                "jobs": docs,
+            },
+            sort_keys=False,
+        )
         path.write_text(text)
 
     def plans(self) -> dict[str, JobPlan]:
@@ -167,8 +176,12 @@ class Registry:
             what = f"removed {gone.id}"
         else:
             p = plans[rng.randrange(len(plans))]
-            p.doc = {**p.doc, "schedule": _schedule(rng, False)[0] if p.doc["timezone"] == "UTC"
-                     else rng.choice(["30 2 * * *", "45 1 * * *"])}
+            p.doc = {
+                **p.doc,
+                "schedule": _schedule(rng, False)[0]
+                if p.doc["timezone"] == "UTC"
+                else rng.choice(["30 2 * * *", "45 1 * * *"]),
+            }
             what = f"changed {p.id} to {p.doc['schedule']!r}"
         if name not in self.broken:
             self.write(name)

@@ -103,8 +103,7 @@ class World:
     def mono(self) -> float:
         return self.clock.monotonic()
 
-    def disturbed(self, kind: str, start: float, end: float,
-                  walls: tuple[datetime, datetime] | None = None) -> None:
+    def disturbed(self, kind: str, start: float, end: float, walls: tuple[datetime, datetime] | None = None) -> None:
         """Record a span the invariants must excuse (lag, skipped occurrences)."""
         now, mono = self.clock.now(), self.mono()
         a, b = walls or (now - timedelta(seconds=mono - start), now + timedelta(seconds=end - mono))
@@ -159,10 +158,22 @@ class SimRunner:
             duration, state, code = spec.timeout_s + 0.5, "timed_out", None
         w.next_pid += 1
         mono, now = w.mono(), w.clock.now()
-        proc = Proc(req.run_id, req.attempt, spec.id, "",
-                    datetime.fromisoformat(req.env["CHRONO_SCHEDULED_AT"]),
-                    self.node, mono, now, mono + duration, state, code, spec.resource,
-                    spec.idempotency_class == "unsafe", pid=w.next_pid)
+        proc = Proc(
+            req.run_id,
+            req.attempt,
+            spec.id,
+            "",
+            datetime.fromisoformat(req.env["CHRONO_SCHEDULED_AT"]),
+            self.node,
+            mono,
+            now,
+            mono + duration,
+            state,
+            code,
+            spec.resource,
+            spec.idempotency_class == "unsafe",
+            pid=w.next_pid,
+        )
         w.procs[(req.run_id, req.attempt)] = proc
         handle = Handle(req.run_id, req.attempt, w.next_pid, w.next_pid, now, w.next_pid)
         self.watching[(req.run_id, req.attempt)] = handle
@@ -190,8 +201,19 @@ class SimRunner:
     def _outcome(self, p: Proc) -> Outcome:
         end = self.world.clock.now() - timedelta(seconds=self.world.mono() - p.end_mono())
         state = p.final_state()
-        return Outcome(p.run_id, p.attempt, state, p.exit_code if state in ("succeeded", "failed") else None,
-                       15 if state == "cancelled" else None, p.started_wall, end, "ok\n", 3, None, p.pid)
+        return Outcome(
+            p.run_id,
+            p.attempt,
+            state,
+            p.exit_code if state in ("succeeded", "failed") else None,
+            15 if state == "cancelled" else None,
+            p.started_wall,
+            end,
+            "ok\n",
+            3,
+            None,
+            p.pid,
+        )
 
     def collect(self, handle: Handle) -> Outcome | None:
         p = self.world.procs.get((handle.run_id, handle.attempt))
@@ -213,8 +235,7 @@ class SimRunner:
 
     def orphans(self, known: Any = ()) -> list[tuple[str, int]]:
         skip = set(self.watching) | set(known)
-        return [k for k, p in self.world.procs.items()
-                if p.node == self.node and not p.discarded and k not in skip]
+        return [k for k, p in self.world.procs.items() if p.node == self.node and not p.discarded and k not in skip]
 
     def discard(self, run_id: str, attempt: int) -> None:
         p = self.world.procs.get((run_id, attempt))
@@ -281,8 +302,15 @@ class SimWaker:
     """`Waker.wait` without a kernel: move the clock to the earliest of the daemon's
     deadline, a watched process's exit and the world's next event, and say what happened."""
 
-    def __init__(self, world: World, runner: SimRunner, events: Callable[[float], list[Event]],
-                 next_event: Callable[[], float], apply: Callable[[Event, Wakeups], None], end: float):
+    def __init__(
+        self,
+        world: World,
+        runner: SimRunner,
+        events: Callable[[float], list[Event]],
+        next_event: Callable[[], float],
+        apply: Callable[[Event, Wakeups], None],
+        end: float,
+    ):
         self.world, self.runner, self.events, self.next_event, self.apply = world, runner, events, next_event, apply
         self.end = end
         self.stop_requested = False

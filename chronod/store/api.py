@@ -243,8 +243,9 @@ class Store(Protocol):
         as pending (ON CONFLICT DO NOTHING). PostgreSQL uses FOR UPDATE SKIP LOCKED.
         Return the claimed run, or None if someone else has it or the token is stale."""
 
-    def dispatch_in_group(self, run_id: str, node: str, token: int, next_run: Run | None, *,
-                          resource: str, limit: int) -> tuple[Run | None, bool]:
+    def dispatch_in_group(
+        self, run_id: str, node: str, token: int, next_run: Run | None, *, resource: str, limit: int
+    ) -> tuple[Run | None, bool]:
         """`dispatch`, refused while `limit` runs of `resource` run on any node (a fleet-wide
         concurrency group). Returns (claimed run or None, group_full); `next_run` is stored
         either way."""
@@ -256,13 +257,22 @@ class Store(Protocol):
     def waiting_retries(self, node: str) -> list[Run]:
         """Runs in retry_wait last held by `node` (a dead node's pending retries)."""
 
-    def settle(self, run_id: str, state: str, *, error: str | None, next_run: Run | None,
-               node: str | None = None, token: int | None = None) -> bool:
+    def settle(
+        self,
+        run_id: str,
+        state: str,
+        *,
+        error: str | None,
+        next_run: Run | None,
+        node: str | None = None,
+        token: int | None = None,
+    ) -> bool:
         """Move a pending run straight to a terminal skipped_* state (with why) and insert
         `next_run` as pending, in one transaction. False if it was not pending any more."""
 
-    def commit_wakeup(self, inserts: list[Run], settles: list[tuple[str, str, str | None]], claims: list[str],
-                      node: str, token: int) -> list[Run]:
+    def commit_wakeup(
+        self, inserts: list[Run], settles: list[tuple[str, str, str | None]], claims: list[str], node: str, token: int
+    ) -> list[Run]:
         """Everything one wake-up writes, in one transaction: store `inserts` (existing run
         ids left alone), settle the waiting runs in `settles` (run_id, state, error), then
         claim the waiting runs in `claims` that no other node holds (skip locked: never
@@ -272,9 +282,20 @@ class Store(Protocol):
         """Record the process ids of started attempts (run_id, attempt, pid, supervisor_pid)
         in one transaction, fenced; returns the run ids recorded."""
 
-    def finish(self, run_id: str, attempt: int, state: str, *, exit_code: int | None,
-               signal: int | None, output_tail: str | None, output_bytes: int,
-               error: str | None, token: int | None, finished_at: datetime | None = None) -> bool:
+    def finish(
+        self,
+        run_id: str,
+        attempt: int,
+        state: str,
+        *,
+        exit_code: int | None,
+        signal: int | None,
+        output_tail: str | None,
+        output_bytes: int,
+        error: str | None,
+        token: int | None,
+        finished_at: datetime | None = None,
+    ) -> bool:
         """Record the outcome of a running attempt; fenced on `token` (None: operator/CLI
         write, not fenced). Only changes a run that is `running` at that attempt."""
 
@@ -282,10 +303,20 @@ class Store(Protocol):
         """`finish` for many attempts in one transaction (a busy node's wake-up); returns
         the run ids whose outcome was recorded. Each is fenced and conditional alone."""
 
-    def schedule_retry(self, run_id: str, attempt: int, next_attempt_at: datetime, *,
-                       exit_code: int | None, signal: int | None, error: str | None,
-                       token: int, attempt_state: str = "failed", output_tail: str | None = None,
-                       output_bytes: int = 0) -> bool:
+    def schedule_retry(
+        self,
+        run_id: str,
+        attempt: int,
+        next_attempt_at: datetime,
+        *,
+        exit_code: int | None,
+        signal: int | None,
+        error: str | None,
+        token: int,
+        attempt_state: str = "failed",
+        output_tail: str | None = None,
+        output_bytes: int = 0,
+    ) -> bool:
         """running -> retry_wait after a failed attempt (fenced). `attempt_state` is what the
         attempt row records (failed or timed_out); the attempt's output tail is kept on its
         attempt row and, until the next attempt ends, on the run."""
@@ -296,8 +327,17 @@ class Store(Protocol):
         (or already is `token`) and `token` is live for `node`; otherwise False (and counted
         when `token` is stale)."""
 
-    def reclaim(self, run_id: str, attempt: int, *, node: str, token: int, state: str,
-                error: str, next_attempt_at: datetime | None = None) -> bool:
+    def reclaim(
+        self,
+        run_id: str,
+        attempt: int,
+        *,
+        node: str,
+        token: int,
+        state: str,
+        error: str,
+        next_attempt_at: datetime | None = None,
+    ) -> bool:
         """End a running attempt whose holder's lease is gone (the node died, or the process
         was not found after a restart): `retry_wait` (a new attempt of an idempotent/keyed
         job, due at `next_attempt_at`, default now) or a terminal state (`lost` for unsafe
@@ -317,9 +357,16 @@ class Store(Protocol):
         """Runs whose id starts with `prefix` (at most `limit`, by id): how a short id
         copied from a table is found."""
 
-    def runs(self, job_id: str | None = None, *, since: datetime | None = None,
-             until: datetime | None = None, states: Iterable[str] | None = None,
-             limit: int | None = None, newest_first: bool = True) -> list[Run]:
+    def runs(
+        self,
+        job_id: str | None = None,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        states: Iterable[str] | None = None,
+        limit: int | None = None,
+        newest_first: bool = True,
+    ) -> list[Run]:
         """Runs filtered by job, scheduled_at window and state."""
 
     def run_marks(self, *, since: datetime, until: datetime) -> list[tuple[str, str, str, datetime, str, str]]:

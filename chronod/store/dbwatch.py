@@ -44,8 +44,9 @@ class DbWatch:
         """A watch for `store` when it is an SQLite file; an idle one otherwise."""
         url = getattr(store, "engine", None) and store.engine.url
         database = url.database if url is not None and url.get_backend_name() == "sqlite" else None
-        return cls(database if database not in (None, "", ":memory:") else None, store.engine if url else None, log,
-                   counter)
+        return cls(
+            database if database not in (None, "", ":memory:") else None, store.engine if url else None, log, counter
+        )
 
     # --- checking ---------------------------------------------------------------------
     def check(self, mono: float) -> None:
@@ -57,9 +58,13 @@ class DbWatch:
             return  # said once; said again only if it happens again after the file grew back
         self._truncated = what == "truncated"
         if what == "truncated":
-            self._log("db.truncated", "error", path=self.path,
-                      why="the database file was truncated in place; what it held is gone from disk",
-                      hint="stop chronod and restore the database from a backup")
+            self._log(
+                "db.truncated",
+                "error",
+                path=self.path,
+                why="the database file was truncated in place; what it held is gone from disk",
+                hint="stop chronod and restore the database from a backup",
+            )
             self._counter.labels("truncated").inc()
         elif what is not None:
             self.restore(what)
@@ -114,17 +119,29 @@ class DbWatch:
             os.replace(tmp, self.path)
             _fsync(self.path.parent)
         except (OSError, sqlite3.Error) as e:
-            self._log("db.restore_failed", "error", path=self.path, what=what, error=str(e),
-                      hint="stop chronod cleanly to keep what it holds, or copy the database back by hand")
+            self._log(
+                "db.restore_failed",
+                "error",
+                path=self.path,
+                what=what,
+                error=str(e),
+                hint="stop chronod cleanly to keep what it holds, or copy the database back by hand",
+            )
             self._counter.labels("failed").inc()
             if self._held is None:
                 self._hold()
             return
         self._hold()
         self._counter.labels(what).inc()
-        self._log("db.restored", "error", path=self.path, what=what, moved_aside=",".join(map(str, aside)) or None,
-                  why=f"the database file was {what} under the running daemon; it was copied back from the file "
-                      "chronod still held open, nothing it had written is lost")
+        self._log(
+            "db.restored",
+            "error",
+            path=self.path,
+            what=what,
+            moved_aside=",".join(map(str, aside)) or None,
+            why=f"the database file was {what} under the running daemon; it was copied back from the file "
+            "chronod still held open, nothing it had written is lost",
+        )
 
     def _put_aside(self, stamp: str) -> list[Path]:
         assert self.path is not None

@@ -75,7 +75,7 @@ class Outbox:
         t, names, out = s.notify_state.c, list(names), {}
         with self.store._tx(write=False) as c:
             for i in range(0, len(names), 500):
-                for row in c.execute(sa.select(t.name, t.state_json).where(t.name.in_(names[i:i + 500]))):
+                for row in c.execute(sa.select(t.name, t.state_json).where(t.name.in_(names[i : i + 500]))):
                     out[row.name] = json.loads(row.state_json)
         return out
 
@@ -83,11 +83,14 @@ class Outbox:
         """Replace the state kept under each name, in one transaction."""
         if not states:
             return
-        rows = [dict(name=k, state_json=json.dumps(v, sort_keys=True, default=str), updated_at=now)
-                for k, v in states.items()]
+        rows = [
+            dict(name=k, state_json=json.dumps(v, sort_keys=True, default=str), updated_at=now)
+            for k, v in states.items()
+        ]
         ins = self.store._insert(s.notify_state)
-        stmt = ins.on_conflict_do_update(index_elements=["name"], set_=dict(
-            state_json=ins.excluded.state_json, updated_at=ins.excluded.updated_at))
+        stmt = ins.on_conflict_do_update(
+            index_elements=["name"], set_=dict(state_json=ins.excluded.state_json, updated_at=ins.excluded.updated_at)
+        )
         with self.store._tx() as c:
             c.execute(stmt, rows)
 
@@ -104,15 +107,19 @@ class Outbox:
         """Job keys with a pending, running or retrying run (the chain is alive)."""
         r = s.runs.c
         with self.store._tx(write=False) as c:
-            return set(c.execute(sa.select(r.job_key).where(
-                r.state.in_(("pending", "running", "retry_wait"))).distinct()).scalars())
+            return set(
+                c.execute(
+                    sa.select(r.job_key).where(r.state.in_(("pending", "running", "retry_wait"))).distinct()
+                ).scalars()
+            )
 
     def latest_runs(self) -> dict[str, tuple[str, datetime]]:
         """job_id -> (run id, scheduled_at) of its latest scheduled run."""
         r = s.runs.c
         latest = sa.select(r.job_id, sa.func.max(r.scheduled_at).label("at")).group_by(r.job_id).subquery()
         q = sa.select(r.job_id, r.run_id, r.scheduled_at).join(
-            latest, sa.and_(r.job_id == latest.c.job_id, r.scheduled_at == latest.c.at))
+            latest, sa.and_(r.job_id == latest.c.job_id, r.scheduled_at == latest.c.at)
+        )
         with self.store._tx(write=False) as c:
             return {row.job_id: (row.run_id, row.scheduled_at) for row in c.execute(q)}
 
@@ -128,8 +135,11 @@ class Outbox:
         r, ids, out = s.runs.c, list(job_ids), {}
         with self.store._tx(write=False) as c:
             for i in range(0, len(ids), 500):
-                q = (sa.select(r.job_id, sa.func.max(sa.func.coalesce(r.finished_at, r.scheduled_at)))
-                     .where(r.job_id.in_(ids[i:i + 500]), r.state == "succeeded").group_by(r.job_id))
+                q = (
+                    sa.select(r.job_id, sa.func.max(sa.func.coalesce(r.finished_at, r.scheduled_at)))
+                    .where(r.job_id.in_(ids[i : i + 500]), r.state == "succeeded")
+                    .group_by(r.job_id)
+                )
                 out.update({job_id: at for job_id, at in c.execute(q)})
         return out
 
@@ -140,10 +150,17 @@ class Outbox:
         new = 0
         with self.store._tx() as c:
             for row in rows:
-                values = dict(job_id=row["job_id"], event=row["event"], state=row["state"], run_id=row.get("run_id"),
-                              dedupe_key=row["dedupe_key"], route_json=json.dumps(row["route"], sort_keys=True),
-                              payload_json=json.dumps(row["payload"], sort_keys=True, default=str),
-                              created_at=now, attempts=0)
+                values = dict(
+                    job_id=row["job_id"],
+                    event=row["event"],
+                    state=row["state"],
+                    run_id=row.get("run_id"),
+                    dedupe_key=row["dedupe_key"],
+                    route_json=json.dumps(row["route"], sort_keys=True),
+                    payload_json=json.dumps(row["payload"], sort_keys=True, default=str),
+                    created_at=now,
+                    attempts=0,
+                )
                 stmt = self.store._insert(s.notifications).values(**values)
                 stmt = stmt.on_conflict_do_nothing(index_elements=["dedupe_key"])
                 new += c.execute(stmt.returning(s.notifications.c.id)).first() is not None
@@ -152,8 +169,11 @@ class Outbox:
     def claim(self, node: str, now: datetime, *, limit: int = 20, hold_s: float = 300) -> list[Outgoing]:
         """Take up to `limit` unsent rows that are due and not held by a live claim."""
         n = s.notifications.c
-        free = sa.and_(n.sent_at.is_(None), sa.or_(n.claimed_until.is_(None), n.claimed_until < now),
-                       sa.or_(n.next_try_at.is_(None), n.next_try_at <= now))
+        free = sa.and_(
+            n.sent_at.is_(None),
+            sa.or_(n.claimed_until.is_(None), n.claimed_until < now),
+            sa.or_(n.next_try_at.is_(None), n.next_try_at <= now),
+        )
         pick = sa.select(n.id).where(free).order_by(n.id).limit(limit)
         if self.store.dialect == "postgresql":
             pick = pick.with_for_update(skip_locked=True)
@@ -161,10 +181,16 @@ class Outbox:
             ids = list(c.execute(pick).scalars())
             if not ids:
                 return []
-            c.execute(s.notifications.update().where(n.id.in_(ids), free).values(
-                claimed_by=node, claimed_until=now + timedelta(seconds=hold_s)))
-            rows = c.execute(sa.select(s.notifications).where(n.id.in_(ids), n.claimed_by == node)
-                             .order_by(n.id)).mappings().all()
+            c.execute(
+                s.notifications.update()
+                .where(n.id.in_(ids), free)
+                .values(claimed_by=node, claimed_until=now + timedelta(seconds=hold_s))
+            )
+            rows = (
+                c.execute(sa.select(s.notifications).where(n.id.in_(ids), n.claimed_by == node).order_by(n.id))
+                .mappings()
+                .all()
+            )
         return [_outgoing(r) for r in rows]
 
     def release_claims(self, node: str) -> int:
@@ -172,25 +198,38 @@ class Outbox:
         its lease passed to us); they are sent again, at least once."""
         n = s.notifications.c
         with self.store._tx() as c:
-            return c.execute(s.notifications.update().where(n.claimed_by == node, n.sent_at.is_(None))
-                             .values(claimed_by=None, claimed_until=None)).rowcount
+            return c.execute(
+                s.notifications.update()
+                .where(n.claimed_by == node, n.sent_at.is_(None))
+                .values(claimed_by=None, claimed_until=None)
+            ).rowcount
 
     def mark_sent(self, notice_id: int, node: str, now: datetime) -> bool:
         """Record a delivery; False when the claim was lost meanwhile (someone else sends)."""
         n = s.notifications.c
         with self.store._tx() as c:
-            res = c.execute(s.notifications.update().where(n.id == notice_id, n.claimed_by == node,
-                                                           n.sent_at.is_(None))
-                            .values(sent_at=now, attempts=n.attempts + 1, last_error=None, claimed_until=None))
+            res = c.execute(
+                s.notifications.update()
+                .where(n.id == notice_id, n.claimed_by == node, n.sent_at.is_(None))
+                .values(sent_at=now, attempts=n.attempts + 1, last_error=None, claimed_until=None)
+            )
             return res.rowcount == 1
 
     def mark_failed(self, notice_id: int, node: str, error: str, retry_at: datetime) -> None:
         """Record a failed delivery and release the row for a new try at `retry_at`."""
         n = s.notifications.c
         with self.store._tx() as c:
-            c.execute(s.notifications.update().where(n.id == notice_id, n.claimed_by == node, n.sent_at.is_(None))
-                      .values(attempts=n.attempts + 1, last_error=error[:2000], claimed_by=None,
-                              claimed_until=None, next_try_at=retry_at))
+            c.execute(
+                s.notifications.update()
+                .where(n.id == notice_id, n.claimed_by == node, n.sent_at.is_(None))
+                .values(
+                    attempts=n.attempts + 1,
+                    last_error=error[:2000],
+                    claimed_by=None,
+                    claimed_until=None,
+                    next_try_at=retry_at,
+                )
+            )
 
     def notices(self, job_id: str | None = None) -> list[Outgoing]:
         """Every row (optionally of one job), oldest first: for status and tests."""
@@ -203,8 +242,18 @@ class Outbox:
 
 
 def _outgoing(row) -> Outgoing:
-    return Outgoing(id=row["id"], job_id=row["job_id"], event=row["event"], state=row["state"],
-                    run_id=row["run_id"], dedupe_key=row["dedupe_key"], route=json.loads(row["route_json"]),
-                    payload=json.loads(row["payload_json"]), created_at=row["created_at"],
-                    attempts=row["attempts"], sent_at=row["sent_at"], last_error=row["last_error"],
-                    claimed_by=row["claimed_by"])
+    return Outgoing(
+        id=row["id"],
+        job_id=row["job_id"],
+        event=row["event"],
+        state=row["state"],
+        run_id=row["run_id"],
+        dedupe_key=row["dedupe_key"],
+        route=json.loads(row["route_json"]),
+        payload=json.loads(row["payload_json"]),
+        created_at=row["created_at"],
+        attempts=row["attempts"],
+        sent_at=row["sent_at"],
+        last_error=row["last_error"],
+        claimed_by=row["claimed_by"],
+    )

@@ -16,11 +16,10 @@ WHERE clause, on that token being the current token of a live lease (`_lease_liv
 
 from __future__ import annotations
 
-import re
-
 import json
-import zlib
+import re
 import threading
+import zlib
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -30,8 +29,8 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc, func
 from sqlalchemy.engine import Connection, make_url
 
-from chronod.fsutil import pid_alive
 from chronod.core.model import TERMINAL_STATES, JobSpec
+from chronod.fsutil import pid_alive
 from chronod.store import schema as s
 from chronod.store.api import (
     Attempt,
@@ -61,7 +60,7 @@ def normalize_url(url: str) -> str:
         return "sqlite:///" + str(Path(url).expanduser().resolve())
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix):]
+            return "postgresql+psycopg://" + url[len(prefix) :]
     return url
 
 
@@ -109,9 +108,6 @@ def migrations_dir() -> Path:
     return installed if installed.is_dir() else package.parent / "migrate"
 
 
-
-
-
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -126,14 +122,18 @@ class SqlStore:
     def __init__(self, url: str, *, now: Callable[[], datetime] | None = None):
         self.url_safe = mask_url(url)
         if ambiguous_password(url):
-            raise StoreError(f"database {self.url_safe}: the password holds an '@'; write it as %40, or leave the "
-                             "password out of the URL and set PGPASSWORD or a ~/.pgpass line")
+            raise StoreError(
+                f"database {self.url_safe}: the password holds an '@'; write it as %40, or leave the "
+                "password out of the URL and set PGPASSWORD or a ~/.pgpass line"
+            )
         try:
             parsed = make_url(normalize_url(url))
         except Exception:
             raise StoreError(f"cannot parse the database URL {self.url_safe}") from None
         self._password = parsed.password
-        self.dialect = "postgresql" if parsed.get_backend_name() in ("postgresql", "postgres") else parsed.get_backend_name()
+        self.dialect = (
+            "postgresql" if parsed.get_backend_name() in ("postgresql", "postgres") else parsed.get_backend_name()
+        )
         if self.dialect not in ("sqlite", "postgresql"):
             raise StoreError(f"unsupported database {self.url_safe}: use an SQLite path or a postgresql:// URL")
         self._now = now or _utcnow
@@ -144,8 +144,9 @@ class SqlStore:
             try:
                 folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             except OSError as e:
-                raise StoreError(f"cannot create {folder} for the database {self.url_safe}: "
-                                 f"{e.strerror or e}") from None
+                raise StoreError(
+                    f"cannot create {folder} for the database {self.url_safe}: {e.strerror or e}"
+                ) from None
         try:
             self.engine = self._create_engine(parsed)
         except exc.SQLAlchemyError as e:
@@ -279,8 +280,16 @@ class SqlStore:
             self._refuse_live_holders(c, name, pid=pid, hostname=hostname, boot_id=boot_id)
             token = self._next_token(c)
             now = self._ts()
-            values = dict(token=token, pid=pid, hostname=hostname, boot_id=boot_id, started_at=now,
-                          heartbeat_at=now, lease_expires_at=self._now_plus(ttl_s), stopped_at=None)
+            values = dict(
+                token=token,
+                pid=pid,
+                hostname=hostname,
+                boot_id=boot_id,
+                started_at=now,
+                heartbeat_at=now,
+                lease_expires_at=self._now_plus(ttl_s),
+                stopped_at=None,
+            )
             stmt = self._insert(s.nodes).values(name=name, info_json="{}", **values)
             c.execute(stmt.on_conflict_do_update(index_elements=["name"], set_=values))
             return token
@@ -306,12 +315,16 @@ class SqlStore:
     def _conflict_message(self, row) -> str:
         since = row["started_at"].isoformat()
         if self.dialect == "sqlite":
-            return (f"another chronod (pid {row['pid']}, node {row['name']}) is using this database since "
-                    f"{since} (host {row['hostname']}); SQLite supports one node: stop it, or use PostgreSQL "
-                    f"for a fleet")
-        return (f"another chronod (pid {row['pid']} on host {row['hostname']}) holds node name {row['name']!r} "
-                f"since {since}, lease until {row['lease_expires_at'].isoformat()}: stop it, or give this "
-                f"one another --node name")
+            return (
+                f"another chronod (pid {row['pid']}, node {row['name']}) is using this database since "
+                f"{since} (host {row['hostname']}); SQLite supports one node: stop it, or use PostgreSQL "
+                f"for a fleet"
+            )
+        return (
+            f"another chronod (pid {row['pid']} on host {row['hostname']}) holds node name {row['name']!r} "
+            f"since {since}, lease until {row['lease_expires_at'].isoformat()}: stop it, or give this "
+            f"one another --node name"
+        )
 
     def _next_token(self, c: Connection) -> int:
         if self.dialect == "postgresql":
@@ -335,14 +348,18 @@ class SqlStore:
         n = s.nodes.c
         with self._tx() as c:
             now = self._ts()
-            c.execute(s.nodes.update().where(n.name == name, n.token == token)
-                      .values(stopped_at=now, lease_expires_at=now))
+            c.execute(
+                s.nodes.update().where(n.name == name, n.token == token).values(stopped_at=now, lease_expires_at=now)
+            )
 
     def set_node_info(self, name: str, token: int, info: dict[str, Any]) -> None:
         n = s.nodes.c
         with self._tx() as c:
-            c.execute(s.nodes.update().where(n.name == name, n.token == token)
-                      .values(info_json=json.dumps(info, sort_keys=True, default=str)))
+            c.execute(
+                s.nodes.update()
+                .where(n.name == name, n.token == token)
+                .values(info_json=json.dumps(info, sort_keys=True, default=str))
+            )
 
     def nodes(self) -> list[Node]:
         with self._tx(write=False) as c:
@@ -352,15 +369,27 @@ class SqlStore:
     def live_nodes(self) -> list[tuple[str, int]]:
         n = s.nodes.c
         with self._tx(write=False) as c:
-            return [tuple(r) for r in c.execute(
-                sa.select(n.name, n.token).where(n.lease_expires_at > self._now_sql(), n.stopped_at.is_(None))
-                .order_by(n.name))]
+            return [
+                tuple(r)
+                for r in c.execute(
+                    sa.select(n.name, n.token)
+                    .where(n.lease_expires_at > self._now_sql(), n.stopped_at.is_(None))
+                    .order_by(n.name)
+                )
+            ]
 
     def expired_nodes(self) -> list[Node]:
         n = s.nodes.c
         with self._tx(write=False) as c:
-            rows = c.execute(sa.select(s.nodes).where(n.lease_expires_at <= self._now_sql(), n.stopped_at.is_(None))
-                             .order_by(n.name)).mappings().all()
+            rows = (
+                c.execute(
+                    sa.select(s.nodes)
+                    .where(n.lease_expires_at <= self._now_sql(), n.stopped_at.is_(None))
+                    .order_by(n.name)
+                )
+                .mappings()
+                .all()
+            )
         return [_node(r) for r in rows]
 
     # --- job definitions ----------------------------------------------------------------
@@ -378,27 +407,48 @@ class SqlStore:
                 spec_hash = spec.spec_hash() if old is not None else ""
                 if old is None or old.spec_hash != spec_hash or old.node != node or old.removed_at is not None:
                     spec_json, spec_hash = spec_json_and_hash(spec)
-                    rows.append(dict(job_id=job_id, spec_json=spec_json, spec_hash=spec_hash, node=node,
-                                     paused=False, updated_at=now))
+                    rows.append(
+                        dict(
+                            job_id=job_id,
+                            spec_json=spec_json,
+                            spec_hash=spec_hash,
+                            node=node,
+                            paused=False,
+                            updated_at=now,
+                        )
+                    )
             arrived = [job_id for job_id in wanted if job_id not in stored or stored[job_id].removed_at is not None]
             for chunk in _chunks(arrived, BATCH):
                 ins = self._insert(s.job_known)
-                c.execute(ins.on_conflict_do_update(index_elements=["job_id", "known_from"], set_=dict(known_until=None)),
-                          [dict(job_id=job_id, known_from=now, known_until=None) for job_id in chunk])
+                c.execute(
+                    ins.on_conflict_do_update(index_elements=["job_id", "known_from"], set_=dict(known_until=None)),
+                    [dict(job_id=job_id, known_from=now, known_until=None) for job_id in chunk],
+                )
             if rows:
                 ins = self._insert(s.jobs)
-                upsert = ins.on_conflict_do_update(index_elements=["job_id"], set_=dict(
-                    spec_json=ins.excluded.spec_json, spec_hash=ins.excluded.spec_hash, node=ins.excluded.node,
-                    updated_at=ins.excluded.updated_at, removed_at=None))
+                upsert = ins.on_conflict_do_update(
+                    index_elements=["job_id"],
+                    set_=dict(
+                        spec_json=ins.excluded.spec_json,
+                        spec_hash=ins.excluded.spec_hash,
+                        node=ins.excluded.node,
+                        updated_at=ins.excluded.updated_at,
+                        removed_at=None,
+                    ),
+                )
                 for chunk in _chunks(rows, BATCH):
                     c.execute(upsert, chunk)
-            gone = [job_id for job_id, r in stored.items()
-                    if r.node == node and r.removed_at is None and job_id not in wanted]
+            gone = [
+                job_id
+                for job_id, r in stored.items()
+                if r.node == node and r.removed_at is None and job_id not in wanted
+            ]
             for chunk in _chunks(gone, 500):
                 c.execute(s.jobs.update().where(j.job_id.in_(chunk)).values(removed_at=now, updated_at=now))
                 k = s.job_known.c
-                c.execute(s.job_known.update().where(k.job_id.in_(chunk), k.known_until.is_(None))
-                          .values(known_until=now))
+                c.execute(
+                    s.job_known.update().where(k.job_id.in_(chunk), k.known_until.is_(None)).values(known_until=now)
+                )
                 self._cancel_waiting(c, s.runs.c.job_id.in_(chunk), "job removed from the registry")
 
     def known_spans(self, job_ids: Iterable[str] | None = None) -> dict[str, list[tuple[datetime, datetime | None]]]:
@@ -409,7 +459,9 @@ class SqlStore:
             if job_ids is None:
                 rows = list(c.execute(q))
             else:
-                rows = [r for chunk in _chunks(sorted(set(job_ids)), 500) for r in c.execute(q.where(k.job_id.in_(chunk)))]
+                rows = [
+                    r for chunk in _chunks(sorted(set(job_ids)), 500) for r in c.execute(q.where(k.job_id.in_(chunk)))
+                ]
         for r in rows:
             out.setdefault(r.job_id, []).append((r.known_from, r.known_until))
         return out
@@ -418,9 +470,17 @@ class SqlStore:
         spec = known.get(row["job_id"]) if known else None
         if spec is None or spec.spec_hash() != row["spec_hash"]:
             spec = JobSpec.from_json_dict(json.loads(row["spec_json"]))
-        return JobRow(job_id=row["job_id"], spec=spec, spec_hash=row["spec_hash"], node=row["node"],
-                      paused=bool(row["paused"]), paused_reason=row["paused_reason"], paused_at=row["paused_at"],
-                      removed_at=row["removed_at"], updated_at=row["updated_at"])
+        return JobRow(
+            job_id=row["job_id"],
+            spec=spec,
+            spec_hash=row["spec_hash"],
+            node=row["node"],
+            paused=bool(row["paused"]),
+            paused_reason=row["paused_reason"],
+            paused_at=row["paused_at"],
+            removed_at=row["removed_at"],
+            updated_at=row["updated_at"],
+        )
 
     def jobs(self, include_removed: bool = False, known: Mapping[str, JobSpec] | None = None) -> list[JobRow]:
         q = sa.select(s.jobs).order_by(s.jobs.c.job_id)
@@ -437,9 +497,16 @@ class SqlStore:
 
     def set_paused(self, job_id: str, paused: bool, reason: str | None) -> bool:
         with self._tx() as c:
-            res = c.execute(s.jobs.update().where(s.jobs.c.job_id == job_id).values(
-                paused=paused, paused_reason=reason if paused else None,
-                paused_at=self._ts() if paused else None, updated_at=self._ts()))
+            res = c.execute(
+                s.jobs.update()
+                .where(s.jobs.c.job_id == job_id)
+                .values(
+                    paused=paused,
+                    paused_reason=reason if paused else None,
+                    paused_at=self._ts() if paused else None,
+                    updated_at=self._ts(),
+                )
+            )
             return res.rowcount == 1
 
     def paused_jobs(self) -> dict[str, str | None]:
@@ -503,8 +570,9 @@ class SqlStore:
             if isinstance(col.type, s.UTCDateTime):
                 values = [_aware(v) for v in values]
             params[col.name] = values
-        c.exec_driver_sql(f"INSERT INTO runs ({names}) SELECT * FROM unnest({arrays}) "
-                          f"ON CONFLICT (run_id) DO NOTHING", params)
+        c.exec_driver_sql(
+            f"INSERT INTO runs ({names}) SELECT * FROM unnest({arrays}) ON CONFLICT (run_id) DO NOTHING", params
+        )
 
     def pending(self, job_keys: Iterable[str] | None = None) -> list[Run]:
         r = s.runs.c
@@ -532,8 +600,9 @@ class SqlStore:
                 self._insert_new(c, next_run)
             return claimed[0] if claimed else None
 
-    def commit_wakeup(self, inserts: list[Run], settles: list[tuple[str, str, str | None]], claims: list[str],
-                      node: str, token: int) -> list[Run]:
+    def commit_wakeup(
+        self, inserts: list[Run], settles: list[tuple[str, str, str | None]], claims: list[str], node: str, token: int
+    ) -> list[Run]:
         """Everything one wake-up of the loop writes, in ONE transaction: store `inserts`
         (existing run ids are left alone), settle the waiting runs in `settles` (run_id,
         state, error), then claim the runs in `claims` that nobody else holds: state
@@ -548,32 +617,70 @@ class SqlStore:
                 self._settle(c, run_id, state, error, node, token)
             return self._claim(c, claims, node, token) if claims else []
 
-    def _claim(self, c: Connection, run_ids: list[str], node: str, token: int, *,
-               started_at: datetime | None = None, attempts: int | None = None) -> list[Run]:
+    def _claim(
+        self,
+        c: Connection,
+        run_ids: list[str],
+        node: str,
+        token: int,
+        *,
+        started_at: datetime | None = None,
+        attempts: int | None = None,
+    ) -> list[Run]:
         """Waiting runs -> running under `token`, each with a new attempt row. `started_at`
         and `attempts` (a run started while the database was unreachable) override now and
         attempts + 1."""
         r = s.runs.c
         free = sa.select(r.run_id).where(r.run_id.in_(run_ids), r.state.in_(WAITING)).with_for_update(skip_locked=True)
         now = self._ts()
-        rows = c.execute(
-            s.runs.update()
-            .where(r.run_id.in_(free.scalar_subquery()), self._lease_live(token, node))
-            .values(state="running", attempts=attempts if attempts is not None else r.attempts + 1, node=node,
-                    token=token, started_at=sa.literal(started_at, s.UTCDateTime()) if started_at else now,
-                    finished_at=None, pid=None, supervisor_pid=None, exit_code=None, signal=None,
-                    output_tail=None, output_bytes=0, error=None, next_attempt_at=None, updated_at=now)
-            .returning(*s.runs.c)
-        ).mappings().all()
+        rows = (
+            c.execute(
+                s.runs.update()
+                .where(r.run_id.in_(free.scalar_subquery()), self._lease_live(token, node))
+                .values(
+                    state="running",
+                    attempts=attempts if attempts is not None else r.attempts + 1,
+                    node=node,
+                    token=token,
+                    started_at=sa.literal(started_at, s.UTCDateTime()) if started_at else now,
+                    finished_at=None,
+                    pid=None,
+                    supervisor_pid=None,
+                    exit_code=None,
+                    signal=None,
+                    output_tail=None,
+                    output_bytes=0,
+                    error=None,
+                    next_attempt_at=None,
+                    updated_at=now,
+                )
+                .returning(*s.runs.c)
+            )
+            .mappings()
+            .all()
+        )
         if not rows:
             self._rejected(c, token)
             return []
-        c.execute(s.attempts.insert(), [dict(run_id=row["run_id"], attempt=row["attempts"], node=node, token=token,
-                                             state="running", started_at=row["started_at"]) for row in rows])
+        c.execute(
+            s.attempts.insert(),
+            [
+                dict(
+                    run_id=row["run_id"],
+                    attempt=row["attempts"],
+                    node=node,
+                    token=token,
+                    state="running",
+                    started_at=row["started_at"],
+                )
+                for row in rows
+            ],
+        )
         return [Run(**row) for row in rows]
 
-    def dispatch_in_group(self, run_id: str, node: str, token: int, next_run: Run | None, *,
-                          resource: str, limit: int) -> tuple[Run | None, bool]:
+    def dispatch_in_group(
+        self, run_id: str, node: str, token: int, next_run: Run | None, *, resource: str, limit: int
+    ) -> tuple[Run | None, bool]:
         """`dispatch`, refused while `limit` runs of `resource` run on any node.
 
         PostgreSQL: an advisory lock per group, held to the end of the transaction,
@@ -594,19 +701,38 @@ class SqlStore:
 
     def _running_in_group(self, c: Connection, resource: str) -> int:
         """Runs of any job whose spec names `resource`, running on any node."""
-        field = ("(j.spec_json::jsonb ->> 'resource')" if self.dialect == "postgresql"
-                 else "json_extract(j.spec_json, '$.resource')")
-        return int(c.execute(sa.text(
-            f"SELECT count(*) FROM runs r JOIN jobs j ON j.job_id = r.job_id "
-            f"WHERE r.state = 'running' AND {field} = :res"), {"res": resource}).scalar_one())
+        field = (
+            "(j.spec_json::jsonb ->> 'resource')"
+            if self.dialect == "postgresql"
+            else "json_extract(j.spec_json, '$.resource')"
+        )
+        return int(
+            c.execute(
+                sa.text(
+                    f"SELECT count(*) FROM runs r JOIN jobs j ON j.job_id = r.job_id "
+                    f"WHERE r.state = 'running' AND {field} = :res"
+                ),
+                {"res": resource},
+            ).scalar_one()
+        )
 
     def claim_offline(self, run: Run, node: str, token: int) -> Run | None:
         """Record a run this node started while the database was unreachable: store the
         occurrence if it is missing, then claim it at the attempt and start time it really
         had. None if it is no longer waiting (settled meanwhile) or the token is stale."""
         with self._tx() as c:
-            waiting = Run(**{**run.as_dict(), "state": "pending", "attempts": run.attempts - 1, "node": None,
-                             "token": None, "started_at": None, "pid": None, "supervisor_pid": None})
+            waiting = Run(
+                **{
+                    **run.as_dict(),
+                    "state": "pending",
+                    "attempts": run.attempts - 1,
+                    "node": None,
+                    "token": None,
+                    "started_at": None,
+                    "pid": None,
+                    "supervisor_pid": None,
+                }
+            )
             self._insert_new(c, waiting)
             claimed = self._claim(c, [run.run_id], node, token, started_at=run.started_at, attempts=run.attempts)
             return claimed[0] if claimed else None
@@ -614,11 +740,20 @@ class SqlStore:
     def waiting_retries(self, node: str) -> list[Run]:
         """Runs in retry_wait last held by `node` (a dead node's pending retries)."""
         r = s.runs.c
-        return self._select_runs(sa.select(s.runs).where(r.state == "retry_wait", r.node == node)
-                                 .order_by(r.next_attempt_at, r.run_id))
+        return self._select_runs(
+            sa.select(s.runs).where(r.state == "retry_wait", r.node == node).order_by(r.next_attempt_at, r.run_id)
+        )
 
-    def settle(self, run_id: str, state: str, *, error: str | None, next_run: Run | None,
-               node: str | None = None, token: int | None = None) -> bool:
+    def settle(
+        self,
+        run_id: str,
+        state: str,
+        *,
+        error: str | None,
+        next_run: Run | None,
+        node: str | None = None,
+        token: int | None = None,
+    ) -> bool:
         """Also accepts a run in retry_wait (a waiting retry can be skipped or settled too)."""
         _terminal(state)
         with self._tx() as c:
@@ -627,8 +762,9 @@ class SqlStore:
             self._insert_new(c, next_run)
             return True
 
-    def _settle(self, c: Connection, run_id: str, state: str, error: str | None, node: str | None,
-                token: int | None) -> bool:
+    def _settle(
+        self, c: Connection, run_id: str, state: str, error: str | None, node: str | None, token: int | None
+    ) -> bool:
         r = s.runs.c
         cond = [r.run_id == run_id, r.state.in_(WAITING)]
         if token is not None:
@@ -660,8 +796,11 @@ class SqlStore:
             return done
         with self._tx() as c:
             for run_id, attempt, pid, supervisor_pid in started:
-                res = c.execute(s.runs.update().where(*self._held(run_id, attempt, token))
-                                .values(pid=pid, supervisor_pid=supervisor_pid, updated_at=self._ts()))
+                res = c.execute(
+                    s.runs.update()
+                    .where(*self._held(run_id, attempt, token))
+                    .values(pid=pid, supervisor_pid=supervisor_pid, updated_at=self._ts())
+                )
                 if res.rowcount != 1:
                     self._rejected(c, token)
                     continue
@@ -669,9 +808,20 @@ class SqlStore:
                 done.add(run_id)
         return done
 
-    def finish(self, run_id: str, attempt: int, state: str, *, exit_code: int | None,
-               signal: int | None, output_tail: str | None, output_bytes: int,
-               error: str | None, token: int | None, finished_at: datetime | None = None) -> bool:
+    def finish(
+        self,
+        run_id: str,
+        attempt: int,
+        state: str,
+        *,
+        exit_code: int | None,
+        signal: int | None,
+        output_tail: str | None,
+        output_bytes: int,
+        error: str | None,
+        token: int | None,
+        finished_at: datetime | None = None,
+    ) -> bool:
         ending = Ending(run_id, attempt, state, exit_code, signal, output_tail, output_bytes, error, finished_at)
         return run_id in self.finish_many([ending], token)
 
@@ -684,35 +834,85 @@ class SqlStore:
         with self._tx() as c:
             for e in endings:
                 end = sa.literal(e.finished_at, s.UTCDateTime()) if e.finished_at else self._ts()
-                res = c.execute(s.runs.update().where(*self._held(e.run_id, e.attempt, token)).values(
-                    state=e.state, exit_code=e.exit_code, signal=e.signal, output_tail=e.output_tail,
-                    output_bytes=e.output_bytes, error=e.error, finished_at=end, next_attempt_at=None,
-                    updated_at=self._ts()))
+                res = c.execute(
+                    s.runs.update()
+                    .where(*self._held(e.run_id, e.attempt, token))
+                    .values(
+                        state=e.state,
+                        exit_code=e.exit_code,
+                        signal=e.signal,
+                        output_tail=e.output_tail,
+                        output_bytes=e.output_bytes,
+                        error=e.error,
+                        finished_at=end,
+                        next_attempt_at=None,
+                        updated_at=self._ts(),
+                    )
+                )
                 if res.rowcount != 1:
                     self._rejected(c, token)
                     continue
-                self._update_attempt(c, e.run_id, e.attempt, state=e.state, finished_at=end,
-                                     exit_code=e.exit_code, signal=e.signal, error=e.error,
-                                     output_tail=e.output_tail, output_bytes=e.output_bytes)
+                self._update_attempt(
+                    c,
+                    e.run_id,
+                    e.attempt,
+                    state=e.state,
+                    finished_at=end,
+                    exit_code=e.exit_code,
+                    signal=e.signal,
+                    error=e.error,
+                    output_tail=e.output_tail,
+                    output_bytes=e.output_bytes,
+                )
                 done.add(e.run_id)
         return done
 
-    def schedule_retry(self, run_id: str, attempt: int, next_attempt_at: datetime, *,
-                       exit_code: int | None, signal: int | None, error: str | None,
-                       token: int, attempt_state: str = "failed", output_tail: str | None = None,
-                       output_bytes: int = 0) -> bool:
+    def schedule_retry(
+        self,
+        run_id: str,
+        attempt: int,
+        next_attempt_at: datetime,
+        *,
+        exit_code: int | None,
+        signal: int | None,
+        error: str | None,
+        token: int,
+        attempt_state: str = "failed",
+        output_tail: str | None = None,
+        output_bytes: int = 0,
+    ) -> bool:
         """`attempt_state` (added) is what the attempt row records: failed or timed_out."""
         with self._tx() as c:
             now = self._ts()
-            res = c.execute(s.runs.update().where(*self._held(run_id, attempt, token)).values(
-                state="retry_wait", next_attempt_at=next_attempt_at, exit_code=exit_code, signal=signal,
-                error=error, updated_at=now, output_tail=output_tail, output_bytes=output_bytes))
+            res = c.execute(
+                s.runs.update()
+                .where(*self._held(run_id, attempt, token))
+                .values(
+                    state="retry_wait",
+                    next_attempt_at=next_attempt_at,
+                    exit_code=exit_code,
+                    signal=signal,
+                    error=error,
+                    updated_at=now,
+                    output_tail=output_tail,
+                    output_bytes=output_bytes,
+                )
+            )
             if res.rowcount != 1:
                 self._rejected(c, token)
                 return False
-            self._update_attempt(c, run_id, attempt, state=attempt_state, finished_at=now,
-                                 exit_code=exit_code, signal=signal, error=error,
-                                 output_tail=output_tail, output_bytes=output_bytes)
+            self._update_attempt(
+                c,
+                run_id,
+                attempt,
+                state=attempt_state,
+                finished_at=now,
+                exit_code=exit_code,
+                signal=signal,
+                error=error,
+                output_tail=output_tail,
+                output_bytes=output_bytes,
+            )
             return True
 
     def adopt(self, run_id: str, attempt: int, *, node: str, token: int) -> bool:
@@ -723,17 +923,28 @@ class SqlStore:
         r = s.runs.c
         holder_gone = sa.or_(r.token == token, r.token.is_(None), ~self._lease_live(r.token))
         with self._tx() as c:
-            res = c.execute(s.runs.update().where(*self._held(run_id, attempt, None), holder_gone,
-                                                  self._lease_live(token, node))
-                            .values(node=node, token=token, updated_at=self._ts()))
+            res = c.execute(
+                s.runs.update()
+                .where(*self._held(run_id, attempt, None), holder_gone, self._lease_live(token, node))
+                .values(node=node, token=token, updated_at=self._ts())
+            )
             if res.rowcount != 1:
                 self._rejected(c, token)
                 return False
             self._update_attempt(c, run_id, attempt, node=node, token=token)
             return True
 
-    def reclaim(self, run_id: str, attempt: int, *, node: str, token: int, state: str,
-                error: str, next_attempt_at: datetime | None = None) -> bool:
+    def reclaim(
+        self,
+        run_id: str,
+        attempt: int,
+        *,
+        node: str,
+        token: int,
+        state: str,
+        error: str,
+        next_attempt_at: datetime | None = None,
+    ) -> bool:
         """Added: end a running attempt whose holder's lease is gone (node died, or a daemon
         restarted without finding the process). `state` is `retry_wait` (a new attempt of an
         idempotent/keyed job, due at `next_attempt_at`, default now) or a terminal state
@@ -747,12 +958,14 @@ class SqlStore:
             now = self._ts()
             values: dict[str, Any] = dict(state=state, error=error, node=node, token=token, updated_at=now)
             if state == "retry_wait":
-                values["next_attempt_at"] = (sa.literal(next_attempt_at, s.UTCDateTime())
-                                             if next_attempt_at else now)
+                values["next_attempt_at"] = sa.literal(next_attempt_at, s.UTCDateTime()) if next_attempt_at else now
             else:
                 values.update(finished_at=now, next_attempt_at=None)
-            res = c.execute(s.runs.update().where(*self._held(run_id, attempt, None), holder_gone,
-                                                  self._lease_live(token, node)).values(**values))
+            res = c.execute(
+                s.runs.update()
+                .where(*self._held(run_id, attempt, None), holder_gone, self._lease_live(token, node))
+                .values(**values)
+            )
             if res.rowcount != 1:
                 self._rejected(c, token)
                 return False
@@ -785,9 +998,16 @@ class SqlStore:
         q = sa.select(s.runs).where(r.run_id.like(pattern, escape="\\")).order_by(r.run_id).limit(limit)
         return self._select_runs(q)
 
-    def runs_query(self, job_id: str | None = None, *, since: datetime | None = None,
-                   until: datetime | None = None, states: Iterable[str] | None = None,
-                   limit: int | None = None, newest_first: bool = True) -> sa.Select:
+    def runs_query(
+        self,
+        job_id: str | None = None,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        states: Iterable[str] | None = None,
+        limit: int | None = None,
+        newest_first: bool = True,
+    ) -> sa.Select:
         """The SELECT behind `runs()` (exposed so a test can EXPLAIN it)."""
         r = s.runs.c
         q = sa.select(s.runs)
@@ -803,18 +1023,27 @@ class SqlStore:
         q = q.order_by(*order)
         return q.limit(limit) if limit is not None else q
 
-    def runs(self, job_id: str | None = None, *, since: datetime | None = None,
-             until: datetime | None = None, states: Iterable[str] | None = None,
-             limit: int | None = None, newest_first: bool = True) -> list[Run]:
+    def runs(
+        self,
+        job_id: str | None = None,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        states: Iterable[str] | None = None,
+        limit: int | None = None,
+        newest_first: bool = True,
+    ) -> list[Run]:
         """The window is half-open: since <= scheduled_at < until."""
-        return self._select_runs(self.runs_query(job_id, since=since, until=until, states=states,
-                                                 limit=limit, newest_first=newest_first))
+        return self._select_runs(
+            self.runs_query(job_id, since=since, until=until, states=states, limit=limit, newest_first=newest_first)
+        )
 
     def run_marks(self, *, since: datetime, until: datetime) -> list[tuple[str, str, str, datetime, str, str]]:
         """Added (chronoctl missed): the identity and state of each run in a window, slim."""
         r = s.runs.c
-        q = (sa.select(r.run_id, r.job_id, r.job_key, r.scheduled_at, r.state, r.trigger)
-             .where(r.scheduled_at >= since, r.scheduled_at < until))
+        q = sa.select(r.run_id, r.job_id, r.job_key, r.scheduled_at, r.state, r.trigger).where(
+            r.scheduled_at >= since, r.scheduled_at < until
+        )
         with self._tx(write=False) as c:
             return [tuple(row) for row in c.execute(q)]
 
@@ -827,8 +1056,11 @@ class SqlStore:
     def _cancel_waiting(self, c: Connection, where, reason: str) -> int:
         r = s.runs.c
         now = self._ts()
-        res = c.execute(s.runs.update().where(where, r.state.in_(WAITING)).values(
-            state="cancelled", error=reason, finished_at=now, updated_at=now, next_attempt_at=None))
+        res = c.execute(
+            s.runs.update()
+            .where(where, r.state.in_(WAITING))
+            .values(state="cancelled", error=reason, finished_at=now, updated_at=now, next_attempt_at=None)
+        )
         return res.rowcount
 
     def revive(self, run_ids: Iterable[str]) -> int:
@@ -840,9 +1072,11 @@ class SqlStore:
             return 0
         r = s.runs.c
         with self._tx() as c:
-            return c.execute(s.runs.update()
-                             .where(r.run_id.in_(ids), r.state == "cancelled", r.attempts == 0)
-                             .values(state="pending", error=None, finished_at=None, updated_at=self._ts())).rowcount
+            return c.execute(
+                s.runs.update()
+                .where(r.run_id.in_(ids), r.state == "cancelled", r.attempts == 0)
+                .values(state="pending", error=None, finished_at=None, updated_at=self._ts())
+            ).rowcount
 
     def delete_run(self, run_id: str) -> bool:
         """Added (tests and operator repair): remove a run and its attempts."""
@@ -854,24 +1088,41 @@ class SqlStore:
         jobs, paused jobs, and this process's stale-token rejections."""
         r, j = s.runs.c, s.jobs.c
         with self._tx(write=False) as c:
-            by_state = {row.state: row.n for row in c.execute(
-                sa.select(r.state, func.count().label("n")).group_by(r.state))}
+            by_state = {
+                row.state: row.n for row in c.execute(sa.select(r.state, func.count().label("n")).group_by(r.state))
+            }
             jobs = c.execute(sa.select(func.count()).where(j.removed_at.is_(None))).scalar_one()
             paused = c.execute(sa.select(func.count()).where(j.removed_at.is_(None), j.paused.is_(True))).scalar_one()
-        return {"runs_by_state": by_state, "jobs": jobs, "paused_jobs": paused,
-                "stale_rejections": self.stale_rejections, "database_bytes": self.database_bytes()}
+        return {
+            "runs_by_state": by_state,
+            "jobs": jobs,
+            "paused_jobs": paused,
+            "stale_rejections": self.stale_rejections,
+            "database_bytes": self.database_bytes(),
+        }
 
     # --- retention ------------------------------------------------------------------------
     def _prunable_query(self, job_id: str, before: datetime) -> sa.Select:
         """The runs `prune_runs` may delete, oldest first: terminal, scheduled before
         `before`, and not the job's latest success (a silence alert counts from it)."""
         r = s.runs.c
-        keep = (sa.select(r.run_id).where(r.job_id == job_id, r.state == "succeeded")
-                .order_by(r.scheduled_at.desc()).limit(1).scalar_subquery())
-        return (sa.select(r.run_id, r.scheduled_at)
-                .where(r.job_id == job_id, r.scheduled_at < before, r.state.in_(TERMINAL_STATES),
-                       r.run_id != sa.func.coalesce(keep, ""))
-                .order_by(r.scheduled_at, r.run_id))
+        keep = (
+            sa.select(r.run_id)
+            .where(r.job_id == job_id, r.state == "succeeded")
+            .order_by(r.scheduled_at.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        return (
+            sa.select(r.run_id, r.scheduled_at)
+            .where(
+                r.job_id == job_id,
+                r.scheduled_at < before,
+                r.state.in_(TERMINAL_STATES),
+                r.run_id != sa.func.coalesce(keep, ""),
+            )
+            .order_by(r.scheduled_at, r.run_id)
+        )
 
     def prune_runs(self, job_id: str, before: datetime, *, kept_s: int, limit: int) -> int:
         # look first without the write lock: most rounds find nothing for most jobs
@@ -898,7 +1149,9 @@ class SqlStore:
         out = {}
         with self._tx(write=False) as c:
             for job_id, before in cutoffs.items():
-                n = c.execute(sa.select(func.count()).select_from(self._prunable_query(job_id, before).subquery())).scalar_one()
+                n = c.execute(
+                    sa.select(func.count()).select_from(self._prunable_query(job_id, before).subquery())
+                ).scalar_one()
                 if n:
                     out[job_id] = n
         return out
@@ -914,8 +1167,9 @@ class SqlStore:
         if job_ids is not None:
             q = q.where(p.job_id.in_(list(job_ids)))
         with self._tx(write=False) as c:
-            return {row.job_id: Pruned(row.job_id, row.pruned_through, row.kept_s, row.pruned_at)
-                    for row in c.execute(q)}
+            return {
+                row.job_id: Pruned(row.job_id, row.pruned_through, row.kept_s, row.pruned_at) for row in c.execute(q)
+            }
 
     def last_successes(self, job_ids: Iterable[str], until: datetime) -> dict[str, Run]:
         ids = sorted(set(job_ids))
@@ -926,11 +1180,16 @@ class SqlStore:
         out: dict[str, Run] = {}
         for chunk in _chunks(ids, 400):  # SQLite allows 500 terms in one compound SELECT
             # one index probe per job (job_id, scheduled_at backwards), one round trip per chunk
-            wanted = sa.union_all(*(sa.select(sa.literal(i, sa.Text).label("job_id")) for i in chunk)).subquery("wanted")
-            latest = (sa.select(inner.c.run_id)
-                      .where(inner.c.job_id == wanted.c.job_id, inner.c.state == "succeeded",
-                             inner.c.scheduled_at < until)
-                      .order_by(inner.c.scheduled_at.desc()).limit(1).scalar_subquery())
+            wanted = sa.union_all(*(sa.select(sa.literal(i, sa.Text).label("job_id")) for i in chunk)).subquery(
+                "wanted"
+            )
+            latest = (
+                sa.select(inner.c.run_id)
+                .where(inner.c.job_id == wanted.c.job_id, inner.c.state == "succeeded", inner.c.scheduled_at < until)
+                .order_by(inner.c.scheduled_at.desc())
+                .limit(1)
+                .scalar_subquery()
+            )
             q = sa.select(s.runs).where(r.run_id.in_(sa.select(latest).select_from(wanted)))
             out.update((run.job_id, run) for run in self._select_runs(q))
         return out
@@ -949,18 +1208,37 @@ class SqlStore:
     # --- requests -----------------------------------------------------------------------
     def add_request(self, kind: str, job_id: str | None, payload: dict[str, Any]) -> int:
         with self._tx() as c:
-            return int(c.execute(s.requests.insert().values(
-                kind=kind, job_id=job_id, payload_json=json.dumps(payload, sort_keys=True),
-                created_at=self._ts()).returning(s.requests.c.id)).scalar_one())
+            return int(
+                c.execute(
+                    s.requests.insert()
+                    .values(
+                        kind=kind,
+                        job_id=job_id,
+                        payload_json=json.dumps(payload, sort_keys=True),
+                        created_at=self._ts(),
+                    )
+                    .returning(s.requests.c.id)
+                ).scalar_one()
+            )
 
     def take_requests(self, node: str) -> list[Request]:
         q = s.requests.c
         with self._tx() as c:
-            rows = c.execute(s.requests.update().where(q.taken_by.is_(None))
-                             .values(taken_by=node, taken_at=self._ts())
-                             .returning(q.id, q.kind, q.job_id, q.payload_json, q.created_at)).all()
-        return sorted((Request(id=r.id, kind=r.kind, job_id=r.job_id, payload=json.loads(r.payload_json),
-                               created_at=r.created_at) for r in rows), key=lambda x: x.id)
+            rows = c.execute(
+                s.requests.update()
+                .where(q.taken_by.is_(None))
+                .values(taken_by=node, taken_at=self._ts())
+                .returning(q.id, q.kind, q.job_id, q.payload_json, q.created_at)
+            ).all()
+        return sorted(
+            (
+                Request(
+                    id=r.id, kind=r.kind, job_id=r.job_id, payload=json.loads(r.payload_json), created_at=r.created_at
+                )
+                for r in rows
+            ),
+            key=lambda x: x.id,
+        )
 
     # --- per job-key state ----------------------------------------------------------------
     def get_job_state(self, job_key: str) -> dict[str, Any]:
@@ -980,16 +1258,25 @@ class SqlStore:
         with self._tx() as c:
             c.execute(e.delete().where(e.c.node == node))
             now = self._now() if self.dialect == "sqlite" else c.execute(sa.select(func.now())).scalar_one()
-            rows = [dict(node=node, file=str(err.get("file", "")), line=err.get("line"),
-                         message=str(err.get("message", "")), at=now) for err in errors]
+            rows = [
+                dict(
+                    node=node,
+                    file=str(err.get("file", "")),
+                    line=err.get("line"),
+                    message=str(err.get("message", "")),
+                    at=now,
+                )
+                for err in errors
+            ]
             if rows:
                 c.execute(e.insert(), rows)
 
     def registry_errors(self) -> list[dict[str, Any]]:
         e = s.registry_errors.c
         with self._tx(write=False) as c:
-            rows = c.execute(sa.select(e.node, e.file, e.line, e.message, e.at)
-                             .order_by(e.node, e.file, e.line, e.id)).mappings()
+            rows = c.execute(
+                sa.select(e.node, e.file, e.line, e.message, e.at).order_by(e.node, e.file, e.line, e.id)
+            ).mappings()
             return [dict(row) for row in rows]
 
 
@@ -1045,7 +1332,7 @@ def _node(row) -> Node:
 
 def _chunks(items: list, size: int) -> Iterator[list]:
     for i in range(0, len(items), size):
-        yield items[i:i + size]
+        yield items[i : i + size]
 
 
 def _sqlite_on_connect(dbapi_conn, _record) -> None:

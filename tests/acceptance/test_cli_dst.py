@@ -22,27 +22,35 @@ def next_json(*args: str) -> list[dict]:
 
 
 def test_dst_gap_skip_does_not_run_on_the_spring_forward_day():
-    fires = next_json("--cron", "30 2 * * *", "--tz", NY, "--dst-gap", "skip",
-                      "--after", "2027-03-13T12:00:00Z", "--count", "1")
-    assert fires == [{
-        "at": "2027-03-15T02:30:00-04:00",
-        "scheduled_at": "2027-03-15T02:30:00-04:00",
-        "run_id": run_id("30 2 * * *", "2027-03-15T06:30:00Z"),
-    }]
+    fires = next_json(
+        "--cron", "30 2 * * *", "--tz", NY, "--dst-gap", "skip", "--after", "2027-03-13T12:00:00Z", "--count", "1"
+    )
+    assert fires == [
+        {
+            "at": "2027-03-15T02:30:00-04:00",
+            "scheduled_at": "2027-03-15T02:30:00-04:00",
+            "run_id": run_id("30 2 * * *", "2027-03-15T06:30:00Z"),
+        }
+    ]
 
 
 def test_dst_gap_shift_is_crons_behaviour_and_the_default():
-    shifted = next_json("--cron", "30 2 * * *", "--tz", NY, "--dst-gap", "shift",
-                        "--after", "2027-03-13T12:00:00Z", "--count", "1")
+    shifted = next_json(
+        "--cron", "30 2 * * *", "--tz", NY, "--dst-gap", "shift", "--after", "2027-03-13T12:00:00Z", "--count", "1"
+    )
     default = next_json("--cron", "30 2 * * *", "--tz", NY, "--after", "2027-03-13T12:00:00Z", "--count", "1")
     assert shifted == default and shifted[0]["at"] == "2027-03-14T03:00:00-04:00"
 
 
 def test_dst_repeat_both_fires_twice_on_the_fall_back_day_an_hour_apart_with_two_run_ids():
-    fires = next_json("--cron", "30 1 * * *", "--tz", NY, "--dst-repeat", "both",
-                      "--after", "2026-11-01T00:00:00Z", "--count", "3")
+    fires = next_json(
+        "--cron", "30 1 * * *", "--tz", NY, "--dst-repeat", "both", "--after", "2026-11-01T00:00:00Z", "--count", "3"
+    )
     assert [f["scheduled_at"] for f in fires] == [
-        "2026-11-01T01:30:00-04:00", "2026-11-01T01:30:00-05:00", "2026-11-02T01:30:00-05:00"]
+        "2026-11-01T01:30:00-04:00",
+        "2026-11-01T01:30:00-05:00",
+        "2026-11-02T01:30:00-05:00",
+    ]
     first, second = (datetime.fromisoformat(f["at"]) for f in fires[:2])
     assert second - first == timedelta(hours=1)
     assert fires[0]["run_id"] == run_id("30 1 * * *", "2026-11-01T05:30:00Z")
@@ -50,8 +58,9 @@ def test_dst_repeat_both_fires_twice_on_the_fall_back_day_an_hour_apart_with_two
 
 
 def test_dst_repeat_last_fires_in_the_second_pass_only():
-    fires = next_json("--cron", "30 1 * * *", "--tz", NY, "--dst-repeat", "last",
-                      "--after", "2026-11-01T00:00:00Z", "--count", "2")
+    fires = next_json(
+        "--cron", "30 1 * * *", "--tz", NY, "--dst-repeat", "last", "--after", "2026-11-01T00:00:00Z", "--count", "2"
+    )
     assert [f["at"] for f in fires] == ["2026-11-01T01:30:00-05:00", "2026-11-02T01:30:00-05:00"]
 
 
@@ -85,8 +94,9 @@ def test_explain_names_the_policy_and_the_dates_it_applies_to(tmp_path: Path):
     assert "both passes" in doc["dst_events"][0]["effect"]
     text = chronoctl("explain", "late", "--registry", str(reg), "--after", "2026-06-01T00:00:00Z").stdout
     assert "dst_repeat: both" in text and "2026-11-01" in text
-    skip = chronoctl("explain", "--cron", "30 2 * * *", "--tz", NY, "--dst-gap", "skip",
-                     "--after", "2026-12-01T00:00:00Z", "--json")
+    skip = chronoctl(
+        "explain", "--cron", "30 2 * * *", "--tz", NY, "--dst-gap", "skip", "--after", "2026-12-01T00:00:00Z", "--json"
+    )
     (event,) = json.loads(skip.stdout)["dst_events"]
     assert event["date"] == "2027-03-14" and "skipped" in event["effect"]
 
@@ -104,7 +114,9 @@ def test_validate_warns_without_an_explicit_policy_and_strict_makes_it_an_error(
     assert [p["severity"] for p in problems] == ["warning"] and "dst_repeat" in problems[0]["hint"]
     strict = chronoctl("validate", str(reg), "--strict")
     assert strict.returncode == 1 and "dst_repeat" in strict.stdout + strict.stderr
-    chosen = write_registry(tmp_path, job_yaml("late", "30 1 * * *", NY, extra="    dst_repeat: first\n"), name="jobs.yaml")
+    chosen = write_registry(
+        tmp_path, job_yaml("late", "30 1 * * *", NY, extra="    dst_repeat: first\n"), name="jobs.yaml"
+    )
     assert chronoctl("validate", str(chosen), "--strict").returncode == 0
 
 

@@ -55,22 +55,43 @@ units = st.sampled_from(["s", "m", "h", "d", "w", ""])
 huge = st.one_of(st.integers(0, 10**40), st.sampled_from([0, 1, 10**15 - 1, 10**15, 10**16]))
 durations = st.one_of(
     st.builds(lambda n, u: f"{n}{u}", huge, units),
-    st.sampled_from(["99999999999d", "0s", "-5m", "1h30m", "36600d", "36601d", "²s", "١٢s", "1e9s", "nan", "", "9" * 5000 + "d"]),
+    st.sampled_from(
+        ["99999999999d", "0s", "-5m", "1h30m", "36600d", "36601d", "²s", "١٢s", "1e9s", "nan", "", "9" * 5000 + "d"]
+    ),
     st.text(max_size=12),
 )
 offsets = st.integers(-24 * 60 + 1, 24 * 60 - 1).map(
-    lambda m: ("-" if m < 0 else "+") + f"{abs(m) // 60:02d}:{abs(m) % 60:02d}")
+    lambda m: ("-" if m < 0 else "+") + f"{abs(m) // 60:02d}:{abs(m) % 60:02d}"
+)
 instants = st.one_of(
-    st.builds(lambda d, o: d.isoformat() + o,
-              st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59)), offsets),
+    st.builds(
+        lambda d, o: d.isoformat() + o,
+        st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59)),
+        offsets,
+    ),
     st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59)).map(datetime.isoformat),
     st.dates().map(lambda d: d.isoformat()),
-    st.sampled_from(["9999-12-31T23:59:59Z", "0001-01-01", "0001-01-01T00:00:00+23:59", "9999-12-31T23:59:59-23:59",
-                     "1969-12-31T23:59:59Z", "9000-01-01T00:00:00Z", "8999-12-31", "10000-01-01", "", "now"]),
+    st.sampled_from(
+        [
+            "9999-12-31T23:59:59Z",
+            "0001-01-01",
+            "0001-01-01T00:00:00+23:59",
+            "9999-12-31T23:59:59-23:59",
+            "1969-12-31T23:59:59Z",
+            "9000-01-01T00:00:00Z",
+            "8999-12-31",
+            "10000-01-01",
+            "",
+            "now",
+        ]
+    ),
     st.text(max_size=20),
 )
-numbers = st.one_of(st.integers(-10**30, 10**30).map(str), st.floats(allow_nan=True, allow_infinity=True).map(repr),
-                    st.sampled_from(["nan", "inf", "-inf", "1e308", "-0", "0x10", ""]))
+numbers = st.one_of(
+    st.integers(-(10**30), 10**30).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["nan", "inf", "-inf", "1e308", "-0", "0x10", ""]),
+)
 texts = st.text(max_size=30)
 
 
@@ -83,17 +104,26 @@ def _commands(w: dict[str, str]) -> st.SearchStrategy[list[str]]:
         st.builds(lambda j, d: ["did-it-run", j, "--since", d, *db], job, durations),
         st.builds(lambda d: ["missed", "--since", d, *db], durations),
         st.builds(lambda j, a, b: ["report", j, "--from", a, "--to", b, *db], job, instants, instants),
-        st.builds(lambda a, b: ["report", "monthly", "--from", a, "--to", b, *reg, *db],
-                  st.sampled_from(["0001-01-01", "1970-01-01", "2026-01-01", "8999-01-01"]),
-                  st.sampled_from(["9999-12-31", "2026-12-31", "9000-01-01", "8999-12-31"])),
+        st.builds(
+            lambda a, b: ["report", "monthly", "--from", a, "--to", b, *reg, *db],
+            st.sampled_from(["0001-01-01", "1970-01-01", "2026-01-01", "8999-01-01"]),
+            st.sampled_from(["9999-12-31", "2026-12-31", "9000-01-01", "8999-12-31"]),
+        ),
         st.builds(lambda j, t, n: ["next", j, "--after", t, "--count", n, *reg], job, instants, numbers),
-        st.builds(lambda t: ["next", "--cron", "0 0 29 2 *", "--tz", "America/New_York", "--after", t, "--count", "10000"],
-                  instants),
+        st.builds(
+            lambda t: ["next", "--cron", "0 0 29 2 *", "--tz", "America/New_York", "--after", t, "--count", "10000"],
+            instants,
+        ),
         st.builds(lambda e, z, t: ["next", "--cron", e, "--tz", z, "--after", t], texts, texts, instants),
         st.builds(lambda j, t: ["explain", j, "--after", t, *reg], job, instants),
         st.builds(lambda t: ["explain", "--cron", "30 2 * * *", "--tz", "Europe/Berlin", "--after", t], instants),
-        st.builds(lambda w_, b, t, n: ["forecast", "--window", w_, "--bucket", b, "--from", t, "--top", n, *reg],
-                  durations, durations, instants, numbers),
+        st.builds(
+            lambda w_, b, t, n: ["forecast", "--window", w_, "--bucket", b, "--from", t, "--top", n, *reg],
+            durations,
+            durations,
+            instants,
+            numbers,
+        ),
         st.builds(lambda j, n: ["trigger", j, "--wait", n, *db], st.just("nope"), numbers),
         st.builds(lambda j, r: ["pause", j, "--reason", r, *db], st.just("nope"), texts),
     )
@@ -115,11 +145,15 @@ def test_no_flag_value_makes_chronoctl_fail_as_a_bug(world, capsys, data):
 
 # --- the cases reported, as written ------------------------------------------------------
 
-@pytest.mark.parametrize("args, flag", [
-    (["runs", "monthly", "--since", "99999999999d"], "--since"),
-    (["did-it-run", "monthly", "--at", "9999-12-31T23:59:59Z"], "--at"),
-    (["report", "monthly", "--from", "0001-01-01", "--to", "9999-12-31"], "--from"),
-])
+
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (["runs", "monthly", "--since", "99999999999d"], "--since"),
+        (["did-it-run", "monthly", "--at", "9999-12-31T23:59:59Z"], "--at"),
+        (["report", "monthly", "--from", "0001-01-01", "--to", "9999-12-31"], "--from"),
+    ],
+)
 def test_out_of_range_dates_and_durations_are_usage_errors_naming_the_flag_and_range(world, capsys, args, flag):
     code = main([*args, "--db", world["db"]])
     err = capsys.readouterr().err

@@ -131,7 +131,12 @@ def test_validate_json_format_lists_every_problem(tmp_path):
 
 def test_validate_strict_turns_a_warning_into_a_failure(tmp_path):
     warn_only = tmp_path / "w.yaml"
-    warn_only.write_text("jobs:\n" + job_yaml("tight", "*/5 * * * *", "UTC", 0, "    tolerance_reason: ''\n").replace("    tolerance_reason: ''\n", ""))
+    warn_only.write_text(
+        "jobs:\n"
+        + job_yaml("tight", "*/5 * * * *", "UTC", 0, "    tolerance_reason: ''\n").replace(
+            "    tolerance_reason: ''\n", ""
+        )
+    )
     relaxed = chronoctl("validate", "--format", "json", str(warn_only))
     assert relaxed.returncode == 0, relaxed.stdout
     assert json.loads(relaxed.stdout)["warnings"] >= 1
@@ -239,8 +244,16 @@ def test_control_characters_in_a_file_never_reach_the_terminal(tmp_path):
 
 def test_next_cron_fires_once_on_the_fall_back_day_with_exact_times():
     proc = chronoctl(
-        "next", "--cron", "30 2 * * *", "--tz", "America/New_York",
-        "--after", "2026-11-01T00:00:00Z", "--count", "2", "--json",
+        "next",
+        "--cron",
+        "30 2 * * *",
+        "--tz",
+        "America/New_York",
+        "--after",
+        "2026-11-01T00:00:00Z",
+        "--count",
+        "2",
+        "--json",
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [
@@ -259,8 +272,16 @@ def test_next_cron_fires_once_on_the_fall_back_day_with_exact_times():
 
 def test_next_cron_on_the_2027_spring_forward_day_fires_at_three_edt():
     proc = chronoctl(
-        "next", "--cron", "30 2 * * *", "--tz", "America/New_York",
-        "--after", "2027-03-13T12:00:00", "--count", "2", "--json",
+        "next",
+        "--cron",
+        "30 2 * * *",
+        "--tz",
+        "America/New_York",
+        "--after",
+        "2027-03-13T12:00:00",
+        "--count",
+        "2",
+        "--json",
     )
     fires = json.loads(proc.stdout)
     assert [f["at"] for f in fires] == ["2027-03-14T03:00:00-04:00", "2027-03-15T02:30:00-04:00"]
@@ -268,12 +289,22 @@ def test_next_cron_on_the_2027_spring_forward_day_fires_at_three_edt():
 
 def test_next_job_adds_the_jitter_of_the_formula(registry):
     proc = chronoctl(
-        "next", "billing-export", "--registry", str(registry), "--after", "2026-12-01T00:00:00Z", "--count", "3", "--json"
+        "next",
+        "billing-export",
+        "--registry",
+        str(registry),
+        "--after",
+        "2026-12-01T00:00:00Z",
+        "--count",
+        "3",
+        "--json",
     )
     assert proc.returncode == 0, proc.stderr
     fires = json.loads(proc.stdout)
     assert [f["scheduled_at"] for f in fires] == [
-        "2026-12-01T02:00:00-05:00", "2026-12-02T02:00:00-05:00", "2026-12-03T02:00:00-05:00"
+        "2026-12-01T02:00:00-05:00",
+        "2026-12-02T02:00:00-05:00",
+        "2026-12-03T02:00:00-05:00",
     ]
     jitter = offset("billing-export", 300)
     for f in fires:
@@ -285,8 +316,17 @@ def test_next_job_adds_the_jitter_of_the_formula(registry):
 
 def test_next_for_a_job_on_each_node_keys_identity_on_the_node(registry):
     proc = chronoctl(
-        "next", "agent", "--registry", str(registry), "--node", "web1",
-        "--after", "2026-12-01T00:00:00Z", "--count", "1", "--json",
+        "next",
+        "agent",
+        "--registry",
+        str(registry),
+        "--node",
+        "web1",
+        "--after",
+        "2026-12-01T00:00:00Z",
+        "--count",
+        "1",
+        "--json",
     )
     (fire,) = json.loads(proc.stdout)
     jitter = offset("agent@web1", 120)
@@ -294,7 +334,9 @@ def test_next_for_a_job_on_each_node_keys_identity_on_the_node(registry):
     hour = "00" if jitter else "01"
     assert fire["scheduled_at"] == f"2026-12-01T{hour}:00:00+00:00"
     assert fire["run_id"] == run_id("agent@web1", f"2026-12-01T{hour}:00:00Z")
-    assert datetime.fromisoformat(fire["at"]) - datetime.fromisoformat(fire["scheduled_at"]) == timedelta(seconds=jitter)
+    assert datetime.fromisoformat(fire["at"]) - datetime.fromisoformat(fire["scheduled_at"]) == timedelta(
+        seconds=jitter
+    )
     assert fire["run_id"] != run_id("agent@web2", f"2026-12-01T{hour}:00:00Z")
 
 
@@ -302,7 +344,15 @@ def test_next_counts_an_occurrence_jittered_past_after(registry):
     jitter = offset("billing-export", 300)
     assert jitter > 0
     proc = chronoctl(
-        "next", "billing-export", "--registry", str(registry), "--after", "2026-12-01T02:00:00-05:00", "--count", "1", "--json"
+        "next",
+        "billing-export",
+        "--registry",
+        str(registry),
+        "--after",
+        "2026-12-01T02:00:00-05:00",
+        "--count",
+        "1",
+        "--json",
     )
     (fire,) = json.loads(proc.stdout)
     assert fire["scheduled_at"] == "2026-12-01T02:00:00-05:00"
@@ -347,7 +397,9 @@ def test_explain_lists_the_dst_dates_of_a_fixed_time_new_york_job(registry):
 
 
 def test_explain_json_shows_the_jitter_and_its_inputs(registry):
-    proc = chronoctl("explain", "billing-export", "--registry", str(registry), "--after", "2026-12-01T00:00:00Z", "--json")
+    proc = chronoctl(
+        "explain", "billing-export", "--registry", str(registry), "--after", "2026-12-01T00:00:00Z", "--json"
+    )
     doc = json.loads(proc.stdout)
     assert doc["job_key"] == "billing-export" and doc["tolerance_s"] == 300
     assert doc["jitter_offset_s"] == offset("billing-export", 300)
@@ -389,7 +441,12 @@ def test_schema_is_json_with_every_spec_field():
 
 # --- forecast ----------------------------------------------------------------------------
 
-FORECAST_JOBS = [("every-5", "*/5 * * * *", 120), ("hourly", "0 * * * *", 600), ("office", "*/15 9-17 * * *", 0), ("night", "30 2 * * *", 900)]
+FORECAST_JOBS = [
+    ("every-5", "*/5 * * * *", 120),
+    ("hourly", "0 * * * *", 600),
+    ("office", "*/15 9-17 * * *", 0),
+    ("night", "30 2 * * *", 900),
+]
 
 
 def _matches(expr: str, t: datetime) -> bool:
@@ -415,7 +472,16 @@ def test_forecast_counts_equal_a_brute_force_count(tmp_path):
     start = datetime(2026, 6, 1, 0, 0, tzinfo=timezone.utc)
     window, bucket = timedelta(hours=12), 300
     proc = chronoctl(
-        "forecast", "--registry", str(reg), "--from", "2026-06-01T00:00:00Z", "--window", "12h", "--bucket", "5m", "--json"
+        "forecast",
+        "--registry",
+        str(reg),
+        "--from",
+        "2026-06-01T00:00:00Z",
+        "--window",
+        "12h",
+        "--bucket",
+        "5m",
+        "--json",
     )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
@@ -451,7 +517,9 @@ def test_forecast_counts_equal_a_brute_force_count(tmp_path):
 
 def test_forecast_text_draws_a_chart(tmp_path):
     reg = write_registry(tmp_path, *(job_yaml(i, e, "UTC", tol) for i, e, tol in FORECAST_JOBS))
-    proc = chronoctl("forecast", "--registry", str(reg), "--from", "2026-06-01T00:00:00Z", "--window", "6h", "--bucket", "1m")
+    proc = chronoctl(
+        "forecast", "--registry", str(reg), "--from", "2026-06-01T00:00:00Z", "--window", "6h", "--bucket", "1m"
+    )
     assert proc.returncode == 0, proc.stderr
     assert "herd forecast: 4 jobs" in proc.stdout
     assert "#" in proc.stdout  # plain bars when stdout is not a terminal

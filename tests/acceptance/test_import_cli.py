@@ -62,7 +62,13 @@ def test_a_file_with_errors_exits_1_and_lists_jobs_errors_and_disabled_lines():
     code, doc = import_json(str(FIXTURES / "kitchen-sink"), "--format", "system", "--dry-run")
     assert code == 1
     assert len(doc["jobs"]) == 14
-    assert [(e["line"], e["file"].endswith("kitchen-sink")) for e in doc["errors"]] == [(25, True), (26, True), (27, True), (28, True), (31, True)]
+    assert [(e["line"], e["file"].endswith("kitchen-sink")) for e in doc["errors"]] == [
+        (25, True),
+        (26, True),
+        (27, True),
+        (28, True),
+        (31, True),
+    ]
     assert [d["line"] for d in doc["disabled"]] == [15, 16]
     mail = next(j for j in doc["jobs"] if j["id"] == "root-mail")
     assert mail["stdin"] == "Hello,\ntoday is fine.\nBye % done\n"
@@ -78,7 +84,9 @@ def test_import_writes_one_valid_registry_file_per_source_and_reimport_is_identi
     first = written.read_bytes()
     assert stat.S_IMODE(written.stat().st_mode) == 0o644
     assert b"# source: " in first
-    assert chronoctl("import", str(FIXTURES / "backup"), "--format", "system", "--registry", str(registry)).returncode == 0
+    assert (
+        chronoctl("import", str(FIXTURES / "backup"), "--format", "system", "--registry", str(registry)).returncode == 0
+    )
     assert written.read_bytes() == first
     assert sorted(p.name for p in registry.iterdir()) == ["imported-crontabs-backup.yaml"]
     validate_registry(registry)
@@ -87,8 +95,14 @@ def test_import_writes_one_valid_registry_file_per_source_and_reimport_is_identi
 def test_an_import_under_a_loose_umask_still_writes_a_registry_the_daemon_trusts(tmp_path):
     registry = tmp_path / "jobs.d"
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHRONO_")}
-    proc = subprocess.run([CHRONOCTL, "import", str(FIXTURES / "backup"), "--format", "system", "--registry", str(registry)],
-                          capture_output=True, text=True, timeout=120, env=env, preexec_fn=lambda: os.umask(0))
+    proc = subprocess.run(
+        [CHRONOCTL, "import", str(FIXTURES / "backup"), "--format", "system", "--registry", str(registry)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        preexec_fn=lambda: os.umask(0),
+    )
     assert proc.returncode == 0, proc.stderr
     written = registry / "imported-crontabs-backup.yaml"
     assert (stat.S_IMODE(registry.stat().st_mode), stat.S_IMODE(written.stat().st_mode)) == (0o755, 0o644)
@@ -105,7 +119,9 @@ def test_dry_run_writes_nothing(tmp_path):
 
 
 def test_a_user_crontab_on_standard_input_needs_no_user_field():
-    code, doc = import_json("-", "--user", "alice", "--owner", "team-a", "--dry-run", stdin=(FIXTURES / "user-alice").read_text())
+    code, doc = import_json(
+        "-", "--user", "alice", "--owner", "team-a", "--dry-run", stdin=(FIXTURES / "user-alice").read_text()
+    )
     assert code == 0
     assert [j["id"] for j in doc["jobs"]] == ["alice-check-mail", "alice-weekly", "alice-cleanup", "alice-cleanup-2"]
     assert {j["owner"] for j in doc["jobs"]} == {"team-a"} and {j["user"] for j in doc["jobs"]} == {"alice"}
@@ -151,12 +167,16 @@ def test_the_hosts_real_cron_files_import_cleanly_and_match_cron(host_cron_files
 def test_human_output_has_the_summary_line():
     proc = chronoctl("import", str(FIXTURES / "dst"), "--format", "system", "--dry-run")
     assert proc.returncode == 1
-    assert re.search(r"5 imported, 0 commented out \(not imported\), 1 errors, \d+ differences", proc.stdout)  # CRON_TZ vs the host's zone
+    assert re.search(
+        r"5 imported, 0 commented out \(not imported\), 1 errors, \d+ differences", proc.stdout
+    )  # CRON_TZ vs the host's zone
     assert "Risky: fixed-time jobs on DST days" in proc.stdout
 
 
-BUG_REPORT_FILE = ("GREETING='  hello world  '\nDQ=\"  two  \"\nUNQ=abc   \nNOTE=daily run # not a comment\n"
-                   "* * * * * root echo \"[$GREETING][$DQ][$UNQ][$NOTE]\" >> /tmp/out\n")
+BUG_REPORT_FILE = (
+    "GREETING='  hello world  '\nDQ=\"  two  \"\nUNQ=abc   \nNOTE=daily run # not a comment\n"
+    '* * * * * root echo "[$GREETING][$DQ][$UNQ][$NOTE]" >> /tmp/out\n'
+)
 
 
 def test_environment_lines_import_with_the_values_debian_cron_gives_and_the_check_says_so(tmp_path):
@@ -167,7 +187,11 @@ def test_environment_lines_import_with_the_values_debian_cron_gives_and_the_chec
     assert code == 0, doc["errors"]
     job = doc["jobs"][0]
     assert {k: job["env"][k] for k in ("GREETING", "DQ", "UNQ", "NOTE")} == {
-        "GREETING": "  hello world", "DQ": "  two", "UNQ": "abc", "NOTE": "daily run # not a comment"}
+        "GREETING": "  hello world",
+        "DQ": "  two",
+        "UNQ": "abc",
+        "NOTE": "daily run # not a comment",
+    }
     assert job["env"]["SHELL"] == "/bin/sh" and job["env"]["PATH"] == "/usr/bin:/bin"
     given = job["equivalence"]
     assert [given[p]["same"] for p in ("environment", "stdin", "command")] == [True, True, True], given

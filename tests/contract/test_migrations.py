@@ -26,11 +26,18 @@ def describe(url: str) -> dict:
                 out[table] = {
                     "columns": {c["name"]: (loose(c["type"]), c["nullable"]) for c in insp.get_columns(table)},
                     "pk": pk,
-                    "indexes": sorted((i["name"], tuple(i["column_names"]), bool(i["unique"]))
-                                      for i in insp.get_indexes(table)),
-                    "fks": sorted((tuple(f["constrained_columns"]), f["referred_table"],
-                                   tuple(f["referred_columns"]), (f.get("options") or {}).get("ondelete"))
-                                  for f in insp.get_foreign_keys(table)),
+                    "indexes": sorted(
+                        (i["name"], tuple(i["column_names"]), bool(i["unique"])) for i in insp.get_indexes(table)
+                    ),
+                    "fks": sorted(
+                        (
+                            tuple(f["constrained_columns"]),
+                            f["referred_table"],
+                            tuple(f["referred_columns"]),
+                            (f.get("options") or {}).get("ondelete"),
+                        )
+                        for f in insp.get_foreign_keys(table)
+                    ),
                 }
             return out
     finally:
@@ -119,12 +126,17 @@ def test_upgrading_a_database_from_before_the_registration_record_dates_each_job
             command.upgrade(cfg, "0002")
             job = "INSERT INTO jobs VALUES (:id, '{}', 'h', 'n1', 0, NULL, NULL, :removed, :updated)"
             conn.execute(sa.text(job), {"id": "old", "removed": None, "updated": "2026-03-10 00:00:00.000000"})
-            conn.execute(sa.text(job), {"id": "gone", "removed": "2026-03-12 00:00:00.000000",
-                                        "updated": "2026-03-12 00:00:00.000000"})
-            conn.execute(sa.text(
-                "INSERT INTO runs (run_id, job_id, job_key, scheduled_at, fire_at, state, attempts, output_bytes, "
-                "trigger) VALUES ('r1', 'old', 'old', '2026-03-01 02:00:00.000000', '2026-03-01 02:00:00.000000', "
-                "'succeeded', 1, 0, 'schedule')"))
+            conn.execute(
+                sa.text(job),
+                {"id": "gone", "removed": "2026-03-12 00:00:00.000000", "updated": "2026-03-12 00:00:00.000000"},
+            )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO runs (run_id, job_id, job_key, scheduled_at, fire_at, state, attempts, output_bytes, "
+                    "trigger) VALUES ('r1', 'old', 'old', '2026-03-01 02:00:00.000000', '2026-03-01 02:00:00.000000', "
+                    "'succeeded', 1, 0, 'schedule')"
+                )
+            )
     finally:
         engine.dispose()
     store = SqlStore(url)
@@ -134,5 +146,7 @@ def test_upgrading_a_database_from_before_the_registration_record_dates_each_job
     finally:
         store.close()
     utc = timezone.utc
-    assert spans == {"old": [(datetime(2026, 3, 1, 2, 0, tzinfo=utc), None)],
-                     "gone": [(datetime(2026, 3, 12, tzinfo=utc), datetime(2026, 3, 12, tzinfo=utc))]}
+    assert spans == {
+        "old": [(datetime(2026, 3, 1, 2, 0, tzinfo=utc), None)],
+        "gone": [(datetime(2026, 3, 12, tzinfo=utc), datetime(2026, 3, 12, tzinfo=utc))],
+    }

@@ -22,8 +22,14 @@ BOOT = "boot-1"
 
 def run(i: int, job: str = "backup", state: str = "pending") -> Run:
     at = T0 + timedelta(minutes=i)
-    return Run(run_id=f"{job}-{i:06d}", job_id=job, job_key=job, scheduled_at=at, fire_at=at + timedelta(seconds=7),
-               state=state)
+    return Run(
+        run_id=f"{job}-{i:06d}",
+        job_id=job,
+        job_key=job,
+        scheduled_at=at,
+        fire_at=at + timedelta(seconds=7),
+        state=state,
+    )
 
 
 def spec(job_id: str, command: str = "true") -> JobSpec:
@@ -36,16 +42,29 @@ def acquire(store, name: str = "n1", ttl: float = 60.0) -> int:
 
 def expire_lease(store, name: str) -> None:
     with store.engine.begin() as conn:
-        conn.execute(schema.nodes.update().where(schema.nodes.c.name == name)
-                     .values(lease_expires_at=datetime.now(timezone.utc) - timedelta(seconds=5)))
+        conn.execute(
+            schema.nodes.update()
+            .where(schema.nodes.c.name == name)
+            .values(lease_expires_at=datetime.now(timezone.utc) - timedelta(seconds=5))
+        )
 
 
 def finish_ok(store, run_id: str, attempt: int, token: int | None) -> bool:
-    return store.finish(run_id, attempt, "succeeded", exit_code=0, signal=None, output_tail="done\n",
-                        output_bytes=5, error=None, token=token)
+    return store.finish(
+        run_id,
+        attempt,
+        "succeeded",
+        exit_code=0,
+        signal=None,
+        output_tail="done\n",
+        output_bytes=5,
+        error=None,
+        token=token,
+    )
 
 
 # --- schema ---------------------------------------------------------------------------
+
 
 def test_a_migrated_database_is_at_this_chronos_head(store):
     assert store.schema_revision() == schema.HEAD_REVISION
@@ -75,6 +94,7 @@ def test_upgrade_twice_is_harmless(store):
 
 
 # --- URLs and secrets ---------------------------------------------------------------------
+
 
 def test_url_safe_hides_the_password():
     st = SqlStore("postgresql://chrono:hunter2-secret@db.example:5432/chrono")
@@ -109,6 +129,7 @@ def test_a_plain_path_becomes_an_sqlite_url_and_its_directory_is_created_private
 
 
 # --- occurrences ----------------------------------------------------------------------------
+
 
 def test_inserting_a_run_twice_keeps_one_row(store):
     assert store.insert_runs([run(1)]) == 1
@@ -148,6 +169,7 @@ def test_naive_datetimes_are_refused(store):
 
 # --- dispatch ---------------------------------------------------------------------------------
 
+
 def test_dispatch_claims_once_and_writes_the_next_occurrence_in_the_same_transaction(store):
     token = acquire(store)
     store.insert_runs([run(1)])
@@ -165,16 +187,24 @@ def test_one_wakeup_stores_settles_and_claims_in_one_call_and_a_stale_token_chan
     token = acquire(store)
     store.insert_runs([run(1), run(2), run(3)])
     store.dispatch("backup-000003", "n1", token, None)
-    claimed = store.commit_wakeup([run(1), run(4)], [("backup-000002", "skipped_outage", "catch-up: latest"),
-                                                     ("backup-000003", "skipped_outage", "not waiting")],
-                                  ["backup-000001", "backup-000003", "backup-000004"], "n1", token)
+    claimed = store.commit_wakeup(
+        [run(1), run(4)],
+        [("backup-000002", "skipped_outage", "catch-up: latest"), ("backup-000003", "skipped_outage", "not waiting")],
+        ["backup-000001", "backup-000003", "backup-000004"],
+        "n1",
+        token,
+    )
     assert sorted(c.run_id for c in claimed) == ["backup-000001", "backup-000004"]
     states = {r: store.get_run(f"backup-00000{r}").state for r in (1, 2, 3, 4)}
     assert states == {1: "running", 2: "skipped_outage", 3: "running", 4: "running"}
     assert store.get_run("backup-000002").error == "catch-up: latest"
     expire_lease(store, "n1")
-    assert store.commit_wakeup([run(5), run(6)], [("backup-000005", "skipped_outage", "x")], ["backup-000006"],
-                               "n1", token) == []
+    assert (
+        store.commit_wakeup(
+            [run(5), run(6)], [("backup-000005", "skipped_outage", "x")], ["backup-000006"], "n1", token
+        )
+        == []
+    )
     assert (store.get_run("backup-000005").state, store.get_run("backup-000006").state) == ("pending", "pending")
     assert store.stale_rejections >= 1
 
@@ -184,7 +214,9 @@ def test_run_states_answer_for_the_ids_that_have_a_row_and_live_nodes_lists_unex
     store.insert_runs([run(1), run(2)])
     store.dispatch("backup-000002", "n1", token, None)
     assert store.run_states(["backup-000001", "backup-000002", "nope"]) == {
-        "backup-000001": "pending", "backup-000002": "running"}
+        "backup-000001": "pending",
+        "backup-000002": "running",
+    }
     assert store.live_nodes() == [("n1", token)]
     expire_lease(store, "n1")
     assert store.live_nodes() == []
@@ -210,8 +242,15 @@ def test_dispatch_with_a_superseded_token_is_rejected_and_counted(store):
 
 def test_dispatch_in_group_refuses_while_the_resource_is_full_and_still_stores_the_next_occurrence(store):
     token = acquire(store)
-    store.sync_jobs("n1", [JobSpec(id=j, owner="ops", schedule="*/5 * * * *", command="true",
-                                   idempotency_class="idempotent", resource="db") for j in ("backup", "report")])
+    store.sync_jobs(
+        "n1",
+        [
+            JobSpec(
+                id=j, owner="ops", schedule="*/5 * * * *", command="true", idempotency_class="idempotent", resource="db"
+            )
+            for j in ("backup", "report")
+        ],
+    )
     store.insert_runs([run(1), run(1, job="report")])
     first, full = store.dispatch_in_group("backup-000001", "n1", token, run(2), resource="db", limit=1)
     assert first is not None and first.state == "running" and not full
@@ -237,8 +276,9 @@ def test_waiting_retries_are_the_retry_wait_runs_a_node_last_held(store):
     token = acquire(store)
     store.insert_runs([run(1), run(2)])
     store.dispatch("backup-000001", "n1", token, None)
-    assert store.schedule_retry("backup-000001", 1, T0 + timedelta(minutes=5), exit_code=1, signal=None,
-                                error="exit 1", token=token)
+    assert store.schedule_retry(
+        "backup-000001", 1, T0 + timedelta(minutes=5), exit_code=1, signal=None, error="exit 1", token=token
+    )
     assert [r.run_id for r in store.waiting_retries("n1")] == ["backup-000001"]
     assert store.waiting_retries("n2") == []
 
@@ -295,6 +335,7 @@ def test_two_nodes_racing_on_postgres_claim_each_run_exactly_once(store, store_u
 
 # --- process ids, finish, retries -------------------------------------------------------------
 
+
 def test_finish_records_the_outcome_only_at_the_running_attempt(store):
     token = acquire(store)
     store.insert_runs([run(1)])
@@ -319,13 +360,18 @@ def test_many_endings_in_one_call_each_recorded_only_where_it_holds(store):
         store.dispatch(f"backup-{i:06d}", "n1", token, None)
     started = [(f"backup-{i:06d}", 1, 100 + i, 200 + i) for i in (1, 2, 3)] + [("backup-000009", 1, 9, 9)]
     assert store.set_processes(started, token) == {"backup-000001", "backup-000002", "backup-000003"}
-    endings = [Ending("backup-000001", 1, "succeeded", exit_code=0),
-               Ending("backup-000002", 2, "failed", exit_code=1),  # not the running attempt
-               Ending("backup-000003", 1, "failed", exit_code=3, error="exit 3")]
+    endings = [
+        Ending("backup-000001", 1, "succeeded", exit_code=0),
+        Ending("backup-000002", 2, "failed", exit_code=1),  # not the running attempt
+        Ending("backup-000003", 1, "failed", exit_code=3, error="exit 3"),
+    ]
     assert store.finish_many(endings, token) == {"backup-000001", "backup-000003"}
     got = {r: store.get_run(r) for r in ("backup-000001", "backup-000002", "backup-000003")}
     assert [(g.state, g.exit_code, g.pid) for g in got.values()] == [
-        ("succeeded", 0, 101), ("running", None, 102), ("failed", 3, 103)]
+        ("succeeded", 0, 101),
+        ("running", None, 102),
+        ("failed", 3, 103),
+    ]
     assert [a.state for a in store.attempts("backup-000003")] == ["failed"]
     assert store.finish_many([], token) == set()
 
@@ -345,15 +391,28 @@ def test_an_operator_finish_without_token_is_not_fenced(store):
     store.insert_runs([run(1)])
     store.dispatch("backup-000001", "n1", token, None)
     store.release_node("n1", token)
-    assert store.finish("backup-000001", 1, "cancelled", exit_code=None, signal=15, output_tail=None,
-                        output_bytes=0, error="cancelled by an operator", token=None) is True
+    assert (
+        store.finish(
+            "backup-000001",
+            1,
+            "cancelled",
+            exit_code=None,
+            signal=15,
+            output_tail=None,
+            output_bytes=0,
+            error="cancelled by an operator",
+            token=None,
+        )
+        is True
+    )
     assert store.get_run("backup-000001").state == "cancelled"
 
 
 def test_finish_refuses_a_non_terminal_state(store):
     with pytest.raises(ValueError, match="terminal"):
-        store.finish("x", 1, "running", exit_code=None, signal=None, output_tail=None, output_bytes=0,
-                     error=None, token=None)
+        store.finish(
+            "x", 1, "running", exit_code=None, signal=None, output_tail=None, output_bytes=0, error=None, token=None
+        )
 
 
 def test_a_retry_waits_then_is_dispatched_as_attempt_two(store):
@@ -361,15 +420,18 @@ def test_a_retry_waits_then_is_dispatched_as_attempt_two(store):
     store.insert_runs([run(1)])
     store.dispatch("backup-000001", "n1", token, None)
     later = T0 + timedelta(minutes=5)
-    assert store.schedule_retry("backup-000001", 1, later, exit_code=3, signal=None, error="exit 3",
-                                token=token) is True
+    assert (
+        store.schedule_retry("backup-000001", 1, later, exit_code=3, signal=None, error="exit 3", token=token) is True
+    )
     waiting = store.get_run("backup-000001")
     assert (waiting.state, waiting.next_attempt_at, waiting.exit_code) == ("retry_wait", later, 3)
     assert [r.run_id for r in store.pending()] == ["backup-000001"]
     again = store.dispatch("backup-000001", "n1", token, None)
     assert again.attempts == 2 and again.exit_code is None and again.next_attempt_at is None
     assert [(a.attempt, a.state, a.exit_code) for a in store.attempts("backup-000001")] == [
-        (1, "failed", 3), (2, "running", None)]
+        (1, "failed", 3),
+        (2, "running", None),
+    ]
 
 
 def test_schedule_retry_with_a_stale_token_is_rejected_and_counted(store):
@@ -402,8 +464,12 @@ def test_a_live_holders_run_cannot_be_adopted_or_reclaimed(store):
     assert store.reclaim("backup-000001", 1, node="b", token=b, state="lost", error="x") is False
     expire_lease(store, "a")
     assert [n.name for n in store.expired_nodes()] == ["a"]
-    assert store.reclaim("backup-000001", 1, node="b", token=b, state="lost",
-                         error="node a died mid-run; the job is unsafe") is True
+    assert (
+        store.reclaim(
+            "backup-000001", 1, node="b", token=b, state="lost", error="node a died mid-run; the job is unsafe"
+        )
+        is True
+    )
     assert store.get_run("backup-000001").state == "lost"
     assert store.attempts("backup-000001")[0].state == "lost"
 
@@ -413,12 +479,22 @@ def test_reclaim_into_retry_wait_makes_a_new_attempt_possible(store):
     store.insert_runs([run(1)])
     store.dispatch("backup-000001", "n1", old, None)
     new = acquire(store)
-    assert store.reclaim("backup-000001", 1, node="n1", token=new, state="retry_wait",
-                         error="the daemon restarted and the process was gone") is True
+    assert (
+        store.reclaim(
+            "backup-000001",
+            1,
+            node="n1",
+            token=new,
+            state="retry_wait",
+            error="the daemon restarted and the process was gone",
+        )
+        is True
+    )
     assert store.dispatch("backup-000001", "n1", new, None).attempts == 2
 
 
 # --- settle, cancel, queries -----------------------------------------------------------------
+
 
 def test_settle_records_a_skip_and_the_next_occurrence_together(store):
     store.insert_runs([run(1)])
@@ -467,6 +543,7 @@ def test_delete_run_removes_its_attempts(store):
 
 
 # --- nodes ----------------------------------------------------------------------------------
+
 
 def test_tokens_grow_on_every_acquisition_and_leases_renew(store):
     first = acquire(store)
@@ -518,6 +595,7 @@ def test_postgres_lets_distinct_nodes_share_the_database(store):
 
 # --- job definitions -----------------------------------------------------------------------------
 
+
 def test_sync_jobs_upserts_and_round_trips_the_spec(store):
     store.sync_jobs("n1", [spec("backup", "tar czf /b.tgz /etc"), spec("rotate")])
     row = store.get_job("backup")
@@ -567,10 +645,10 @@ def test_the_store_records_when_each_job_was_known_from_registration_to_removal(
     store.sync_jobs("n1", [spec("backup", "edited"), spec("rotate")])  # an edit is not a new registration
     spans = store.known_spans(["backup", "rotate", "never"])
     assert set(spans) == {"backup", "rotate"}
-    (start, end), = spans["backup"]
+    ((start, end),) = spans["backup"]
     assert before < start <= datetime.now(timezone.utc) + timedelta(seconds=5) and end is None
     store.sync_jobs("n1", [spec("rotate")])
-    (start2, removed), = store.known_spans(["backup"])["backup"]
+    ((start2, removed),) = store.known_spans(["backup"])["backup"]
     assert start2 == start and removed is not None and removed >= start
     store.sync_jobs("n1", [spec("backup"), spec("rotate")])
     first, again = store.known_spans()["backup"]
@@ -598,12 +676,15 @@ def test_pause_and_resume_keep_the_reason_and_survive_a_sync(store):
 
 # --- requests, job state, registry errors -------------------------------------------------------
 
+
 def test_each_request_is_taken_by_exactly_one_node(store):
     first = store.add_request("trigger", "backup", {"by": "alice"})
     second = store.add_request("reload", None, {})
     taken = store.take_requests("n1")
     assert [(r.id, r.kind, r.job_id, r.payload) for r in taken] == [
-        (first, "trigger", "backup", {"by": "alice"}), (second, "reload", None, {})]
+        (first, "trigger", "backup", {"by": "alice"}),
+        (second, "reload", None, {}),
+    ]
     assert taken[0].created_at.tzinfo == timezone.utc
     assert store.take_requests("n2") == []
 
@@ -634,6 +715,7 @@ def test_metrics_count_runs_by_state(store):
 
 # --- the query plan behind `runs()` --------------------------------------------------------------
 
+
 def test_runs_by_job_and_window_uses_the_job_time_index(store):
     store.insert_runs([run(i, job=f"job{j:02d}") for j in range(20) for i in range(100)])
     with store.engine.begin() as conn:
@@ -652,17 +734,35 @@ def test_runs_by_job_and_window_uses_the_job_time_index(store):
 
 
 def test_the_stored_spec_json_and_hash_match_the_models_own():
-    from chronod.core.model import Notify, Retry, RunOn
-
-    from chronod.store.sql import spec_json_and_hash
     import json
 
-    rich = JobSpec(id="rich", owner="ops", schedule="0 3 * * *", command=("/usr/bin/backup", "--all"),
-                   idempotency_class="keyed", retry=Retry(attempts=3, backoff_s=5), run_on=RunOn("any", ("web-*",)),
-                   env=(("A", "1"), ("B", "2")), notify=(Notify(on=("failed", "lost"), command=("page", "ops")),),
-                   tags=("compliance",), max_silence_s=90000, source_file="/etc/chrono/jobs.d/a.yaml", source_line=7)
-    odd = JobSpec(id="odd", owner="ops", schedule="@hourly", command='echo "source_file": x',
-                  idempotency_class="unsafe", env=(("source_file", "a.yaml"),), source_file='we"ird.yaml')
+    from chronod.core.model import Notify, Retry, RunOn
+    from chronod.store.sql import spec_json_and_hash
+
+    rich = JobSpec(
+        id="rich",
+        owner="ops",
+        schedule="0 3 * * *",
+        command=("/usr/bin/backup", "--all"),
+        idempotency_class="keyed",
+        retry=Retry(attempts=3, backoff_s=5),
+        run_on=RunOn("any", ("web-*",)),
+        env=(("A", "1"), ("B", "2")),
+        notify=(Notify(on=("failed", "lost"), command=("page", "ops")),),
+        tags=("compliance",),
+        max_silence_s=90000,
+        source_file="/etc/chrono/jobs.d/a.yaml",
+        source_line=7,
+    )
+    odd = JobSpec(
+        id="odd",
+        owner="ops",
+        schedule="@hourly",
+        command='echo "source_file": x',
+        idempotency_class="unsafe",
+        env=(("source_file", "a.yaml"),),
+        source_file='we"ird.yaml',
+    )
     for one in (rich, spec("plain"), odd):
         text, digest = spec_json_and_hash(one)
         assert json.loads(text) == json.loads(json.dumps(one.to_json_dict()))

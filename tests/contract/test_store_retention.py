@@ -32,7 +32,10 @@ def test_prune_deletes_oldest_first_in_batches_and_raises_the_watermark_with_eac
     assert store.prune_runs("backup", at(8), kept_s=3600, limit=100) == 0
     assert store.pruned(["backup"])["backup"].through == at(7)
     assert [r.run_id for r in store.runs("backup", newest_first=False)] == [
-        "backup-000008", "backup-000009", "backup-000010"]
+        "backup-000008",
+        "backup-000009",
+        "backup-000010",
+    ]
 
 
 def test_prune_never_deletes_waiting_or_running_runs_nor_the_latest_success(store):
@@ -49,8 +52,9 @@ def test_prune_of_one_job_leaves_the_others_alone_and_attempts_go_with_their_run
     store.insert_runs([run(0), terminal(1, state="failed"), terminal(0, job="other", state="failed")])
     token = acquire(store)
     store.dispatch("backup-000000", "n1", token, None)
-    store.finish("backup-000000", 1, "failed", exit_code=1, signal=None, output_tail="", output_bytes=0,
-                 error=None, token=token)
+    store.finish(
+        "backup-000000", 1, "failed", exit_code=1, signal=None, output_tail="", output_bytes=0, error=None, token=token
+    )
     assert store.attempts("backup-000000")
     assert store.prune_runs("backup", at(5), kept_s=60, limit=100) == 2
     assert store.attempts("backup-000000") == []
@@ -68,8 +72,9 @@ def test_the_watermark_never_moves_back(store):
 
 
 def test_prunable_counts_what_prune_would_delete_without_deleting(store):
-    store.insert_runs([terminal(i, state="failed") for i in range(4)] + [terminal(4)]
-                      + [terminal(0, job="other", state="failed")])
+    store.insert_runs(
+        [terminal(i, state="failed") for i in range(4)] + [terminal(4)] + [terminal(0, job="other", state="failed")]
+    )
     assert store.prunable({"backup": at(10), "other": at(0), "none": at(10)}) == {"backup": 4}
     assert len(store.runs("backup")) == 5 and store.pruned() == {}
     assert store.job_ids_with_runs_before(at(1)) == ["backup", "other"]
@@ -77,9 +82,16 @@ def test_prunable_counts_what_prune_would_delete_without_deleting(store):
 
 
 def test_last_successes_answers_for_many_jobs_at_once(store):
-    store.insert_runs([terminal(0), terminal(1), terminal(2, state="failed"),
-                       terminal(0, job="b"), terminal(5, job="b"),
-                       terminal(0, job="never", state="failed")])
+    store.insert_runs(
+        [
+            terminal(0),
+            terminal(1),
+            terminal(2, state="failed"),
+            terminal(0, job="b"),
+            terminal(5, job="b"),
+            terminal(0, job="never", state="failed"),
+        ]
+    )
     found = store.last_successes(["backup", "b", "never", "unknown"], until=at(4))
     assert {j: r.run_id for j, r in found.items()} == {"backup": "backup-000001", "b": "b-000000"}
     assert store.last_successes([], until=at(4)) == {}
@@ -115,12 +127,28 @@ def test_the_pruner_keeps_each_job_its_own_history_days_and_unknown_jobs_the_def
 
     def old(job: str, days_ago: float, state: str = "failed") -> Run:
         when = now - timedelta(days=days_ago)
-        return Run(run_id=f"{job}-{days_ago}", job_id=job, job_key=job, scheduled_at=when, fire_at=when,
-                   state=state, finished_at=when)
+        return Run(
+            run_id=f"{job}-{days_ago}",
+            job_id=job,
+            job_key=job,
+            scheduled_at=when,
+            fire_at=when,
+            state=state,
+            finished_at=when,
+        )
 
-    store.insert_runs([old("short", 11), old("short", 12), old("short", 9), old("short", 30, "succeeded"),
-                       old("long", 300), old("long", 401),
-                       old("gone", 399), old("gone", 402)])
+    store.insert_runs(
+        [
+            old("short", 11),
+            old("short", 12),
+            old("short", 9),
+            old("short", 30, "succeeded"),
+            old("long", 300),
+            old("long", 401),
+            old("gone", 399),
+            old("gone", 402),
+        ]
+    )
     metrics, log = Metrics(), _Log()
     pruner = Pruner(store, None, log, "n1", metrics=metrics, batch=1, pause_s=0)
     assert pruner.step(now) == 4

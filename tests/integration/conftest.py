@@ -30,14 +30,21 @@ def debian_cron():
     if found:
         return found
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("SKIPPED A REAL-CRON TEST: Debian's cron is not installed and this is not root "
-                    "with apt-get; run the suite as root on Debian (as CI does) to check chrono against cron")
+        pytest.skip(
+            "SKIPPED A REAL-CRON TEST: Debian's cron is not installed and this is not root "
+            "with apt-get; run the suite as root on Debian (as CI does) to check chrono against cron"
+        )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    res = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "cron"], capture_output=True, env=env, check=False)
+    res = subprocess.run(
+        ["apt-get", "install", "-y", "--no-install-recommends", "cron"], capture_output=True, env=env, check=False
+    )
     if res.returncode != 0:
         subprocess.run(["apt-get", "update"], capture_output=True, env=env, check=False)
-        res = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "cron"], capture_output=True, env=env, check=False)
+        res = subprocess.run(
+            ["apt-get", "install", "-y", "--no-install-recommends", "cron"], capture_output=True, env=env, check=False
+        )
     if res.returncode != 0 or not os.path.exists("/usr/sbin/cron"):
-        pytest.skip("SKIPPED A REAL-CRON TEST: `apt-get install cron` failed: "
-                    + res.stderr.decode(errors="replace")[-500:])
+        pytest.skip(
+            "SKIPPED A REAL-CRON TEST: `apt-get install cron` failed: " + res.stderr.decode(errors="replace")[-500:]
+        )
     return "/usr/sbin/cron"

@@ -40,17 +40,24 @@ class Chronod:
         logf = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [str(BIN / "chronod"), "--registry", str(self.registry), "--db", self.db, *self.extra],
-            stdout=logf, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            start_new_session=True,
+        )
         logf.close()
         STARTED.append(self)
         if wait_ready:
-            wait_until(lambda: "event=daemon.ready" in self.log_since_start() or self.proc.poll() is not None,
-                       timeout=30, what="chronod to become ready")
+            wait_until(
+                lambda: "event=daemon.ready" in self.log_since_start() or self.proc.poll() is not None,
+                timeout=30,
+                what="chronod to become ready",
+            )
             assert self.proc.poll() is None, self.log_since_start()
         return self
 
     def log_since_start(self) -> str:
-        data = self.log_path.read_bytes()[self._offset:]
+        data = self.log_path.read_bytes()[self._offset :]
         return data.decode(errors="replace")
 
     def send(self, sig: int) -> None:
@@ -69,8 +76,9 @@ class Chronod:
         self.proc.wait(10)
 
 
-def chronoctl(*args: str, db: str | None = None, check: bool = False, env: dict | None = None,
-              timeout: float = 30) -> subprocess.CompletedProcess:
+def chronoctl(
+    *args: str, db: str | None = None, check: bool = False, env: dict | None = None, timeout: float = 30
+) -> subprocess.CompletedProcess:
     argv = [str(BIN / "chronoctl"), *args]
     if db is not None:
         argv += ["--db", db]
@@ -93,8 +101,12 @@ def write_jobs(path: Path, jobs_yaml: str) -> None:
 
 
 def job(id_: str, schedule: str, command: str, **fields) -> str:
-    lines = [f"  - id: {id_}", "    owner: team", f"    schedule: {json.dumps(schedule)}",
-             f"    command: {json.dumps(command)}"]
+    lines = [
+        f"  - id: {id_}",
+        "    owner: team",
+        f"    schedule: {json.dumps(schedule)}",
+        f"    command: {json.dumps(command)}",
+    ]
     fields.setdefault("idempotency_class", "idempotent")
     fields.setdefault("tolerance_s", 0)
     fields.setdefault("tolerance_reason", "tests need exact times")

@@ -23,14 +23,15 @@ def _editor(tmp_path, name: str, sed: str) -> str:
 def reg(tmp_path):
     reg = tmp_path / "jobs.d"
     reg.mkdir()
-    write_jobs(reg / "a.yaml", jobs_file(job("say", "@every 1s", "echo old-version"),
-                                         job("other", "0 3 * * *", "true")))
+    write_jobs(
+        reg / "a.yaml", jobs_file(job("say", "@every 1s", "echo old-version"), job("other", "0 3 * * *", "true"))
+    )
     return reg
 
 
 def test_edit_with_an_invalid_result_leaves_the_file_unchanged_and_says_why(tmp_path, reg):
     before = (reg / "a.yaml").read_bytes()
-    env = {"EDITOR": _editor(tmp_path, "bad.sh", 's/@every 1s/every 99/'), "VISUAL": ""}
+    env = {"EDITOR": _editor(tmp_path, "bad.sh", "s/@every 1s/every 99/"), "VISUAL": ""}
     res = chronoctl("edit", "say", "--registry", str(reg), db=str(tmp_path / "c.db"), env=env)
     assert res.returncode == 1, res.stderr
     assert (reg / "a.yaml").read_bytes() == before
@@ -43,7 +44,7 @@ def test_edit_with_a_valid_result_is_run_by_the_daemon(tmp_path, reg):
     d = Chronod(reg, db, tmp_path / "chronod.log").start()
     try:
         wait_until(lambda: any(r["state"] == "succeeded" for r in runs_json("say", db)), what="a first run")
-        env = {"EDITOR": _editor(tmp_path, "good.sh", 's/echo old-version/echo new-version/'), "VISUAL": ""}
+        env = {"EDITOR": _editor(tmp_path, "good.sh", "s/echo old-version/echo new-version/"), "VISUAL": ""}
         res = chronoctl("edit", "say", "--registry", str(reg), db=db, env=env)
         assert res.returncode == 0, res.stderr + res.stdout
         assert "edited other, say" in res.stdout and "took it" in res.stdout
@@ -51,6 +52,7 @@ def test_edit_with_a_valid_result_is_run_by_the_daemon(tmp_path, reg):
 
         def ran_new() -> bool:
             return chronoctl("logs", "say", db=db).stdout.strip() == "new-version"
+
         wait_until(ran_new, timeout=20, what="a run of the edited job")
     finally:
         d.stop()
@@ -69,8 +71,14 @@ def test_show_gives_the_effective_spec_its_file_line_and_jitter(tmp_path, reg):
 
 
 def test_completion_of_did_it_run_offers_the_registry_job_ids(tmp_path, reg):
-    env = {**os.environ, "_CHRONOCTL_COMPLETE": "complete_bash", "COMP_WORDS": "chronoctl did-it-run ",
-           "COMP_CWORD": "2", "CHRONO_REGISTRY": str(reg), "CHRONO_DB": str(tmp_path / "none.db")}
+    env = {
+        **os.environ,
+        "_CHRONOCTL_COMPLETE": "complete_bash",
+        "COMP_WORDS": "chronoctl did-it-run ",
+        "COMP_CWORD": "2",
+        "CHRONO_REGISTRY": str(reg),
+        "CHRONO_DB": str(tmp_path / "none.db"),
+    }
     res = subprocess.run([str(BIN / "chronoctl")], capture_output=True, text=True, env=env, timeout=60)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["other", "say"]

@@ -13,12 +13,17 @@ import pytest
 from tests.integration.daemon_helpers import BIN, Chronod, chronoctl, job, jobs_file, runs_json, wait_until, write_jobs
 
 # Prints its own clock with each line, so the reader can tell how late each line reached it.
-TICKER = "for i in $(seq 1 40); do echo \"line $i $(date +%s.%N)\"; sleep 0.5; done; exit ${CODE:-0}"
+TICKER = 'for i in $(seq 1 40); do echo "line $i $(date +%s.%N)"; sleep 0.5; done; exit ${CODE:-0}'
 
 
 def _follow(target: str, db: str) -> tuple[int, list[tuple[float, str]], str]:
-    proc = subprocess.Popen([str(BIN / "chronoctl"), "logs", target, "--follow", "--db", db],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    proc = subprocess.Popen(
+        [str(BIN / "chronoctl"), "logs", target, "--follow", "--db", db],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    )
     got = []
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -56,16 +61,23 @@ def test_a_running_run_shows_its_output_so_far_and_every_attempt_keeps_its_own(t
     reg, db = tmp_path / "jobs.d", str(tmp_path / "chrono.db")
     reg.mkdir()
     cmd = "echo attempt-$(cat n 2>/dev/null || echo 1); echo $(( $(cat n 2>/dev/null || echo 1) + 1 )) > n; sleep 6; exit 1"
-    write_jobs(reg / "a.yaml", jobs_file(job("flaky", "@every 1h", cmd, workdir=str(tmp_path),
-                                             retry={"attempts": 3, "backoff_s": 1})))
+    write_jobs(
+        reg / "a.yaml",
+        jobs_file(job("flaky", "@every 1h", cmd, workdir=str(tmp_path), retry={"attempts": 3, "backoff_s": 1})),
+    )
     d = Chronod(reg, db, tmp_path / "chronod.log").start()
     try:
         chronoctl("trigger", "flaky", db=db, check=True)
         wait_until(lambda: any(r["state"] == "running" for r in runs_json("flaky", db)), what="the run to start")
-        res = wait_until(lambda: (r := chronoctl("logs", "flaky", db=db)).stdout.startswith("attempt-") and r,
-                         timeout=30, what="output while running")
+        res = wait_until(
+            lambda: (r := chronoctl("logs", "flaky", db=db)).stdout.startswith("attempt-") and r,
+            timeout=30,
+            what="output while running",
+        )
         assert res.returncode == 0 and "still running" in res.stderr, res.stderr
-        wait_until(lambda: any(r["state"] == "failed" for r in runs_json("flaky", db)), timeout=90, what="the run to fail")
+        wait_until(
+            lambda: any(r["state"] == "failed" for r in runs_json("flaky", db)), timeout=90, what="the run to fail"
+        )
     finally:
         d.stop()
     run = next(r for r in runs_json("flaky", db) if r["state"] == "failed")

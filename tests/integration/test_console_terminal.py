@@ -50,8 +50,17 @@ def _runs(now: datetime) -> list[Run]:
     out = []
     for back, state in zip(range(1, 5), STATES):
         at = _hour(now, back)
-        r = Run(run_id=run_id(JOB, at), job_id=JOB, job_key=JOB, scheduled_at=at, fire_at=at, state=state,
-                attempts=2 if state == "failed" else 1, node="vm", finished_at=at + timedelta(seconds=75))
+        r = Run(
+            run_id=run_id(JOB, at),
+            job_id=JOB,
+            job_key=JOB,
+            scheduled_at=at,
+            fire_at=at,
+            state=state,
+            attempts=2 if state == "failed" else 1,
+            node="vm",
+            finished_at=at + timedelta(seconds=75),
+        )
         if state != "skipped_paused":
             r.started_at = at + timedelta(seconds=1)
             r.exit_code = 0 if state == "succeeded" else 3
@@ -88,8 +97,14 @@ def in_terminal(*args: str, db: str, cols: int = 80, tz: str = "America/New_York
     env.update(TERM="xterm-256color", TZ=tz, CHRONO_DB=db)
     argv = " ".join(shlex.quote(a) for a in [str(BIN / "chronoctl"), *args])
     inner = f"stty cols {cols} rows 500; {argv}"
-    res = subprocess.run(["script", "-qec", inner, "/dev/null"], capture_output=True, text=True, env=env, timeout=60,
-                         stdin=subprocess.DEVNULL)
+    res = subprocess.run(
+        ["script", "-qec", inner, "/dev/null"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     text = ANSI.sub("", res.stdout).replace("\r", "")
     return res.returncode, text
 
@@ -106,9 +121,14 @@ def _prefixes(text: str, runs: list[Run]) -> list[str]:
 def test_tables_fit_80_columns_and_their_run_ids_work_in_logs(demo):
     db, runs = demo["db"], demo["runs"]
     shown = {}
-    for args in (("list", "--registry", str(demo["reg"])), ("status",), ("status", JOB), ("runs", JOB),
-                 ("missed", "--since", "6h"),
-                 ("report", JOB, "--from", _hour(demo["now"], 6).isoformat(), "--to", demo["now"].isoformat())):
+    for args in (
+        ("list", "--registry", str(demo["reg"])),
+        ("status",),
+        ("status", JOB),
+        ("runs", JOB),
+        ("missed", "--since", "6h"),
+        ("report", JOB, "--from", _hour(demo["now"], 6).isoformat(), "--to", demo["now"].isoformat()),
+    ):
         code, text = in_terminal(*args, db=db)
         assert "Traceback" not in text and "error" not in text.split("\n")[0], text
         _fits(text)
@@ -167,8 +187,18 @@ def test_fleet_columns_only_in_a_fleet(demo):
 def test_an_ambiguous_prefix_lists_its_candidates_and_a_job_id_means_its_latest_run(demo):
     store = open_store(demo["db"])
     at = demo["now"] - timedelta(days=2)
-    twins = [Run(run_id=f"abcd{i}" + "0" * 11, job_id="hourly", job_key="hourly", scheduled_at=at + timedelta(minutes=i),
-                 fire_at=at, state="succeeded", attempts=1) for i in range(2)]
+    twins = [
+        Run(
+            run_id=f"abcd{i}" + "0" * 11,
+            job_id="hourly",
+            job_key="hourly",
+            scheduled_at=at + timedelta(minutes=i),
+            fire_at=at,
+            state="succeeded",
+            attempts=1,
+        )
+        for i in range(2)
+    ]
     store.insert_runs(twins)
     store.close()
     res = chronoctl("logs", "abcd", db=demo["db"])

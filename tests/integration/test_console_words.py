@@ -23,9 +23,24 @@ def _setup(tmp_path):
     store.sync_jobs("vm", load_registry([reg], now=now - timedelta(days=3), secure=False).jobs.values())
     at = now.replace(hour=2, minute=0, second=0, microsecond=0)
     at = at if at <= now else at - timedelta(days=1)
-    store.insert_runs([Run(run_id=run_id("nightly", at), job_id="nightly", job_key="nightly", scheduled_at=at,
-                           fire_at=at, state="failed", attempts=2, node="vm", exit_code=1, error="exit code 1",
-                           started_at=at, finished_at=at + timedelta(seconds=3))])
+    store.insert_runs(
+        [
+            Run(
+                run_id=run_id("nightly", at),
+                job_id="nightly",
+                job_key="nightly",
+                scheduled_at=at,
+                fire_at=at,
+                state="failed",
+                attempts=2,
+                node="vm",
+                exit_code=1,
+                error="exit code 1",
+                started_at=at,
+                finished_at=at + timedelta(seconds=3),
+            )
+        ]
+    )
     store.close()
     return reg, db
 
@@ -34,7 +49,9 @@ def test_messages_say_what_happened_once(tmp_path):
     reg, db = _setup(tmp_path)
     res = chronoctl("did-it-run", "nightly", db=db)
     assert res.returncode == 1
-    assert "failed with exit code 1 after 2 attempts on vm" in res.stdout and "exit code 1: exit code 1" not in res.stdout
+    assert (
+        "failed with exit code 1 after 2 attempts on vm" in res.stdout and "exit code 1: exit code 1" not in res.stdout
+    )
     assert res.stdout.count("exit code 1") == 1, res.stdout
 
     for when in ("02:00", "-1m", "now"):  # the latest 02:00 in the job's zone (UTC), and now

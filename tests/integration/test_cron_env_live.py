@@ -21,7 +21,23 @@ from tests.realcron.env_cases import generate
 from tests.realcron.run_env_cases import FIXTURE, run_live
 from tests.unit.test_cron_env_fixture import PAM, ROOT, _parse
 
-LIVE = ["k001", "e058", "e081", "u170", "h131", "n089", "r208", "l236", "s262", "s275", "s271", "p297", "p300", "n100", "m154"]
+LIVE = [
+    "k001",
+    "e058",
+    "e081",
+    "u170",
+    "h131",
+    "n089",
+    "r208",
+    "l236",
+    "s262",
+    "s275",
+    "s271",
+    "p297",
+    "p300",
+    "n100",
+    "m154",
+]
 
 
 @pytest.mark.slow

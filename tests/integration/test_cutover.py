@@ -22,9 +22,9 @@ from tests.integration.daemon_helpers import Chronod, chronoctl, wait_until
 
 CRONTAB = (
     "SHELL=/bin/sh\n"
-    "MAILTO=\"\"\n"
+    'MAILTO=""\n'
     "# the witness: which daemon ran which minute\n"
-    "* * * * * root W=${{CHRONO_RUN_ID:+chrono}}; echo \"$(date -u +\\%Y-\\%m-\\%dT\\%H:\\%M) ${{W:-cron}}\" >> {witness}\n"
+    '* * * * * root W=${{CHRONO_RUN_ID:+chrono}}; echo "$(date -u +\\%Y-\\%m-\\%dT\\%H:\\%M) ${{W:-cron}}" >> {witness}\n'
     "#0 5 * * * root /usr/bin/old-report\n"
     "17 3 * * * root /usr/local/bin/nightly --all\r\n"
     "@reboot root /usr/local/bin/warm-cache\n"  # without it Debian's cron would ignore the whole file
@@ -172,7 +172,8 @@ def test_rollback_without_a_daemon_restores_at_once_and_removes_the_imported_fil
 def test_cutover_of_a_file_cron_ignores_refuses_and_changes_nothing(tmp_path):
     # Debian's cron ignores a file with a line it refuses: there is no running line to hand over
     res, crontab, registry = _cutover_without_a_daemon(
-        tmp_path, "* * * * * root /usr/bin/true\n60 * * * * root /usr/bin/false\n")
+        tmp_path, "* * * * * root /usr/bin/true\n60 * * * * root /usr/bin/false\n"
+    )
     assert res.returncode == 1, res.stderr + res.stdout
     assert "because of line 2" in res.stderr and "nothing to hand over" in res.stderr
     assert crontab.read_text() == "* * * * * root /usr/bin/true\n60 * * * * root /usr/bin/false\n"
@@ -225,8 +226,9 @@ def _cron_for_test(debian_cron):
     if _cron_pids():
         yield None
         return
-    proc = subprocess.Popen([debian_cron, "-f"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [debian_cron, "-f"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     time.sleep(1)
     if proc.poll() is not None:
         pytest.skip(f"SKIPPED THE REAL-CRON CUTOVER TEST: `{debian_cron} -f` exited {proc.returncode} at once")
@@ -248,7 +250,8 @@ def _witness(path: Path) -> list[tuple[str, str]]:
 @pytest.mark.slow
 @pytest.mark.root
 def test_a_minutely_job_runs_every_minute_exactly_once_across_a_cutover_and_a_rollback_with_debian_cron(
-        running_cron, tmp_path):
+    running_cron, tmp_path
+):
     if os.geteuid() != 0:
         pytest.skip("SKIPPED THE REAL-CRON CUTOVER TEST: /etc/cron.d needs root")
     registry = tmp_path / "jobs.d"
@@ -267,8 +270,10 @@ def test_a_minutely_job_runs_every_minute_exactly_once_across_a_cutover_and_a_ro
 
     try:
         tmp = crontab.with_name("." + crontab.name + ".tmp")
-        tmp.write_text("SHELL=/bin/sh\n"
-                       f"* * * * * root W=${{CHRONO_RUN_ID:+chrono}}; echo \"$(date -u +\\%Y-\\%m-\\%dT\\%H:\\%M) ${{W:-cron}}\" >> {witness}\n")
+        tmp.write_text(
+            "SHELL=/bin/sh\n"
+            f'* * * * * root W=${{CHRONO_RUN_ID:+chrono}}; echo "$(date -u +\\%Y-\\%m-\\%dT\\%H:\\%M) ${{W:-cron}}" >> {witness}\n'
+        )
         os.chmod(tmp, 0o644)
         os.replace(tmp, crontab)
         wait_until(lambda: runs("cron") >= 1, timeout=150, interval=0.5, what="cron to run the job")
@@ -285,19 +290,27 @@ def test_a_minutely_job_runs_every_minute_exactly_once_across_a_cutover_and_a_ro
         back_minute = datetime.fromisoformat(back["minute"])
         assert not backup.exists()
         after = f"{back_minute + timedelta(minutes=2):%Y-%m-%dT%H:%M}"
-        wait_until(lambda: runs("cron") and any(m == after for m, _ in _witness(witness)), timeout=150,
-                   interval=0.5, what="cron to run the job twice after the rollback")
+        wait_until(
+            lambda: runs("cron") and any(m == after for m, _ in _witness(witness)),
+            timeout=150,
+            interval=0.5,
+            what="cron to run the job twice after the rollback",
+        )
         time.sleep(3)  # a late duplicate from chronod would land by now
         seen = _witness(witness)
         crons.update(_cron_pids())
         dups = {m: [w for mm, w in seen if mm == m] for m, _ in seen}
         dups = {m: ws for m, ws in dups.items() if len(ws) > 1}
         if len(crons) > 1 and dups and all(set(ws) == {"cron"} for ws in dups.values()):
-            pytest.skip(f"SKIPPED THE REAL-CRON CUTOVER TEST: {len(crons)} cron daemons ran during it "
-                        f"(pids {sorted(crons)}), each running every line of /etc/cron.d; stop the others. "
-                        f"witness: {seen}")
-        print(f"\ncutover at second {cut['second_of_minute']} of {cut_minute:%H:%M} (confirmed in {cut['confirm_s']} s), "
-              f"rollback at second {back['second_of_minute']} of {back_minute:%H:%M}; witness: {seen}")
+            pytest.skip(
+                f"SKIPPED THE REAL-CRON CUTOVER TEST: {len(crons)} cron daemons ran during it "
+                f"(pids {sorted(crons)}), each running every line of /etc/cron.d; stop the others. "
+                f"witness: {seen}"
+            )
+        print(
+            f"\ncutover at second {cut['second_of_minute']} of {cut_minute:%H:%M} (confirmed in {cut['confirm_s']} s), "
+            f"rollback at second {back['second_of_minute']} of {back_minute:%H:%M}; witness: {seen}"
+        )
         minutes = [datetime.strptime(m, "%Y-%m-%dT%H:%M").replace(tzinfo=timezone.utc) for m, _ in seen]
         first, last = minutes[0], minutes[-1]
         expected = [first + timedelta(minutes=i) for i in range(int((last - first).total_seconds() // 60) + 1)]

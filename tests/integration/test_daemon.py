@@ -17,16 +17,29 @@ import pytest
 
 from tests.integration.daemon_helpers import Chronod, chronoctl, job, jobs_file, runs_json, wait_until, write_jobs
 
-TERMINAL = {"succeeded", "failed", "timed_out", "cancelled", "skipped_overlap", "skipped_outage",
-            "skipped_paused", "lost"}
+TERMINAL = {
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "skipped_overlap",
+    "skipped_outage",
+    "skipped_paused",
+    "lost",
+}
 
 
 @pytest.fixture
 def env(tmp_path):
     reg = tmp_path / "jobs.d"
     reg.mkdir()
-    return {"reg": reg, "db": str(tmp_path / "chrono.db"), "log": tmp_path / "chronod.log",
-            "w": tmp_path / "witness", "tmp": tmp_path}
+    return {
+        "reg": reg,
+        "db": str(tmp_path / "chrono.db"),
+        "log": tmp_path / "chronod.log",
+        "w": tmp_path / "witness",
+        "tmp": tmp_path,
+    }
 
 
 def daemon(env, *extra) -> Chronod:
@@ -52,10 +65,13 @@ def parse(ts: str) -> datetime:
 
 
 def test_overlap_forbid_records_skipped_overlap_and_timeout_records_timed_out(env):
-    write_jobs(env["reg"] / "a.yaml", jobs_file(
-        job("slow", "@every 1s", "sleep 2.5", overlap="forbid"),
-        job("hang", "@every 3s", "trap '' TERM; sleep 30", timeout_s=1, kill_grace_s=1, overlap="allow"),
-    ))
+    write_jobs(
+        env["reg"] / "a.yaml",
+        jobs_file(
+            job("slow", "@every 1s", "sleep 2.5", overlap="forbid"),
+            job("hang", "@every 3s", "trap '' TERM; sleep 30", timeout_s=1, kill_grace_s=1, overlap="allow"),
+        ),
+    )
     d = daemon(env).start()
     time.sleep(6)
     d.stop()
@@ -71,11 +87,17 @@ def test_a_job_printing_50_mb_keeps_only_the_tail_and_the_daemon_memory_flat(env
     cmd = "head -c 52428800 /dev/zero | tr '\\000' x; echo; echo THE-END"
     d = daemon(env).start()
     write_jobs(env["reg"] / "a.yaml", jobs_file(job("loud", at_second(2), cmd, output_limit_kb=16)))
-    rss = lambda: int(next(l for l in Path(f"/proc/{d.proc.pid}/status").read_text().splitlines()
-                           if l.startswith("VmRSS")).split()[1])
+
+    def rss() -> int:
+        status = Path(f"/proc/{d.proc.pid}/status").read_text().splitlines()
+        return int(next(l for l in status if l.startswith("VmRSS")).split()[1])
+
     before = rss()
-    runs = wait_until(lambda: [r for r in runs_json("loud", env["db"]) if r["state"] == "succeeded"],
-                      timeout=30, what="the loud job to finish")
+    runs = wait_until(
+        lambda: [r for r in runs_json("loud", env["db"]) if r["state"] == "succeeded"],
+        timeout=30,
+        what="the loud job to finish",
+    )
     after = rss()
     d.stop()
     assert runs[0]["output_bytes"] == 52428800 + len("\nTHE-END\n")
@@ -86,12 +108,26 @@ def test_a_job_printing_50_mb_keeps_only_the_tail_and_the_daemon_memory_flat(env
 
 def test_kill_9_at_random_moments_loses_no_occurrence_and_never_reruns_an_unsafe_one(env):
     w_unsafe, w_idem = env["tmp"] / "unsafe", env["tmp"] / "idem"
-    write_jobs(env["reg"] / "a.yaml", jobs_file(
-        job("unsafe-job", "@every 1s", f"echo $CHRONO_RUN_ID >> {w_unsafe}; sleep 0.4",
-            idempotency_class="unsafe", overlap="allow", catchup="all"),
-        job("idem-job", "@every 1s", f"sleep 0.3; echo $CHRONO_RUN_ID $CHRONO_ATTEMPT >> {w_idem}",
-            overlap="allow", catchup="all"),
-    ))
+    write_jobs(
+        env["reg"] / "a.yaml",
+        jobs_file(
+            job(
+                "unsafe-job",
+                "@every 1s",
+                f"echo $CHRONO_RUN_ID >> {w_unsafe}; sleep 0.4",
+                idempotency_class="unsafe",
+                overlap="allow",
+                catchup="all",
+            ),
+            job(
+                "idem-job",
+                "@every 1s",
+                f"sleep 0.3; echo $CHRONO_RUN_ID $CHRONO_ATTEMPT >> {w_idem}",
+                overlap="allow",
+                catchup="all",
+            ),
+        ),
+    )
     rng = random.Random(20261202)
     started = datetime.now(timezone.utc)
     for _ in range(10):
@@ -125,8 +161,9 @@ def test_kill_9_at_random_moments_loses_no_occurrence_and_never_reruns_an_unsafe
 def test_sigterm_leaves_the_job_running_and_the_next_start_records_its_real_exit_status(env):
     d = daemon(env).start()
     write_jobs(env["reg"] / "a.yaml", jobs_file(job("long", at_second(2), "sleep 3; exit 7")))
-    wait_until(lambda: any(r["state"] == "running" for r in runs_json("long", env["db"])), timeout=10,
-               what="the job to start")
+    wait_until(
+        lambda: any(r["state"] == "running" for r in runs_json("long", env["db"])), timeout=10, what="the job to start"
+    )
     assert d.stop() == 0
     running = [r for r in runs_json("long", env["db"]) if r["state"] == "running"]
     assert len(running) == 1
@@ -140,13 +177,17 @@ def test_sigterm_leaves_the_job_running_and_the_next_start_records_its_real_exit
 def test_a_running_job_is_adopted_by_the_next_daemon_and_its_end_recorded(env):
     d = daemon(env).start()
     write_jobs(env["reg"] / "a.yaml", jobs_file(job("long", at_second(2), "sleep 3; exit 0")))
-    wait_until(lambda: any(r["state"] == "running" for r in runs_json("long", env["db"])), timeout=10,
-               what="the job to start")
+    wait_until(
+        lambda: any(r["state"] == "running" for r in runs_json("long", env["db"])), timeout=10, what="the job to start"
+    )
     d.kill9()
     d = daemon(env).start()
     assert "event=run.adopted" in d.log_since_start()
-    run = wait_until(lambda: [r for r in runs_json("long", env["db"]) if r["state"] == "succeeded"], timeout=10,
-                     what="the adopted run to finish")[0]
+    run = wait_until(
+        lambda: [r for r in runs_json("long", env["db"]) if r["state"] == "succeeded"],
+        timeout=10,
+        what="the adopted run to finish",
+    )[0]
     d.stop()
     assert run["attempts"] == 1
 
@@ -170,8 +211,13 @@ def test_reloads_of_unchanged_files_keep_every_occurrence_and_a_changed_file_sti
         time.sleep(0.4)
     wait_until(lambda: d.log_since_start().count("event=registry.reloaded") >= 1, what="a reload")
     write_jobs(env["reg"] / "b.yaml", jobs_file(job("later", "0 5 * * *", "true")))
-    wait_until(lambda: any(r["scheduled_at"].endswith("05:00:00+00:00") and r["state"] == "pending"
-                           for r in runs_json("later", env["db"], since="2d")), what="the changed schedule")
+    wait_until(
+        lambda: any(
+            r["scheduled_at"].endswith("05:00:00+00:00") and r["state"] == "pending"
+            for r in runs_json("later", env["db"], since="2d")
+        ),
+        what="the changed schedule",
+    )
     stopped_at = datetime.now(timezone.utc)
     assert d.stop() == 0
     runs = by_scheduled(runs_json("tick", env["db"]))
@@ -211,10 +257,13 @@ def test_a_bad_file_keeps_its_last_good_version_and_the_error_is_shown(env):
 
 
 def test_missed_occurrences_after_downtime_follow_the_catchup_policy(env):
-    write_jobs(env["reg"] / "a.yaml", jobs_file(
-        job("latest", "@every 1s", "true", catchup="latest"),
-        job("none", "@every 1s", "true", catchup="none"),
-    ))
+    write_jobs(
+        env["reg"] / "a.yaml",
+        jobs_file(
+            job("latest", "@every 1s", "true", catchup="latest"),
+            job("none", "@every 1s", "true", catchup="none"),
+        ),
+    )
     d = daemon(env).start()
     time.sleep(1.5)
     d.stop()
@@ -228,7 +277,9 @@ def test_missed_occurrences_after_downtime_follow_the_catchup_policy(env):
     d.stop()
     for name in ("latest", "none"):
         runs = by_scheduled(runs_json(name, env["db"]))
-        gap = [r for s, r in runs.items() if down_from + timedelta(seconds=1) < parse(s) < up_at - timedelta(seconds=1.5)]
+        gap = [
+            r for s, r in runs.items() if down_from + timedelta(seconds=1) < parse(s) < up_at - timedelta(seconds=1.5)
+        ]
         assert len(gap) >= 2
         assert all(r["state"] == "skipped_outage" for r in gap), [r["state"] for r in gap]
         assert all("catchup" in r["error"] for r in gap)
@@ -236,13 +287,20 @@ def test_missed_occurrences_after_downtime_follow_the_catchup_policy(env):
 
 def test_a_failed_attempt_is_retried_under_the_same_run_id(env):
     counter = env["tmp"] / "count"
-    cmd = (f"n=$(cat {counter} 2>/dev/null || echo 0); echo $((n+1)) > {counter}; "
-           f"echo $CHRONO_RUN_ID $CHRONO_ATTEMPT >> {env['w']}; [ $n -ge 1 ]")
+    cmd = (
+        f"n=$(cat {counter} 2>/dev/null || echo 0); echo $((n+1)) > {counter}; "
+        f"echo $CHRONO_RUN_ID $CHRONO_ATTEMPT >> {env['w']}; [ $n -ge 1 ]"
+    )
     d = daemon(env).start()
-    write_jobs(env["reg"] / "a.yaml", jobs_file(
-        job("flaky", at_second(2), cmd, retry={"attempts": 3, "backoff_s": 1, "max_backoff_s": 2})))
-    run = wait_until(lambda: [r for r in runs_json("flaky", env["db"]) if r["state"] == "succeeded"], timeout=15,
-                     what="the retried run to succeed")[0]
+    write_jobs(
+        env["reg"] / "a.yaml",
+        jobs_file(job("flaky", at_second(2), cmd, retry={"attempts": 3, "backoff_s": 1, "max_backoff_s": 2})),
+    )
+    run = wait_until(
+        lambda: [r for r in runs_json("flaky", env["db"]) if r["state"] == "succeeded"],
+        timeout=15,
+        what="the retried run to succeed",
+    )[0]
     d.stop()
     lines = [l.split() for l in env["w"].read_text().splitlines()]
     assert lines == [[run["run_id"], "1"], [run["run_id"], "2"]]

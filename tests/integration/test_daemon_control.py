@@ -10,8 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.integration.daemon_helpers import Chronod, chronoctl, runs_json, wait_until, write_jobs
-from tests.integration.daemon_helpers import job, jobs_file
+from tests.integration.daemon_helpers import Chronod, chronoctl, job, jobs_file, runs_json, wait_until, write_jobs
 from tests.integration.test_daemon import by_scheduled, parse
 
 
@@ -19,8 +18,13 @@ from tests.integration.test_daemon import by_scheduled, parse
 def env(tmp_path):
     reg = tmp_path / "jobs.d"
     reg.mkdir()
-    return {"reg": reg, "db": str(tmp_path / "chrono.db"), "log": tmp_path / "chronod.log",
-            "w": tmp_path / "witness", "tmp": tmp_path}
+    return {
+        "reg": reg,
+        "db": str(tmp_path / "chrono.db"),
+        "log": tmp_path / "chronod.log",
+        "w": tmp_path / "witness",
+        "tmp": tmp_path,
+    }
 
 
 def daemon(env, **kw) -> Chronod:
@@ -39,8 +43,9 @@ def test_a_stalled_daemon_catches_up_by_policy_when_it_continues(env):
     time.sleep(1.5)
     d.stop()
     runs = by_scheduled(runs_json("tick", env["db"]))
-    stalled = [r for s, r in runs.items()
-               if stalled_from + timedelta(seconds=1) < parse(s) < resumed - timedelta(seconds=1)]
+    stalled = [
+        r for s, r in runs.items() if stalled_from + timedelta(seconds=1) < parse(s) < resumed - timedelta(seconds=1)
+    ]
     assert len(stalled) >= 2, runs
     assert Counter(r["state"] for r in stalled) == {"skipped_outage": len(stalled)}
     after = [r for s, r in runs.items() if resumed + timedelta(seconds=0.2) < parse(s) < resumed + timedelta(seconds=1)]

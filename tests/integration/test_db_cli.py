@@ -31,8 +31,12 @@ def test_check_says_an_upgrade_is_pending_then_upgrade_makes_it_current(capsys, 
     assert code == 0 and f"from revision none to {HEAD_REVISION}" in out
     code, out, _ = chronoctl(capsys, "db", "check", "--db", db, "--json")
     assert code == 0
-    assert json.loads(out) == {"url": f"sqlite:///{db}", "revision": HEAD_REVISION, "head": HEAD_REVISION,
-                                "status": "current"}
+    assert json.loads(out) == {
+        "url": f"sqlite:///{db}",
+        "revision": HEAD_REVISION,
+        "head": HEAD_REVISION,
+        "status": "current",
+    }
 
 
 def test_a_directory_or_a_database_chrono_does_not_speak_is_a_usage_error(capsys, tmp_path):

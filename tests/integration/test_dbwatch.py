@@ -18,8 +18,11 @@ def _start(tmp_path: Path) -> tuple[Chronod, Path]:
     db = tmp_path / "chrono.db"
     write_jobs(reg / "tick.yaml", jobs_file(job("tick", "@every 1s", "true")))
     d = Chronod(reg, str(db), tmp_path / "chronod.log").start()
-    wait_until(lambda: len([r for r in runs_json("tick", str(db)) if r["state"] == "succeeded"]) >= 4,
-               timeout=20, what="a few runs")
+    wait_until(
+        lambda: len([r for r in runs_json("tick", str(db)) if r["state"] == "succeeded"]) >= 4,
+        timeout=20,
+        what="a few runs",
+    )
     return d, db
 
 

@@ -72,9 +72,12 @@ ID = 'printf "%s %s %s\\n" "$(id -u)" "$(id -g)" "$(id -G | tr " " ,)"'
 
 def test_a_delegated_file_cannot_choose_a_group(world, owner):
     for group in ("shadow", "root"):
-        put(world["reg"] / "mine.yaml",
+        put(
+            world["reg"] / "mine.yaml",
             jobs_file(job("mine", "@every 1s", f"{ID} > {world['out']}/mine", user=USER, group=group)),
-            owner.pw_uid, owner.pw_gid)
+            owner.pw_uid,
+            owner.pw_gid,
+        )
         result = load_registry([world["reg"]], now=NOW, secure=True)
         assert "mine" not in result.jobs
         problem = next(p for p in result.problems if p.path == "group")
@@ -82,15 +85,25 @@ def test_a_delegated_file_cannot_choose_a_group(world, owner):
 
 
 def test_a_delegated_job_runs_as_its_owner_with_the_owners_groups_only(world, owner):
-    put(world["reg"] / "mine.yaml", jobs_file(job("mine", "@every 1s", f"{ID} > {world['out']}/mine", user=USER)),
-        owner.pw_uid, owner.pw_gid)
-    put(world["reg"] / "shadowy.yaml",
+    put(
+        world["reg"] / "mine.yaml",
+        jobs_file(job("mine", "@every 1s", f"{ID} > {world['out']}/mine", user=USER)),
+        owner.pw_uid,
+        owner.pw_gid,
+    )
+    put(
+        world["reg"] / "shadowy.yaml",
         jobs_file(job("shadowy", "@every 1s", f"{ID} > {world['out']}/shadowy", user=USER, group="shadow")),
-        owner.pw_uid, owner.pw_gid)
+        owner.pw_uid,
+        owner.pw_gid,
+    )
     put(world["reg"] / "root.yaml", jobs_file(job("rootjob", "@every 1s", "true")))
     d = Chronod(world["reg"], world["db"], world["log"]).start()
-    wait_until(lambda: (world["out"] / "mine").exists() and (world["out"] / "mine").read_text().strip(),
-               timeout=15, what="the delegated job to run")
+    wait_until(
+        lambda: (world["out"] / "mine").exists() and (world["out"] / "mine").read_text().strip(),
+        timeout=15,
+        what="the delegated job to run",
+    )
     time.sleep(0.5)
     d.stop()
     uid, gid, groups = ids_of((world["out"] / "mine").read_text())
@@ -105,25 +118,41 @@ def test_a_delegated_job_runs_as_its_owner_with_the_owners_groups_only(world, ow
 @pytest.mark.parametrize("evil_name", ["00-evil.yaml", "zz-evil.yaml"])
 def test_a_delegated_file_cannot_take_over_a_root_job_or_resource_whatever_the_order(world, owner, evil_name):
     root_file = world["reg"] / "good.yaml"
-    put(root_file, "resources:\n  db: {max_concurrency: 1}\n"
-        + jobs_file(job("backup", "@every 1s", f"echo root > {world['out']}/backup", resource="db")))
+    put(
+        root_file,
+        "resources:\n  db: {max_concurrency: 1}\n"
+        + jobs_file(job("backup", "@every 1s", f"echo root > {world['out']}/backup", resource="db")),
+    )
     evil = world["reg"] / evil_name
-    put(evil, jobs_file(job("backup", "@every 1s", f"echo evil > {world['out']}/evil", user=USER)),
-        owner.pw_uid, owner.pw_gid)
+    put(
+        evil,
+        jobs_file(job("backup", "@every 1s", f"echo evil > {world['out']}/evil", user=USER)),
+        owner.pw_uid,
+        owner.pw_gid,
+    )
     result = load_registry([world["reg"]], now=NOW, secure=True)
     assert result.jobs["backup"].source_file == str(root_file)
     problem = next(p for p in result.problems if p.file == str(evil))
     assert str(root_file) in problem.message and "refused" in problem.message
 
-    put(evil, "resources:\n  db: {max_concurrency: 50}\n"
-        + jobs_file(job("other", "@every 1s", "true", user=USER, resource="db")), owner.pw_uid, owner.pw_gid)
+    put(
+        evil,
+        "resources:\n  db: {max_concurrency: 50}\n"
+        + jobs_file(job("other", "@every 1s", "true", user=USER, resource="db")),
+        owner.pw_uid,
+        owner.pw_gid,
+    )
     result = load_registry([world["reg"]], now=NOW, secure=True)
     assert result.resources["db"].max_concurrency == 1 and "other" not in result.jobs
     problem = next(p for p in result.problems if p.file == str(evil))
     assert str(root_file) in problem.message and "resource 'db'" in problem.message
 
-    put(evil, jobs_file(job("backup", "@every 1s", f"echo evil > {world['out']}/evil", user=USER)),
-        owner.pw_uid, owner.pw_gid)
+    put(
+        evil,
+        jobs_file(job("backup", "@every 1s", f"echo evil > {world['out']}/evil", user=USER)),
+        owner.pw_uid,
+        owner.pw_gid,
+    )
     d = Chronod(world["reg"], world["db"], world["log"]).start()
     wait_until(lambda: len(runs_json("backup", world["db"])) >= 2, timeout=15, what="root's backup to run")
     d.stop()
@@ -133,8 +162,12 @@ def test_a_delegated_file_cannot_take_over_a_root_job_or_resource_whatever_the_o
 
 def test_a_notify_command_runs_with_exactly_the_jobs_credentials_and_environment(world, owner):
     out = world["out"] / "notify"
-    route = {"command": f'{ID} > {out}; echo "$HOME $USER $LOGNAME" >> {out}; env | sort >> {out}',
-             "user": USER, "group": None, "timeout_s": 10}
+    route = {
+        "command": f'{ID} > {out}; echo "$HOME $USER $LOGNAME" >> {out}; env | sort >> {out}',
+        "user": USER,
+        "group": None,
+        "timeout_s": 10,
+    }
     run_command(route, {"event": "failure", "job_id": "mine", "run_id": "r1", "owner": "team", "state": "failed"})
     first, who, *env = out.read_text().splitlines()
     uid, gid, groups = ids_of(first)
@@ -143,4 +176,5 @@ def test_a_notify_command_runs_with_exactly_the_jobs_credentials_and_environment
     assert who == f"{owner.pw_dir} {USER} {USER}"
     names = {line.split("=", 1)[0] for line in env}
     assert names <= {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "PWD", "SHLVL", "_", "OLDPWD"} | {
-        n for n in names if n.startswith("CHRONO_")}
+        n for n in names if n.startswith("CHRONO_")
+    }

@@ -68,19 +68,23 @@ def test_the_daemon_runs_each_pass_or_skips_the_gap_as_each_job_asks(env):
     naive = change.replace(tzinfo=None)
     repeated = wall_expr(naive - SHIFT / 2)  # happens at change - 10 s and again at change + 10 s
     skipped = wall_expr(naive + SHIFT / 2)  # never happens in Test/Forward
-    write_jobs(env["reg"] / "dst.yaml", jobs_file(
-        job("rep-first", repeated, "true", timezone="Test/Back"),
-        job("rep-last", repeated, "true", timezone="Test/Back", dst_repeat="last"),
-        job("rep-both", repeated, "true", timezone="Test/Back", dst_repeat="both"),
-        job("gap-shift", skipped, "true", timezone="Test/Forward"),
-        job("gap-skip", skipped, "true", timezone="Test/Forward", dst_gap="skip"),
-    ))
+    write_jobs(
+        env["reg"] / "dst.yaml",
+        jobs_file(
+            job("rep-first", repeated, "true", timezone="Test/Back"),
+            job("rep-last", repeated, "true", timezone="Test/Back", dst_repeat="last"),
+            job("rep-both", repeated, "true", timezone="Test/Back", dst_repeat="both"),
+            job("gap-shift", skipped, "true", timezone="Test/Forward"),
+            job("gap-skip", skipped, "true", timezone="Test/Forward", dst_gap="skip"),
+        ),
+    )
     wait_until(lambda: "jobs=5" in daemon.log_since_start(), timeout=10, what="the registry reload")
     time.sleep(max(0.0, (change + timedelta(seconds=14) - datetime.now(timezone.utc)).total_seconds()))
 
     def scheduled(job_id: str) -> list[datetime]:
-        return sorted(utc(r["scheduled_at"]) for r in runs_json(job_id, env["db"], since="10m")
-                      if r["state"] == "succeeded")
+        return sorted(
+            utc(r["scheduled_at"]) for r in runs_json(job_id, env["db"], since="10m") if r["state"] == "succeeded"
+        )
 
     first, second = change - SHIFT / 2, change + SHIFT / 2
     wait_until(lambda: len(scheduled("rep-both")) == 2, timeout=30, what="both passes of rep-both")
@@ -94,5 +98,7 @@ def test_the_daemon_runs_each_pass_or_skips_the_gap_as_each_job_asks(env):
     # only tomorrow's occurrence, waiting: nothing ran or was recorded for today
     tomorrow = change + SHIFT / 2 + timedelta(days=1) - SHIFT  # the wall time exists tomorrow (offset +20 s)
     assert [(r["state"], utc(r["scheduled_at"])) for r in runs_json("gap-skip", env["db"], since="10m")] in (
-        [], [("pending", tomorrow)])
+        [],
+        [("pending", tomorrow)],
+    )
     daemon.stop()

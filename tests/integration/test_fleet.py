@@ -48,8 +48,19 @@ class Fleet:
     def start(self, name: str, wait_ready: bool = True, registry: Path | None = None) -> Chronod:
         state = self.tmp / f"state-{name}"
         self.ports[name] = free_port()
-        d = Chronod(registry or self.reg, self.db, self.tmp / f"{name}.log", "--node", name, "--state-dir", str(state),
-                    "--lease-ttl", self.ttl, "--metrics-addr", f"127.0.0.1:{self.ports[name]}")
+        d = Chronod(
+            registry or self.reg,
+            self.db,
+            self.tmp / f"{name}.log",
+            "--node",
+            name,
+            "--state-dir",
+            str(state),
+            "--lease-ttl",
+            self.ttl,
+            "--metrics-addr",
+            f"127.0.0.1:{self.ports[name]}",
+        )
         self.nodes[name] = d.start(wait_ready)
         return d
 
@@ -124,25 +135,47 @@ def pg_sql(url: str, sql: str, **params):
 def test_kill_9_of_a_node_hands_its_idempotent_run_to_another_and_records_the_unsafe_one_lost(fleet):
     w = fleet.w
     notices = fleet.tmp / "notices"
-    write_jobs(fleet.reg / "a.yaml", "jobs:\n"
-               + job("long-idem", at_second(3), WITNESS.format(w=w) + "; sleep 20")
-               + job("long-unsafe", at_second(3), WITNESS.format(w=w) + "; sleep 20", idempotency_class="unsafe",
-                     notify=[{"on": ["lost"], "command": f"echo $CHRONO_EVENT $CHRONO_RUN_ID >> {notices}"}]))
+    write_jobs(
+        fleet.reg / "a.yaml",
+        "jobs:\n"
+        + job("long-idem", at_second(3), WITNESS.format(w=w) + "; sleep 20")
+        + job(
+            "long-unsafe",
+            at_second(3),
+            WITNESS.format(w=w) + "; sleep 20",
+            idempotency_class="unsafe",
+            notify=[{"on": ["lost"], "command": f"echo $CHRONO_EVENT $CHRONO_RUN_ID >> {notices}"}],
+        ),
+    )
     a = fleet.start("a")
-    wait_until(lambda: one_run("long-idem", fleet.db).get("state") == "running"
-               and one_run("long-unsafe", fleet.db).get("state") == "running", timeout=15, what="both jobs to start on a")
+    wait_until(
+        lambda: (
+            one_run("long-idem", fleet.db).get("state") == "running"
+            and one_run("long-unsafe", fleet.db).get("state") == "running"
+        ),
+        timeout=15,
+        what="both jobs to start on a",
+    )
     b = fleet.start("b")
     a.kill9()
     killed = datetime.now(timezone.utc)
-    wait_until(lambda: one_run("long-unsafe", fleet.db).get("state") == "lost", timeout=20,
-               what="the unsafe run to be recorded lost")
+    wait_until(
+        lambda: one_run("long-unsafe", fleet.db).get("state") == "lost",
+        timeout=20,
+        what="the unsafe run to be recorded lost",
+    )
     idem_id = one_run("long-idem", fleet.db)["run_id"]
-    wait_until(lambda: any(l[:3] == [idem_id, "2", "b"] for l in fleet.witness()), timeout=20,
-               what="attempt 2 of the idempotent job on b")
+    wait_until(
+        lambda: any(l[:3] == [idem_id, "2", "b"] for l in fleet.witness()),
+        timeout=20,
+        what="attempt 2 of the idempotent job on b",
+    )
     takeover = (log_time(b, "event=run.started job=long-idem") - killed).total_seconds()
     lost_after = (log_time(b, "event=run.lost job=long-unsafe") - killed).total_seconds()
-    print(f"\nFIGURE takeover after kill -9: idempotent re-run started {takeover:.2f}s after the kill, "
-          f"unsafe recorded lost after {lost_after:.2f}s (lease TTL {TTL}s)")
+    print(
+        f"\nFIGURE takeover after kill -9: idempotent re-run started {takeover:.2f}s after the kill, "
+        f"unsafe recorded lost after {lost_after:.2f}s (lease TTL {TTL}s)"
+    )
     idem, unsafe = one_run("long-idem", fleet.db), one_run("long-unsafe", fleet.db)
     assert (idem["state"], idem["attempts"], idem["node"]) == ("running", 2, "b")
     assert unsafe["state"] == "lost" and unsafe["attempts"] == 1 and "never run twice" in unsafe["error"]
@@ -164,9 +197,12 @@ def test_kill_9_of_a_node_hands_its_idempotent_run_to_another_and_records_the_un
 
 def test_a_paused_node_that_wakes_after_its_lease_has_its_writes_rejected_and_dispatches_nothing_twice(fleet):
     w = fleet.w
-    write_jobs(fleet.reg / "a.yaml", "jobs:\n"
-               + job("held", at_second(3), WITNESS.format(w=w) + "; sleep 3", idempotency_class="unsafe")
-               + job("tick", "@every 1s", WITNESS.format(w=w), idempotency_class="unsafe", overlap="allow"))
+    write_jobs(
+        fleet.reg / "a.yaml",
+        "jobs:\n"
+        + job("held", at_second(3), WITNESS.format(w=w) + "; sleep 3", idempotency_class="unsafe")
+        + job("tick", "@every 1s", WITNESS.format(w=w), idempotency_class="unsafe", overlap="allow"),
+    )
     a = fleet.start("a")
     wait_until(lambda: one_run("held", fleet.db).get("state") == "running", timeout=15, what="held to start on a")
     fleet.start("b")
@@ -181,8 +217,10 @@ def test_a_paused_node_that_wakes_after_its_lease_has_its_writes_rejected_and_di
     ticks = Counter(l[0] for l in fleet.witness())
     tick_ids = {r["run_id"] for r in runs_json("tick", fleet.db)}
     dup = sum(n - 1 for rid, n in ticks.items() if rid in tick_ids and n > 1)
-    print(f"\nFIGURE SIGSTOP beyond the lease: stale writes rejected {stale:.0f}, accepted 0 "
-          f"(held recorded {held['state']!r}), duplicate unsafe dispatches {dup}")
+    print(
+        f"\nFIGURE SIGSTOP beyond the lease: stale writes rejected {stale:.0f}, accepted 0 "
+        f"(held recorded {held['state']!r}), duplicate unsafe dispatches {dup}"
+    )
     # b declared it lost; a's late 'succeeded' was refused by the token check
     assert held["state"] == "lost" and held["node"] == "b"
     assert stale >= 1
@@ -194,9 +232,21 @@ def test_a_paused_node_that_wakes_after_its_lease_has_its_writes_rejected_and_di
 def test_killed_database_connections_during_dispatch_miss_and_duplicate_no_occurrence(fleet):
     w = fleet.w
     names = [f"j{i:02d}" for i in range(20)]
-    write_jobs(fleet.reg / "a.yaml", "jobs:\n" + "".join(
-        job(n, "@every 1s", WITNESS.format(w=w), catchup="all", overlap="allow",
-            idempotency_class="unsafe" if i % 2 else "idempotent") for i, n in enumerate(names)))
+    write_jobs(
+        fleet.reg / "a.yaml",
+        "jobs:\n"
+        + "".join(
+            job(
+                n,
+                "@every 1s",
+                WITNESS.format(w=w),
+                catchup="all",
+                overlap="allow",
+                idempotency_class="unsafe" if i % 2 else "idempotent",
+            )
+            for i, n in enumerate(names)
+        ),
+    )
     for n in ("a", "b"):
         fleet.start(n)
     from sqlalchemy.engine import make_url
@@ -208,8 +258,11 @@ def test_killed_database_connections_during_dispatch_miss_and_duplicate_no_occur
 
     def terminator():
         while not stop.wait(0.4):
-            rows = pg_sql(fleet.db, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                    "WHERE datname = :d AND pid <> pg_backend_pid()", d=dbname)
+            rows = pg_sql(
+                fleet.db,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :d AND pid <> pg_backend_pid()",
+                d=dbname,
+            )
             killed[0] += sum(1 for (ok,) in rows if ok)
 
     t = threading.Thread(target=terminator)
@@ -233,8 +286,10 @@ def test_killed_database_connections_during_dispatch_miss_and_duplicate_no_occur
             elif ran[r["run_id"]] > 1:
                 duplicated += 1
             sec += timedelta(seconds=1)
-    print(f"\nFIGURE pg_terminate_backend every 0.4s for 15s ({killed[0]} sessions killed): "
-          f"{checked} occurrences checked, missed {missed}, duplicated {duplicated}")
+    print(
+        f"\nFIGURE pg_terminate_backend every 0.4s for 15s ({killed[0]} sessions killed): "
+        f"{checked} occurrences checked, missed {missed}, duplicated {duplicated}"
+    )
     assert killed[0] > 10
     assert missed == 0 and duplicated == 0
 
@@ -270,8 +325,16 @@ def restart_on_a_second(cluster, down_s: float = 0) -> tuple[datetime, datetime]
     return issued, datetime.now(timezone.utc)
 
 
-TERMINAL = {"succeeded", "failed", "timed_out", "cancelled", "skipped_overlap", "skipped_outage",
-            "skipped_paused", "lost"}
+TERMINAL = {
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "skipped_overlap",
+    "skipped_outage",
+    "skipped_paused",
+    "lost",
+}
 
 
 def audit(db: str, catchup: dict[str, str], first: datetime, last: datetime, witness: list[list[str]]) -> dict:
@@ -284,10 +347,17 @@ def audit(db: str, catchup: dict[str, str], first: datetime, last: datetime, wit
     from chronod.core.schedule import compile_schedule
 
     ran = Counter(l[0] for l in witness)
-    rows = {rid: state for rid, state in pg_sql(
-        db, "SELECT run_id, state FROM runs WHERE scheduled_at BETWEEN :a AND :b", a=first, b=last)}
-    expected = {occurrence.run_id(job_id, at): (job_id, at) for job_id in catchup
-                for at in compile_schedule("@every 1s").fires(first - timedelta(seconds=1), last)}
+    rows = {
+        rid: state
+        for rid, state in pg_sql(
+            db, "SELECT run_id, state FROM runs WHERE scheduled_at BETWEEN :a AND :b", a=first, b=last
+        )
+    }
+    expected = {
+        occurrence.run_id(job_id, at): (job_id, at)
+        for job_id in catchup
+        for at in compile_schedule("@every 1s").fires(first - timedelta(seconds=1), last)
+    }
     missed, false, states = [], [], Counter()
     for rid, (job_id, at) in sorted(expected.items(), key=lambda kv: kv[1]):
         state = rows.get(rid, "no row")
@@ -295,19 +365,31 @@ def audit(db: str, catchup: dict[str, str], first: datetime, last: datetime, wit
         where = (job_id, at.strftime("%H:%M:%S"), state, ran[rid])
         if state not in TERMINAL:
             missed.append(where)
-        elif (state == "succeeded" and not ran[rid]) or (state.startswith("skipped") and ran[rid]) \
-                or (catchup[job_id] == "all" and state != "succeeded"):
+        elif (
+            (state == "succeeded" and not ran[rid])
+            or (state.startswith("skipped") and ran[rid])
+            or (catchup[job_id] == "all" and state != "succeeded")
+        ):
             false.append(where)
-    return {"occurrences": len(expected), "missed": missed, "false": false,
-            "duplicated": [(expected[rid][0], expected[rid][1].strftime("%H:%M:%S"), n)
-                           for rid, n in ran.items() if rid in expected and n > 1],
-            "not_of_the_schedule": sorted(set(rows) - set(expected)), "states": dict(sorted(states.items()))}
+    return {
+        "occurrences": len(expected),
+        "missed": missed,
+        "false": false,
+        "duplicated": [
+            (expected[rid][0], expected[rid][1].strftime("%H:%M:%S"), n)
+            for rid, n in ran.items()
+            if rid in expected and n > 1
+        ],
+        "not_of_the_schedule": sorted(set(rows) - set(expected)),
+        "states": dict(sorted(states.items())),
+    }
 
 
 def recovery(fleet: Fleet, restarts: list[tuple[datetime, datetime]]) -> list[dict]:
     """Per restart: how long the server was away, when each node was back on the database
     (store.reachable; 0 if it never noticed), and when the fleet launched a run again —
     seconds after the server answered again."""
+
     def first(times: list[datetime], since: datetime, until: datetime, back: datetime) -> float | None:
         later = [t for t in times if since < t < until]
         return round(max((min(later) - back).total_seconds(), 0.0), 2) if later else None
@@ -315,21 +397,40 @@ def recovery(fleet: Fleet, restarts: list[tuple[datetime, datetime]]) -> list[di
     out = []
     ends = [issued for issued, _ in restarts[1:]] + [datetime.max.replace(tzinfo=timezone.utc)]
     for (issued, back), until in zip(restarts, ends):
-        nodes = {n: first(log_times(d, "event=store.reachable"), issued, until, back) or 0.0
-                 for n, d in fleet.nodes.items()}
+        nodes = {
+            n: first(log_times(d, "event=store.reachable"), issued, until, back) or 0.0 for n, d in fleet.nodes.items()
+        }
         started = [first(log_times(d, "event=run.started"), back, until, back) for d in fleet.nodes.values()]
-        out.append({"down_s": round((back - issued).total_seconds(), 2), "node_back_s": nodes,
-                    "dispatch_s": min((s for s in started if s is not None), default=None)})
+        out.append(
+            {
+                "down_s": round((back - issued).total_seconds(), 2),
+                "node_back_s": nodes,
+                "dispatch_s": min((s for s in started if s is not None), default=None),
+            }
+        )
     return out
 
 
-def test_postgresql_restarted_during_dispatch_misses_and_duplicates_no_occurrence(restartable_fleet, own_pg_cluster,
-                                                                                 record_property):
+def test_postgresql_restarted_during_dispatch_misses_and_duplicates_no_occurrence(
+    restartable_fleet, own_pg_cluster, record_property
+):
     fleet, cluster = restartable_fleet, own_pg_cluster
     catchup = {f"idem{i}": "all" for i in range(3)} | {f"once{i}": "latest" for i in range(3)}
-    write_jobs(fleet.reg / "a.yaml", "jobs:\n" + "".join(
-        job(j, "@every 1s", WITNESS.format(w=fleet.w), catchup=c, overlap="allow",
-            idempotency_class="idempotent" if c == "all" else "unsafe") for j, c in catchup.items()))
+    write_jobs(
+        fleet.reg / "a.yaml",
+        "jobs:\n"
+        + "".join(
+            job(
+                j,
+                "@every 1s",
+                WITNESS.format(w=fleet.w),
+                catchup=c,
+                overlap="allow",
+                idempotency_class="idempotent" if c == "all" else "unsafe",
+            )
+            for j, c in catchup.items()
+        ),
+    )
     for n in ("a", "b", "c"):
         fleet.start(n)
     first = (datetime.now(timezone.utc) + timedelta(seconds=2)).replace(microsecond=0)
@@ -345,11 +446,18 @@ def test_postgresql_restarted_during_dispatch_misses_and_duplicates_no_occurrenc
     fleet.stop_all()
     found = audit(fleet.db, catchup, first, last, fleet.witness())
     back = recovery(fleet, restarts)
-    figures = {"occurrences": found["occurrences"], "missed": len(found["missed"]),
-               "duplicated": len(found["duplicated"]), "restarts": back, "states": found["states"]}
-    print(f"\nFIGURE pg_ctl restart -m immediate during dispatch (once at once, once down 3s), 3 nodes, "
-          f"6 jobs @every 1s: {figures['occurrences']} occurrences, missed {figures['missed']}, duplicated "
-          f"{figures['duplicated']}; recovery after the server answered again {back}; states {found['states']}")
+    figures = {
+        "occurrences": found["occurrences"],
+        "missed": len(found["missed"]),
+        "duplicated": len(found["duplicated"]),
+        "restarts": back,
+        "states": found["states"],
+    }
+    print(
+        f"\nFIGURE pg_ctl restart -m immediate during dispatch (once at once, once down 3s), 3 nodes, "
+        f"6 jobs @every 1s: {figures['occurrences']} occurrences, missed {figures['missed']}, duplicated "
+        f"{figures['duplicated']}; recovery after the server answered again {back}; states {found['states']}"
+    )
     record_property("pg_restart", json.dumps(figures))
     assert all(alive.values()), f"a node exited on the database restart: {alive}"
     assert first < restarts[0][0] and last > restarts[-1][1], "the window must hold both restarts"
@@ -364,9 +472,20 @@ def test_postgresql_restarted_during_dispatch_misses_and_duplicates_no_occurrenc
 def test_three_nodes_run_every_occurrence_of_200_jobs_each_second_exactly_once(fleet):
     w = fleet.w
     names = [f"s{i:03d}" for i in range(200)]
-    write_jobs(fleet.reg / "a.yaml", "jobs:\n" + "".join(
-        job(n, "@every 1s", f"echo $CHRONO_RUN_ID $CHRONO_ATTEMPT $CHRONO_NODE >> {w}", overlap="allow",
-            idempotency_class="unsafe" if i % 3 == 0 else "idempotent") for i, n in enumerate(names)))
+    write_jobs(
+        fleet.reg / "a.yaml",
+        "jobs:\n"
+        + "".join(
+            job(
+                n,
+                "@every 1s",
+                f"echo $CHRONO_RUN_ID $CHRONO_ATTEMPT $CHRONO_NODE >> {w}",
+                overlap="allow",
+                idempotency_class="unsafe" if i % 3 == 0 else "idempotent",
+            )
+            for i, n in enumerate(names)
+        ),
+    )
     for n in ("a", "b", "c"):
         fleet.start(n)
     start = datetime.now(timezone.utc)
@@ -378,19 +497,25 @@ def test_three_nodes_run_every_occurrence_of_200_jobs_each_second_exactly_once(f
     lines = fleet.witness()
     ran = Counter(l[0] for l in lines)
     per_node = Counter(l[2] for l in lines)
-    rows = pg_sql(fleet.db, "SELECT job_id, scheduled_at, run_id, state FROM runs WHERE scheduled_at >= :a "
-                            "AND scheduled_at < :b", a=start + timedelta(seconds=3), b=end - timedelta(seconds=2))
+    rows = pg_sql(
+        fleet.db,
+        "SELECT job_id, scheduled_at, run_id, state FROM runs WHERE scheduled_at >= :a AND scheduled_at < :b",
+        a=start + timedelta(seconds=3),
+        b=end - timedelta(seconds=2),
+    )
     by_job: dict[str, set] = {}
     states = Counter()
-    for job_id, at, run_id, state in rows:
+    for job_id, at, _run_id, state in rows:
         by_job.setdefault(job_id, set()).add(at)
         states[state] += 1
     expected = int((end - timedelta(seconds=2) - (start + timedelta(seconds=3))).total_seconds())
     missing = sum(max(0, expected - len(by_job.get(n, ()))) for n in names)
     twice = sum(1 for n in ran.values() if n > 1)
     not_run = sum(1 for _, _, rid, st in rows if st == "succeeded" and ran[rid] == 0)
-    print(f"\nFIGURE 3 nodes x 200 jobs @every 1s for {duration:.0f}s: {len(lines)} runs witnessed "
-          f"({dict(per_node)}), run ids twice {twice}, missing seconds {missing}, states {dict(states)}")
+    print(
+        f"\nFIGURE 3 nodes x 200 jobs @every 1s for {duration:.0f}s: {len(lines)} runs witnessed "
+        f"({dict(per_node)}), run ids twice {twice}, missing seconds {missing}, states {dict(states)}"
+    )
     assert twice == 0
     assert missing == 0
     assert not_run == 0
@@ -402,8 +527,11 @@ def test_three_nodes_run_every_occurrence_of_200_jobs_each_second_exactly_once(f
 def test_a_resource_limit_holds_across_nodes(fleet):
     w = fleet.w
     body = "echo start $(date +%s.%N) >> {w}; sleep 1.5; echo end $(date +%s.%N) >> {w}".format(w=w)
-    write_jobs(fleet.reg / "a.yaml", "resources:\n  db:\n    max_concurrency: 1\njobs:\n" + "".join(
-        job(f"r{i}", "*/4 * * * * *", body, resource="db", overlap="allow") for i in range(4)))
+    write_jobs(
+        fleet.reg / "a.yaml",
+        "resources:\n  db:\n    max_concurrency: 1\njobs:\n"
+        + "".join(job(f"r{i}", "*/4 * * * * *", body, resource="db", overlap="allow") for i in range(4)),
+    )
     for n in ("a", "b"):
         fleet.start(n)
     time.sleep(14)
@@ -428,8 +556,9 @@ def test_nodes_with_different_versions_of_a_job_are_reported_and_only_one_versio
     fleet.start("a", registry=other)
     fleet.start("b")
     fleet.start("c")
-    wait_until(lambda: "event=job.version_outvoted" in fleet.nodes["a"].log_since_start(), timeout=15,
-               what="a to stand aside")
+    wait_until(
+        lambda: "event=job.version_outvoted" in fleet.nodes["a"].log_since_start(), timeout=15, what="a to stand aside"
+    )
     mark = len(fleet.witness())
     time.sleep(4)
     status = json.loads(chronoctl("status", "--json", db=fleet.db, check=True).stdout)
@@ -443,9 +572,16 @@ def test_nodes_with_different_versions_of_a_job_are_reported_and_only_one_versio
 
 def test_a_failed_run_is_retried_after_its_backoff_by_its_own_node_not_rescued_early_by_another(fleet):
     w = fleet.w
-    write_jobs(fleet.reg / "a.yaml", "jobs:\n" + job(
-        "flaky", at_second(4), f"echo $CHRONO_RUN_ID $CHRONO_ATTEMPT $CHRONO_NODE $(date +%s.%N) >> {w}; "
-        "[ $CHRONO_ATTEMPT -ge 2 ]", retry={"attempts": 2, "backoff_s": 8, "max_backoff_s": 8}))
+    write_jobs(
+        fleet.reg / "a.yaml",
+        "jobs:\n"
+        + job(
+            "flaky",
+            at_second(4),
+            f"echo $CHRONO_RUN_ID $CHRONO_ATTEMPT $CHRONO_NODE $(date +%s.%N) >> {w}; [ $CHRONO_ATTEMPT -ge 2 ]",
+            retry={"attempts": 2, "backoff_s": 8, "max_backoff_s": 8},
+        ),
+    )
     for n in ("a", "b"):
         fleet.start(n)
     wait_until(lambda: len(fleet.witness()) >= 2, timeout=25, what="the retry")
@@ -453,7 +589,9 @@ def test_a_failed_run_is_retried_after_its_backoff_by_its_own_node_not_rescued_e
     lines = fleet.witness()
     assert [l[1] for l in lines] == ["1", "2"] and lines[0][0] == lines[1][0]
     gap = float(lines[1][3]) - float(lines[0][3])
-    print(f"\nFIGURE retry on a 2-node fleet: attempt 2 started {gap:.2f}s after attempt 1 (backoff 8 s +-20%), "
-          f"nodes {lines[0][2]} then {lines[1][2]}")
+    print(
+        f"\nFIGURE retry on a 2-node fleet: attempt 2 started {gap:.2f}s after attempt 1 (backoff 8 s +-20%), "
+        f"nodes {lines[0][2]} then {lines[1][2]}"
+    )
     assert gap >= 6  # 8 s less the 20 % jitter of policy.retry_delay_s; a rescue came at 2 s
     assert lines[0][2] == lines[1][2]

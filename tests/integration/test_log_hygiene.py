@@ -32,15 +32,26 @@ def test_control_characters_from_files_keys_ids_and_output_never_reach_the_log_r
     # a file name (skipped for its name: the daemon says so), a key, an id
     write_jobs(reg / f"bad{CONTROLS}name.yaml", jobs_file(job("named", "@every 1s", "true")))
     write_jobs(reg / "bad name$.yaml", jobs_file(job("dollar", "@every 1s", "true")))
-    write_jobs(reg / "key.yaml", jobs_file(job("keyed", "@every 1s", "true")).replace(
-        "    owner: team\n", f"    owner: team\n    {json.dumps('sched' + CONTROLS)}: 1\n"))
-    write_jobs(reg / "id.yaml", jobs_file(job("placeholder", "@every 1s", "true")).replace(
-        '"placeholder"', json.dumps("id" + CONTROLS)).replace("id: placeholder", f"id: {json.dumps('id' + CONTROLS)}"))
+    write_jobs(
+        reg / "key.yaml",
+        jobs_file(job("keyed", "@every 1s", "true")).replace(
+            "    owner: team\n", f"    owner: team\n    {json.dumps('sched' + CONTROLS)}: 1\n"
+        ),
+    )
+    write_jobs(
+        reg / "id.yaml",
+        jobs_file(job("placeholder", "@every 1s", "true"))
+        .replace('"placeholder"', json.dumps("id" + CONTROLS))
+        .replace("id: placeholder", f"id: {json.dumps('id' + CONTROLS)}"),
+    )
     # job output: a failing job whose notify command complains with every class on stderr
     noisy = f"printf '{CONTROLS}' >&2; exit 1"
-    write_jobs(reg / "out.yaml", jobs_file(job("noisy", "@every 1s", noisy)).replace(
-        "    owner: team\n",
-        f"    owner: team\n    notify:\n      - on: [failed]\n        command: {noisy!r}\n"))
+    write_jobs(
+        reg / "out.yaml",
+        jobs_file(job("noisy", "@every 1s", noisy)).replace(
+            "    owner: team\n", f"    owner: team\n    notify:\n      - on: [failed]\n        command: {noisy!r}\n"
+        ),
+    )
     d = Chronod(reg, db, log).start()
     wait_until(lambda: "event=notify.failed" in d.log_since_start(), timeout=30, what="a failed notify command")
     d.stop()

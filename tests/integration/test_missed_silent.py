@@ -9,8 +9,8 @@ import json
 import re
 from datetime import datetime, timedelta, timezone
 
-from chronod.core.occurrence import run_id
 from chronod.core.model import JobSpec
+from chronod.core.occurrence import run_id
 from chronod.store.api import Run
 from chronod.store.sql import SqlStore
 from tests.integration.daemon_helpers import chronoctl
@@ -19,8 +19,14 @@ DAY = 86400
 
 
 def _spec(id: str, owner: str, schedule: str, max_silence_s: int) -> JobSpec:
-    return JobSpec(id=id, owner=owner, schedule=schedule, command="true", idempotency_class="idempotent",
-                   max_silence_s=max_silence_s)
+    return JobSpec(
+        id=id,
+        owner=owner,
+        schedule=schedule,
+        command="true",
+        idempotency_class="idempotent",
+        max_silence_s=max_silence_s,
+    )
 
 
 PURGE = _spec("gdpr-purge", "privacy", "0 3 * * *", 2 * DAY)
@@ -31,9 +37,21 @@ NEVER = _spec("warehouse-load", "data", "0 4 * * *", 2 * DAY)
 
 
 def _won(spec: JobSpec, at: datetime) -> Run:
-    return Run(run_id=run_id(spec.id, at), job_id=spec.id, job_key=spec.id, scheduled_at=at, fire_at=at,
-               state="succeeded", attempts=1, node="web1", trigger="schedule", started_at=at + timedelta(seconds=1),
-               finished_at=at + timedelta(seconds=31), exit_code=0, output_bytes=0)
+    return Run(
+        run_id=run_id(spec.id, at),
+        job_id=spec.id,
+        job_key=spec.id,
+        scheduled_at=at,
+        fire_at=at,
+        state="succeeded",
+        attempts=1,
+        node="web1",
+        trigger="schedule",
+        started_at=at + timedelta(seconds=1),
+        finished_at=at + timedelta(seconds=31),
+        exit_code=0,
+        output_bytes=0,
+    )
 
 
 def _store(url: str, clock=None) -> SqlStore:
@@ -50,9 +68,14 @@ def _fill(url: str, now: datetime) -> datetime:
     try:
         store.sync_jobs("web1", [PURGE, HOURLY, PAUSED, FRESH])
         store.set_paused(PAUSED.id, True, "INC-9: bucket migration")
-        store.insert_runs([_won(PURGE, day0 - timedelta(days=35)), _won(PURGE, day0 - timedelta(days=34)),
-                           *(_won(HOURLY, hour0 - timedelta(hours=h)) for h in range(3)),
-                           _won(PAUSED, day0 - timedelta(days=30))])
+        store.insert_runs(
+            [
+                _won(PURGE, day0 - timedelta(days=35)),
+                _won(PURGE, day0 - timedelta(days=34)),
+                *(_won(HOURLY, hour0 - timedelta(hours=h)) for h in range(3)),
+                _won(PAUSED, day0 - timedelta(days=30)),
+            ]
+        )
     finally:
         store.close()
     return day0 - timedelta(days=34, seconds=-31)

@@ -15,8 +15,21 @@ import pytest
 
 from tests.integration.daemon_helpers import Chronod, runs_json, wait_until, write_jobs
 
-BODY_KEYS = {"event", "job_id", "owner", "run_id", "state", "scheduled_at", "fire_at", "exit_code", "error",
-             "output_tail", "node", "sent_at", "chrono_version"}
+BODY_KEYS = {
+    "event",
+    "job_id",
+    "owner",
+    "run_id",
+    "state",
+    "scheduled_at",
+    "fire_at",
+    "exit_code",
+    "error",
+    "output_tail",
+    "node",
+    "sent_at",
+    "chrono_version",
+}
 
 
 class Receiver:
@@ -67,10 +80,19 @@ def env(tmp_path):
 
 
 def job(id_: str, command: str, url: str, on=("failed", "recovered", "silence"), **fields) -> str:
-    lines = [f"  - id: {id_}", "    owner: team-a", '    schedule: "@every 1s"', f"    command: {json.dumps(command)}",
-             "    idempotency_class: idempotent", "    tolerance_s: 0", "    tolerance_reason: tests",
-             "    notify:", f"      - on: {json.dumps(list(on))}", f"        webhook: {json.dumps(url)}",
-             "        timeout_s: 2"]
+    lines = [
+        f"  - id: {id_}",
+        "    owner: team-a",
+        '    schedule: "@every 1s"',
+        f"    command: {json.dumps(command)}",
+        "    idempotency_class: idempotent",
+        "    tolerance_s: 0",
+        "    tolerance_reason: tests",
+        "    notify:",
+        f"      - on: {json.dumps(list(on))}",
+        f"        webhook: {json.dumps(url)}",
+        "        timeout_s: 2",
+    ]
     lines += [f"    {k}: {json.dumps(v)}" for k, v in fields.items()]
     return "\n".join(lines) + "\n"
 
@@ -113,12 +135,15 @@ def test_a_failing_job_sends_one_failed_and_after_the_fix_one_recovered(env, hoo
 def test_a_job_that_stops_succeeding_goes_silent_on_time(env, hook):
     flag = env["tmp"] / "healthy"
     flag.touch()
-    write_jobs(env["reg"] / "a.yaml", jobs_file(job("heartbeat", f"test -e {flag}", hook.url, on=("silence",),
-                                                    max_silence_s=3)))
+    write_jobs(
+        env["reg"] / "a.yaml",
+        jobs_file(job("heartbeat", f"test -e {flag}", hook.url, on=("silence",), max_silence_s=3)),
+    )
     d = chronod(env).start()
     try:
-        wait_until(lambda: any(r["state"] == "succeeded" for r in runs_json("heartbeat", env["db"])),
-                   what="a first success")
+        wait_until(
+            lambda: any(r["state"] == "succeeded" for r in runs_json("heartbeat", env["db"])), what="a first success"
+        )
         flag.unlink()
         wait_until(lambda: hook.events("heartbeat"), timeout=20, what="a silence notice")
         wins = [r for r in runs_json("heartbeat", env["db"]) if r["state"] == "succeeded"]
@@ -145,18 +170,24 @@ def test_a_dead_webhook_delays_no_job_and_its_failures_are_counted(env):
     refused = f"http://127.0.0.1:{closed.getsockname()[1]}/"
     closed.close()
     hang = f"http://127.0.0.1:{blackhole.getsockname()[1]}/"
-    write_jobs(env["reg"] / "a.yaml", jobs_file(
-        job("noisy", "exit 3", hang, max_silence_s=3600),
-        job("noisy2", "exit 3", refused, max_silence_s=3600),
-        job("steady", "true", hang, on=("failed",), max_silence_s=3600)))
+    write_jobs(
+        env["reg"] / "a.yaml",
+        jobs_file(
+            job("noisy", "exit 3", hang, max_silence_s=3600),
+            job("noisy2", "exit 3", refused, max_silence_s=3600),
+            job("steady", "true", hang, on=("failed",), max_silence_s=3600),
+        ),
+    )
     d = chronod(env).start()
     try:
         wait_until(lambda: "event=notify.failed" in d.log_since_start(), timeout=30, what="a failed delivery")
         settle(4)
         runs = [r for r in runs_json("steady", env["db"]) if r["started_at"]]
         assert len(runs) >= 8
-        lags = [(datetime.fromisoformat(r["started_at"]) - datetime.fromisoformat(r["fire_at"])).total_seconds()
-                for r in runs]
+        lags = [
+            (datetime.fromisoformat(r["started_at"]) - datetime.fromisoformat(r["fire_at"])).total_seconds()
+            for r in runs
+        ]
         assert max(lags) < 1.0, f"fire lag up to {max(lags):.3f}s while webhooks hang"
         assert "job=noisy2" in d.log_since_start()
     finally:
@@ -254,14 +285,29 @@ def test_two_nodes_deciding_the_same_history_record_and_send_each_notice_once(st
     from chronod.core.occurrence import run_id
     from chronod.store.api import Run
 
-    store = _spec_store(store_url, tmp_path, jobs_file(job("flaky", "exit 1", "http://127.0.0.1:9/",
-                                                           on=("failed",), max_silence_s=3600)))
+    store = _spec_store(
+        store_url,
+        tmp_path,
+        jobs_file(job("flaky", "exit 1", "http://127.0.0.1:9/", on=("failed",), max_silence_s=3600)),
+    )
     now = datetime.now(timezone.utc).replace(microsecond=0)
     at = now - timedelta(seconds=30)
-    store.insert_runs([Run(run_id=run_id("flaky", at - timedelta(seconds=i)), job_id="flaky", job_key="flaky",
-                           scheduled_at=at - timedelta(seconds=i), fire_at=at - timedelta(seconds=i), state="failed",
-                           attempts=1, exit_code=1, finished_at=at - timedelta(seconds=i) + timedelta(milliseconds=300))
-                       for i in range(5)])
+    store.insert_runs(
+        [
+            Run(
+                run_id=run_id("flaky", at - timedelta(seconds=i)),
+                job_id="flaky",
+                job_key="flaky",
+                scheduled_at=at - timedelta(seconds=i),
+                fire_at=at - timedelta(seconds=i),
+                state="failed",
+                attempts=1,
+                exit_code=1,
+                finished_at=at - timedelta(seconds=i) + timedelta(milliseconds=300),
+            )
+            for i in range(5)
+        ]
+    )
     sent_a, sent_b = [], []
     a, b = _service(store, "a", sent_a), _service(store, "b", sent_b)
     try:
@@ -280,8 +326,12 @@ def test_two_nodes_deciding_the_same_history_record_and_send_each_notice_once(st
 def test_a_deleted_next_occurrence_is_noticed_and_chronod_repairs_it(env, hook, tmp_path):
     from chronod.store.api import open_store
 
-    write_jobs(env["reg"] / "a.yaml", jobs_file(job("hourly", "true", hook.url, on=("silence",),
-                                                    max_silence_s=7200).replace('"@every 1s"', '"@every 1h"')))
+    write_jobs(
+        env["reg"] / "a.yaml",
+        jobs_file(
+            job("hourly", "true", hook.url, on=("silence",), max_silence_s=7200).replace('"@every 1s"', '"@every 1h"')
+        ),
+    )
     d = chronod(env).start()
     d.stop()
     store = open_store(env["db"])
@@ -292,8 +342,20 @@ def test_a_deleted_next_occurrence_is_noticed_and_chronod_repairs_it(env, hook, 
         from chronod.store.api import Run
 
         before = pending[0].scheduled_at - timedelta(hours=1)
-        store.insert_runs([Run(run_id=run_id("hourly", before), job_id="hourly", job_key="hourly", scheduled_at=before,
-                               fire_at=before, state="succeeded", attempts=1, finished_at=before + timedelta(seconds=1))])
+        store.insert_runs(
+            [
+                Run(
+                    run_id=run_id("hourly", before),
+                    job_id="hourly",
+                    job_key="hourly",
+                    scheduled_at=before,
+                    fire_at=before,
+                    state="succeeded",
+                    attempts=1,
+                    finished_at=before + timedelta(seconds=1),
+                )
+            ]
+        )
         assert store.delete_run(pending[0].run_id)
         sent = []
         svc = _service(store, "checker", sent)
@@ -318,17 +380,33 @@ def test_an_occurrence_left_pending_past_its_grace_is_reported_unclaimed(store_u
     from chronod.core.occurrence import run_id
     from chronod.store.api import Run
 
-    store = _spec_store(store_url, tmp_path, jobs_file(job("stuck", "true", "http://127.0.0.1:9/", on=("silence",),
-                                                           max_silence_s=7200)))
+    store = _spec_store(
+        store_url, tmp_path, jobs_file(job("stuck", "true", "http://127.0.0.1:9/", on=("silence",), max_silence_s=7200))
+    )
     now = datetime.now(timezone.utc).replace(microsecond=0)
     late = now - timedelta(seconds=90)
-    store.insert_runs([
-        Run(run_id=run_id("stuck", late - timedelta(seconds=1)), job_id="stuck", job_key="stuck",
-            scheduled_at=late - timedelta(seconds=1), fire_at=late - timedelta(seconds=1), state="succeeded",
-            attempts=1, finished_at=late),
-        Run(run_id=run_id("stuck", late), job_id="stuck", job_key="stuck", scheduled_at=late, fire_at=late,
-            state="pending"),
-    ])
+    store.insert_runs(
+        [
+            Run(
+                run_id=run_id("stuck", late - timedelta(seconds=1)),
+                job_id="stuck",
+                job_key="stuck",
+                scheduled_at=late - timedelta(seconds=1),
+                fire_at=late - timedelta(seconds=1),
+                state="succeeded",
+                attempts=1,
+                finished_at=late,
+            ),
+            Run(
+                run_id=run_id("stuck", late),
+                job_id="stuck",
+                job_key="stuck",
+                scheduled_at=late,
+                fire_at=late,
+                state="pending",
+            ),
+        ]
+    )
     sent = []
     svc = _service(store, "n1", sent)
     try:
@@ -350,16 +428,34 @@ def test_a_round_busy_with_one_job_still_notices_another_job_going_silent(store_
 
     monkeypatch.setattr(service, "CURSOR_OVERLAP_S", 0)  # later rounds read only busy's new rows
 
-    store = _spec_store(store_url, tmp_path, jobs_file(
-        job("busy", "exit 1", "http://127.0.0.1:9/", on=("failed",), max_silence_s=3600),
-        job("quiet", "true", "http://127.0.0.1:9/", on=("silence",), max_silence_s=60)
-        .replace('"@every 1s"', '"@every 1h"')))
+    store = _spec_store(
+        store_url,
+        tmp_path,
+        jobs_file(
+            job("busy", "exit 1", "http://127.0.0.1:9/", on=("failed",), max_silence_s=3600),
+            job("quiet", "true", "http://127.0.0.1:9/", on=("silence",), max_silence_s=60).replace(
+                '"@every 1s"', '"@every 1h"'
+            ),
+        ),
+    )
     now = datetime.now(timezone.utc).replace(microsecond=0)
 
     def ran(job_id, at, state):
-        store.insert_runs([Run(run_id=run_id(job_id, at), job_id=job_id, job_key=job_id, scheduled_at=at, fire_at=at,
-                               state=state, attempts=1, exit_code=0 if state == "succeeded" else 1,
-                               finished_at=at + timedelta(milliseconds=200))])
+        store.insert_runs(
+            [
+                Run(
+                    run_id=run_id(job_id, at),
+                    job_id=job_id,
+                    job_key=job_id,
+                    scheduled_at=at,
+                    fire_at=at,
+                    state=state,
+                    attempts=1,
+                    exit_code=0 if state == "succeeded" else 1,
+                    finished_at=at + timedelta(milliseconds=200),
+                )
+            ]
+        )
 
     ran("quiet", now - timedelta(seconds=50), "succeeded")
     for job_id in ("busy", "quiet"):
@@ -387,13 +483,28 @@ def test_in_a_fleet_only_the_first_live_node_decides_and_the_next_takes_over_whe
     from chronod.core.occurrence import run_id
     from chronod.store.api import Run
 
-    store = _spec_store(store_url, tmp_path, jobs_file(job("flaky", "exit 1", "http://127.0.0.1:9/", on=("failed",),
-                                                           max_silence_s=3600)))
+    store = _spec_store(
+        store_url,
+        tmp_path,
+        jobs_file(job("flaky", "exit 1", "http://127.0.0.1:9/", on=("failed",), max_silence_s=3600)),
+    )
     tokens = {n: store.acquire_node(n, pid=os.getpid(), hostname="h", boot_id="b", ttl_s=60) for n in ("a", "b")}
     now = datetime.now(timezone.utc).replace(microsecond=0)
-    store.insert_runs([Run(run_id=run_id("flaky", now), job_id="flaky", job_key="flaky", scheduled_at=now,
-                           fire_at=now, state="failed", attempts=1, exit_code=1,
-                           finished_at=now + timedelta(milliseconds=300))])
+    store.insert_runs(
+        [
+            Run(
+                run_id=run_id("flaky", now),
+                job_id="flaky",
+                job_key="flaky",
+                scheduled_at=now,
+                fire_at=now,
+                state="failed",
+                attempts=1,
+                exit_code=1,
+                finished_at=now + timedelta(milliseconds=300),
+            )
+        ]
+    )
     a, b = _service(store, "a", []), _service(store, "b", [])
     try:
         b.step(now)

@@ -9,20 +9,22 @@ from datetime import datetime, timezone
 import pytest
 
 from chronod.store.api import open_store
-from tests.integration.daemon_helpers import Chronod, chronoctl, runs_json, wait_until, write_jobs
-from tests.integration.daemon_helpers import job, jobs_file
+from tests.integration.daemon_helpers import Chronod, chronoctl, job, jobs_file, runs_json, wait_until, write_jobs
 
 
 @pytest.mark.slow
 def test_did_it_run_and_missed_answer_from_the_real_history(tmp_path):
     reg, db = tmp_path / "jobs.d", str(tmp_path / "chrono.db")
     reg.mkdir()
-    write_jobs(reg / "a.yaml", jobs_file(
-        job("ok", "@every 1s", "true"),
-        job("bad", "@every 1s", "exit 3"),
-        job("slow", "@every 1s", "sleep 30", overlap="forbid"),
-        job("nap", "@every 1s", "true"),
-    ))
+    write_jobs(
+        reg / "a.yaml",
+        jobs_file(
+            job("ok", "@every 1s", "true"),
+            job("bad", "@every 1s", "exit 3"),
+            job("slow", "@every 1s", "sleep 30", overlap="forbid"),
+            job("nap", "@every 1s", "true"),
+        ),
+    )
     d = Chronod(reg, db, tmp_path / "chronod.log").start()
     wait_until(lambda: any(r["state"] == "skipped_overlap" for r in runs_json("slow", db)), what="an overlap")
     chronoctl("pause", "nap", "--reason", "disk full", db=db, check=True)

@@ -18,22 +18,46 @@ from pathlib import Path
 
 import pytest
 
-from chronod.core.occurrence import run_id
 from chronod.core.model import JobSpec
+from chronod.core.occurrence import run_id
 from chronod.store.api import Run, open_store
 from tests.integration.daemon_helpers import registered_since
 
 CHRONOCTL = str(Path(sys.executable).with_name("chronoctl"))
 PG_ADMIN = os.environ.get("CHRONO_TEST_PG_DSN", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 
-HOURLY = JobSpec(id="billing-export", owner="finance", schedule="0 * * * *", command="true",
-                 idempotency_class="idempotent", max_silence_s=3 * 3600)
-PAUSED = JobSpec(id="cleanup", owner="platform", schedule="30 * * * *", command="true",
-                 idempotency_class="idempotent", max_silence_s=3 * 3600)
+HOURLY = JobSpec(
+    id="billing-export",
+    owner="finance",
+    schedule="0 * * * *",
+    command="true",
+    idempotency_class="idempotent",
+    max_silence_s=3 * 3600,
+)
+PAUSED = JobSpec(
+    id="cleanup",
+    owner="platform",
+    schedule="30 * * * *",
+    command="true",
+    idempotency_class="idempotent",
+    max_silence_s=3 * 3600,
+)
 
 # hours before the current hour -> what happened to that occurrence (None: no row at all)
-HISTORY = {0: "succeeded", 1: "succeeded", 2: "failed", 3: "skipped_overlap", 4: "timed_out",
-           5: None, 6: "skipped_outage", 7: "lost", 8: "succeeded", 9: "succeeded", 10: "succeeded", 11: "succeeded"}
+HISTORY = {
+    0: "succeeded",
+    1: "succeeded",
+    2: "failed",
+    3: "skipped_overlap",
+    4: "timed_out",
+    5: None,
+    6: "skipped_outage",
+    7: "lost",
+    8: "succeeded",
+    9: "succeeded",
+    10: "succeeded",
+    11: "succeeded",
+}
 
 
 def _hour0() -> datetime:
@@ -42,14 +66,20 @@ def _hour0() -> datetime:
 
 def _run(spec: JobSpec, at: datetime, state: str, **kw) -> Run:
     done = state in ("succeeded", "failed", "timed_out")
-    fields = dict(attempts=0 if state.startswith("skipped") else 1, node="web1", trigger="schedule",
-                  started_at=at + timedelta(seconds=1) if state not in ("pending",) and not state.startswith("skipped") else None,
-                  finished_at=at + timedelta(seconds=31) if done else None,
-                  exit_code={"succeeded": 0, "failed": 3}.get(state), output_bytes=0,
-                  error={"skipped_overlap": "previous run still going", "lost": "node web1 died"}.get(state))
+    fields = dict(
+        attempts=0 if state.startswith("skipped") else 1,
+        node="web1",
+        trigger="schedule",
+        started_at=at + timedelta(seconds=1) if state not in ("pending",) and not state.startswith("skipped") else None,
+        finished_at=at + timedelta(seconds=31) if done else None,
+        exit_code={"succeeded": 0, "failed": 3}.get(state),
+        output_bytes=0,
+        error={"skipped_overlap": "previous run still going", "lost": "node web1 died"}.get(state),
+    )
     fields.update(kw)
-    return Run(run_id=run_id(spec.id, at), job_id=spec.id, job_key=spec.id, scheduled_at=at, fire_at=at,
-               state=state, **fields)
+    return Run(
+        run_id=run_id(spec.id, at), job_id=spec.id, job_key=spec.id, scheduled_at=at, fire_at=at, state=state, **fields
+    )
 
 
 def _fill(url: str) -> dict:
@@ -78,7 +108,9 @@ def _fill(url: str) -> dict:
     return {"h0": h0}
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=[pytest.mark.postgres, pytest.mark.slow])])
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgresql", marks=[pytest.mark.postgres, pytest.mark.slow])]
+)
 def db(request, tmp_path_factory):
     if request.param == "sqlite":
         url = str(tmp_path_factory.mktemp("ops") / "chrono.db")
@@ -120,15 +152,19 @@ def iso_at(h0: datetime, back: int) -> str:
 
 # --- did-it-run -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("back, code, state, words", [
-    (1, 0, "succeeded", "succeeded"),
-    (2, 1, "failed", "exit code 3"),
-    (3, 1, "skipped_overlap", "overlap policy"),
-    (4, 1, "timed_out", "timed out"),
-    (5, 1, "no_record", "no record"),
-    (6, 1, "skipped_outage", "catch-up policy"),
-    (7, 1, "lost", "lost"),
-])
+
+@pytest.mark.parametrize(
+    "back, code, state, words",
+    [
+        (1, 0, "succeeded", "succeeded"),
+        (2, 1, "failed", "exit code 3"),
+        (3, 1, "skipped_overlap", "overlap policy"),
+        (4, 1, "timed_out", "timed out"),
+        (5, 1, "no_record", "no record"),
+        (6, 1, "skipped_outage", "catch-up policy"),
+        (7, 1, "lost", "lost"),
+    ],
+)
 def test_did_it_run_answers_each_occurrence_as_the_history_records_it(db, back, code, state, words):
     url, info = db
     p = ctl("did-it-run", "billing-export", "--at", iso_at(info["h0"], back), "--db", url)
@@ -169,7 +205,9 @@ def test_did_it_run_for_a_running_occurrence_says_still_running(db):
 
 def test_did_it_run_for_a_future_occurrence_says_not_due_yet(db):
     url, info = db
-    rc, data = ctl_json("did-it-run", "billing-export", "--at", (info["h0"] + timedelta(days=2)).isoformat(), "--db", url)
+    rc, data = ctl_json(
+        "did-it-run", "billing-export", "--at", (info["h0"] + timedelta(days=2)).isoformat(), "--db", url
+    )
     assert (rc, data["state"]) == (1, "not_due")
 
 
@@ -188,6 +226,7 @@ def test_did_it_run_for_an_unknown_job_exits_2(db):
 
 
 # --- missed, runs, status, logs ------------------------------------------------------------------
+
 
 def test_missed_finds_the_occurrence_that_has_no_row_and_every_failure(db):
     url, info = db
@@ -215,8 +254,23 @@ def test_runs_filters_by_state_and_window(db):
     rc, data = ctl_json("runs", "billing-export", "--state", "failed", "--db", url)
     assert rc == 0
     assert [r["state"] for r in data] == ["failed"]
-    keys = {"run_id", "job_id", "scheduled_at", "fire_at", "state", "attempts", "node", "started_at",
-            "finished_at", "exit_code", "error", "signal", "output_bytes", "token", "trigger"}
+    keys = {
+        "run_id",
+        "job_id",
+        "scheduled_at",
+        "fire_at",
+        "state",
+        "attempts",
+        "node",
+        "started_at",
+        "finished_at",
+        "exit_code",
+        "error",
+        "signal",
+        "output_bytes",
+        "token",
+        "trigger",
+    }
     assert keys <= set(data[0])
     minutes = int((datetime.now(timezone.utc) - info["h0"]).total_seconds() // 60) + 121
     rc, data = ctl_json("runs", "billing-export", "--since", f"{minutes}m", "--db", url)
@@ -228,7 +282,9 @@ def test_status_of_a_job_shows_its_last_runs_streak_and_silence(db):
     rc, data = ctl_json("status", "billing-export", "--db", url)
     assert rc == 0
     assert data["owner"] == "finance" and data["success_streak"] == 2
-    assert [r["run_id"] for r in data["runs"][:3]] == [run_id("billing-export", info["h0"] - timedelta(hours=b)) for b in (0, 1, 2)]
+    assert [r["run_id"] for r in data["runs"][:3]] == [
+        run_id("billing-export", info["h0"] - timedelta(hours=b)) for b in (0, 1, 2)
+    ]
     assert data["silent"] is False and data["max_silence_s"] == 3 * 3600
     rc, data = ctl_json("status", "cleanup", "--db", url)
     assert data["paused"] and data["paused_reason"] == "INC-7: upstream down"
@@ -257,6 +313,7 @@ def test_logs_escapes_control_characters_and_unknown_runs_exit_2(db):
 
 # --- pause, resume, trigger ---------------------------------------------------------------------
 
+
 def test_pause_and_resume_change_what_status_reports(db):
     url, _ = db
     assert ctl("pause", "billing-export", "--reason", "maintenance", "--db", url).returncode == 0
@@ -275,6 +332,7 @@ def test_trigger_without_a_running_daemon_exits_3_and_queues_nothing(db):
 
 
 # --- the database itself -------------------------------------------------------------------------
+
 
 def test_an_unreachable_database_exits_3_without_showing_its_password():
     p = ctl("status", "--db", "postgresql+psycopg://chrono:s3cret@127.0.0.1:1/chrono")

@@ -21,8 +21,13 @@ from tests.integration.test_fleet import fleet  # noqa: F401  (the fixture)
 def env(tmp_path):
     reg = tmp_path / "jobs.d"
     reg.mkdir()
-    return {"reg": reg, "db": str(tmp_path / "chrono.db"), "log": tmp_path / "chronod.log",
-            "w": tmp_path / "witness", "tmp": tmp_path}
+    return {
+        "reg": reg,
+        "db": str(tmp_path / "chrono.db"),
+        "log": tmp_path / "chronod.log",
+        "w": tmp_path / "witness",
+        "tmp": tmp_path,
+    }
 
 
 def daemon(where, environ: dict | None = None) -> Chronod:
@@ -113,14 +118,17 @@ def test_report_did_it_run_and_missed_expect_nothing_before_a_job_was_registered
     first = chronoctl("did-it-run", "nightly", db=env["db"])
     assert first.returncode == 1
     assert "no record" not in first.stdout and "registered at" in first.stdout, first.stdout
-    wait_until(lambda: len([r for r in runs_json("tick", env["db"]) if r["state"] == "succeeded"]) >= 3,
-               what="three runs of tick")
+    wait_until(
+        lambda: len([r for r in runs_json("tick", env["db"]) if r["state"] == "succeeded"]) >= 3,
+        what="three runs of tick",
+    )
     (env["reg"] / "a.yaml").unlink()
     wait_until(lambda: "event=job.removed" in d.log_since_start(), what="the removal")
     time.sleep(4)  # two more occurrences of tick fall due after its removal
     d.stop()
-    rep = json.loads(chronoctl("report", "tick", "--from", today, "--to", today, "--format", "json",
-                               db=env["db"], check=True).stdout)["jobs"][0]
+    rep = json.loads(
+        chronoctl("report", "tick", "--from", today, "--to", today, "--format", "json", db=env["db"], check=True).stdout
+    )["jobs"][0]
     assert rep["totals"].get("missing", 0) == 0, rep["totals"]
     assert rep["not_registered"] > 1000  # every 2 s of the day, but for the few seconds it was registered
     assert rep["registered"][0]["until"] is not None
@@ -135,15 +143,23 @@ def test_report_did_it_run_and_missed_expect_nothing_before_a_job_was_registered
 
 def test_a_run_waiting_for_a_resource_stays_pending_then_ends_skipped_resource_naming_it(env):
     w = env["w"]
-    write_jobs(env["reg"] / "a.yaml", "resources:\n  db:\n    max_concurrency: 1\n" + jobs_file(
-        job("hog", "@every 1h", f"sleep 6; echo hog >> {w}", resource="db"),
-        job("report", "@every 1s", f"echo report >> {w}", resource="db", catchup_window_s=2)))
+    write_jobs(
+        env["reg"] / "a.yaml",
+        "resources:\n  db:\n    max_concurrency: 1\n"
+        + jobs_file(
+            job("hog", "@every 1h", f"sleep 6; echo hog >> {w}", resource="db"),
+            job("report", "@every 1s", f"echo report >> {w}", resource="db", catchup_window_s=2),
+        ),
+    )
     d = daemon(env).start()
     chronoctl("trigger", "hog", db=env["db"], check=True)
     wait_until(lambda: any(r["state"] == "running" for r in runs_json("hog", env["db"])), what="hog to run")
     time.sleep(1.5)
-    waiting = [r for r in runs_json("report", env["db"]) if r["state"] == "pending" and parse(r["fire_at"]) <
-               datetime.now(timezone.utc)]
+    waiting = [
+        r
+        for r in runs_json("report", env["db"])
+        if r["state"] == "pending" and parse(r["fire_at"]) < datetime.now(timezone.utc)
+    ]
     wait_until(lambda: "hog" in (w.read_text() if w.exists() else ""), timeout=15, what="hog to end")
     time.sleep(2.5)
     d.stop()
@@ -163,8 +179,11 @@ def test_in_a_fleet_a_resource_wait_on_each_node_is_recorded_as_a_resource_wait(
     body = f"echo start $CHRONO_NODE $(date +%s.%N) >> {w}; sleep 2; echo end $CHRONO_NODE $(date +%s.%N) >> {w}"
     # one slot for two nodes: each occurrence, one node runs and the other waits; its window
     # (1 s) ends before the slot frees (2 s), so it ends skipped_resource, never "outage"
-    write_jobs(fleet.reg / "a.yaml", "resources:\n  db:\n    max_concurrency: 1\n" + jobs_file(
-        job("each", "*/4 * * * * *", body, resource="db", run_on="each", catchup_window_s=1)))
+    write_jobs(
+        fleet.reg / "a.yaml",
+        "resources:\n  db:\n    max_concurrency: 1\n"
+        + jobs_file(job("each", "*/4 * * * * *", body, resource="db", run_on="each", catchup_window_s=1)),
+    )
     for n in ("a", "b"):
         fleet.start(n)
     time.sleep(13)
@@ -210,9 +229,14 @@ def test_list_status_next_and_explain_show_a_job_on_each_node_on_every_node_the_
     status = json.loads(chronoctl("status", "rotate", "--json", db=env["db"], check=True).stdout)
     assert {n["node"]: n["jitter_offset_s"] for n in status["nodes"]} == offsets
     for cmd in ("next", "explain"):
-        text = chronoctl(cmd, "rotate", "--node", "web2", "--registry", str(env["reg"]), db=env["db"], check=True).stdout
+        text = chronoctl(
+            cmd, "rotate", "--node", "web2", "--registry", str(env["reg"]), db=env["db"], check=True
+        ).stdout
         assert "times for node web2" in text, text
         assert f"node web1: jitter +{offsets['web1']}s" in text and f"node web2: jitter +{offsets['web2']}s" in text
-    nxt = json.loads(chronoctl("next", "rotate", "--node", "web2", "--json", "--registry", str(env["reg"]),
-                               db=env["db"], check=True).stdout)
+    nxt = json.loads(
+        chronoctl(
+            "next", "rotate", "--node", "web2", "--json", "--registry", str(env["reg"]), db=env["db"], check=True
+        ).stdout
+    )
     assert {o["node"] for o in nxt} == {"web2"}

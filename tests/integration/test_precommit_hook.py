@@ -39,8 +39,9 @@ def _why_not() -> str | None:
         return "needs git"
     if importlib.util.find_spec("pre_commit") is None:
         return "needs pre-commit (the test extra installs it)"
-    head = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "HEAD", ".pre-commit-hooks.yaml"],
-                          capture_output=True, text=True)
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "HEAD", ".pre-commit-hooks.yaml"], capture_output=True, text=True
+    )
     if head.returncode != 0 or not head.stdout.strip():
         return "this checkout has no committed .pre-commit-hooks.yaml (pre-commit installs a commit)"
     return None
@@ -60,20 +61,32 @@ def sample(tmp_path) -> Path:
     git(repo, "init", "-q")
     git(repo, "config", "user.email", "ops@example.com")
     git(repo, "config", "user.name", "ops")
-    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    rev = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     (repo / ".pre-commit-config.yaml").write_text(
         f"repos:\n  - repo: {ROOT}\n    rev: {rev}\n    hooks:\n      - id: chrono-validate\n"
-        f"        files: ^jobs\\.d/\n")
+        f"        files: ^jobs\\.d/\n"
+    )
     return repo
 
 
 def pre_commit(repo: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PRE_COMMIT_HOME": str(ROOT / "build" / "pre-commit"), "PRE_COMMIT_COLOR": "never",
-           "GIT_CONFIG_GLOBAL": "/dev/null"}
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(ROOT / "build" / "pre-commit"),
+        "PRE_COMMIT_COLOR": "never",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+    }
     env.pop("VIRTUAL_ENV", None)
-    return subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"], cwd=repo, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", "run", "--all-files"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_a_good_job_file_passes_the_hook(sample):

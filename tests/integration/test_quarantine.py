@@ -14,7 +14,7 @@ import urllib.request
 
 from tests.integration.daemon_helpers import Chronod, chronoctl, job, jobs_file, runs_json, wait_until, write_jobs
 
-BOMB = '''
+BOMB = """
 import chronod.core.schedule as schedule
 
 _real = schedule.compile_schedule
@@ -40,7 +40,7 @@ def compile_schedule(expr, *args, **kwargs):
 
 
 schedule.compile_schedule = compile_schedule
-'''
+"""
 
 
 def test_a_job_that_raises_at_run_time_is_quarantined_and_the_others_keep_running(tmp_path):
@@ -84,8 +84,10 @@ def test_an_every_beyond_the_calendar_is_refused_and_the_other_jobs_run(tmp_path
     reg = tmp_path / "jobs.d"
     reg.mkdir()
     db, log = str(tmp_path / "chrono.db"), tmp_path / "chronod.log"
-    write_jobs(reg / "huge.yaml", jobs_file(job("huge", "@every 3000000d", "true"),
-                                            job("huger", "@every 999999999999999999999999s", "true")))
+    write_jobs(
+        reg / "huge.yaml",
+        jobs_file(job("huge", "@every 3000000d", "true"), job("huger", "@every 999999999999999999999999s", "true")),
+    )
     write_jobs(reg / "good.yaml", jobs_file(job("good", "@every 1s", "true")))
     d = Chronod(reg, db, log).start()
     wait_until(lambda: len(runs_json("good", db)) >= 3, timeout=15, what="the good job to run")

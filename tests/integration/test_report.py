@@ -19,8 +19,12 @@ FAILED_DAYS = {5, 17}
 PAUSED_DAY = 9
 OUTAGE_DAYS = {21, 22}
 NO_ROW_DAY = 26
-EXPECTED_STATE = {**{d: "failed" for d in FAILED_DAYS}, PAUSED_DAY: "skipped_paused",
-                  **{d: "skipped_outage" for d in OUTAGE_DAYS}, NO_ROW_DAY: "missing"}
+EXPECTED_STATE = {
+    **{d: "failed" for d in FAILED_DAYS},
+    PAUSED_DAY: "skipped_paused",
+    **{d: "skipped_outage" for d in OUTAGE_DAYS},
+    NO_ROW_DAY: "missing",
+}
 
 SPEC = """jobs:
   - id: gdpr-purge
@@ -40,8 +44,17 @@ SPEC = """jobs:
 
 def _run(day: int, state: str) -> Run:
     at = MARCH + timedelta(days=day - 1)
-    r = Run(run_id=run_id("gdpr-purge", at), job_id="gdpr-purge", job_key="gdpr-purge", scheduled_at=at,
-            fire_at=at, state=state, attempts=0, finished_at=at, node="db1")
+    r = Run(
+        run_id=run_id("gdpr-purge", at),
+        job_id="gdpr-purge",
+        job_key="gdpr-purge",
+        scheduled_at=at,
+        fire_at=at,
+        state=state,
+        attempts=0,
+        finished_at=at,
+        node="db1",
+    )
     if state in ("succeeded", "failed"):
         r.attempts = 3 if state == "failed" else 1
         r.started_at = at + timedelta(seconds=1)
@@ -65,16 +78,34 @@ def month(tmp_path):
     assert not [p for p in loaded.problems if p.severity == "error"], loaded.problems
     store.sync_jobs("db1", loaded.jobs.values())
     runs = [_run(day, EXPECTED_STATE.get(day, "succeeded")) for day in range(1, 32) if day != NO_ROW_DAY]
-    manual = Run(run_id="m" * 16, job_id="gdpr-purge", job_key="gdpr-purge", scheduled_at=MARCH + timedelta(days=25, hours=9),
-                 fire_at=MARCH + timedelta(days=25, hours=9), state="succeeded", attempts=1, trigger="manual")
+    manual = Run(
+        run_id="m" * 16,
+        job_id="gdpr-purge",
+        job_key="gdpr-purge",
+        scheduled_at=MARCH + timedelta(days=25, hours=9),
+        fire_at=MARCH + timedelta(days=25, hours=9),
+        state="succeeded",
+        attempts=1,
+        trigger="manual",
+    )
     store.insert_runs(runs + [manual])
     store.close()
     return {"db": db, "reg": reg}
 
 
 def test_the_json_report_lists_every_occurrence_of_the_month_once_with_its_state(month):
-    res = chronoctl("report", "gdpr-purge", "--from", "2026-03-01", "--to", "2026-03-31", "--format", "json",
-                    db=month["db"], check=True)
+    res = chronoctl(
+        "report",
+        "gdpr-purge",
+        "--from",
+        "2026-03-01",
+        "--to",
+        "2026-03-31",
+        "--format",
+        "json",
+        db=month["db"],
+        check=True,
+    )
     job = json.loads(res.stdout)["jobs"][0]
     occ = job["occurrences"]
     assert len(occ) == job["expected"] == 31
@@ -96,22 +127,47 @@ def test_the_json_report_lists_every_occurrence_of_the_month_once_with_its_state
 
 
 def test_the_markdown_report_has_the_header_the_totals_and_every_occurrence(month):
-    res = chronoctl("report", "--tag", "compliance", "--from", "2026-03-01", "--to", "2026-03-31",
-                    db=month["db"], check=True)
+    res = chronoctl(
+        "report", "--tag", "compliance", "--from", "2026-03-01", "--to", "2026-03-31", db=month["db"], check=True
+    )
     md = res.stdout
     assert md.startswith("# Audit report: gdpr-purge\n")
-    for needle in ("| Owner | privacy-team |", "at 03:00 every day", "| Expected occurrences | 31 |",
-                   "| succeeded | 25 |", "| failed | 2 |", "| skipped_outage | 2 |", "| skipped_paused | 1 |",
-                   "| missing | 1 |", "| **total** | **31** |", "MISSING: no record"):
+    for needle in (
+        "| Owner | privacy-team |",
+        "at 03:00 every day",
+        "| Expected occurrences | 31 |",
+        "| succeeded | 25 |",
+        "| failed | 2 |",
+        "| skipped_outage | 2 |",
+        "| skipped_paused | 1 |",
+        "| missing | 1 |",
+        "| **total** | **31** |",
+        "MISSING: no record",
+    ):
         assert needle in md, needle
     rows = [line for line in md.splitlines() if line.startswith("| ") and line.split("|")[1].strip().isdigit()]
     assert len(rows) == 31
 
 
 def test_a_period_can_come_from_the_registry_and_an_unknown_job_is_a_usage_error(month):
-    res = chronoctl("report", "gdpr-purge", "--from", "2026-03-10", "--to", "2026-03-12T00:00:00Z", "--format",
-                    "json", "--registry", str(month["reg"]), db=month["db"], check=True)
-    assert [o["scheduled_at"][:10] for o in json.loads(res.stdout)["jobs"][0]["occurrences"]] == ["2026-03-10", "2026-03-11"]
+    res = chronoctl(
+        "report",
+        "gdpr-purge",
+        "--from",
+        "2026-03-10",
+        "--to",
+        "2026-03-12T00:00:00Z",
+        "--format",
+        "json",
+        "--registry",
+        str(month["reg"]),
+        db=month["db"],
+        check=True,
+    )
+    assert [o["scheduled_at"][:10] for o in json.loads(res.stdout)["jobs"][0]["occurrences"]] == [
+        "2026-03-10",
+        "2026-03-11",
+    ]
     bad = chronoctl("report", "nope", "--from", "2026-03-01", "--to", "2026-03-02", db=month["db"])
     assert bad.returncode == 2 and "nope" in bad.stderr
     both = chronoctl("report", "gdpr-purge", "--tag", "x", "--from", "2026-03-01", "--to", "2026-03-02", db=month["db"])

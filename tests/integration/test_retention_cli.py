@@ -19,8 +19,15 @@ from chronod.store.api import open_store
 from tests.integration.daemon_helpers import registered_since
 from tests.integration.test_ops_cli import _run, ctl, ctl_json
 
-DAILY = JobSpec(id="ledger", owner="finance", schedule="0 3 * * *", command="true",
-                idempotency_class="idempotent", max_silence_s=3 * 86400, history_days=30)
+DAILY = JobSpec(
+    id="ledger",
+    owner="finance",
+    schedule="0 3 * * *",
+    command="true",
+    idempotency_class="idempotent",
+    max_silence_s=3 * 86400,
+    history_days=30,
+)
 NO_ROW = (50, 5)
 
 
@@ -39,8 +46,9 @@ def db(tmp_path):
         store.upgrade()
         store.sync_jobs("web1", [DAILY])
         registered_since(store, _day(90))
-        runs = [_run(DAILY, _day(back), "failed" if back == 45 else "succeeded")
-                for back in range(60) if back not in NO_ROW]
+        runs = [
+            _run(DAILY, _day(back), "failed" if back == 45 else "succeeded") for back in range(60) if back not in NO_ROW
+        ]
         store.insert_runs([replace(r, node="web1") for r in runs])
     finally:
         store.close()
@@ -77,7 +85,8 @@ def test_db_prune_deletes_the_old_runs_and_the_audit_says_pruned_not_missing(db)
     misses = [m for owner in missed["owners"] for m in owner["missed"]]
     assert [m["scheduled_at"][:10] for m in misses if m["job_id"] == "ledger"] == [_day(5).date().isoformat()]
     assert [(p["job_id"], p["kept_s"], p["reason"]) for p in missed["pruned"]] == [
-        ("ledger", 30 * 86400, "pruned (history kept 30 days)")]
+        ("ledger", 30 * 86400, "pruned (history kept 30 days)")
+    ]
     assert "pruned (history kept 30 days)" in ctl("missed", "--since", "60d", "--db", db).stdout
 
     frm, to = _day(59).date().isoformat(), _day(0).date().isoformat()

@@ -27,8 +27,7 @@ TEST_USER = "chrono-test-user"
 
 
 def spec(command, **kw) -> JobSpec:
-    return JobSpec(id="job", owner="team", schedule="@every 1m", command=command,
-                   idempotency_class="idempotent", **kw)
+    return JobSpec(id="job", owner="team", schedule="@every 1m", command=command, idempotency_class="idempotent", **kw)
 
 
 def wait_for(handle: Handle, timeout: float = 10) -> None:
@@ -61,7 +60,9 @@ def alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return files.proc_start_ticks(pid) is not None and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
+    return (
+        files.proc_start_ticks(pid) is not None and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
+    )
 
 
 def rss_kb(pid: int | str = "self") -> int:
@@ -92,17 +93,28 @@ def test_a_list_command_is_executed_without_a_shell(runner):
 
 def test_the_job_sees_the_minimal_environment_plus_chrono_and_spec_variables(runner, monkeypatch):
     monkeypatch.setenv("DAEMON_SECRET_SENTINEL", "leaked")
-    handle = runner.launch(LaunchRequest(
-        "r1", 1, spec(("/usr/bin/env",), env=(("GREETING", "hello world"), ("CHRONO_RUN_ID", "forged"))),
-        {"CHRONO_RUN_ID": "r1", "CHRONO_ATTEMPT": "1"}))
+    handle = runner.launch(
+        LaunchRequest(
+            "r1",
+            1,
+            spec(("/usr/bin/env",), env=(("GREETING", "hello world"), ("CHRONO_RUN_ID", "forged"))),
+            {"CHRONO_RUN_ID": "r1", "CHRONO_ATTEMPT": "1"},
+        )
+    )
     out = finish(runner, handle)
     env = dict(line.split("=", 1) for line in out.output_tail.splitlines())
     me = pwd.getpwuid(os.geteuid())
     assert env == {
-        "HOME": me.pw_dir, "SHELL": me.pw_shell, "LOGNAME": me.pw_name, "USER": me.pw_name,
-        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" if os.geteuid() == 0
+        "HOME": me.pw_dir,
+        "SHELL": me.pw_shell,
+        "LOGNAME": me.pw_name,
+        "USER": me.pw_name,
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        if os.geteuid() == 0
         else "/usr/local/bin:/usr/bin:/bin",
-        "GREETING": "hello world", "CHRONO_RUN_ID": "r1", "CHRONO_ATTEMPT": "1",
+        "GREETING": "hello world",
+        "CHRONO_RUN_ID": "r1",
+        "CHRONO_ATTEMPT": "1",
     }
 
 
@@ -147,8 +159,7 @@ def test_a_job_killed_by_a_signal_is_a_failure_with_the_signal(runner):
 
 def test_a_timeout_sends_term_to_the_group_then_kill_after_the_grace(runner):
     # The shell traps TERM and keeps going; only SIGKILL, one grace period later, stops it.
-    out = run(runner, "trap 'echo got TERM' TERM; echo up; while :; do sleep 0.05; done",
-              timeout_s=1, kill_grace_s=1)
+    out = run(runner, "trap 'echo got TERM' TERM; echo up; while :; do sleep 0.05; done", timeout_s=1, kill_grace_s=1)
     assert (out.state, out.signal) == ("timed_out", signal.SIGKILL)
     assert out.output_tail.startswith("up\n") and "got TERM\n" in out.output_tail
     assert out.error == "killed after timeout 1s"
@@ -175,9 +186,14 @@ def test_term_to_the_supervisor_does_not_reach_the_job(runner):
 
 def test_fifty_megabytes_of_output_are_counted_exactly_and_only_the_tail_is_kept(runner):
     before = rss_kb()
-    handle = runner.launch(LaunchRequest("r1", 1, spec(
-        "for i in 1 2 3 4 5; do head -c 10485760 /dev/zero; sleep 0.05; done; echo END",
-        output_limit_kb=16), {}))
+    handle = runner.launch(
+        LaunchRequest(
+            "r1",
+            1,
+            spec("for i in 1 2 3 4 5; do head -c 10485760 /dev/zero; sleep 0.05; done; echo END", output_limit_kb=16),
+            {},
+        )
+    )
     samples = []
     poller = select.poll()
     poller.register(handle.fd, select.POLLIN)
@@ -231,8 +247,10 @@ def test_the_job_leads_its_own_process_group_and_session(runner):
 
 
 def test_many_concurrent_attempts_are_all_collected(runner, tmp_path):
-    handles = [runner.launch(LaunchRequest(f"r{i}", 1, spec("sleep 0.2; echo $CHRONO_RUN_ID"),
-                                           {"CHRONO_RUN_ID": f"r{i}"})) for i in range(100)]
+    handles = [
+        runner.launch(LaunchRequest(f"r{i}", 1, spec("sleep 0.2; echo $CHRONO_RUN_ID"), {"CHRONO_RUN_ID": f"r{i}"}))
+        for i in range(100)
+    ]
     outcomes = {}
     end = time.monotonic() + 20
     while runner.handles() and time.monotonic() < end:
@@ -249,7 +267,9 @@ def test_could_not_start_cases_fail_with_a_clear_reason(runner, tmp_path):
     assert run(runner, "true", run_id="b", shell="/bin/nosh").error == "shell not found: /bin/nosh"
     assert run(runner, "true", run_id="c", workdir="/does/not/exist").error == "workdir does not exist: /does/not/exist"
     (tmp_path / "file").write_text("")
-    assert run(runner, "true", run_id="d", workdir=str(tmp_path / "file")).error.startswith("workdir is not a directory")
+    assert run(runner, "true", run_id="d", workdir=str(tmp_path / "file")).error.startswith(
+        "workdir is not a directory"
+    )
     (tmp_path / "script").write_text("echo hi\n")
     assert run(runner, (str(tmp_path / "script"),), run_id="e").error.startswith("permission denied")
     out = run(runner, "true", run_id="f", user="ghost")
@@ -407,4 +427,7 @@ def test_a_non_root_daemon_refuses_to_switch_users(test_user):
     os.waitpid(pid, 0)
     shutil.rmtree(state)
     assert json.loads(got) == [
-        "failed", f"running as user 'root' needs a root daemon (chronod runs as uid {test_user.pw_uid})", ""]
+        "failed",
+        f"running as user 'root' needs a root daemon (chronod runs as uid {test_user.pw_uid})",
+        "",
+    ]

@@ -34,10 +34,16 @@ def test_a_password_with_a_raw_at_sign_is_refused_with_a_way_out():
     assert res.returncode == 3 and "%40" in res.stderr and "PGPASSWORD" in res.stderr, res.stderr
 
 
-@pytest.mark.parametrize("url, has", [
-    ("postgresql://u:pw@h/x", True), ("postgresql://u@h/x", False), ("postgresql://h/x?password=p", True),
-    ("/var/lib/chrono/chrono.db", False), ("postgresql://u@h:5432/x", False),
-])
+@pytest.mark.parametrize(
+    "url, has",
+    [
+        ("postgresql://u:pw@h/x", True),
+        ("postgresql://u@h/x", False),
+        ("postgresql://h/x?password=p", True),
+        ("/var/lib/chrono/chrono.db", False),
+        ("postgresql://u@h:5432/x", False),
+    ],
+)
 def test_chronod_knows_when_a_password_came_on_its_command_line(url, has):
     assert _has_password(url) is has
 

@@ -21,8 +21,14 @@ EX_UNAVAILABLE, EX_SOFTWARE, EX_CONFIG = 3, 70, 78
 
 def chronod(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHRONO_", "NOTIFY_SOCKET"))}
-    return subprocess.run([str(BIN / "chronod"), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(BIN / "chronod"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def assert_one_line_error(res: subprocess.CompletedProcess, code: int, *words: str) -> str:
@@ -119,7 +125,7 @@ def test_a_state_directory_that_cannot_be_created_is_a_configuration_error(reg, 
 
 def test_every_exit_status_chronod_uses_is_in_its_man_page():
     page = (ROOT / "man" / "chronod.8").read_text()
-    status = page[page.index(".SH EXIT STATUS"):].split("\n.SH ")[0]
+    status = page[page.index(".SH EXIT STATUS") :].split("\n.SH ")[0]
     documented = {int(n) for n in re.findall(r"^\.B (\d+)$", status, re.M)}
     from chronod.daemon import main
 

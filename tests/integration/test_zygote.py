@@ -38,7 +38,9 @@ def runner(tmp_path):
 
 
 def test_a_job_launched_through_the_zygote_runs_and_reports_its_output(runner):
-    out = finish(runner, runner.launch(LaunchRequest("r1", 1, spec("echo hello $CHRONO_RUN_ID"), {"CHRONO_RUN_ID": "r1"})))
+    out = finish(
+        runner, runner.launch(LaunchRequest("r1", 1, spec("echo hello $CHRONO_RUN_ID"), {"CHRONO_RUN_ID": "r1"}))
+    )
     assert (out.state, out.exit_code, out.output_tail) == ("succeeded", 0, "hello r1\n")
 
 

@@ -51,42 +51,169 @@ def _blanks_around_quoted(out: list[Case]) -> None:
 
 
 def _quoted_names(out: list[Case]) -> None:
-    for line in ("'QN'=v", '"QN"=v', "'QN' = v", '"QN"="v"', "'QN'=\"v\"", "'QN\"=v", '"QN\'=v', "'QN=v",
-                 '"QN=v', "QN'=v", 'QN"=v', "Q'N=v", 'Q"N"=v', '"Q N"=v', "'Q N' = 'v w'", '"Q=N"=v', "''=v",
-                 '""=v', "=v", " = v", "'QN'x=v", '"QN" x=v', "'QN'\t=\tv", '"  QN  "=v', "Q\tN=v", "Q N=v"):
+    for line in (
+        "'QN'=v",
+        '"QN"=v',
+        "'QN' = v",
+        '"QN"="v"',
+        "'QN'=\"v\"",
+        "'QN\"=v",
+        "\"QN'=v",
+        "'QN=v",
+        '"QN=v',
+        "QN'=v",
+        'QN"=v',
+        "Q'N=v",
+        'Q"N"=v',
+        '"Q N"=v',
+        "'Q N' = 'v w'",
+        '"Q=N"=v',
+        "''=v",
+        '""=v',
+        "=v",
+        " = v",
+        "'QN'x=v",
+        '"QN" x=v',
+        "'QN'\t=\tv",
+        '"  QN  "=v',
+        "Q\tN=v",
+        "Q N=v",
+    ):
         _single(out, "n", "a quoted or unusual name", line)
-    for line in ("1A=v", "A-B=v", "A.B=v", "A$B=v", "A/B=v", "A:B=v", "\u00c9T\u00c9=v", "a=lower", "_=v", "__X=v",
-                 "A%B=v", "A\\B=v", "A#B=v", "#A=v", " #A=v"):
+    for line in (
+        "1A=v",
+        "A-B=v",
+        "A.B=v",
+        "A$B=v",
+        "A/B=v",
+        "A:B=v",
+        "\u00c9T\u00c9=v",
+        "a=lower",
+        "_=v",
+        "__X=v",
+        "A%B=v",
+        "A\\B=v",
+        "A#B=v",
+        "#A=v",
+        " #A=v",
+    ):
         _single(out, "n", "a name of characters other than letters, digits and '_'", line)
 
 
 def _hashes_and_equals(out: list[Case]) -> None:
-    for line in ("HA=v#x", "HA=v #x", "HA=v # x  ", "HA=#x", "HA= #x", 'HA="v # x"', "HA='a#b'", 'HA="#"',
-                 'HA="v" #x', 'HA="v"#x', "HA='v' # x", "HA=daily run # not a comment", "HA=v\t#\tx\t"):
+    for line in (
+        "HA=v#x",
+        "HA=v #x",
+        "HA=v # x  ",
+        "HA=#x",
+        "HA= #x",
+        'HA="v # x"',
+        "HA='a#b'",
+        'HA="#"',
+        'HA="v" #x',
+        'HA="v"#x',
+        "HA='v' # x",
+        "HA=daily run # not a comment",
+        "HA=v\t#\tx\t",
+    ):
         _single(out, "h", "'#' inside or after a value", line)
-    for line in ("EQ=a=b", "EQ==", "EQ===", "EQ = = ", "EQ=\"a=b\"", "EQ=' = '", "EQ=a = b", "EQ==x", "EQ = =x",
-                 "EQ\t=\t=\t", "EQ='='", "EQ=\"=\"x"):
+    for line in (
+        "EQ=a=b",
+        "EQ==",
+        "EQ===",
+        "EQ = = ",
+        'EQ="a=b"',
+        "EQ=' = '",
+        "EQ=a = b",
+        "EQ==x",
+        "EQ = =x",
+        "EQ\t=\t=\t",
+        "EQ='='",
+        'EQ="="x',
+    ):
         _single(out, "q", "'=' inside a value", line)
 
 
 def _empty_values(out: list[Case]) -> None:
-    for line in ("EM=", "EM= ", "EM=\t", "EM = ", 'EM=""', "EM=''", 'EM=" "', "EM=' '", 'EM = ""', 'EM=""x',
-                 'EM="" ', "EM=''\t", 'EM= ""', "EM='\t'", 'EM="  "  ', "MAILTO=", 'MAILTO=""', "MAILTO=''",
-                 "MAILTO= ", 'MAILTO=" "'):
+    for line in (
+        "EM=",
+        "EM= ",
+        "EM=\t",
+        "EM = ",
+        'EM=""',
+        "EM=''",
+        'EM=" "',
+        "EM=' '",
+        'EM = ""',
+        'EM=""x',
+        'EM="" ',
+        "EM=''\t",
+        'EM= ""',
+        "EM='\t'",
+        'EM="  "  ',
+        "MAILTO=",
+        'MAILTO=""',
+        "MAILTO=''",
+        "MAILTO= ",
+        'MAILTO=" "',
+    ):
         _single(out, "m", "an empty (or blank) value", line)
 
 
 def _unbalanced(out: list[Case]) -> None:
-    for line in ('UB="abc', "UB='abc", 'UB=abc"', "UB=abc'", "UB=\"abc''", "UB='a\"b'", "UB=\"a'b\"", 'UB="a"b"',
-                 'UB="a" b', 'UB="a"#c', 'UB="a" #c', "UB='a''", 'UB="""', 'UB="a\\"b"', "UB='a\\'b'", 'UB=a"b"c',
-                 "UB=a'b", 'UB="', "UB='", 'UB=" ', "UB='a' 'b'", 'UB="a" "b"', "UB=\"a'", "UB='a\"",
-                 'UB=""a""', "UB= 'a' ", 'UB=\t"a"\t', 'UB="a\tb"\t', "UB=`a`", 'UB=$"a"'):
+    for line in (
+        'UB="abc',
+        "UB='abc",
+        'UB=abc"',
+        "UB=abc'",
+        "UB=\"abc''",
+        "UB='a\"b'",
+        'UB="a\'b"',
+        'UB="a"b"',
+        'UB="a" b',
+        'UB="a"#c',
+        'UB="a" #c',
+        "UB='a''",
+        'UB="""',
+        'UB="a\\"b"',
+        "UB='a\\'b'",
+        'UB=a"b"c',
+        "UB=a'b",
+        'UB="',
+        "UB='",
+        'UB=" ',
+        "UB='a' 'b'",
+        'UB="a" "b"',
+        "UB=\"a'",
+        "UB='a\"",
+        'UB=""a""',
+        "UB= 'a' ",
+        'UB=\t"a"\t',
+        'UB="a\tb"\t',
+        "UB=`a`",
+        'UB=$"a"',
+    ):
         _single(out, "u", "quotes that do not pair up, or text around them", line)
 
 
 def _carriage_returns(out: list[Case]) -> None:
-    for line in ("CR=v\r", 'CR="v"\r', 'CR="v\r"', "CR=v \r", "CR= \r", "CR=\r", '"CR"=v\r', "CR='v'\r",
-                 "CR=v\r\r", "CR=a\rb", "CR\r=v", "CR=\rv", "CR='v' \r", 'CR="v\r" ', "CR=v\r "):
+    for line in (
+        "CR=v\r",
+        'CR="v"\r',
+        'CR="v\r"',
+        "CR=v \r",
+        "CR= \r",
+        "CR=\r",
+        '"CR"=v\r',
+        "CR='v'\r",
+        "CR=v\r\r",
+        "CR=a\rb",
+        "CR\r=v",
+        "CR=\rv",
+        "CR='v' \r",
+        'CR="v\r" ',
+        "CR=v\r ",
+    ):
         _single(out, "r", "a carriage return", line)
     for line in ("VT=a\x0b", "VT=\x0ca", "VT='a\x0b'", "VT=a\x0bb"):
         _single(out, "r", "a vertical tab or form feed (blanks to isspace)", line)
@@ -100,7 +227,9 @@ def _long_values(out: list[Case]) -> None:
         _single(out, "l", f"a single-quoted value of {n} characters", "L='" + "y" * n + "'")
     for n in (990, 993, 994, 995, 996):
         _single(out, "l", f"a value of {n} characters ending in blanks", "L=" + "y" * n + "   ")
-        _single(out, "l", f"a quoted value of {n} characters ending in blanks inside the quotes", 'L="' + "y" * n + '  "')
+        _single(
+            out, "l", f"a quoted value of {n} characters ending in blanks inside the quotes", 'L="' + "y" * n + '  "'
+        )
     for lead in (1, 4, 10):
         _single(out, "l", f"{lead} blanks before a long setting", " " * lead + "L=" + "y" * 996)
     for name in (10, 100, 500):
@@ -111,13 +240,45 @@ def _long_values(out: list[Case]) -> None:
 
 
 def _cron_settings(out: list[Case]) -> None:
-    for line in ("SHELL=/bin/bash", "SHELL = /bin/bash  ", "SHELL='/bin/bash'", 'SHELL="/bin/sh "', "SHELL=/bin/dash",
-                 "PATH=/opt/bin:/usr/bin:/bin", "PATH = /usr/local/bin:/usr/bin:/bin ", 'PATH="/usr/bin:/bin  "',
-                 "PATH=$PATH:/opt/bin", "HOME=/tmp", "HOME = /tmp ", 'HOME="/tmp "', "HOME=/", "HOME=/chrono-no-such-dir",
-                 "LOGNAME=someone", "LOGNAME=", 'LOGNAME=""', "USER=someone", "MAILTO=root", "MAILTO = ops@example.com ",
-                 "MAILTO='a@b, c@d'", "CRON_TZ=Europe/Paris", "CRON_TZ = America/New_York ", "TZ=Asia/Tokyo",
-                 "TZ=", "LANG=C.UTF-8", "LC_ALL=C", "CONTENT_TYPE=text/plain; charset=utf-8", "MAILFROM=cron@here",
-                 "CRON_CORRECT_MAIL_HEADER=1", "LANG=POSIX", "CHRONOENV_PAM=from-crontab", "CHRONO_JOB_ID=x", "RANDOM_DELAY=5", "PWD=/var", "SHLVL=7", "TERM=xterm"):
+    for line in (
+        "SHELL=/bin/bash",
+        "SHELL = /bin/bash  ",
+        "SHELL='/bin/bash'",
+        'SHELL="/bin/sh "',
+        "SHELL=/bin/dash",
+        "PATH=/opt/bin:/usr/bin:/bin",
+        "PATH = /usr/local/bin:/usr/bin:/bin ",
+        'PATH="/usr/bin:/bin  "',
+        "PATH=$PATH:/opt/bin",
+        "HOME=/tmp",
+        "HOME = /tmp ",
+        'HOME="/tmp "',
+        "HOME=/",
+        "HOME=/chrono-no-such-dir",
+        "LOGNAME=someone",
+        "LOGNAME=",
+        'LOGNAME=""',
+        "USER=someone",
+        "MAILTO=root",
+        "MAILTO = ops@example.com ",
+        "MAILTO='a@b, c@d'",
+        "CRON_TZ=Europe/Paris",
+        "CRON_TZ = America/New_York ",
+        "TZ=Asia/Tokyo",
+        "TZ=",
+        "LANG=C.UTF-8",
+        "LC_ALL=C",
+        "CONTENT_TYPE=text/plain; charset=utf-8",
+        "MAILFROM=cron@here",
+        "CRON_CORRECT_MAIL_HEADER=1",
+        "LANG=POSIX",
+        "CHRONOENV_PAM=from-crontab",
+        "CHRONO_JOB_ID=x",
+        "RANDOM_DELAY=5",
+        "PWD=/var",
+        "SHLVL=7",
+        "TERM=xterm",
+    ):
         _single(out, "s", "a setting cron or the shell gives a meaning to", line)
 
 
@@ -159,13 +320,27 @@ def _products(out: list[Case]) -> None:
 def generate() -> list[Case]:
     """Every case, in a fixed order with stable ids."""
     out: list[Case] = []
-    for part in (_blanks_around_unquoted, _blanks_around_quoted, _quoted_names, _hashes_and_equals, _empty_values,
-                 _unbalanced, _carriage_returns, _long_values, _cron_settings, _sequences, _products):
+    for part in (
+        _blanks_around_unquoted,
+        _blanks_around_quoted,
+        _quoted_names,
+        _hashes_and_equals,
+        _empty_values,
+        _unbalanced,
+        _carriage_returns,
+        _long_values,
+        _cron_settings,
+        _sequences,
+        _products,
+    ):
         part(out)
     out[:0] = [
         Case("b", "no settings: what cron gives every job", (JOB,)),
-        Case("k", "a file whose quoted values end in blanks", (
-            "GREETING='  hello world  '", 'DQ="  two  "', "UNQ=abc   ", "NOTE=daily run # not a comment", JOB)),
+        Case(
+            "k",
+            "a file whose quoted values end in blanks",
+            ("GREETING='  hello world  '", 'DQ="  two  "', "UNQ=abc   ", "NOTE=daily run # not a comment", JOB),
+        ),
     ]
     return [Case(f"{c.id[0]}{i:03d}", c.what, c.lines) for i, c in enumerate(out)]
 

@@ -42,8 +42,10 @@ USER_ALL = "user-all"  # the same lines in root's spool crontab, which has no us
 
 
 # bound over /etc/environment and /etc/default/locale in the namespace: what cron's PAM session adds
-PAM_ENVIRONMENT = ("# comment\nCHRONOENV_PAM=from-etc-environment\nCHRONOENV_PAMQ=\"quoted value\"\n"
-                   "export CHRONOENV_PAMX=exported\nPATH=/pam/bin:/usr/bin:/bin\nLOGNAME=pam\nHOME=/pam\n")
+PAM_ENVIRONMENT = (
+    '# comment\nCHRONOENV_PAM=from-etc-environment\nCHRONOENV_PAMQ="quoted value"\n'
+    "export CHRONOENV_PAMX=exported\nPATH=/pam/bin:/usr/bin:/bin\nLOGNAME=pam\nHOME=/pam\n"
+)
 PAM_LOCALE = "LANG=C.UTF-8\n"
 
 
@@ -63,9 +65,11 @@ def zone_probe(setting: str, at: datetime, out: Path) -> str:
     from zoneinfo import ZoneInfo
 
     there = at.astimezone(ZoneInfo(PROBE_ZONE))
-    return (f"{setting}={PROBE_ZONE}\n"
-            f"{at.minute} {at.hour} * * * root : > {out}/zone-{setting}.host\n"
-            f"{there.minute} {there.hour} * * * root : > {out}/zone-{setting}.setting\n")
+    return (
+        f"{setting}={PROBE_ZONE}\n"
+        f"{at.minute} {at.hour} * * * root : > {out}/zone-{setting}.host\n"
+        f"{there.minute} {there.hour} * * * root : > {out}/zone-{setting}.setting\n"
+    )
 
 
 def case_file(case: Case, out: Path, user: str | None = "root") -> str:
@@ -89,7 +93,10 @@ def all_lines(cases: list[Case]) -> list[str]:
     lines: list[str] = []
     for case in cases:
         body = [ln for ln in case.lines if ln != JOB]
-        if body and parse_crontab("\n".join(body + ["* * * * * root true"]) + "\n", "f", "system").ignored_by_cron is None:
+        if (
+            body
+            and parse_crontab("\n".join(body + ["* * * * * root true"]) + "\n", "f", "system").ignored_by_cron is None
+        ):
             lines += body
     return lines + [JOB]
 
@@ -121,8 +128,10 @@ def _wait_for_the_minute(proc: subprocess.Popen, work: Path, files: int, log=pri
     try:
         now = time.time()
         boundary = now - now % 60 + 60
-        log(f"cron {cron_version()} started with {files} files; "
-            f"jobs run at {datetime.fromtimestamp(boundary, UTC):%H:%M:%S} UTC")
+        log(
+            f"cron {cron_version()} started with {files} files; "
+            f"jobs run at {datetime.fromtimestamp(boundary, UTC):%H:%M:%S} UTC"
+        )
         while time.time() < boundary + 25:
             if proc.poll() is not None:
                 raise RuntimeError(f"cron exited with {proc.returncode}: {(work / 'cron.log').read_text()}")
@@ -185,17 +194,30 @@ def run_live(cases: list[Case], work: Path, with_all: bool = True) -> dict:
     )
     started = time.monotonic()
     with open(work / "cron.log", "w") as logf:
-        proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
-                                stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True)
+        proc = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=logf,
+            start_new_session=True,
+        )
         _wait_for_the_minute(proc, work, len(names) + (combined is not None))
     elapsed = time.monotonic() - started
     results = {}
-    extra = [Case(ALL, "every accepted case in one file", tuple(combined)),
-             Case(USER_ALL, "the same lines as root's user crontab (the spool)", tuple(combined))] if combined else []
+    extra = (
+        [
+            Case(ALL, "every accepted case in one file", tuple(combined)),
+            Case(USER_ALL, "the same lines as root's user crontab (the spool)", tuple(combined)),
+        ]
+        if combined
+        else []
+    )
     for case in list(cases) + extra:
         count = sum(1 for ln in case.lines if ln == JOB)
         results[case.id] = {
-            "id": case.id, "what": case.what, "lines": list(case.lines),
+            "id": case.id,
+            "what": case.what,
+            "lines": list(case.lines),
             "file_read": (out / f"{case.id}.top").exists(),
             "jobs": [_read_job(out / f"{case.id}.{k}") for k in range(count)],
         }
@@ -228,9 +250,12 @@ def main() -> int:
         FIXTURE.parent.mkdir(parents=True, exist_ok=True)
         doc = {
             "about": "What Debian's cron daemon gave jobs below environment lines; "
-                     "regenerate with: python -m tests.realcron.run_env_cases --write (root)",
+            "regenerate with: python -m tests.realcron.run_env_cases --write (root)",
             "cron": run["cron"],
-            "pam_environment": PAM_ENVIRONMENT, "pam_locale": PAM_LOCALE, "user": "root", "home": "/root",
+            "pam_environment": PAM_ENVIRONMENT,
+            "pam_locale": PAM_LOCALE,
+            "user": "root",
+            "home": "/root",
             "generated": datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ"),
             "seconds": run["seconds"],
             "cases": list(results.values()),

@@ -47,9 +47,18 @@ def test_the_same_seed_gives_the_same_simulation():
     assert first and first == once()
 
 
-BACKLOG_JOB = {"id": "catchup.all", "owner": "ops", "schedule": "*/3 * * * * *", "command": "true",
-               "idempotency_class": "idempotent", "overlap": "forbid", "catchup": "all",
-               "catchup_window_s": 3600, "tolerance_s": 0, "tolerance_reason": "the backlog test needs exact times"}
+BACKLOG_JOB = {
+    "id": "catchup.all",
+    "owner": "ops",
+    "schedule": "*/3 * * * * *",
+    "command": "true",
+    "idempotency_class": "idempotent",
+    "overlap": "forbid",
+    "catchup": "all",
+    "catchup_window_s": 3600,
+    "tolerance_s": 0,
+    "tolerance_reason": "the backlog test needs exact times",
+}
 
 
 def backlog_config(seed: int) -> Config:
@@ -67,29 +76,46 @@ def test_a_planner_that_ignores_the_backlogs_order_is_caught(monkeypatch):
     def newest_first(spec, queue, running, now):
         turn = real(spec, queue, running, now)
         live = sorted((w for w in queue if w not in turn.expire), key=lambda w: w.fire_at, reverse=True)
-        return policy.Turn(tuple(live[:len(turn.start)]), turn.expire)
+        return policy.Turn(tuple(live[: len(turn.start)]), turn.expire)
 
     monkeypatch.setattr(policy, "catchup_turn", newest_first)
     bad = broken(simulate(backlog_config(3), ["catchup_all_in_order"]))
     assert "catchup_all_in_order" in bad
-    assert "started after the one of" in bad["catchup_all_in_order"].what or "still ran" in bad[
-        "catchup_all_in_order"].what
+    assert (
+        "started after the one of" in bad["catchup_all_in_order"].what
+        or "still ran" in bad["catchup_all_in_order"].what
+    )
 
 
 def test_an_idle_daemon_pings_the_watchdog_from_its_first_second():
-    idle = {"id": "nightly", "owner": "ops", "schedule": "0 4 * * *", "command": "true",
-            "idempotency_class": "idempotent"}
+    idle = {
+        "id": "nightly",
+        "owner": "ops",
+        "schedule": "0 4 * * *",
+        "command": "true",
+        "idempotency_class": "idempotent",
+    }
     cfg = Config(days=0.05, jobs=1, seed=1, faults=frozenset(), job_docs=(idle,), watchdog_usec=3_000_000)
     assert not broken(simulate(cfg, ["watchdog_pinged"]))
 
 
-@pytest.mark.xfail(strict=True, reason="a forward wall-clock step beyond the lease ttl expires the SQLite lease "
-                   "in database time while the loop's monotonic deadline says it holds: claims and finishes are "
-                   "rejected as stale and the unclaimed occurrences stay pending until a restart")
+@pytest.mark.xfail(
+    strict=True,
+    reason="a forward wall-clock step beyond the lease ttl expires the SQLite lease "
+    "in database time while the loop's monotonic deadline says it holds: claims and finishes are "
+    "rejected as stale and the unclaimed occurrences stay pending until a restart",
+)
 def test_a_forward_clock_step_loses_no_occurrence():
-    every = {"id": "often", "owner": "ops", "schedule": "*/30 * * * * *", "command": "true",
-             "idempotency_class": "idempotent", "catchup": "none", "tolerance_s": 0,
-             "tolerance_reason": "exact times"}
+    every = {
+        "id": "often",
+        "owner": "ops",
+        "schedule": "*/30 * * * * *",
+        "command": "true",
+        "idempotency_class": "idempotent",
+        "catchup": "none",
+        "tolerance_s": 0,
+        "tolerance_reason": "exact times",
+    }
     sim = Simulation(Config(days=0.2, jobs=1, seed=2, faults=frozenset(), job_docs=(every,), mean_s=1.0))
     sim.events = [Event(sim.t0 + 600, "jump", {"seconds": 7200.0})]  # NTP steps the clock 2 h forward
     out = sim.run()

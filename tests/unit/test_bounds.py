@@ -33,8 +33,15 @@ def test_zero_every_hints_at_what_is_accepted():
     assert "1s" in err.value.hint
 
 
-@pytest.mark.parametrize("expr, tz", [("@every 3650d", "UTC"), ("0 0 29 2 *", "America/New_York"),
-                                      ("* * * * *", "UTC"), ("@yearly", "Australia/Lord_Howe")])
+@pytest.mark.parametrize(
+    "expr, tz",
+    [
+        ("@every 3650d", "UTC"),
+        ("0 0 29 2 *", "America/New_York"),
+        ("* * * * *", "UTC"),
+        ("@yearly", "Australia/Lord_Howe"),
+    ],
+)
 def test_schedules_answer_never_past_the_latest_instant_instead_of_overflowing(expr, tz):
     sched = compile_schedule(expr, tz)
     end = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)

@@ -208,7 +208,9 @@ def test_forecast_counts_scheduled_and_jittered_instants_in_their_buckets():
 
 def test_chart_rows_cover_the_window_with_the_busiest_bucket_of_each_row():
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    fc = build_forecast([("a", [start + timedelta(minutes=m) for m in (0, 0, 3)], 0)], start, start + timedelta(minutes=4), 60)
+    fc = build_forecast(
+        [("a", [start + timedelta(minutes=m) for m in (0, 0, 3)], 0)], start, start + timedelta(minutes=4), 60
+    )
     assert chart_rows(fc, rows=2) == [(start, 2, 2), (start + timedelta(minutes=2), 1, 1)]
 
 
@@ -217,8 +219,15 @@ def test_chart_rows_cover_the_window_with_the_busiest_bucket_of_each_row():
 
 def test_github_annotations_escape_what_the_workflow_syntax_reserves():
     line = github_annotation(
-        {"severity": "error", "file": "jobs,a:b.yaml", "line": 3, "job_id": "x", "path": "schedule",
-         "message": "100% wrong\nreally", "hint": None}
+        {
+            "severity": "error",
+            "file": "jobs,a:b.yaml",
+            "line": 3,
+            "job_id": "x",
+            "path": "schedule",
+            "message": "100% wrong\nreally",
+            "hint": None,
+        }
     )
     assert line == "::error file=jobs%2Ca%3Ab.yaml,line=3,title=chrono::job 'x': schedule: 100%25 wrong%0Areally"
 

@@ -82,8 +82,9 @@ def test_the_importer_gives_each_job_the_environment_debian_cron_gave_it(doc):
         job = build_job(entry, "x", OPTIONS)
         chrono = chrono_environment(job, ROOT)
         differ = {name for name in seen["env"] if chrono.get(name) != seen["env"][name]}
-        assert all(not (name.isidentifier() and name.isascii()) or name.upper().startswith("CHRONO_")
-                   for name in differ), f"chrono could carry {differ}"
+        assert all(
+            not (name.isidentifier() and name.isascii()) or name.upper().startswith("CHRONO_") for name in differ
+        ), f"chrono could carry {differ}"
         given = check_given(entry, job, OPTIONS)
         assert len(given.environment) == len(differ), given.environment
         assert job.get("workdir") == seen["cwd"]
@@ -91,13 +92,21 @@ def test_the_importer_gives_each_job_the_environment_debian_cron_gave_it(doc):
 
 
 def test_the_bug_reports_file_imports_with_the_values_the_daemon_used():
-    text = "GREETING='  hello world  '\nDQ=\"  two  \"\nUNQ=abc   \nNOTE=daily run # not a comment\n" \
-           "* * * * * root echo \"[$GREETING][$DQ][$UNQ][$NOTE]\" >> /tmp/out\n"
+    text = (
+        "GREETING='  hello world  '\nDQ=\"  two  \"\nUNQ=abc   \nNOTE=daily run # not a comment\n"
+        '* * * * * root echo "[$GREETING][$DQ][$UNQ][$NOTE]" >> /tmp/out\n'
+    )
     job = build_job(parse_crontab(text, "/etc/cron.d/f", "system").entries[0], "x", OPTIONS)
     assert {k: job["env"][k] for k in ("GREETING", "DQ", "UNQ", "NOTE")} == {
-        "GREETING": "  hello world", "DQ": "  two", "UNQ": "abc", "NOTE": "daily run # not a comment"}
-    assert next(c for c in CASES if c["what"] == "a file whose quoted values end in blanks")["jobs"][0]["env"]["GREETING"] \
+        "GREETING": "  hello world",
+        "DQ": "  two",
+        "UNQ": "abc",
+        "NOTE": "daily run # not a comment",
+    }
+    assert (
+        next(c for c in CASES if c["what"] == "a file whose quoted values end in blanks")["jobs"][0]["env"]["GREETING"]
         == "  hello world"
+    )
 
 
 @pytest.mark.parametrize("case_id", ["all", USER_ALL])
@@ -110,7 +119,9 @@ def test_the_file_with_every_case_gives_its_one_job_what_the_daemon_gave(case_id
     assert cron_environment(entries[-1], ROOT, PAM) == doc["jobs"][-1]["env"]
 
 
-@pytest.mark.parametrize("uid, name, shell", [(0, "root", "/bin/bash"), (1000, "alice", ""), (33, "www-data", "/usr/sbin/nologin")])
+@pytest.mark.parametrize(
+    "uid, name, shell", [(0, "root", "/bin/bash"), (1000, "alice", ""), (33, "www-data", "/usr/sbin/nologin")]
+)
 def test_the_importers_picture_of_chronods_environment_is_the_runners(uid, name, shell):
     import pwd
     from types import SimpleNamespace
@@ -121,8 +132,9 @@ def test_the_importers_picture_of_chronods_environment_is_the_runners(uid, name,
     job = {"env": {"SHELL": "/bin/sh", "PATH": "/usr/bin:/bin", "A": "1"}}
     runner = job_environment(passwd, SimpleNamespace(env=tuple(job["env"].items())), {})
     assert chrono_environment(job, Account(name, uid, f"/home/{name}", shell)) == runner
-    assert chrono_environment({}, Account(name, uid, f"/home/{name}", shell)) == \
-        job_environment(passwd, SimpleNamespace(env=()), {})
+    assert chrono_environment({}, Account(name, uid, f"/home/{name}", shell)) == job_environment(
+        passwd, SimpleNamespace(env=()), {}
+    )
 
 
 def test_the_check_names_what_chrono_cannot_carry_and_a_crlf_command():
@@ -132,8 +144,10 @@ def test_the_check_names_what_chrono_cannot_carry_and_a_crlf_command():
     given = check_given(entry, job, OPTIONS)
     assert "LOGNAME" not in job["env"] and "A-B" not in job["env"] and "CHRONO_RUN_ID" not in job["env"]
     assert [w.split(":")[0] for w in given.environment] == [
-        "cron gives A-B='x', chrono nothing", "cron gives a nameless variable ('nameless', from a line '=value')",
-        "cron gives CHRONO_RUN_ID='mine', chrono nothing"]
+        "cron gives A-B='x', chrono nothing",
+        "cron gives a nameless variable ('nameless', from a line '=value')",
+        "cron gives CHRONO_RUN_ID='mine', chrono nothing",
+    ]
     assert given.command == () and "carriage return" in given.stdin[0]  # cron's input is "a\r\n"
     assert given.as_json()["environment"]["same"] is False and given.as_json()["stdin"]["same"] is False
     crlf = parse_crontab("0 1 * * * root true\r\n", "/etc/cron.d/f", "system").entries[0]
@@ -176,7 +190,8 @@ def test_mailto_notes_say_what_cron_did_with_the_output():
 
     assert "cron mailed nothing" in note('MAILTO=""\n')
     assert "mailed the job's output there" in note("MAILTO = ops@example.com \n") and "'ops@example.com'" in note(
-        "MAILTO = ops@example.com \n")
+        "MAILTO = ops@example.com \n"
+    )
 
 
 def test_a_user_without_a_passwd_entry_or_without_a_lookup_is_said_not_compared():

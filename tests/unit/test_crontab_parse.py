@@ -94,7 +94,10 @@ def test_tabs_separate_fields():
 
 def test_crlf_line_endings_are_stripped_and_noted():
     parsed = read("crlf")
-    assert [(e.line, e.command) for e in parsed.entries] == [(3, "/usr/local/bin/nightly"), (4, "/usr/local/bin/poll --quiet")]
+    assert [(e.line, e.command) for e in parsed.entries] == [
+        (3, "/usr/local/bin/nightly"),
+        (4, "/usr/local/bin/poll --quiet"),
+    ]
     assert dict(parsed.entries[0].env) == {"PATH": "/usr/bin:/bin"}
     assert "CRLF" in parsed.notes[0]
 
@@ -119,7 +122,12 @@ def test_a_line_cron_refuses_makes_it_ignore_the_whole_file():
     # cron logs "Syntax error, this crontab file will be ignored": none of the good lines ran either
     parsed = read("kitchen-sink")
     assert [(p.line, p.cron_refuses) for p in parsed.errors] == [
-        (25, True), (26, True), (27, False), (28, False), (31, True)]
+        (25, True),
+        (26, True),
+        (27, False),
+        (28, False),
+        (31, True),
+    ]
     assert parsed.ignored_by_cron.startswith("Debian cron ignores this whole file because of line 25")
     assert {e.file_ignored for e in parsed.entries} == {parsed.ignored_by_cron}
 
@@ -153,7 +161,10 @@ def test_what_follows_a_complete_range_is_skipped_and_chrono_gets_the_field_cron
     parsed = parse_crontab("*/5/2 * * * * root a\n1-5. 3 * * * root b\n*x 3 * * * root c\n", "f", "system")
     assert parsed.errors == ()
     assert [(e.cron_schedule, e.schedule) for e in parsed.entries] == [
-        ("*/5/2 * * * *", "*/5 * * * *"), ("1-5. 3 * * *", "1,2,3,4,5 3 * * *"), ("*x 3 * * *", "* 3 * * *")]
+        ("*/5/2 * * * *", "*/5 * * * *"),
+        ("1-5. 3 * * *", "1,2,3,4,5 3 * * *"),
+        ("*x 3 * * *", "* 3 * * *"),
+    ]
     assert "skips what follows" in parsed.entries[0].notes[0]
 
 
@@ -270,18 +281,48 @@ def test_both_day_fields_restricted_can_still_run_on_the_weekday():
 # Each line was checked with Debian's own `crontab -n` (cron 3.0pl1-162), as a user crontab:
 # True means cron accepts the line, False that it refuses it (and with it the whole file).
 CRONTAB_N = [
-    ("0 5 * * * true", True), ("60 * * * * true", False), ("* * * * 7 true", True), ("* * * * 8 true", False),
-    ("5/10 * * * * true", False), ("*/0 * * * * true", False), ("*/100 * * * * true", True),
-    ("50-70/100 * * * * true", False), ("*/5/2 * * * * true", True), ("5; * * * * true", True),
-    ("*x * * * * true", True), ("1-5x * * * * true", False), ("1-5. * * * * true", True),
-    ("5-1 * * * * true", True), ("* * * * fri-mon true", True), ("* * * January * true", False),
-    ("* * * JAN * true", True), ("* * * * monday true", False), ("1,,2 * * * * true", False),
-    (",1 * * * * true", False), ("@daily true", True), ("@Daily true", False), ("@DAILY true", False),
-    ("@every true", False), ("@daily", True), ("0 5 * * *", True), ("0 5 * * * %only-stdin", True),
-    ("*/15 * * * *true", True), ("* * * * * * true", False), ("0 5 * * * *true", False),
-    ("@daily * true", False), ("0 5 * * * 5 true", True), ("\t0\t5\t*\t*\t*\ttrue", True),
-    ("A=", False), ("MAILTO=", False), ("A= 1", True), ("A =", False), ("A B=1", False),
-    ('A="b', False), ('A="b"c', False), ('"A B"=1', True), ("=x", True),
+    ("0 5 * * * true", True),
+    ("60 * * * * true", False),
+    ("* * * * 7 true", True),
+    ("* * * * 8 true", False),
+    ("5/10 * * * * true", False),
+    ("*/0 * * * * true", False),
+    ("*/100 * * * * true", True),
+    ("50-70/100 * * * * true", False),
+    ("*/5/2 * * * * true", True),
+    ("5; * * * * true", True),
+    ("*x * * * * true", True),
+    ("1-5x * * * * true", False),
+    ("1-5. * * * * true", True),
+    ("5-1 * * * * true", True),
+    ("* * * * fri-mon true", True),
+    ("* * * January * true", False),
+    ("* * * JAN * true", True),
+    ("* * * * monday true", False),
+    ("1,,2 * * * * true", False),
+    (",1 * * * * true", False),
+    ("@daily true", True),
+    ("@Daily true", False),
+    ("@DAILY true", False),
+    ("@every true", False),
+    ("@daily", True),
+    ("0 5 * * *", True),
+    ("0 5 * * * %only-stdin", True),
+    ("*/15 * * * *true", True),
+    ("* * * * * * true", False),
+    ("0 5 * * * *true", False),
+    ("@daily * true", False),
+    ("0 5 * * * 5 true", True),
+    ("\t0\t5\t*\t*\t*\ttrue", True),
+    ("A=", False),
+    ("MAILTO=", False),
+    ("A= 1", True),
+    ("A =", False),
+    ("A B=1", False),
+    ('A="b', False),
+    ('A="b"c', False),
+    ('"A B"=1', True),
+    ("=x", True),
 ]
 
 
@@ -309,7 +350,10 @@ def test_cron_refuses_a_command_over_998_characters_and_with_it_the_file():
 @pytest.mark.parametrize(
     "line, expected",
     [  # the lengths Debian's cron daemon gave each variable
-        ("A=" + "y" * 1200, 996), ("E=" + "y" * 997, 996), ("FF=" + "y" * 996, 995), ("  G=" + "y" * 996, 996),
+        ("A=" + "y" * 1200, 996),
+        ("E=" + "y" * 997, 996),
+        ("FF=" + "y" * 996, 995),
+        ("  G=" + "y" * 996, 996),
         ('B="' + "y" * 994 + '"', 994),
     ],
 )

@@ -47,11 +47,14 @@ def test_every_second_of_a_minute_gets_a_start_whose_deadline_is_in_the_same_min
         assert co.switch_deadline(minute) - start >= timedelta(seconds=co.DEADLINE_S - co.WINDOW_CLOSE_S)
 
 
-@pytest.mark.parametrize("path, backup", [
-    ("/etc/crontab", "/etc/crontab.chrono-backup"),
-    ("/etc/cron.d/php", "/etc/cron.d/php.chrono-backup"),
-    ("/var/spool/cron/crontabs/alice", "/var/spool/cron/crontabs/.alice.chrono-backup"),
-])
+@pytest.mark.parametrize(
+    "path, backup",
+    [
+        ("/etc/crontab", "/etc/crontab.chrono-backup"),
+        ("/etc/cron.d/php", "/etc/cron.d/php.chrono-backup"),
+        ("/var/spool/cron/crontabs/alice", "/var/spool/cron/crontabs/.alice.chrono-backup"),
+    ],
+)
 def test_backups_sit_beside_the_crontab_under_names_cron_never_reads(path, backup):
     assert co.backup_path(Path(path)) == Path(backup)
 
@@ -59,14 +62,17 @@ def test_backups_sit_beside_the_crontab_under_names_cron_never_reads(path, backu
 def test_comment_out_marks_each_migrated_line_and_keeps_every_other_byte():
     data = b"SHELL=/bin/sh\n# keep me\n*/5 * * * * root /usr/bin/a \xff\n0 1 * * * root b\n"
     out = co.comment_out(data, {3: "root-a"})
-    assert out == (b"SHELL=/bin/sh\n# keep me\n# chrono: migrated to root-a\n#*/5 * * * * root /usr/bin/a \xff\n"
-                   b"0 1 * * * root b\n")
+    assert out == (
+        b"SHELL=/bin/sh\n# keep me\n# chrono: migrated to root-a\n#*/5 * * * * root /usr/bin/a \xff\n0 1 * * * root b\n"
+    )
 
 
 def test_comment_out_keeps_crlf_endings_and_a_missing_final_newline():
     data = b"* * * * * root a\r\n0 1 * * * root b"
     out = co.comment_out(data, {1: "root-a", 2: "root-b"})
-    assert out == b"# chrono: migrated to root-a\r\n#* * * * * root a\r\n# chrono: migrated to root-b\n#0 1 * * * root b"
+    assert (
+        out == b"# chrono: migrated to root-a\r\n#* * * * * root a\r\n# chrono: migrated to root-b\n#0 1 * * * root b"
+    )
 
 
 def test_cron_reads_a_commented_out_crontab_as_disabled_lines_only():

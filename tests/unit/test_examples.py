@@ -23,7 +23,9 @@ def test_the_examples_validate_without_errors():
 
 def test_the_examples_hold_every_kind_of_job_the_manual_talks_about():
     jobs = list(load().values())
-    assert any(j.idempotency_class == "keyed" and j.schedule == "0 2 * * *" and j.timezone == "America/New_York" for j in jobs)
+    assert any(
+        j.idempotency_class == "keyed" and j.schedule == "0 2 * * *" and j.timezone == "America/New_York" for j in jobs
+    )
     assert any("compliance" in j.tags and j.max_silence_explicit and j.notify for j in jobs)
     assert any(j.idempotency_class == "idempotent" and j.schedule == "*/5 * * * *" for j in jobs)
     assert any(j.run_on.each for j in jobs)

@@ -43,8 +43,11 @@ def test_a_tie_goes_to_the_greater_hash_on_every_node_alike():
 
 
 def test_dead_and_stopped_nodes_do_not_vote():
-    nodes = [N("a", {"x": "aaa"}), N("b", {"x": "fff"}, lease_expires_at=NOW - timedelta(seconds=1)),
-             N("c", {"x": "fff"}, stopped_at=NOW)]
+    nodes = [
+        N("a", {"x": "aaa"}),
+        N("b", {"x": "fff"}, lease_expires_at=NOW - timedelta(seconds=1)),
+        N("c", {"x": "fff"}, stopped_at=NOW),
+    ]
     assert placement.disagreements(nodes, NOW) == {}
 
 
@@ -70,6 +73,7 @@ def test_the_spool_gives_back_its_records_in_order_with_times_and_survives_a_tor
 
 
 # --- which node dispatches an `any` job ------------------------------------------------
+
 
 def _carried(names, jobs, h="h1"):
     return {n: {j: h for j in jobs} for n in names}

@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from chronod.core import history as h
-from chronod.core.occurrence import jitter_offset, manual_run_id, run_id
 from chronod.core.model import JobSpec, RunOn
+from chronod.core.occurrence import jitter_offset, manual_run_id, run_id
 from chronod.store.api import JobRow, Run
 
 UTC = timezone.utc
@@ -21,8 +21,7 @@ def T(s: str) -> datetime:
 
 def spec(id="billing-export", schedule="0 2 * * *", owner="finance", **kw) -> JobSpec:
     kw.setdefault("max_silence_s", 2 * 86400)
-    return JobSpec(id=id, owner=owner, schedule=schedule, command="true",
-                   idempotency_class="idempotent", **kw)
+    return JobSpec(id=id, owner=owner, schedule=schedule, command="true", idempotency_class="idempotent", **kw)
 
 
 def run(sp: JobSpec, at: str, state: str, *, node=None, key=None, **kw) -> Run:
@@ -30,15 +29,18 @@ def run(sp: JobSpec, at: str, state: str, *, node=None, key=None, **kw) -> Run:
     key = key or (f"{sp.id}@{node}" if sp.run_on.each else sp.id)
     sched = T(at)
     fire = sched + timedelta(seconds=jitter_offset(key, sp.tolerance_s))
-    defaults = dict(attempts=1 if state not in ("pending", "skipped_overlap", "skipped_outage", "skipped_paused") else 0,
-                    node=node or "web1")
+    defaults = dict(
+        attempts=1 if state not in ("pending", "skipped_overlap", "skipped_outage", "skipped_paused") else 0,
+        node=node or "web1",
+    )
     if state in ("succeeded", "failed", "timed_out"):
         defaults.update(started_at=fire, finished_at=fire + timedelta(seconds=30))
     if state == "running":
         defaults.update(started_at=fire)
     defaults.update(kw)
-    return Run(run_id=run_id(key, sched), job_id=sp.id, job_key=key, scheduled_at=sched,
-               fire_at=fire, state=state, **defaults)
+    return Run(
+        run_id=run_id(key, sched), job_id=sp.id, job_key=key, scheduled_at=sched, fire_at=fire, state=state, **defaults
+    )
 
 
 NOW = T("2026-03-10 09:00")
@@ -46,6 +48,7 @@ DAILY = spec()
 
 
 # --- did-it-run, one occurrence -------------------------------------------------------------
+
 
 def test_a_succeeded_occurrence_answers_yes():
     a = h.did_it_run(DAILY, [run(DAILY, "2026-03-10 02:00", "succeeded")], now=NOW)
@@ -67,14 +70,17 @@ def test_at_picks_the_occurrence_nominally_at_or_just_before_it():
     assert not h.did_it_run(DAILY, runs, now=NOW, at=T("2026-03-10 02:00")).yes
 
 
-@pytest.mark.parametrize("state, words", [
-    ("timed_out", "timed out"),
-    ("skipped_overlap", "overlap policy"),
-    ("skipped_outage", "catch-up policy"),
-    ("skipped_paused", "paused"),
-    ("lost", "lost"),
-    ("cancelled", "cancelled"),
-])
+@pytest.mark.parametrize(
+    "state, words",
+    [
+        ("timed_out", "timed out"),
+        ("skipped_overlap", "overlap policy"),
+        ("skipped_outage", "catch-up policy"),
+        ("skipped_paused", "paused"),
+        ("lost", "lost"),
+        ("cancelled", "cancelled"),
+    ],
+)
 def test_each_terminal_failure_state_answers_no_and_says_why(state, words):
     a = h.did_it_run(DAILY, [run(DAILY, "2026-03-10 02:00", state)], now=NOW)
     assert (a.yes, a.state) == (False, state)
@@ -122,6 +128,7 @@ def test_jitter_that_pushes_the_latest_occurrence_past_now_means_the_one_before_
 
 # --- did-it-run, a window -------------------------------------------------------------------
 
+
 def test_any_success_in_the_window_answers_yes():
     hourly = spec(id="sync", schedule="0 * * * *")
     runs = [run(hourly, "2026-03-10 07:00", "succeeded"), run(hourly, "2026-03-10 08:00", "failed", exit_code=1)]
@@ -163,7 +170,10 @@ EACH = spec(id="logrotate", owner="platform", run_on=RunOn(mode="each"))
 
 
 def test_an_each_job_ran_only_when_every_known_node_succeeded():
-    runs = [run(EACH, "2026-03-10 02:00", "succeeded", node="a"), run(EACH, "2026-03-10 02:00", "failed", node="b", exit_code=1)]
+    runs = [
+        run(EACH, "2026-03-10 02:00", "succeeded", node="a"),
+        run(EACH, "2026-03-10 02:00", "failed", node="b", exit_code=1),
+    ]
     a = h.did_it_run(EACH, runs, now=NOW)
     assert not a.yes and a.reason.startswith("on b: failed")
 
@@ -176,6 +186,7 @@ def test_an_each_job_reports_a_node_that_has_no_row():
 
 
 # --- missed ---------------------------------------------------------------------------------
+
 
 def test_missed_lists_failures_and_occurrences_without_rows_grouped_by_owner():
     hourly = spec(id="sync", schedule="0 * * * *", owner="data")
@@ -198,16 +209,24 @@ def test_missed_ignores_occurrences_still_inside_their_grace():
 
 def test_missed_does_not_count_running_or_retrying_runs_but_counts_overdue_pending_ones():
     hourly = spec(id="sync", schedule="0 * * * *")
-    runs = [run(hourly, "2026-03-10 06:00", "running"), run(hourly, "2026-03-10 07:00", "retry_wait"),
-            run(hourly, "2026-03-10 08:00", "pending")]
+    runs = [
+        run(hourly, "2026-03-10 06:00", "running"),
+        run(hourly, "2026-03-10 07:00", "retry_wait"),
+        run(hourly, "2026-03-10 08:00", "pending"),
+    ]
     got = h.missed([hourly], runs, since=T("2026-03-10 05:30"), now=T("2026-03-10 08:10"))
     assert [(m.scheduled_at, m.state) for m in got] == [(T("2026-03-10 08:00"), "pending")]
 
 
 def test_missed_expects_nothing_before_a_job_was_known():
     hourly = spec(id="sync", schedule="0 * * * *")
-    got = h.missed([hourly], [], since=T("2026-03-10 00:00"), now=T("2026-03-10 08:30"),
-                   known={"sync": [(T("2026-03-10 07:30"), None)]})
+    got = h.missed(
+        [hourly],
+        [],
+        since=T("2026-03-10 00:00"),
+        now=T("2026-03-10 08:30"),
+        known={"sync": [(T("2026-03-10 07:30"), None)]},
+    )
     assert [m.scheduled_at for m in got] == [T("2026-03-10 08:00")]
 
 
@@ -216,8 +235,13 @@ def test_missed_expects_nothing_of_a_disabled_job():
 
 
 def test_missed_computes_each_jobs_per_known_node():
-    got = h.missed([EACH], [run(EACH, "2026-03-10 02:00", "succeeded", node="a")],
-                   since=T("2026-03-10 00:00"), now=NOW, nodes=["a", "b"])
+    got = h.missed(
+        [EACH],
+        [run(EACH, "2026-03-10 02:00", "succeeded", node="a")],
+        since=T("2026-03-10 00:00"),
+        now=NOW,
+        nodes=["a", "b"],
+    )
     assert [(m.job_key, m.state) for m in got] == [("logrotate@b", h.NO_RECORD)]
 
 
@@ -229,9 +253,12 @@ def test_missed_reports_failed_runs_of_jobs_no_longer_registered_under_no_owner(
 
 # --- streaks and silence ---------------------------------------------------------------------
 
+
 def test_the_success_streak_counts_back_to_the_first_failure_skipping_active_runs():
-    runs = [run(DAILY, f"2026-03-0{d} 02:00", s) for d, s in
-            [(3, "succeeded"), (4, "failed"), (5, "succeeded"), (6, "succeeded"), (7, "running")]]
+    runs = [
+        run(DAILY, f"2026-03-0{d} 02:00", s)
+        for d, s in [(3, "succeeded"), (4, "failed"), (5, "succeeded"), (6, "succeeded"), (7, "running")]
+    ]
     assert h.success_streak(runs) == 2
     assert h.success_streak([]) == 0
 
@@ -248,8 +275,11 @@ def test_silence_without_any_success_counts_from_when_the_job_was_known():
 
 
 def test_the_last_success_is_the_one_that_finished_last():
-    runs = [run(DAILY, "2026-03-08 02:00", "succeeded"), run(DAILY, "2026-03-09 02:00", "succeeded"),
-            run(DAILY, "2026-03-10 02:00", "failed")]
+    runs = [
+        run(DAILY, "2026-03-08 02:00", "succeeded"),
+        run(DAILY, "2026-03-09 02:00", "succeeded"),
+        run(DAILY, "2026-03-10 02:00", "failed"),
+    ]
     assert h.last_success(runs).scheduled_at == T("2026-03-09 02:00")
 
 
@@ -259,9 +289,13 @@ def registered(sp: JobSpec, updated_at: str = "2026-03-01 00:00", **kw) -> JobRo
 
 def test_the_latest_success_per_job_is_its_latest_finish_and_failures_do_not_count():
     other = spec(id="purge", owner="privacy")
-    runs = [run(DAILY, "2026-03-08 02:00", "succeeded"), run(DAILY, "2026-03-09 02:00", "succeeded"),
-            run(DAILY, "2026-03-10 02:00", "failed"), run(other, "2026-03-07 02:00", "succeeded"),
-            run(other, "2026-03-08 02:00", "timed_out")]
+    runs = [
+        run(DAILY, "2026-03-08 02:00", "succeeded"),
+        run(DAILY, "2026-03-09 02:00", "succeeded"),
+        run(DAILY, "2026-03-10 02:00", "failed"),
+        run(other, "2026-03-07 02:00", "succeeded"),
+        run(other, "2026-03-08 02:00", "timed_out"),
+    ]
     assert h.latest_successes(runs) == {"billing-export": T("2026-03-09 02:00:30"), "purge": T("2026-03-07 02:00:30")}
 
 
@@ -282,19 +316,31 @@ def test_a_job_that_never_succeeded_is_silent_once_max_silence_has_passed_since_
 
 def test_paused_disabled_and_reboot_jobs_are_never_silent_and_the_rest_come_in_id_order():
     old = T("2026-01-01 00:00")
-    rows = [registered(spec(id="zeta")), registered(spec(id="paused"), paused=True),
-            registered(spec(id="off", enabled=False)), registered(spec(id="boot", schedule="@reboot", max_silence_s=None)),
-            registered(spec(id="alpha"))]
+    rows = [
+        registered(spec(id="zeta")),
+        registered(spec(id="paused"), paused=True),
+        registered(spec(id="off", enabled=False)),
+        registered(spec(id="boot", schedule="@reboot", max_silence_s=None)),
+        registered(spec(id="alpha")),
+    ]
     got = h.silent_jobs(rows, {r.job_id: old for r in rows}, NOW)
     assert [q.job_id for q in got] == ["alpha", "zeta"]
 
 
 def test_only_jobs_without_a_success_scheduled_inside_their_max_silence_need_their_last_success_looked_up():
     hourly = spec(id="hourly", schedule="0 * * * *", max_silence_s=3 * 3600)
-    rows = [registered(DAILY), registered(hourly), registered(spec(id="purge")),
-            registered(spec(id="paused"), paused=True)]
-    recent = [run(DAILY, "2026-03-10 02:00", "succeeded"), run(hourly, "2026-03-10 05:00", "succeeded"),
-              run(hourly, "2026-03-10 08:00", "failed"), h.Mark("x", "purge", "purge", T("2026-03-10 02:00"), "failed", "schedule")]
+    rows = [
+        registered(DAILY),
+        registered(hourly),
+        registered(spec(id="purge")),
+        registered(spec(id="paused"), paused=True),
+    ]
+    recent = [
+        run(DAILY, "2026-03-10 02:00", "succeeded"),
+        run(hourly, "2026-03-10 05:00", "succeeded"),
+        run(hourly, "2026-03-10 08:00", "failed"),
+        h.Mark("x", "purge", "purge", T("2026-03-10 02:00"), "failed", "schedule"),
+    ]
     assert [j.job_id for j in h.silence_suspects(rows, recent, NOW)] == ["hourly", "purge"]
     recent.append(h.Mark("y", "hourly", "hourly", T("2026-03-10 06:00"), "succeeded", "schedule"))
     assert [j.job_id for j in h.silence_suspects(rows, recent, NOW)] == ["purge"]
@@ -308,14 +354,18 @@ def test_a_manual_run_id_never_equals_the_scheduled_one_at_the_same_instant():
 
 # --- the gap search equals the full search -----------------------------------------------------
 
-@pytest.mark.parametrize("expr, tz, start, days", [
-    ("0 * * * *", "UTC", "2026-03-01 00:00", 3),
-    ("*/20 * * * *", "UTC", "2026-03-01 00:00", 1),
-    ("30 2 * * *", "America/New_York", "2026-03-01 00:00", 14),  # spring forward on 03-08
-    ("0 1 * * *", "America/New_York", "2026-10-25 00:00", 14),  # fall back on 11-01
-    ("15 * * * *", "Europe/Berlin", "2026-03-28 00:00", 2),  # spring forward on 03-29
-    ("0 9 * * 1-5", "UTC", "2026-03-01 00:00", 21),
-])
+
+@pytest.mark.parametrize(
+    "expr, tz, start, days",
+    [
+        ("0 * * * *", "UTC", "2026-03-01 00:00", 3),
+        ("*/20 * * * *", "UTC", "2026-03-01 00:00", 1),
+        ("30 2 * * *", "America/New_York", "2026-03-01 00:00", 14),  # spring forward on 03-08
+        ("0 1 * * *", "America/New_York", "2026-10-25 00:00", 14),  # fall back on 11-01
+        ("15 * * * *", "Europe/Berlin", "2026-03-28 00:00", 2),  # spring forward on 03-29
+        ("0 9 * * 1-5", "UTC", "2026-03-01 00:00", 21),
+    ],
+)
 def test_missed_finds_exactly_the_occurrences_without_rows_whatever_the_gaps(expr, tz, start, days):
     import random
 
@@ -337,15 +387,21 @@ def test_missed_finds_exactly_the_occurrences_without_rows_whatever_the_gaps(exp
 
 def test_missed_with_slim_marks_and_only_the_unhappy_runs_answers_as_with_every_run():
     hourly = spec(id="sync", schedule="0 * * * *", owner="data")
-    runs = [run(hourly, f"2026-03-10 0{x}:00", "failed" if x == 3 else "succeeded", exit_code=1)
-            for x in range(1, 9) if x != 5]
+    runs = [
+        run(hourly, f"2026-03-10 0{x}:00", "failed" if x == 3 else "succeeded", exit_code=1)
+        for x in range(1, 9)
+        if x != 5
+    ]
     marks = [h.Mark(r.run_id, r.job_id, r.job_key, r.scheduled_at, r.state, r.trigger) for r in runs]
     unhappy = [r for r in runs if r.state != "succeeded"]
     kw = dict(since=T("2026-03-10 00:30"), now=T("2026-03-10 08:30"))
     full = h.missed([hourly], runs, **kw)
     slim = h.missed([hourly], unhappy, marks=marks, **kw)
-    assert [(m.scheduled_at, m.state) for m in slim] == [(m.scheduled_at, m.state) for m in full] == [
-        (T("2026-03-10 03:00"), "failed"), (T("2026-03-10 05:00"), h.NO_RECORD)]
+    assert (
+        [(m.scheduled_at, m.state) for m in slim]
+        == [(m.scheduled_at, m.state) for m in full]
+        == [(T("2026-03-10 03:00"), "failed"), (T("2026-03-10 05:00"), h.NO_RECORD)]
+    )
 
 
 # --- occurrences are expected only while the job was registered ------------------------------
@@ -354,13 +410,16 @@ EVERY_2S = spec(id="tick", schedule="@every 2s", max_silence_s=60)
 LIVED = [(T("2026-03-10 06:48:00"), T("2026-03-10 06:50:00"))]
 
 
-@pytest.mark.parametrize("fire_at, expected", [
-    ("2026-03-10 06:47:59", False),  # before the registration
-    ("2026-03-10 06:48:00", True),   # the registration instant itself
-    ("2026-03-10 06:49:00", True),
-    ("2026-03-10 06:50:00", True),   # the removal instant itself
-    ("2026-03-10 06:50:01", False),  # after the removal
-])
+@pytest.mark.parametrize(
+    "fire_at, expected",
+    [
+        ("2026-03-10 06:47:59", False),  # before the registration
+        ("2026-03-10 06:48:00", True),  # the registration instant itself
+        ("2026-03-10 06:49:00", True),
+        ("2026-03-10 06:50:00", True),  # the removal instant itself
+        ("2026-03-10 06:50:01", False),  # after the removal
+    ],
+)
 def test_an_occurrence_is_expected_only_inside_a_registration(fire_at, expected):
     assert h.registered(LIVED, T(fire_at)) is expected
 
@@ -399,13 +458,20 @@ def test_did_it_run_at_an_occurrence_before_the_registration_says_not_registered
 
 def test_did_it_run_since_ignores_occurrences_of_a_removed_job_after_its_removal():
     spans = [(T("2026-03-01 00:00"), T("2026-03-09 12:00"))]
-    a = h.did_it_run(DAILY, [run(DAILY, "2026-03-09 02:00", "failed", exit_code=1)], now=NOW,
-                     since=T("2026-03-08 12:00"), spans=spans)
+    a = h.did_it_run(
+        DAILY,
+        [run(DAILY, "2026-03-09 02:00", "failed", exit_code=1)],
+        now=NOW,
+        since=T("2026-03-08 12:00"),
+        spans=spans,
+    )
     assert not a.yes and a.state == "failed"  # the 03-09 run, not the unexpected 03-10 one
 
 
 def test_did_it_run_still_judges_a_row_that_exists_outside_the_registration():
-    a = h.did_it_run(DAILY, [run(DAILY, "2026-03-10 02:00", "succeeded")], now=NOW, spans=[(T("2026-03-10 08:00"), None)])
+    a = h.did_it_run(
+        DAILY, [run(DAILY, "2026-03-10 02:00", "succeeded")], now=NOW, spans=[(T("2026-03-10 08:00"), None)]
+    )
     assert a.yes
 
 
@@ -415,8 +481,15 @@ def test_the_audit_report_counts_occurrences_outside_the_registration_as_not_reg
 
     hourly = spec(id="sync", schedule="0 * * * *")
     runs = [run(hourly, "2026-03-10 07:00", "succeeded")]
-    rep = report.job_report(hourly, compile_schedule("0 * * * *", "UTC"), runs, start=T("2026-03-10 00:00"),
-                            end=T("2026-03-11 00:00"), now=NOW, spans=[(T("2026-03-10 06:48"), None)])
+    rep = report.job_report(
+        hourly,
+        compile_schedule("0 * * * *", "UTC"),
+        runs,
+        start=T("2026-03-10 00:00"),
+        end=T("2026-03-11 00:00"),
+        now=NOW,
+        spans=[(T("2026-03-10 06:48"), None)],
+    )
     assert [line.scheduled_at.hour for line in rep.lines] == list(range(7, 24))
     assert rep.totals == {"succeeded": 1, "missing": 2, "not_due": 14}  # 08:00 and 09:00 have no row
     assert rep.not_registered == 7  # 00:00 .. 06:00

@@ -11,12 +11,15 @@ from chronod.core.schedule import ScheduleError, compile_schedule
 from chronod.specfile import parse_text
 
 
-@pytest.mark.parametrize("text, line", [
-    (b"jobs:\n  - id: x\n    owner: a\x1bb\n", 3),
-    (b"jobs:\n  - id: x\x00\n", 2),
-    (b"jobs:\n\n\n  - id: \xff\n", 4),
-    (b"jobs:\n  - id: x\n    owner: \x07\n", 3),
-])
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        (b"jobs:\n  - id: x\n    owner: a\x1bb\n", 3),
+        (b"jobs:\n  - id: x\x00\n", 2),
+        (b"jobs:\n\n\n  - id: \xff\n", 4),
+        (b"jobs:\n  - id: x\n    owner: \x07\n", 3),
+    ],
+)
 def test_non_utf8_nul_and_raw_control_characters_are_refused_with_their_line(text, line):
     (problem,) = parse_text(text, "f.yaml").problems
     assert problem.line == line, problem.format()

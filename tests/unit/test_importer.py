@@ -37,21 +37,33 @@ def entries(name: str, fmt: str = "system", user: str | None = None):
         ("test -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.daily; }", "run-parts-cron-daily"),
         ("/usr/bin/php /var/www/cron.php", "php-cron"),
         ("php -f /var/www/html/wp-cron.php > /dev/null 2>&1", "php-wp-cron"),
-        ("[ -x /usr/lib/php/sessionclean ] && if [ ! -d /run/systemd/system ]; then /usr/lib/php/sessionclean; fi", "sessionclean"),
+        (
+            "[ -x /usr/lib/php/sessionclean ] && if [ ! -d /run/systemd/system ]; then /usr/lib/php/sessionclean; fi",
+            "sessionclean",
+        ),
         ("test -e /run/systemd/system || SERVICE_MODE=1 /sbin/e2scrub_all -A -r", "e2scrub_all"),
         ("flock -n /run/lock/x.lock nice -n 19 /usr/local/bin/pg-backup.sh --verify", "pg-backup"),
         ("cd /srv/app && ./bin/backup-db.sh >> /var/log/b.log 2>&1", "backup-db"),
         ("command -v debian-sa1 > /dev/null && debian-sa1 1 1", "debian-sa1"),
         ("/usr/sbin/invoke-rc.d anacron start", "invoke-rc.d-anacron"),
         # certbot's, mdadm's and geoipupdate's cron.d lines: inline perl, $( ) and grep -q are not the job
-        ("test -x /usr/bin/certbot -a \\! -d /run/systemd/system && perl -e 'sleep int(rand(43200))' && certbot -q renew",
-         "certbot"),
-        ("if [ -x /usr/share/mdadm/checkarray ] && [ $(date +%d) -le 7 ]; then /usr/share/mdadm/checkarray --cron; fi",
-         "checkarray"),
-        ("test -x /usr/bin/geoipupdate && /usr/bin/grep -Eq '^AccountID' /etc/GeoIP.conf && /usr/bin/geoipupdate",
-         "geoipupdate"),
-        ("d=$({ cat /etc/munin/munin.conf || true; } | tail -1); if [ -d \"$d\" ]; then find \"$d/\" -delete; fi", "find"),
-        ("/bin/sh -lc 'cd /opt/app && bundle exec rake signatures:dedupe' >>/var/log/cron.log 2>&1", "rake-signatures:dedupe"),
+        (
+            "test -x /usr/bin/certbot -a \\! -d /run/systemd/system && perl -e 'sleep int(rand(43200))' && certbot -q renew",
+            "certbot",
+        ),
+        (
+            "if [ -x /usr/share/mdadm/checkarray ] && [ $(date +%d) -le 7 ]; then /usr/share/mdadm/checkarray --cron; fi",
+            "checkarray",
+        ),
+        (
+            "test -x /usr/bin/geoipupdate && /usr/bin/grep -Eq '^AccountID' /etc/GeoIP.conf && /usr/bin/geoipupdate",
+            "geoipupdate",
+        ),
+        ('d=$({ cat /etc/munin/munin.conf || true; } | tail -1); if [ -d "$d" ]; then find "$d/" -delete; fi', "find"),
+        (
+            "/bin/sh -lc 'cd /opt/app && bundle exec rake signatures:dedupe' >>/var/log/cron.log 2>&1",
+            "rake-signatures:dedupe",
+        ),
         ("sh -c '/usr/local/bin/backup.sh --full'", "backup"),
     ],
 )
@@ -87,8 +99,12 @@ def test_a_job_keeps_crons_behaviour_by_default():
         "user": "root",
         "shell": "/bin/bash",
         # cron gives the job SHELL too: chrono would give the user's login shell
-        "env": {"SHELL": "/bin/bash", "PATH": "/usr/local/bin:/usr/bin:/bin", "MAILTO": "ops@example.com",
-                "GREETING": "hello world"},
+        "env": {
+            "SHELL": "/bin/bash",
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "MAILTO": "ops@example.com",
+            "GREETING": "hello world",
+        },
         "idempotency_class": "unsafe",
         "tolerance_s": 0,
         "tolerance_reason": "imported from /etc/cron.d/kitchen-sink:14; cron fires on the minute",
@@ -146,7 +162,9 @@ def test_the_equivalence_check_agrees_with_cron_across_new_york_dst():
     entry = parse_crontab("CRON_TZ=America/New_York\n30 2 * * * root x\n", "f", "system").entries[0]
     from chronod.core.schedule import compile_schedule
 
-    eq = compare_with_cron("root-x", entry, "America/New_York", NOW, compile_schedule(entry.schedule, "America/New_York").fires)
+    eq = compare_with_cron(
+        "root-x", entry, "America/New_York", NOW, compile_schedule(entry.schedule, "America/New_York").fires
+    )
     assert (eq.compared, eq.fires, eq.differences) == ("full", 400, [])
 
 
@@ -155,6 +173,7 @@ def test_the_equivalence_check_prints_the_dates_where_chrono_differs():
 
     def one_hour_late(start, end):
         from datetime import timedelta
+
         from chronod.core.schedule import compile_schedule
 
         return [t + timedelta(hours=1) for t in compile_schedule("30 2 * * *", "UTC").fires(start, end)][:2]
@@ -173,12 +192,16 @@ def test_the_jobs_of_a_file_cron_ignores_are_imported_disabled_and_say_why():
     assert job["enabled"] is False
     note = next(n for n in entry_notes(entry, OPTIONS) if n.startswith("imported disabled"))
     assert "because of line 2" in note and "never ran under cron" in note
-    assert compare_with_cron("root-good", entry, "UTC", NOW, lambda a, b: []).compared.startswith("skipped (cron ignores")
+    assert compare_with_cron("root-good", entry, "UTC", NOW, lambda a, b: []).compared.startswith(
+        "skipped (cron ignores"
+    )
     assert "enabled" not in build_job(parse_crontab(text[:35], "f", "system").entries[0], "x", OPTIONS)
 
 
 def test_importing_a_file_cron_ignores_starts_none_of_its_jobs():
-    result = run_import([Source("ks", (FIXTURES / "kitchen-sink").read_text(), "system", None, "imported-ks.yaml")], OPTIONS, NOW)
+    result = run_import(
+        [Source("ks", (FIXTURES / "kitchen-sink").read_text(), "system", None, "imported-ks.yaml")], OPTIONS, NOW
+    )
     assert len(result.jobs) == 14 and {j["enabled"] for j in result.jobs} == {False}
     assert [e["line"] for e in result.errors] == [25, 26, 27, 28, 31]
     assert all(yaml.safe_load(result.files["imported-ks.yaml"])["jobs"][i]["enabled"] is False for i in range(14))
@@ -192,13 +215,30 @@ def test_reboot_jobs_are_not_compared():
 def test_a_whole_import_reports_jobs_errors_disabled_and_risky_dst_jobs():
     src = Source("dst", (FIXTURES / "dst").read_text(), "system", None, "imported-dst.yaml")
     result = run_import([src], OPTIONS, NOW)
-    assert [j["id"] for j in result.jobs] == ["root-two-thirty", "root-one-thirty", "root-every-minute-of-two", "root-hourly", "root-lord-howe"]
-    assert result.errors == [{"file": "dst", "line": 9, "message": "unknown time zone 'Not/AZone' (CRON_TZ/TZ above this line)", "hint": "use an IANA name such as Europe/Paris"}]
+    assert [j["id"] for j in result.jobs] == [
+        "root-two-thirty",
+        "root-one-thirty",
+        "root-every-minute-of-two",
+        "root-hourly",
+        "root-lord-howe",
+    ]
+    assert result.errors == [
+        {
+            "file": "dst",
+            "line": 9,
+            "message": "unknown time zone 'Not/AZone' (CRON_TZ/TZ above this line)",
+            "hint": "use an IANA name such as Europe/Paris",
+        }
+    ]
     assert {r["id"] for r in result.risky} == {"root-two-thirty", "root-one-thirty", "root-lord-howe"}
     # Debian's cron schedules these in the host's zone (Europe/London here), not CRON_TZ's:
     # only the hourly job starts at the same instants in both
-    assert {d.job_id for d in result.differences} == {"root-two-thirty", "root-one-thirty",
-                                                      "root-every-minute-of-two", "root-lord-howe"}
+    assert {d.job_id for d in result.differences} == {
+        "root-two-thirty",
+        "root-one-thirty",
+        "root-every-minute-of-two",
+        "root-lord-howe",
+    }
     assert list(result.files) == ["imported-dst.yaml"]
 
 
@@ -211,26 +251,60 @@ def test_many_jobs_in_the_same_minute_are_flagged():
 # Real /etc/cron.d files from Debian 12 packages (tests/fixtures/crontabs/debian/README):
 # (file, [(line, user, schedule)], disabled lines, what else must hold)
 DEBIAN_FILES = [
-    ("certbot", [(17, "root", "0 */12 * * *")], [],
-     lambda jobs: "perl -e 'sleep int(rand(43200))'" in jobs[0]["command"] and jobs[0]["id"] == "root-certbot"),
-    ("mdadm", [(12, "root", "57 0 * * 0")], [],  # \% -> %
-     lambda jobs: "$(date +%d) -le 7" in jobs[0]["command"] and jobs[0]["id"] == "root-checkarray"),
-    ("tiger", [(9, "root", "0 * * * *")], [],
-     lambda jobs: {k: jobs[0]["env"][k] for k in ("DEFAULT", "NICETIGER")} == {"DEFAULT": "/etc/default/tiger", "NICETIGER": "10"}),
+    (
+        "certbot",
+        [(17, "root", "0 */12 * * *")],
+        [],
+        lambda jobs: "perl -e 'sleep int(rand(43200))'" in jobs[0]["command"] and jobs[0]["id"] == "root-certbot",
+    ),
+    (
+        "mdadm",
+        [(12, "root", "57 0 * * 0")],
+        [],  # \% -> %
+        lambda jobs: "$(date +%d) -le 7" in jobs[0]["command"] and jobs[0]["id"] == "root-checkarray",
+    ),
+    (
+        "tiger",
+        [(9, "root", "0 * * * *")],
+        [],
+        lambda jobs: (
+            {k: jobs[0]["env"][k] for k in ("DEFAULT", "NICETIGER")}
+            == {"DEFAULT": "/etc/default/tiger", "NICETIGER": "10"}
+        ),
+    ),
     ("cacti", [(2, "www-data", "*/5 * * * *")], [9], lambda jobs: jobs[0]["env"]["MAILTO"] == "root"),
-    ("munin", [(7, "munin", "*/5 * * * *"), (8, "munin", "14 10 * * *"), (11, "munin", "27 03 * * *"),
-               (12, "www-data", "32 03 * * *")], [], lambda jobs: jobs[2]["command"].startswith("htmldir=$({ cat ")),
-    ("sysstat", [(6, "root", "5-55/10 * * * *"), (9, "root", "59 23 * * *")], [],
-     lambda jobs: jobs[0]["env"]["PATH"].startswith("/usr/lib/sysstat:")),
+    (
+        "munin",
+        [
+            (7, "munin", "*/5 * * * *"),
+            (8, "munin", "14 10 * * *"),
+            (11, "munin", "27 03 * * *"),
+            (12, "www-data", "32 03 * * *"),
+        ],
+        [],
+        lambda jobs: jobs[2]["command"].startswith("htmldir=$({ cat "),
+    ),
+    (
+        "sysstat",
+        [(6, "root", "5-55/10 * * * *"), (9, "root", "59 23 * * *")],
+        [],
+        lambda jobs: jobs[0]["env"]["PATH"].startswith("/usr/lib/sysstat:"),
+    ),
     ("anacron", [(6, "root", "30 7-23 * * *")], [], lambda jobs: jobs[0]["id"] == "root-invoke-rc.d-anacron"),
-    ("e2scrub_all", [(1, "root", "30 3 * * 0"), (2, "root", "10 3 * * *")], [],
-     lambda jobs: [j["id"] for j in jobs] == ["root-e2scrub-all-cron", "root-e2scrub-all"]),
+    (
+        "e2scrub_all",
+        [(1, "root", "30 3 * * 0"), (2, "root", "10 3 * * *")],
+        [],
+        lambda jobs: [j["id"] for j in jobs] == ["root-e2scrub-all-cron", "root-e2scrub-all"],
+    ),
 ]
 
 
 @pytest.mark.parametrize("name, expected, disabled, check", DEBIAN_FILES, ids=[d[0] for d in DEBIAN_FILES])
 def test_debian_packaged_cron_d_files_import_as_cron_runs_them(name, expected, disabled, check):
-    src = Source(f"/etc/cron.d/{name}", (FIXTURES / "debian" / name).read_text(), "system", None, f"imported-cron.d-{name}.yaml")
+    src = Source(
+        f"/etc/cron.d/{name}", (FIXTURES / "debian" / name).read_text(), "system", None, f"imported-cron.d-{name}.yaml"
+    )
     result = run_import([src], ImportOptions(host_timezone="Europe/Berlin"), NOW)
     assert result.errors == [] and result.differences == []
     assert [(j["source"]["line"], j["user"], j["schedule"]) for j in result.jobs] == expected
@@ -248,8 +322,15 @@ def test_a_line_for_a_user_this_host_lacks_says_cron_here_never_ran_it():
 
 @pytest.mark.parametrize(
     "uid, mode, links, fragment",
-    [(0, 0o100644, 1, None), (0, 0o100600, 1, None), (0, 0o100755, 1, None), (65534, 0o100644, 1, "WRONG FILE OWNER"),
-     (0, 0o100664, 1, "INSECURE MODE"), (0, 0o100666, 1, "INSECURE MODE"), (0, 0o100644, 2, "HARD LINKS")],
+    [
+        (0, 0o100644, 1, None),
+        (0, 0o100600, 1, None),
+        (0, 0o100755, 1, None),
+        (65534, 0o100644, 1, "WRONG FILE OWNER"),
+        (0, 0o100664, 1, "INSECURE MODE"),
+        (0, 0o100666, 1, "INSECURE MODE"),
+        (0, 0o100644, 2, "HARD LINKS"),
+    ],
 )
 def test_cron_refuses_a_system_file_by_its_owner_mode_and_links(uid, mode, links, fragment):
     # each case run under Debian's cron daemon: only the files with no problem ran
@@ -263,8 +344,14 @@ def test_cron_refuses_a_system_file_by_its_owner_mode_and_links(uid, mode, links
 
 
 def test_a_file_cron_refuses_for_its_mode_is_imported_disabled_with_a_file_level_error():
-    src = Source("/etc/cron.d/f", "0 1 * * * root /bin/true\n", "system", None, "imported-cron.d-f.yaml",
-                 cron_ignores="it is group- or world-writable (cron logs INSECURE MODE)")
+    src = Source(
+        "/etc/cron.d/f",
+        "0 1 * * * root /bin/true\n",
+        "system",
+        None,
+        "imported-cron.d-f.yaml",
+        cron_ignores="it is group- or world-writable (cron logs INSECURE MODE)",
+    )
     result = run_import([src], OPTIONS, NOW)
     assert [(e["line"], "INSECURE MODE" in e["message"]) for e in result.errors] == [(0, True)]
     assert result.jobs[0]["enabled"] is False
@@ -279,7 +366,9 @@ def test_a_schedule_repeated_in_a_crontab_is_simulated_once(monkeypatch):
     real = vixie.simulate
     monkeypatch.setattr(vixie, "simulate", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
     text = "".join(f"17 5 * * 3 root /bin/task-{i}\n" for i in range(5)) + "17 5 * * 4 root /bin/other\n"
-    results = [compare_with_cron(f"root-{e.line}", e, "Europe/Oslo", NOW, compile_schedule(e.schedule, "Europe/Oslo").fires)
-               for e in parse_crontab(text, "f", "system").entries]
+    results = [
+        compare_with_cron(f"root-{e.line}", e, "Europe/Oslo", NOW, compile_schedule(e.schedule, "Europe/Oslo").fires)
+        for e in parse_crontab(text, "f", "system").entries
+    ]
     assert calls == ["17 5 * * 3", "17 5 * * 4"]
     assert [(r.compared, r.fires, r.differences) for r in results] == [("full", 57, [])] * 5 + [("full", 57, [])]

@@ -8,8 +8,24 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-IO_MODULES = {"os", "subprocess", "socket", "sqlalchemy", "psycopg", "sqlite3", "yaml", "typer", "rich",
-              "prometheus_client", "urllib", "http", "selectors", "signal", "shutil", "tempfile"}
+IO_MODULES = {
+    "os",
+    "subprocess",
+    "socket",
+    "sqlalchemy",
+    "psycopg",
+    "sqlite3",
+    "yaml",
+    "typer",
+    "rich",
+    "prometheus_client",
+    "urllib",
+    "http",
+    "selectors",
+    "signal",
+    "shutil",
+    "tempfile",
+}
 
 
 def imports_of(path: Path) -> set[str]:

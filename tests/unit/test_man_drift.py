@@ -47,9 +47,10 @@ def test_every_metric_chronod_exports_is_in_its_manual():
     from chronod.daemon.metrics import Metrics
 
     text = (MAN.parent / "chronod.8").read_text().replace("\\-", "-")
-    section = text[text.index(".SH METRICS"):text.index(".SH", text.index(".SH METRICS") + 1)]
+    section = text[text.index(".SH METRICS") : text.index(".SH", text.index(".SH METRICS") + 1)]
     documented = set(re.findall(r"^\.TP\n\.B ([a-z_]+)", section, re.M))
-    exported = {m.name.removesuffix("_total") + ("_total" if m.type == "counter" else "")
-                for m in Metrics().registry.collect()}
+    exported = {
+        m.name.removesuffix("_total") + ("_total" if m.type == "counter" else "") for m in Metrics().registry.collect()
+    }
     assert exported - documented == set()
     assert documented - exported == set()

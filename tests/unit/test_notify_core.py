@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from chronod.core.occurrence import run_id
 from chronod.core.model import JobSpec, Notify
+from chronod.core.occurrence import run_id
 from chronod.core.schedule import compile_schedule
 from chronod.notify import core
 from chronod.notify.core import NotifyState, decide
@@ -16,16 +16,34 @@ ROUTE = Notify(on=("failed", "timed_out", "lost", "silence", "recovered", "skipp
 
 
 def spec(**kw) -> JobSpec:
-    base = dict(id="purge", owner="team-a", schedule="* * * * *", command="true", idempotency_class="idempotent",
-                max_silence_s=600, notify=(ROUTE,))
+    base = dict(
+        id="purge",
+        owner="team-a",
+        schedule="* * * * *",
+        command="true",
+        idempotency_class="idempotent",
+        max_silence_s=600,
+        notify=(ROUTE,),
+    )
     return JobSpec(**{**base, **kw})
 
 
 def run(minute: int, state: str, job: str = "purge", **kw) -> Run:
     at = T0 + timedelta(minutes=minute)
-    return Run(run_id=run_id(job, at), job_id=job, job_key=job, scheduled_at=at, fire_at=at, state=state,
-               attempts=1, started_at=at, finished_at=at + timedelta(seconds=5), updated_at=at + timedelta(seconds=5),
-               exit_code=0 if state == "succeeded" else (1 if state == "failed" else None), **kw)
+    return Run(
+        run_id=run_id(job, at),
+        job_id=job,
+        job_key=job,
+        scheduled_at=at,
+        fire_at=at,
+        state=state,
+        attempts=1,
+        started_at=at,
+        finished_at=at + timedelta(seconds=5),
+        updated_at=at + timedelta(seconds=5),
+        exit_code=0 if state == "succeeded" else (1 if state == "failed" else None),
+        **kw,
+    )
 
 
 def events(notices) -> list[str]:
@@ -33,7 +51,9 @@ def events(notices) -> list[str]:
 
 
 def test_a_job_failing_every_minute_sends_one_failed_then_one_recovered():
-    history = [run(0, "succeeded")] + [run(m, "failed") for m in range(1, 30)] + [run(30, "succeeded"), run(31, "succeeded")]
+    history = (
+        [run(0, "succeeded")] + [run(m, "failed") for m in range(1, 30)] + [run(30, "succeeded"), run(31, "succeeded")]
+    )
     notices, state = decide(spec(), history, NotifyState(), T0 + timedelta(minutes=32))
     assert events(notices) == ["failed", "recovered"]
     assert notices[0].run_id == history[1].run_id
@@ -96,21 +116,34 @@ def test_a_paused_job_does_not_go_silent_and_its_clock_restarts():
 
 
 def test_overlap_skips_send_one_notice_per_streak():
-    history = [run(0, "succeeded"), run(1, "skipped_overlap"), run(2, "skipped_overlap"),
-               run(3, "succeeded"), run(4, "skipped_overlap")]
+    history = [
+        run(0, "succeeded"),
+        run(1, "skipped_overlap"),
+        run(2, "skipped_overlap"),
+        run(3, "succeeded"),
+        run(4, "skipped_overlap"),
+    ]
     notices, _ = decide(spec(), history, NotifyState(), T0 + timedelta(minutes=5))
     assert events(notices) == ["skipped_overlap", "skipped_overlap"]
 
 
 def test_lost_is_a_failure_condition_and_a_success_recovers_it():
-    notices, _ = decide(spec(idempotency_class="unsafe"), [run(0, "lost"), run(1, "lost"), run(2, "succeeded")],
-                        NotifyState(), T0 + timedelta(minutes=3))
+    notices, _ = decide(
+        spec(idempotency_class="unsafe"),
+        [run(0, "lost"), run(1, "lost"), run(2, "succeeded")],
+        NotifyState(),
+        T0 + timedelta(minutes=3),
+    )
     assert events(notices) == ["lost", "recovered"]
 
 
 def test_skips_for_pause_and_outage_change_nothing():
-    notices, state = decide(spec(), [run(0, "failed"), run(1, "skipped_paused"), run(2, "skipped_outage"),
-                                     run(3, "failed")], NotifyState(), T0 + timedelta(minutes=4))
+    notices, state = decide(
+        spec(),
+        [run(0, "failed"), run(1, "skipped_paused"), run(2, "skipped_outage"), run(3, "failed")],
+        NotifyState(),
+        T0 + timedelta(minutes=4),
+    )
     assert events(notices) == ["failed"] and state.condition == "failed"
 
 
@@ -125,8 +158,14 @@ def test_an_occurrence_with_no_row_or_still_pending_past_its_grace_is_unclaimed(
     s = spec(schedule="*/10 * * * *", tolerance_s=0)
     sched = compile_schedule(s.schedule, s.timezone)
     ran = run(0, "succeeded")
-    stuck = Run(run_id=run_id("purge", T0 + timedelta(minutes=20)), job_id="purge", job_key="purge",
-                scheduled_at=T0 + timedelta(minutes=20), fire_at=T0 + timedelta(minutes=20), state="pending")
+    stuck = Run(
+        run_id=run_id("purge", T0 + timedelta(minutes=20)),
+        job_id="purge",
+        job_key="purge",
+        scheduled_at=T0 + timedelta(minutes=20),
+        fire_at=T0 + timedelta(minutes=20),
+        state="pending",
+    )
     found = core.unclaimed(s, sched, [ran, stuck], since=T0 - timedelta(seconds=1), now=T0 + timedelta(minutes=25))
     assert [(n.state, n.run_id) for n in found] == [
         ("unclaimed", run_id("purge", T0 + timedelta(minutes=10))),
@@ -138,8 +177,9 @@ def test_an_occurrence_with_no_row_or_still_pending_past_its_grace_is_unclaimed(
 def test_an_occurrence_inside_its_grace_is_not_unclaimed_yet():
     s = spec(schedule="*/10 * * * *", tolerance_s=0)
     sched = compile_schedule(s.schedule, s.timezone)
-    found = core.unclaimed(s, sched, [run(0, "succeeded")], since=T0 - timedelta(seconds=1),
-                           now=T0 + timedelta(minutes=10, seconds=30))
+    found = core.unclaimed(
+        s, sched, [run(0, "succeeded")], since=T0 - timedelta(seconds=1), now=T0 + timedelta(minutes=10, seconds=30)
+    )
     assert found == []
 
 

@@ -20,8 +20,15 @@ def T(text: str) -> datetime:
 
 
 def spec(run_on: str = "any", tolerance_s: int = 300, job_id: str = "nightly") -> JobSpec:
-    return JobSpec(id=job_id, owner="ops", schedule="0 4 * * *", command="true", idempotency_class="idempotent",
-                   tolerance_s=tolerance_s, run_on=RunOn(mode=run_on))
+    return JobSpec(
+        id=job_id,
+        owner="ops",
+        schedule="0 4 * * *",
+        command="true",
+        idempotency_class="idempotent",
+        tolerance_s=tolerance_s,
+        run_on=RunOn(mode=run_on),
+    )
 
 
 def by_hand_offset(key: str, tolerance_s: int) -> int:
@@ -43,12 +50,15 @@ class Every:
         return datetime.fromtimestamp(ts, UTC)
 
 
-@pytest.mark.parametrize("run_on, node, key", [
-    ("any", "web1", "nightly"),
-    ("any", None, "nightly"),
-    ("each", "web1", "nightly@web1"),
-    ("each", "web2", "nightly@web2"),
-])
+@pytest.mark.parametrize(
+    "run_on, node, key",
+    [
+        ("any", "web1", "nightly"),
+        ("any", None, "nightly"),
+        ("each", "web1", "nightly@web1"),
+        ("each", "web2", "nightly@web2"),
+    ],
+)
 def test_a_job_is_keyed_by_its_id_or_by_id_at_node_when_it_runs_on_each_node(run_on, node, key):
     place = occurrence.placement(spec(run_on), node)
     assert place.key == key

@@ -19,8 +19,7 @@ SOURCES = ("chronod", "chronoctl", "migrate", "setup.py", "pyproject.toml", "REA
 
 def migration_files(root: Path) -> set[str]:
     """Every file of an alembic environment, relative to it, bytecode left out."""
-    return {p.relative_to(root).as_posix() for p in root.rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts}
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +31,13 @@ def built(tmp_path_factory) -> Path:
             shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(ROOT / name, src / name)
-    res = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(lib)],
-                         cwd=src, capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(lib)],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     return lib
 
@@ -48,11 +52,19 @@ def test_a_built_chrono_ships_no_top_level_migrate_package(built):
 
 def test_an_installed_chrono_upgrades_a_database_from_its_own_copy_of_the_migrations(built, tmp_path):
     # Run from elsewhere with only the built tree on the path: no checkout `migrate/` to fall back on.
-    script = ("import sys; from chronod.store.sql import SqlStore, migrations_dir; print(migrations_dir()); "
-              "s = SqlStore(sys.argv[1]); s.upgrade(); print(s.schema_revision()); s.close()")
+    script = (
+        "import sys; from chronod.store.sql import SqlStore, migrations_dir; print(migrations_dir()); "
+        "s = SqlStore(sys.argv[1]); s.upgrade(); print(s.schema_revision()); s.close()"
+    )
     env = {**os.environ, "PYTHONPATH": str(built)}
-    res = subprocess.run([sys.executable, "-c", script, str(tmp_path / "chrono.db")],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "chrono.db")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
     where, revision = res.stdout.split()
     assert Path(where) == built / "chronod" / "_migrate"

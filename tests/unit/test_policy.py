@@ -63,9 +63,15 @@ def test_latest_runs_nothing_older_than_the_catchup_window():
     assert len(d.skip) == 3
 
 
-@pytest.mark.parametrize("overlap,running,expected", [
-    ("forbid", 0, "start"), ("forbid", 1, "skip"), ("allow", 3, "start"), ("replace", 1, "replace"),
-])
+@pytest.mark.parametrize(
+    "overlap,running,expected",
+    [
+        ("forbid", 0, "start"),
+        ("forbid", 1, "skip"),
+        ("allow", 3, "start"),
+        ("replace", 1, "replace"),
+    ],
+)
 def test_overlap_policy_decides_what_a_second_run_does(overlap, running, expected):
     assert policy.overlap_action(spec(overlap=overlap), running) == expected
 
@@ -95,6 +101,7 @@ def test_retry_backoff_doubles_is_capped_and_jittered_by_twenty_percent():
 
 # --- the catch-up rule: a backlog drains in order, one at a time under forbid -------------------
 
+
 def w(run_id: str, minutes_ago: float, window_s: int = 3600) -> policy.Waiting:
     fire = NOW - timedelta(minutes=minutes_ago)
     return policy.Waiting(run_id, fire, fire + timedelta(seconds=window_s))
@@ -106,21 +113,25 @@ def test_catchup_all_runs_every_occurrence_inside_the_window_in_scheduled_order(
     assert len(d.run) == 5 and d.skip == ()
 
 
-@pytest.mark.parametrize("overlap, running, queue, starts, expires", [
-    # forbid: the oldest starts, and only when nothing of the job runs
-    ("forbid", 0, [("c", 4), ("a", 12), ("b", 8)], ["a"], []),
-    ("forbid", 1, [("a", 12), ("b", 8)], [], []),
-    # replace drains the backlog one at a time too (cancelling its own backlog would lose it)
-    ("replace", 0, [("b", 8), ("a", 12)], ["a"], []),
-    # allow: everything at once, still in scheduled order
-    ("allow", 2, [("c", 4), ("a", 12), ("b", 8)], ["a", "b", "c"], []),
-    # an occurrence that waited past its catch-up window never starts late
-    ("forbid", 0, [("old", 90), ("a", 12)], ["a"], ["old"]),
-    ("forbid", 1, [("old", 90), ("a", 12)], [], ["old"]),
-    ("forbid", 0, [], [], []),
-])
-def test_a_catchup_backlog_starts_in_scheduled_order_and_never_beyond_its_overlap(overlap, running, queue, starts,
-                                                                                   expires):
+@pytest.mark.parametrize(
+    "overlap, running, queue, starts, expires",
+    [
+        # forbid: the oldest starts, and only when nothing of the job runs
+        ("forbid", 0, [("c", 4), ("a", 12), ("b", 8)], ["a"], []),
+        ("forbid", 1, [("a", 12), ("b", 8)], [], []),
+        # replace drains the backlog one at a time too (cancelling its own backlog would lose it)
+        ("replace", 0, [("b", 8), ("a", 12)], ["a"], []),
+        # allow: everything at once, still in scheduled order
+        ("allow", 2, [("c", 4), ("a", 12), ("b", 8)], ["a", "b", "c"], []),
+        # an occurrence that waited past its catch-up window never starts late
+        ("forbid", 0, [("old", 90), ("a", 12)], ["a"], ["old"]),
+        ("forbid", 1, [("old", 90), ("a", 12)], [], ["old"]),
+        ("forbid", 0, [], [], []),
+    ],
+)
+def test_a_catchup_backlog_starts_in_scheduled_order_and_never_beyond_its_overlap(
+    overlap, running, queue, starts, expires
+):
     turn = policy.catchup_turn(spec(overlap=overlap), [w(r, m) for r, m in queue], running, NOW)
     assert [x.run_id for x in turn.start] == starts
     assert [x.run_id for x in turn.expire] == expires
@@ -128,33 +139,41 @@ def test_a_catchup_backlog_starts_in_scheduled_order_and_never_beyond_its_overla
 
 # --- the overlap rule ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("overlap, running, queued, forced, expected", [
-    ("forbid", 0, 0, False, "start"),
-    ("forbid", 1, 0, False, "skip"),
-    ("forbid", 1, 3, False, "queue"),   # falls due while a catch-up backlog drains: waits its turn
-    ("forbid", 0, 2, False, "queue"),   # the backlog goes first even between two of its runs
-    ("forbid", 1, 0, True, "start"),    # a forced manual run
-    ("replace", 1, 0, False, "replace"),
-    ("replace", 0, 0, False, "start"),
-    ("replace", 1, 2, False, "queue"),
-    ("allow", 3, 0, False, "start"),
-    ("allow", 3, 3, False, "start"),
-])
+
+@pytest.mark.parametrize(
+    "overlap, running, queued, forced, expected",
+    [
+        ("forbid", 0, 0, False, "start"),
+        ("forbid", 1, 0, False, "skip"),
+        ("forbid", 1, 3, False, "queue"),  # falls due while a catch-up backlog drains: waits its turn
+        ("forbid", 0, 2, False, "queue"),  # the backlog goes first even between two of its runs
+        ("forbid", 1, 0, True, "start"),  # a forced manual run
+        ("replace", 1, 0, False, "replace"),
+        ("replace", 0, 0, False, "start"),
+        ("replace", 1, 2, False, "queue"),
+        ("allow", 3, 0, False, "start"),
+        ("allow", 3, 3, False, "start"),
+    ],
+)
 def test_the_overlap_rule_decides_what_a_run_that_falls_due_does(overlap, running, queued, forced, expected):
     assert policy.overlap(spec(overlap=overlap), running, queued, forced=forced) == expected
 
 
 # --- the resource rule --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("limit, used, queue, admitted, expired", [
-    (1, 0, [("b", 1), ("a", 2)], ["a"], []),            # the oldest fire time takes the one slot
-    (1, 1, [("a", 2), ("b", 1)], [], []),               # full: everyone keeps waiting, in line
-    (2, 0, [("c", 1), ("a", 3), ("b", 2)], ["a", "b"], []),
-    (3, 1, [("a", 3)], ["a"], []),
-    (1, 1, [("gone", 61), ("a", 2)], [], ["gone"]),     # waited past its window: skipped_resource
-    (1, 0, [("gone", 61), ("a", 2)], ["a"], ["gone"]),  # an expired run never takes a slot
-    (1, 5, [("a", 1)], [], []),                         # more running than the limit (a reload lowered it)
-])
+
+@pytest.mark.parametrize(
+    "limit, used, queue, admitted, expired",
+    [
+        (1, 0, [("b", 1), ("a", 2)], ["a"], []),  # the oldest fire time takes the one slot
+        (1, 1, [("a", 2), ("b", 1)], [], []),  # full: everyone keeps waiting, in line
+        (2, 0, [("c", 1), ("a", 3), ("b", 2)], ["a", "b"], []),
+        (3, 1, [("a", 3)], ["a"], []),
+        (1, 1, [("gone", 61), ("a", 2)], [], ["gone"]),  # waited past its window: skipped_resource
+        (1, 0, [("gone", 61), ("a", 2)], ["a"], ["gone"]),  # an expired run never takes a slot
+        (1, 5, [("a", 1)], [], []),  # more running than the limit (a reload lowered it)
+    ],
+)
 def test_the_resource_rule_admits_the_oldest_waiting_runs_into_free_slots(limit, used, queue, admitted, expired):
     turn = policy.resource_admission(limit, used, [w(r, m, window_s=3600) for r, m in queue], NOW)
     assert [x.run_id for x in turn.start] == admitted
@@ -170,17 +189,22 @@ def test_a_waiting_run_may_start_until_its_fire_time_plus_the_catchup_window():
 
 # --- when the loop wakes ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("interval, last, mono, expected", [
-    (1.5, None, 100.0, 100.0),   # never pinged: ping at once (an idle daemon too)
-    (1.5, 100.0, 100.4, 101.5),  # then every WATCHDOG_USEC/2
-    (None, None, 100.0, None),   # no watchdog asked for
-    (0.0, 50.0, 100.0, None),
-])
+
+@pytest.mark.parametrize(
+    "interval, last, mono, expected",
+    [
+        (1.5, None, 100.0, 100.0),  # never pinged: ping at once (an idle daemon too)
+        (1.5, 100.0, 100.4, 101.5),  # then every WATCHDOG_USEC/2
+        (None, None, 100.0, None),  # no watchdog asked for
+        (0.0, 50.0, 100.0, None),
+    ],
+)
 def test_the_watchdog_is_pinged_from_the_first_moment_then_every_half_period(interval, last, mono, expected):
     assert policy.watchdog_ping_at(interval, last, mono) == expected
 
 
 def test_the_loop_wakes_for_the_earliest_deadline_and_sleeps_without_any():
-    assert policy.next_wake([None, NOW + timedelta(hours=4), NOW + timedelta(seconds=1.5), None]) == \
-        NOW + timedelta(seconds=1.5)
+    assert policy.next_wake([None, NOW + timedelta(hours=4), NOW + timedelta(seconds=1.5), None]) == NOW + timedelta(
+        seconds=1.5
+    )
     assert policy.next_wake([None, None]) is None

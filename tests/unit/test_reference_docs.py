@@ -19,13 +19,14 @@ REFERENCE = (ROOT / "docs" / "reference.md").read_text()
 def section(title: str) -> str:
     start = REFERENCE.index(title)
     nxt = REFERENCE.find("\n## ", start + len(title))
-    return REFERENCE[start:nxt if nxt > 0 else None]
+    return REFERENCE[start : nxt if nxt > 0 else None]
 
 
 @pytest.mark.parametrize("field", [f.name for f in validate.FIELDS])
 def test_every_job_field_has_a_row_in_the_reference(field):
     assert f"| `{field}` |" in section("## Job files"), (
-        f"add a row for `{field}` to the field table of docs/reference.md")
+        f"add a row for `{field}` to the field table of docs/reference.md"
+    )
 
 
 @pytest.mark.parametrize("state", model.TERMINAL_STATES)

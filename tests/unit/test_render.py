@@ -62,7 +62,10 @@ def test_escape_control_accepts_non_strings():
     "raw, shown",
     [
         ("postgresql+psycopg://chrono:s3cret@db:5432/chrono", "postgresql+psycopg://chrono:***@db:5432/chrono"),
-        ("could not connect to postgresql://u:p%40ss@h/db: refused", "could not connect to postgresql://u:***@h/db: refused"),
+        (
+            "could not connect to postgresql://u:p%40ss@h/db: refused",
+            "could not connect to postgresql://u:***@h/db: refused",
+        ),
         ("host=db password=hunter2 user=x", "host=db password=*** user=x"),
         ("sqlite:////var/lib/chrono/chrono.db", "sqlite:////var/lib/chrono/chrono.db"),
         ("postgresql://user@host/db", "postgresql://user@host/db"),

@@ -12,8 +12,9 @@ from chronod.store.api import Pruned, Run
 
 UTC = timezone.utc
 NOW = datetime(2026, 3, 10, 9, 0, tzinfo=UTC)
-DAILY = JobSpec(id="ledger", owner="finance", schedule="0 3 * * *", command="true", idempotency_class="idempotent",
-                history_days=30)
+DAILY = JobSpec(
+    id="ledger", owner="finance", schedule="0 3 * * *", command="true", idempotency_class="idempotent", history_days=30
+)
 
 
 def day(back: int) -> datetime:
@@ -22,8 +23,17 @@ def day(back: int) -> datetime:
 
 def ok(back: int, state: str = "succeeded") -> Run:
     at = day(back)
-    return Run(run_id=run_id("ledger", at), job_id="ledger", job_key="ledger", scheduled_at=at, fire_at=at,
-               state=state, attempts=1, started_at=at, finished_at=at + timedelta(seconds=5))
+    return Run(
+        run_id=run_id("ledger", at),
+        job_id="ledger",
+        job_key="ledger",
+        scheduled_at=at,
+        fire_at=at,
+        state=state,
+        attempts=1,
+        started_at=at,
+        finished_at=at + timedelta(seconds=5),
+    )
 
 
 MARK = Pruned("ledger", day(31), 30 * 86400, NOW)
@@ -74,8 +84,9 @@ def test_missed_does_not_count_pruned_occurrences_and_names_the_watermarks_in_th
 
 def test_the_report_counts_pruned_apart_from_missing():
     runs = [ok(b) for b in range(31) if b != 5]
-    rep = report.job_report(DAILY, history._compile(DAILY), runs, start=day(39) - timedelta(hours=3),
-                            end=NOW, now=NOW, pruned=MARK)
+    rep = report.job_report(
+        DAILY, history._compile(DAILY), runs, start=day(39) - timedelta(hours=3), end=NOW, now=NOW, pruned=MARK
+    )
     assert rep.totals == {"succeeded": 30, "missing": 1, "pruned": 9}
     line = next(x for x in rep.lines if x.scheduled_at == day(35))
     assert (line.state, line.category) == ("pruned", "pruned") and "history kept 30 days" in line.explanation

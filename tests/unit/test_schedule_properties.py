@@ -17,8 +17,17 @@ from hypothesis import strategies as st
 from chronod.core.schedule import compile_schedule, parse_fields, wall_matches
 
 UTC = timezone.utc
-ZONES = ["UTC", "America/New_York", "Europe/Berlin", "Australia/Sydney", "Australia/Lord_Howe",
-         "Pacific/Chatham", "America/Santiago", "Asia/Kolkata", "Europe/Dublin"]
+ZONES = [
+    "UTC",
+    "America/New_York",
+    "Europe/Berlin",
+    "Australia/Sydney",
+    "Australia/Lord_Howe",
+    "Pacific/Chatham",
+    "America/Santiago",
+    "Asia/Kolkata",
+    "Europe/Dublin",
+]
 BOUNDS = {"second": (0, 59), "minute": (0, 59), "hour": (0, 23), "dom": (1, 31), "month": (1, 12), "dow": (0, 7)}
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -49,8 +58,14 @@ def items(draw, field, allow_n_slash=True):
     step = draw(st.integers(1, max(1, (hi - lo) // 2)))
     kinds = ["*", "n", "range", "star_step", "range_step"] + (["n_step"] if allow_n_slash else [])
     kind = draw(st.sampled_from(kinds))
-    return {"*": "*", "n": f"{a}", "range": f"{a}-{b}", "star_step": f"*/{step}",
-            "range_step": f"{a}-{b}/{step}", "n_step": f"{a}/{step}"}[kind]
+    return {
+        "*": "*",
+        "n": f"{a}",
+        "range": f"{a}-{b}",
+        "star_step": f"*/{step}",
+        "range_step": f"{a}-{b}/{step}",
+        "n_step": f"{a}/{step}",
+    }[kind]
 
 
 @st.composite

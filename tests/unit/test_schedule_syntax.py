@@ -55,8 +55,14 @@ def test_fields_expand_to_the_values_vixie_cron_would_use(field_text, name, valu
         "day-of-week": f"0 0 * * {field_text}",
     }
     f = parse_fields(exprs[name])
-    attr = {"second": "seconds", "minute": "minutes", "hour": "hours", "day-of-month": "doms",
-            "month": "months", "day-of-week": "dows"}[name]
+    attr = {
+        "second": "seconds",
+        "minute": "minutes",
+        "hour": "hours",
+        "day-of-month": "doms",
+        "month": "months",
+        "day-of-week": "dows",
+    }[name]
     assert getattr(f, attr) == values
 
 
@@ -65,7 +71,10 @@ def test_five_fields_fire_on_whole_minutes_and_six_fields_have_a_leading_seconds
     f = parse_fields("7 1 2 3 4 5")
     assert (f.seconds, f.minutes, f.hours, f.doms, f.months, f.dows) == ((7,), (1,), (2,), (3,), (4,), (5,))
     assert fires("*/20 * * * * *", utc(2026, 1, 1, 0, 0, 0), 3) == [
-        "2026-01-01T00:00:20+00:00", "2026-01-01T00:00:40+00:00", "2026-01-01T00:01:00+00:00"]
+        "2026-01-01T00:00:20+00:00",
+        "2026-01-01T00:00:40+00:00",
+        "2026-01-01T00:01:00+00:00",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -117,7 +126,10 @@ def test_a_schedule_that_can_never_fire_is_rejected(expr):
 
 def test_february_the_twenty_ninth_fires_in_leap_years_only():
     assert fires("0 0 29 2 *", utc(2025, 1, 1), 3) == [
-        "2028-02-29T00:00:00+00:00", "2032-02-29T00:00:00+00:00", "2036-02-29T00:00:00+00:00"]
+        "2028-02-29T00:00:00+00:00",
+        "2032-02-29T00:00:00+00:00",
+        "2036-02-29T00:00:00+00:00",
+    ]
     assert fires("0 0 29 2 *", utc(2096, 3, 1), 1) == ["2104-02-29T00:00:00+00:00"]  # 2100 is not leap
 
 
@@ -131,8 +143,15 @@ def test_the_thirty_first_with_a_restricted_weekday_still_fires_on_that_weekday(
 
 @pytest.mark.parametrize(
     "macro, same_as",
-    [("@yearly", "0 0 1 1 *"), ("@ANNUALLY", "0 0 1 1 *"), ("@monthly", "0 0 1 * *"), ("@weekly", "0 0 * * 0"),
-     ("@daily", "0 0 * * *"), ("@Midnight", "0 0 * * *"), ("@hourly", "0 * * * *")],
+    [
+        ("@yearly", "0 0 1 1 *"),
+        ("@ANNUALLY", "0 0 1 1 *"),
+        ("@monthly", "0 0 1 * *"),
+        ("@weekly", "0 0 * * 0"),
+        ("@daily", "0 0 * * *"),
+        ("@Midnight", "0 0 * * *"),
+        ("@hourly", "0 * * * *"),
+    ],
 )
 def test_macros_mean_their_five_field_expansion(macro, same_as):
     start = utc(2026, 3, 17, 13, 14)
@@ -216,26 +235,38 @@ def test_compile_schedule_is_cached():
 def test_both_day_fields_restricted_match_either():
     # 2026-06-01 is a Monday; day 15 or any Friday
     assert fires("0 0 15 * fri", utc(2026, 6, 1), 4) == [
-        "2026-06-05T00:00:00+00:00", "2026-06-12T00:00:00+00:00",
-        "2026-06-15T00:00:00+00:00", "2026-06-19T00:00:00+00:00"]
+        "2026-06-05T00:00:00+00:00",
+        "2026-06-12T00:00:00+00:00",
+        "2026-06-15T00:00:00+00:00",
+        "2026-06-19T00:00:00+00:00",
+    ]
 
 
 def test_a_day_field_starting_with_a_star_is_not_restricted_so_both_must_match():
     # days 1, 11, 21, 31 that are Mondays: 2026-08-31, 2026-09-21, 2026-12-21, 2027-01-11
     assert fires("0 0 */10 * mon", utc(2026, 8, 1), 4) == [
-        "2026-08-31T00:00:00+00:00", "2026-09-21T00:00:00+00:00",
-        "2026-12-21T00:00:00+00:00", "2027-01-11T00:00:00+00:00"]
+        "2026-08-31T00:00:00+00:00",
+        "2026-09-21T00:00:00+00:00",
+        "2026-12-21T00:00:00+00:00",
+        "2027-01-11T00:00:00+00:00",
+    ]
 
 
 def test_a_full_day_of_month_range_is_still_restricted_so_every_day_fires():
     assert fires("0 0 1-31 * 1", utc(2026, 6, 1), 3) == [
-        "2026-06-02T00:00:00+00:00", "2026-06-03T00:00:00+00:00", "2026-06-04T00:00:00+00:00"]
+        "2026-06-02T00:00:00+00:00",
+        "2026-06-03T00:00:00+00:00",
+        "2026-06-04T00:00:00+00:00",
+    ]
 
 
 def test_weekday_ranges_and_sunday_as_seven():
     # 2026-06-05 is a Friday
     assert fires("0 0 * * 5-7", utc(2026, 6, 5), 3) == [
-        "2026-06-06T00:00:00+00:00", "2026-06-07T00:00:00+00:00", "2026-06-12T00:00:00+00:00"]
+        "2026-06-06T00:00:00+00:00",
+        "2026-06-07T00:00:00+00:00",
+        "2026-06-12T00:00:00+00:00",
+    ]
 
 
 def test_next_after_is_strict_and_prev_at_or_before_is_inclusive():

@@ -15,15 +15,33 @@ from chronod.core.vixie import simulate
 UTC = timezone.utc
 
 EXPRESSIONS = [
-    "30 2 * * *", "0 2 * * *", "30 1 * * 0", "0,30 2-3 * * *", "45 2 * * 1-5", "0 0 * * *",
-    "*/15 * * * *", "0 * * * *", "*/20 1-2 * * *", "15 */2 * * *", "* 2 * * *", "59 23 * * *",
-    "0 0 */10 * mon", "0 3 1-31 * 1",
+    "30 2 * * *",
+    "0 2 * * *",
+    "30 1 * * 0",
+    "0,30 2-3 * * *",
+    "45 2 * * 1-5",
+    "0 0 * * *",
+    "*/15 * * * *",
+    "0 * * * *",
+    "*/20 1-2 * * *",
+    "15 */2 * * *",
+    "* 2 * * *",
+    "59 23 * * *",
+    "0 0 */10 * mon",
+    "0 3 1-31 * 1",
 ]
 # zone -> year whose transitions are checked
 ZONES = {
-    "America/New_York": 2026, "Europe/Berlin": 2026, "Europe/Dublin": 2026, "Australia/Sydney": 2026,
-    "America/Santiago": 2026, "Australia/Lord_Howe": 2026, "Pacific/Chatham": 2026,
-    "Europe/Moscow": 2011, "America/Sao_Paulo": 2018, "Pacific/Apia": 2011,
+    "America/New_York": 2026,
+    "Europe/Berlin": 2026,
+    "Europe/Dublin": 2026,
+    "Australia/Sydney": 2026,
+    "America/Santiago": 2026,
+    "Australia/Lord_Howe": 2026,
+    "Pacific/Chatham": 2026,
+    "Europe/Moscow": 2011,
+    "America/Sao_Paulo": 2018,
+    "Pacific/Apia": 2011,
 }
 
 
@@ -48,8 +66,10 @@ def test_around_each_clock_change_we_fire_when_debian_cron_would(zone, transitio
     for expr in EXPRESSIONS:
         ours = compile_schedule(expr, zone).fires(start, end)
         theirs = simulate(expr, zone, start, end)
-        assert ours == theirs, f"{expr!r} in {zone}: only ours {sorted(set(ours) - set(theirs))[:4]}, " \
-                               f"only cron {sorted(set(theirs) - set(ours))[:4]}"
+        assert ours == theirs, (
+            f"{expr!r} in {zone}: only ours {sorted(set(ours) - set(theirs))[:4]}, "
+            f"only cron {sorted(set(theirs) - set(ours))[:4]}"
+        )
 
 
 @pytest.mark.parametrize("zone", ["America/New_York", "Australia/Lord_Howe", "Pacific/Chatham"])
@@ -62,8 +82,21 @@ def test_over_a_whole_year_we_fire_when_debian_cron_would(zone):
 # --- every zone that changes its clock in 2026 ----------------------------------------
 
 SWEEP_EXPRESSIONS = [
-    "0 2 * * *", "30 2 * * *", "0 0 * * *", "30 0 * * *", "*/15 * * * *", "0 * * * *", "59 1 * * *",
-    "0 1-3 * * *", "15,45 2 * * 0", "0 3 * * *", "0 23 * * *", "30 23 * * 6", "@daily", "@hourly", "0 2 1,15 * 1",
+    "0 2 * * *",
+    "30 2 * * *",
+    "0 0 * * *",
+    "30 0 * * *",
+    "*/15 * * * *",
+    "0 * * * *",
+    "59 1 * * *",
+    "0 1-3 * * *",
+    "15,45 2 * * 0",
+    "0 3 * * *",
+    "0 23 * * *",
+    "30 23 * * 6",
+    "@daily",
+    "@hourly",
+    "0 2 1,15 * 1",
 ]
 
 
@@ -107,8 +140,17 @@ SWEEP_ZONES = _zones_by_rules(2026)
 
 def test_the_sweep_covers_the_awkward_zones():
     covered = {name: _changes_in(name, 2026) for name in SWEEP_ZONES}
-    for name in ["Australia/Lord_Howe", "Pacific/Chatham", "Europe/Dublin", "America/Santiago", "Asia/Gaza",
-                 "Africa/Casablanca", "America/Havana", "America/Nuuk", "Antarctica/Troll"]:
+    for name in [
+        "Australia/Lord_Howe",
+        "Pacific/Chatham",
+        "Europe/Dublin",
+        "America/Santiago",
+        "Asia/Gaza",
+        "Africa/Casablanca",
+        "America/Havana",
+        "America/Nuuk",
+        "Antarctica/Troll",
+    ]:
         assert _changes_in(name, 2026) in covered.values(), name
     assert len(SWEEP_ZONES) >= 25
 
@@ -140,7 +182,6 @@ def test_a_fall_back_of_exactly_three_hours_is_where_design_and_cron_c_part():
     assert set(ours) <= set(cron)
     for expr in ("30 1 * * *", "0 0 * * *"):  # fixed-time jobs agree: first pass only either way
         assert compile_schedule(expr, zone).fires(start, end) == simulate(expr, zone, start, end)
-
 
 
 def test_a_fall_back_of_more_than_three_hours_repeats_everything_in_cron_c_and_nothing_in_design():

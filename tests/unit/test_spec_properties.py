@@ -43,7 +43,9 @@ def _field(lo: int, hi: int, names: list[str] | None = None) -> st.SearchStrateg
     if names:
         value = st.one_of(value, st.sampled_from(names))
     rng = st.tuples(st.integers(lo, hi), st.integers(lo, hi)).map(lambda p: f"{min(p)}-{max(p)}")
-    step = st.tuples(st.sampled_from(["*", f"{lo}", f"{lo}-{hi}"]), st.integers(1, hi + 1)).map(lambda p: f"{p[0]}/{p[1]}")
+    step = st.tuples(st.sampled_from(["*", f"{lo}", f"{lo}-{hi}"]), st.integers(1, hi + 1)).map(
+        lambda p: f"{p[0]}/{p[1]}"
+    )
     one = st.one_of(st.just("*"), value, rng, step)
     return st.lists(one, min_size=1, max_size=3).map(",".join)
 
@@ -52,20 +54,48 @@ MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", 
 DAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
 cron5 = st.tuples(_field(0, 59), _field(0, 23), _field(1, 31), _field(1, 12, MONTHS), _field(0, 7, DAYS)).map(" ".join)
 cron6 = st.tuples(_field(0, 59), cron5).map(" ".join)
-every_n = st.one_of(st.integers(0, 400), st.integers(0, 10**14), st.integers(0, 10**25),
-                   st.sampled_from([bounds.MAX_EVERY_S, bounds.MAX_EVERY_S + 1]))
+every_n = st.one_of(
+    st.integers(0, 400),
+    st.integers(0, 10**14),
+    st.integers(0, 10**25),
+    st.sampled_from([bounds.MAX_EVERY_S, bounds.MAX_EVERY_S + 1]),
+)
 every = st.builds(lambda n, u: f"@every {n}{u}", every_n, st.sampled_from(["s", "m", "h", "d", "w"]))
-schedules = st.one_of(cron5, cron6, every, st.sampled_from(
-    ["@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@reboot", "0 0 29 2 *", "0 0 29 2 1", "30 2 * * *",
-     "0 0 31 * *", "59 23 31 12 *"]))
-big = st.one_of(st.integers(-10, 10**20), st.sampled_from([0, 1, 86400, bounds.MAX_RUN_S, bounds.MAX_RUN_S + 1,
-                                                             bounds.MAX_EVERY_S, bounds.MAX_EVERY_S + 1]))
+schedules = st.one_of(
+    cron5,
+    cron6,
+    every,
+    st.sampled_from(
+        [
+            "@hourly",
+            "@daily",
+            "@weekly",
+            "@monthly",
+            "@yearly",
+            "@reboot",
+            "0 0 29 2 *",
+            "0 0 29 2 1",
+            "30 2 * * *",
+            "0 0 31 * *",
+            "59 23 31 12 *",
+        ]
+    ),
+)
+big = st.one_of(
+    st.integers(-10, 10**20),
+    st.sampled_from([0, 1, 86400, bounds.MAX_RUN_S, bounds.MAX_RUN_S + 1, bounds.MAX_EVERY_S, bounds.MAX_EVERY_S + 1]),
+)
 
 
 @st.composite
 def job_files(draw) -> tuple[str, dict]:
-    job: dict = {"id": "j", "owner": "team", "schedule": draw(schedules), "command": "true",
-                 "idempotency_class": draw(st.sampled_from(["idempotent", "unsafe", "nope"]))}
+    job: dict = {
+        "id": "j",
+        "owner": "team",
+        "schedule": draw(schedules),
+        "command": "true",
+        "idempotency_class": draw(st.sampled_from(["idempotent", "unsafe", "nope"])),
+    }
     if draw(st.booleans()):
         job["timezone"] = draw(st.sampled_from(_zones()))
     for name in ("tolerance_s", "catchup_window_s", "timeout_s", "kill_grace_s", "max_silence_s", "output_limit_kb"):
@@ -80,8 +110,11 @@ def job_files(draw) -> tuple[str, dict]:
     if draw(st.booleans()):
         job["catchup"] = draw(st.sampled_from(["none", "latest", "all"]))
     if draw(st.booleans()):
-        job["retry"] = {"attempts": draw(st.one_of(st.integers(0, 101), big)), "backoff_s": draw(big),
-                        "max_backoff_s": draw(big)}
+        job["retry"] = {
+            "attempts": draw(st.one_of(st.integers(0, 101), big)),
+            "backoff_s": draw(big),
+            "max_backoff_s": draw(big),
+        }
     if draw(st.booleans()):
         job["run_on"] = "each"
     return json.dumps({"jobs": [job]}), job

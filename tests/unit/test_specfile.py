@@ -99,8 +99,13 @@ def test_schedule_1230_and_user_no_are_errors_telling_to_quote_them(tmp_path):
     path = write(tmp_path, "j.yaml", JOB.format(id="x").replace('"0 4 * * *"', "12:30") + "    user: no\n")
     result = load_file(path, now=NOW, secure=False)
     text = "\n".join(messages(result))
-    assert 'j.yaml:4: error: job \'x\': schedule: must be a string, but YAML reads the unquoted 12:30 as the base-60 number 750 (hint: quote it: schedule: "12:30")' in text
-    assert "j.yaml:7: error: job 'x': user: must be a string, but YAML reads the unquoted no as the boolean false" in text
+    assert (
+        "j.yaml:4: error: job 'x': schedule: must be a string, but YAML reads the unquoted 12:30 as the base-60 number 750 (hint: quote it: schedule: \"12:30\")"
+        in text
+    )
+    assert (
+        "j.yaml:7: error: job 'x': user: must be a string, but YAML reads the unquoted no as the boolean false" in text
+    )
     assert result.specs == ()
 
 
@@ -147,13 +152,20 @@ def test_ids_are_unique_across_files_and_the_error_names_both(tmp_path):
     result = load_registry([tmp_path], now=NOW, secure=False)
     assert result.jobs["same"].source_file == str(tmp_path / "a.yaml")
     problem = only_error(result)
-    assert problem == f"{tmp_path}/b.yaml:2: error: job 'same': id: id 'same' is already defined at {tmp_path}/a.yaml:2 (hint: ids are unique across the registry; rename one of the two)"
+    assert (
+        problem
+        == f"{tmp_path}/b.yaml:2: error: job 'same': id: id 'same' is already defined at {tmp_path}/a.yaml:2 (hint: ids are unique across the registry; rename one of the two)"
+    )
     assert not result.files[str(tmp_path / "b.yaml")].ok
 
 
 def test_a_bad_file_keeps_its_good_jobs_but_is_marked_not_ok(tmp_path):
     write(tmp_path, "good.yaml", job_id="good")
-    write(tmp_path, "mixed.yaml", JOB.format(id="fine") + JOB.format(id="broken").replace("jobs:\n", "").replace("echo hi", "[]"))
+    write(
+        tmp_path,
+        "mixed.yaml",
+        JOB.format(id="fine") + JOB.format(id="broken").replace("jobs:\n", "").replace("echo hi", "[]"),
+    )
     result = load_registry([tmp_path], now=NOW, secure=False)
     mixed = result.files[str(tmp_path / "mixed.yaml")]
     assert not mixed.ok and [s.id for s in mixed.specs] == ["fine"]
@@ -167,8 +179,20 @@ def test_a_missing_path_is_an_error_naming_it(tmp_path):
 
 @pytest.mark.parametrize(
     "name",
-    [".hidden.yaml", "jobs.yaml~", "jobs.yaml.dpkg-old", "jobs.yaml.dpkg-new", "jobs.yaml.dpkg-dist", "jobs.yaml.rpmnew",
-     "jobs.yaml.rpmsave", "jobs.yaml.ucf-dist", "jobs.yaml.swp", "jobs.yaml.bak", "jobs.yaml.orig", "notes.txt"],
+    [
+        ".hidden.yaml",
+        "jobs.yaml~",
+        "jobs.yaml.dpkg-old",
+        "jobs.yaml.dpkg-new",
+        "jobs.yaml.dpkg-dist",
+        "jobs.yaml.rpmnew",
+        "jobs.yaml.rpmsave",
+        "jobs.yaml.ucf-dist",
+        "jobs.yaml.swp",
+        "jobs.yaml.bak",
+        "jobs.yaml.orig",
+        "notes.txt",
+    ],
 )
 def test_dotfiles_backups_and_package_leftovers_are_skipped_silently(tmp_path, name):
     write(tmp_path, name)

@@ -82,11 +82,19 @@ def test_missing_required_fields_are_each_reported_on_the_job_line():
 
 
 def test_every_problem_in_a_file_is_reported_at_once_in_line_order():
-    second = JOB.replace("jobs:\n", "").replace("nightly", "Second").replace("echo hi", "[]").replace("idempotent", "maybe")
+    second = (
+        JOB.replace("jobs:\n", "").replace("nightly", "Second").replace("echo hi", "[]").replace("idempotent", "maybe")
+    )
     text = job("retry: {attempts: 0}\noverlap: sometimes") + second
     result = check(text)
     paths = [p.path for p in errors(result)]
-    assert paths == ["jobs[0].retry.attempts", "jobs[0].overlap", "jobs[1].id", "jobs[1].command", "jobs[1].idempotency_class"]
+    assert paths == [
+        "jobs[0].retry.attempts",
+        "jobs[0].overlap",
+        "jobs[1].id",
+        "jobs[1].command",
+        "jobs[1].idempotency_class",
+    ]
     assert [p.line for p in errors(result)] == [7, 8, 9, 12, 13]
     assert result.jobs == ()
 
@@ -280,7 +288,13 @@ def test_string_fields_refuse_values_yaml_reads_as_something_else(line, path, re
 
 @pytest.mark.parametrize(
     "value, words",
-    [("'60'", "remove the quotes: 60"), ("15m", "write 900"), ("true", "not a boolean"), ("1.5", "whole number"), ("-1", "≥ 1")],
+    [
+        ("'60'", "remove the quotes: 60"),
+        ("15m", "write 900"),
+        ("true", "not a boolean"),
+        ("1.5", "whole number"),
+        ("-1", "≥ 1"),
+    ],
 )
 def test_integer_fields_refuse_strings_booleans_fractions_and_out_of_range(value, words):
     problem = at(check(job(f"timeout_s: {value}")), "jobs[0].timeout_s")
@@ -356,9 +370,16 @@ def test_the_field_table_covers_the_job_spec():
 
 @pytest.mark.parametrize(
     "schedule, zone",
-    [("30 2 * * *", "America/New_York"), ("30 1 * * *", "America/New_York"), ("0 3 * * *", "America/New_York"),
-     ("15 2 * * sun", "Europe/Berlin"), ("0 2,3 * * *", "Europe/London"), ("0 0 30 12 *", "Pacific/Apia"),
-     ("45 1 * * *", "Australia/Lord_Howe"), ("0 9 * * *", "Europe/Paris")],
+    [
+        ("30 2 * * *", "America/New_York"),
+        ("30 1 * * *", "America/New_York"),
+        ("0 3 * * *", "America/New_York"),
+        ("15 2 * * sun", "Europe/Berlin"),
+        ("0 2,3 * * *", "Europe/London"),
+        ("0 0 30 12 *", "Pacific/Apia"),
+        ("45 1 * * *", "Australia/Lord_Howe"),
+        ("0 9 * * *", "Europe/Paris"),
+    ],
 )
 def test_dst_warnings_are_exactly_the_schedules_own_dst_events(schedule, zone):
     from chronod.core.schedule import compile_schedule
@@ -464,8 +485,14 @@ def test_history_days_defaults_to_400_and_a_files_defaults_set_it_for_every_job(
     assert the_job(JOB).history_days == 400
     text = JOB.replace("jobs:\n", "defaults:\n  history_days: 90\njobs:\n", 1)
     assert the_job(text).history_days == 90
-    assert the_job(text.replace("    idempotency_class: idempotent\n",
-                                "    idempotency_class: idempotent\n    history_days: 7\n")).history_days == 7
+    assert (
+        the_job(
+            text.replace(
+                "    idempotency_class: idempotent\n", "    idempotency_class: idempotent\n    history_days: 7\n"
+            )
+        ).history_days
+        == 7
+    )
 
 
 @pytest.mark.parametrize("value, words", [(0, "≥ 1"), (40000, "≤ 36600"), ('"30d"', "number")])
