@@ -164,7 +164,8 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
         raise StartupError(str(e), EXIT_CONFIG) from None
     except StoreError as e:
         raise StartupError(str(e), EXIT_UNAVAILABLE) from None
-    state_dir = args.state_dir or paths.default_state_dir(db)
+    # absolute: supervisors run in the job's workdir and must still find their files
+    state_dir = (args.state_dir or paths.default_state_dir(db)).absolute()
     try:
         state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as e:
