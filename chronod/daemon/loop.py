@@ -41,6 +41,7 @@ from chronod.store.api import Run, Store, StoreError
 from chronod.store.dbwatch import DbWatch
 
 SQLITE_LEASE_TTL_S = 600.0
+CLOCK_STEP_S = 5.0  # a change of wall minus monotonic time larger than this is a clock step
 
 
 class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
@@ -101,6 +102,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         self.batch: Batch | None = None  # set while a wake-up collects its writes
         self.backlog: list[tuple[Job, Run]] = []  # due runs a busy wake-up left for the next one
         self.notify_service: Any = None  # set by the composition root; woken after each outcome
+        self._skew: float | None = None  # wall minus monotonic time at the last wake-up
         self._stale_seen = 0  # the store's stale-token rejections already counted in metrics
         self.spool = Spool(Path(getattr(runner, "state_dir", ".")) / "spool.jsonl")
         self.registry_problems: list[dict[str, Any]] = []  # the last reload's file errors
@@ -215,8 +217,13 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         self.metrics.lease_token.set(self.lease.acquire())
 
     def keep_lease(self) -> None:
-        """Heartbeat when it is due (every ttl/3 in a fleet)."""
-        if self.lease.due():
+        """Heartbeat when it is due (every ttl/3 in a fleet), and at once after the wall clock
+        was stepped: the lease expires in database (wall) time, so a step forward past the
+        ttl ends it while the monotonic deadline still says it holds."""
+        skew = self.clock.now().timestamp() - self.clock.monotonic()
+        stepped = self._skew is not None and abs(skew - self._skew) > CLOCK_STEP_S
+        self._skew = skew
+        if stepped or self.lease.due():
             self.heartbeat()
 
     def heartbeat(self) -> None:

@@ -99,12 +99,6 @@ def test_an_idle_daemon_pings_the_watchdog_from_its_first_second():
     assert not broken(simulate(cfg, ["watchdog_pinged"]))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a forward wall-clock step beyond the lease ttl expires the SQLite lease "
-    "in database time while the loop's monotonic deadline says it holds: claims and finishes are "
-    "rejected as stale and the unclaimed occurrences stay pending until a restart",
-)
 def test_a_forward_clock_step_loses_no_occurrence():
     every = {
         "id": "often",
