@@ -218,6 +218,7 @@ def test_reloads_of_unchanged_files_keep_every_occurrence_and_a_changed_file_sti
         ),
         what="the changed schedule",
     )
+    wait_until(lambda: len(runs_json("tick", env["db"])) >= 5, what="a few ticks across the reloads")
     stopped_at = datetime.now(timezone.utc)
     assert d.stop() == 0
     runs = by_scheduled(runs_json("tick", env["db"]))
@@ -323,7 +324,7 @@ def test_the_shipped_unit_file_passes_systemd_analyze_verify(tmp_path):
         pytest.skip("SKIPPED LOUDLY: systemd-analyze is not installed")
     unit = Path(__file__).resolve().parents[2] / "contrib" / "systemd" / "chronod.service"
     fake = tmp_path / "chronod.service"
-    fake.write_text(unit.read_text().replace("/usr/local/bin/chronod", str(Path(os.sys.executable).parent / "chronod")))
+    fake.write_text(unit.read_text().replace("/usr/bin/chronod", str(Path(os.sys.executable).parent / "chronod")))
     res = subprocess.run(["systemd-analyze", "verify", str(fake)], capture_output=True, text=True)
     # the man pages are not installed in a test environment; everything else must be clean
     problems = [l for l in res.stderr.splitlines() if "chronod.service" in l and "Command 'man " not in l]

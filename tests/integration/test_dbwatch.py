@@ -41,7 +41,7 @@ def test_a_deleted_database_is_restored_with_everything_written_before_and_after
     wait_until(lambda: "event=db.restored" in d.log_since_start(), timeout=10, what="the restore")
     noticed_s = time.monotonic() - gone_at
     wait_until(lambda: db.exists(), timeout=2, what="the file back")
-    time.sleep(3)
+    wait_until(lambda: _seconds(db)[-1] - before[-1] >= 5, timeout=15, what="runs after the restore")
     status = chronoctl("status", "--json", db=str(db))
     assert d.stop() == 0
     after = _seconds(db)
