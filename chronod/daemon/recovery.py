@@ -62,19 +62,25 @@ class Recovery:
         claim and the fork. Unsafe runs are `lost`; others get a new attempt now."""
         why = "chronod stopped while it ran and no supervisor or result is left: outcome unknown"
         if policy.on_unknown_outcome(job.spec) == "lost":
-            if self.store.reclaim(
-                run.run_id,
-                run.attempts,
-                node=self.node,
-                token=self.lease.token,
-                state="lost",
-                error=why + "; an unsafe job is never run twice",
-            ):
-                self.metrics.runs.labels(run.job_id, "lost").inc()
+            if self.reclaim_lost(run, why + "; an unsafe job is never run twice"):
                 self.log("run.lost", "error", job=job.spec.id, run=run.run_id, why=why)
             return
+        if job.spec.id in self.jobs and self.redispatch(run, why):
+            self.log("run.redispatch", "warning", job=job.spec.id, run=run.run_id, why=why)
+
+    def reclaim_lost(self, run: Run, error: str) -> bool:
+        """Record a run whose outcome cannot be known as `lost` under this node's token."""
+        if not self.store.reclaim(
+            run.run_id, run.attempts, node=self.node, token=self.lease.token, state="lost", error=error
+        ):
+            return False
+        self.metrics.runs.labels(run.job_id, "lost").inc()
+        return True
+
+    def redispatch(self, run: Run, why: str) -> bool:
+        """Take a run over as a new attempt due now (fenced; False when another node won)."""
         now = self.clock.now()
-        if job.spec.id in self.jobs and self.store.reclaim(
+        if not self.store.reclaim(
             run.run_id,
             run.attempts,
             node=self.node,
@@ -83,9 +89,10 @@ class Recovery:
             error=why + "; re-dispatched",
             next_attempt_at=now,
         ):
-            run.state, run.next_attempt_at = "retry_wait", now
-            self.track(run)
-            self.log("run.redispatch", "warning", job=job.spec.id, run=run.run_id, why=why)
+            return False
+        run.state, run.next_attempt_at = "retry_wait", now
+        self.track(run)
+        return True
 
     def never_started(self, job: Job, run: Run) -> None:
         """A claim this very process made whose launch never happened (the database failed
@@ -146,15 +153,7 @@ class Recovery:
             return
         why = f"node {dead} stopped renewing its lease while this ran (attempt {run.attempts})"
         if policy.on_unknown_outcome(job.spec) == "lost":
-            if self.store.reclaim(
-                run.run_id,
-                run.attempts,
-                node=self.node,
-                token=self.lease.token,
-                state="lost",
-                error=why + "; an unsafe job is never run twice: outcome unknown",
-            ):
-                self.metrics.runs.labels(run.job_id, "lost").inc()
+            if self.reclaim_lost(run, why + "; an unsafe job is never run twice: outcome unknown"):
                 self.metrics.takeovers.labels("lost").inc()
                 self.log(
                     "run.lost",
@@ -168,18 +167,7 @@ class Recovery:
             return
         if run.job_id not in self.jobs:
             return  # a node that carries the job takes it over
-        now = self.clock.now()
-        if self.store.reclaim(
-            run.run_id,
-            run.attempts,
-            node=self.node,
-            token=self.lease.token,
-            state="retry_wait",
-            error=why + "; re-dispatched",
-            next_attempt_at=now,
-        ):
-            run.state, run.next_attempt_at = "retry_wait", now
-            self.track(run)
+        if self.redispatch(run, why):
             self.metrics.takeovers.labels("redispatched").inc()
             self.log(
                 "run.taken_over", "warning", job=run.job_id, run=run.run_id, dead_node=dead, attempt=run.attempts + 1
