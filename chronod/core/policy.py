@@ -245,7 +245,10 @@ def start_admission(
     n = min(int(budget.tokens), len(live))
     budget = Budget(budget.tokens - n, mono)
     wait = tuple(live[n:])
-    retry_at = mono + (1.0 - budget.tokens) / rate if wait else None
+    # wake again when a tenth of a second's worth (or the whole line) may start: one
+    # wake-up per token would sort the line a thousand times a second
+    want = min(len(wait), max(1.0, rate / 10))
+    retry_at = mono + max(want - budget.tokens, 0.0) / rate if wait else None
     return Admission(tuple(live[:n]), wait, tuple(skips), budget, retry_at)
 
 
