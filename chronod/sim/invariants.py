@@ -75,6 +75,7 @@ class Facts:
         self.rows = {r.run_id: r for r in out.store.runs()}
         self.horizon = out.end - timedelta(seconds=SETTLE_S)
         self.expected = list(self._expected())
+        self.spans = [out.world.wall_span(d) for d in out.world.disturbances]
 
     def _expected(self) -> Iterable[Expected]:
         for job, versions in self.out.versions.items():
@@ -97,7 +98,7 @@ class Facts:
 
     def disturbed(self, start: datetime, end: datetime) -> bool:
         """Whether a crash, stall, outage or clock step touched this wall-time span."""
-        return any(d.start_wall <= end and start <= d.end_wall for d in self.out.world.disturbances)
+        return any(a <= end and start <= b for a, b in self.spans)
 
     def paused(self, job: str, start: datetime, end: datetime) -> bool:
         for a, b in self.out.paused.get(job, []):
