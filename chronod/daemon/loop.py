@@ -236,6 +236,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage, Backfills):
         if not self.lease.renew():
             self.lease_lost()
         if self.fleet:
+            self.backfilling = True  # a backfill announced to another node may be this node's to drive
             if mono >= self.takeover_after:
                 self.take_over()
             live = self.store.live_nodes()
