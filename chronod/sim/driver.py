@@ -122,6 +122,7 @@ class Simulation:
         self.store = SqlStore(str(self.tmp / "chrono.db"), now=self.clock.now)
         self.store.upgrade()
         self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), "dst" in cfg.faults)
+        self.registry.blackouts = cfg.blackouts
         self.registry.build(cfg.jobs, cfg.job_docs, cfg.mean_s)
         self.t0 = self.clock.monotonic()
         self.end = self.t0 + cfg.days * 86400
