@@ -21,6 +21,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -138,15 +139,23 @@ def fill(url: str) -> float:
 
 def timed(args: list[str], repeat: int) -> dict:
     """Wall times (ms) of the installed chronoctl with `args`."""
-    times, codes = [], set()
+    times, cpu, codes = [], [], set()
     for _ in range(repeat):
         t = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         p = subprocess.run([CHRONOCTL, *args], capture_output=True, text=True, env=dict(os.environ, NO_COLOR="1"))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         times.append((time.perf_counter() - t) * 1000)
+        cpu.append((after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000)
         codes.add(p.returncode)
         if p.returncode not in (0, 1):
             raise SystemExit(f"chronoctl {' '.join(args)} failed ({p.returncode}): {p.stderr}")
-    return {"best_ms": round(min(times)), "median_ms": round(statistics.median(times)), "exit": sorted(codes)}
+    return {
+        "best_ms": round(min(times)),
+        "median_ms": round(statistics.median(times)),
+        "cpu_ms": round(min(cpu)),
+        "exit": sorted(codes),
+    }
 
 
 def import_breakdown(args: list[str], top: int = 12) -> list[tuple[str, float]]:
@@ -180,7 +189,10 @@ def bench(label: str, url: str, repeat: int) -> dict:
     print(f"\n== {label}: {url.split('@')[-1]}")
     for name, r in results.items():
         if isinstance(r, dict):
-            print(f"  {name:<28} best {r['best_ms']:>5} ms   median {r['median_ms']:>5} ms   exit {r['exit']}")
+            print(
+                f"  {name:<28} best {r['best_ms']:>5} ms   median {r['median_ms']:>5} ms   "
+                f"CPU {r['cpu_ms']:>5} ms   exit {r['exit']}"
+            )
     print(f"  missed --since 24h found {results['missed_count']} occurrences")
     print("  import time, cumulative (status JOB):")
     for name, ms in results["imports(status JOB)"]:

@@ -629,26 +629,36 @@ def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, second
 
     sched = _schedule(row)
     nodes = _node_names(store) if row.spec.run_on.each else []
+    when = common.parse_instant(at, row.spec.timezone, "--at") if at else None
+    start = cmd_ops.since_start(now, seconds) if seconds is not None else None
+    found = _runs_asked(store, row, sched, now, when, start)
+    # The watermark is read after the runs: retention deletes a run and raises the watermark
+    # in one transaction, so whatever a prune between the two reads took is called pruned.
     spans = store.known_spans([row.job_id]).get(row.job_id, [])
     pruned = store.pruned([row.job_id]).get(row.job_id)
-    if seconds is not None:
-        start = cmd_ops.since_start(now, seconds)
-        found = store.runs(row.job_id, since=start - timedelta(seconds=1), until=now)
+    if start is not None:
         return history.did_it_run(
             row.spec, found, now=now, since=start, schedule=sched, nodes=nodes, spans=spans, pruned=pruned
         )
-    when = common.parse_instant(at, row.spec.timezone, "--at") if at else None
-    nominal = sched.prev_at_or_before(when or now) if sched.kind != "reboot" else None
-    if sched.kind == "reboot":
-        found = store.runs(row.job_id, limit=1)
-    elif nominal is None:
-        found = []
-    else:
-        before = sched.prev_at_or_before(nominal - timedelta(seconds=1)) or nominal
-        found = store.runs(row.job_id, since=before - timedelta(seconds=1), until=nominal + timedelta(seconds=1))
     return history.did_it_run(
         row.spec, found, now=now, at=when, schedule=sched, nodes=nodes, spans=spans, pruned=pruned
     )
+
+
+def _runs_asked(
+    store: "Store", row: "JobRow", sched: Any, now: datetime, when: datetime | None, start: datetime | None
+) -> list["Run"]:
+    """The runs `did-it-run` judges: those of the window (--since), else around the
+    occurrence at or before `when` (--at) or now."""
+    if start is not None:
+        return store.runs(row.job_id, since=start - timedelta(seconds=1), until=now)
+    if sched.kind == "reboot":
+        return store.runs(row.job_id, limit=1)
+    nominal = sched.prev_at_or_before(when or now)
+    if nominal is None:
+        return []
+    before = sched.prev_at_or_before(nominal - timedelta(seconds=1)) or nominal
+    return store.runs(row.job_id, since=before - timedelta(seconds=1), until=nominal + timedelta(seconds=1))
 
 
 def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import sqlite3
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -119,8 +120,7 @@ class Simulation:
         self.start = start_time(cfg, self.rng)
         self.clock = FakeClock(self.start, mono=1000.0)
         self.world = World(self.clock, random.Random(self.rng.random()))
-        self.store = SqlStore(str(self.tmp / "chrono.db"), now=self.clock.now)
-        self.store.upgrade()
+        self.store = memory_store(self.clock)
         self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), "dst" in cfg.faults)
         self.registry.blackouts = cfg.blackouts
         self.registry.build(cfg.jobs, cfg.job_docs, cfg.mean_s)
@@ -288,6 +288,7 @@ class Simulation:
                 break
         for plan in self.registry.plans().values():
             w.durations.setdefault(plan.id, duration(plan))
+        snapshot(self.store, self.tmp / "chrono.db")
         return Outcome(
             self.cfg,
             w,
@@ -317,6 +318,27 @@ class Simulation:
         for plan in self.registry.plans().values():
             w.durations.setdefault(plan.id, duration(plan))
         w.disturbed("down", start, w.mono() + 1)
+
+
+def memory_store(clock: FakeClock) -> SqlStore:
+    """The real store on an in-memory SQLite database, its lease time the simulation's
+    clock. Nothing of the daemon's differs from a file but the file: no fsync, and no
+    database file for the daemon's file watch to check every two seconds (the simulation
+    injects no deleted or replaced file), which was most of an idle daemon's wake-ups."""
+    store = SqlStore("sqlite://", now=clock.now)
+    store.upgrade()
+    return store
+
+
+def snapshot(store: SqlStore, path: Path) -> None:
+    """Copy the in-memory database to `path`, for the audit commands that open a file."""
+    raw = store.engine.raw_connection()
+    try:
+        with sqlite3.connect(path) as dst:
+            raw.driver_connection.backup(dst)
+        dst.close()
+    finally:
+        raw.close()
 
 
 def _fast_tmp() -> str | None:
