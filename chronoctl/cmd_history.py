@@ -190,6 +190,7 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
         "history_days": spec.history_days,
         "pruned_through": cmd_ops.iso(mark.through) if mark else None,
         "runs": [cmd_ops.run_json(r) for r in recent[:LAST_RUNS]],
+        "backfills": _backfills_json(store, spec.id),
         "_runs": recent[:LAST_RUNS],
     }
 
@@ -210,6 +211,7 @@ def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime, fle
         echo_field("paused", f"since {_human(d['paused_at'], now)}: {d['paused_reason'] or 'no reason given'}")
     elif not d["enabled"]:
         echo_field("disabled", "enabled: false in its file")
+    _print_backfills(d["backfills"])
     if d["run_on"] == "each":
         _print_each_next(d, now)
     for i, n in enumerate(d["next"] if d["run_on"] != "each" else []):
@@ -274,7 +276,24 @@ def _overview(store: "Store", now: datetime) -> dict[str, Any]:
         "registry_errors": store.registry_errors(),
         "running": [cmd_ops.run_json(r) for r in running],
         "database": _database_json(store),
+        "backfills": _backfills_json(store),
     }
+
+
+def _backfills_json(store: "Store", job_id: str | None = None) -> list[dict[str, Any]]:
+    """The backfills still running (all, or one job's), with their progress."""
+    from chronoctl.cmd_backfill import backfill_json
+
+    data = [backfill_json(store, bf) for bf in store.backfills(active_only=True, job_id=job_id)]
+    return [{k: v for k, v in d.items() if k != "runs"} for d in data]
+
+
+def _print_backfills(backfills: list[dict[str, Any]]) -> None:
+    from chronoctl.cmd_backfill import progress_line
+    from chronoctl.render import echo, escape_line
+
+    for b in backfills:
+        echo(escape_line(f"{progress_line(b)} ({b['job_id']}, --only {b['only']}, {b['from']} to {b['to']})"))
 
 
 def _database_line(db: dict[str, Any]) -> str:
@@ -409,6 +428,7 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
     paused = f", {len(d['paused'])} paused ({', '.join(d['paused'])})" if d["paused"] else ""
     echo(escape_line(f"jobs: {d['jobs']} registered{paused}"))
     echo(_database_line(d["database"]))
+    _print_backfills(d["backfills"])
     echo()
     failing = [
         {

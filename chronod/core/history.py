@@ -134,7 +134,13 @@ def _attempts(n: int) -> str:
 
 
 def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
-    """Why a run is in its state, in one sentence an operator can act on."""
+    """Why a run is in its state, in one sentence an operator can act on; a run a backfill
+    started says so."""
+    text = _describe(run, now, spec)
+    return f"{text} (run by a backfill)" if getattr(run, "trigger", None) == "backfill" else text
+
+
+def _describe(run: Any, now: datetime, spec: JobSpec | None) -> str:
     s, err = run.state, (f": {run.error}" if run.error else "")
     on = f" on {run.node}" if run.node else ""
     if s == "succeeded":

@@ -27,6 +27,7 @@ from chronod.core import occurrence, policy
 from chronod.core.blackout import Pause, Window
 from chronod.core.clock import Clock
 from chronod.core.model import JobSpec
+from chronod.daemon.backfills import Backfills
 from chronod.daemon.dispatch import Dispatch
 from chronod.daemon.endings import Endings
 from chronod.daemon.holds import Holds
@@ -46,7 +47,7 @@ SQLITE_LEASE_TTL_S = 600.0
 CLOCK_STEP_S = 5.0  # a change of wall minus monotonic time larger than this is a clock step
 
 
-class Daemon(Registry, Dispatch, Holds, Waits, Endings, Recovery, Outage):
+class Daemon(Registry, Dispatch, Holds, Waits, Endings, Recovery, Outage, Backfills):
     """One chronod. Built by chronod.daemon.main (the composition root)."""
 
     def __init__(
@@ -131,6 +132,7 @@ class Daemon(Registry, Dispatch, Holds, Waits, Endings, Recovery, Outage):
         # load_pending has just made the invariant true; the first check comes later
         self.next_reconcile = self.clock.monotonic() + RECONCILE_EVERY_S
         self.reboot_jobs()
+        self.drive_backfills()  # a backfill stored before a restart goes on
         self.notifier.ready(self.status_line())
         self.next_watchdog = policy.watchdog_ping_at(self.notifier.watchdog_interval_s, None, self.clock.monotonic())
         self.log(
@@ -177,6 +179,7 @@ class Daemon(Registry, Dispatch, Holds, Waits, Endings, Recovery, Outage):
             self.take_requests()
         self.refresh_paused()
         self.run_due()
+        self.drive_backfills()
         self.housekeeping()
         self.set_aside()
 
@@ -249,10 +252,13 @@ class Daemon(Registry, Dispatch, Holds, Waits, Endings, Recovery, Outage):
 
     # ------------------------------------------------------------------ control
     def take_requests(self) -> None:
-        """Manual triggers and reloads queued by chronoctl."""
+        """Manual triggers, reloads and new backfills queued by chronoctl."""
         for req in self.store.take_requests(self.node):
             if req.kind == "reload":
                 continue  # the reload already happened on this wake-up
+            if req.kind == "backfill":
+                self.backfilling = True  # stored by chronoctl; started by drive_backfills
+                continue
             job = self.jobs.get(req.job_id or "")
             if req.kind != "trigger" or job is None:
                 self.log("request.ignored", "warning", kind=req.kind, job=req.job_id)

@@ -164,7 +164,7 @@ class Registry:
                     token=self.lease.token,
                 )
                 continue
-            if run.state == "pending":
+            if run.state == "pending" and run.trigger != "backfill":  # a backfill's fire time is when it started it
                 run.fire_at = run.scheduled_at + timedelta(seconds=job.offset)
             self.track(run)
         have = {r.job_key for r in self.pending.values() if r.trigger == "schedule" and r.state == "pending"}

@@ -75,6 +75,7 @@ class Facts:
             self.by_run[p.run_id].append(p)
             self.by_job[p.job_id].append(p)
         self.rows = {r.run_id: r for r in out.store.runs()}
+        self.backfilled = {rid for rid, r in self.rows.items() if r.trigger == "backfill"}
         self.horizon = out.end - timedelta(seconds=SETTLE_S)
         self.expected = list(self._expected())
         self.windows = _windows(out.cfg.blackouts)
@@ -224,8 +225,8 @@ def fire_lag_bounded(f: Facts) -> list[Counterexample]:
         if f.windows and f.blacked_out(spec, e.fire_at - timedelta(seconds=1), e.fire_at + timedelta(seconds=1)):
             continue  # held by a window (blackout_honoured)
         first = f.by_run.get(e.run_id, [None])[0]
-        if first is None or first.attempt != 1:
-            continue
+        if first is None or first.attempt != 1 or e.run_id in f.backfilled:
+            continue  # a backfill starts an occurrence late on purpose
         lag = (first.started_wall - e.scheduled_at).total_seconds()
         bound = spec.tolerance_s + LAG_S
         if lag > bound and not f.disturbed(e.scheduled_at - timedelta(seconds=1), first.started_wall):
@@ -251,7 +252,7 @@ def catchup_all_in_order(f: Facts) -> list[Counterexample]:
         spec = specs.get(job)
         if spec is None or spec.catchup != "all":
             continue
-        firsts = [p for p in procs if p.attempt == 1 and p.run_id not in f.out.manual]
+        firsts = [p for p in procs if p.attempt == 1 and p.run_id not in f.out.manual and p.run_id not in f.backfilled]
         for a, b in itertools.pairwise(firsts):
             if b.scheduled_at < a.scheduled_at:
                 out.append(
@@ -362,6 +363,62 @@ def audit_agrees(f: Facts) -> list[Counterexample]:
     return sorted(out, key=lambda c: c.at)
 
 
+def backfill_completes(f: Facts) -> list[Counterexample]:
+    """A stored backfill finishes across crashes: it ends `done`; every occurrence it opened
+    ran (a process started after the backfill was stored) and ended; they started oldest
+    first, one at a time, and never beside another run of a job that forbids overlap."""
+    out = []
+    specs = {job: vs[-1].spec for job, vs in f.out.versions.items()}
+    for bf_id in f.out.backfills:
+        bf = f.out.store.get_backfill(bf_id)
+        at = bf.created_at
+        if bf.state != "done":
+            out.append(Counterexample(at, bf.job_id, "-", f"backfill {bf_id} still {bf.state} at the end"))
+            continue
+        starts = []
+        for rid in bf.run_ids:
+            row = f.rows.get(rid)
+            if row is None or row.state not in TERMINAL:
+                out.append(
+                    Counterexample(
+                        at, bf.job_id, rid, f"backfill {bf_id} left it {row.state if row else 'without a row'}"
+                    )
+                )
+                continue
+            if row.trigger != "backfill" or row.state == "skipped_resource":
+                continue  # in flight when its turn came, or it found no slot of its resource
+            ran = [p for p in f.by_run.get(rid, []) if p.started_wall >= at]
+            if not ran:
+                out.append(
+                    Counterexample(at, bf.job_id, rid, f"backfill {bf_id} recorded {row.state} but never started it")
+                )
+                continue
+            starts.append(ran[0])
+        for a, b in itertools.pairwise(starts):
+            if b.started_mono < a.end_mono():
+                out.append(
+                    Counterexample(
+                        b.started_wall, bf.job_id, b.run_id, f"backfill {bf_id} started it before {a.run_id} ended"
+                    )
+                )
+        spec = specs.get(bf.job_id)
+        if spec is not None and spec.overlap == "forbid":
+            for p in starts:
+                beside = [
+                    q for q in f.by_job[bf.job_id] if q is not p and q.started_mono < p.started_mono < q.end_mono()
+                ]
+                if beside:
+                    out.append(
+                        Counterexample(
+                            p.started_wall,
+                            bf.job_id,
+                            p.run_id,
+                            f"backfill {bf_id} started it while {beside[0].run_id} ran (overlap: forbid)",
+                        )
+                    )
+    return sorted(out, key=lambda c: c.at)
+
+
 INVARIANTS: dict[str, Callable[[Facts], list[Counterexample]]] = {
     "one_terminal_state": one_terminal_state,
     "unsafe_at_most_once": unsafe_at_most_once,
@@ -371,6 +428,7 @@ INVARIANTS: dict[str, Callable[[Facts], list[Counterexample]]] = {
     "watchdog_pinged": watchdog_pinged,
     "audit_agrees": audit_agrees,
     "blackout_honoured": blackout_honoured,
+    "backfill_completes": backfill_completes,
 }
 
 

@@ -14,7 +14,7 @@ import yaml
 
 from chronod.core.model import JobSpec
 
-FAULTS = ("crash", "stall", "clock", "outage", "registry", "dst")
+FAULTS = ("crash", "stall", "clock", "outage", "registry", "dst", "backfill")
 DST_ZONES = ("America/New_York", "Europe/London", "Australia/Sydney")
 # UTC instants a few hours before a DST transition in one of DST_ZONES (spring and autumn)
 DST_STARTS = (

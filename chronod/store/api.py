@@ -443,6 +443,37 @@ class Store(Protocol):
     def database_bytes(self) -> int | None:
         """The size of the database on disk (None when the database will not say)."""
 
+    # --- backfills (chronod.store.backfills) ---------------------------------------------
+    def add_backfill(
+        self,
+        job_id: str,
+        *,
+        from_at: datetime,
+        to_at: datetime,
+        only: str,
+        max_concurrency: int,
+        allow_unsafe: bool,
+        reason: str | None,
+        requested_by: str | None,
+        items: list[tuple[str, str, datetime, datetime]],
+    ) -> int:
+        """Store a backfill with its chosen occurrences, `items`: (run_id, job_key,
+        scheduled_at, fire_at), oldest first; nothing started yet. Returns its id."""
+
+    def backfills(self, *, active_only: bool = False, job_id: str | None = None, limit: int = 50) -> list[Any]:
+        """Stored backfills, newest first (`active_only`: those still running)."""
+
+    def get_backfill(self, backfill_id: int) -> Any | None:
+        """One stored backfill by id (None: no such backfill)."""
+
+    def open_backfill_run(self, backfill_id: int, index: int, run: Run) -> Run | None:
+        """Make the backfill's occurrence `index` wait to start (trigger backfill: inserted,
+        or an ended run opened again with its attempts kept) and count it started, in one
+        transaction. None when it is in flight already or the backfill moved on."""
+
+    def end_backfill(self, backfill_id: int, state: str, error: str | None = None) -> bool:
+        """A running backfill ends (`done` or `cancelled`); False if it was not running."""
+
     # --- requests from chronoctl --------------------------------------------------------
     def add_request(self, kind: str, job_id: str | None, payload: dict[str, Any]) -> int:
         """Queue a request for the daemon(s); returns its id."""

@@ -46,6 +46,7 @@ from chronod.store.api import (
     SchemaTooOld,
     StoreError,
 )
+from chronod.store.backfills import BackfillStore
 
 WAITING = ("pending", "retry_wait")
 BATCH = 5000
@@ -113,7 +114,7 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class SqlStore:
+class SqlStore(BackfillStore):
     """The store over one SQLAlchemy engine; safe to share between a daemon's threads.
 
     `now` is the clock SQLite leases and timestamps use (PostgreSQL uses its own `now()`
