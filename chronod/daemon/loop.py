@@ -243,6 +243,7 @@ class Daemon(Registry, Dispatch, Holds, Waits, Endings, Recovery, Outage, Backfi
         if not self.lease.renew():
             self.lease_lost()
         if self.fleet:
+            self.backfilling = True  # a backfill announced to another node may be this node's to drive
             if mono >= self.takeover_after:
                 self.take_over()
             live = self.store.live_nodes()
