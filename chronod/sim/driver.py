@@ -125,6 +125,7 @@ class Simulation:
         self.world = World(self.clock, random.Random(self.rng.random()))
         self.store = memory_store(self.clock)
         self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), "dst" in cfg.faults)
+        self.registry.blackouts = cfg.blackouts
         self.registry.build(cfg.jobs, cfg.job_docs, cfg.mean_s)
         self.t0 = self.clock.monotonic()
         self.end = self.t0 + cfg.days * 86400
