@@ -190,6 +190,7 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
         "history_days": spec.history_days,
         "pruned_through": cmd_ops.iso(mark.through) if mark else None,
         "runs": [cmd_ops.run_json(r) for r in recent[:LAST_RUNS]],
+        "backfills": _backfills_json(store, spec.id),
         "_runs": recent[:LAST_RUNS],
     }
 
@@ -210,6 +211,7 @@ def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime, fle
         echo_field("paused", f"since {_human(d['paused_at'], now)}: {d['paused_reason'] or 'no reason given'}")
     elif not d["enabled"]:
         echo_field("disabled", "enabled: false in its file")
+    _print_backfills(d["backfills"])
     if d["run_on"] == "each":
         _print_each_next(d, now)
     for i, n in enumerate(d["next"] if d["run_on"] != "each" else []):
@@ -274,7 +276,24 @@ def _overview(store: "Store", now: datetime) -> dict[str, Any]:
         "registry_errors": store.registry_errors(),
         "running": [cmd_ops.run_json(r) for r in running],
         "database": _database_json(store),
+        "backfills": _backfills_json(store),
     }
+
+
+def _backfills_json(store: "Store", job_id: str | None = None) -> list[dict[str, Any]]:
+    """The backfills still running (all, or one job's), with their progress."""
+    from chronoctl.cmd_backfill import backfill_json
+
+    data = [backfill_json(store, bf) for bf in store.backfills(active_only=True, job_id=job_id)]
+    return [{k: v for k, v in d.items() if k != "runs"} for d in data]
+
+
+def _print_backfills(backfills: list[dict[str, Any]]) -> None:
+    from chronoctl.cmd_backfill import progress_line
+    from chronoctl.render import echo, escape_line
+
+    for b in backfills:
+        echo(escape_line(f"{progress_line(b)} ({b['job_id']}, --only {b['only']}, {b['from']} to {b['to']})"))
 
 
 def _database_line(db: dict[str, Any]) -> str:
@@ -409,6 +428,7 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
     paused = f", {len(d['paused'])} paused ({', '.join(d['paused'])})" if d["paused"] else ""
     echo(escape_line(f"jobs: {d['jobs']} registered{paused}"))
     echo(_database_line(d["database"]))
+    _print_backfills(d["backfills"])
     echo()
     failing = [
         {
@@ -629,26 +649,36 @@ def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, second
 
     sched = _schedule(row)
     nodes = _node_names(store) if row.spec.run_on.each else []
+    when = common.parse_instant(at, row.spec.timezone, "--at") if at else None
+    start = cmd_ops.since_start(now, seconds) if seconds is not None else None
+    found = _runs_asked(store, row, sched, now, when, start)
+    # The watermark is read after the runs: retention deletes a run and raises the watermark
+    # in one transaction, so whatever a prune between the two reads took is called pruned.
     spans = store.known_spans([row.job_id]).get(row.job_id, [])
     pruned = store.pruned([row.job_id]).get(row.job_id)
-    if seconds is not None:
-        start = cmd_ops.since_start(now, seconds)
-        found = store.runs(row.job_id, since=start - timedelta(seconds=1), until=now)
+    if start is not None:
         return history.did_it_run(
             row.spec, found, now=now, since=start, schedule=sched, nodes=nodes, spans=spans, pruned=pruned
         )
-    when = common.parse_instant(at, row.spec.timezone, "--at") if at else None
-    nominal = sched.prev_at_or_before(when or now) if sched.kind != "reboot" else None
-    if sched.kind == "reboot":
-        found = store.runs(row.job_id, limit=1)
-    elif nominal is None:
-        found = []
-    else:
-        before = sched.prev_at_or_before(nominal - timedelta(seconds=1)) or nominal
-        found = store.runs(row.job_id, since=before - timedelta(seconds=1), until=nominal + timedelta(seconds=1))
     return history.did_it_run(
         row.spec, found, now=now, at=when, schedule=sched, nodes=nodes, spans=spans, pruned=pruned
     )
+
+
+def _runs_asked(
+    store: "Store", row: "JobRow", sched: Any, now: datetime, when: datetime | None, start: datetime | None
+) -> list["Run"]:
+    """The runs `did-it-run` judges: those of the window (--since), else around the
+    occurrence at or before `when` (--at) or now."""
+    if start is not None:
+        return store.runs(row.job_id, since=start - timedelta(seconds=1), until=now)
+    if sched.kind == "reboot":
+        return store.runs(row.job_id, limit=1)
+    nominal = sched.prev_at_or_before(when or now)
+    if nominal is None:
+        return []
+    before = sched.prev_at_or_before(nominal - timedelta(seconds=1)) or nominal
+    return store.runs(row.job_id, since=before - timedelta(seconds=1), until=nominal + timedelta(seconds=1))
 
 
 def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:

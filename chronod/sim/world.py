@@ -317,7 +317,7 @@ class Event:
     """Something the world does to the daemon at a monotonic time."""
 
     at: float
-    kind: str  # registry | pause | resume | trigger | jump | stall | crash | outage
+    kind: str  # registry | pause | resume | trigger | backfill | jump | stall | crash | outage
     data: dict[str, Any] = field(default_factory=dict)
 
 

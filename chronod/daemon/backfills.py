@@ -1,0 +1,85 @@
+"""Backfills: start a stored backfill's occurrences, oldest first, as their turn comes.
+
+A backfill is stored by `chronoctl backfill` (chronod.store.backfills) with its
+occurrences already chosen (chronod.core.backfill.choose); this part of the daemon only
+starts them. Each wake-up with a backfill running reads how many of its runs are still in
+flight, and while `backfill.may_start` allows (pause, overlap, --max-concurrency) opens
+the next occurrence under its own run id with trigger `backfill` and hands it to the
+normal path (`start_or_queue`: overlap, resource, retries, recording). The store counts
+an occurrence started in the same transaction that opens its run, so a daemon killed in
+the middle resumes with the next one; a run it opened but never started is pending and is
+started like any other after the restart. In a fleet, the node that dispatches the job
+drives its backfills (it looks for new ones at each heartbeat: the request that announced
+one may have woken another node); for a job that runs on each node, each node starts the
+occurrences of its own key when their turn comes. A backfill of a job removed from the
+registry ends `cancelled`.
+"""
+
+from __future__ import annotations
+
+from chronod.core import backfill
+from chronod.daemon.runs import Job
+
+
+class Backfills:
+    """Driving stored backfills. Part of `Daemon` (chronod.daemon.loop)."""
+
+    backfilling = True  # look on the next wake-up; cleared when no backfill is running, set
+    # again by a `backfill` request and, in a fleet, by every heartbeat (another node may
+    # have taken the request)
+
+    def drive_backfills(self) -> None:
+        """Start what the running backfills may start now; end those that are done."""
+        if not self.backfilling:
+            return
+        running = self.store.backfills(active_only=True)
+        self.backfilling = bool(running)
+        for bf in reversed(running):  # oldest first
+            job = self.jobs.get(bf.job_id)
+            if job is None:
+                self.end_if_removed(bf)
+                continue
+            if bf.job_id in self.quarantine or not self.owns(job):
+                continue
+            with self.quarantine.guard(job.spec, "backfill"):
+                self.drive_backfill(job, bf)
+
+    def end_if_removed(self, bf) -> None:
+        """A backfill of a job gone from the registry ends `cancelled` (one carried by
+        other nodes only is theirs to drive)."""
+        row = self.store.get_job(bf.job_id)
+        if row is not None and row.removed_at is None:
+            return
+        if self.store.end_backfill(bf.id, "cancelled", "its job was removed from the registry"):
+            self.log("backfill.cancelled", "warning", backfill=bf.id, job=bf.job_id, why="job removed")
+
+    def drive_backfill(self, job: Job, bf) -> None:
+        """Start the backfill's next occurrences while `may_start` allows."""
+        spec, started = job.spec, bf.started
+        states = self.store.run_states(bf.run_ids[:started])
+        count = backfill.progress(states, bf.run_ids, started)
+        in_flight = count["in_flight"]
+        while started < len(bf.items):
+            allowed = backfill.may_start(
+                spec,
+                paused=spec.id in self.paused,
+                in_flight=in_flight,
+                job_running=self.going(spec.id),
+                max_concurrency=bf.max_concurrency,
+            )
+            rid, key, at, _ = bf.items[started]
+            if not allowed or key != job.key:
+                return
+            run = self.make_run(job, at, trigger=backfill.TRIGGER, rid=rid)
+            run.fire_at = self.clock.now()  # a resource's wait counts from now, not from the occurrence
+            opened = self.store.open_backfill_run(bf.id, started, run)
+            started += 1
+            if opened is None:
+                self.log("backfill.passed", backfill=bf.id, job=spec.id, run=rid, why="in flight already")
+                continue
+            in_flight += 1
+            self.log("backfill.started", backfill=bf.id, job=spec.id, run=rid, at=at, n=started, of=len(bf.items))
+            self.start_or_queue(job, opened)
+        if in_flight == 0 and self.store.end_backfill(bf.id, "done"):
+            done = backfill.progress(self.store.run_states(bf.run_ids), bf.run_ids, started)
+            self.log("backfill.done", backfill=bf.id, job=spec.id, **done)
