@@ -18,6 +18,7 @@ from chronoctl.cmd_ops import db_option, json_option
 from chronoctl.errors import EXIT_NO, EXIT_UNREACHABLE, UsageError
 
 if TYPE_CHECKING:
+    from chronod.core.model import JobSpec
     from chronod.store.api import JobRow, Run, Store
 
 LAST_RUNS = 10
@@ -166,10 +167,8 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
         "jitter_offset_s": places[0].offset_s if places else None,
         "tolerance_s": spec.tolerance_s,
         "enabled": spec.enabled,
-        "paused": row.paused,
-        "paused_reason": row.paused_reason,
+        **_pause_json(store, spec, now),
         "registered_since": cmd_ops.iso(spans[-1][0]) if spans and spans[-1][1] is None else None,
-        "paused_at": cmd_ops.iso(row.paused_at),
         "tags": list(spec.tags),
         "next": [_occurrence_json(o) for o in nxt],
         "nodes": [
@@ -208,7 +207,13 @@ def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime, fle
     if d["registered_since"]:
         echo_field("known", f"since {_human(d['registered_since'], now)} (occurrences before it are not expected)")
     if d["paused"]:
-        echo_field("paused", f"since {_human(d['paused_at'], now)}: {d['paused_reason'] or 'no reason given'}")
+        scope = "" if d["paused_scope"] == "job" else f" ({d['paused_scope']})"
+        who = f" by {d['paused_by']}" if d["paused_by"] else ""
+        until = f"; ends by itself {_human(d['paused_until'], now)}" if d["paused_until"] else "; until resumed"
+        echo_field(
+            "paused",
+            f"since {_human(d['paused_at'], now)}{scope}{who}: {d['paused_reason'] or 'no reason given'}{until}",
+        )
     elif not d["enabled"]:
         echo_field("disabled", "enabled: false in its file")
     _print_backfills(d["backfills"])
@@ -270,7 +275,7 @@ def _overview(store: "Store", now: datetime) -> dict[str, Any]:
         "nodes": [dict(_node_json(n, now), running=per_node[n.name]) for n in nodes],
         "spec_disagreements": placement.report(nodes, now),
         "jobs": len(rows),
-        "paused": sorted(j.job_id for j in rows if j.paused),
+        **_pauses_json(store, rows, now),
         "failing": [dict(cmd_ops.run_json(r), owner=_owner(rows, r.job_id)) for r in failing],
         "silent": silent,
         "registry_errors": store.registry_errors(),
@@ -278,6 +283,54 @@ def _overview(store: "Store", now: datetime) -> dict[str, Any]:
         "database": _database_json(store),
         "backfills": _backfills_json(store),
     }
+
+
+def _pause_dict(p: Any, jobs: list[str] | None = None) -> dict[str, Any]:
+    d = {
+        "kind": p.kind,
+        "target": p.target,
+        "reason": p.reason,
+        "by": p.by,
+        "since": cmd_ops.iso(p.since),
+        "until": cmd_ops.iso(p.until),
+    }
+    return d if jobs is None else dict(d, jobs=jobs)
+
+
+def _pauses_json(store: "Store", rows: list[Any], now: datetime) -> dict[str, Any]:
+    """Every pause that holds now, with the jobs it holds; `paused` lists those jobs."""
+    from chronod.core import blackout
+
+    pauses = [blackout.Pause(p.kind, p.target, p.reason, p.by, p.since, p.until) for p in store.pauses()]
+    held = {p: sorted(r.job_id for r in rows if p.applies_to(r.spec)) for p in pauses}
+    return {
+        "paused": sorted({j for jobs in held.values() for j in jobs}),
+        "pauses": [_pause_dict(p, jobs) for p, jobs in held.items()],
+    }
+
+
+def _pause_json(store: "Store", spec: "JobSpec", now: datetime) -> dict[str, Any]:
+    """The pause that holds one job now (its own first, else its tag's or resource's)."""
+    from chronod.core import blackout
+
+    pauses = [blackout.Pause(p.kind, p.target, p.reason, p.by, p.since, p.until) for p in store.pauses()]
+    p = blackout.paused(spec, pauses, now)
+    return {
+        "paused": p is not None,
+        "paused_reason": p.reason if p else None,
+        "paused_at": cmd_ops.iso(p.since) if p else None,
+        "paused_by": p.by if p else None,
+        "paused_until": cmd_ops.iso(p.until) if p else None,
+        "paused_scope": (p.kind if p.kind == "job" else f"{p.kind} {p.target}") if p else None,
+    }
+
+
+def _pause_line(p: dict[str, Any], now: datetime) -> str:
+    n = len(p["jobs"])
+    what = p["target"] if p["kind"] == "job" else f"{p['kind']} {p['target']} ({n} job{'' if n == 1 else 's'})"
+    who = f" by {p['by']}" if p["by"] else ""
+    until = f", ends by itself {_human(p['until'], now)}" if p["until"] else ", until resumed"
+    return f"paused {what}{who} since {_human(p['since'], now)}{until}: {p['reason']}"
 
 
 def _backfills_json(store: "Store", job_id: str | None = None) -> list[dict[str, Any]]:
@@ -427,6 +480,8 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
         echo()
     paused = f", {len(d['paused'])} paused ({', '.join(d['paused'])})" if d["paused"] else ""
     echo(escape_line(f"jobs: {d['jobs']} registered{paused}"))
+    for p in d["pauses"]:
+        echo(escape_line("  " + _pause_line(p, now)))
     echo(_database_line(d["database"]))
     _print_backfills(d["backfills"])
     echo()
