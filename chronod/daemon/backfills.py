@@ -9,8 +9,10 @@ normal path (`start_or_queue`: overlap, resource, retries, recording). The store
 an occurrence started in the same transaction that opens its run, so a daemon killed in
 the middle resumes with the next one; a run it opened but never started is pending and is
 started like any other after the restart. In a fleet, the node that dispatches the job
-drives its backfills; for a job that runs on each node, each node starts the occurrences
-of its own key when their turn comes.
+drives its backfills (it looks for new ones at each heartbeat: the request that announced
+one may have woken another node); for a job that runs on each node, each node starts the
+occurrences of its own key when their turn comes. A backfill of a job removed from the
+registry ends `cancelled`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from chronod.daemon.runs import Job
 class Backfills:
     """Driving stored backfills. Part of `Daemon` (chronod.daemon.loop)."""
 
-    backfilling = True  # look on the next wake-up; cleared when no backfill is running
+    backfilling = True  # look on the next wake-up; cleared when no backfill is running, set
+    # again by a `backfill` request and, in a fleet, by every heartbeat (another node may
+    # have taken the request)
 
     def drive_backfills(self) -> None:
         """Start what the running backfills may start now; end those that are done."""
@@ -32,10 +36,22 @@ class Backfills:
         self.backfilling = bool(running)
         for bf in reversed(running):  # oldest first
             job = self.jobs.get(bf.job_id)
-            if job is None or bf.job_id in self.quarantine or not self.owns(job):
+            if job is None:
+                self.end_if_removed(bf)
+                continue
+            if bf.job_id in self.quarantine or not self.owns(job):
                 continue
             with self.quarantine.guard(job.spec, "backfill"):
                 self.drive_backfill(job, bf)
+
+    def end_if_removed(self, bf) -> None:
+        """A backfill of a job gone from the registry ends `cancelled` (one carried by
+        other nodes only is theirs to drive)."""
+        row = self.store.get_job(bf.job_id)
+        if row is not None and row.removed_at is None:
+            return
+        if self.store.end_backfill(bf.id, "cancelled", "its job was removed from the registry"):
+            self.log("backfill.cancelled", "warning", backfill=bf.id, job=bf.job_id, why="job removed")
 
     def drive_backfill(self, job: Job, bf) -> None:
         """Start the backfill's next occurrences while `may_start` allows."""

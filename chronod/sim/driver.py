@@ -125,6 +125,7 @@ class Simulation:
         self.world = World(self.clock, random.Random(self.rng.random()))
         self.store = memory_store(self.clock)
         self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), "dst" in cfg.faults)
+        self.registry.blackouts = cfg.blackouts
         self.registry.build(cfg.jobs, cfg.job_docs, cfg.mean_s)
         self.t0 = self.clock.monotonic()
         self.end = self.t0 + cfg.days * 86400
@@ -198,7 +199,7 @@ class Simulation:
             w.disturbed("stall", start, w.mono())
         elif kind == "jump":
             start = w.mono()
-            self.clock.jump_wall(data["seconds"])
+            w.step_wall(data["seconds"])
             w.disturbed("clock", start, start + 1, walls=(now, self.clock.now()))
         elif kind == "outage":
             w.outage_until = max(w.outage_until, w.mono() + data["seconds"])

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from chronod.core import identity
+from chronod.core import blackout, identity
+from chronod.core.model import JobSpec
 from chronod.core.policy import ON_TIME_GRACE_S
 from chronod.core.schedule import compile_schedule
 from chronod.sim.driver import Outcome, Version
@@ -32,6 +33,7 @@ TERMINAL = {
     "skipped_overlap",
     "skipped_outage",
     "skipped_paused",
+    "skipped_blackout",
     "skipped_resource",
 }
 RAN = {"succeeded", "failed", "timed_out", "cancelled", "lost"}
@@ -76,6 +78,12 @@ class Facts:
         self.backfilled = {rid for rid, r in self.rows.items() if r.trigger == "backfill"}
         self.horizon = out.end - timedelta(seconds=SETTLE_S)
         self.expected = list(self._expected())
+        self.spans = [out.world.wall_span(d) for d in out.world.disturbances]
+        self.windows = _windows(out.cfg.blackouts)
+
+    def blacked_out(self, spec: JobSpec, start: datetime, end: datetime) -> bool:
+        """Whether a maintenance window of the job covered some instant of this span."""
+        return any(a < end and start < b for _, a, b in blackout.spans(spec, self.windows, start, end))
 
     def _expected(self) -> Iterable[Expected]:
         for job, versions in self.out.versions.items():
@@ -98,7 +106,7 @@ class Facts:
 
     def disturbed(self, start: datetime, end: datetime) -> bool:
         """Whether a crash, stall, outage or clock step touched this wall-time span."""
-        return any(d.start_wall <= end and start <= d.end_wall for d in self.out.world.disturbances)
+        return any(a <= end and start <= b for a, b in self.spans)
 
     def paused(self, job: str, start: datetime, end: datetime) -> bool:
         for a, b in self.out.paused.get(job, []):
@@ -156,9 +164,44 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
         spec.overlap == "allow" or not f.alive(e.job, span[0], span[1] + timedelta(seconds=spec.catchup_window_s))
     ):
         return f"recorded skipped_overlap (overlap: {spec.overlap}), but no run of the job was running"
+    if state == "skipped_blackout" and not f.blacked_out(
+        spec, e.fire_at - timedelta(seconds=1), e.fire_at + timedelta(seconds=spec.catchup_window_s)
+    ):
+        return "recorded skipped_blackout, but no maintenance window held the job"
     if state == "cancelled":
         return "cancelled, though the job and its schedule were unchanged"
     return None
+
+
+def _windows(docs: tuple[dict, ...]) -> list[blackout.Window]:
+    """The simulation's maintenance windows, read the way the daemon reads them."""
+    if not docs:
+        return []
+    import yaml
+
+    from chronod.core.validate import validate_document
+    from chronod.specfile import parse_text
+
+    text = yaml.safe_dump({"blackouts": [dict(d) for d in docs], "jobs": []})
+    return list(validate_document(parse_text(text, "blackouts.yaml"), now=datetime.now().astimezone()).blackouts)
+
+
+def blackout_honoured(f: Facts) -> list[Counterexample]:
+    """No scheduled run starts (first attempt or retry) while a maintenance window of its
+    job is open; manual runs are not held."""
+    out = []
+    specs = {job: vs[-1].spec for job, vs in f.out.versions.items()}
+    for p in f.procs:
+        spec = specs.get(p.job_id)
+        if spec is None or p.run_id in f.out.manual:
+            continue
+        t = p.started_wall
+        spans = blackout.spans(spec, f.windows, t, t + timedelta(seconds=1))
+        hit = next(((w, a, b) for w, a, b in spans if a <= t < b), None)
+        if hit is not None:
+            what = f"attempt {p.attempt} started inside window {hit[0].describe()} ({hit[1]:%H:%M}Z-{hit[2]:%H:%M}Z)"
+            out.append(Counterexample(t, p.job_id, p.run_id, what))
+    return out
 
 
 def unsafe_at_most_once(f: Facts) -> list[Counterexample]:
@@ -180,6 +223,8 @@ def fire_lag_bounded(f: Facts) -> list[Counterexample]:
         spec = e.version.spec
         if spec.resource or spec.catchup == "all":
             continue
+        if f.windows and f.blacked_out(spec, e.fire_at - timedelta(seconds=1), e.fire_at + timedelta(seconds=1)):
+            continue  # held by a window (blackout_honoured)
         first = f.by_run.get(e.run_id, [None])[0]
         if first is None or first.attempt != 1 or e.run_id in f.backfilled:
             continue  # a backfill starts an occurrence late on purpose
@@ -383,6 +428,7 @@ INVARIANTS: dict[str, Callable[[Facts], list[Counterexample]]] = {
     "resource_limit_held": resource_limit_held,
     "watchdog_pinged": watchdog_pinged,
     "audit_agrees": audit_agrees,
+    "blackout_honoured": blackout_honoured,
     "backfill_completes": backfill_completes,
 }
 

@@ -102,6 +102,18 @@ class Attempt:
     output_bytes: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PauseRow:
+    """A pause as stored: on a job, a tag or a resource; by whom, why, since and until when."""
+
+    kind: str  # job | tag | resource
+    target: str
+    reason: str
+    by: str | None
+    since: datetime | None
+    until: datetime | None
+
+
 @dataclass(slots=True)
 class JobRow:
     """A registered job definition as stored, with its operator state."""
@@ -113,6 +125,8 @@ class JobRow:
     paused: bool = False
     paused_reason: str | None = None
     paused_at: datetime | None = None
+    paused_by: str | None = None
+    paused_until: datetime | None = None
     removed_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -220,11 +234,32 @@ class Store(Protocol):
     def get_job(self, job_id: str) -> JobRow | None:
         """One job, removed or not; None if never registered."""
 
-    def set_paused(self, job_id: str, paused: bool, reason: str | None) -> bool:
-        """Pause or resume a job; False if no such job."""
+    def set_paused(
+        self,
+        job_id: str,
+        paused: bool,
+        reason: str | None,
+        *,
+        by: str | None = None,
+        until: datetime | None = None,
+    ) -> bool:
+        """Pause (by a user, until a time or until resumed) or resume a job; False if no such job."""
 
     def paused_jobs(self) -> dict[str, str | None]:
-        """job_id -> pause reason for every paused job (cheap: the daemon asks on each wake)."""
+        """job_id -> pause reason for every job whose own pause holds now (cheap: the
+        daemon asks on each wake); a pause past its `until` is over."""
+
+    def set_group_pause(
+        self, kind: str, target: str, reason: str, *, by: str | None = None, until: datetime | None = None
+    ) -> None:
+        """Pause every job with a tag (`kind` "tag") or in a resource ("resource"), replacing
+        an earlier pause of the same target."""
+
+    def clear_group_pause(self, kind: str, target: str) -> bool:
+        """Resume a tag or a resource; False if it was not paused."""
+
+    def pauses(self) -> list[PauseRow]:
+        """Every pause that holds now: jobs' own, then tags' and resources'."""
 
     # --- occurrences and runs ------------------------------------------------------------
     def insert_runs(self, runs: Iterable[Run]) -> int:

@@ -31,7 +31,7 @@ from sqlalchemy.types import TypeDecorator
 HEAD_REVISION = "0007"
 """The newest alembic revision this chrono knows (a test keeps it equal to alembic's head)."""
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0007")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
 """Every revision in order, oldest first: a database at one of these is older, not newer."""
 
 
@@ -74,6 +74,21 @@ jobs = Table(
     Column("paused_at", UTCDateTime),
     Column("removed_at", UTCDateTime),
     Column("updated_at", UTCDateTime, nullable=False),
+    Column("paused_by", Text),  # 0006: who paused it
+    Column("paused_until", UTCDateTime),  # 0006: a pause that ends by itself
+)
+
+# --- 0006: pauses of a tag or a resource (a job's own pause is on its jobs row) -------------
+
+pauses = Table(
+    "pauses",
+    metadata,
+    Column("kind", Text, primary_key=True),  # tag | resource
+    Column("target", Text, primary_key=True),
+    Column("reason", Text, nullable=False),
+    Column("paused_by", Text),
+    Column("paused_at", UTCDateTime, nullable=False),
+    Column("paused_until", UTCDateTime),
 )
 
 runs = Table(

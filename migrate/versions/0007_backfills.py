@@ -1,7 +1,7 @@
 """Backfills: a stored request to run a job's past occurrences again, resumed after a restart.
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 Create Date: 2026-12-03
 
 Spelled out on purpose; never import chronod.store.schema here.
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007"
-down_revision = "0005"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 

@@ -93,7 +93,14 @@ def test_a_backfill_runs_what_missed_reports_oldest_first_under_each_occurrences
 
 
 def test_an_unsafe_job_is_refused_without_allow_unsafe_and_a_reason(env):
-    start(env, job("pay", "0 * * * *", "true", idempotency_class="unsafe")).stop()
+    from chronod.core.model import JobSpec
+
+    store = SqlStore(env["db"])
+    store.upgrade()
+    store.sync_jobs(
+        "n1", [JobSpec(id="pay", owner="t", schedule="0 * * * *", command="true", idempotency_class="unsafe")]
+    )
+    store.close()
     args = ("backfill", "pay", "--from", "-3h", "--to", "now", "--only", "all", "--dry-run")
     res = chronoctl(*args, db=env["db"])
     assert res.returncode == 1 and "--allow-unsafe" in res.stderr and "Traceback" not in res.stderr
@@ -131,4 +138,25 @@ def test_a_backfill_survives_a_kill_9_of_chronod_in_its_middle(env):
     ids = [run_id("hourly", hours_ago(n)) for n in (4, 3, 2, 1)]
     assert sorted(env["w"].read_text().split()) == sorted(ids)  # each once: none lost, none twice
     assert {store.get_run(r).state for r in ids} == {"succeeded"}
+    store.close()
+
+
+def test_a_paused_jobs_backfill_waits_and_ends_cancelled_when_the_job_is_removed(env):
+    import signal
+
+    d = start(env, job("hourly", "0 * * * *", f"echo ran >> {env['w']}"))
+    chronoctl("pause", "hourly", "--reason", "INC-1: upstream down", db=env["db"], check=True)
+    args = ("--from", hours_ago(3).isoformat(), "--to", hours_ago(1).isoformat(), "--only", "all")
+    res = chronoctl("backfill", "hourly", *args, "--no-wait", "--json", db=env["db"])
+    assert res.returncode == 0, res.stderr
+    bf_id = json.loads(res.stdout)["id"]
+    status = chronoctl("status", db=env["db"])
+    assert f"backfill {bf_id} [" in status.stdout and "0/3 done" in status.stdout
+    (env["reg"] / "a.yaml").unlink()
+    d.send(signal.SIGHUP)
+    store = SqlStore(env["db"])
+    wait_until(lambda: store.get_backfill(bf_id).state == "cancelled", timeout=10, what="the backfill to end")
+    d.stop()
+    assert store.get_backfill(bf_id).error == "its job was removed from the registry"
+    assert not env["w"].exists()  # nothing ran while the job was paused
     store.close()

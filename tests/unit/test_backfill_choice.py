@@ -172,3 +172,29 @@ def test_a_backfilled_run_says_so_in_the_audit():
     answer = history.did_it_run(DAILY, [r], at=T("2026-03-04 02:00"), now=NOW)
     assert answer.yes
     assert history.missed([DAILY], [r], since=T("2026-03-04 00:00"), now=T("2026-03-04 12:00")) == []
+
+
+def test_the_audit_report_counts_a_backfilled_occurrence_as_run_and_names_the_backfill():
+    from chronod.core import report
+
+    runs = [
+        run(DAILY, "2026-03-08 02:00", "succeeded", trigger="backfill", attempts=2),
+        run(DAILY, "2026-03-09 02:00", "failed", exit_code=1, trigger="backfill"),
+    ]
+    rep = report.job_report(DAILY, SCHED, runs, start=T("2026-03-08 00:00"), end=T("2026-03-10 00:00"), now=NOW)
+    assert rep.totals == {"succeeded": 1, "failed": 1}
+    doc = report.to_json(rep, "daily")
+    assert [o["trigger"] for o in doc["occurrences"]] == ["backfill", "backfill"]
+    assert doc["occurrences"][0]["explanation"] == "run by a backfill"
+    assert doc["occurrences"][1]["explanation"].endswith("(run by a backfill)")
+
+
+def test_the_progress_line_draws_a_bar_of_what_is_done():
+    from chronoctl.cmd_backfill import progress_line
+
+    data = {
+        "id": 7,
+        "progress": bf.progress({"a": "succeeded", "b": "failed", "c": "running"}, ["a", "b", "c", "d"], 3),
+    }
+    line = progress_line(data)
+    assert line.startswith("backfill 7 [" + "#" * 15 + "." * 15 + "] 2/4 done, 1 running, 1 not succeeded")
