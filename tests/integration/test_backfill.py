@@ -162,17 +162,19 @@ def test_a_paused_jobs_backfill_waits_and_ends_cancelled_when_the_job_is_removed
     store.close()
 
 
-def test_a_backfill_held_by_a_timed_pause_of_its_tag_starts_when_the_pause_ends_by_itself(env):
+def test_a_backfill_held_by_a_timed_pause_of_its_tag_waits_with_a_progress_bar_then_runs(env):
+    from tests.integration.test_console_terminal import in_terminal
+
     d = start(env, job("hourly", "0 * * * *", f"echo $CHRONO_RUN_ID >> {env['w']}", tags=["reports"]))
     store = SqlStore(env["db"])
     until = datetime.now(timezone.utc) + timedelta(seconds=3)
     store.set_group_pause("tag", "reports", "INC-2: deploy", by="ops", until=until)
-    store.close()
     args = ("--from", hours_ago(2).isoformat(), "--to", hours_ago(1).isoformat(), "--only", "all")
-    res = chronoctl("backfill", "hourly", *args, "--json", db=env["db"], timeout=30)
+    code, screen = in_terminal("backfill", "hourly", *args, db=env["db"], tz="UTC")
     d.stop()
-    assert res.returncode == 0, res.stderr
-    done = json.loads(res.stdout)
-    assert done["state"] == "done" and done["progress"]["succeeded"] == 2
+    assert code == 0, screen
+    assert "[" + "." * 30 + "] 0/2 done" in screen and "[" + "#" * 30 + "] 2/2 done" in screen
+    assert "backfill 1 of hourly done: 2 succeeded, 0 did not, of 2" in screen
     assert env["w"].read_text().split() == [run_id("hourly", hours_ago(n)) for n in (2, 1)]
-    assert datetime.fromisoformat(done["finished_at"]) >= until  # held, not skipped
+    assert store.get_backfill(1).finished_at >= until  # held, not skipped
+    store.close()
