@@ -178,3 +178,35 @@ def test_a_backfill_held_by_a_timed_pause_of_its_tag_waits_with_a_progress_bar_t
     assert env["w"].read_text().split() == [run_id("hourly", hours_ago(n)) for n in (2, 1)]
     assert store.get_backfill(1).finished_at >= until  # held, not skipped
     store.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_in_a_fleet_a_backfill_goes_on_when_the_node_driving_it_is_killed(tmp_path, new_pg_database):
+    from tests.integration.test_fleet import WITNESS, Fleet
+
+    fleet = Fleet(tmp_path, new_pg_database())
+    try:
+        write_jobs(fleet.reg / "a.yaml", jobs_file(job("hourly", "0 * * * *", WITNESS.format(w=fleet.w) + "; sleep 0.5")))
+        for n in ("a", "b"):
+            fleet.start(n)
+        args = ("--from", hours_ago(4).isoformat(), "--to", hours_ago(1).isoformat(), "--only", "all")
+        res = chronoctl("backfill", "hourly", *args, "--no-wait", "--json", db=fleet.db)
+        assert res.returncode == 0, res.stderr
+        bf_id = json.loads(res.stdout)["id"]
+        first = wait_until(lambda: fleet.witness(), timeout=20, what="the first backfilled run")
+        driver = first[0][2]
+        fleet.nodes[driver].kill9()
+        store = SqlStore(fleet.db)
+        try:
+            wait_until(lambda: store.get_backfill(bf_id).state == "done", timeout=30, what="the backfill to finish")
+            ids = [run_id("hourly", hours_ago(n)) for n in (4, 3, 2, 1)]
+            assert {store.get_run(r).state for r in ids} == {"succeeded"}
+        finally:
+            store.close()
+        ran = {line[0] for line in fleet.witness()}
+        survivor = "b" if driver == "a" else "a"
+        assert ran == set(ids) and any(line[2] == survivor for line in fleet.witness())
+    finally:
+        fleet.stop_all()
+        fleet.kill_jobs()
