@@ -93,6 +93,10 @@ def backfill(
         )
         store.add_request("backfill", row.job_id, {"backfill_id": bf_id})
         cmd_ops.wake(cmd_ops.local_daemon(store, now), cmd_ops.SIG_REQUESTS)
+        if max_concurrency > 1 and row.spec.overlap != "allow" and not as_json:
+            from chronoctl.render import warn
+
+            warn(f"{row.job_id} has overlap: {row.spec.overlap}: its occurrences run one at a time")
         if not as_json and not no_wait:
             _print_plan(row.job_id, t1, t2, only, choice, now, False, header_only=True, backfill_id=bf_id)
         data = backfill_json(store, store.get_backfill(bf_id)) if no_wait else _wait(store, bf_id, as_json)
@@ -119,7 +123,7 @@ def _choose(store: "Store", row: "JobRow", t1: datetime, t2: datetime, only: str
     spec = row.spec
     schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
     runs = store.runs(spec.id, since=t1, until=t2 + timedelta(seconds=1))
-    nodes = [n.name for n in store.nodes()] if spec.run_on.each else []
+    nodes = _each_nodes(store, now) if spec.run_on.each else []
     spans = store.known_spans([spec.id]).get(spec.id, [])
     mark = store.pruned([spec.id]).get(spec.id)
     try:
@@ -128,6 +132,13 @@ def _choose(store: "Store", row: "JobRow", t1: datetime, t2: datetime, only: str
         )
     except core.Refused as e:
         raise UsageError(str(e), "give --from before --to, a range of at most 10,000 occurrences") from None
+
+
+def _each_nodes(store: "Store", now: datetime) -> list[str]:
+    """The nodes whose occurrences of a `run_on: each` job a backfill runs: the live ones
+    (each runs its own); with none live (a dry run), every node the database knows."""
+    live = [n.name for n in cmd_ops.live_nodes(store, now)]
+    return live or [n.name for n in store.nodes()]
 
 
 def _user() -> str | None:

@@ -558,7 +558,11 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
 def runs(
     job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
     since: Optional[str] = typer.Option(
-        None, "--since", metavar="DUR", help="Only runs scheduled in the last DUR (90s, 15m, 24h, 7d)."
+        None,
+        "--since",
+        metavar="WHEN",
+        help="Only runs scheduled since then: a duration back from now (24h, 7d) or a time "
+        "(2026-12-01, yesterday 02:00; UTC without an offset).",
     ),
     state: Optional[list[str]] = typer.Option(
         None, "--state", metavar="STATE", help="Only runs in this state (repeatable).", autocompletion=_complete.states
@@ -578,7 +582,7 @@ def runs(
     if bad:
         raise UsageError(f"--state {bad[0]!r} is not a run state", "states: " + ", ".join(sorted(known)))
     now = common.now_utc()
-    start = cmd_ops.since_start(now, common.parse_seconds(since, "--since")) if since else None
+    start = common.parse_since(since, now) if since else None
     with cmd_ops.opened(db) as store:
         cmd_ops.get_job(store, job, removed_ok=True)
         found = store.runs(job, since=start, states=state or None, limit=limit)
@@ -680,7 +684,11 @@ def did_it_run(
         help="The occurrence nominally at or just before this time: ISO-8601, 02:00, yesterday 02:00, 2026-12-03 or -2h (no offset: the job's zone).",
     ),
     since: Optional[str] = typer.Option(
-        None, "--since", metavar="DUR", help="Any success among the occurrences of the last DUR."
+        None,
+        "--since",
+        metavar="WHEN",
+        help="Any success among the occurrences since then: a duration (24h) or a time "
+        "(yesterday 02:00; no offset: the job's zone).",
     ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
@@ -690,22 +698,21 @@ def did_it_run(
     if at and since:
         raise UsageError("give --at or --since, not both")
     now = common.now_utc()
-    seconds = common.parse_seconds(since, "--since") if since else None
     with cmd_ops.opened(db) as store:
         row = cmd_ops.get_job(store, job)
-        answer = _answer(store, row, now, at, seconds)
+        answer = _answer(store, row, now, at, since)
     _print_answer(answer, row, now, as_json)
     if not answer.yes:
         raise typer.Exit(EXIT_NO)
 
 
-def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, seconds: int | None) -> Any:
+def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, since: str | None) -> Any:
     from chronod.core import history
 
     sched = _schedule(row)
     nodes = _node_names(store) if row.spec.run_on.each else []
     when = common.parse_instant(at, row.spec.timezone, "--at") if at else None
-    start = cmd_ops.since_start(now, seconds) if seconds is not None else None
+    start = common.parse_since(since, now, row.spec.timezone) if since else None
     found = _runs_asked(store, row, sched, now, when, start)
     # The watermark is read after the runs: retention deletes a run and raises the watermark
     # in one transaction, so whatever a prune between the two reads took is called pruned.
@@ -767,7 +774,13 @@ def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:
 
 
 def missed(
-    since: str = typer.Option("24h", "--since", metavar="DUR", help="The window to look back over (default 24h)."),
+    since: str = typer.Option(
+        "24h",
+        "--since",
+        metavar="WHEN",
+        help="The window to look back over: a duration (default 24h) or a time (2026-12-01, yesterday 02:00; UTC "
+        "without an offset).",
+    ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
     wide: bool = cmd_ops.wide_option(),
@@ -780,7 +793,7 @@ def missed(
     from chronod.core import history
 
     now = common.now_utc()
-    start = cmd_ops.since_start(now, common.parse_seconds(since, "--since"))
+    start = common.parse_since(since, now)
     with cmd_ops.opened(db) as store:
         rows = [j for j in store.jobs() if j.removed_at is None]
         found, marks = _window(store, start - timedelta(seconds=1), now + timedelta(seconds=1))

@@ -17,13 +17,19 @@ registry ends `cancelled`.
 
 from __future__ import annotations
 
-from chronod.core import backfill
+import heapq
+
+from chronod.core import backfill, blackout
 from chronod.daemon.runs import Job
+
+
+WAKE = "backfill-wake"
 
 
 class Backfills:
     """Driving stored backfills. Part of `Daemon` (chronod.daemon.loop)."""
 
+    backfill_wake: object = None  # the end of a hold the loop is already set to wake at
     backfilling = True  # look on the next wake-up; cleared when no backfill is running, set
     # again by a `backfill` request and, in a fleet, by every heartbeat (another node may
     # have taken the request)
@@ -44,6 +50,21 @@ class Backfills:
             with self.quarantine.guard(job.spec, "backfill"):
                 self.drive_backfill(job, bf)
 
+    def backfill_held(self, spec) -> bool:
+        """Whether a pause (of the job, its tag or its resource) or a maintenance window
+        holds the job now; the loop then wakes when it ends by itself."""
+        now = self.clock.now()
+        pause = blackout.paused(spec, self.pauses, now)
+        hit = None if pause is not None else blackout.blackout_at(spec, self.blackouts, now)
+        if pause is None and hit is None:
+            return False
+        until = pause.until if pause is not None else hit.end
+        if until is not None and until != self.backfill_wake:
+            self.backfill_wake = until
+            self.seq += 1
+            heapq.heappush(self.heap, (until, self.seq, WAKE))  # no such run: only a wake-up
+        return True
+
     def end_if_removed(self, bf) -> None:
         """A backfill of a job gone from the registry ends `cancelled` (one carried by
         other nodes only is theirs to drive)."""
@@ -59,10 +80,11 @@ class Backfills:
         states = self.store.run_states(bf.run_ids[:started])
         count = backfill.progress(states, bf.run_ids, started)
         in_flight = count["in_flight"]
+        held = self.backfill_held(spec)
         while started < len(bf.items):
             allowed = backfill.may_start(
                 spec,
-                paused=spec.id in self.paused,
+                paused=held,
                 in_flight=in_flight,
                 job_running=self.going(spec.id),
                 max_concurrency=bf.max_concurrency,

@@ -163,12 +163,14 @@ class Daemon(Registry, Dispatch, Holds, Waits, Endings, Recovery, Outage, Backfi
         )
 
     def tick(self, woke: Wakeups) -> None:
-        """Handle one wake-up: children first (frees slots), then control, then due work."""
+        """Handle one wake-up: the lease first (after a stall past its ttl the outcomes
+        must be written under the renewed token), children next (frees slots), then
+        control, then due work."""
         if woke.stop:
             self.stopping = True
             return
-        self.children_exited(woke.children)
         self.keep_lease()
+        self.children_exited(woke.children)
         if woke.reload:
             self.notifier.reloading()  # systemd shows "reloading" until READY=1 comes back
             try:

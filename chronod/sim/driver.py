@@ -199,7 +199,7 @@ class Simulation:
             w.disturbed("stall", start, w.mono())
         elif kind == "jump":
             start = w.mono()
-            self.clock.jump_wall(data["seconds"])
+            w.step_wall(data["seconds"])
             w.disturbed("clock", start, start + 1, walls=(now, self.clock.now()))
         elif kind == "outage":
             w.outage_until = max(w.outage_until, w.mono() + data["seconds"])

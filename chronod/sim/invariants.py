@@ -78,6 +78,7 @@ class Facts:
         self.backfilled = {rid for rid, r in self.rows.items() if r.trigger == "backfill"}
         self.horizon = out.end - timedelta(seconds=SETTLE_S)
         self.expected = list(self._expected())
+        self.spans = [out.world.wall_span(d) for d in out.world.disturbances]
         self.windows = _windows(out.cfg.blackouts)
 
     def blacked_out(self, spec: JobSpec, start: datetime, end: datetime) -> bool:
@@ -105,7 +106,7 @@ class Facts:
 
     def disturbed(self, start: datetime, end: datetime) -> bool:
         """Whether a crash, stall, outage or clock step touched this wall-time span."""
-        return any(d.start_wall <= end and start <= d.end_wall for d in self.out.world.disturbances)
+        return any(a <= end and start <= b for a, b in self.spans)
 
     def paused(self, job: str, start: datetime, end: datetime) -> bool:
         for a, b in self.out.paused.get(job, []):

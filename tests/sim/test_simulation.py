@@ -3,6 +3,7 @@ promises checked from the simulation's own record (chronod.sim)."""
 
 from __future__ import annotations
 
+import random
 from datetime import datetime
 
 import pytest
@@ -203,3 +204,51 @@ def test_a_daemon_that_ignores_the_windows_is_caught(monkeypatch):
     monkeypatch.setattr(blackout, "blackout_at", lambda spec, windows, at: None)
     results = simulate(window_config(4, "2025-03-09T04:00:00+00:00"), ["blackout_honoured"])
     assert results["blackout_honoured"]
+
+
+def test_a_run_that_ends_while_the_daemon_is_stalled_past_its_lease_keeps_its_outcome():
+    # The process ends during a stall longer than the lease: the outcome must be recorded
+    # under the renewed lease (or kept for the next chronod), never thrown away so that a
+    # later start finds nothing and calls an unsafe run `lost`.
+    job = {
+        "id": "unsafe.report",
+        "owner": "ops",
+        "schedule": "*/5 * * * *",
+        "command": "true",
+        "idempotency_class": "unsafe",
+        "tolerance_s": 0,
+        "tolerance_reason": "exact times",
+    }
+    sim = Simulation(Config(days=0.05, jobs=1, seed=1, faults=frozenset(), job_docs=(job,), mean_s=30.0))
+    sim.events = [
+        Event(sim.t0 + 301, "stall", {"seconds": 900.0}),  # longer than the 600 s SQLite lease
+        Event(sim.t0 + 1800, "crash", {"calls": 0, "downtime": 10.0}),
+    ]
+    out = sim.run()
+    try:
+        rows = {r.run_id: r.state for r in out.store.runs()}
+        procs = [p for p in out.world.procs.values() if p.started_mono < sim.t0 + 301 < p.end_mono()]
+        assert procs, "the scenario needs a run in flight when the stall begins"
+        for p in procs:
+            assert rows[p.run_id] == p.final_state(), p.run_id
+    finally:
+        out.close()
+
+
+def test_a_clock_step_inside_a_disturbance_moves_where_its_wall_span_ends():
+    # Down for 600 s with a 3600 s step forward 100 s in: the wall clock showed 12:00
+    # until 13:10, not 12:00 until 12:10; occurrences due at 12:30 were not on a live daemon.
+    from datetime import UTC
+
+    from chronod.core.clock import FakeClock
+    from chronod.sim.world import World
+
+    clock = FakeClock(datetime(2025, 6, 2, 12, 0, tzinfo=UTC), mono=1000.0)
+    w = World(clock, random.Random(1))
+    w.advance_to(1100.0)
+    w.step_wall(3600.0)
+    w.advance_to(1600.0)
+    w.disturbed("down", 1000.0, 1600.0)
+    lo, hi = w.wall_span(w.disturbances[0])
+    assert lo == datetime(2025, 6, 2, 12, 0, tzinfo=UTC)
+    assert hi == datetime(2025, 6, 2, 13, 10, tzinfo=UTC)
