@@ -20,8 +20,8 @@ from __future__ import annotations
 import heapq
 
 from chronod.core import backfill, blackout
+from chronod.core.model import ACTIVE_STATES
 from chronod.daemon.runs import Job
-
 
 WAKE = "backfill-wake"
 
@@ -65,6 +65,19 @@ class Backfills:
             heapq.heappush(self.heap, (until, self.seq, WAKE))  # no such run: only a wake-up
         return True
 
+    def backfill_in_flight(self, bf) -> int:
+        """How many of the backfill's started occurrences are still in flight. The ones
+        before the first still in flight have ended and are not read again (a backfill of
+        10,000 occurrences would otherwise read them all on every wake-up)."""
+        if "_backfill_ended" not in vars(self):
+            self._backfill_ended: dict[int, int] = {}
+        lo = self._backfill_ended.get(bf.id, 0)
+        ids = bf.run_ids[lo : bf.started]
+        states = self.store.run_states(ids)
+        active = [i for i, rid in enumerate(ids) if states.get(rid, "pending") in ACTIVE_STATES]
+        self._backfill_ended[bf.id] = lo + (active[0] if active else len(ids))
+        return len(active)
+
     def end_if_removed(self, bf) -> None:
         """A backfill of a job gone from the registry ends `cancelled` (one carried by
         other nodes only is theirs to drive)."""
@@ -77,9 +90,7 @@ class Backfills:
     def drive_backfill(self, job: Job, bf) -> None:
         """Start the backfill's next occurrences while `may_start` allows."""
         spec, started = job.spec, bf.started
-        states = self.store.run_states(bf.run_ids[:started])
-        count = backfill.progress(states, bf.run_ids, started)
-        in_flight = count["in_flight"]
+        in_flight = self.backfill_in_flight(bf)
         held = self.backfill_held(spec)
         while started < len(bf.items):
             allowed = backfill.may_start(

@@ -187,7 +187,9 @@ def test_in_a_fleet_a_backfill_goes_on_when_the_node_driving_it_is_killed(tmp_pa
 
     fleet = Fleet(tmp_path, new_pg_database())
     try:
-        write_jobs(fleet.reg / "a.yaml", jobs_file(job("hourly", "0 * * * *", WITNESS.format(w=fleet.w) + "; sleep 0.5")))
+        write_jobs(
+            fleet.reg / "a.yaml", jobs_file(job("hourly", "0 * * * *", WITNESS.format(w=fleet.w) + "; sleep 0.5"))
+        )
         for n in ("a", "b"):
             fleet.start(n)
         args = ("--from", hours_ago(4).isoformat(), "--to", hours_ago(1).isoformat(), "--only", "all")
