@@ -54,8 +54,8 @@ def backfill(
     """Run the job's occurrences between --from and --to again, oldest first, each under
     its own run id and CHRONO_SCHEDULED_AT, with the job's overlap policy and resource.
     Waits with a progress bar until every one has ended (--no-wait: return at once).
-    Exit 0 when all succeeded (or nothing needed to run), 1 when one did not, 3 when
-    no chronod is running."""
+    Exit 0 when all succeeded (or nothing needed to run), 1 when one did not or the
+    backfill was cancelled, 3 when no chronod is running."""
     from chronod.core import backfill as core
 
     if only not in core.ONLY:
@@ -112,7 +112,7 @@ def backfill(
         )
     else:
         _print_summary(data)
-    if data["state"] == "done" and data["progress"]["not_succeeded"]:
+    if data["state"] == "cancelled" or (data["state"] == "done" and data["progress"]["not_succeeded"]):
         raise typer.Exit(EXIT_NO)
 
 

@@ -16,7 +16,8 @@ The rule, in full:
 - an `unsafe` job (at most once) is refused unless the operator allows it and says why.
 
 While a backfill runs, `may_start` says whether its next occurrence may start: never
-while the job is paused; under `overlap: allow` while fewer than `max_concurrency` of the
+while the job is held (paused, itself or by its tag or resource, or inside a maintenance
+window); under `overlap: allow` while fewer than `max_concurrency` of the
 backfill's runs are in flight; under `forbid` and `replace` only when no run of the job
 is going at all (a backfill waits its turn: it never skips or cancels a run).
 """

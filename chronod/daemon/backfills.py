@@ -17,13 +17,19 @@ registry ends `cancelled`.
 
 from __future__ import annotations
 
-from chronod.core import backfill
+import heapq
+
+from chronod.core import backfill, blackout
+from chronod.core.model import ACTIVE_STATES
 from chronod.daemon.runs import Job
+
+WAKE = "backfill-wake"
 
 
 class Backfills:
     """Driving stored backfills. Part of `Daemon` (chronod.daemon.loop)."""
 
+    backfill_wake: object = None  # the end of a hold the loop is already set to wake at
     backfilling = True  # look on the next wake-up; cleared when no backfill is running, set
     # again by a `backfill` request and, in a fleet, by every heartbeat (another node may
     # have taken the request)
@@ -44,6 +50,34 @@ class Backfills:
             with self.quarantine.guard(job.spec, "backfill"):
                 self.drive_backfill(job, bf)
 
+    def backfill_held(self, spec) -> bool:
+        """Whether a pause (of the job, its tag or its resource) or a maintenance window
+        holds the job now; the loop then wakes when it ends by itself."""
+        now = self.clock.now()
+        pause = blackout.paused(spec, self.pauses, now)
+        hit = None if pause is not None else blackout.blackout_at(spec, self.blackouts, now)
+        if pause is None and hit is None:
+            return False
+        until = pause.until if pause is not None else hit.end
+        if until is not None and until != self.backfill_wake:
+            self.backfill_wake = until
+            self.seq += 1
+            heapq.heappush(self.heap, (until, self.seq, WAKE))  # no such run: only a wake-up
+        return True
+
+    def backfill_in_flight(self, bf) -> int:
+        """How many of the backfill's started occurrences are still in flight. The ones
+        before the first still in flight have ended and are not read again (a backfill of
+        10,000 occurrences would otherwise read them all on every wake-up)."""
+        if "_backfill_ended" not in vars(self):
+            self._backfill_ended: dict[int, int] = {}
+        lo = self._backfill_ended.get(bf.id, 0)
+        ids = bf.run_ids[lo : bf.started]
+        states = self.store.run_states(ids)
+        active = [i for i, rid in enumerate(ids) if states.get(rid, "pending") in ACTIVE_STATES]
+        self._backfill_ended[bf.id] = lo + (active[0] if active else len(ids))
+        return len(active)
+
     def end_if_removed(self, bf) -> None:
         """A backfill of a job gone from the registry ends `cancelled` (one carried by
         other nodes only is theirs to drive)."""
@@ -56,13 +90,12 @@ class Backfills:
     def drive_backfill(self, job: Job, bf) -> None:
         """Start the backfill's next occurrences while `may_start` allows."""
         spec, started = job.spec, bf.started
-        states = self.store.run_states(bf.run_ids[:started])
-        count = backfill.progress(states, bf.run_ids, started)
-        in_flight = count["in_flight"]
+        in_flight = self.backfill_in_flight(bf)
+        held = self.backfill_held(spec)
         while started < len(bf.items):
             allowed = backfill.may_start(
                 spec,
-                paused=spec.id in self.paused,
+                paused=held,
                 in_flight=in_flight,
                 job_running=self.going(spec.id),
                 max_concurrency=bf.max_concurrency,

@@ -160,3 +160,55 @@ def test_a_paused_jobs_backfill_waits_and_ends_cancelled_when_the_job_is_removed
     assert store.get_backfill(bf_id).error == "its job was removed from the registry"
     assert not env["w"].exists()  # nothing ran while the job was paused
     store.close()
+
+
+def test_a_backfill_held_by_a_timed_pause_of_its_tag_waits_with_a_progress_bar_then_runs(env):
+    from tests.integration.test_console_terminal import in_terminal
+
+    d = start(env, job("hourly", "0 * * * *", f"echo $CHRONO_RUN_ID >> {env['w']}", tags=["reports"]))
+    store = SqlStore(env["db"])
+    until = datetime.now(timezone.utc) + timedelta(seconds=3)
+    store.set_group_pause("tag", "reports", "INC-2: deploy", by="ops", until=until)
+    args = ("--from", hours_ago(2).isoformat(), "--to", hours_ago(1).isoformat(), "--only", "all")
+    code, screen = in_terminal("backfill", "hourly", *args, db=env["db"], tz="UTC")
+    d.stop()
+    assert code == 0, screen
+    assert "[" + "." * 30 + "] 0/2 done" in screen and "[" + "#" * 30 + "] 2/2 done" in screen
+    assert "backfill 1 of hourly done: 2 succeeded, 0 did not, of 2" in screen
+    assert env["w"].read_text().split() == [run_id("hourly", hours_ago(n)) for n in (2, 1)]
+    assert store.get_backfill(1).finished_at >= until  # held, not skipped
+    store.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_in_a_fleet_a_backfill_goes_on_when_the_node_driving_it_is_killed(tmp_path, new_pg_database):
+    from tests.integration.test_fleet import WITNESS, Fleet
+
+    fleet = Fleet(tmp_path, new_pg_database())
+    try:
+        write_jobs(
+            fleet.reg / "a.yaml", jobs_file(job("hourly", "0 * * * *", WITNESS.format(w=fleet.w) + "; sleep 0.5"))
+        )
+        for n in ("a", "b"):
+            fleet.start(n)
+        args = ("--from", hours_ago(4).isoformat(), "--to", hours_ago(1).isoformat(), "--only", "all")
+        res = chronoctl("backfill", "hourly", *args, "--no-wait", "--json", db=fleet.db)
+        assert res.returncode == 0, res.stderr
+        bf_id = json.loads(res.stdout)["id"]
+        first = wait_until(lambda: fleet.witness(), timeout=20, what="the first backfilled run")
+        driver = first[0][2]
+        fleet.nodes[driver].kill9()
+        store = SqlStore(fleet.db)
+        try:
+            wait_until(lambda: store.get_backfill(bf_id).state == "done", timeout=30, what="the backfill to finish")
+            ids = [run_id("hourly", hours_ago(n)) for n in (4, 3, 2, 1)]
+            assert {store.get_run(r).state for r in ids} == {"succeeded"}
+        finally:
+            store.close()
+        ran = {line[0] for line in fleet.witness()}
+        survivor = "b" if driver == "a" else "a"
+        assert ran == set(ids) and any(line[2] == survivor for line in fleet.witness())
+    finally:
+        fleet.stop_all()
+        fleet.kill_jobs()
