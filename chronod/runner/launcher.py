@@ -73,6 +73,16 @@ class Launcher:
         except OSError:
             self.close()  # gone: its runs are collected as lost
 
+    def discard(self, state_dir: str, run_id: str, attempt: int) -> bool:
+        """Have the launcher remove a run's files (its outcome is stored), off the daemon's
+        thread; False if it is gone (the caller removes them itself)."""
+        try:
+            _send(self.sock, ("discard", run_id, attempt, state_dir), None)
+        except OSError:
+            self.close()
+            return False
+        return True
+
     def close(self) -> None:
         """Let the launcher go: it finishes its runs, then exits. Reap it if it has."""
         if self.sock.fileno() >= 0:
@@ -94,12 +104,28 @@ def watch(pid: int, ticks: int, run_id: str, attempt: int) -> int | None:
     end_r, end_w = os.pipe()
     try:
         _visit(pid, ticks, ("watch", run_id, attempt), end_w)
+    except TimeoutError:
+        os.close(end_r)
+        return _stalled(pid, ticks)
     except OSError:
         os.close(end_r)
         return None
     finally:
         os.close(end_w)
     return end_r
+
+
+def _stalled(pid: int, ticks: int) -> int | None:
+    """A launcher that accepts but does not answer (stopped, or swamped) is alive: watch
+    the process itself, readable when it exits, rather than call its runs unknown."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    if files.proc_start_ticks(pid) != ticks:
+        os.close(fd)
+        return None
+    return fd
 
 
 def cancel(pid: int, ticks: int, run_id: str, attempt: int) -> bool:

@@ -88,6 +88,9 @@ class Loop:
         self.batch: list[_Run] = []
         self.daemon_gone = False
         self.own_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
+        # posix_spawn resets caught signals itself; naming only the ignored ones spares
+        # the child a sigaction for each of the 64 signals
+        self.ignored = [s for s in signal.valid_signals() if signal.getsignal(s) == signal.SIG_IGN]
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -180,6 +183,9 @@ class Loop:
         if verb == "launch" and end is not None:
             self._launch(msg[1], end)
             return
+        if verb == "discard":
+            files.remove(msg[3], msg[1], msg[2])
+            return
         run = self.runs.get((msg[1], msg[2])) if verb in ("watch", "cancel") else None
         if verb == "watch" and end is not None and run is not None and not run.ended:
             run.ends.append(end)
@@ -196,6 +202,8 @@ class Loop:
         if run.key in self.runs:
             os.close(end_fd)  # the daemon never sends one twice; if it did, it learns nothing
             return
+        for stale in (files.path_of(plan.state_dir, *run.key, files.RESULT), files.live_path(plan.state_dir, *run.key)):
+            _unlink(stale)  # of an earlier life of this attempt (a restored database): never its outcome
         self.runs[run.key] = run
         if plan.error:
             self._finish(run, "failed", error=plan.error)
@@ -250,7 +258,7 @@ class Loop:
                 ],
                 setsid=True,
                 setsigmask=(),
-                setsigdef=supervisor._DEFAULTED_SIGNALS,
+                setsigdef=self.ignored,
             )
         except OSError as e:
             return 0, ("exec", e.errno or 0)
@@ -481,6 +489,13 @@ def _fsync_dir(directory: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _killpg(pgid: int, sig: int) -> None:

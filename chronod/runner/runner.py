@@ -52,12 +52,13 @@ class Runner:
         self._launcher: Launcher | None = None
         # (run_id, attempt) -> (pid, start ticks) of the launcher that runs it
         self._owners: dict[tuple[str, int], tuple[int, int]] = {}
+        self._gone: list[int] = []  # launchers that died, reaped once they are zombies
         if many:
             try:
                 self._launcher = Launcher()
             except OSError:
                 pass  # the first launch tries again, then falls back to a supervisor per run
-        if zygote:
+        if zygote and not many:
             # now, not at the first launch: its interpreter takes a good 100 ms to start
             try:
                 self._zygote = Zygote()
@@ -82,7 +83,8 @@ class Runner:
         if key in self._handles:
             raise ValueError(f"run {req.run_id} attempt {req.attempt} is already running under this runner")
         plan = self._plan(req)
-        files.remove(self.state_dir, req.run_id, req.attempt)
+        if not (self._launcher is not None and self._launcher.alive):
+            files.remove(self.state_dir, req.run_id, req.attempt)  # the launcher does it itself
         pid, fd = self._start(plan)
         handle = Handle(req.run_id, req.attempt, pid, None, self._clock.now(), fd)
         self._handles[key] = handle
@@ -98,8 +100,11 @@ class Runner:
                         self._launcher = Launcher()
                     pid, fd = self._launcher.launch(plan)
                 except (LauncherError, OSError):
+                    if self._launcher is not None:
+                        self._gone.append(self._launcher.pid)
                     self._launcher = None
                     continue
+                self._gone = [p for p in self._gone if not _reap(p)]
                 self._owners[(plan.run_id, plan.attempt)] = (pid, self._launcher.ticks)
                 return pid, fd
         if self._use_zygote:
@@ -272,7 +277,13 @@ class Runner:
         return [key for key in files.attempts_in(self.state_dir) if key not in skip]
 
     def discard(self, run_id: str, attempt: int) -> None:
-        """Remove an attempt's state files once the daemon has stored its outcome."""
+        """Remove an attempt's state files once the daemon has stored its outcome.
+
+        With a launcher the launcher removes them: a crash before it did leaves orphans
+        that the next daemon finds recorded and discards."""
+        current = self._launcher
+        if current is not None and current.alive and current.discard(str(self.state_dir), run_id, attempt):
+            return
         files.remove(self.state_dir, run_id, attempt)
 
     def close(self) -> None:
@@ -385,11 +396,12 @@ def _exited(fd: int) -> bool:
     return bool(poller.poll(0))
 
 
-def _reap(pid: int) -> None:
+def _reap(pid: int) -> bool:
+    """Reap `pid` if it has exited; True once it is reaped (or not ours to reap)."""
     try:
-        os.waitpid(pid, os.WNOHANG)
+        return os.waitpid(pid, os.WNOHANG)[0] != 0
     except ChildProcessError:
-        pass  # adopted: its parent is init (or a subreaper), not us
+        return True  # adopted: its parent is init (or a subreaper), not us
 
 
 def _kill_leftover_job(started: dict) -> bool:
