@@ -707,40 +707,11 @@ def did_it_run(
 
 
 def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, since: str | None) -> Any:
-    from chronod.core import history
+    from chronod.store import audit
 
-    sched = _schedule(row)
-    nodes = _node_names(store) if row.spec.run_on.each else []
     when = common.parse_instant(at, row.spec.timezone, "--at") if at else None
     start = common.parse_since(since, now, row.spec.timezone) if since else None
-    found = _runs_asked(store, row, sched, now, when, start)
-    # The watermark is read after the runs: retention deletes a run and raises the watermark
-    # in one transaction, so whatever a prune between the two reads took is called pruned.
-    spans = store.known_spans([row.job_id]).get(row.job_id, [])
-    pruned = store.pruned([row.job_id]).get(row.job_id)
-    if start is not None:
-        return history.did_it_run(
-            row.spec, found, now=now, since=start, schedule=sched, nodes=nodes, spans=spans, pruned=pruned
-        )
-    return history.did_it_run(
-        row.spec, found, now=now, at=when, schedule=sched, nodes=nodes, spans=spans, pruned=pruned
-    )
-
-
-def _runs_asked(
-    store: "Store", row: "JobRow", sched: Any, now: datetime, when: datetime | None, start: datetime | None
-) -> list["Run"]:
-    """The runs `did-it-run` judges: those of the window (--since), else around the
-    occurrence at or before `when` (--at) or now."""
-    if start is not None:
-        return store.runs(row.job_id, since=start - timedelta(seconds=1), until=now)
-    if sched.kind == "reboot":
-        return store.runs(row.job_id, limit=1)
-    nominal = sched.prev_at_or_before(when or now)
-    if nominal is None:
-        return []
-    before = sched.prev_at_or_before(nominal - timedelta(seconds=1)) or nominal
-    return store.runs(row.job_id, since=before - timedelta(seconds=1), until=nominal + timedelta(seconds=1))
+    return audit.did_it_run(store, row, now, at=when, since=start, schedule=_schedule(row))
 
 
 def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:
@@ -791,42 +762,19 @@ def missed(
     max_silence_s), grouped by owner. Exit 0 when nothing was missed and nothing is
     silent, 1 otherwise."""
     from chronod.core import history
+    from chronod.store import audit
 
     now = common.now_utc()
     start = common.parse_since(since, now)
     with cmd_ops.opened(db) as store:
         rows = [j for j in store.jobs() if j.removed_at is None]
-        found, marks = _window(store, start - timedelta(seconds=1), now + timedelta(seconds=1))
-        nodes = _node_names(store)
+        found, marks = audit.window(store, start - timedelta(seconds=1), now + timedelta(seconds=1))
         silent = _silent(store, rows, now, marks if marks is not None else found)
-        known = store.known_spans([j.job_id for j in rows])
         pruned = store.pruned()
-    misses = history.missed(
-        [j.spec for j in rows],
-        found,
-        since=start,
-        now=now,
-        nodes=nodes,
-        known={j.job_id: known.get(j.job_id, []) for j in rows},
-        marks=marks,
-        pruned=pruned,
-    )
+        misses = audit.missed(store, rows, start, now, found, marks, pruned)
     _print_misses(misses, silent, start, now, as_json, wide, history.pruned_in(pruned, start))
     if misses or silent:
         raise typer.Exit(EXIT_NO)
-
-
-def _window(store: "Store", since: datetime, until: datetime) -> tuple[list["Run"], list[Any] | None]:
-    """The runs `missed` judges: with the store's slim `run_marks`, full rows only for runs
-    that did not succeed (few) and marks for the rest; otherwise every run in full."""
-    from chronod.core.history import Mark
-    from chronod.core.model import ACTIVE_STATES, TERMINAL_STATES
-
-    if not hasattr(store, "run_marks"):
-        return store.runs(since=since, until=until), None
-    marks = list(map(Mark._make, store.run_marks(since=since, until=until)))
-    unhappy = [s for s in (*TERMINAL_STATES, *ACTIVE_STATES) if s != "succeeded"]
-    return store.runs(since=since, until=until, states=unhappy), marks
 
 
 def _miss_json(m: Any) -> dict[str, Any]:

@@ -333,35 +333,67 @@ def watchdog_pinged(f: Facts) -> list[Counterexample]:
     return out
 
 
-def audit_agrees(f: Facts) -> list[Counterexample]:
-    """`chronoctl missed` names exactly the expected occurrences that did not succeed."""
-    from chronod.sim.audit import missed_now
+DID_IT_RUN_SAMPLE = 60  # `did-it-run --at` questions per simulation (three queries each)
+SCHEDULE_FIELDS = ("schedule", "timezone", "dst_gap", "dst_repeat", "tolerance_s", "run_on")
 
-    said = missed_now(f.out)
+
+def audit_agrees(f: Facts) -> list[Counterexample]:
+    """`missed`, `report` and `did-it-run` agree with the record: each names an expected
+    occurrence as succeeded exactly when its last attempt succeeded, and none expects an
+    occurrence from when its job was unknown."""
+    from chronod.sim.audit import did_it_run_at, missed_now, report_now
+
+    said, reports = missed_now(f.out), report_now(f.out)
     out = []
-    for e in f.expected:
+
+    def wrong(e: Expected, command: str, what: str, ok: bool) -> None:
+        truth = "it succeeded" if ok else "it did not succeed"
+        out.append(Counterexample(e.fire_at, e.job, e.run_id, f"`{command}` {what}, the record says {truth}"))
+
+    def succeeded(e: Expected) -> bool:
         ran = f.by_run.get(e.run_id, [])
-        ok = bool(ran) and ran[-1].final_state() == "succeeded"
+        return bool(ran) and ran[-1].final_state() == "succeeded"
+
+    for e in f.expected:
+        ok = succeeded(e)
         if ok == (e.run_id in said):
-            word = "calls it missed" if ok else "does not list it"
-            out.append(
-                Counterexample(
-                    e.fire_at,
-                    e.job,
-                    e.run_id,
-                    f"`missed` {word}, the record says " + ("it succeeded" if ok else "it did not succeed"),
-                )
-            )
+            wrong(e, "missed", "calls it missed" if ok else "does not list it", ok)
+        rep = reports.get(e.job)
+        if rep is None or not _same_schedule(rep["spec"], e.version.spec):
+            continue  # `report` reads the job's stored definition: another version's times are not its
+        line = rep["lines"].get(e.run_id)
+        if line is None:
+            wrong(e, "report", "does not list it", ok)
+        elif (line[0] == "succeeded") != ok:
+            wrong(e, "report", f"says {line[0]}", ok)
+    step = max(1, len(f.expected) // DID_IT_RUN_SAMPLE)
+    for e in f.expected[::step]:
+        ok = succeeded(e)
+        answer = did_it_run_at(f.out, e.job, e.scheduled_at)
+        if answer is not None and answer.occurrence is not None and answer.occurrence.run_id == e.run_id:
+            if answer.yes != ok:
+                wrong(e, "did-it-run --at", f"answers {'yes' if answer.yes else 'no'} ({answer.state})", ok)
     known = {e.run_id for e in f.expected}
-    horizon_lo = f.out.start
-    for rid, (job, at) in said.items():
-        if rid not in known and rid not in f.rows and at < f.horizon and at > horizon_lo:
-            if not any(
-                v.since - timedelta(seconds=EDGE_S) <= at <= (v.until or f.out.end) + timedelta(seconds=EDGE_S)
-                for v in f.out.versions.get(job, [])
-            ):
-                out.append(Counterexample(at, job, rid, "`missed` lists an occurrence from when the job was unknown"))
+    listed = [("missed", rid, job, at) for rid, (job, at) in said.items()]
+    listed += [
+        ("report", rid, job, at)
+        for job, rep in reports.items()
+        for rid, (state, at) in rep["lines"].items()
+        if state == "missing"
+    ]
+    for command, rid, job, at in listed:
+        if rid in known or rid in f.rows or not f.out.start < at < f.horizon:
+            continue
+        if not any(
+            v.since - timedelta(seconds=EDGE_S) <= at <= (v.until or f.out.end) + timedelta(seconds=EDGE_S)
+            for v in f.out.versions.get(job, [])
+        ):
+            out.append(Counterexample(at, job, rid, f"`{command}` lists an occurrence from when the job was unknown"))
     return sorted(out, key=lambda c: c.at)
+
+
+def _same_schedule(a: JobSpec, b: JobSpec) -> bool:
+    return all(getattr(a, k) == getattr(b, k) for k in SCHEDULE_FIELDS)
 
 
 def backfill_completes(f: Facts) -> list[Counterexample]:

@@ -3,6 +3,7 @@ promises checked from the simulation's own record (chronod.sim)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import datetime
 
@@ -252,3 +253,25 @@ def test_a_clock_step_inside_a_disturbance_moves_where_its_wall_span_ends():
     lo, hi = w.wall_span(w.disturbances[0])
     assert lo == datetime(2025, 6, 2, 12, 0, tzinfo=UTC)
     assert hi == datetime(2025, 6, 2, 13, 10, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("command", ["report", "did-it-run"])
+def test_an_audit_command_that_calls_every_occurrence_a_success_is_caught(monkeypatch, command):
+    from chronod.core import history, report
+    from chronod.store import audit
+
+    if command == "report":
+        real = report.job_report
+
+        def rosy(*args, **kwargs):
+            rep = real(*args, **kwargs)
+            return dataclasses.replace(rep, lines=[dataclasses.replace(ln, state="succeeded") for ln in rep.lines])
+
+        monkeypatch.setattr(audit, "job_report", rosy)
+    else:
+        real_answer = history.did_it_run
+        monkeypatch.setattr(
+            audit.history, "did_it_run", lambda *a, **k: dataclasses.replace(real_answer(*a, **k), yes=True)
+        )
+    bad = broken(simulate(Config(days=0.1, jobs=20, seed=4, faults=STEADY), ["audit_agrees"]))
+    assert f"`{command}" in bad["audit_agrees"].what
