@@ -173,7 +173,8 @@ def _describe(run: Any, now: datetime, spec: JobSpec | None) -> str:
             else "skipped: the job was paused when it fell due"
         )
     if s == "skipped_blackout":
-        return f"skipped: it fell due {run.error}" if run.error else "skipped: it fell due inside a maintenance window"
+        why = run.error or "inside a maintenance window"
+        return f"skipped: it fell due {why}" if why.startswith("inside") else f"skipped: {why}"
     if s == "skipped_resource":
         res = f" {spec.resource!r}" if spec and spec.resource else ""
         return f"skipped: it waited for a slot of its resource{res} and got none inside its catch-up window{err}"
