@@ -472,16 +472,17 @@ class SqlStore(BackfillStore):
         spec = known.get(row["job_id"]) if known else None
         if spec is None or spec.spec_hash() != row["spec_hash"]:
             spec = JobSpec.from_json_dict(json.loads(row["spec_json"]))
+        until = row.get("paused_until")
         return JobRow(
             job_id=row["job_id"],
             spec=spec,
             spec_hash=row["spec_hash"],
             node=row["node"],
-            paused=bool(row["paused"]),
+            paused=bool(row["paused"]) and (until is None or until > self._now()),  # a pause past its end is over
             paused_reason=row["paused_reason"],
             paused_at=row["paused_at"],
             paused_by=row.get("paused_by"),
-            paused_until=row.get("paused_until"),
+            paused_until=until,
             removed_at=row["removed_at"],
             updated_at=row["updated_at"],
         )

@@ -698,6 +698,25 @@ def test_pause_and_resume_keep_the_reason_and_survive_a_sync(store):
     assert store.set_paused("nope", True, "x") is False
 
 
+def test_a_pause_keeps_who_and_until_when_and_is_over_by_itself_at_its_end(store):
+    store.sync_jobs("n1", [spec("backup"), spec("rotate")])
+    soon = datetime.now(timezone.utc) + timedelta(hours=1)
+    assert store.set_paused("backup", True, "disk swap", by="alice", until=soon) is True
+    store.set_group_pause("tag", "db", "INC-4 replica lag", by="bob")
+    store.set_group_pause("resource", "pg", "gone", until=datetime.now(timezone.utc) - timedelta(seconds=1))
+    got = {(p.kind, p.target): p for p in store.pauses()}
+    assert set(got) == {("job", "backup"), ("tag", "db")}  # the resource pause has ended
+    assert (got["job", "backup"].by, got["job", "backup"].until) == ("alice", soon)
+    assert (got["tag", "db"].reason, got["tag", "db"].by, got["tag", "db"].until) == ("INC-4 replica lag", "bob", None)
+    row = store.get_job("backup")
+    assert (row.paused, row.paused_by, row.paused_until) == (True, "alice", soon)
+    store.set_group_pause("tag", "db", "again", by="carol")  # replaces the earlier pause of the tag
+    assert [p.reason for p in store.pauses() if p.kind == "tag"] == ["again"]
+    assert store.clear_group_pause("tag", "db") is True and store.clear_group_pause("tag", "db") is False
+    store.set_paused("rotate", True, "old", until=datetime.now(timezone.utc) - timedelta(seconds=1))
+    assert store.get_job("rotate").paused is False and "rotate" not in store.paused_jobs()
+
+
 # --- requests, job state, registry errors -------------------------------------------------------
 
 
