@@ -32,6 +32,7 @@ from chronod.daemon.outage import OUTAGE_BACKOFF_S, Outage
 from chronod.daemon.quarantine import Quarantine
 from chronod.daemon.recovery import Recovery
 from chronod.daemon.registry import RECONCILE_EVERY_S, Registry
+from chronod.daemon.reloads import InlineReloads
 from chronod.daemon.runs import ActiveRuns, Batch, Job
 from chronod.daemon.waits import Waits
 from chronod.daemon.waker import Wakeups
@@ -63,6 +64,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         boot_time: float,
         lease_ttl_s: float = SQLITE_LEASE_TTL_S,
         rng: random.Random | None = None,
+        reloads: Any = None,
     ):
         self.clock, self.store, self.runner, self.node = clock, store, runner, node
         self._load_registry = load_registry
@@ -70,6 +72,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         self.boot_id, self.boot_time = boot_id, boot_time
         self.lease_ttl_s = lease_ttl_s
         self.rng = rng or random.Random()
+        self.reloads = reloads or InlineReloads()  # ThreadReloads in chronod (chronod.daemon.reloads)
         self.jobs: dict[str, Job] = {}
         self.file_specs: dict[str, list[JobSpec]] = {}  # last good version of each file
         self.heap: list[tuple[datetime, int, str]] = []  # (wake at, seq, run_id)
@@ -162,10 +165,8 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         self.keep_lease()
         if woke.reload:
             self.notifier.reloading()  # systemd shows "reloading" until READY=1 comes back
-            try:
-                self.reload()
-            finally:
-                self.notifier.ready(self.status_line())
+            self.reloads.submit(self.prepare_reload)  # off the loop's thread when threaded
+        self.collect_reload()
         if woke.requests or woke.reload:
             self.take_requests()
         self.refresh_paused()

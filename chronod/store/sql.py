@@ -352,13 +352,13 @@ class SqlStore:
                 s.nodes.update().where(n.name == name, n.token == token).values(stopped_at=now, lease_expires_at=now)
             )
 
-    def set_node_info(self, name: str, token: int, info: dict[str, Any]) -> None:
+    def set_node_info(self, name: str, token: int, info: dict[str, Any] | str) -> None:
         n = s.nodes.c
         with self._tx() as c:
             c.execute(
                 s.nodes.update()
                 .where(n.name == name, n.token == token)
-                .values(info_json=json.dumps(info, sort_keys=True, default=str))
+                .values(info_json=info if isinstance(info, str) else json.dumps(info, sort_keys=True, default=str))
             )
 
     def nodes(self) -> list[Node]:
@@ -396,9 +396,21 @@ class SqlStore:
     def sync_jobs(self, node: str, specs: Iterable[JobSpec]) -> None:
         j = s.jobs.c
         wanted = {spec.id: spec for spec in specs}
+        # Read what is stored outside the write transaction: on SQLite a writer holds the
+        # database's one write lock, and a reload of 100,000 unchanged jobs (which writes
+        # nothing) must not hold it against the loop's claims while it reads them all.
+        with self._tx(write=False) as c:
+            stored = {r.job_id: r for r in c.execute(sa.select(j.job_id, j.spec_hash, j.node, j.removed_at))}
+        if all(
+            (old := stored.get(job_id)) is not None
+            and old.removed_at is None
+            and old.node == node
+            and old.spec_hash == spec.spec_hash()
+            for job_id, spec in wanted.items()
+        ) and not any(r.node == node and r.removed_at is None and job_id not in wanted for job_id, r in stored.items()):
+            return  # nothing to write
         with self._tx() as c:
             now = self._now() if self.dialect == "sqlite" else c.execute(sa.select(func.now())).scalar_one()
-            stored = {r.job_id: r for r in c.execute(sa.select(j.job_id, j.spec_hash, j.node, j.removed_at))}
             rows = []
             for job_id, spec in wanted.items():
                 old = stored.get(job_id)
