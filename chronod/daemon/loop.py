@@ -104,6 +104,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         self.reload_wanted = False  # a reload or request arrived during an outage
         self.batch: Batch | None = None  # set while a wake-up collects its writes
         self.backlog: list[tuple[Job, Run]] = []  # due runs a busy wake-up left for the next one
+        self.unstored: list[Run] = []  # first occurrences left to store after READY, earliest first
         self.notify_service: Any = None  # set by the composition root; woken after each outcome
         self._skew: float | None = None  # wall minus monotonic time at the last wake-up
         self._stale_seen = 0  # the store's stale-token rejections already counted in metrics
@@ -171,6 +172,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
             self.take_requests()
         self.refresh_paused()
         self.run_due()
+        self.store_some()
         self.housekeeping()
         self.set_aside()
 
@@ -188,7 +190,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         return policy.next_wake(
             [
                 self.heap[0][0] if self.heap else None,
-                now if self.backlog else None,
+                now if self.backlog or (self.unstored and self.outage is None) else None,
                 self.wait_deadline() if self.outage is None else None,
                 *(now + timedelta(seconds=max(t - mono, 0)) for t in timers if t is not None),
             ]

@@ -20,6 +20,11 @@ from chronod.specfile import merge_order
 from chronod.store.api import Run
 
 RECONCILE_EVERY_S = 300.0
+# First occurrences are stored before READY only when they fire this soon; the others are
+# stored after it, earliest first, STORE_SLICE a wake-up (100,000 new jobs no longer hold
+# the start-up for their inserts, and no wake-up holds firing for long).
+STORE_AHEAD_S = 60.0
+STORE_SLICE = 1000
 VERSION_CHECK_EVERY_S = 10.0
 
 
@@ -203,6 +208,7 @@ class Registry:
         if only is None:
             keys = {j.key: j for j in self.jobs.values()}
             self.pending, self.heap, self.deferred, self.backlog = {}, [], set(), []
+            self.unstored = []
         else:
             keys = {j.key: j for j in only}
             ids = {j.spec.id for j in only}
@@ -213,6 +219,7 @@ class Registry:
             self.heap = [e for e in self.heap if e[2] not in dropped]
             heapq.heapify(self.heap)
             self.backlog = [(j, r) for j, r in self.backlog if r.job_id not in ids]
+            self.unstored = [r for r in self.unstored if r.job_id not in ids]
         stored = self.store.pending(list(keys))
         for run in stored:
             job = keys.get(run.job_key)
@@ -239,12 +246,32 @@ class Registry:
         ]
         fresh = [r for r in fresh if r is not None]
         if fresh:
-            if self.store.insert_runs(fresh) < len(fresh):
-                # a job removed and added back before its next occurrence: that occurrence
-                # was cancelled with the removal and must not be lost
-                self.store.revive(r.run_id for r in fresh)
-            for r in fresh:
-                self.track(r)
+            later = self.clock.now() + timedelta(seconds=STORE_AHEAD_S)
+            soon = [r for r in fresh if r.fire_at <= later]
+            self.unstored = sorted(self.unstored + [r for r in fresh if r.fire_at > later], key=_fire_order)
+            self.store_fresh(soon)
+
+    def store_fresh(self, runs: list[Run]) -> None:
+        """Store and track new first occurrences."""
+        if runs and self.store.insert_runs(runs) < len(runs):
+            # a job removed and added back before its next occurrence: that occurrence
+            # was cancelled with the removal and must not be lost
+            self.store.revive(r.run_id for r in runs)
+        for r in runs:
+            self.track(r)
+
+    def store_some(self, everything: bool = False) -> None:
+        """Store the next slice of the first occurrences left for after READY (earliest
+        first); the loop wakes again at once while some are left (`next_wake`)."""
+        soon = self.clock.now() + timedelta(seconds=STORE_AHEAD_S / 10)
+        while self.unstored:
+            n = len(self.unstored) if everything else STORE_SLICE
+            while n < len(self.unstored) and self.unstored[n].fire_at <= soon:
+                n += 1  # a loop that fell behind stores at least what fires next
+            part, self.unstored = self.unstored[:n], self.unstored[n:]
+            self.store_fresh([r for r in part if r.job_id in self.jobs and self.jobs[r.job_id].key == r.job_key])
+            if not everything:
+                return
 
     def still_scheduled(self, job: Job, run: Run) -> bool:
         if not job.spec.enabled or job.schedule.kind == "reboot":
@@ -280,6 +307,7 @@ class Registry:
     def reconcile(self) -> None:
         """Check the invariant 'every enabled job has its next occurrence stored'; repair."""
         self.next_reconcile = self.clock.monotonic() + RECONCILE_EVERY_S
+        self.store_some(everything=True)  # what is left for after READY is not missing
         stored = {
             r.job_key
             for r in self.store.pending([j.key for j in self.jobs.values()])
@@ -342,3 +370,7 @@ class Registry:
         for job_id in self.outvoted.keys() - lost.keys():
             self.log("job.version_agreed", job=job_id)
         self.outvoted = lost
+
+
+def _fire_order(run: Run) -> tuple[datetime, str]:
+    return (run.fire_at, run.run_id)

@@ -1297,14 +1297,6 @@ def _group_key(resource: str) -> int:
     return (0x63720000 << 32) | zlib.crc32(resource.encode())
 
 
-def _plain(value: Any) -> Any:
-    if hasattr(value, "__dataclass_fields__"):
-        return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def spec_json_and_hash(spec: JobSpec) -> tuple[str, str]:
     """`json.dumps(spec.to_json_dict())` and `spec.spec_hash()` from one walk of the spec.
 
@@ -1312,8 +1304,7 @@ def spec_json_and_hash(spec: JobSpec) -> tuple[str, str]:
     minute; tests/contract/test_store_contract.py keeps this equal to the model's methods."""
     import hashlib
 
-    d = _plain(spec)
-    d["env"] = dict(spec.env)
+    d = spec.to_json_dict()  # written out by hand: a generic walk of the dataclasses cost twice as much
     text = json.dumps(d, sort_keys=True)
     # spec_hash() dumps the same sorted dict without the two source keys; they are adjacent
     # top-level keys after every nested object, so cutting their last occurrence is exact.
@@ -1321,8 +1312,11 @@ def spec_json_and_hash(spec: JobSpec) -> tuple[str, str]:
     before, found, after = text.rpartition(source)
     if not found:
         del d["source_file"], d["source_line"]
-        return text, hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
-    return text, hashlib.sha256((before + after).encode()).hexdigest()[:16]
+        digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+    else:
+        digest = hashlib.sha256((before + after).encode()).hexdigest()[:16]
+    spec.remember_hash(digest)  # the node's published hashes need it next: computed once
+    return text, digest
 
 
 def _terminal(state: str) -> None:

@@ -1,4 +1,6 @@
-"""A reload's heavy half (reading, validating, storing the definitions) runs beside the
+"""A start-up and a reload that do not hold firing.
+
+A reload's heavy half (reading, validating, storing the definitions) runs beside the
 loop, not in it: while it takes its time an `@every 1s` job keeps firing on the second.
 
 In-process and on a fake clock, so that a reload of any length costs this test nothing: the
@@ -7,6 +9,9 @@ runner. The registry loader of the reload blocks until the test releases it. Had
 run the reload itself, the loader would see the loop stalled and let twelve seconds pass
 unseen, and the occurrences of those seconds would be late beyond their tolerance (0)
 and skipped.
+
+A start-up stores only the first occurrences that fire within a minute before READY; the
+others follow after it, a slice per wake-up, earliest first.
 """
 
 from __future__ import annotations
@@ -102,3 +107,47 @@ def test_a_slow_reload_skips_no_occurrence_of_an_every_second_job(tmp_path):
     assert on_loop_thread == [False], "the reload was prepared on the loop's thread"
     later = store.pending([d.jobs["later"].key])
     assert [r.scheduled_at.hour for r in later] == [5], "the reload's change did not apply"
+
+
+def test_first_occurrences_far_ahead_are_stored_after_ready_a_slice_per_wake_up(tmp_path, monkeypatch):
+    from chronod.daemon import registry
+
+    monkeypatch.setattr(registry, "STORE_SLICE", 2)
+    reg = tmp_path / "jobs.d"
+    reg.mkdir()
+    far = [f"far{i}" for i in range(5)]
+    write_jobs(reg / "a.yaml", jobs_file(job("tick", "@every 1s", "true"), *(job(f, "0 4 * * *", "true") for f in far)))
+    clock = FakeClock(START, mono=1000.0)
+    world = World(clock, random.Random(1))
+    store = SqlStore(str(tmp_path / "chrono.db"), now=clock.now)
+    store.upgrade()
+    runner = SimRunner(world, "a", str(tmp_path))
+    d = Daemon(
+        clock=clock,
+        store=store,
+        runner=runner,
+        load_registry=lambda: load_registry([reg], now=clock.now(), secure=False),
+        node="a",
+        metrics=NullMetrics(),
+        notifier=SimNotifier(Life("a", clock.monotonic()), None, clock),
+        log=lambda *a, **k: None,
+        waker=SteppedWaker(),
+        boot_id="boot",
+        boot_time=START.timestamp() - 3600,
+    )
+    d.start()
+
+    def stored() -> set[str]:
+        return {r.job_id for r in store.pending() if r.state == "pending"}
+
+    assert stored() == {"tick"}, "only what fires within a minute is stored before READY"
+    assert d.next_wake() == clock.now(), "the loop wakes at once to store the rest"
+    counts = []
+    while d.unstored:
+        d.tick(Wakeups(children=runner.ended([a.handle for a in d.active.values()])))
+        counts.append(len(stored()))
+    assert counts == [3, 5, 6]
+    assert stored() == {"tick", *far}
+    assert {r.job_id for r in d.pending.values()} == {"tick", *far}
+    d.reconcile()
+    assert {r.job_id for r in store.pending()} == {"tick", *far}, "reconcile found nothing missing"
