@@ -187,7 +187,7 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     daemon = Daemon(
         clock=clock,
         store=store,
-        runner=Runner(state_dir, zygote=True),
+        runner=Runner(state_dir, zygote=True, many=True),
         load_registry=lambda: load_registry(registry, now=clock.now(), secure=secure, cache=files),
         node=node,
         metrics=metrics,

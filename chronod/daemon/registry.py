@@ -38,6 +38,7 @@ class Prepared:
     build: list[str]  # ids whose schedule the loop compiles (it raised here)
     errors: list[dict[str, Any]]
     resources: dict[str, int]
+    loaded: Any  # what the registry loader returned (the maintenance windows come from it)
 
 
 class Registry:
@@ -118,11 +119,12 @@ class Registry:
         # whole text (a quarter of a second with 100,000 hashes) while the loop waits to fire
         text = "".join(json.JSONEncoder(sort_keys=True, default=str).iterencode(info))
         self.store.set_node_info(self.node, self.lease.token, text)
-        return Prepared(specs, carried, jobs, build, errors, resources)
+        return Prepared(specs, carried, jobs, build, errors, resources, result)
 
     def finish_reload(self, prep: Prepared, initial: bool = False) -> None:
         """The loop's half of a reload: swap the prepared definitions in. Costs what changed."""
         self.resources = prep.resources
+        self.keep_windows(prep.loaded)
         self.quarantine.keep_only(prep.specs)
         self.registry_problems = prep.errors
         self.report_problems()
@@ -149,6 +151,15 @@ class Registry:
         finally:
             self.notifier.ready(self.status_line())  # systemd's "reloading" ends here
         self.reloads.resume()
+
+    def keep_windows(self, result: Any) -> None:
+        """The registry's maintenance windows; a file with errors keeps its last good ones."""
+        for fres in merge_order(result.files):
+            if fres.ok:
+                self.file_windows[fres.path] = list(fres.blackouts)
+        self.file_windows = {p: w for p, w in self.file_windows.items() if p in result.files}
+        merged = {w.name: w for ws in self.file_windows.values() for w in ws}
+        self.blackouts = list(merged.values())
 
     def report_problems(self) -> None:
         """The registry errors of the last reload and the quarantined jobs, for `status`."""
@@ -235,7 +246,7 @@ class Registry:
                     token=self.lease.token,
                 )
                 continue
-            if run.state == "pending":
+            if run.state == "pending" and run.trigger != "backfill":  # a backfill's fire time is when it started it
                 run.fire_at = run.scheduled_at + timedelta(seconds=job.offset)
             self.track(run)
         have = {r.job_key for r in self.pending.values() if r.trigger == "schedule" and r.state == "pending"}
@@ -250,6 +261,7 @@ class Registry:
             soon = [r for r in fresh if r.fire_at <= later]
             self.unstored = sorted(self.unstored + [r for r in fresh if r.fire_at > later], key=_fire_order)
             self.store_fresh(soon)
+        self.rehold()
 
     def store_fresh(self, runs: list[Run]) -> None:
         """Store and track new first occurrences."""
