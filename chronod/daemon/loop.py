@@ -36,6 +36,7 @@ from chronod.daemon.quarantine import Quarantine
 from chronod.daemon.recovery import Recovery
 from chronod.daemon.registry import RECONCILE_EVERY_S, Registry
 from chronod.daemon.runs import ActiveRuns, Batch, Job
+from chronod.daemon.startlimit import StartLimit
 from chronod.daemon.waits import Waits
 from chronod.daemon.waker import Wakeups
 from chronod.fleet.lease import Lease
@@ -47,7 +48,7 @@ SQLITE_LEASE_TTL_S = 600.0
 CLOCK_STEP_S = 5.0  # a change of wall minus monotonic time larger than this is a clock step
 
 
-class Daemon(Registry, Dispatch, Holds, Waits, Endings, Recovery, Outage, Backfills):
+class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Outage, Backfills):
     """One chronod. Built by chronod.daemon.main (the composition root)."""
 
     def __init__(
@@ -66,6 +67,7 @@ class Daemon(Registry, Dispatch, Holds, Waits, Endings, Recovery, Outage, Backfi
         boot_time: float,
         lease_ttl_s: float = SQLITE_LEASE_TTL_S,
         rng: random.Random | None = None,
+        max_starts_per_s: float | None = None,
     ):
         self.clock, self.store, self.runner, self.node = clock, store, runner, node
         self._load_registry = load_registry
@@ -108,7 +110,8 @@ class Daemon(Registry, Dispatch, Holds, Waits, Endings, Recovery, Outage, Backfi
         self.takeover_after = 0.0  # monotonic; no takeovers before (see reconnect)
         self.reload_wanted = False  # a reload or request arrived during an outage
         self.batch: Batch | None = None  # set while a wake-up collects its writes
-        self.backlog: list[tuple[Job, Run]] = []  # due runs a busy wake-up left for the next one
+        self.backlog: list[tuple[Job, Run]] = []  # due runs waiting to start (start limit, busy wake-up)
+        self.init_start_limit(max_starts_per_s)
         self.notify_service: Any = None  # set by the composition root; woken after each outcome
         self._skew: float | None = None  # wall minus monotonic time at the last wake-up
         self._stale_seen = 0  # the store's stale-token rejections already counted in metrics
@@ -199,7 +202,7 @@ class Daemon(Registry, Dispatch, Holds, Waits, Endings, Recovery, Outage, Backfi
         return policy.next_wake(
             [
                 self.heap[0][0] if self.heap else None,
-                now if self.backlog else None,
+                self.backlog_wake(now),
                 self.wait_deadline() if self.outage is None else None,
                 *(now + timedelta(seconds=max(t - mono, 0)) for t in timers if t is not None),
             ]

@@ -285,6 +285,13 @@ class Store(Protocol):
         concurrency group). Returns (claimed run or None, group_full); `next_run` is stored
         either way."""
 
+    def dispatch_group(
+        self, run_ids: list[str], node: str, token: int, next_runs: list[Run | None], *, resource: str, limit: int
+    ) -> tuple[list[Run], bool]:
+        """`dispatch_in_group` for several runs of `resource` in ONE transaction: the first
+        `limit - running` of `run_ids` are claimed. Returns (claimed runs, group_full: some
+        were refused for want of a slot); every one of `next_runs` is stored either way."""
+
     def claim_offline(self, run: Run, node: str, token: int) -> Run | None:
         """Store (if missing) and claim a run started while the database was unreachable, at
         the attempt and start time it really had. None if settled meanwhile or stale token."""

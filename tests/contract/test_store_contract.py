@@ -262,6 +262,30 @@ def test_dispatch_in_group_refuses_while_the_resource_is_full_and_still_stores_t
     assert third is not None and not full
 
 
+def test_dispatch_group_claims_as_many_runs_as_the_resource_has_free_slots_in_one_call(store):
+    token = acquire(store)
+    jobs = ("a", "b", "c", "d")
+    store.sync_jobs(
+        "n1",
+        [
+            JobSpec(
+                id=j, owner="ops", schedule="*/5 * * * *", command="true", idempotency_class="idempotent", resource="db"
+            )
+            for j in jobs
+        ],
+    )
+    store.insert_runs([run(1, job=j) for j in jobs])
+    ids = [f"{j}-000001" for j in jobs]
+    first, full = store.dispatch_group(ids[:1], "n1", token, [run(2, job="a")], resource="db", limit=3)
+    assert [r.run_id for r in first] == ["a-000001"] and not full
+    claimed, full = store.dispatch_group(
+        ids[1:], "n1", token, [run(2, job=j) for j in jobs[1:]], resource="db", limit=3
+    )
+    assert [r.run_id for r in claimed] == ["b-000001", "c-000001"] and full  # 1 running + 2 = the limit of 3
+    assert store.get_run("d-000001").state == "pending"
+    assert all(store.get_run(f"{j}-000002").state == "pending" for j in jobs)  # every chain goes on
+
+
 def test_claim_offline_stores_and_claims_a_run_at_the_attempt_and_start_it_really_had(store):
     token = acquire(store)
     started = run(1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections import Counter
 from datetime import datetime
 
 import pytest
@@ -120,6 +121,42 @@ def test_a_forward_clock_step_loses_no_occurrence():
     out = sim.run()
     try:
         assert not broken(check(out, ["one_terminal_state"]))
+    finally:
+        out.close()
+
+
+def every_second(i: int, catchup: str) -> dict:
+    return {
+        "id": f"tick{i:02d}",
+        "owner": "ops",
+        "schedule": "* * * * * *",
+        "command": "true",
+        "idempotency_class": "idempotent",
+        "overlap": "allow",
+        "catchup": catchup,
+        "tolerance_s": 0,
+        "tolerance_reason": "a herd on purpose",
+    }
+
+
+@pytest.mark.parametrize("catchup", ["latest", "none"])
+def test_past_its_start_limit_a_daemon_starts_the_limit_each_second_and_records_the_rest_skipped(catchup):
+    """30 jobs every second against a limit of 10 starts a second: about 10 start each
+    second (never collapsing to fewer), every occurrence ends in exactly one state, and
+    the ones that did not start say why."""
+    docs = tuple(every_second(i, catchup) for i in range(30))
+    cfg = Config(days=0.0005, jobs=30, seed=4, faults=frozenset(), job_docs=docs, mean_s=0.05, max_starts=10)
+    cfg = dataclasses.replace(cfg, drain_s=5.0)
+    out = Simulation(cfg).run()
+    try:
+        assert not broken(check(out, ["one_terminal_state"]))
+        starts = Counter(int((p.started_wall - out.start).total_seconds()) for p in out.world.procs.values())
+        seconds = sorted(starts)[2:-2]  # whole seconds, away from the start and the end
+        assert seconds and all(8 <= starts[s] <= 11 for s in seconds), starts
+        rows = out.store.runs(limit=100_000)
+        skipped = [r for r in rows if r.state == "skipped_outage"]
+        assert len(skipped) > len(rows) / 2
+        assert all("start limit (10 starts/s)" in r.error for r in skipped), skipped[0].error
     finally:
         out.close()
 
