@@ -170,6 +170,29 @@ def parse_seconds(text: str, flag: str) -> int:
     return bounded_seconds(seconds, flag)
 
 
+def parse_since(text: str, now: datetime, tz: str = "UTC", flag: str = "--since") -> datetime:
+    """The start of a `--since` window ending `now`: a duration back from now (`24h`, `7d`)
+    or a time (`2026-12-01`, `yesterday 02:00`, ISO-8601; without an offset, zone `tz`)."""
+    from chronod.core.durations import DurationError, parse_duration
+
+    try:
+        parse_duration(text)
+        return now - timedelta(seconds=parse_seconds(text, flag))
+    except DurationError:
+        pass
+    try:
+        start = parse_instant(text, tz, flag, now=now)
+    except UsageError:
+        raise UsageError(
+            f"{flag} {text!r} is neither a duration nor a time",
+            f"a duration back from now (90s, 15m, 24h, 7d) or a time ({TIME_FORMS})",
+        ) from None
+    if start >= now:
+        raise UsageError(f"{flag} {text}: that is not in the past", "give a time before now, or a duration")
+    bounded_seconds(int((now - start).total_seconds()), flag)
+    return start
+
+
 def bounded_seconds(seconds: int, flag: str) -> int:
     """`seconds` when it is a duration a flag may give (1s up to `bounds.MAX_SPAN_S`);
     UsageError naming `flag` and the range otherwise."""

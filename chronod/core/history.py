@@ -134,7 +134,13 @@ def _attempts(n: int) -> str:
 
 
 def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
-    """Why a run is in its state, in one sentence an operator can act on."""
+    """Why a run is in its state, in one sentence an operator can act on; a run a backfill
+    started says so."""
+    text = _describe(run, now, spec)
+    return f"{text} (run by a backfill)" if getattr(run, "trigger", None) == "backfill" else text
+
+
+def _describe(run: Any, now: datetime, spec: JobSpec | None) -> str:
     s, err = run.state, (f": {run.error}" if run.error else "")
     on = f" on {run.node}" if run.node else ""
     if s == "succeeded":
@@ -166,6 +172,8 @@ def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
             if reason
             else "skipped: the job was paused when it fell due"
         )
+    if s == "skipped_blackout":
+        return f"skipped: it fell due {run.error}" if run.error else "skipped: it fell due inside a maintenance window"
     if s == "skipped_resource":
         res = f" {spec.resource!r}" if spec and spec.resource else ""
         return f"skipped: it waited for a slot of its resource{res} and got none inside its catch-up window{err}"

@@ -24,10 +24,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from chronod.core import occurrence, policy
+from chronod.core.blackout import Pause, Window
 from chronod.core.clock import Clock
 from chronod.core.model import JobSpec
+from chronod.daemon.backfills import Backfills
 from chronod.daemon.dispatch import Dispatch
 from chronod.daemon.endings import Endings
+from chronod.daemon.holds import Holds
 from chronod.daemon.outage import OUTAGE_BACKOFF_S, Outage
 from chronod.daemon.quarantine import Quarantine
 from chronod.daemon.recovery import Recovery
@@ -44,7 +47,7 @@ SQLITE_LEASE_TTL_S = 600.0
 CLOCK_STEP_S = 5.0  # a change of wall minus monotonic time larger than this is a clock step
 
 
-class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
+class Daemon(Registry, Dispatch, Holds, Waits, Endings, Recovery, Outage, Backfills):
     """One chronod. Built by chronod.daemon.main (the composition root)."""
 
     def __init__(
@@ -79,8 +82,13 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         self.catching_up: dict[str, set[str]] = {}  # job_id -> run ids started from its catch-up line
         self.waiting: dict[str, list[tuple[Job, Run]]] = {}  # resource -> runs waiting for a slot, in line
         self.group_retry_at: dict[str, datetime] = {}  # resource -> when to ask a full fleet again
-        self.paused: dict[str, str | None] = {}
-        self.resources: dict[str, int] = {}
+        self.paused: dict[str, str | None] = {}  # job_id -> reason of the job's own pause
+        self.pauses: list[Pause] = []  # every pause that holds (job, tag, resource)
+        self.blackouts: list[Window] = []  # the registry's maintenance windows
+        self.file_windows: dict[str, list[Window]] = {}  # last good windows of each file
+        self.held_until: dict[
+            str, datetime
+        ] = {}  # run_id -> end of the window holding it        self.resources: dict[str, int] = {}
         self.seq = 0
         self.stopping = False
         self.next_reconcile = 0.0
@@ -124,6 +132,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         # load_pending has just made the invariant true; the first check comes later
         self.next_reconcile = self.clock.monotonic() + RECONCILE_EVERY_S
         self.reboot_jobs()
+        self.drive_backfills()  # a backfill stored before a restart goes on
         self.notifier.ready(self.status_line())
         self.next_watchdog = policy.watchdog_ping_at(self.notifier.watchdog_interval_s, None, self.clock.monotonic())
         self.log(
@@ -158,12 +167,14 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         )
 
     def tick(self, woke: Wakeups) -> None:
-        """Handle one wake-up: children first (frees slots), then control, then due work."""
+        """Handle one wake-up: the lease first (after a stall past its ttl the outcomes
+        must be written under the renewed token), children next (frees slots), then
+        control, then due work."""
         if woke.stop:
             self.stopping = True
             return
-        self.children_exited(woke.children)
         self.keep_lease()
+        self.children_exited(woke.children)
         if woke.reload:
             self.notifier.reloading()  # systemd shows "reloading" until READY=1 comes back
             try:
@@ -174,6 +185,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
             self.take_requests()
         self.refresh_paused()
         self.run_due()
+        self.drive_backfills()
         self.housekeeping()
         self.set_aside()
 
@@ -237,6 +249,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         if not self.lease.renew():
             self.lease_lost()
         if self.fleet:
+            self.backfilling = True  # a backfill announced to another node may be this node's to drive
             if mono >= self.takeover_after:
                 self.take_over()
             live = self.store.live_nodes()
@@ -245,14 +258,14 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
                 self.check_versions()
 
     # ------------------------------------------------------------------ control
-    def refresh_paused(self) -> None:
-        self.paused = self.store.paused_jobs()
-
     def take_requests(self) -> None:
-        """Manual triggers and reloads queued by chronoctl."""
+        """Manual triggers, reloads and new backfills queued by chronoctl."""
         for req in self.store.take_requests(self.node):
             if req.kind == "reload":
                 continue  # the reload already happened on this wake-up
+            if req.kind == "backfill":
+                self.backfilling = True  # stored by chronoctl; started by drive_backfills
+                continue
             job = self.jobs.get(req.job_id or "")
             if req.kind != "trigger" or job is None:
                 self.log("request.ignored", "warning", kind=req.kind, job=req.job_id)

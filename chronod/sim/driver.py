@@ -11,7 +11,7 @@ import shutil
 import sqlite3
 import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,7 @@ class Outcome:
     log_counts: dict[str, int] = field(default_factory=dict)
     tmp: Path | None = None
     nodes: tuple[str, ...] = (NODE,)
+    backfills: list[int] = field(default_factory=list)  # ids of the backfills the simulation stored
 
     @property
     def db_path(self) -> Path:
@@ -106,6 +107,8 @@ def fault_plan(cfg: Config, rng: random.Random, t0: float, t1: float) -> list[Ev
         some("registry", 6)
     some("pause", 2, seconds=lambda r: r.uniform(60, 7200))
     some("trigger", 6)
+    if "backfill" in f:
+        some("backfill", 4)
     events.sort(key=lambda e: e.at)
     return events
 
@@ -122,6 +125,7 @@ class Simulation:
         self.world = World(self.clock, random.Random(self.rng.random()))
         self.store = memory_store(self.clock)
         self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), "dst" in cfg.faults)
+        self.registry.blackouts = cfg.blackouts
         self.registry.build(cfg.jobs, cfg.job_docs, cfg.mean_s)
         self.t0 = self.clock.monotonic()
         self.end = self.t0 + cfg.days * 86400
@@ -130,6 +134,7 @@ class Simulation:
         self.versions: dict[str, list[Version]] = {}
         self.paused: dict[str, list[tuple[datetime, datetime | None]]] = {}
         self.manual: dict[str, str] = {}
+        self.backfills: list[int] = []
         self.edits: list[tuple[datetime, str]] = []
         self.log_counts: dict[str, int] = {}
         self.first_load = True
@@ -194,7 +199,7 @@ class Simulation:
             w.disturbed("stall", start, w.mono())
         elif kind == "jump":
             start = w.mono()
-            self.clock.jump_wall(data["seconds"])
+            w.step_wall(data["seconds"])
             w.disturbed("clock", start, start + 1, walls=(now, self.clock.now()))
         elif kind == "outage":
             w.outage_until = max(w.outage_until, w.mono() + data["seconds"])
@@ -210,6 +215,8 @@ class Simulation:
             self.resume(data["job"])
         elif kind == "trigger":
             self.trigger(woke)
+        elif kind == "backfill":
+            self.backfill(woke)
 
     def pause(self, seconds: float) -> None:
         plans = sorted(self.registry.plans())
@@ -241,6 +248,50 @@ class Simulation:
         self.store.add_request("trigger", job, {"run_id": rid})
         self.manual[rid] = job
         woke.requests = True
+
+    def backfill(self, woke: Wakeups) -> None:
+        """An operator backfills the last hours of one job, as `chronoctl backfill` stores it,
+        and (with crashes among the faults) the daemon dies a little later, a few runs into
+        the backfill. Unsafe jobs are left alone: their owners would refuse."""
+        from chronod.core import backfill as core
+        from chronod.core.schedule import compile_schedule
+
+        w, now = self.world, self.clock.now()
+        specs = sorted(
+            (v[-1].spec for v in self.versions.values() if v[-1].until is None),
+            key=lambda spec: spec.id,
+        )
+        specs = [sp for sp in specs if sp.enabled and sp.idempotency_class != "unsafe"]
+        if not specs or w.mono() < w.outage_until:
+            return
+        spec = self.rng.choice(specs)
+        start, end = now - timedelta(seconds=self.rng.uniform(600, 7200)), now - timedelta(seconds=60)
+        schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+        runs = self.store.runs(spec.id, since=start, until=end + timedelta(seconds=1))
+        spans = self.store.known_spans([spec.id]).get(spec.id, [])
+        only = self.rng.choice(core.ONLY)
+        choice = core.choose(spec, schedule, runs, start=start, end=end, only=only, now=now, nodes=[NODE], spans=spans)
+        items = [(o.run_id, o.job_key, o.scheduled_at, o.fire_at) for o in (p.occurrence for p in choice.picks[:8])]
+        if not items:
+            return
+        bf_id = self.store.add_backfill(
+            spec.id,
+            from_at=start,
+            to_at=end,
+            only=only,
+            max_concurrency=1,
+            allow_unsafe=False,
+            reason=None,
+            requested_by="sim",
+            items=items,
+        )
+        self.store.add_request("backfill", spec.id, {"backfill_id": bf_id})
+        self.backfills.append(bf_id)
+        woke.requests = True
+        if "crash" in self.cfg.faults:  # a few runs into it
+            crash = {"calls": self.rng.randrange(0, 40), "downtime": self.rng.uniform(1, 120)}
+            self.events.append(Event(w.mono() + self.rng.uniform(15, 90), "crash", crash))
+            self.events.sort(key=lambda e: e.at)
 
     # --- daemon lives ------------------------------------------------------------------------
     def daemon(self, life: Life) -> Daemon:
@@ -288,7 +339,7 @@ class Simulation:
         for plan in self.registry.plans().values():
             w.durations.setdefault(plan.id, duration(plan))
         snapshot(self.store, self.tmp / "chrono.db")
-        return Outcome(
+        out = Outcome(
             self.cfg,
             w,
             self.store,
@@ -302,6 +353,8 @@ class Simulation:
             self.log_counts,
             self.tmp,
         )
+        out.backfills = list(self.backfills)
+        return out
 
     def down(self, seconds: float) -> None:
         """The daemon is dead for `seconds`: processes go on, the world's events happen."""

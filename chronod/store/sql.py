@@ -38,6 +38,7 @@ from chronod.store.api import (
     JobRow,
     Node,
     NodeConflict,
+    PauseRow,
     Pruned,
     Request,
     Run,
@@ -45,6 +46,7 @@ from chronod.store.api import (
     SchemaTooOld,
     StoreError,
 )
+from chronod.store.backfills import BackfillStore
 
 WAITING = ("pending", "retry_wait")
 BATCH = 5000
@@ -112,7 +114,7 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class SqlStore:
+class SqlStore(BackfillStore):
     """The store over one SQLAlchemy engine; safe to share between a daemon's threads.
 
     `now` is the clock SQLite leases and timestamps use (PostgreSQL uses its own `now()`
@@ -478,6 +480,8 @@ class SqlStore:
             paused=bool(row["paused"]),
             paused_reason=row["paused_reason"],
             paused_at=row["paused_at"],
+            paused_by=row.get("paused_by"),
+            paused_until=row.get("paused_until"),
             removed_at=row["removed_at"],
             updated_at=row["updated_at"],
         )
@@ -495,7 +499,15 @@ class SqlStore:
             row = c.execute(sa.select(s.jobs).where(s.jobs.c.job_id == job_id)).mappings().first()
         return self._job(row) if row else None
 
-    def set_paused(self, job_id: str, paused: bool, reason: str | None) -> bool:
+    def set_paused(
+        self,
+        job_id: str,
+        paused: bool,
+        reason: str | None,
+        *,
+        by: str | None = None,
+        until: datetime | None = None,
+    ) -> bool:
         with self._tx() as c:
             res = c.execute(
                 s.jobs.update()
@@ -504,16 +516,58 @@ class SqlStore:
                     paused=paused,
                     paused_reason=reason if paused else None,
                     paused_at=self._ts() if paused else None,
+                    paused_by=by if paused else None,
+                    paused_until=until if paused else None,
                     updated_at=self._ts(),
                 )
             )
             return res.rowcount == 1
 
+    def _pause_live(self, until_col):
+        return sa.or_(until_col.is_(None), until_col > self._now_sql())
+
     def paused_jobs(self) -> dict[str, str | None]:
         j = s.jobs.c
         with self._tx(write=False) as c:
-            rows = c.execute(sa.select(j.job_id, j.paused_reason).where(j.paused.is_(True), j.removed_at.is_(None)))
+            rows = c.execute(
+                sa.select(j.job_id, j.paused_reason).where(
+                    j.paused.is_(True), j.removed_at.is_(None), self._pause_live(j.paused_until)
+                )
+            )
             return {r.job_id: r.paused_reason for r in rows}
+
+    def set_group_pause(
+        self, kind: str, target: str, reason: str, *, by: str | None = None, until: datetime | None = None
+    ) -> None:
+        p = s.pauses
+        with self._tx() as c:
+            c.execute(p.delete().where(p.c.kind == kind, p.c.target == target))
+            c.execute(
+                p.insert().values(
+                    kind=kind, target=target, reason=reason, paused_by=by, paused_at=self._ts(), paused_until=until
+                )
+            )
+
+    def clear_group_pause(self, kind: str, target: str) -> bool:
+        p = s.pauses
+        with self._tx() as c:
+            return c.execute(p.delete().where(p.c.kind == kind, p.c.target == target)).rowcount == 1
+
+    def pauses(self) -> list[PauseRow]:
+        j, p = s.jobs.c, s.pauses.c
+        with self._tx(write=False) as c:
+            own = c.execute(
+                sa.select(j.job_id, j.paused_reason, j.paused_by, j.paused_at, j.paused_until).where(
+                    j.paused.is_(True), j.removed_at.is_(None), self._pause_live(j.paused_until)
+                )
+            ).all()
+            groups = c.execute(sa.select(s.pauses).where(self._pause_live(p.paused_until))).mappings().all()
+        out = [PauseRow("job", r.job_id, r.paused_reason or "", r.paused_by, r.paused_at, r.paused_until) for r in own]
+        out += [
+            PauseRow(r["kind"], r["target"], r["reason"], r["paused_by"], r["paused_at"], r["paused_until"])
+            for r in groups
+        ]
+        return out
 
     # --- occurrences and runs -------------------------------------------------------------
     def _run_row(self, run: Run) -> dict[str, Any]:
