@@ -142,7 +142,7 @@ class NodeStore:
             node.calls += 1
             if node.crash_calls is not None and node.calls > node.crash_calls:
                 raise Crash(f"{node.name}: crash before store.{name}")
-            if node.zombie_s is not None and name in WRITES:
+            if node.zombie_s is not None and _fenced(name, args, kwargs):
                 seconds, node.zombie_s = node.zombie_s, None
                 sim.stop_mid_call(node, seconds)
             if sim.world.mono() < sim.world.outage_until:
@@ -154,6 +154,15 @@ class NodeStore:
             return result
 
         return call
+
+
+def _fenced(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """A write whose acceptance shows in its answer: a zombie is stopped just before one."""
+    if name == "commit_wakeup":
+        return bool(args[2] if len(args) > 2 else kwargs.get("claims"))
+    if name in ("finish_many", "set_processes"):
+        return bool(args[0] if args else None)
+    return name in ("dispatch", "finish", "schedule_retry", "settle")
 
 
 def _accepted(result: Any) -> bool:

@@ -46,7 +46,7 @@ def test_a_store_whose_fencing_ignores_lease_expiry_is_caught(monkeypatch):
         return sa.exists().where(*cond)
 
     monkeypatch.setattr(SqlStore, "_lease_live", token_only)
-    _, results = simulate(fleet(2))
+    _, results = simulate(fleet(5))
     assert results["stale_writes_refused"] or results["takeover_bounded"]
     assert results["stale_writes_refused"], "a zombie's late write was accepted and not reported"
 
