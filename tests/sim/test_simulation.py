@@ -13,13 +13,11 @@ import pytest
 from chronod.core import policy
 from chronod.sim.driver import Simulation
 from chronod.sim.invariants import check
-from chronod.sim.scenario import Config
+from chronod.sim.scenario import FAULTS, Config
 from chronod.sim.world import Event
 
-# Faults whose invariants hold on today's daemon. A forward clock step is left out: on
-# SQLite it expires the lease in database time (see test_a_forward_clock_step_...).
+# Every fault but clock steps and backfills: for the scenarios that need fewer moving parts.
 STEADY = frozenset({"crash", "stall", "outage", "registry", "dst"})
-HOLDING = ("one_terminal_state", "unsafe_at_most_once", "fire_lag_bounded", "resource_limit_held")
 
 
 def simulate(cfg: Config, names=None):
@@ -34,9 +32,12 @@ def broken(results):
     return {name: bad[0] for name, bad in results.items() if bad}
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_seeded_day_of_crashes_stalls_outages_and_edits_keeps_the_promises(seed):
-    results = simulate(Config(days=0.1, jobs=15, seed=seed, faults=STEADY), HOLDING)
+# Seeds that once broke a promise (6, 9, 20: a clock step inside a downtime or an outage;
+# 13, 20: an outcome discarded after a stall past the lease), with every fault and every
+# invariant. All seeds 1-20: `bench/bench_sim.py --seeds 1-20` (too slow for CI).
+@pytest.mark.parametrize("seed", [6, 9, 13, 20])
+def test_a_seeded_day_of_every_fault_keeps_every_promise(seed):
+    results = simulate(Config(days=0.1, jobs=20, seed=seed, faults=frozenset(FAULTS)))
     assert not broken(results)
 
 
