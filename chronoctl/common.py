@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone, tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from chronoctl.errors import InvalidInput, UnknownJob, UsageError
 
@@ -62,12 +62,17 @@ def registry_hint(registry: Path) -> str:
 def find_job(registry: Path, job_id: str, now: datetime) -> "JobSpec":
     """The valid job `job_id` from `registry`; UnknownJob (exit 2) if there is none, and
     InvalidInput (exit 1) if it exists but does not validate."""
+    return find_job_in(registry, job_id, now)[0]
+
+
+def find_job_in(registry: Path, job_id: str, now: datetime) -> tuple["JobSpec", Any]:
+    """`find_job`, with the whole registry it was read from (its windows, its other jobs)."""
     if not registry.exists():
         raise UsageError(f"registry {str(registry)!r} does not exist", registry_hint(registry))
     result = load([registry], now, secure=False)
     job = result.jobs.get(job_id)
     if job is not None:
-        return job
+        return job, result
     own = [p for p in result.problems if p.job_id == job_id and p.severity == "error"]
     if own:
         p = own[0]

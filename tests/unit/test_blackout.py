@@ -250,3 +250,14 @@ def test_windows_spanning_a_dst_change_last_their_elapsed_duration():
     for day in ("2026-11-01", "2027-03-14"):
         start, end = w.covering(z(f"{day}T06:00:00Z"))
         assert end - start == timedelta(hours=6)
+
+
+def test_the_example_in_the_maintenance_docs_validates():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "maintenance.md").read_text()
+    example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    res = validate_document(parse_text(example, "storage.yaml"), now=NOW)
+    assert [p.format() for p in res.problems if p.severity == ERROR] == []
+    assert [w.name for w in res.blackouts] == ["storage-migration", "sunday-patching"]
+    assert [w.source_line for w in res.blackouts] == [2, 8]  # the lines the page's examples quote
