@@ -151,10 +151,11 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
     win = win or next(iter(store.runs(spec.id, states=["succeeded"], limit=1)), None)
     streak = history.success_streak(recent)
     last_at = (win.finished_at or win.scheduled_at) if win else None
-    quiet = history.silence(spec, last_at, now, known_since=row.updated_at)
-    silent = history.silent_jobs([row], {spec.id: last_at} if last_at else {}, now)  # as `status` and `missed` list it
-    places = _placements(row, _node_names(store))
     spans = store.known_spans([spec.id]).get(spec.id, [])
+    quiet = history.silence(spec, last_at, now, known_since=history.known_since(spans) or row.updated_at)
+    # as `status` and `missed` list it
+    silent = history.silent_jobs([row], {spec.id: last_at} if last_at else {}, now, {spec.id: spans})
+    places = _placements(row, _node_names(store))
     mark = store.pruned([spec.id]).get(spec.id)
     nxt = places[0].upcoming(sched, now, 3) if places else []
     return {
@@ -369,12 +370,15 @@ def _silent(store: "Store", rows: list["JobRow"], now: datetime, recent: list[An
     the command read anyway: a job with a success in them recent enough is not silent,
     and only the others (silent, or close to it, or weekly) are looked up, all in one
     query, for their latest success, however old. A job that never succeeded has its
-    silence counted from its last definition change."""
+    silence counted from when it was registered (the store's known spans)."""
     from chronod.core import history
 
     suspects = history.silence_suspects(rows, recent, now)
-    wins = store.last_successes([j.job_id for j in suspects], until=now).values() if suspects else ()
-    return history.silent_jobs(suspects, history.latest_successes(wins), now)
+    if not suspects:
+        return []
+    ids = [j.job_id for j in suspects]
+    wins = store.last_successes(ids, until=now).values()
+    return history.silent_jobs(suspects, history.latest_successes(wins), now, store.known_spans(ids))
 
 
 def _silent_json(q: Any) -> dict[str, Any]:

@@ -285,7 +285,8 @@ class Dispatch:
         if batch is None:
             return
         inserts = list({r.run_id: r for r in batch.inserts}.values())
-        settles, claims = batch.settles, batch.claims
+        settles = batch.settles
+        claims = self.admit_starts(batch.claims, settles)  # the start limit; the rest wait or are skipped
         jobs = {run.run_id: job for job, run in claims}
         until = self.clock.monotonic() + LAUNCH_SLICE_S
         i = 0
@@ -293,7 +294,7 @@ class Dispatch:
             if i and self.clock.monotonic() > until:
                 # a node that cannot start them all in time collects its children first;
                 # the rest wait one wake-up (or another node rescues them)
-                self.backlog = claims[i:]
+                self.give_back(claims[i:])
                 return
             if not self.lease.ok():
                 self.heartbeat()
@@ -301,8 +302,9 @@ class Dispatch:
                 # SIGTERM or a doubtful lease: store what must be stored, start nothing;
                 # what is not claimed stays pending for the other nodes or the next start
                 self.store.commit_wakeup(inserts, settles, [], self.node, self.lease.token)
-                for _, run in claims[i:]:
+                for _, run in claims[i:] + self.backlog:
                     self.track(run)
+                self.backlog = []
                 return
             chunk = [run.run_id for _, run in claims[i : i + CLAIM_CHUNK]]
             claimed = self.store.commit_wakeup(inserts, settles, chunk, self.node, self.lease.token)

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
+from chronod.core.history import known_since
 from chronod.core.schedule import compile_schedule
 from chronod.notify import core
 from chronod.notify.deliver import TAIL_BYTES, DeliveryError, deliver
@@ -142,7 +143,7 @@ class NotifyService:
             return self._deadline
         rows = self._jobs[1]
         specs = {r.job_id: r.spec for r in rows}
-        paused = {r.job_id for r in rows if r.paused}
+        paused = {r.job_id for r in rows if r.paused} | self._held_by_groups(rows)
         by_job: dict[str, list[Any]] = {}
         for r in changed:
             by_job.setdefault(r.job_id, []).append(r)
@@ -211,10 +212,13 @@ class NotifyService:
 
     def _known_since(self, job_ids: list[str], now: datetime) -> dict[str, datetime]:
         """When the silence clock of a job never seen before starts: its last success, else
-        its first run, else now."""
+        when the store first knew it in its current registration (not its last definition
+        change, not its first run: a job that never ran is silent from then), else its
+        first run, else now."""
         wins = self.outbox.last_successes(job_ids)
+        spans = self.store.known_spans(job_ids)
         first = self.outbox.first_seen()
-        return {j: wins.get(j) or first.get(j) or now for j in job_ids}
+        return {j: wins.get(j) or known_since(spans.get(j)) or first.get(j) or now for j in job_ids}
 
     def _reconcile_due(self, now: datetime) -> bool:
         if self._next_reconcile is not None and now < self._next_reconcile:
@@ -361,6 +365,21 @@ class NotifyService:
             return
         for job_id, st in states.items():
             self.metrics.job_silent.labels(job_id).set(1 if st.silent else 0)
+
+    def _held_by_groups(self, rows: list[Any]) -> set[str]:
+        """Jobs held by the pause of a tag or a resource (`chronoctl pause --tag/--resource`):
+        a deliberate pause, so their silence clock does not run either."""
+        groups = [p for p in getattr(self.store, "pauses", list)() if p.kind != "job"]
+        if not groups:
+            return set()
+        return {
+            r.job_id
+            for r in rows
+            if any(
+                (p.kind == "tag" and p.target in r.spec.tags) or (p.kind == "resource" and p.target == r.spec.resource)
+                for p in groups
+            )
+        }
 
     def _next_deadline(
         self, specs: dict[str, Any], states: dict[str, core.NotifyState], paused: set[str], now: datetime

@@ -310,6 +310,7 @@ class Simulation:
             boot_id="sim-boot",
             boot_time=self.start.timestamp(),
             rng=random.Random(self.rng.random()),
+            max_starts_per_s=self.cfg.max_starts,
         )
 
     def run(self) -> Outcome:

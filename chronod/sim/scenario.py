@@ -42,6 +42,7 @@ class Config:
     drain_s: float = 7200.0  # fault-free time at the end, for what is in flight to settle
     job_docs: tuple[dict[str, Any], ...] = ()  # these jobs instead of drawn ones (a scenario of its own)
     mean_s: float = 0.5  # ... and how long their runs take
+    max_starts: float | None = None  # the daemon's start limit (runs a second; None: none)
     blackouts: tuple[dict[str, Any], ...] = ()  # maintenance windows, written in the first file
     start: datetime | None = None  # where the calendar starts (default: drawn from the seed)
 

@@ -122,7 +122,7 @@ class JobRow:
     spec: JobSpec
     spec_hash: str
     node: str  # the node that last wrote this definition
-    paused: bool = False
+    paused: bool = False  # the job's own pause holds now (one past its `paused_until` is over)
     paused_reason: str | None = None
     paused_at: datetime | None = None
     paused_by: str | None = None
@@ -201,8 +201,9 @@ class Store(Protocol):
     def release_node(self, name: str, token: int) -> None:
         """Mark the node stopped (clean shutdown); its lease ends now."""
 
-    def set_node_info(self, name: str, token: int, info: dict[str, Any]) -> None:
-        """Replace the node's `info` (the daemon publishes registry_loaded_at, jobs, spec_hashes)."""
+    def set_node_info(self, name: str, token: int, info: dict[str, Any] | str) -> None:
+        """Replace the node's `info` (the daemon publishes registry_loaded_at, jobs, spec_hashes),
+        given as a mapping or as its JSON text already encoded (sorted keys)."""
 
     def nodes(self) -> list[Node]:
         """Every node ever seen, newest heartbeat first."""
@@ -284,6 +285,13 @@ class Store(Protocol):
         """`dispatch`, refused while `limit` runs of `resource` run on any node (a fleet-wide
         concurrency group). Returns (claimed run or None, group_full); `next_run` is stored
         either way."""
+
+    def dispatch_group(
+        self, run_ids: list[str], node: str, token: int, next_runs: list[Run | None], *, resource: str, limit: int
+    ) -> tuple[list[Run], bool]:
+        """`dispatch_in_group` for several runs of `resource` in ONE transaction: the first
+        `limit - running` of `run_ids` are claimed. Returns (claimed runs, group_full: some
+        were refused for want of a slot); every one of `next_runs` is stored either way."""
 
     def claim_offline(self, run: Run, node: str, token: int) -> Run | None:
         """Store (if missing) and claim a run started while the database was unreachable, at

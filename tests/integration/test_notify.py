@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.integration.daemon_helpers import Chronod, runs_json, wait_until, write_jobs
+from tests.integration.daemon_helpers import Chronod, chronoctl, runs_json, wait_until, write_jobs
 
 BODY_KEYS = {
     "event",
@@ -515,4 +515,60 @@ def test_in_a_fleet_only_the_first_live_node_decides_and_the_next_takes_over_whe
     finally:
         a.stop()
         b.stop()
+        store.close()
+
+
+def test_a_job_held_by_its_tags_pause_is_not_called_silent_until_the_tag_is_resumed(env, hook):
+    write_jobs(
+        env["reg"] / "a.yaml",
+        jobs_file(job("tagged", "exit 1", hook.url, on=("silence",), max_silence_s=3, tags=["db"])),
+    )
+    d = chronod(env).start()
+    try:
+        chronoctl("pause", "--tag", "db", "--reason", "INC-4 replica lag", db=env["db"], check=True)
+        wait_until(
+            lambda: sum(r["state"] == "skipped_paused" for r in runs_json("tagged", env["db"])) >= 5,
+            timeout=15,
+            what="five occurrences skipped while the tag is paused (past max_silence_s)",
+        )
+        assert hook.events("tagged") == []
+        chronoctl("resume", "--tag", "db", db=env["db"], check=True)
+        wait_until(lambda: hook.events("tagged"), timeout=20, what="the silence notice once the tag is resumed")
+    finally:
+        d.stop()
+
+
+def test_a_job_that_never_succeeded_goes_silent_counted_from_its_registration_not_its_first_run(store_url, tmp_path):
+    from chronod.core.occurrence import run_id
+    from chronod.store.api import Run
+
+    # registered now; its first run (a failure) only 100 s later; max_silence_s 60
+    store = _spec_store(
+        store_url,
+        tmp_path,
+        jobs_file(job("late", "exit 1", "http://127.0.0.1:9/", on=("silence",), max_silence_s=60)),
+    )
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    at = now + timedelta(seconds=100)
+    store.insert_runs(
+        [
+            Run(
+                run_id=run_id("late", at),
+                job_id="late",
+                job_key="late",
+                scheduled_at=at,
+                fire_at=at,
+                state="failed",
+                attempts=1,
+                exit_code=1,
+                finished_at=at + timedelta(milliseconds=200),
+            )
+        ]
+    )
+    svc = _service(store, "n1", [])
+    try:
+        svc.step(now + timedelta(seconds=130))  # 130 s after registration, 30 s after the first run
+        assert "silent" in [r.state for r in _rows(store, "late")]
+    finally:
+        svc.stop()
         store.close()
