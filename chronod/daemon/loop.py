@@ -151,15 +151,19 @@ class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Ou
         never ends it: the node goes offline and retries (see `offline_tick`)."""
         while not self.stopping:
             self.metrics.beat()
-            woke = self.waker.wait(self.next_wake(), [a.handle for a in self.active.values()])
-            try:
-                if self.outage is None:
-                    self.tick(woke)
-                else:
-                    self.offline_tick(woke)
-            except StoreError as e:
-                self.went_offline(e)
+            self.on_wakeup(self.waker.wait(self.next_wake(), [a.handle for a in self.active.values()]))
         self.shutdown()
+
+    def on_wakeup(self, woke: Wakeups) -> None:
+        """One wake-up, online or offline; a database error takes the node offline. (The
+        simulation of a fleet calls this for each of its daemons in turn.)"""
+        try:
+            if self.outage is None:
+                self.tick(woke)
+            else:
+                self.offline_tick(woke)
+        except StoreError as e:
+            self.went_offline(e)
 
     def shutdown(self) -> None:
         """Stop launching; leave running jobs to finish under their supervisors."""
