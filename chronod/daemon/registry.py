@@ -36,6 +36,8 @@ class Prepared:
     carried: dict[str, JobSpec]  # those this node runs
     jobs: dict[str, Job]  # the carried jobs: unchanged ones are the loop's own objects
     build: list[str]  # ids whose schedule the loop compiles (it raised here)
+    fresh: list[str]  # ids new or changed, compiled by the preparation
+    gone: list[str]  # ids the loop carried and the registry no longer has
     errors: list[dict[str, Any]]
     resources: dict[str, int]
     loaded: Any  # what the registry loader returned (the maintenance windows come from it)
@@ -98,6 +100,7 @@ class Registry:
         old = dict(self.jobs)  # one C-level copy: the loop may set a job aside meanwhile
         jobs: dict[str, Job] = {}
         build: list[str] = []  # compiled on the loop's thread, under the quarantine's guard
+        fresh: list[str] = []  # new or changed: compiled here
         for job_id, spec in carried.items():
             prev = old.get(job_id)
             if prev is not None and (prev.spec is spec or prev.spec == spec):
@@ -105,8 +108,10 @@ class Registry:
                 continue
             try:
                 jobs[job_id] = Job.on(spec, self.node)
+                fresh.append(job_id)
             except Exception:  # the loop compiles it again and sets it aside
                 build.append(job_id)
+        gone = [job_id for job_id in old if job_id not in carried]
         info = {
             "registry_loaded_at": self.clock.now().isoformat(),
             "jobs": len(jobs),
@@ -116,7 +121,7 @@ class Registry:
             "state_dir": str(getattr(self.runner, "state_dir", "")) or None,
         }
         self.store.set_node_info(self.node, self.lease.token, _node_info_json(info))
-        return Prepared(specs, carried, jobs, build, errors, resources, result)
+        return Prepared(specs, carried, jobs, build, fresh, gone, errors, resources, result)
 
     def finish_reload(self, prep: Prepared, initial: bool = False) -> None:
         """The loop's half of a reload: swap the prepared definitions in. Costs what changed."""
@@ -177,9 +182,11 @@ class Registry:
         the jobs that changed only (a reload that changes nothing reads no runs)."""
         old = self.jobs
         new = prep.jobs
-        for job_id in [j for j in new if j in self.quarantine]:
-            if self.quarantine.holds(prep.carried[job_id]):
+        for job_id in self.quarantine.ids():
+            if job_id in new and self.quarantine.holds(prep.carried[job_id]):
                 del new[job_id]
+        # what changed, as the preparation saw it: the loop's thread never walks all the jobs
+        changed = [new[j] for j in prep.fresh if j in new]
         for job_id in prep.build:
             spec = prep.carried[job_id]
             prev = old.get(job_id)
@@ -190,10 +197,10 @@ class Registry:
                 continue
             with self.quarantine.guard(spec, "schedule"):
                 new[job_id] = Job.on(spec, self.node)
-        changed = [job for job_id, job in new.items() if old.get(job_id) is not job]
+                changed.append(new[job_id])
         self.jobs = new
         self.metrics.jobs.set(len(new))
-        self.forget_jobs(old.keys() - new.keys())
+        self.forget_jobs({j for j in prep.gone if j in old})
         if initial or len(changed) > len(new) // 2:
             self.load_pending()
         elif changed:
