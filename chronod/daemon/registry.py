@@ -241,10 +241,13 @@ class Registry:
             if job is None:
                 continue
             if run.state == "pending" and run.trigger == "schedule" and not self.still_scheduled(job, run):
+                held = self.was_held(job, run)  # it fell due and a window held it
                 self.store.settle(
                     run.run_id,
-                    "cancelled",
-                    error="schedule changed before it fell due",
+                    "skipped_blackout" if held else "cancelled",
+                    error="deferred by a maintenance window; the schedule changed before the window ended"
+                    if held
+                    else "schedule changed before it fell due",
                     next_run=None,
                     node=self.node,
                     token=self.lease.token,
