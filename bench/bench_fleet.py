@@ -6,7 +6,11 @@ jitter), starts 3 nodes on a fresh database, lets them run, and reads back from 
 database: occurrences started per second, fire lag (started_at - fire_at) percentiles,
 and how many occurrences the nodes had to skip (fell behind) or ran twice.
 
-    .venv/bin/python bench/bench_fleet.py [--jobs 1000,10000] [--seconds 40] [--admin URL]
+Each node may be given a start limit (`--max-starts N`, passed to chronod); the table at
+the end is the curve owed/s -> started/s and fire lag, with the load average of the machine
+before and after each point.
+
+    .venv/bin/python bench/bench_fleet.py [--jobs 1000,10000] [--seconds 40] [--max-starts N] [--admin URL]
 """
 
 from __future__ import annotations
@@ -58,13 +62,37 @@ def registry(path: Path, n: int) -> None:
         os.chmod(p, 0o644)
 
 
-def run_one(admin_url: str, n: int, seconds: float, nodes: int, keep: bool = False) -> dict:
+def loadavg() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def profile(pid: int, seconds: float, out: Path) -> subprocess.Popen | None:
+    """py-spy on one node's daemon for `seconds` (raw stacks to `out`), if py-spy is installed."""
+    spy = shutil.which("py-spy", path=str(BIN)) or shutil.which("py-spy")
+    if spy is None:
+        print("bench_fleet: --profile needs py-spy (pip install py-spy)", file=sys.stderr)
+        return None
+    cmd = [spy, "record", "-p", str(pid), "-d", str(int(seconds)), "-r", "100", "-f", "raw", "-o", str(out)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def run_one(
+    admin_url: str,
+    n: int,
+    seconds: float,
+    nodes: int,
+    keep: bool = False,
+    max_starts: float | None = None,
+    profile_to: Path | None = None,
+) -> dict:
     name = f"chrono_bench_{uuid.uuid4().hex[:8]}"
     admin(admin_url, f'CREATE DATABASE "{name}"')
     db = sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
     tmp = Path(tempfile.mkdtemp(prefix="chrono-bench-fleet-"))
     procs = []
     try:
+        load_before = loadavg()
         registry(tmp / "jobs.d", n)
         subprocess.run([str(BIN / "chronoctl"), "db", "upgrade", "--db", db], check=True, capture_output=True)
         t_start = time.time()
@@ -83,6 +111,7 @@ def run_one(admin_url: str, n: int, seconds: float, nodes: int, keep: bool = Fal
                         "--state-dir",
                         str(tmp / f"state{i}"),
                         "--insecure-registry",
+                        *(["--max-starts", str(max_starts)] if max_starts is not None else []),
                     ],
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -99,7 +128,11 @@ def run_one(admin_url: str, n: int, seconds: float, nodes: int, keep: bool = Fal
             time.sleep(0.5)
         ready_s = time.time() - t_start
         t0 = time.time() + 12  # let every job reach its steady schedule
-        time.sleep(seconds + 12)
+        time.sleep(12)
+        spy = profile(procs[0].pid, seconds, profile_to / f"n0-{n}.txt") if profile_to else None
+        time.sleep(seconds)
+        if spy is not None:
+            spy.wait(60)
         t1 = time.time()
         cpu = []
         for p in procs:
@@ -145,13 +178,18 @@ def run_one(admin_url: str, n: int, seconds: float, nodes: int, keep: bool = Fal
                 stop_s.append(None)
                 p.kill()
         window = (t1 - 2) - t0
+        settled = sum(v for k, v in states.items() if k not in ("pending", "running"))
         return {
             "jobs": n,
             "nodes": nodes,
             "ready_s": round(ready_s, 1),
             "window_s": round(window, 1),
             "owed_per_s": n / 10,
+            "max_starts": max_starts,
             "started_per_s": round(started / window, 1),
+            "skipped_per_s": round(states.get("skipped_outage", 0) / window, 1),
+            "still_pending": states.get("pending", 0),
+            "settled_share": round(settled / max(sum(states.values()), 1), 3),
             "fire_lag_p50_s": round(p50 or 0, 3),
             "fire_lag_p99_s": round(p99 or 0, 3),
             "fire_lag_max_s": round(worst or 0, 3),
@@ -161,6 +199,8 @@ def run_one(admin_url: str, n: int, seconds: float, nodes: int, keep: bool = Fal
             "sigterm_exit_s": stop_s,
             "db_commits": commits,
             "cpus": os.cpu_count(),
+            "loadavg_before": load_before,
+            "loadavg_after": loadavg(),
         }
     finally:
         for p in procs:
@@ -180,9 +220,28 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=3)
     ap.add_argument("--keep", action="store_true", help="keep the node logs and the database for a look")
     ap.add_argument("--admin", default=os.environ.get("CHRONO_BENCH_PG_ADMIN", ADMIN))
+    ap.add_argument("--max-starts", type=float, default=None, help="each node's start limit (runs a second)")
+    ap.add_argument("--profile", type=Path, default=None, help="py-spy node 0 over the window, raw stacks to DIR")
     args = ap.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    rows = []
     for n in (int(x) for x in args.jobs.split(",")):
-        print(json.dumps(run_one(args.admin, n, args.seconds, args.nodes, args.keep), default=float), flush=True)
+        rows.append(run_one(args.admin, n, args.seconds, args.nodes, args.keep, args.max_starts, args.profile))
+        print(json.dumps(rows[-1], default=float), flush=True)
+    table(rows)
+
+
+def table(rows: list[dict]) -> None:
+    """The curve: owed/s -> started/s, skipped/s, fire lag, with the load it ran under."""
+    print("\n| limit/node | owed/s | started/s | skipped/s | still pending | lag p50 | p99 | max | load avg |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(
+            f"| {r['max_starts'] or 'default'} | {r['owed_per_s']:g} | {r['started_per_s']:g} | {r['skipped_per_s']:g} "
+            f"| {r['still_pending']} | {r['fire_lag_p50_s']:.2f} s | {r['fire_lag_p99_s']:.2f} s "
+            f"| {r['fire_lag_max_s']:.2f} s | {r['loadavg_before']} -> {r['loadavg_after']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -48,10 +48,11 @@ def cpu_ticks(pid: int, children: bool = False) -> int:
 
 
 def zygote_of(pid: int) -> int:
+    """The daemon's helper: the launcher for many runs, or (before it) the zygote."""
     for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
-        if "zygote" in Path(f"/proc/{child}/cmdline").read_text():
+        if any(name in Path(f"/proc/{child}/cmdline").read_text() for name in ("launchloop", "zygote")):
             return int(child)
-    raise RuntimeError("no zygote under the daemon")
+    raise RuntimeError("no launcher or zygote under the daemon")
 
 
 def wait_until(t: datetime) -> None:

@@ -14,7 +14,8 @@ finally comes up, surprises more than it helps.
 from __future__ import annotations
 
 import getpass
-from typing import Optional
+from datetime import datetime, timedelta, timezone
+from typing import Any, Optional
 
 import typer
 
@@ -86,6 +87,11 @@ def trigger(
 
 
 def _user() -> str | None:
+    """Who is asking: the user behind sudo when there is one, else the login name."""
+    import os
+
+    if os.geteuid() == 0 and os.environ.get("SUDO_USER"):
+        return os.environ["SUDO_USER"]
     try:
         return getpass.getuser()
     except (KeyError, OSError):
@@ -93,48 +99,166 @@ def _user() -> str | None:
 
 
 def pause(
-    job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
+    job: Optional[str] = typer.Argument(None, metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
+    tag: Optional[str] = typer.Option(None, "--tag", metavar="TAG", help="Pause every job with this tag."),
+    resource: Optional[str] = typer.Option(None, "--resource", metavar="NAME", help="Pause every job of a resource."),
     reason: str = typer.Option(..., "--reason", metavar="TEXT", help="Why (shown by status and did-it-run)."),
+    for_: Optional[str] = typer.Option(
+        None, "--for", metavar="DUR", help="End the pause by itself after 90s, 15m, 2h, 1d."
+    ),
+    until: Optional[str] = typer.Option(
+        None, "--until", metavar="TIME", help="End the pause by itself at this time (ISO-8601; UTC without an offset)."
+    ),
     db: Optional[str] = db_option(),
+    as_json: bool = json_option(),
 ) -> None:
-    """Pause a job: occurrences that fall due while paused are recorded skipped_paused."""
+    """Pause a job, a tag or a resource: occurrences that fall due meanwhile are recorded
+    skipped_paused. Until `resume`, or by itself with --for or --until."""
+    kind, target = _target(job, tag, resource, "pause")
     if not reason.strip():
-        raise UsageError("--reason must say why the job is paused", "e.g. --reason 'INC-123: upstream down'")
-    _set_paused(job, True, reason.strip(), db)
+        raise UsageError("--reason must say why it is paused", "e.g. --reason 'INC-123: upstream down'")
+    now = common.now_utc()
+    end = _end(for_, until, now)
+    with cmd_ops.opened(db) as store:
+        affected = _affected(store, kind, target)
+        current = _current(store, kind, target)
+        if current is not None:
+            since = f" since {_z(current.since)}" if current.since else ""
+            who = f" by {current.by}" if current.by else ""
+            raise CliError(
+                f"{_name(kind, target)} is already paused{since}{who}: {current.reason or 'no reason given'}",
+                f"`chronoctl resume {_flag(kind, target)}` first to pause it for another reason",
+            )
+        by = _user()
+        if kind == "job":
+            if not store.set_paused(target, True, reason.strip(), by=by, until=end):
+                raise UnknownJob(target, f"the database {store.url_safe}")
+        else:
+            store.set_group_pause(kind, target, reason.strip(), by=by, until=end)
+        cmd_ops.wake(cmd_ops.local_daemon(store, now), cmd_ops.SIG_REQUESTS)
+    data = {
+        "kind": kind,
+        "target": target,
+        "reason": reason.strip(),
+        "by": by,
+        "until": _z(end) if end else None,
+        "jobs": affected,
+    }
+    if as_json:
+        from chronoctl.render import print_json
+
+        return print_json(data)
+    from chronoctl.render import echo, escape_line, warn
+
+    if kind != "job" and not affected:
+        warn(f"no registered job has {kind} {target!r} yet; the pause holds the ones that come")
+    scope = "" if kind == "job" else f" ({_jobs_text(affected)})"
+    ends = f"until {_z(end)} (it ends by itself) or " if end else "until "
+    echo(
+        escape_line(
+            f"paused {_name(kind, target)}{scope}: {reason.strip()}; occurrences that fall due are recorded "
+            f"skipped_paused {ends}`chronoctl resume {_flag(kind, target)}`"
+        )
+    )
 
 
 def resume(
-    job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
+    job: Optional[str] = typer.Argument(None, metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
+    tag: Optional[str] = typer.Option(None, "--tag", metavar="TAG", help="Resume a paused tag."),
+    resource: Optional[str] = typer.Option(None, "--resource", metavar="NAME", help="Resume a paused resource."),
     db: Optional[str] = db_option(),
 ) -> None:
-    """Resume a paused job: its next occurrence runs as scheduled."""
-    _set_paused(job, False, None, db)
-
-
-def _set_paused(job: str, paused: bool, reason: str | None, db: str | None) -> None:
+    """Resume a paused job, tag or resource: the next occurrences run as scheduled."""
     from chronoctl.render import echo, escape_line
 
+    kind, target = _target(job, tag, resource, "resume")
     now = common.now_utc()
     with cmd_ops.opened(db) as store:
-        row = cmd_ops.get_job(store, job)
-        if not paused and not row.paused:
-            echo(escape_line(f"{job} is not paused; nothing changed"))
+        if kind == "job":
+            cmd_ops.get_job(store, target)
+        current = _current(store, kind, target)
+        if current is None:
+            held = _held_by_group(store, target) if kind == "job" else None
+            more = (
+                f" (it is held by the pause of {_name(held.kind, held.target)}: `chronoctl resume {_flag(held.kind, held.target)}`)"
+                if held
+                else ""
+            )
+            echo(escape_line(f"{_name(kind, target)} is not paused; nothing changed{more}"))
             return
-        if paused and row.paused:
-            since = f" since {cmd_ops.iso(row.paused_at)}" if row.paused_at else ""
-            raise CliError(
-                f"{job} is already paused{since}: {row.paused_reason or 'no reason given'}",
-                f"`chronoctl resume {job}` first to pause it for another reason",
-            )
-        if not store.set_paused(job, paused, reason):
-            raise UnknownJob(job, f"the database {store.url_safe}")
+        if kind == "job":
+            store.set_paused(target, False, None)
+        else:
+            store.clear_group_pause(kind, target)
         cmd_ops.wake(cmd_ops.local_daemon(store, now), cmd_ops.SIG_REQUESTS)
-    if paused:
-        echo(
-            escape_line(
-                f"paused {job}: {reason}; occurrences that fall due are recorded skipped_paused "
-                f"until `chronoctl resume {job}`"
-            )
+    echo(escape_line(f"resumed {_name(kind, target)}"))
+
+
+def _target(job: str | None, tag: str | None, resource: str | None, verb: str) -> tuple[str, str]:
+    given = [(k, v) for k, v in (("job", job), ("tag", tag), ("resource", resource)) if v is not None]
+    if len(given) != 1:
+        raise UsageError(
+            f"{verb} takes one of JOB, --tag TAG or --resource NAME" + (f", not {len(given)}" if given else ""),
+            f"e.g. chronoctl {verb} nightly-backup" + (" --reason 'INC-123'" if verb == "pause" else ""),
         )
-    else:
-        echo(escape_line(f"resumed {job}"))
+    kind, target = given[0]
+    if not target.strip():
+        raise UsageError(f"{verb}: the {kind} is empty", f"name a {kind}")
+    return kind, target.strip()
+
+
+def _end(for_: str | None, until: str | None, now: datetime) -> datetime | None:
+    if for_ is not None and until is not None:
+        raise UsageError("--for and --until both say when the pause ends", "give one of them")
+    now = now.replace(microsecond=0)
+    if for_ is not None:
+        return now + timedelta(seconds=common.parse_seconds(for_, "--for"))
+    if until is None:
+        return None
+    end = common.parse_instant(until, "UTC", "--until", now)
+    if end <= now:
+        raise UsageError(f"--until {until!r} has passed ({_z(end)})", "give a time in the future, or --for DUR")
+    return end
+
+
+def _current(store: Any, kind: str, target: str) -> Any:
+    """The pause that holds this job, tag or resource itself now, or None."""
+    return next((p for p in store.pauses() if p.kind == kind and p.target == target), None)
+
+
+def _held_by_group(store: Any, job_id: str) -> Any:
+    row = store.get_job(job_id)
+    if row is None:
+        return None
+    for p in store.pauses():
+        if (p.kind == "tag" and p.target in row.spec.tags) or (p.kind == "resource" and p.target == row.spec.resource):
+            return p
+    return None
+
+
+def _affected(store: Any, kind: str, target: str) -> list[str]:
+    """The registered jobs a pause of this target holds."""
+    if kind == "job":
+        return [cmd_ops.get_job(store, target).job_id]
+    if kind == "tag":
+        return [r.job_id for r in store.jobs() if target in r.spec.tags]
+    return [r.job_id for r in store.jobs() if r.spec.resource == target]
+
+
+def _z(at: datetime) -> str:
+    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _jobs_text(jobs: list[str]) -> str:
+    if not jobs:
+        return "no registered job yet"
+    more = f", and {len(jobs) - 10} more" if len(jobs) > 10 else ""
+    return f"{len(jobs)} job{'s' if len(jobs) != 1 else ''}: {', '.join(jobs[:10])}{more}"
+
+
+def _name(kind: str, target: str) -> str:
+    return target if kind == "job" else f"{kind} {target}"
+
+
+def _flag(kind: str, target: str) -> str:
+    return target if kind == "job" else f"--{kind} {target}"

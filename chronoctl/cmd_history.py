@@ -18,6 +18,7 @@ from chronoctl.cmd_ops import db_option, json_option
 from chronoctl.errors import EXIT_NO, EXIT_UNREACHABLE, UsageError
 
 if TYPE_CHECKING:
+    from chronod.core.model import JobSpec
     from chronod.store.api import JobRow, Run, Store
 
 LAST_RUNS = 10
@@ -150,10 +151,11 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
     win = win or next(iter(store.runs(spec.id, states=["succeeded"], limit=1)), None)
     streak = history.success_streak(recent)
     last_at = (win.finished_at or win.scheduled_at) if win else None
-    quiet = history.silence(spec, last_at, now, known_since=row.updated_at)
-    silent = history.silent_jobs([row], {spec.id: last_at} if last_at else {}, now)  # as `status` and `missed` list it
-    places = _placements(row, _node_names(store))
     spans = store.known_spans([spec.id]).get(spec.id, [])
+    quiet = history.silence(spec, last_at, now, known_since=history.known_since(spans) or row.updated_at)
+    # as `status` and `missed` list it
+    silent = history.silent_jobs([row], {spec.id: last_at} if last_at else {}, now, {spec.id: spans})
+    places = _placements(row, _node_names(store))
     mark = store.pruned([spec.id]).get(spec.id)
     nxt = places[0].upcoming(sched, now, 3) if places else []
     return {
@@ -166,10 +168,8 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
         "jitter_offset_s": places[0].offset_s if places else None,
         "tolerance_s": spec.tolerance_s,
         "enabled": spec.enabled,
-        "paused": row.paused,
-        "paused_reason": row.paused_reason,
+        **_pause_json(store, spec, now),
         "registered_since": cmd_ops.iso(spans[-1][0]) if spans and spans[-1][1] is None else None,
-        "paused_at": cmd_ops.iso(row.paused_at),
         "tags": list(spec.tags),
         "next": [_occurrence_json(o) for o in nxt],
         "nodes": [
@@ -190,6 +190,7 @@ def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
         "history_days": spec.history_days,
         "pruned_through": cmd_ops.iso(mark.through) if mark else None,
         "runs": [cmd_ops.run_json(r) for r in recent[:LAST_RUNS]],
+        "backfills": _backfills_json(store, spec.id),
         "_runs": recent[:LAST_RUNS],
     }
 
@@ -207,9 +208,16 @@ def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime, fle
     if d["registered_since"]:
         echo_field("known", f"since {_human(d['registered_since'], now)} (occurrences before it are not expected)")
     if d["paused"]:
-        echo_field("paused", f"since {_human(d['paused_at'], now)}: {d['paused_reason'] or 'no reason given'}")
+        scope = "" if d["paused_scope"] == "job" else f" ({d['paused_scope']})"
+        who = f" by {d['paused_by']}" if d["paused_by"] else ""
+        until = f"; ends by itself {_human(d['paused_until'], now)}" if d["paused_until"] else "; until resumed"
+        echo_field(
+            "paused",
+            f"since {_human(d['paused_at'], now)}{scope}{who}: {d['paused_reason'] or 'no reason given'}{until}",
+        )
     elif not d["enabled"]:
         echo_field("disabled", "enabled: false in its file")
+    _print_backfills(d["backfills"])
     if d["run_on"] == "each":
         _print_each_next(d, now)
     for i, n in enumerate(d["next"] if d["run_on"] != "each" else []):
@@ -268,13 +276,78 @@ def _overview(store: "Store", now: datetime) -> dict[str, Any]:
         "nodes": [dict(_node_json(n, now), running=per_node[n.name]) for n in nodes],
         "spec_disagreements": placement.report(nodes, now),
         "jobs": len(rows),
-        "paused": sorted(j.job_id for j in rows if j.paused),
+        **_pauses_json(store, rows, now),
         "failing": [dict(cmd_ops.run_json(r), owner=_owner(rows, r.job_id)) for r in failing],
         "silent": silent,
         "registry_errors": store.registry_errors(),
         "running": [cmd_ops.run_json(r) for r in running],
         "database": _database_json(store),
+        "backfills": _backfills_json(store),
     }
+
+
+def _pause_dict(p: Any, jobs: list[str] | None = None) -> dict[str, Any]:
+    d = {
+        "kind": p.kind,
+        "target": p.target,
+        "reason": p.reason,
+        "by": p.by,
+        "since": cmd_ops.iso(p.since),
+        "until": cmd_ops.iso(p.until),
+    }
+    return d if jobs is None else dict(d, jobs=jobs)
+
+
+def _pauses_json(store: "Store", rows: list[Any], now: datetime) -> dict[str, Any]:
+    """Every pause that holds now, with the jobs it holds; `paused` lists those jobs."""
+    from chronod.core import blackout
+
+    pauses = [blackout.Pause(p.kind, p.target, p.reason, p.by, p.since, p.until) for p in store.pauses()]
+    held = {p: sorted(r.job_id for r in rows if p.applies_to(r.spec)) for p in pauses}
+    return {
+        "paused": sorted({j for jobs in held.values() for j in jobs}),
+        "pauses": [_pause_dict(p, jobs) for p, jobs in held.items()],
+    }
+
+
+def _pause_json(store: "Store", spec: "JobSpec", now: datetime) -> dict[str, Any]:
+    """The pause that holds one job now (its own first, else its tag's or resource's)."""
+    from chronod.core import blackout
+
+    pauses = [blackout.Pause(p.kind, p.target, p.reason, p.by, p.since, p.until) for p in store.pauses()]
+    p = blackout.paused(spec, pauses, now)
+    return {
+        "paused": p is not None,
+        "paused_reason": p.reason if p else None,
+        "paused_at": cmd_ops.iso(p.since) if p else None,
+        "paused_by": p.by if p else None,
+        "paused_until": cmd_ops.iso(p.until) if p else None,
+        "paused_scope": (p.kind if p.kind == "job" else f"{p.kind} {p.target}") if p else None,
+    }
+
+
+def _pause_line(p: dict[str, Any], now: datetime) -> str:
+    n = len(p["jobs"])
+    what = p["target"] if p["kind"] == "job" else f"{p['kind']} {p['target']} ({n} job{'' if n == 1 else 's'})"
+    who = f" by {p['by']}" if p["by"] else ""
+    until = f", ends by itself {_human(p['until'], now)}" if p["until"] else ", until resumed"
+    return f"paused {what}{who} since {_human(p['since'], now)}{until}: {p['reason']}"
+
+
+def _backfills_json(store: "Store", job_id: str | None = None) -> list[dict[str, Any]]:
+    """The backfills still running (all, or one job's), with their progress."""
+    from chronoctl.cmd_backfill import backfill_json
+
+    data = [backfill_json(store, bf) for bf in store.backfills(active_only=True, job_id=job_id)]
+    return [{k: v for k, v in d.items() if k != "runs"} for d in data]
+
+
+def _print_backfills(backfills: list[dict[str, Any]]) -> None:
+    from chronoctl.cmd_backfill import progress_line
+    from chronoctl.render import echo, escape_line
+
+    for b in backfills:
+        echo(escape_line(f"{progress_line(b)} ({b['job_id']}, --only {b['only']}, {b['from']} to {b['to']})"))
 
 
 def _database_line(db: dict[str, Any]) -> str:
@@ -297,12 +370,15 @@ def _silent(store: "Store", rows: list["JobRow"], now: datetime, recent: list[An
     the command read anyway: a job with a success in them recent enough is not silent,
     and only the others (silent, or close to it, or weekly) are looked up, all in one
     query, for their latest success, however old. A job that never succeeded has its
-    silence counted from its last definition change."""
+    silence counted from when it was registered (the store's known spans)."""
     from chronod.core import history
 
     suspects = history.silence_suspects(rows, recent, now)
-    wins = store.last_successes([j.job_id for j in suspects], until=now).values() if suspects else ()
-    return history.silent_jobs(suspects, history.latest_successes(wins), now)
+    if not suspects:
+        return []
+    ids = [j.job_id for j in suspects]
+    wins = store.last_successes(ids, until=now).values()
+    return history.silent_jobs(suspects, history.latest_successes(wins), now, store.known_spans(ids))
 
 
 def _silent_json(q: Any) -> dict[str, Any]:
@@ -408,7 +484,10 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
         echo()
     paused = f", {len(d['paused'])} paused ({', '.join(d['paused'])})" if d["paused"] else ""
     echo(escape_line(f"jobs: {d['jobs']} registered{paused}"))
+    for p in d["pauses"]:
+        echo(escape_line("  " + _pause_line(p, now)))
     echo(_database_line(d["database"]))
+    _print_backfills(d["backfills"])
     echo()
     failing = [
         {
@@ -483,7 +562,11 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
 def runs(
     job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
     since: Optional[str] = typer.Option(
-        None, "--since", metavar="DUR", help="Only runs scheduled in the last DUR (90s, 15m, 24h, 7d)."
+        None,
+        "--since",
+        metavar="WHEN",
+        help="Only runs scheduled since then: a duration back from now (24h, 7d) or a time "
+        "(2026-12-01, yesterday 02:00; UTC without an offset).",
     ),
     state: Optional[list[str]] = typer.Option(
         None, "--state", metavar="STATE", help="Only runs in this state (repeatable).", autocompletion=_complete.states
@@ -503,7 +586,7 @@ def runs(
     if bad:
         raise UsageError(f"--state {bad[0]!r} is not a run state", "states: " + ", ".join(sorted(known)))
     now = common.now_utc()
-    start = cmd_ops.since_start(now, common.parse_seconds(since, "--since")) if since else None
+    start = common.parse_since(since, now) if since else None
     with cmd_ops.opened(db) as store:
         cmd_ops.get_job(store, job, removed_ok=True)
         found = store.runs(job, since=start, states=state or None, limit=limit)
@@ -605,7 +688,11 @@ def did_it_run(
         help="The occurrence nominally at or just before this time: ISO-8601, 02:00, yesterday 02:00, 2026-12-03 or -2h (no offset: the job's zone).",
     ),
     since: Optional[str] = typer.Option(
-        None, "--since", metavar="DUR", help="Any success among the occurrences of the last DUR."
+        None,
+        "--since",
+        metavar="WHEN",
+        help="Any success among the occurrences since then: a duration (24h) or a time "
+        "(yesterday 02:00; no offset: the job's zone).",
     ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
@@ -615,40 +702,20 @@ def did_it_run(
     if at and since:
         raise UsageError("give --at or --since, not both")
     now = common.now_utc()
-    seconds = common.parse_seconds(since, "--since") if since else None
     with cmd_ops.opened(db) as store:
         row = cmd_ops.get_job(store, job)
-        answer = _answer(store, row, now, at, seconds)
+        answer = _answer(store, row, now, at, since)
     _print_answer(answer, row, now, as_json)
     if not answer.yes:
         raise typer.Exit(EXIT_NO)
 
 
-def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, seconds: int | None) -> Any:
-    from chronod.core import history
+def _answer(store: "Store", row: "JobRow", now: datetime, at: str | None, since: str | None) -> Any:
+    from chronod.store import audit
 
-    sched = _schedule(row)
-    nodes = _node_names(store) if row.spec.run_on.each else []
-    spans = store.known_spans([row.job_id]).get(row.job_id, [])
-    pruned = store.pruned([row.job_id]).get(row.job_id)
-    if seconds is not None:
-        start = cmd_ops.since_start(now, seconds)
-        found = store.runs(row.job_id, since=start - timedelta(seconds=1), until=now)
-        return history.did_it_run(
-            row.spec, found, now=now, since=start, schedule=sched, nodes=nodes, spans=spans, pruned=pruned
-        )
     when = common.parse_instant(at, row.spec.timezone, "--at") if at else None
-    nominal = sched.prev_at_or_before(when or now) if sched.kind != "reboot" else None
-    if sched.kind == "reboot":
-        found = store.runs(row.job_id, limit=1)
-    elif nominal is None:
-        found = []
-    else:
-        before = sched.prev_at_or_before(nominal - timedelta(seconds=1)) or nominal
-        found = store.runs(row.job_id, since=before - timedelta(seconds=1), until=nominal + timedelta(seconds=1))
-    return history.did_it_run(
-        row.spec, found, now=now, at=when, schedule=sched, nodes=nodes, spans=spans, pruned=pruned
-    )
+    start = common.parse_since(since, now, row.spec.timezone) if since else None
+    return audit.did_it_run(store, row, now, at=when, since=start, schedule=_schedule(row))
 
 
 def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:
@@ -682,7 +749,13 @@ def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:
 
 
 def missed(
-    since: str = typer.Option("24h", "--since", metavar="DUR", help="The window to look back over (default 24h)."),
+    since: str = typer.Option(
+        "24h",
+        "--since",
+        metavar="WHEN",
+        help="The window to look back over: a duration (default 24h) or a time (2026-12-01, yesterday 02:00; UTC "
+        "without an offset).",
+    ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
     wide: bool = cmd_ops.wide_option(),
@@ -693,42 +766,19 @@ def missed(
     max_silence_s), grouped by owner. Exit 0 when nothing was missed and nothing is
     silent, 1 otherwise."""
     from chronod.core import history
+    from chronod.store import audit
 
     now = common.now_utc()
-    start = cmd_ops.since_start(now, common.parse_seconds(since, "--since"))
+    start = common.parse_since(since, now)
     with cmd_ops.opened(db) as store:
         rows = [j for j in store.jobs() if j.removed_at is None]
-        found, marks = _window(store, start - timedelta(seconds=1), now + timedelta(seconds=1))
-        nodes = _node_names(store)
+        found, marks = audit.window(store, start - timedelta(seconds=1), now + timedelta(seconds=1))
         silent = _silent(store, rows, now, marks if marks is not None else found)
-        known = store.known_spans([j.job_id for j in rows])
         pruned = store.pruned()
-    misses = history.missed(
-        [j.spec for j in rows],
-        found,
-        since=start,
-        now=now,
-        nodes=nodes,
-        known={j.job_id: known.get(j.job_id, []) for j in rows},
-        marks=marks,
-        pruned=pruned,
-    )
+        misses = audit.missed(store, rows, start, now, found, marks, pruned)
     _print_misses(misses, silent, start, now, as_json, wide, history.pruned_in(pruned, start))
     if misses or silent:
         raise typer.Exit(EXIT_NO)
-
-
-def _window(store: "Store", since: datetime, until: datetime) -> tuple[list["Run"], list[Any] | None]:
-    """The runs `missed` judges: with the store's slim `run_marks`, full rows only for runs
-    that did not succeed (few) and marks for the rest; otherwise every run in full."""
-    from chronod.core.history import Mark
-    from chronod.core.model import ACTIVE_STATES, TERMINAL_STATES
-
-    if not hasattr(store, "run_marks"):
-        return store.runs(since=since, until=until), None
-    marks = list(map(Mark._make, store.run_marks(since=since, until=until)))
-    unhappy = [s for s in (*TERMINAL_STATES, *ACTIVE_STATES) if s != "succeeded"]
-    return store.runs(since=since, until=until, states=unhappy), marks
 
 
 def _miss_json(m: Any) -> dict[str, Any]:

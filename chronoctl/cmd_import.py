@@ -332,6 +332,9 @@ def _import_entry(
     result.differences += eq.differences
     result.compared[job_id] = eq.compared
     given = check_given(entry, job, options)
+    live = not entry.is_reboot and not entry.file_ignored  # a disabled job neither crowds a minute nor meets DST
+    events = schedule.dst_events(now, now + timedelta(days=400)) if live and schedule.is_fixed_time else ()
+    job.update(_cron_dst_policy(events))
     job.update(
         source={"file": entry.file, "line": entry.line},
         notes=notes,
@@ -344,19 +347,28 @@ def _import_entry(
         },
     )
     result.jobs.append(job)
-    if not entry.is_reboot and not entry.file_ignored:  # a disabled job neither crowds a minute nor meets DST
+    if live:
         fires[job_id] = simulate(entry.cron_schedule, tz, now, now + timedelta(days=7))
-        if schedule.is_fixed_time:
-            events = schedule.dst_events(now, now + timedelta(days=400))
-            if events:
-                result.risky.append(
-                    {
-                        "id": job_id,
-                        "source": f"{entry.file}:{entry.line}",
-                        "reason": "; ".join(f"{e.date}: {e.effect}" for e in events),
-                    }
-                )
+        if events:
+            result.risky.append(
+                {
+                    "id": job_id,
+                    "source": f"{entry.file}:{entry.line}",
+                    "reason": "; ".join(f"{e.date}: {e.effect}" for e in events),
+                }
+            )
     return job
+
+
+# What Debian's cron does when a fixed time meets a clock change: a time the spring-forward
+# gap skips runs once right after the jump, a time the fall-back repeats runs in the first pass.
+_CRON_DST = {"spring-forward": ("dst_gap", "shift"), "fall-back": ("dst_repeat", "first")}
+
+
+def _cron_dst_policy(events: Any) -> dict[str, str]:
+    """Cron's own DST behaviour, written out for a job whose time a clock change meets: the
+    defaults already are cron's, but written out the job says so, and passes validate --strict."""
+    return dict(_CRON_DST[e.change] for e in events if e.change in _CRON_DST)
 
 
 # --- output --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import signal
 import socket
 import time
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import typer
@@ -267,8 +267,3 @@ def is_fleet(store: "Store") -> bool:
     """True when more than one node has used the database: only then do tables show
     which node ran what, and under which fencing token."""
     return len(store.nodes()) > 1
-
-
-def since_start(now: datetime, seconds: int) -> datetime:
-    """The start of a `--since DUR` window ending now."""
-    return now - timedelta(seconds=seconds)

@@ -99,18 +99,10 @@ def _specs(store: "Store", registry: Path | None, job: str | None, tag: str | No
 
 
 def _report(store: "Store", spec: "JobSpec", since: datetime, until: datetime, now: datetime) -> tuple[Any, str]:
-    from chronod.core.report import job_report
+    from chronod.store import audit
 
     schedule = common.schedule_of(spec)
-    # Jitter moves a fire time up to tolerance_s after its nominal time; runs are keyed by both.
-    runs = store.runs(spec.id, since=since - timedelta(days=1), until=until, newest_first=False)
-    nodes = [n.name for n in store.nodes()] if spec.run_on.each else []
-    spans = store.known_spans([spec.id]).get(spec.id, [])
-    pruned = store.pruned([spec.id]).get(spec.id)
-    return (
-        job_report(spec, schedule, runs, start=since, end=until, now=now, nodes=nodes, spans=spans, pruned=pruned),
-        schedule.describe(),
-    )
+    return audit.report(store, spec, since, until, now, schedule=schedule), schedule.describe()
 
 
 def _print(reports: list[tuple[Any, str]], fmt: str | None, now: datetime, since: datetime, until: datetime) -> None:

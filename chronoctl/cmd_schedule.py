@@ -101,6 +101,7 @@ class Target:
     place: Any  # chronod.core.occurrence.Placement
     tolerance_s: int
     fleet: tuple[Any, ...] = ()
+    windows: tuple[Any, ...] = ()  # the registry's maintenance windows (chronod.core.blackout.Window)
 
     @property
     def key(self) -> str:
@@ -176,10 +177,11 @@ def resolve_target(
             "--dst-gap and --dst-repeat apply to --cron; a job's policy is its dst_gap and dst_repeat fields"
         )
     reg = common.registry_dir(registry)
-    job = common.find_job(reg, job_id, now)
+    job, result = common.find_job_in(reg, job_id, now)
     schedule = common.schedule_of(job)
     fleet = tuple(occurrence.placements(job, common.fleet_nodes(db))) if job.run_on.each else ()
-    return Target(job, job.schedule, job.timezone, schedule, common.placement(job, node), job.tolerance_s, fleet)
+    place = common.placement(job, node)
+    return Target(job, job.schedule, job.timezone, schedule, place, job.tolerance_s, fleet, tuple(result.blackouts))
 
 
 def _fleet_lines(target: Target, start: datetime, now: datetime) -> list[str]:
@@ -360,7 +362,7 @@ def explanation(target: Target, start: datetime, count: int = 5) -> dict[str, An
             "run_id": example.run_id,
         },
         "after": iso(start, target.tz),
-        "next": [target.occurrence(s) for s in fires],
+        "next": [_held(target, s) for s in fires],
         "dst_events": [
             {
                 "date": e.date,
@@ -371,7 +373,48 @@ def explanation(target: Target, start: datetime, count: int = 5) -> dict[str, An
             }
             for e in events
         ],
+        "blackout": job.blackout if job is not None else None,
+        "windows": window_json(job, target.windows, start, start + timedelta(days=WINDOW_LOOKAHEAD_DAYS), target.tz)
+        if job is not None
+        else [],
     }
+
+
+def _held(target: Target, occ: Any) -> dict[str, Any]:
+    """One next fire, with the maintenance window that holds it (`window`, or None)."""
+    from chronod.core import blackout
+
+    out = target.occurrence(occ)
+    if target.job is None:
+        return out
+    hit = blackout.blackout_at(target.job, target.windows, occ.fire_at)
+    return {**out, "window": hit.window.name if hit else None}
+
+
+WINDOW_LOOKAHEAD_DAYS = 35
+WINDOW_SPANS = 3
+
+
+def window_json(job: Any, windows: tuple[Any, ...], start: datetime, end: datetime, tz: str) -> list[dict[str, Any]]:
+    """The maintenance windows that hold `job`, each with its next spans in [start, end)."""
+    from chronoctl.render import iso
+    from chronod.core import blackout
+
+    out = []
+    for w in blackout.windows_for(job, windows):
+        spans = w.spans(start, end)[:WINDOW_SPANS]
+        out.append(
+            {
+                "name": w.name,
+                "reason": w.reason,
+                "source": {"file": w.source_file, "line": w.source_line},
+                "cron": w.cron,
+                "duration_s": w.duration_s if w.cron else None,
+                "timezone": w.timezone,
+                "next": [{"from": iso(a, tz), "to": iso(b, tz)} for a, b in spans],
+            }
+        )
+    return out
 
 
 def explain(
@@ -442,7 +485,36 @@ def _print_explanation(data: dict[str, Any], target: Target, start: datetime, no
     for line in lines:
         render.echo(render.escape_line(line))
     _print_fires(target, now, data)
+    _print_windows(data, target, now)
     _print_dst(data)
+
+
+def _print_windows(data: dict[str, Any], target: Target, now: datetime) -> None:
+    from chronoctl import render
+
+    if data["job"] is None:
+        return
+    render.echo("")
+    if not data["windows"]:
+        render.echo("maintenance windows: none hold this job")
+        return
+    what = {"skip": "recorded skipped_blackout", "defer": "run once when the window ends"}[data["blackout"]]
+    render.echo(f"maintenance windows (blackout: {data['blackout']}: an occurrence inside one is {what}):")
+    for w in data["windows"]:
+        src = w["source"]
+        every = f"at {w['cron']!r} for {_dur(w['duration_s'])} ({w['timezone']})" if w["cron"] else "once"
+        render.echo(render.escape_line(f"  {w['name']} ({src['file']}:{src['line']}): {w['reason']}; {every}"))
+        for span in w["next"]:
+            a, b = datetime.fromisoformat(span["from"]), datetime.fromisoformat(span["to"])
+            render.echo(f"    {render.human_time(a, now, target.tz)} .. {render.human_time(b, now, target.tz)}")
+        if not w["next"]:
+            render.echo(f"    not open in the next {WINDOW_LOOKAHEAD_DAYS} days")
+
+
+def _dur(seconds: int) -> str:
+    from chronod.core.durations import format_duration
+
+    return format_duration(seconds)
 
 
 def _print_fires(target: Target, now: datetime, data: dict[str, Any]) -> None:
@@ -454,7 +526,8 @@ def _print_fires(target: Target, now: datetime, data: dict[str, Any]) -> None:
         render.echo("  none (@reboot)")
     for item in data["next"]:
         at = datetime.fromisoformat(item["at"])
-        render.echo(f"  {render.human_time(at, now, target.tz)}  run {item['run_id']}")
+        held = f"  (inside window {item['window']}: blackout {data['blackout']})" if item.get("window") else ""
+        render.echo(render.escape_line(f"  {render.human_time(at, now, target.tz)}  run {item['run_id']}{held}"))
 
 
 def _print_dst(data: dict[str, Any]) -> None:
@@ -604,13 +677,62 @@ def forecast(
         raise UsageError(f"registry {str(reg)!r} does not exist", common.registry_hint(reg))
     result = common.load([reg], now, secure=False)
     _warn_invalid(result, reg)
-    fc = build_forecast(forecast_entries(result.jobs, start, end, node), start, end, bucket_s)
+    entries = forecast_entries(result.jobs, start, end, node)
+    fc = build_forecast(entries, start, end, bucket_s)
+    held = forecast_windows(result.jobs, result.blackouts, entries, start, end)
     from chronoctl import render
 
     if as_json:
-        render.print_json(forecast_json(fc, top))
+        render.print_json(dict(forecast_json(fc, top), windows=held))
     else:
         _print_forecast(fc, top, now)
+        _print_forecast_windows(held, now)
+
+
+def forecast_windows(
+    jobs: dict[str, Any],
+    windows: list[Any],
+    entries: list[tuple[str, list[datetime], int]],
+    start: datetime,
+    end: datetime,
+) -> list[dict[str, Any]]:
+    """Each span of a maintenance window in [start, end): the jobs it holds and how many of
+    their fires fall inside it (the daemon skips or defers those)."""
+    fires = {job_id: [s + timedelta(seconds=off) for s in scheduled] for job_id, scheduled, off in entries}
+    out = []
+    for w in windows:
+        held = sorted(j.id for j in jobs.values() if j.enabled and w.applies_to(j))
+        for a, b in w.spans(start, end):
+            inside = {j: sum(1 for t in fires.get(j, []) if a <= t < b) for j in held}
+            out.append(
+                {
+                    "name": w.name,
+                    "reason": w.reason,
+                    "from": a.astimezone(timezone.utc),
+                    "to": b.astimezone(timezone.utc),
+                    "jobs": held,
+                    "fires_held": sum(inside.values()),
+                    "by_job": {j: n for j, n in inside.items() if n},
+                }
+            )
+    return sorted(out, key=lambda d: (d["from"], d["name"]))
+
+
+def _print_forecast_windows(held: list[dict[str, Any]], now: datetime) -> None:
+    from chronoctl import render
+
+    if not held:
+        return
+    render.echo("")
+    render.echo("maintenance windows in this period (their fires are skipped or deferred):")
+    for h in held:
+        jobs = ", ".join(h["jobs"][:8]) + (f" and {len(h['jobs']) - 8} more" if len(h["jobs"]) > 8 else "")
+        render.echo(
+            render.escape_line(
+                f"  {render.human_time(h['from'], now)} .. {render.human_time(h['to'], now)}  {h['name']} "
+                f"({h['reason']}): {h['fires_held']} fire{'' if h['fires_held'] == 1 else 's'} held of {jobs or 'no job'}"
+            )
+        )
 
 
 def _floor(at: datetime, bucket_s: int) -> datetime:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone, tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from chronoctl.errors import InvalidInput, UnknownJob, UsageError
 
@@ -62,12 +62,17 @@ def registry_hint(registry: Path) -> str:
 def find_job(registry: Path, job_id: str, now: datetime) -> "JobSpec":
     """The valid job `job_id` from `registry`; UnknownJob (exit 2) if there is none, and
     InvalidInput (exit 1) if it exists but does not validate."""
+    return find_job_in(registry, job_id, now)[0]
+
+
+def find_job_in(registry: Path, job_id: str, now: datetime) -> tuple["JobSpec", Any]:
+    """`find_job`, with the whole registry it was read from (its windows, its other jobs)."""
     if not registry.exists():
         raise UsageError(f"registry {str(registry)!r} does not exist", registry_hint(registry))
     result = load([registry], now, secure=False)
     job = result.jobs.get(job_id)
     if job is not None:
-        return job
+        return job, result
     own = [p for p in result.problems if p.job_id == job_id and p.severity == "error"]
     if own:
         p = own[0]
@@ -168,6 +173,29 @@ def parse_seconds(text: str, flag: str) -> int:
     except DurationError as exc:
         raise UsageError(f"{flag}: {exc}", f"durations look like 90s, 15m, 24h, 7d (at most {_max_span()})") from exc
     return bounded_seconds(seconds, flag)
+
+
+def parse_since(text: str, now: datetime, tz: str = "UTC", flag: str = "--since") -> datetime:
+    """The start of a `--since` window ending `now`: a duration back from now (`24h`, `7d`)
+    or a time (`2026-12-01`, `yesterday 02:00`, ISO-8601; without an offset, zone `tz`)."""
+    from chronod.core.durations import DurationError, parse_duration
+
+    try:
+        parse_duration(text)
+        return now - timedelta(seconds=parse_seconds(text, flag))
+    except DurationError:
+        pass
+    try:
+        start = parse_instant(text, tz, flag, now=now)
+    except UsageError:
+        raise UsageError(
+            f"{flag} {text!r} is neither a duration nor a time",
+            f"a duration back from now (90s, 15m, 24h, 7d) or a time ({TIME_FORMS})",
+        ) from None
+    if start >= now:
+        raise UsageError(f"{flag} {text}: that is not in the past", "give a time before now, or a duration")
+    bounded_seconds(int((now - start).total_seconds()), flag)
+    return start
 
 
 def bounded_seconds(seconds: int, flag: str) -> int:

@@ -54,6 +54,7 @@ COMMAND_MODULES = {
     "trigger": "chronoctl.cmd_control",
     "pause": "chronoctl.cmd_control",
     "resume": "chronoctl.cmd_control",
+    "backfill": "chronoctl.cmd_backfill",
     "db": "chronoctl.cmd_db",
     "report": "chronoctl.cmd_report",
     "show": "chronoctl.cmd_edit",

@@ -14,6 +14,7 @@ inside the registry: a real file cannot be swapped for a link to somewhere else.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import grp
 import hashlib
@@ -40,6 +41,7 @@ from yaml.events import (
 )
 from yaml.nodes import ScalarNode
 
+from chronod.core.blackout import Window
 from chronod.core.model import JobSpec, Resource
 from chronod.core.validate import (
     ERROR,
@@ -93,7 +95,8 @@ class FileResult:
     specs: tuple[JobSpec, ...] = ()
     resources: dict[str, Resource] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
-    digest: str = ""  # sha256 of the bytes read; "" when the file was not read
+    digest: str = ""
+    blackouts: tuple[Window, ...] = ()  # sha256 of the bytes read; "" when the file was not read
     delegated: str = ""  # the owner's name when a secure load found it not owned by root
 
     @property
@@ -119,6 +122,7 @@ class RegistryResult:
     jobs: dict[str, JobSpec] = field(default_factory=dict)
     resources: dict[str, Resource] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    blackouts: list[Window] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -377,7 +381,7 @@ class FileCache:
 def _copy(fres: FileResult) -> FileResult:
     """A result the registry merge may change without touching the cached one; the specs
     themselves (frozen) are shared."""
-    return FileResult(fres.path, fres.specs, dict(fres.resources), list(fres.problems), fres.digest)
+    return FileResult(fres.path, fres.specs, dict(fres.resources), list(fres.problems), fres.digest, fres.blackouts)
 
 
 def load_file(
@@ -408,7 +412,7 @@ def _validate(data: bytes, name: str, digest: str, now: datetime) -> FileResult:
     if doc.data is None and doc.problems:  # refused before there was anything to validate
         return FileResult(name, problems=list(doc.problems), digest=digest)
     result = validate_document(doc, now=now)
-    return FileResult(name, result.jobs, dict(result.resources), list(result.problems), digest)
+    return FileResult(name, result.jobs, dict(result.resources), list(result.problems), digest, result.blackouts)
 
 
 def load_registry(
@@ -632,6 +636,17 @@ def _takes_over(reg: RegistryResult, fres: FileResult) -> bool:
                 f"id {spec.id!r} is defined by the root-owned {first.source_file}:{first.source_line}",
             )
             return True
+    for window in fres.blackouts:
+        first = next((w for w in reg.blackouts if w.name == window.name), None)
+        if first is not None and _trusted_file(reg, first.source_file):
+            _refuse(
+                fres,
+                window.source_line,
+                None,
+                "blackouts",
+                f"window {window.name!r} is defined by the root-owned {first.source_file}:{first.source_line}",
+            )
+            return True
     for name in fres.resources:
         owner = next((f for f in reg.files.values() if f.trusted and name in f.resources), None)
         if owner is not None:
@@ -666,6 +681,7 @@ def _refuse(fres: FileResult, line: int, job_id: str | None, path: str, what: st
     )
     fres.specs = ()
     fres.resources = {}
+    fres.blackouts = ()
 
 
 def _user_name(uid: int) -> str:
@@ -708,6 +724,7 @@ def _merge(reg: RegistryResult, fres: FileResult) -> None:
             )
         )
     fres.specs = tuple(kept)
+    _merge_windows(reg, fres)
     for name, res in fres.resources.items():
         first_res = reg.resources.setdefault(name, res)
         if first_res.max_concurrency != res.max_concurrency:
@@ -723,3 +740,31 @@ def _merge(reg: RegistryResult, fres: FileResult) -> None:
                 )
             )
     reg.problems.extend(fres.problems)
+
+
+def _merge_windows(reg: RegistryResult, fres: FileResult) -> None:
+    """Add a file's maintenance windows; a name is one window across the registry. A
+    delegated file's windows hold only that file's own jobs."""
+    seen = {w.name: w for w in reg.blackouts}
+    kept = []
+    for window in fres.blackouts:
+        first = seen.get(window.name)
+        if first is not None:
+            fres.problems.append(
+                Problem(
+                    ERROR,
+                    fres.path,
+                    window.source_line,
+                    None,
+                    "blackouts",
+                    f"window {window.name!r} is already defined at {first.source_file}:{first.source_line}",
+                    "window names are unique across the registry; rename one of the two",
+                )
+            )
+            continue
+        if fres.delegated:
+            window = dataclasses.replace(window, only_file=fres.path)
+        seen[window.name] = window
+        reg.blackouts.append(window)
+        kept.append(window)
+    fres.blackouts = tuple(kept)

@@ -134,7 +134,13 @@ def _attempts(n: int) -> str:
 
 
 def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
-    """Why a run is in its state, in one sentence an operator can act on."""
+    """Why a run is in its state, in one sentence an operator can act on; a run a backfill
+    started says so."""
+    text = _describe(run, now, spec)
+    return f"{text} (run by a backfill)" if getattr(run, "trigger", None) == "backfill" else text
+
+
+def _describe(run: Any, now: datetime, spec: JobSpec | None) -> str:
     s, err = run.state, (f": {run.error}" if run.error else "")
     on = f" on {run.node}" if run.node else ""
     if s == "succeeded":
@@ -166,6 +172,9 @@ def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
             if reason
             else "skipped: the job was paused when it fell due"
         )
+    if s == "skipped_blackout":
+        why = run.error or "inside a maintenance window"
+        return f"skipped: it fell due {why}" if why.startswith("inside") else f"skipped: {why}"
     if s == "skipped_resource":
         res = f" {spec.resource!r}" if spec and spec.resource else ""
         return f"skipped: it waited for a slot of its resource{res} and got none inside its catch-up window{err}"
@@ -609,18 +618,36 @@ def silence_suspects(jobs: Iterable[Any], recent: Iterable[Any], now: datetime) 
     return out
 
 
-def silent_jobs(jobs: Iterable[Any], last_success_at: Mapping[str, datetime], now: datetime) -> list[SilentJob]:
+def known_since(spans: Sequence[Span] | None) -> datetime | None:
+    """When the job's current registration began (the start of its open span, else of its
+    last one): the silence clock of a job that never succeeded starts there, not at its
+    last definition change. None: the store has no record of it."""
+    if not spans:
+        return None
+    open_spans = [a for a, b in spans if b is None]
+    return open_spans[-1] if open_spans else spans[-1][0]
+
+
+def silent_jobs(
+    jobs: Iterable[Any],
+    last_success_at: Mapping[str, datetime],
+    now: datetime,
+    known: Mapping[str, Sequence[Span]] | None = None,
+) -> list[SilentJob]:
     """The jobs that are silent at `now`, in job id order. `jobs` are registered jobs read
     by attribute (`job_id`, `spec`, `paused`, `updated_at`); `last_success_at` maps a job id
     to its latest success, and a job missing from it never succeeded: its silence counts
-    from its last definition change (`updated_at`), as `silence` does with `known_since`."""
+    from when it was registered (`known`: the store's known spans by job id; `known_since`),
+    else from its last definition change (`updated_at`)."""
     out = []
+    known = known or {}
     for j in sorted(jobs, key=lambda j: j.job_id):
         if not watched(j):
             continue
-        q = silence(j.spec, last_success_at.get(j.job_id), now, known_since=j.updated_at)
+        since = known_since(known.get(j.job_id)) or j.updated_at
+        q = silence(j.spec, last_success_at.get(j.job_id), now, known_since=since)
         if q.silent and q.age_s is not None:  # silent: counted from a success or from known_since
-            basis = q.last_success or j.updated_at
+            basis = q.last_success or since
             out.append(
                 SilentJob(
                     j.job_id,

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from chronod.core.validate import FIELDS, RESOURCE, RESOURCE_PATTERN, field_schema
+from chronod.core.validate import BLACKOUT, FIELDS, MAX_BLACKOUTS, RESOURCE, RESOURCE_PATTERN, field_schema
 
 SCHEMA_URI = "https://json-schema.org/draft/2020-12/schema"
 
 
 def spec_json_schema() -> dict[str, Any]:
-    """The schema of one job file: `jobs`, `defaults` and `resources`."""
+    """The schema of one job file: `jobs`, `defaults`, `resources` and `blackouts`."""
     props = {f.name: field_schema(f) for f in FIELDS}
     defaults = {name: schema for name, schema in props.items() if name != "id"}
     return {
@@ -35,6 +35,7 @@ def spec_json_schema() -> dict[str, Any]:
                 "propertyNames": {"pattern": f"^(?:{RESOURCE_PATTERN})$"},
                 "additionalProperties": RESOURCE.schema(),
             },
+            "blackouts": {"type": "array", "maxItems": MAX_BLACKOUTS, "items": BLACKOUT.schema()},
         },
         "$defs": {
             "job": {

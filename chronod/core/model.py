@@ -74,6 +74,7 @@ class JobSpec(_HashMemo):
     dst_gap: str = "shift"  # shift | skip: a fixed time a spring-forward skips
     dst_repeat: str = "first"  # first | last | both: a fixed time a fall-back repeats
     catchup_window_s: int = 86400
+    blackout: str = "skip"  # skip | defer: an occurrence inside a maintenance window
     timeout_s: int | None = None
     kill_grace_s: int = 10
     retry: Retry = field(default_factory=Retry)
@@ -175,6 +176,7 @@ TERMINAL_STATES = (
     "skipped_overlap",
     "skipped_outage",
     "skipped_paused",
+    "skipped_blackout",
     "skipped_resource",
     "lost",
 )

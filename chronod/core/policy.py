@@ -11,6 +11,9 @@ then acts. The rules, one function each:
   skip, replace);
 - `resource_admission`: which runs waiting for a resource get its free slots (oldest
   fire time first), and which waited past their window (`skipped_resource`);
+- `start_admission`: the node's start limit (starts per second): which due runs start
+  now (tightest tolerance first), which wait for the next second, and which the
+  catch-up rule skips because they waited too long or a newer occurrence replaced them;
 - `next_wake`: the earliest deadline the loop must wake for (fires, retries, heartbeat,
   watchdog, reconcile, outage retry).
 """
@@ -164,6 +167,103 @@ def resource_admission(limit: int, used: int, queue: Sequence[Waiting], now: dat
     live, gone = _expired(queue, now)
     free = max(limit - used, 0)
     return Turn(tuple(live[:free]), tuple(gone))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A node's start budget (a token bucket): `tokens` starts allowed at monotonic time `at`."""
+
+    tokens: float
+    at: float
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A due run asking to start: its id, its job's spec, its occurrence, and whether the
+    catch-up rule may skip it (a retry or a manual run only waits)."""
+
+    run_id: str
+    spec: JobSpec
+    scheduled_at: datetime
+    fire_at: datetime
+    skippable: bool = True
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What the start limit lets through: `start` now (in this order), `wait` for the next
+    token (at `retry_at`, monotonic), `skip` (run, reason: record skipped_outage)."""
+
+    start: tuple[Candidate, ...]
+    wait: tuple[Candidate, ...]
+    skip: tuple[tuple[Candidate, str], ...]
+    budget: Budget
+    retry_at: float | None
+
+
+def start_deadline(c: Candidate) -> datetime:
+    """The latest start the job asked for: its scheduled time plus `tolerance_s` (never
+    before its fire time). A job with no tolerance goes first when starts are scarce."""
+    return max(c.fire_at, c.scheduled_at + timedelta(seconds=c.spec.tolerance_s))
+
+
+def refill(budget: Budget, rate: float, mono: float) -> Budget:
+    """The budget at `mono`: `rate` tokens a second, at most one second's worth kept."""
+    tokens = min(float(rate), budget.tokens + max(mono - budget.at, 0.0) * rate)
+    return Budget(tokens, mono)
+
+
+def start_admission(
+    rate: float | None, budget: Budget, line: Sequence[Candidate], now: datetime, mono: float
+) -> Admission:
+    """The start limit: at most `rate` starts a second on this node (a burst of one
+    second's worth), so that past its ceiling a node starts what it can instead of
+    stalling on everything at once.
+
+    The line is served by start deadline (`start_deadline`: tightest tolerance first),
+    then fire time. A run that cannot start yet waits, and the catch-up rule decides
+    how long: while it is on time (its deadline plus ON_TIME_GRACE_S) it waits under every
+    policy; a newer occurrence of the same job in the line replaces it under `latest`
+    and `none`; a late one waits under `latest` (the job's newest) and `all`, is skipped
+    under `none`, and none waits past `catchup_window_s`. `rate` None: no limit."""
+    skips: list[tuple[Candidate, str]] = []
+    newest: dict[str, datetime] = {}
+    for c in line:
+        if c.skippable:
+            newest[c.spec.id] = max(newest.get(c.spec.id, c.scheduled_at), c.scheduled_at)
+    live: list[Candidate] = []
+    for c in line:
+        why = _admission_skip(c, newest[c.spec.id], now, rate) if c.skippable else None
+        if why:
+            skips.append((c, why))
+        else:
+            live.append(c)
+    live.sort(key=lambda c: (start_deadline(c), c.fire_at, c.run_id))
+    if rate is None:
+        return Admission(tuple(live), (), tuple(skips), budget, None)
+    budget = refill(budget, rate, mono)
+    n = min(int(budget.tokens), len(live))
+    budget = Budget(budget.tokens - n, mono)
+    wait = tuple(live[n:])
+    # wake again when a tenth of a second's worth (or the whole line) may start: one
+    # wake-up per token would sort the line a thousand times a second
+    want = min(len(wait), max(1.0, rate / 10))
+    retry_at = mono + max(want - budget.tokens, 0.0) / rate if wait else None
+    return Admission(tuple(live[:n]), wait, tuple(skips), budget, retry_at)
+
+
+def _admission_skip(c: Candidate, newest: datetime, now: datetime, rate: float | None) -> str | None:
+    """Why a waiting run is skipped (None: it keeps its place in the line)."""
+    limit = f"this node was at its start limit ({rate:g} starts/s)" if rate else "this node was busy starting runs"
+    late_s = (now - c.fire_at).total_seconds()
+    if late_s > c.spec.catchup_window_s:
+        return f"{limit}; waited past catchup_window_s={c.spec.catchup_window_s}"
+    if c.scheduled_at < newest and c.spec.catchup != "all":
+        return f"{limit}; a newer occurrence fell due and replaces it (catchup: {c.spec.catchup})"
+    on_time = now <= start_deadline(c) + timedelta(seconds=ON_TIME_GRACE_S)
+    if not on_time and c.spec.catchup == "none":
+        return f"{limit}; not started within {ON_TIME_GRACE_S:g} s of its fire time (catchup: none)"
+    return None
 
 
 def next_wake(deadlines: Iterable[datetime | None]) -> datetime | None:

@@ -31,6 +31,7 @@ CATEGORY = {
     "skipped_overlap": "policy",
     "skipped_outage": "outage",
     "skipped_paused": "paused",
+    "skipped_blackout": "maintenance",
     "skipped_resource": "resource",
     MISSING: "missing",
     PRUNED: "pruned",
@@ -56,6 +57,7 @@ class Line:
     started_at: datetime | None = None
     duration_s: float | None = None
     exit_code: int | None = None
+    trigger: str | None = None  # what started the run: schedule, manual, backfill (None: no run)
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class JobReport:
             "skipped_overlap",
             "skipped_outage",
             "skipped_paused",
+            "skipped_blackout",
             "skipped_resource",
             MISSING,
             PRUNED,
@@ -174,7 +177,9 @@ def _line(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec, pruned
     state = run.state
     if state == "pending" and run.fire_at > now:
         state = history.NOT_DUE
-    why = "" if state == "succeeded" else history.describe_run(run, now, spec)
+    why = history.describe_run(run, now, spec) if state != "succeeded" else ""
+    if state == "succeeded" and run.trigger == "backfill":
+        why = "run by a backfill"
     duration = (run.finished_at - run.started_at).total_seconds() if run.started_at and run.finished_at else None
     return Line(
         occ.scheduled_at,
@@ -188,6 +193,7 @@ def _line(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec, pruned
         run.started_at,
         duration,
         run.exit_code,
+        run.trigger,
     )
 
 
@@ -225,6 +231,7 @@ def to_json(report: JobReport, words: str) -> dict[str, Any]:
                 "duration_s": round(line.duration_s, 3) if line.duration_s is not None else None,
                 "exit_code": line.exit_code,
                 "explanation": line.explanation,
+                "trigger": line.trigger,
             }
             for line in report.lines
         ],

@@ -18,6 +18,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
+from chronod.core.blackout import Window, wall_to_utc
 from chronod.core.bounds import DAY_S, MAX_EVERY_S, MAX_RUN_S, MAX_SPAN_S
 from chronod.core.durations import DurationError, parse_duration
 from chronod.core.model import (
@@ -51,7 +52,9 @@ MAX_RESOURCES = 1024
 DST_LOOKAHEAD = timedelta(days=366)
 MAX_HISTORY_DAYS = MAX_SPAN_S // DAY_S  # the longest period a report covers
 
-TOP_LEVEL_KEYS = ("jobs", "defaults", "resources")
+TOP_LEVEL_KEYS = ("jobs", "defaults", "resources", "blackouts")
+MAX_BLACKOUTS = 256
+BLACKOUT_POLICIES = ("skip", "defer")
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,7 @@ class FileValidation:
     jobs: tuple[JobSpec, ...]
     resources: Mapping[str, Resource]
     problems: tuple[Problem, ...]
+    blackouts: tuple[Window, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -693,6 +697,13 @@ FIELDS: tuple[Field, ...] = (
         rule="fixed-time jobs whose local time a fall-back repeats: first pass (cron), last pass, or both (each its own occurrence and run id)",
     ),
     Field(
+        "blackout",
+        Enum(BLACKOUT_POLICIES),
+        "skip",
+        default_doc="skip",
+        rule="an occurrence inside a maintenance window (blackouts:): skip records skipped_blackout; defer runs it once when the window ends (catch-up rules apply)",
+    ),
+    Field(
         "tolerance_s",
         Int(0, 86400),
         None,
@@ -882,7 +893,8 @@ def validate_document(doc: SpecDocument, *, now: datetime) -> FileValidation:
     resources = _resources(data.get("resources"), ctx) if "resources" in data else {}
     defaults = _defaults(data["defaults"], ctx) if "defaults" in data else {}
     jobs = _jobs(data, defaults, resources, ctx, now)
-    return FileValidation(tuple(jobs), resources, tuple(sorted(ctx.problems, key=lambda p: p.line)))
+    windows = _blackouts(data.get("blackouts"), ctx) if "blackouts" in data else ()
+    return FileValidation(tuple(jobs), resources, tuple(sorted(ctx.problems, key=lambda p: p.line)), windows)
 
 
 def _resources(value: Any, ctx: _Ctx) -> dict[str, Resource]:
@@ -1224,3 +1236,169 @@ JOB_RULES: tuple[Callable[[_Job, dict[str, Any], _Ctx, datetime], None], ...] = 
     _rule_resource,
     _rule_dst,
 )
+
+
+# --- maintenance windows ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WallTime(_Type):
+    """A date and time, read in the window's zone unless it carries its own offset."""
+
+    doc: str = "date and time (YYYY-MM-DD HH:MM, optionally with an offset)"
+
+    def check(self, value: Any, path: str, ctx: _Ctx) -> Any:
+        if isinstance(value, datetime):
+            return value
+        if isinstance(value, date):
+            return datetime(value.year, value.month, value.day)
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value.strip())
+            except ValueError:
+                pass
+        return ctx.error(
+            path, f"{value!r} is not a date and time", "write it as YYYY-MM-DD HH:MM (read in the window's timezone)"
+        )
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string"}
+
+
+@dataclass(frozen=True)
+class DurationText(_Type):
+    """A duration such as 90s, 15m, 2h, 1d."""
+
+    doc: str = "duration (90s, 15m, 2h, 1d)"
+
+    def check(self, value: Any, path: str, ctx: _Ctx) -> Any:
+        if not isinstance(value, str):
+            return _wrong_type(value, "a duration such as 2h", path, ctx)
+        try:
+            seconds = parse_duration(value)
+        except DurationError as e:
+            return ctx.error(path, str(e), "a duration such as 90s, 15m, 2h or 1d")
+        if not 0 < seconds <= MAX_BLACKOUT_S:
+            return ctx.error(
+                path, f"{value} is not between 1s and {MAX_BLACKOUT_S // DAY_S}d", "a window lasts at most 31 days"
+            )
+        return seconds
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string"}
+
+
+MAX_BLACKOUT_S = 31 * DAY_S
+BLACKOUT_FIELDS = (
+    Field(
+        "name",
+        Str(max_len=63, pattern=TAG_PATTERN, pattern_hint="letters, digits and . _ : / -"),
+        nullable=True,
+        default_doc="FILE:LINE",
+        rule="how skipped runs, status and forecast name the window",
+    ),
+    Field("reason", Str(max_len=256), required=True, rule="why: recorded with every occurrence the window skips"),
+    Field("timezone", Str(max_len=64, zone=True), "UTC", default_doc="UTC", rule="IANA zone the times are read in"),
+    Field("from", WallTime(), nullable=True, rule="start of a one-off window (wall time in timezone)"),
+    Field("to", WallTime(), nullable=True, rule="end of a one-off window, exclusive"),
+    Field("cron", Str(max_len=256), nullable=True, rule="a recurring window opens at each fire of this expression"),
+    Field("duration", DurationText(), nullable=True, rule="how long a recurring window stays open (elapsed time)"),
+    Field("jobs", StrList(Str(max_len=63, pattern=ID_PATTERN)), (), default_doc="[]", rule="job ids it applies to"),
+    Field("tags", StrList(Str(max_len=63, pattern=TAG_PATTERN)), (), default_doc="[]", rule="tags it applies to"),
+    Field(
+        "resources",
+        StrList(Str(max_len=63, pattern=RESOURCE_PATTERN)),
+        (),
+        default_doc="[]",
+        rule="resources it applies to",
+    ),
+)
+BLACKOUT = Obj(BLACKOUT_FIELDS)
+
+
+def _blackouts(value: Any, ctx: _Ctx) -> tuple[Window, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        _wrong_type(value, "a list of windows ({from, to, reason} or {cron, duration, reason})", "blackouts", ctx)
+        return ()
+    if len(value) > MAX_BLACKOUTS:
+        ctx.error("blackouts", f"lists {len(value)} windows; the limit is {MAX_BLACKOUTS}")
+        return ()
+    out: list[Window] = []
+    names: dict[str, int] = {}
+    for i, item in enumerate(value):
+        at = path_index("blackouts", i)
+        before = ctx.error_count()
+        d = BLACKOUT.check(item, at, ctx)
+        if d is INVALID or ctx.error_count() > before:
+            continue
+        window = _window(d, at, ctx)
+        if not isinstance(window, Window):
+            continue
+        if window.name in names:
+            ctx.error(
+                path_key(at, "name"),
+                f"window {window.name!r} is already named at line {names[window.name]}",
+                "give each window its own name",
+            )
+            continue
+        names[window.name] = ctx.line(at)
+        out.append(window)
+    return tuple(out)
+
+
+def _window(d: dict[str, Any], at: str, ctx: _Ctx) -> Any:  # a Window, or INVALID
+    absolute = d["from"] is not None or d["to"] is not None
+    recurring = d["cron"] is not None or d["duration"] is not None
+    line = ctx.line(at)
+    common = dict(
+        name=d["name"] or f"{ctx.doc.file}:{line}",
+        reason=d["reason"],
+        timezone=d["timezone"],
+        jobs=d["jobs"],
+        tags=d["tags"],
+        resources=d["resources"],
+        source_file=ctx.doc.file,
+        source_line=line,
+    )
+    if not (d["jobs"] or d["tags"] or d["resources"]):
+        return ctx.error(at, "the window applies to nothing", "add jobs:, tags: or resources: (a list)")
+    if absolute == recurring:
+        return ctx.error(
+            at,
+            "a window is either from/to or cron/duration" + (", not both" if absolute else ""),
+            "e.g. {from: '2026-12-05 22:00', to: '2026-12-06 02:00'} or {cron: '0 2 * * sun', duration: 2h}",
+        )
+    if absolute:
+        for key in ("from", "to"):
+            if d[key] is None:
+                return ctx.error(at, f"{key} is missing", "a one-off window needs both from: and to:")
+        start, end = wall_to_utc(d["from"], d["timezone"]), wall_to_utc(d["to"], d["timezone"])
+        if end <= start:
+            return ctx.error(path_key(at, "to"), "to is not after from", "the window ends after it starts")
+        if (end - start).total_seconds() > MAX_BLACKOUT_S:
+            return ctx.error(path_key(at, "to"), "the window is longer than 31 days", "pause the jobs instead")
+        return Window(start=start, end=end, **common)
+    if d["cron"] is None or d["duration"] is None:
+        return ctx.error(
+            at, f"{'duration' if d['cron'] else 'cron'} is missing", "a recurring window needs both cron: and duration:"
+        )
+    try:
+        sched = compile_schedule(d["cron"], d["timezone"])
+    except ScheduleError as e:
+        return ctx.error(path_key(at, "cron"), str(e), "a cron expression such as '0 2 * * sun'")
+    if sched.kind != "cron":
+        return ctx.error(
+            path_key(at, "cron"),
+            f"{d['cron']!r} does not open a window at set times",
+            "use a cron expression such as '0 2 * * sun'",
+        )
+    gap = sched.max_gap_s()
+    if gap is not None and d["duration"] >= (sched.min_gap_s() or gap):
+        ctx.warn(
+            path_key(at, "duration"),
+            "the window is open for as long as the gap between its openings or longer",
+            "the jobs it applies to never run; pause them instead",
+        )
+    return Window(cron=d["cron"], duration_s=d["duration"], **common)

@@ -38,10 +38,16 @@ class Dispatch:
         by_job: dict[str, list[Run]] = {}
         rescue: list[Run] = []
         held = self.held() if self.queued or self.waiting else set()
+        released: dict[str, list[Run]] = {}
         while self.heap and self.heap[0][0] <= now:
             _, _, rid = heapq.heappop(self.heap)
             run = self.pending.get(rid)
             if run is None or rid in held:
+                continue
+            window_over = self.take_held(rid, now)
+            if window_over is not None:
+                if window_over:
+                    released.setdefault(run.job_id, []).append(run)
                 continue
             if rid in self.deferred:
                 self.deferred.discard(rid)
@@ -58,6 +64,10 @@ class Dispatch:
                 self.due_now(job, runs, now)
         if rescue:
             self.rescue(rescue, now)
+        for job_id, runs in released.items():
+            if job_id in self.jobs and job_id not in self.quarantine:
+                with self.quarantine.guard(self.jobs[job_id].spec, "held occurrences"):
+                    self.release(self.jobs[job_id], runs, superseded=job_id in by_job)
         self.admit_all()
 
     def due_now(self, job: Job, runs: list[Run], now: datetime) -> None:
@@ -79,6 +89,8 @@ class Dispatch:
         last = max(r.scheduled_at for r in stored)
         extra, nxt = self.due_since(job, last, now)
         due = sorted(stored + extra, key=lambda r: r.scheduled_at)
+        if self.hold_all(job, due, extra, nxt, now):
+            return
         decision = policy.catchup(job.spec, [policy.Due(r.scheduled_at, r.fire_at) for r in due], now)
         by_at = {r.scheduled_at: r for r in due}
         to_store = list(extra)
@@ -197,8 +209,7 @@ class Dispatch:
     def start_or_queue(self, job: Job, run: Run, next_run: Run | None = None) -> None:
         """Apply pause, overlap and resource limits, then dispatch and launch."""
         spec = job.spec
-        if spec.id in self.paused and run.trigger == "schedule":
-            self.settle(run, "skipped_paused", f"job paused: {self.paused[spec.id] or 'no reason given'}", next_run)
+        if run.trigger == "schedule" and self.holds_back(job, run, next_run):
             return
         running = [a for a in self.active.for_job(spec.id) if not a.disowned]
         forced = run.trigger == "manual-force" or run.state == "retry_wait"
@@ -246,6 +257,8 @@ class Dispatch:
 
     def launch(self, job: Job, run: Run, next_run: Run | None) -> None:
         """Claim the run in the store (with the next occurrence), then start its process."""
+        if run.trigger == "schedule" and self.holds_back(job, run, next_run, pauses=False):
+            return  # a window opened while it waited in a line
         if not self.lease.ok():
             self.heartbeat()
             if not self.lease.ok():
@@ -272,7 +285,8 @@ class Dispatch:
         if batch is None:
             return
         inserts = list({r.run_id: r for r in batch.inserts}.values())
-        settles, claims = batch.settles, batch.claims
+        settles = batch.settles
+        claims = self.admit_starts(batch.claims, settles)  # the start limit; the rest wait or are skipped
         jobs = {run.run_id: job for job, run in claims}
         until = self.clock.monotonic() + LAUNCH_SLICE_S
         i = 0
@@ -280,7 +294,7 @@ class Dispatch:
             if i and self.clock.monotonic() > until:
                 # a node that cannot start them all in time collects its children first;
                 # the rest wait one wake-up (or another node rescues them)
-                self.backlog = claims[i:]
+                self.give_back(claims[i:])
                 return
             if not self.lease.ok():
                 self.heartbeat()
@@ -288,8 +302,9 @@ class Dispatch:
                 # SIGTERM or a doubtful lease: store what must be stored, start nothing;
                 # what is not claimed stays pending for the other nodes or the next start
                 self.store.commit_wakeup(inserts, settles, [], self.node, self.lease.token)
-                for _, run in claims[i:]:
+                for _, run in claims[i:] + self.backlog:
                     self.track(run)
+                self.backlog = []
                 return
             chunk = [run.run_id for _, run in claims[i : i + CLAIM_CHUNK]]
             claimed = self.store.commit_wakeup(inserts, settles, chunk, self.node, self.lease.token)

@@ -32,27 +32,33 @@ class Endings:
         if self.outage is not None:
             for active, outcome in ended:
                 self.spool_outcome(active, outcome)
+            kept = {active.run.run_id for active, _ in ended}
         else:
-            self.record_outcomes([(active.job, active.run, outcome) for active, outcome in ended])
+            kept = self.record_outcomes([(active.job, active.run, outcome) for active, outcome in ended])
             if self.notify_service is not None:
                 self.notify_service.wake()
         for active, _ in ended:
-            self.runner.discard(active.run.run_id, active.run.attempts)
+            if active.run.run_id in kept:
+                self.runner.discard(active.run.run_id, active.run.attempts)
+            # a refused record keeps its result: the next chronod adopts it from there
         self.admit_all()
 
-    def record_outcomes(self, ended: list[tuple[Job, Run, Any]]) -> None:
-        """Retries and unknown outcomes one by one; every final outcome in one transaction."""
-        final = []
+    def record_outcomes(self, ended: list[tuple[Job, Run, Any]]) -> set[str]:
+        """Retries and unknown outcomes one by one; every final outcome in one transaction.
+        Returns the run ids the store accepted (a stale token is refused)."""
+        final, kept = [], set()
         for job, run, outcome in ended:
             state = outcome.state
             if state == "lost" and policy.on_unknown_outcome(job.spec) == "redispatch":
-                self.retry_now(job, run, outcome.error or "outcome unknown")
+                if self.retry_now(job, run, outcome.error or "outcome unknown"):
+                    kept.add(run.run_id)
             elif policy.may_retry(job.spec, run.attempts, state):
-                self.schedule_retry(job, run, outcome)
+                if self.schedule_retry(job, run, outcome):
+                    kept.add(run.run_id)
             else:
                 final.append((job, run, outcome))
         if not final:
-            return
+            return kept
         done = self.store.finish_many(
             [
                 Ending(
@@ -72,8 +78,9 @@ class Endings:
         )
         for job, run, outcome in final:
             self.recorded(job, run, outcome, run.run_id in done)
+        return kept | done
 
-    def schedule_retry(self, job: Job, run: Run, outcome: Any) -> None:
+    def schedule_retry(self, job: Job, run: Run, outcome: Any) -> bool:
         delay = policy.retry_delay_s(job.spec, run.attempts, self.rng)
         at = self.clock.now() + timedelta(seconds=delay)
         if self.store.schedule_retry(
@@ -97,6 +104,8 @@ class Endings:
                 exit_code=outcome.exit_code,
                 retry_in_s=round(delay, 1),
             )
+            return True
+        return False
 
     def recorded(self, job: Job, run: Run, outcome: Any, ok: bool) -> None:
         spec, state = job.spec, outcome.state
@@ -118,7 +127,7 @@ class Endings:
             error=outcome.error,
         )
 
-    def retry_now(self, job: Job, run: Run, why: str) -> None:
+    def retry_now(self, job: Job, run: Run, why: str) -> bool:
         """Idempotent/keyed run whose outcome is unknown: a new attempt, same run id."""
         at = self.clock.now()
         if self.store.schedule_retry(
@@ -133,3 +142,5 @@ class Endings:
             run.state, run.next_attempt_at = "retry_wait", at
             self.track(run)
             self.log("run.redispatch", "warning", job=job.spec.id, run=run.run_id, why=why)
+            return True
+        return False

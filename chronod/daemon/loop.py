@@ -24,15 +24,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 from chronod.core import occurrence, policy
+from chronod.core.blackout import Pause, Window
 from chronod.core.clock import Clock
 from chronod.core.model import JobSpec
+from chronod.daemon.backfills import Backfills
 from chronod.daemon.dispatch import Dispatch
 from chronod.daemon.endings import Endings
+from chronod.daemon.holds import Holds
 from chronod.daemon.outage import OUTAGE_BACKOFF_S, Outage
 from chronod.daemon.quarantine import Quarantine
 from chronod.daemon.recovery import Recovery
 from chronod.daemon.registry import RECONCILE_EVERY_S, Registry
 from chronod.daemon.runs import ActiveRuns, Batch, Job
+from chronod.daemon.startlimit import StartLimit
 from chronod.daemon.waits import Waits
 from chronod.daemon.waker import Wakeups
 from chronod.fleet.lease import Lease
@@ -44,7 +48,7 @@ SQLITE_LEASE_TTL_S = 600.0
 CLOCK_STEP_S = 5.0  # a change of wall minus monotonic time larger than this is a clock step
 
 
-class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
+class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Outage, Backfills):
     """One chronod. Built by chronod.daemon.main (the composition root)."""
 
     def __init__(
@@ -63,6 +67,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         boot_time: float,
         lease_ttl_s: float = SQLITE_LEASE_TTL_S,
         rng: random.Random | None = None,
+        max_starts_per_s: float | None = None,
     ):
         self.clock, self.store, self.runner, self.node = clock, store, runner, node
         self._load_registry = load_registry
@@ -79,8 +84,13 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         self.catching_up: dict[str, set[str]] = {}  # job_id -> run ids started from its catch-up line
         self.waiting: dict[str, list[tuple[Job, Run]]] = {}  # resource -> runs waiting for a slot, in line
         self.group_retry_at: dict[str, datetime] = {}  # resource -> when to ask a full fleet again
-        self.paused: dict[str, str | None] = {}
-        self.resources: dict[str, int] = {}
+        self.paused: dict[str, str | None] = {}  # job_id -> reason of the job's own pause
+        self.pauses: list[Pause] = []  # every pause that holds (job, tag, resource)
+        self.blackouts: list[Window] = []  # the registry's maintenance windows
+        self.file_windows: dict[str, list[Window]] = {}  # last good windows of each file
+        self.held_until: dict[
+            str, datetime
+        ] = {}  # run_id -> end of the window holding it        self.resources: dict[str, int] = {}
         self.seq = 0
         self.stopping = False
         self.next_reconcile = 0.0
@@ -100,7 +110,8 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         self.takeover_after = 0.0  # monotonic; no takeovers before (see reconnect)
         self.reload_wanted = False  # a reload or request arrived during an outage
         self.batch: Batch | None = None  # set while a wake-up collects its writes
-        self.backlog: list[tuple[Job, Run]] = []  # due runs a busy wake-up left for the next one
+        self.backlog: list[tuple[Job, Run]] = []  # due runs waiting to start (start limit, busy wake-up)
+        self.init_start_limit(max_starts_per_s)
         self.notify_service: Any = None  # set by the composition root; woken after each outcome
         self._skew: float | None = None  # wall minus monotonic time at the last wake-up
         self._stale_seen = 0  # the store's stale-token rejections already counted in metrics
@@ -124,6 +135,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         # load_pending has just made the invariant true; the first check comes later
         self.next_reconcile = self.clock.monotonic() + RECONCILE_EVERY_S
         self.reboot_jobs()
+        self.drive_backfills()  # a backfill stored before a restart goes on
         self.notifier.ready(self.status_line())
         self.next_watchdog = policy.watchdog_ping_at(self.notifier.watchdog_interval_s, None, self.clock.monotonic())
         self.log(
@@ -154,12 +166,14 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         )
 
     def tick(self, woke: Wakeups) -> None:
-        """Handle one wake-up: children first (frees slots), then control, then due work."""
+        """Handle one wake-up: the lease first (after a stall past its ttl the outcomes
+        must be written under the renewed token), children next (frees slots), then
+        control, then due work."""
         if woke.stop:
             self.stopping = True
             return
-        self.children_exited(woke.children)
         self.keep_lease()
+        self.children_exited(woke.children)
         if woke.reload:
             self.notifier.reloading()  # systemd shows "reloading" until READY=1 comes back
             try:
@@ -170,6 +184,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
             self.take_requests()
         self.refresh_paused()
         self.run_due()
+        self.drive_backfills()
         self.housekeeping()
         self.set_aside()
 
@@ -187,7 +202,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         return policy.next_wake(
             [
                 self.heap[0][0] if self.heap else None,
-                now if self.backlog else None,
+                self.backlog_wake(now),
                 self.wait_deadline() if self.outage is None else None,
                 *(now + timedelta(seconds=max(t - mono, 0)) for t in timers if t is not None),
             ]
@@ -233,6 +248,7 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
         if not self.lease.renew():
             self.lease_lost()
         if self.fleet:
+            self.backfilling = True  # a backfill announced to another node may be this node's to drive
             if mono >= self.takeover_after:
                 self.take_over()
             live = self.store.live_nodes()
@@ -241,14 +257,14 @@ class Daemon(Registry, Dispatch, Waits, Endings, Recovery, Outage):
                 self.check_versions()
 
     # ------------------------------------------------------------------ control
-    def refresh_paused(self) -> None:
-        self.paused = self.store.paused_jobs()
-
     def take_requests(self) -> None:
-        """Manual triggers and reloads queued by chronoctl."""
+        """Manual triggers, reloads and new backfills queued by chronoctl."""
         for req in self.store.take_requests(self.node):
             if req.kind == "reload":
                 continue  # the reload already happened on this wake-up
+            if req.kind == "backfill":
+                self.backfilling = True  # stored by chronoctl; started by drive_backfills
+                continue
             job = self.jobs.get(req.job_id or "")
             if req.kind != "trigger" or job is None:
                 self.log("request.ignored", "warning", kind=req.kind, job=req.job_id)

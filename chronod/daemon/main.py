@@ -52,12 +52,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="lease time-to-live in seconds (default: 600 on SQLite, 15 on PostgreSQL)",
     )
     p.add_argument(
+        "--max-starts",
+        type=_starts_per_s,
+        default=os.environ.get("CHRONO_MAX_STARTS"),
+        metavar="N",
+        help="start at most N runs a second on this node; runs past it wait, or are skipped "
+        "by their catch-up rule (default: $CHRONO_MAX_STARTS, else 1000; 0: no limit)",
+    )
+    p.add_argument(
         "--insecure-registry",
         action="store_true",
         help="skip the ownership and mode checks on registry files even when running as root",
     )
     p.add_argument("--version", action="version", version=f"chronod {__version__}")
     return p.parse_args(argv)
+
+
+def _starts_per_s(text: str) -> float:
+    """A start limit: a number of runs per second, 0 for none."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of runs per second (0 for no limit)")
+    return value
 
 
 def fail(message: str, code: int) -> int:
@@ -144,6 +163,7 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     from chronod.daemon.loop import Daemon
     from chronod.daemon.metrics import AddressError, Metrics
     from chronod.daemon.pruner import Pruner
+    from chronod.daemon.startlimit import DEFAULT_MAX_STARTS_PER_S
     from chronod.daemon.sysd import Notifier
     from chronod.daemon.waker import Waker
     from chronod.runner.runner import Runner
@@ -185,7 +205,7 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     daemon = Daemon(
         clock=clock,
         store=store,
-        runner=Runner(state_dir, zygote=True),
+        runner=Runner(state_dir, zygote=True, many=True),
         load_registry=lambda: load_registry(registry, now=clock.now(), secure=secure, cache=files),
         node=node,
         metrics=metrics,
@@ -195,6 +215,7 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
         boot_id=fsutil.boot_id(),
         boot_time=kernel.boot_time(),
         lease_ttl_s=ttl,
+        max_starts_per_s=DEFAULT_MAX_STARTS_PER_S if args.max_starts is None else args.max_starts,
     )
     log(
         "daemon.starting",

@@ -19,7 +19,7 @@ from chronod.core.model import ACTIVE_STATES, TERMINAL_STATES
 from chronod.store.api import StoreError
 
 EVERY_S = 600.0  # a round every ten minutes: retention is counted in days
-FIRST_ROUND_S = 60.0  # not during start-up, when the loop has the most to do
+FIRST_ROUND_S = 5.0  # after start-up (the loop is ready by then), then every EVERY_S
 BATCH = 500
 PAUSE_S = 0.05
 

@@ -44,8 +44,8 @@ class Recovery:
                 )
             else:
                 self.log("run.ended_while_down", job=run.job_id, run=run.run_id, state=found.state)
-                self.record_outcomes([(job, run, found)])
-                self.runner.discard(run.run_id, run.attempts)
+                if self.record_outcomes([(job, run, found)]):
+                    self.runner.discard(run.run_id, run.attempts)
         for rid, attempt in self.runner.orphans(known=[(r, a.run.attempts) for r, a in self.active.items()]):
             run = self.store.get_run(rid)
             if run is None or run.state != "running" or run.attempts != attempt:

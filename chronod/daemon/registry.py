@@ -61,6 +61,7 @@ class Registry:
         for path in list(self.file_specs):
             if path not in result.files:
                 del self.file_specs[path]
+        self.keep_windows(result)
         self.resources = {}
         for fres in merge_order(result.files):
             for name, res in (fres.resources or {}).items():
@@ -87,6 +88,15 @@ class Registry:
             self.log("registry.reloaded", jobs=len(self.jobs), errors=len(errors))
             self.notifier.status(self.status_line())
         kernel.trim_heap()  # a reload's transient rows and JSON go back to the system
+
+    def keep_windows(self, result: Any) -> None:
+        """The registry's maintenance windows; a file with errors keeps its last good ones."""
+        for fres in merge_order(result.files):
+            if fres.ok:
+                self.file_windows[fres.path] = list(fres.blackouts)
+        self.file_windows = {p: w for p, w in self.file_windows.items() if p in result.files}
+        merged = {w.name: w for ws in self.file_windows.values() for w in ws}
+        self.blackouts = list(merged.values())
 
     def report_problems(self) -> None:
         """The registry errors of the last reload and the quarantined jobs, for `status`."""
@@ -154,7 +164,7 @@ class Registry:
                     token=self.lease.token,
                 )
                 continue
-            if run.state == "pending":
+            if run.state == "pending" and run.trigger != "backfill":  # a backfill's fire time is when it started it
                 run.fire_at = run.scheduled_at + timedelta(seconds=job.offset)
             self.track(run)
         have = {r.job_key for r in self.pending.values() if r.trigger == "schedule" and r.state == "pending"}
@@ -171,6 +181,7 @@ class Registry:
                 self.store.revive(r.run_id for r in fresh)
             for r in fresh:
                 self.track(r)
+        self.rehold()
 
     def still_scheduled(self, job: Job, run: Run) -> bool:
         if not job.spec.enabled or job.schedule.kind == "reboot":

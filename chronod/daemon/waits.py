@@ -112,12 +112,11 @@ class Waits:
                 f"its fire time",
                 None,
             )
-        for w in turn.start:
-            self.take_slot(*by_id[w.run_id])
-        if not self.waiting[resource]:
-            del self.waiting[resource]
+        self.launch_group(resource, [by_id[w.run_id] for w in turn.start if self.slot_ok(*by_id[w.run_id])])
+        if not self.waiting.get(resource):
+            self.waiting.pop(resource, None)
 
-    def take_slot(self, job: Job, run: Run) -> None:
+    def slot_ok(self, job: Job, run: Run) -> bool:
         """A slot is free for `run`: the job's overlap rule still holds for it."""
         if policy.overlap(job.spec, self.going(job.spec.id)) == "skip":
             self.settle(
@@ -126,8 +125,37 @@ class Waits:
                 "waited for a slot of its resource while a previous run started and is still running; overlap: forbid",
                 None,
             )
+            return False
+        return True
+
+    def launch_group(self, resource: str, runs: list[tuple[Job, Run]]) -> None:
+        """Start the runs that got a slot of `resource`. In a fleet they are claimed
+        together, in one transaction that counts the resource's runs on every node; those
+        refused for want of a slot go back to the front of the line (`group_full`)."""
+        if not self.fleet:
+            for job, run in runs:
+                self.launch(job, run, None)
             return
-        self.launch(job, run, None)
+        if runs and not self.lease.ok():
+            self.heartbeat()
+        runs = [(j, r) for j, r in runs if j.spec.id not in self.outvoted or j.spec.run_on.each]
+        if not runs or not self.lease.ok():
+            for job, run in runs:
+                self.log("launch.refused", "warning", job=job.spec.id, run=run.run_id, why="lease may have lapsed")
+                self.track(run)
+            return
+        ids = [r.run_id for _, r in runs]
+        claimed, full = self.store.dispatch_group(
+            ids, self.node, self.lease.token, [], resource=resource, limit=self.resources.get(resource, 1)
+        )
+        jobs = {r.run_id: j for j, r in runs}
+        started = [self.start_process(jobs[c.run_id], c, record=False) for c in claimed]
+        self.store.set_processes([p for p in started if p is not None], self.lease.token)
+        if full:
+            got = {c.run_id for c in claimed}
+            for job, run in reversed(runs):
+                if run.run_id not in got:
+                    self.group_full(job, run)
 
     def group_full(self, job: Job, run: Run) -> None:
         """A fleet's resource was full in the store: back to the front of the line, ask again

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
+from chronod.core.history import known_since
 from chronod.core.schedule import compile_schedule
 from chronod.notify import core
 from chronod.notify.deliver import TAIL_BYTES, DeliveryError, deliver
@@ -211,10 +212,13 @@ class NotifyService:
 
     def _known_since(self, job_ids: list[str], now: datetime) -> dict[str, datetime]:
         """When the silence clock of a job never seen before starts: its last success, else
-        its first run, else now."""
+        when the store first knew it in its current registration (not its last definition
+        change, not its first run: a job that never ran is silent from then), else its
+        first run, else now."""
         wins = self.outbox.last_successes(job_ids)
+        spans = self.store.known_spans(job_ids)
         first = self.outbox.first_seen()
-        return {j: wins.get(j) or first.get(j) or now for j in job_ids}
+        return {j: wins.get(j) or known_since(spans.get(j)) or first.get(j) or now for j in job_ids}
 
     def _reconcile_due(self, now: datetime) -> bool:
         if self._next_reconcile is not None and now < self._next_reconcile:

@@ -29,8 +29,9 @@ from pathlib import Path
 
 from chronod.core.clock import Clock
 from chronod.core.model import JobSpec
-from chronod.runner import files, supervisor
+from chronod.runner import files, launcher, supervisor
 from chronod.runner.api import Handle, LaunchRequest, Outcome
+from chronod.runner.launcher import Launcher, LauncherError
 from chronod.runner.supervisor import Credentials, Plan
 from chronod.runner.zygote import Zygote, ZygoteError
 
@@ -43,11 +44,21 @@ _BLOCKED_AROUND_FORK = {supervisor.CANCEL_SIGNAL, *supervisor.IGNORED_SIGNALS}
 class Runner:
     """Launches attempts under supervisors that write into `state_dir`."""
 
-    def __init__(self, state_dir: Path, clock: Clock | None = None, *, zygote: bool = False):
+    def __init__(self, state_dir: Path, clock: Clock | None = None, *, zygote: bool = False, many: bool = False):
         self.state_dir = Path(state_dir)
         self._use_zygote = zygote
         self._zygote: Zygote | None = None
-        if zygote:
+        self._use_launcher = many
+        self._launcher: Launcher | None = None
+        # (run_id, attempt) -> (pid, start ticks) of the launcher that runs it
+        self._owners: dict[tuple[str, int], tuple[int, int]] = {}
+        self._gone: list[int] = []  # launchers that died, reaped once they are zombies
+        if many:
+            try:
+                self._launcher = Launcher()
+            except OSError:
+                pass  # the first launch tries again, then falls back to a supervisor per run
+        if zygote and not many:
             # now, not at the first launch: its interpreter takes a good 100 ms to start
             try:
                 self._zygote = Zygote()
@@ -72,14 +83,30 @@ class Runner:
         if key in self._handles:
             raise ValueError(f"run {req.run_id} attempt {req.attempt} is already running under this runner")
         plan = self._plan(req)
-        files.remove(self.state_dir, req.run_id, req.attempt)
-        pid, pidfd = self._start(plan)
-        handle = Handle(req.run_id, req.attempt, pid, None, self._clock.now(), pidfd)
+        if not (self._launcher is not None and self._launcher.alive):
+            files.remove(self.state_dir, req.run_id, req.attempt)  # the launcher does it itself
+        pid, fd = self._start(plan)
+        handle = Handle(req.run_id, req.attempt, pid, None, self._clock.now(), fd)
         self._handles[key] = handle
         return handle
 
     def _start(self, plan: Plan) -> tuple[int, int]:
-        """(supervisor pid, pidfd): through the zygote when enabled and alive."""
+        """(supervisor pid, a descriptor readable at the end): through the launcher for
+        many runs when enabled and alive, else through the zygote, else a fork."""
+        if self._use_launcher:
+            for _ in range(2):  # a dead launcher is replaced once per launch
+                try:
+                    if self._launcher is None or not self._launcher.alive:
+                        self._launcher = Launcher()
+                    pid, fd = self._launcher.launch(plan)
+                except (LauncherError, OSError):
+                    if self._launcher is not None:
+                        self._gone.append(self._launcher.pid)
+                    self._launcher = None
+                    continue
+                self._gone = [p for p in self._gone if not _reap(p)]
+                self._owners[(plan.run_id, plan.attempt)] = (pid, self._launcher.ticks)
+                return pid, fd
         if self._use_zygote:
             try:
                 if self._zygote is None:
@@ -141,6 +168,14 @@ class Runner:
 
         The attempt then ends as `cancelled`; `collect` it as usual.
         """
+        owner = self._owners.get((handle.run_id, handle.attempt))
+        if owner is not None:
+            current = self._launcher
+            if current is not None and current.alive and (current.pid, current.ticks) == owner:
+                current.cancel(handle.run_id, handle.attempt)
+            else:
+                launcher.cancel(*owner, handle.run_id, handle.attempt)
+            return
         try:
             signal.pidfd_send_signal(handle.fd, supervisor.CANCEL_SIGNAL)
         except ProcessLookupError:
@@ -156,7 +191,8 @@ class Runner:
         """
         if not _exited(handle.fd):
             return None
-        _reap(handle.supervisor_pid)
+        if (handle.run_id, handle.attempt) not in self._owners:
+            _reap(handle.supervisor_pid)
         record = files.read_json(self._path(handle.run_id, handle.attempt, files.RESULT))
         outcome = files.outcome_from_json(record) if record else self._lost(handle)
         self._forget(handle)
@@ -174,6 +210,7 @@ class Runner:
 
     def _forget(self, handle: Handle) -> None:
         self._handles.pop((handle.run_id, handle.attempt), None)
+        self._owners.pop((handle.run_id, handle.attempt), None)
         if handle.fd >= 0:
             os.close(handle.fd)
             handle.fd = -1
@@ -207,6 +244,8 @@ class Runner:
         pid, ticks = started["supervisor_pid"], started["supervisor_start_ticks"]
         if files.proc_start_ticks(pid) != ticks:
             return None
+        if started.get("launcher"):
+            return self._watch_launched(run_id, attempt, started)
         try:
             fd = os.pidfd_open(pid)
         except ProcessLookupError:
@@ -219,13 +258,32 @@ class Runner:
         self._handles[(run_id, attempt)] = handle
         return handle
 
+    def _watch_launched(self, run_id: str, attempt: int, started: dict) -> Handle | None:
+        """Adopt a run of a launcher that is still up: it hands us an end pipe for it."""
+        if os.path.exists(self._path(run_id, attempt, files.RESULT)):
+            return None  # ended: the launcher lives on for other runs, `adopt` reads the result
+        pid, ticks = started["supervisor_pid"], started["supervisor_start_ticks"]
+        fd = launcher.watch(pid, ticks, run_id, attempt)
+        if fd is None:
+            return None
+        handle = Handle(run_id, attempt, pid, started["pid"], datetime.fromisoformat(started["started_at"]), fd)
+        self._handles[(run_id, attempt)] = handle
+        self._owners[(run_id, attempt)] = (pid, ticks)
+        return handle
+
     def orphans(self, known: Iterable[tuple[str, int]] = ()) -> list[tuple[str, int]]:
         """(run_id, attempt) of state files that neither this runner nor `known` accounts for."""
         skip = set(self._handles) | set(known)
         return [key for key in files.attempts_in(self.state_dir) if key not in skip]
 
     def discard(self, run_id: str, attempt: int) -> None:
-        """Remove an attempt's state files once the daemon has stored its outcome."""
+        """Remove an attempt's state files once the daemon has stored its outcome.
+
+        With a launcher the launcher removes them: a crash before it did leaves orphans
+        that the next daemon finds recorded and discards."""
+        current = self._launcher
+        if current is not None and current.alive and current.discard(str(self.state_dir), run_id, attempt):
+            return
         files.remove(self.state_dir, run_id, attempt)
 
     def close(self) -> None:
@@ -234,6 +292,10 @@ class Runner:
             os.close(handle.fd)
             handle.fd = -1
         self._handles.clear()
+        self._owners.clear()
+        if self._launcher is not None:
+            self._launcher.close()
+            self._launcher = None
         if self._zygote is not None:
             self._zygote.close()
             self._zygote = None
@@ -334,11 +396,12 @@ def _exited(fd: int) -> bool:
     return bool(poller.poll(0))
 
 
-def _reap(pid: int) -> None:
+def _reap(pid: int) -> bool:
+    """Reap `pid` if it has exited; True once it is reaped (or not ours to reap)."""
     try:
-        os.waitpid(pid, os.WNOHANG)
+        return os.waitpid(pid, os.WNOHANG)[0] != 0
     except ChildProcessError:
-        pass  # adopted: its parent is init (or a subreaper), not us
+        return True  # adopted: its parent is init (or a subreaper), not us
 
 
 def _kill_leftover_job(started: dict) -> bool:

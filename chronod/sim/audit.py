@@ -1,29 +1,45 @@
-"""The audit commands as an operator runs them, asked about a simulation: `chronoctl
-missed --json` in-process, its clock set to the simulation's end."""
+"""The audit commands' answers about a simulation, asked at its end: `missed`, `report`
+and `did-it-run` as an operator gets them.
+
+They are asked through chronod.store.audit, the same functions chronoctl's commands call
+(which rows each judges, and the pure judging in chronod.core.history and .report), not
+through chronoctl itself: the daemon's package does not depend on the CLI, and what is
+left in chronoctl is parsing flags and printing."""
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
-from unittest import mock
+
+from chronod.store import audit
+
+SLACK = timedelta(seconds=60)  # the windows start this long before the simulation
 
 
 def missed_now(out: Any) -> dict[str, tuple[str, datetime]]:
-    """run_id -> (job, scheduled_at) of every occurrence `chronoctl missed` lists over the
-    whole simulation, asked at its end."""
-    from typer.testing import CliRunner
+    """run_id -> (job, scheduled_at) of every occurrence `missed` lists over the whole
+    simulation, asked at its end (as `missed --since` the simulation's length would)."""
+    store, now, since = out.store, out.end, out.start - SLACK
+    rows = [j for j in store.jobs() if j.removed_at is None]
+    found, marks = audit.window(store, since - timedelta(seconds=1), now + timedelta(seconds=1))
+    misses = audit.missed(store, rows, since, now, found, marks, store.pruned())
+    return {m.run_id: (m.job_id, m.scheduled_at) for m in misses}
 
-    from chronoctl.main import build_app
 
-    since = int((out.end - out.start).total_seconds()) + 60
-    with mock.patch("chronoctl.common.now_utc", return_value=out.end):
-        res = CliRunner().invoke(build_app(), ["missed", "--since", f"{since}s", "--db", str(out.db_path), "--json"])
-    if res.exit_code not in (0, 1):
-        raise RuntimeError(f"chronoctl missed failed ({res.exit_code}): {res.output[-500:]}")
-    data = json.loads(res.stdout)
-    return {
-        m["run_id"]: (m["job_id"], datetime.fromisoformat(m["scheduled_at"]))
-        for group in data["owners"]
-        for m in group["missed"]
-    }
+def report_now(out: Any) -> dict[str, dict[str, Any]]:
+    """job_id -> {"spec": the stored definition, "lines": run_id -> (state, scheduled_at)} of
+    `report JOB` over the whole simulation for every job the store knows (removed too)."""
+    store, now = out.store, out.end
+    answers: dict[str, dict[str, Any]] = {}
+    for row in store.jobs(include_removed=True):
+        rep = audit.report(store, row.spec, out.start - SLACK, now, now)
+        answers[row.job_id] = {"spec": row.spec, "lines": {ln.run_id: (ln.state, ln.scheduled_at) for ln in rep.lines}}
+    return answers
+
+
+def did_it_run_at(out: Any, job_id: str, at: datetime) -> Any:
+    """`did-it-run JOB --at AT` asked at the end of the simulation (None: no such job)."""
+    row = out.store.get_job(job_id)
+    if row is None:
+        return None
+    return audit.did_it_run(out.store, row, out.end, at=at)

@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import sqlite3
 import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,7 @@ class Outcome:
     log_counts: dict[str, int] = field(default_factory=dict)
     tmp: Path | None = None
     nodes: tuple[str, ...] = (NODE,)
+    backfills: list[int] = field(default_factory=list)  # ids of the backfills the simulation stored
 
     @property
     def db_path(self) -> Path:
@@ -105,6 +107,8 @@ def fault_plan(cfg: Config, rng: random.Random, t0: float, t1: float) -> list[Ev
         some("registry", 6)
     some("pause", 2, seconds=lambda r: r.uniform(60, 7200))
     some("trigger", 6)
+    if "backfill" in f:
+        some("backfill", 4)
     events.sort(key=lambda e: e.at)
     return events
 
@@ -119,9 +123,9 @@ class Simulation:
         self.start = start_time(cfg, self.rng)
         self.clock = FakeClock(self.start, mono=1000.0)
         self.world = World(self.clock, random.Random(self.rng.random()))
-        self.store = SqlStore(str(self.tmp / "chrono.db"), now=self.clock.now)
-        self.store.upgrade()
+        self.store = memory_store(self.clock)
         self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), "dst" in cfg.faults)
+        self.registry.blackouts = cfg.blackouts
         self.registry.build(cfg.jobs, cfg.job_docs, cfg.mean_s)
         self.t0 = self.clock.monotonic()
         self.end = self.t0 + cfg.days * 86400
@@ -130,6 +134,7 @@ class Simulation:
         self.versions: dict[str, list[Version]] = {}
         self.paused: dict[str, list[tuple[datetime, datetime | None]]] = {}
         self.manual: dict[str, str] = {}
+        self.backfills: list[int] = []
         self.edits: list[tuple[datetime, str]] = []
         self.log_counts: dict[str, int] = {}
         self.first_load = True
@@ -194,7 +199,7 @@ class Simulation:
             w.disturbed("stall", start, w.mono())
         elif kind == "jump":
             start = w.mono()
-            self.clock.jump_wall(data["seconds"])
+            w.step_wall(data["seconds"])
             w.disturbed("clock", start, start + 1, walls=(now, self.clock.now()))
         elif kind == "outage":
             w.outage_until = max(w.outage_until, w.mono() + data["seconds"])
@@ -210,6 +215,8 @@ class Simulation:
             self.resume(data["job"])
         elif kind == "trigger":
             self.trigger(woke)
+        elif kind == "backfill":
+            self.backfill(woke)
 
     def pause(self, seconds: float) -> None:
         plans = sorted(self.registry.plans())
@@ -242,6 +249,50 @@ class Simulation:
         self.manual[rid] = job
         woke.requests = True
 
+    def backfill(self, woke: Wakeups) -> None:
+        """An operator backfills the last hours of one job, as `chronoctl backfill` stores it,
+        and (with crashes among the faults) the daemon dies a little later, a few runs into
+        the backfill. Unsafe jobs are left alone: their owners would refuse."""
+        from chronod.core import backfill as core
+        from chronod.core.schedule import compile_schedule
+
+        w, now = self.world, self.clock.now()
+        specs = sorted(
+            (v[-1].spec for v in self.versions.values() if v[-1].until is None),
+            key=lambda spec: spec.id,
+        )
+        specs = [sp for sp in specs if sp.enabled and sp.idempotency_class != "unsafe"]
+        if not specs or w.mono() < w.outage_until:
+            return
+        spec = self.rng.choice(specs)
+        start, end = now - timedelta(seconds=self.rng.uniform(600, 7200)), now - timedelta(seconds=60)
+        schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+        runs = self.store.runs(spec.id, since=start, until=end + timedelta(seconds=1))
+        spans = self.store.known_spans([spec.id]).get(spec.id, [])
+        only = self.rng.choice(core.ONLY)
+        choice = core.choose(spec, schedule, runs, start=start, end=end, only=only, now=now, nodes=[NODE], spans=spans)
+        items = [(o.run_id, o.job_key, o.scheduled_at, o.fire_at) for o in (p.occurrence for p in choice.picks[:8])]
+        if not items:
+            return
+        bf_id = self.store.add_backfill(
+            spec.id,
+            from_at=start,
+            to_at=end,
+            only=only,
+            max_concurrency=1,
+            allow_unsafe=False,
+            reason=None,
+            requested_by="sim",
+            items=items,
+        )
+        self.store.add_request("backfill", spec.id, {"backfill_id": bf_id})
+        self.backfills.append(bf_id)
+        woke.requests = True
+        if "crash" in self.cfg.faults:  # a few runs into it
+            crash = {"calls": self.rng.randrange(0, 40), "downtime": self.rng.uniform(1, 120)}
+            self.events.append(Event(w.mono() + self.rng.uniform(15, 90), "crash", crash))
+            self.events.sort(key=lambda e: e.at)
+
     # --- daemon lives ------------------------------------------------------------------------
     def daemon(self, life: Life) -> Daemon:
         runner = SimRunner(self.world, NODE, str(self.tmp))
@@ -259,6 +310,7 @@ class Simulation:
             boot_id="sim-boot",
             boot_time=self.start.timestamp(),
             rng=random.Random(self.rng.random()),
+            max_starts_per_s=self.cfg.max_starts,
         )
 
     def run(self) -> Outcome:
@@ -287,7 +339,8 @@ class Simulation:
                 break
         for plan in self.registry.plans().values():
             w.durations.setdefault(plan.id, duration(plan))
-        return Outcome(
+        snapshot(self.store, self.tmp / "chrono.db")
+        out = Outcome(
             self.cfg,
             w,
             self.store,
@@ -301,6 +354,8 @@ class Simulation:
             self.log_counts,
             self.tmp,
         )
+        out.backfills = list(self.backfills)
+        return out
 
     def down(self, seconds: float) -> None:
         """The daemon is dead for `seconds`: processes go on, the world's events happen."""
@@ -316,6 +371,27 @@ class Simulation:
         for plan in self.registry.plans().values():
             w.durations.setdefault(plan.id, duration(plan))
         w.disturbed("down", start, w.mono() + 1)
+
+
+def memory_store(clock: FakeClock) -> SqlStore:
+    """The real store on an in-memory SQLite database, its lease time the simulation's
+    clock. Nothing of the daemon's differs from a file but the file: no fsync, and no
+    database file for the daemon's file watch to check every two seconds (the simulation
+    injects no deleted or replaced file), which was most of an idle daemon's wake-ups."""
+    store = SqlStore("sqlite://", now=clock.now)
+    store.upgrade()
+    return store
+
+
+def snapshot(store: SqlStore, path: Path) -> None:
+    """Copy the in-memory database to `path`, for the audit commands that open a file."""
+    raw = store.engine.raw_connection()
+    try:
+        with sqlite3.connect(path) as dst:
+            raw.driver_connection.backup(dst)
+        dst.close()
+    finally:
+        raw.close()
 
 
 def _fast_tmp() -> str | None:

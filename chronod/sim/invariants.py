@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from chronod.core import identity
+from chronod.core import blackout, identity
+from chronod.core.model import JobSpec
 from chronod.core.policy import ON_TIME_GRACE_S
 from chronod.core.schedule import compile_schedule
 from chronod.sim.driver import Outcome, Version
@@ -32,6 +33,7 @@ TERMINAL = {
     "skipped_overlap",
     "skipped_outage",
     "skipped_paused",
+    "skipped_blackout",
     "skipped_resource",
 }
 RAN = {"succeeded", "failed", "timed_out", "cancelled", "lost"}
@@ -73,8 +75,15 @@ class Facts:
             self.by_run[p.run_id].append(p)
             self.by_job[p.job_id].append(p)
         self.rows = {r.run_id: r for r in out.store.runs()}
+        self.backfilled = {rid for rid, r in self.rows.items() if r.trigger == "backfill"}
         self.horizon = out.end - timedelta(seconds=SETTLE_S)
         self.expected = list(self._expected())
+        self.spans = [out.world.wall_span(d) for d in out.world.disturbances]
+        self.windows = _windows(out.cfg.blackouts)
+
+    def blacked_out(self, spec: JobSpec, start: datetime, end: datetime) -> bool:
+        """Whether a maintenance window of the job covered some instant of this span."""
+        return any(a < end and start < b for _, a, b in blackout.spans(spec, self.windows, start, end))
 
     def _expected(self) -> Iterable[Expected]:
         for job, versions in self.out.versions.items():
@@ -97,7 +106,7 @@ class Facts:
 
     def disturbed(self, start: datetime, end: datetime) -> bool:
         """Whether a crash, stall, outage or clock step touched this wall-time span."""
-        return any(d.start_wall <= end and start <= d.end_wall for d in self.out.world.disturbances)
+        return any(a <= end and start <= b for a, b in self.spans)
 
     def paused(self, job: str, start: datetime, end: datetime) -> bool:
         for a, b in self.out.paused.get(job, []):
@@ -155,9 +164,44 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
         spec.overlap == "allow" or not f.alive(e.job, span[0], span[1] + timedelta(seconds=spec.catchup_window_s))
     ):
         return f"recorded skipped_overlap (overlap: {spec.overlap}), but no run of the job was running"
+    if state == "skipped_blackout" and not f.blacked_out(
+        spec, e.fire_at - timedelta(seconds=1), e.fire_at + timedelta(seconds=spec.catchup_window_s)
+    ):
+        return "recorded skipped_blackout, but no maintenance window held the job"
     if state == "cancelled":
         return "cancelled, though the job and its schedule were unchanged"
     return None
+
+
+def _windows(docs: tuple[dict, ...]) -> list[blackout.Window]:
+    """The simulation's maintenance windows, read the way the daemon reads them."""
+    if not docs:
+        return []
+    import yaml
+
+    from chronod.core.validate import validate_document
+    from chronod.specfile import parse_text
+
+    text = yaml.safe_dump({"blackouts": [dict(d) for d in docs], "jobs": []})
+    return list(validate_document(parse_text(text, "blackouts.yaml"), now=datetime.now().astimezone()).blackouts)
+
+
+def blackout_honoured(f: Facts) -> list[Counterexample]:
+    """No scheduled run starts (first attempt or retry) while a maintenance window of its
+    job is open; manual runs are not held."""
+    out = []
+    specs = {job: vs[-1].spec for job, vs in f.out.versions.items()}
+    for p in f.procs:
+        spec = specs.get(p.job_id)
+        if spec is None or p.run_id in f.out.manual:
+            continue
+        t = p.started_wall
+        spans = blackout.spans(spec, f.windows, t, t + timedelta(seconds=1))
+        hit = next(((w, a, b) for w, a, b in spans if a <= t < b), None)
+        if hit is not None:
+            what = f"attempt {p.attempt} started inside window {hit[0].describe()} ({hit[1]:%H:%M}Z-{hit[2]:%H:%M}Z)"
+            out.append(Counterexample(t, p.job_id, p.run_id, what))
+    return out
 
 
 def unsafe_at_most_once(f: Facts) -> list[Counterexample]:
@@ -179,9 +223,11 @@ def fire_lag_bounded(f: Facts) -> list[Counterexample]:
         spec = e.version.spec
         if spec.resource or spec.catchup == "all":
             continue
+        if f.windows and f.blacked_out(spec, e.fire_at - timedelta(seconds=1), e.fire_at + timedelta(seconds=1)):
+            continue  # held by a window (blackout_honoured)
         first = f.by_run.get(e.run_id, [None])[0]
-        if first is None or first.attempt != 1:
-            continue
+        if first is None or first.attempt != 1 or e.run_id in f.backfilled:
+            continue  # a backfill starts an occurrence late on purpose
         lag = (first.started_wall - e.scheduled_at).total_seconds()
         bound = spec.tolerance_s + LAG_S
         if lag > bound and not f.disturbed(e.scheduled_at - timedelta(seconds=1), first.started_wall):
@@ -207,7 +253,7 @@ def catchup_all_in_order(f: Facts) -> list[Counterexample]:
         spec = specs.get(job)
         if spec is None or spec.catchup != "all":
             continue
-        firsts = [p for p in procs if p.attempt == 1 and p.run_id not in f.out.manual]
+        firsts = [p for p in procs if p.attempt == 1 and p.run_id not in f.out.manual and p.run_id not in f.backfilled]
         for a, b in itertools.pairwise(firsts):
             if b.scheduled_at < a.scheduled_at:
                 out.append(
@@ -287,34 +333,122 @@ def watchdog_pinged(f: Facts) -> list[Counterexample]:
     return out
 
 
-def audit_agrees(f: Facts) -> list[Counterexample]:
-    """`chronoctl missed` names exactly the expected occurrences that did not succeed."""
-    from chronod.sim.audit import missed_now
+DID_IT_RUN_SAMPLE = 60  # `did-it-run --at` questions per simulation (three queries each)
+SCHEDULE_FIELDS = ("schedule", "timezone", "dst_gap", "dst_repeat", "tolerance_s", "run_on")
 
-    said = missed_now(f.out)
+
+def audit_agrees(f: Facts) -> list[Counterexample]:
+    """`missed`, `report` and `did-it-run` agree with the record: each names an expected
+    occurrence as succeeded exactly when its last attempt succeeded, and none expects an
+    occurrence from when its job was unknown."""
+    from chronod.sim.audit import did_it_run_at, missed_now, report_now
+
+    said, reports = missed_now(f.out), report_now(f.out)
     out = []
-    for e in f.expected:
+
+    def wrong(e: Expected, command: str, what: str, ok: bool) -> None:
+        truth = "it succeeded" if ok else "it did not succeed"
+        out.append(Counterexample(e.fire_at, e.job, e.run_id, f"`{command}` {what}, the record says {truth}"))
+
+    def succeeded(e: Expected) -> bool:
         ran = f.by_run.get(e.run_id, [])
-        ok = bool(ran) and ran[-1].final_state() == "succeeded"
+        return bool(ran) and ran[-1].final_state() == "succeeded"
+
+    for e in f.expected:
+        ok = succeeded(e)
         if ok == (e.run_id in said):
-            word = "calls it missed" if ok else "does not list it"
-            out.append(
-                Counterexample(
-                    e.fire_at,
-                    e.job,
-                    e.run_id,
-                    f"`missed` {word}, the record says " + ("it succeeded" if ok else "it did not succeed"),
-                )
-            )
+            wrong(e, "missed", "calls it missed" if ok else "does not list it", ok)
+        rep = reports.get(e.job)
+        if rep is None or not _same_schedule(rep["spec"], e.version.spec):
+            continue  # `report` reads the job's stored definition: another version's times are not its
+        line = rep["lines"].get(e.run_id)
+        if line is None:
+            wrong(e, "report", "does not list it", ok)
+        elif (line[0] == "succeeded") != ok:
+            wrong(e, "report", f"says {line[0]}", ok)
+    step = max(1, len(f.expected) // DID_IT_RUN_SAMPLE)
+    for e in f.expected[::step]:
+        ok = succeeded(e)
+        answer = did_it_run_at(f.out, e.job, e.scheduled_at)
+        if answer is not None and answer.occurrence is not None and answer.occurrence.run_id == e.run_id:
+            if answer.yes != ok:
+                wrong(e, "did-it-run --at", f"answers {'yes' if answer.yes else 'no'} ({answer.state})", ok)
     known = {e.run_id for e in f.expected}
-    horizon_lo = f.out.start
-    for rid, (job, at) in said.items():
-        if rid not in known and rid not in f.rows and at < f.horizon and at > horizon_lo:
-            if not any(
-                v.since - timedelta(seconds=EDGE_S) <= at <= (v.until or f.out.end) + timedelta(seconds=EDGE_S)
-                for v in f.out.versions.get(job, [])
-            ):
-                out.append(Counterexample(at, job, rid, "`missed` lists an occurrence from when the job was unknown"))
+    listed = [("missed", rid, job, at) for rid, (job, at) in said.items()]
+    listed += [
+        ("report", rid, job, at)
+        for job, rep in reports.items()
+        for rid, (state, at) in rep["lines"].items()
+        if state == "missing"
+    ]
+    for command, rid, job, at in listed:
+        if rid in known or rid in f.rows or not f.out.start < at < f.horizon:
+            continue
+        if not any(
+            v.since - timedelta(seconds=EDGE_S) <= at <= (v.until or f.out.end) + timedelta(seconds=EDGE_S)
+            for v in f.out.versions.get(job, [])
+        ):
+            out.append(Counterexample(at, job, rid, f"`{command}` lists an occurrence from when the job was unknown"))
+    return sorted(out, key=lambda c: c.at)
+
+
+def _same_schedule(a: JobSpec, b: JobSpec) -> bool:
+    return all(getattr(a, k) == getattr(b, k) for k in SCHEDULE_FIELDS)
+
+
+def backfill_completes(f: Facts) -> list[Counterexample]:
+    """A stored backfill finishes across crashes: it ends `done`; every occurrence it opened
+    ran (a process started after the backfill was stored) and ended; they started oldest
+    first, one at a time, and never beside another run of a job that forbids overlap."""
+    out = []
+    specs = {job: vs[-1].spec for job, vs in f.out.versions.items()}
+    for bf_id in f.out.backfills:
+        bf = f.out.store.get_backfill(bf_id)
+        at = bf.created_at
+        if bf.state != "done":
+            out.append(Counterexample(at, bf.job_id, "-", f"backfill {bf_id} still {bf.state} at the end"))
+            continue
+        starts = []
+        for rid in bf.run_ids:
+            row = f.rows.get(rid)
+            if row is None or row.state not in TERMINAL:
+                out.append(
+                    Counterexample(
+                        at, bf.job_id, rid, f"backfill {bf_id} left it {row.state if row else 'without a row'}"
+                    )
+                )
+                continue
+            if row.trigger != "backfill" or row.state == "skipped_resource":
+                continue  # in flight when its turn came, or it found no slot of its resource
+            ran = [p for p in f.by_run.get(rid, []) if p.started_wall >= at]
+            if not ran:
+                out.append(
+                    Counterexample(at, bf.job_id, rid, f"backfill {bf_id} recorded {row.state} but never started it")
+                )
+                continue
+            starts.append(ran[0])
+        for a, b in itertools.pairwise(starts):
+            if b.started_mono < a.end_mono():
+                out.append(
+                    Counterexample(
+                        b.started_wall, bf.job_id, b.run_id, f"backfill {bf_id} started it before {a.run_id} ended"
+                    )
+                )
+        spec = specs.get(bf.job_id)
+        if spec is not None and spec.overlap == "forbid":
+            for p in starts:
+                beside = [
+                    q for q in f.by_job[bf.job_id] if q is not p and q.started_mono < p.started_mono < q.end_mono()
+                ]
+                if beside:
+                    out.append(
+                        Counterexample(
+                            p.started_wall,
+                            bf.job_id,
+                            p.run_id,
+                            f"backfill {bf_id} started it while {beside[0].run_id} ran (overlap: forbid)",
+                        )
+                    )
     return sorted(out, key=lambda c: c.at)
 
 
@@ -326,6 +460,8 @@ INVARIANTS: dict[str, Callable[[Facts], list[Counterexample]]] = {
     "resource_limit_held": resource_limit_held,
     "watchdog_pinged": watchdog_pinged,
     "audit_agrees": audit_agrees,
+    "blackout_honoured": blackout_honoured,
+    "backfill_completes": backfill_completes,
 }
 
 

@@ -14,7 +14,7 @@ import yaml
 
 from chronod.core.model import JobSpec
 
-FAULTS = ("crash", "stall", "clock", "outage", "registry", "dst")
+FAULTS = ("crash", "stall", "clock", "outage", "registry", "dst", "backfill")
 DST_ZONES = ("America/New_York", "Europe/London", "Australia/Sydney")
 # UTC instants a few hours before a DST transition in one of DST_ZONES (spring and autumn)
 DST_STARTS = (
@@ -42,6 +42,9 @@ class Config:
     drain_s: float = 7200.0  # fault-free time at the end, for what is in flight to settle
     job_docs: tuple[dict[str, Any], ...] = ()  # these jobs instead of drawn ones (a scenario of its own)
     mean_s: float = 0.5  # ... and how long their runs take
+    max_starts: float | None = None  # the daemon's start limit (runs a second; None: none)
+    blackouts: tuple[dict[str, Any], ...] = ()  # maintenance windows, written in the first file
+    start: datetime | None = None  # where the calendar starts (default: drawn from the seed)
 
 
 @dataclass
@@ -121,6 +124,7 @@ class Registry:
     files: dict[str, list[JobPlan]] = field(default_factory=dict)
     broken: set[str] = field(default_factory=set)
     next_id: int = 0
+    blackouts: tuple[dict[str, Any], ...] = ()
 
     def build(self, n: int, docs: tuple[dict[str, Any], ...] = (), mean_s: float = 0.5) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -142,14 +146,14 @@ class Registry:
             return
         self.broken.discard(name)
         docs = [p.doc for p in self.files[name]]
-        text = yaml.safe_dump(
-            {
-                "defaults": {"workdir": "/tmp"},
-                "resources": {k: {"max_concurrency": v} for k, v in RESOURCES.items()},
-                "jobs": docs,
-            },
-            sort_keys=False,
-        )
+        data: dict[str, Any] = {
+            "defaults": {"workdir": "/tmp"},
+            "resources": {k: {"max_concurrency": v} for k, v in RESOURCES.items()},
+            "jobs": docs,
+        }
+        if self.blackouts and name == min(self.files):
+            data["blackouts"] = [dict(w) for w in self.blackouts]
+        text = yaml.safe_dump(data, sort_keys=False)
         path.write_text(text)
 
     def plans(self) -> dict[str, JobPlan]:
@@ -191,6 +195,8 @@ class Registry:
 def start_time(cfg: Config, rng: random.Random) -> datetime:
     """Where the simulated calendar starts: a few hours before a DST transition when the
     `dst` fault is on."""
+    if cfg.start is not None:
+        return cfg.start
     if "dst" in cfg.faults:
         return rng.choice(DST_STARTS) - timedelta(hours=rng.randrange(0, 6))
     return PLAIN_START + timedelta(hours=rng.randrange(0, 24 * 30))

@@ -75,7 +75,9 @@ class Life:
 
 @dataclass
 class Disturbance:
-    """A span during which a daemon could not be expected to fire on time."""
+    """A span during which a daemon could not be expected to fire on time. Its wall times
+    are those the clock showed when it was recorded; `World.wall_span` gives every wall
+    time it covered once later clock steps are known."""
 
     kind: str  # down | stall | outage | clock
     start: float  # monotonic
@@ -92,6 +94,7 @@ class World:
         self.procs: dict[tuple[str, int], Proc] = {}
         self.lives: list[Life] = []
         self.disturbances: list[Disturbance] = []
+        self.steps: list[tuple[float, float]] = []  # (monotonic, seconds) of each wall-clock step
         self.outage_until = 0.0  # monotonic: store calls fail before this
         self.crash_at = float("inf")  # monotonic: a crash is due (armed) since then
         self.crash_calls = 0  # ... once the store has been called this many times in all
@@ -108,6 +111,26 @@ class World:
         now, mono = self.clock.now(), self.mono()
         a, b = walls or (now - timedelta(seconds=mono - start), now + timedelta(seconds=end - mono))
         self.disturbances.append(Disturbance(kind, start, end, min(a, b), max(a, b)))
+
+    def step_wall(self, seconds: float) -> None:
+        """A clock step (NTP, an operator): wall time moves, monotonic time does not."""
+        self.steps.append((self.mono(), seconds))
+        self.clock.jump_wall(seconds)
+
+    def wall_at(self, mono: float, after_step: bool = True) -> datetime:
+        """The wall clock at a monotonic time, past or future (steps not yet made count as
+        none); at the instant of a step, the reading after it unless `after_step` is false."""
+        later = sum(s for m, s in self.steps if m > mono or (m == mono and not after_step))
+        return self.clock.now() - timedelta(seconds=self.mono() - mono + later)
+
+    def wall_span(self, d: Disturbance) -> tuple[datetime, datetime]:
+        """Every wall time the clock showed during a disturbance: a clock step inside it
+        moves where its end falls, so the span is not its start plus its length."""
+        walls = [d.start_wall, d.end_wall, self.wall_at(d.start, after_step=False), self.wall_at(d.end)]
+        for m, _ in self.steps:
+            if d.start <= m <= d.end:
+                walls += [self.wall_at(m, after_step=False), self.wall_at(m)]
+        return min(walls), max(walls)
 
     def advance_to(self, mono: float) -> None:
         if mono > self.mono():
@@ -294,7 +317,7 @@ class Event:
     """Something the world does to the daemon at a monotonic time."""
 
     at: float
-    kind: str  # registry | pause | resume | trigger | jump | stall | crash | outage
+    kind: str  # registry | pause | resume | trigger | backfill | jump | stall | crash | outage
     data: dict[str, Any] = field(default_factory=dict)
 
 

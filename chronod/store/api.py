@@ -102,6 +102,18 @@ class Attempt:
     output_bytes: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PauseRow:
+    """A pause as stored: on a job, a tag or a resource; by whom, why, since and until when."""
+
+    kind: str  # job | tag | resource
+    target: str
+    reason: str
+    by: str | None
+    since: datetime | None
+    until: datetime | None
+
+
 @dataclass(slots=True)
 class JobRow:
     """A registered job definition as stored, with its operator state."""
@@ -110,9 +122,11 @@ class JobRow:
     spec: JobSpec
     spec_hash: str
     node: str  # the node that last wrote this definition
-    paused: bool = False
+    paused: bool = False  # the job's own pause holds now (one past its `paused_until` is over)
     paused_reason: str | None = None
     paused_at: datetime | None = None
+    paused_by: str | None = None
+    paused_until: datetime | None = None
     removed_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -220,11 +234,32 @@ class Store(Protocol):
     def get_job(self, job_id: str) -> JobRow | None:
         """One job, removed or not; None if never registered."""
 
-    def set_paused(self, job_id: str, paused: bool, reason: str | None) -> bool:
-        """Pause or resume a job; False if no such job."""
+    def set_paused(
+        self,
+        job_id: str,
+        paused: bool,
+        reason: str | None,
+        *,
+        by: str | None = None,
+        until: datetime | None = None,
+    ) -> bool:
+        """Pause (by a user, until a time or until resumed) or resume a job; False if no such job."""
 
     def paused_jobs(self) -> dict[str, str | None]:
-        """job_id -> pause reason for every paused job (cheap: the daemon asks on each wake)."""
+        """job_id -> pause reason for every job whose own pause holds now (cheap: the
+        daemon asks on each wake); a pause past its `until` is over."""
+
+    def set_group_pause(
+        self, kind: str, target: str, reason: str, *, by: str | None = None, until: datetime | None = None
+    ) -> None:
+        """Pause every job with a tag (`kind` "tag") or in a resource ("resource"), replacing
+        an earlier pause of the same target."""
+
+    def clear_group_pause(self, kind: str, target: str) -> bool:
+        """Resume a tag or a resource; False if it was not paused."""
+
+    def pauses(self) -> list[PauseRow]:
+        """Every pause that holds now: jobs' own, then tags' and resources'."""
 
     # --- occurrences and runs ------------------------------------------------------------
     def insert_runs(self, runs: Iterable[Run]) -> int:
@@ -249,6 +284,13 @@ class Store(Protocol):
         """`dispatch`, refused while `limit` runs of `resource` run on any node (a fleet-wide
         concurrency group). Returns (claimed run or None, group_full); `next_run` is stored
         either way."""
+
+    def dispatch_group(
+        self, run_ids: list[str], node: str, token: int, next_runs: list[Run | None], *, resource: str, limit: int
+    ) -> tuple[list[Run], bool]:
+        """`dispatch_in_group` for several runs of `resource` in ONE transaction: the first
+        `limit - running` of `run_ids` are claimed. Returns (claimed runs, group_full: some
+        were refused for want of a slot); every one of `next_runs` is stored either way."""
 
     def claim_offline(self, run: Run, node: str, token: int) -> Run | None:
         """Store (if missing) and claim a run started while the database was unreachable, at
@@ -407,6 +449,37 @@ class Store(Protocol):
 
     def database_bytes(self) -> int | None:
         """The size of the database on disk (None when the database will not say)."""
+
+    # --- backfills (chronod.store.backfills) ---------------------------------------------
+    def add_backfill(
+        self,
+        job_id: str,
+        *,
+        from_at: datetime,
+        to_at: datetime,
+        only: str,
+        max_concurrency: int,
+        allow_unsafe: bool,
+        reason: str | None,
+        requested_by: str | None,
+        items: list[tuple[str, str, datetime, datetime]],
+    ) -> int:
+        """Store a backfill with its chosen occurrences, `items`: (run_id, job_key,
+        scheduled_at, fire_at), oldest first; nothing started yet. Returns its id."""
+
+    def backfills(self, *, active_only: bool = False, job_id: str | None = None, limit: int = 50) -> list[Any]:
+        """Stored backfills, newest first (`active_only`: those still running)."""
+
+    def get_backfill(self, backfill_id: int) -> Any | None:
+        """One stored backfill by id (None: no such backfill)."""
+
+    def open_backfill_run(self, backfill_id: int, index: int, run: Run) -> Run | None:
+        """Make the backfill's occurrence `index` wait to start (trigger backfill: inserted,
+        or an ended run opened again with its attempts kept) and count it started, in one
+        transaction. None when it is in flight already or the backfill moved on."""
+
+    def end_backfill(self, backfill_id: int, state: str, error: str | None = None) -> bool:
+        """A running backfill ends (`done` or `cancelled`); False if it was not running."""
 
     # --- requests from chronoctl --------------------------------------------------------
     def add_request(self, kind: str, job_id: str | None, payload: dict[str, Any]) -> int:

@@ -28,10 +28,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
-HEAD_REVISION = "0005"
+HEAD_REVISION = "0007"
 """The newest alembic revision this chrono knows (a test keeps it equal to alembic's head)."""
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
 """Every revision in order, oldest first: a database at one of these is older, not newer."""
 
 
@@ -74,6 +74,21 @@ jobs = Table(
     Column("paused_at", UTCDateTime),
     Column("removed_at", UTCDateTime),
     Column("updated_at", UTCDateTime, nullable=False),
+    Column("paused_by", Text),  # 0006: who paused it
+    Column("paused_until", UTCDateTime),  # 0006: a pause that ends by itself
+)
+
+# --- 0006: pauses of a tag or a resource (a job's own pause is on its jobs row) -------------
+
+pauses = Table(
+    "pauses",
+    metadata,
+    Column("kind", Text, primary_key=True),  # tag | resource
+    Column("target", Text, primary_key=True),
+    Column("reason", Text, nullable=False),
+    Column("paused_by", Text),
+    Column("paused_at", UTCDateTime, nullable=False),
+    Column("paused_until", UTCDateTime),
 )
 
 runs = Table(
@@ -233,4 +248,29 @@ job_pruned = Table(
     Column("pruned_through", UTCDateTime, nullable=False),  # runs scheduled at or before may be gone
     Column("kept_s", BigInteger, nullable=False),  # the retention that pruned them
     Column("pruned_at", UTCDateTime, nullable=False),
+)
+
+
+# --- 0007: backfills: past occurrences run again, stored so that a restart resumes them -------
+
+backfills = Table(
+    "backfills",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", Text, nullable=False),
+    Column("from_at", UTCDateTime, nullable=False),
+    Column("to_at", UTCDateTime, nullable=False),
+    Column("only", Text, nullable=False),  # missed | failed | all
+    Column("max_concurrency", Integer, nullable=False),
+    Column("allow_unsafe", Boolean, nullable=False),
+    Column("reason", Text),
+    Column("requested_by", Text),
+    Column("items_json", Text, nullable=False),  # [[run_id, job_key, scheduled_at, fire_at], ...] oldest first
+    Column("started", Integer, nullable=False),  # how many of the items have been started
+    Column("state", Text, nullable=False),  # running | done | cancelled
+    Column("error", Text),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime),
+    Index("ix_backfills_state", "state"),
 )

@@ -262,6 +262,30 @@ def test_dispatch_in_group_refuses_while_the_resource_is_full_and_still_stores_t
     assert third is not None and not full
 
 
+def test_dispatch_group_claims_as_many_runs_as_the_resource_has_free_slots_in_one_call(store):
+    token = acquire(store)
+    jobs = ("a", "b", "c", "d")
+    store.sync_jobs(
+        "n1",
+        [
+            JobSpec(
+                id=j, owner="ops", schedule="*/5 * * * *", command="true", idempotency_class="idempotent", resource="db"
+            )
+            for j in jobs
+        ],
+    )
+    store.insert_runs([run(1, job=j) for j in jobs])
+    ids = [f"{j}-000001" for j in jobs]
+    first, full = store.dispatch_group(ids[:1], "n1", token, [run(2, job="a")], resource="db", limit=3)
+    assert [r.run_id for r in first] == ["a-000001"] and not full
+    claimed, full = store.dispatch_group(
+        ids[1:], "n1", token, [run(2, job=j) for j in jobs[1:]], resource="db", limit=3
+    )
+    assert [r.run_id for r in claimed] == ["b-000001", "c-000001"] and full  # 1 running + 2 = the limit of 3
+    assert store.get_run("d-000001").state == "pending"
+    assert all(store.get_run(f"{j}-000002").state == "pending" for j in jobs)  # every chain goes on
+
+
 def test_claim_offline_stores_and_claims_a_run_at_the_attempt_and_start_it_really_had(store):
     token = acquire(store)
     started = run(1)
@@ -672,6 +696,25 @@ def test_pause_and_resume_keep_the_reason_and_survive_a_sync(store):
     assert store.set_paused("backup", False, None) is True
     assert store.get_job("backup").paused is False and store.paused_jobs() == {}
     assert store.set_paused("nope", True, "x") is False
+
+
+def test_a_pause_keeps_who_and_until_when_and_is_over_by_itself_at_its_end(store):
+    store.sync_jobs("n1", [spec("backup"), spec("rotate")])
+    soon = datetime.now(timezone.utc) + timedelta(hours=1)
+    assert store.set_paused("backup", True, "disk swap", by="alice", until=soon) is True
+    store.set_group_pause("tag", "db", "INC-4 replica lag", by="bob")
+    store.set_group_pause("resource", "pg", "gone", until=datetime.now(timezone.utc) - timedelta(seconds=1))
+    got = {(p.kind, p.target): p for p in store.pauses()}
+    assert set(got) == {("job", "backup"), ("tag", "db")}  # the resource pause has ended
+    assert (got["job", "backup"].by, got["job", "backup"].until) == ("alice", soon)
+    assert (got["tag", "db"].reason, got["tag", "db"].by, got["tag", "db"].until) == ("INC-4 replica lag", "bob", None)
+    row = store.get_job("backup")
+    assert (row.paused, row.paused_by, row.paused_until) == (True, "alice", soon)
+    store.set_group_pause("tag", "db", "again", by="carol")  # replaces the earlier pause of the tag
+    assert [p.reason for p in store.pauses() if p.kind == "tag"] == ["again"]
+    assert store.clear_group_pause("tag", "db") is True and store.clear_group_pause("tag", "db") is False
+    store.set_paused("rotate", True, "old", until=datetime.now(timezone.utc) - timedelta(seconds=1))
+    assert store.get_job("rotate").paused is False and "rotate" not in store.paused_jobs()
 
 
 # --- requests, job state, registry errors -------------------------------------------------------

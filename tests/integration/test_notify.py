@@ -516,3 +516,39 @@ def test_in_a_fleet_only_the_first_live_node_decides_and_the_next_takes_over_whe
         a.stop()
         b.stop()
         store.close()
+
+
+def test_a_job_that_never_succeeded_goes_silent_counted_from_its_registration_not_its_first_run(store_url, tmp_path):
+    from chronod.core.occurrence import run_id
+    from chronod.store.api import Run
+
+    # registered now; its first run (a failure) only 100 s later; max_silence_s 60
+    store = _spec_store(
+        store_url,
+        tmp_path,
+        jobs_file(job("late", "exit 1", "http://127.0.0.1:9/", on=("silence",), max_silence_s=60)),
+    )
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    at = now + timedelta(seconds=100)
+    store.insert_runs(
+        [
+            Run(
+                run_id=run_id("late", at),
+                job_id="late",
+                job_key="late",
+                scheduled_at=at,
+                fire_at=at,
+                state="failed",
+                attempts=1,
+                exit_code=1,
+                finished_at=at + timedelta(milliseconds=200),
+            )
+        ]
+    )
+    svc = _service(store, "n1", [])
+    try:
+        svc.step(now + timedelta(seconds=130))  # 130 s after registration, 30 s after the first run
+        assert "silent" in [r.state for r in _rows(store, "late")]
+    finally:
+        svc.stop()
+        store.close()

@@ -113,3 +113,37 @@ def test_status_json_shows_the_database_size_and_rows_per_state(db):
 def test_db_prune_refuses_a_bad_duration():
     bad = ctl("db", "prune", "--older-than", "soon")
     assert bad.returncode == 2 and bad.stderr.startswith("chronoctl: error: --older-than")
+
+
+def test_chronod_prunes_by_itself_while_it_keeps_firing(db, tmp_path):
+    """The pruner inside the real daemon: the history older than history_days goes, the
+    watermark says so, and an every-second job fires on time meanwhile."""
+    from tests.integration.daemon_helpers import Chronod, job, jobs_file, runs_json, wait_until, write_jobs
+
+    registry = tmp_path / "jobs"
+    registry.mkdir()
+    write_jobs(
+        registry / "jobs.yaml",
+        jobs_file(
+            job("ledger", "0 3 * * *", "true", max_silence_s=3 * 86400, history_days=30),
+            job("tick", "@every 1s", "true"),
+        ),
+    )
+    daemon = Chronod(registry, db, tmp_path / "chronod.log").start()
+    try:
+        wait_until(
+            lambda: ctl_json("status", "ledger", "--db", db)[1].get("pruned_through"),
+            timeout=30,
+            interval=0.5,
+            what="chronod's pruner to raise the watermark",
+        )
+        assert "event=retention.pruned" in daemon.log_since_start()
+    finally:
+        daemon.stop()
+    _, runs = ctl_json("runs", "ledger", "--since", "90d", "--limit", "1000", "--db", db)
+    past = [r for r in runs if r["state"] != "pending"]  # chronod has also planned tomorrow's
+    assert len(past) == 29  # days 0..29, less day 5
+    _, status = ctl_json("status", "ledger", "--db", db)
+    assert status["pruned_through"][:10] == _day(30).date().isoformat()
+    ticks = [r for r in runs_json("tick", db) if r["state"] == "succeeded"]
+    assert len(ticks) >= 4

@@ -186,6 +186,32 @@ def test_bad_duration_flags_are_usage_errors(text):
         common.parse_seconds(text, "--window")
 
 
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    "text, tz, start",
+    [
+        ("24h", "UTC", "2026-12-02T12:00:00+00:00"),
+        ("2026-12-01", "UTC", "2026-12-01T00:00:00+00:00"),
+        ("2026-12-01", "America/New_York", "2026-12-01T05:00:00+00:00"),
+        ("yesterday 02:00", "UTC", "2026-12-02T02:00:00+00:00"),
+        ("2026-12-03T06:00:00-05:00", "UTC", "2026-12-03T11:00:00+00:00"),
+    ],
+)
+def test_since_takes_a_duration_or_a_time(text, tz, start):
+    assert common.parse_since(text, NOW, tz).isoformat() == start
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [("soon", "neither a duration nor a time"), ("2026-12-04", "not in the past"), ("0s", "longer than 0s")],
+)
+def test_a_since_that_is_not_a_past_window_is_a_usage_error(text, message):
+    with pytest.raises(errors.UsageError, match=message):
+        common.parse_since(text, NOW)
+
+
 # --- the herd count ------------------------------------------------------------------------
 
 

@@ -314,6 +314,17 @@ def test_a_job_that_never_succeeded_is_silent_once_max_silence_has_passed_since_
     assert h.silent_jobs([registered(DAILY, "2026-03-09 00:00")], {}, NOW) == []
 
 
+def test_a_job_that_never_succeeded_is_silent_from_its_registration_not_from_its_last_edit():
+    # registered 03-01, its command edited 03-09 12:00, never succeeded; max_silence_s 2 days
+    row = registered(DAILY, "2026-03-09 12:00")
+    spans = {DAILY.id: [(T("2026-02-01 00:00"), T("2026-02-02 00:00")), (T("2026-03-01 00:00"), None)]}
+    [q] = h.silent_jobs([row], {}, NOW, spans)
+    assert q.last_success is None and q.silent_since == T("2026-03-03 00:00")
+    assert h.known_since(spans[DAILY.id]) == T("2026-03-01 00:00")
+    assert h.known_since([(T("2026-03-01 00:00"), T("2026-03-02 00:00"))]) == T("2026-03-01 00:00")
+    assert h.known_since([]) is None
+
+
 def test_paused_disabled_and_reboot_jobs_are_never_silent_and_the_rest_come_in_id_order():
     old = T("2026-01-01 00:00")
     rows = [

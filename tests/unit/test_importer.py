@@ -372,3 +372,17 @@ def test_a_schedule_repeated_in_a_crontab_is_simulated_once(monkeypatch):
     ]
     assert calls == ["17 5 * * 3", "17 5 * * 4"]
     assert [(r.compared, r.fires, r.differences) for r in results] == [("full", 57, [])] * 5 + [("full", 57, [])]
+
+
+def test_jobs_a_clock_change_meets_say_crons_dst_behaviour_and_pass_strict_validation(tmp_path):
+    from chronod.specfile import load_registry
+
+    src = Source("dst", (FIXTURES / "dst").read_text(), "system", None, "imported-dst.yaml")
+    result = run_import([src], OPTIONS, NOW)
+    policy = {j["id"]: {k: j[k] for k in ("dst_gap", "dst_repeat") if k in j} for j in result.jobs}
+    assert policy["root-two-thirty"] == {"dst_gap": "shift"}
+    assert policy["root-one-thirty"] == {"dst_repeat": "first"}
+    assert policy["root-every-minute-of-two"] == {} and policy["root-hourly"] == {}
+    (tmp_path / "imported-dst.yaml").write_text(result.files["imported-dst.yaml"])
+    loaded = load_registry(tmp_path, now=NOW, secure=False)
+    assert [p.message for p in loaded.problems if "daylight" in p.message] == []

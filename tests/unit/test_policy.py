@@ -208,3 +208,110 @@ def test_the_loop_wakes_for_the_earliest_deadline_and_sleeps_without_any():
         seconds=1.5
     )
     assert policy.next_wake([None, None]) is None
+
+
+# --- the start limit: who starts now, who waits, who the catch-up rule skips ---------
+
+T0 = NOW - timedelta(seconds=1)
+
+
+def cand(rid: str, fire_ago_s: float, *, job: str | None = None, offset_s: int = 0, **kw) -> policy.Candidate:
+    """A due run `rid` whose fire time was `fire_ago_s` before NOW (scheduled `offset_s` earlier)."""
+    s = spec(id=job or rid, **kw)
+    fire = NOW - timedelta(seconds=fire_ago_s)
+    return policy.Candidate(rid, s, fire - timedelta(seconds=offset_s), fire)
+
+
+def admit(rate, line, tokens=None, mono=100.0, at=None):
+    budget = policy.Budget(rate if tokens is None else tokens, mono if at is None else at)
+    return policy.start_admission(rate, budget, line, NOW, mono)
+
+
+def ids(cands) -> list[str]:
+    return [c.run_id for c in cands]
+
+
+@pytest.mark.parametrize(
+    "case,rate,tokens,line,start,wait,skip",
+    [
+        # no limit: everything starts, in deadline order
+        ("no limit", None, 0, [cand("b", 2), cand("a", 5)], ["a", "b"], [], []),
+        # a full budget of 3: the three oldest fire times start, the fourth waits
+        ("budget of 3", 3, None, [cand(x, s) for x, s in zip("abcd", (4, 3, 2, 1))], ["a", "b", "c"], ["d"], []),
+        # an empty budget: all wait, nothing is lost while on time
+        ("empty budget", 10, 0.5, [cand("a", 1), cand("b", 2)], [], ["b", "a"], []),
+        # the job with no tolerance goes before one that tolerates 9 s, at the same fire time
+        (
+            "tight first",
+            1,
+            None,
+            [cand("loose", 1, tolerance_s=9), cand("tight", 1, tolerance_s=0)],
+            ["tight"],
+            ["loose"],
+            [],
+        ),
+        # a tolerant job scheduled long ago but whose window is still open waits behind a tight one
+        (
+            "deadline over fire time",
+            1,
+            None,
+            [cand("loose", 3, offset_s=1, tolerance_s=60), cand("tight", 1)],
+            ["tight"],
+            ["loose"],
+            [],
+        ),
+        # catchup none: late past the grace -> skipped; on time -> waits
+        ("none, late", 1, 0, [cand("old", 40, catchup="none"), cand("new", 5, catchup="none")], [], ["new"], ["old"]),
+        # catchup latest: a late run keeps waiting (it is its job's newest)
+        ("latest, late", 1, 0, [cand("old", 40, catchup="latest")], [], ["old"], []),
+        # catchup all: a late run keeps waiting too
+        ("all, late", 1, 0, [cand("old", 40, catchup="all")], [], ["old"], []),
+        # every policy: nothing waits past catchup_window_s
+        ("past window", 5, None, [cand("old", 120, catchup="all", catchup_window_s=60)], [], [], ["old"]),
+    ],
+)
+def test_the_start_limit_starts_waits_or_skips(case, rate, tokens, line, start, wait, skip):
+    a = admit(rate, line, tokens)
+    assert ids(a.start) == start, case
+    assert ids(a.wait) == wait, case
+    assert ids(c for c, _ in a.skip) == skip, case
+
+
+def test_a_newer_occurrence_of_the_same_job_replaces_a_waiting_one_under_latest_and_none():
+    for mode in ("latest", "none"):
+        line = [cand("r1", 10, job="j", catchup=mode), cand("r2", 0, job="j", catchup=mode)]
+        line[1] = replace(line[1], scheduled_at=line[0].scheduled_at + timedelta(seconds=10))
+        a = admit(5, line, tokens=0)
+        assert ids(a.wait) == ["r2"] and ids(c for c, _ in a.skip) == ["r1"], mode
+        assert "newer occurrence" in a.skip[0][1] and "5 starts/s" in a.skip[0][1]
+
+
+def test_under_catchup_all_every_occurrence_of_a_job_waits_its_turn():
+    line = [cand("r1", 10, job="j", catchup="all"), cand("r2", 0, job="j", catchup="all")]
+    line[1] = replace(line[1], scheduled_at=line[0].scheduled_at + timedelta(seconds=10))
+    a = admit(5, line, tokens=1)
+    assert ids(a.start) == ["r1"] and ids(a.wait) == ["r2"] and a.skip == ()
+
+
+def test_the_budget_refills_at_the_rate_and_keeps_at_most_one_seconds_worth():
+    assert policy.refill(policy.Budget(0, 10.0), 100, 10.25).tokens == pytest.approx(25)
+    assert policy.refill(policy.Budget(0, 10.0), 100, 60.0).tokens == 100
+    a = admit(100, [cand(f"r{i}", 1) for i in range(30)], tokens=0, at=99.8)
+    assert len(a.start) == 20 and len(a.wait) == 10
+    assert a.budget.tokens == pytest.approx(0) and a.retry_at == pytest.approx(100.1)  # when the 10 waiting may start
+
+
+def test_a_node_past_its_limit_starts_the_limit_every_second_and_no_more():
+    """Saturation: 300 runs due each second against a limit of 100/s; over 10 simulated
+    seconds about 100 start each second, and the newest occurrence of every job still starts."""
+    budget, line, started = policy.Budget(100, 0.0), [], 0
+    for second in range(10):
+        now = NOW + timedelta(seconds=second)
+        line += [
+            policy.Candidate(f"{j}-{second}", spec(id=f"j{j}"), now - timedelta(seconds=1), now) for j in range(300)
+        ]
+        for tick in range(10):  # the loop wakes ten times a second
+            a = policy.start_admission(100, budget, line, now + timedelta(seconds=tick / 10), second + tick / 10)
+            budget, line, started = a.budget, list(a.wait), started + len(a.start)
+    assert 900 <= started <= 1100
+    assert len(line) <= 300  # one waiting occurrence per job at most: the older ones were replaced

@@ -240,3 +240,15 @@ def test_color_is_off_with_no_color_set(monkeypatch):
 )
 def test_bars_scale_to_the_maximum_and_never_hide_a_non_zero_value(value, maximum, width, unicode, shown):
     assert render.bar(value, maximum, width, unicode) == shown
+
+
+def test_json_is_indented_for_a_terminal_and_one_line_for_a_pipe():
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    piped, tty = io.StringIO(), Tty()
+    render.print_json({"a": [1, 2]}, file=piped)
+    render.print_json({"a": [1, 2]}, file=tty)
+    assert piped.getvalue() == '{"a": [1, 2]}\n'
+    assert tty.getvalue().startswith('{\n  "a"') and json.loads(tty.getvalue()) == {"a": [1, 2]}

@@ -1,0 +1,83 @@
+"""The node's start limit: at most `--max-starts` runs started per second. Past its
+ceiling a node then starts what it can, every second, and the catch-up rule decides which
+of the runs that wait are skipped (`chronod.core.policy.start_admission`); without it a
+node past its ceiling fell further behind each second and started less and less."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from chronod.core import policy
+from chronod.daemon.runs import Job
+from chronod.store.api import Run
+
+DEFAULT_MAX_STARTS_PER_S = 1000.0  # about what one core forks and execs from Python; see chronod(8)
+LOG_EVERY_S = 10.0  # the summary of waits and skips is logged at most this often
+
+
+class StartLimit:
+    """Admission of due runs under the start limit. Part of `Daemon` (chronod.daemon.loop)."""
+
+    def init_start_limit(self, rate: float | None) -> None:
+        self.max_starts = rate if rate and rate > 0 else None
+        self.budget = policy.Budget(self.max_starts or 0.0, self.clock.monotonic())
+        self.admit_retry: float | None = None  # monotonic: when the budget has a start again
+        self.skipped = 0  # runs skipped since the last summary
+        self.limited_logged = float("-inf")  # the first summary at once
+
+    def admit_starts(self, claims: list[tuple[Job, Run]], settles: list) -> list[tuple[Job, Run]]:
+        """Of this wake-up's runs to start, the ones the start limit lets through now (in
+        order). The others wait in `self.backlog` for the next wake-up; those the catch-up
+        rule skips join `settles` (skipped_outage, with the reason)."""
+        if not claims:
+            return []
+        by_id = {run.run_id: (job, run) for job, run in claims}
+        line = [candidate(job, run) for job, run in claims]
+        a = policy.start_admission(self.max_starts, self.budget, line, self.clock.now(), self.clock.monotonic())
+        self.budget, self.admit_retry = a.budget, a.retry_at
+        for c, why in a.skip:
+            settles.append((c.run_id, "skipped_outage", why))
+            self.metrics.runs.labels(c.spec.id, "skipped_outage").inc()
+        self.backlog = [by_id[c.run_id] for c in a.wait]
+        self.skipped += len(a.skip)
+        self.log_limited()
+        return [by_id[c.run_id] for c in a.start]
+
+    def give_back(self, runs: list[tuple[Job, Run]]) -> None:
+        """Runs admitted but not started this wake-up (its time slice ran out): first in line next time."""
+        self.backlog = runs + self.backlog
+        if self.max_starts is not None:
+            self.budget = policy.Budget(self.budget.tokens + len(runs), self.budget.at)
+
+    def backlog_wake(self, now: datetime) -> datetime | None:
+        """When the loop must wake for the runs waiting to start (None: none wait)."""
+        if not self.backlog:
+            return None
+        if self.admit_retry is None:
+            return now
+        return now + timedelta(seconds=max(self.admit_retry - self.clock.monotonic(), 0.0))
+
+    def log_limited(self) -> None:
+        """A summary of what waits and what was skipped, at most every LOG_EVERY_S (each
+        skipped run also says why in its own record)."""
+        mono = self.clock.monotonic()
+        if not (self.backlog or self.skipped) or mono - self.limited_logged < LOG_EVERY_S:
+            return
+        self.log(
+            "runs.start_limited",
+            "warning",
+            limit_per_s=self.max_starts or "none",
+            waiting=len(self.backlog),
+            skipped=self.skipped,
+            hint="more runs fall due than this node starts: add nodes, spread the jobs (tolerance_s), "
+            "or raise --max-starts if the host has room",
+        )
+        self.skipped = 0
+        self.limited_logged = mono
+
+
+def candidate(job: Job, run: Run) -> policy.Candidate:
+    """A run asking to start. Only a first attempt of a scheduled occurrence may be skipped:
+    a retry or a manual run waits its turn whatever the catch-up rule says."""
+    skippable = run.trigger == "schedule" and run.attempts == 0 and run.state == "pending"
+    return policy.Candidate(run.run_id, job.spec, run.scheduled_at, run.fire_at, skippable)

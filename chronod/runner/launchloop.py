@@ -1,0 +1,534 @@
+"""The launcher's own process: one event loop that starts and supervises many runs.
+
+Spawned once by the daemon (chronod.runner.launcher), in a session of its own, it does for
+every run what a per-attempt supervisor did (chronod.runner.supervisor): starts the job
+in its own process group (posix_spawn, or fork + exec when the job changes user), drains
+its output into a bounded tail while counting every byte, enforces the timeout, obeys a
+cancel, reaps the job and writes its `started` and `result` files. One epoll watches every
+output pipe and every job's pidfd; timeouts sit in one heap.
+
+Results are made durable in batches: every result the loop produced in one turn is
+written to its temporary file, the file system is flushed once (`syncfs`), then each is
+renamed into place and the directory is flushed once. Only then is the run's end pipe
+closed, the daemon's signal that the result is on disk.
+
+The loop outlives the daemon: when the daemon's socket closes it launches nothing more,
+finishes the runs it owns and exits. A later daemon reaches it through an abstract Unix
+socket named after its pid and start time, to watch a run it adopts or to cancel one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import heapq
+import json
+import os
+import pickle
+import resource
+import select
+import signal
+import socket
+import struct
+import time
+from datetime import datetime, timezone
+
+from chronod.runner import files, supervisor
+from chronod.runner.supervisor import Plan
+
+DRAIN_AFTER_EXIT_S = supervisor.DRAIN_AFTER_EXIT_S
+_CHUNK = 65536
+_MAX_FD = 1 << 20
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class _Run:
+    """One job the loop supervises."""
+
+    __slots__ = (
+        "plan", "key", "pid", "pidfd", "out_r", "live", "tail", "total", "reason",
+        "deadline", "kill_at", "status", "started_at", "ends", "ended", "result",
+    )  # fmt: skip
+
+    def __init__(self, plan: Plan, end_fd: int):
+        self.plan = plan
+        self.key = (plan.run_id, plan.attempt)
+        self.pid = 0
+        self.pidfd = -1
+        self.out_r = -1
+        self.live: int | None = None
+        self.tail = bytearray()
+        self.total = 0
+        self.reason: str | None = None
+        self.deadline: float | None = None
+        self.kill_at: float | None = None
+        self.status: int | None = None
+        self.started_at = _now()
+        self.ends = [end_fd]  # closed once the result is on disk: the daemon's signal
+        self.ended = False
+        self.result = b""
+
+
+class Loop:
+    """The launcher's state: its runs, its epoll, its timers, the results to flush."""
+
+    def __init__(self, ctl: socket.socket, listener: socket.socket):
+        self.ctl, self.listener = ctl, listener
+        self.ep = select.epoll()
+        self.ep.register(ctl.fileno(), select.EPOLLIN)
+        self.ep.register(listener.fileno(), select.EPOLLIN)
+        self.runs: dict[tuple[str, int], _Run] = {}
+        self.by_fd: dict[int, tuple[str, _Run]] = {}
+        self.timers: list[tuple[float, int, str, _Run]] = []
+        self.seq = 0
+        self.batch: list[_Run] = []
+        self.daemon_gone = False
+        self.own_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
+        # posix_spawn resets caught signals itself; naming only the ignored ones spares
+        # the child a sigaction for each of the 64 signals
+        self.ignored = [s for s in signal.valid_signals() if signal.getsignal(s) == signal.SIG_IGN]
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def serve(self) -> None:
+        """Run until the daemon is gone and every run has ended and been flushed."""
+        while not (self.daemon_gone and not self.runs and not self.batch):
+            for fd, _ in self.ep.poll(self._wait_s()):
+                try:
+                    self._event(fd)
+                except Exception as e:  # one bad event must not end every other run
+                    os.write(2, f"chrono launcher: {type(e).__name__}: {e}\n".encode())
+            self._fire_timers(time.monotonic())
+            self._flush()
+
+    def _event(self, fd: int) -> None:
+        if fd == self.ctl.fileno():
+            self._from_daemon()
+            return
+        if fd == self.listener.fileno():
+            self._visitor()
+            return
+        kind, run = self.by_fd[fd]
+        if kind == "out":
+            self._read(run)
+        else:
+            self._exited(run)
+
+    def _wait_s(self) -> float:
+        if self.batch:
+            return 0
+        if not self.timers:
+            return -1
+        return max(0.0, self.timers[0][0] - time.monotonic())
+
+    def _timer(self, when: float, kind: str, run: _Run) -> None:
+        self.seq += 1
+        heapq.heappush(self.timers, (when, self.seq, kind, run))
+
+    def _fire_timers(self, now: float) -> None:
+        while self.timers and self.timers[0][0] <= now:
+            _, _, kind, run = heapq.heappop(self.timers)
+            if run.ended:
+                continue
+            if kind == "deadline" and run.reason is None and run.status is None:
+                self._start_kill(run, "timed_out", now)
+            elif kind == "kill" and run.kill_at is not None and run.status is None:
+                run.kill_at = None
+                _killpg(run.pid, signal.SIGKILL)
+            elif kind == "drain":
+                self._end(run)
+
+    # -- requests ---------------------------------------------------------------------
+
+    def _from_daemon(self) -> None:
+        """Every request the daemon has queued (a burst of launches is served in one turn)."""
+        for _ in range(256):
+            got = _receive(self.ctl)
+            if got is None:
+                self.daemon_gone = True
+                self.ep.unregister(self.ctl.fileno())
+                return
+            self._request(*got)
+            if not _pending(self.ctl):
+                return
+
+    def _visitor(self) -> None:
+        """A later daemon asking to watch or cancel a run it adopted."""
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return
+        with conn:
+            conn.settimeout(2)
+            _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+            if uid not in (0, os.geteuid()):
+                return
+            try:
+                got = _receive(conn)
+            except (OSError, pickle.PickleError, EOFError):
+                return
+            if got is not None:
+                self._request(*got)
+
+    def _request(self, msg: tuple, fds: list[int]) -> None:
+        """`("launch", plan)` + end pipe, `("watch", run_id, attempt)` + end pipe, or
+        `("cancel", run_id, attempt)`."""
+        verb, end = msg[0], (fds[0] if fds else None)
+        for extra in fds[1:]:
+            os.close(extra)
+        if verb == "launch" and end is not None:
+            self._launch(msg[1], end)
+            return
+        if verb == "discard":
+            files.remove(msg[3], msg[1], msg[2])
+            return
+        run = self.runs.get((msg[1], msg[2])) if verb in ("watch", "cancel") else None
+        if verb == "watch" and end is not None and run is not None and not run.ended:
+            run.ends.append(end)
+            return
+        if end is not None:
+            os.close(end)  # ended (its result is on disk) or never ours: the watcher reads the files
+        if verb == "cancel" and run is not None and run.reason is None and run.status is None:
+            self._start_kill(run, "cancelled", time.monotonic())
+
+    # -- one run ----------------------------------------------------------------------
+
+    def _launch(self, plan: Plan, end_fd: int) -> None:
+        run = _Run(plan, end_fd)
+        if run.key in self.runs:
+            os.close(end_fd)  # the daemon never sends one twice; if it did, it learns nothing
+            return
+        for stale in (files.path_of(plan.state_dir, *run.key, files.RESULT), files.live_path(plan.state_dir, *run.key)):
+            _unlink(stale)  # of an earlier life of this attempt (a restored database): never its outcome
+        self.runs[run.key] = run
+        if plan.error:
+            self._finish(run, "failed", error=plan.error)
+            return
+        try:
+            failure = self._start(run)
+        except Exception as e:  # never lose the loop (and every other run) to one job
+            failure = None
+            self._finish(run, "failed", error=f"cannot start the job: {e}")
+            return
+        if failure is not None:
+            self._finish(run, "failed", error=supervisor._describe(plan, *failure))
+            return
+        self._watch(run)
+
+    def _start(self, run: _Run) -> tuple[str, int] | None:
+        plan = run.plan
+        out_r, out_w = os.pipe()
+        stdin_fd = supervisor._stdin_fd(plan.stdin)
+        try:
+            if plan.creds is not None:
+                pid, failure = supervisor._fork_exec(plan, stdin_fd, out_w)
+            else:
+                pid, failure = self._spawn(plan, stdin_fd, out_w)
+        finally:
+            os.close(out_w)
+            os.close(stdin_fd)
+        if failure is not None:
+            os.close(out_r)
+            return failure
+        run.pid, run.out_r = pid, out_r
+        return None
+
+    def _spawn(self, plan: Plan, stdin_fd: int, out_w: int) -> tuple[int, tuple[str, int] | None]:
+        """posix_spawn (a vfork) of the job, in its workdir, with the daemon's original
+        descriptor limit; the loop's own directory and limit are restored after."""
+        try:
+            os.chdir(plan.workdir)
+        except OSError as e:
+            return 0, ("workdir", e.errno or 0)
+        os.environ["PATH"] = plan.env.get("PATH", "")  # posix_spawnp searches the caller's PATH
+        resource.setrlimit(resource.RLIMIT_NOFILE, plan.nofile)
+        try:
+            pid = os.posix_spawnp(
+                plan.argv[0],
+                list(plan.argv),
+                plan.env,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, stdin_fd, 0),
+                    (os.POSIX_SPAWN_DUP2, out_w, 1),
+                    (os.POSIX_SPAWN_DUP2, out_w, 2),
+                ],
+                setsid=True,
+                setsigmask=(),
+                setsigdef=self.ignored,
+            )
+        except OSError as e:
+            return 0, ("exec", e.errno or 0)
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, self.own_nofile)
+            os.chdir("/")
+        return pid, None
+
+    def _watch(self, run: _Run) -> None:
+        run.pidfd = os.pidfd_open(run.pid)
+        os.set_blocking(run.out_r, False)
+        self.ep.register(run.out_r, select.EPOLLIN)
+        self.ep.register(run.pidfd, select.EPOLLIN)
+        self.by_fd[run.out_r] = ("out", run)
+        self.by_fd[run.pidfd] = ("pid", run)
+        if run.plan.timeout_s:
+            run.deadline = time.monotonic() + run.plan.timeout_s
+            self._timer(run.deadline, "deadline", run)
+        try:
+            _write_started(run)
+        except OSError:
+            pass  # only adoption by a later daemon needs it; the result still gets written
+
+    def _read(self, run: _Run) -> None:
+        try:
+            data = os.read(run.out_r, _CHUNK)
+        except BlockingIOError:
+            return
+        if not data:
+            self._close_out(run)
+            if run.status is not None:
+                self._end(run)
+            return
+        run.total += len(data)
+        _append_live(run, data)
+        run.tail += data
+        excess = len(run.tail) - run.plan.limit_bytes
+        if excess > 0:
+            del run.tail[:excess]
+
+    def _exited(self, run: _Run) -> None:
+        _, run.status = os.waitpid(run.pid, 0)
+        self.ep.unregister(run.pidfd)
+        del self.by_fd[run.pidfd]
+        os.close(run.pidfd)
+        run.pidfd = -1
+        if run.reason is not None:
+            _killpg(run.pid, signal.SIGKILL)  # what is left of a group we were told to stop
+        if run.out_r < 0:
+            self._end(run)
+        else:
+            self._timer(time.monotonic() + DRAIN_AFTER_EXIT_S, "drain", run)
+
+    def _start_kill(self, run: _Run, reason: str, now: float) -> None:
+        run.reason = reason
+        _killpg(run.pid, signal.SIGTERM)
+        run.kill_at = now + run.plan.kill_grace_s
+        self._timer(run.kill_at, "kill", run)
+
+    def _close_out(self, run: _Run) -> None:
+        if run.out_r >= 0:
+            self.ep.unregister(run.out_r)
+            del self.by_fd[run.out_r]
+            os.close(run.out_r)
+            run.out_r = -1
+        if run.live is not None:
+            os.close(run.live)
+            run.live = None
+
+    def _end(self, run: _Run) -> None:
+        """The leader was reaped and its output drained (or the drain time is up)."""
+        self._close_out(run)
+        state, code, sig, error = supervisor._verdict(run.plan, run.status or 0, run.reason)
+        self._finish(run, state, code=code, sig=sig, error=error, pid=run.pid)
+
+    def _finish(self, run: _Run, state: str, **fields) -> None:
+        if run.ended:
+            return
+        run.ended = True
+        record = {
+            "run_id": run.plan.run_id,
+            "attempt": run.plan.attempt,
+            "state": state,
+            "exit_code": fields.get("code"),
+            "signal": fields.get("sig"),
+            "started_at": run.started_at.isoformat(),
+            "finished_at": _now().isoformat(),
+            "output_tail": bytes(run.tail).decode("utf-8", "backslashreplace"),
+            "output_bytes": run.total,
+            "error": fields.get("error"),
+            "pid": fields.get("pid"),
+        }
+        run.tail = bytearray()
+        run.result = json.dumps(record, sort_keys=True).encode()
+        self.batch.append(run)
+
+    # -- durability -------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        """Write this turn's results: one file system flush and one directory flush for
+        the lot, then tell each watcher (close its end pipe)."""
+        if not self.batch:
+            return
+        batch, self.batch = self.batch, []
+        written = []
+        for run in batch:
+            path = files.path_of(run.plan.state_dir, run.plan.run_id, run.plan.attempt, files.RESULT)
+            try:
+                _write(path + ".tmp", run.result)
+                written.append((run, path))
+            except OSError:
+                pass  # no result file: the daemon records the run lost, with the reason
+        dirs = {os.path.dirname(path) for _, path in written}
+        for d in dirs:
+            try:
+                _sync_fs(d)
+            except OSError:
+                pass
+        for _, path in written:
+            try:
+                os.rename(path + ".tmp", path)
+            except OSError:
+                pass  # as above: recorded lost
+        for d in dirs:
+            try:
+                _fsync_dir(d)
+            except OSError:
+                pass
+        for run in batch:
+            for fd in run.ends:
+                os.close(fd)
+            run.ends = []
+            self.runs.pop(run.key, None)
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def _receive(sock: socket.socket) -> tuple[tuple, list[int]] | None:
+    """One framed request (a pickled tuple) and the descriptors sent with it."""
+    head, fds, _, _ = socket.recv_fds(sock, 4, 4, socket.MSG_CMSG_CLOEXEC)
+    for fd in fds:
+        os.set_inheritable(fd, False)  # a job (or its background child) must never hold one
+    if not head:
+        return None
+    while len(head) < 4:
+        more = sock.recv(4 - len(head))
+        if not more:
+            return None
+        head += more
+    size = int.from_bytes(head, "big")
+    body = bytearray()
+    while len(body) < size:
+        chunk = sock.recv(size - len(body))
+        if not chunk:
+            return None
+        body += chunk
+    return pickle.loads(body), fds
+
+
+def _pending(sock: socket.socket) -> bool:
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except BlockingIOError:
+        return False
+
+
+def _write_started(run: _Run) -> None:
+    me = os.getpid()
+    record = {
+        "run_id": run.plan.run_id,
+        "attempt": run.plan.attempt,
+        "supervisor_pid": me,
+        "supervisor_start_ticks": _SELF[0],
+        "launcher": True,
+        "pid": run.pid,
+        "pid_start_ticks": files.proc_start_ticks(run.pid),
+        "started_at": run.started_at.isoformat(),
+        "boot_id": _SELF[1],
+    }
+    path = files.path_of(run.plan.state_dir, run.plan.run_id, run.plan.attempt, files.STARTED)
+    files.write_json(path, record, durable=False)
+
+
+def _append_live(run: _Run, data: bytes) -> None:
+    """The live output file, opened at the first output and bounded as the supervisor's."""
+    room = files.live_limit(run.plan.limit_bytes) - (run.total - len(data))
+    if room <= 0:
+        return
+    try:
+        if run.live is None:
+            run.live = os.open(
+                files.live_path(run.plan.state_dir, run.plan.run_id, run.plan.attempt),
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC,
+                0o600,
+            )
+        os.write(run.live, data[:room])
+        if room <= len(data):
+            os.close(run.live)
+            run.live = None
+    except OSError:
+        pass
+
+
+def _write(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _sync_fs(directory: str) -> None:
+    """Flush the file system that holds `directory` (one call for a whole batch)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if _libc.syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+_SELF: tuple[int | None, str] = (None, "")
+
+
+def serve(fd: int) -> None:
+    """The launcher's main: the daemon's socket is `fd`; returns when everything is done."""
+    global _SELF
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)  # the daemon decides; we follow its socket
+    os.chdir("/")
+    os.closerange(fd + 1, _MAX_FD)  # whatever the daemon let us inherit is not the jobs' business
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+    _SELF = (files.proc_start_ticks(os.getpid()), files.boot_id())
+    ctl = socket.socket(fileno=fd)
+    ctl.set_inheritable(False)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address(os.getpid(), _SELF[0]))
+    listener.listen(64)
+    listener.setblocking(False)
+    Loop(ctl, listener).serve()
+
+
+def address(pid: int, ticks: int | None) -> str:
+    """The abstract socket a launcher listens on, unique to that very process."""
+    return f"\0chrono-launcher.{pid}.{ticks}"

@@ -1,0 +1,143 @@
+"""The launcher for many runs (what chronod uses): one long-lived process that starts
+and supervises every run. Every runner test that takes the `runner` fixture runs again
+here against it; then what only a shared launcher has: adoption through its socket by a
+later daemon, and a kill -9 of the launcher itself."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import signal
+import time
+
+import pytest
+
+from chronod.runner import files
+from chronod.runner.api import Handle, LaunchRequest, Outcome
+from chronod.runner.runner import LOST_ERROR, Runner
+from tests.integration import test_runner as base
+from tests.integration.test_runner import alive, finish, spec, test_user, wait_started  # noqa: F401
+
+# discard is asynchronous here (the launcher removes the files): its own version below
+ASYNC_DISCARD = {"test_many_concurrent_attempts_are_all_collected"}
+for _name, _test in vars(base).items():
+    if _name.startswith("test_") and callable(_test) and "runner" in inspect.signature(_test).parameters:
+        if _name not in ASYNC_DISCARD:
+            globals()[_name] = _test
+
+
+@pytest.fixture
+def runner(tmp_path):
+    r = Runner(tmp_path / "state", zygote=True, many=True)
+    yield r
+    r.close()
+
+
+def launch(r: Runner, run_id: str, command, **kw) -> Handle:
+    return r.launch(LaunchRequest(run_id, 1, spec(command, **kw), {}))
+
+
+def test_one_launcher_process_supervises_every_run(runner):
+    handles = [launch(runner, f"r{i}", "sleep 0.3") for i in range(5)]
+    assert len({h.supervisor_pid for h in handles}) == 1
+    parents = {
+        int(open(f"/proc/{h.pid}/stat").read().rsplit(")", 1)[1].split()[1]) for h in handles if _ready(runner, h)
+    }
+    assert parents == {handles[0].supervisor_pid}
+    assert [finish(runner, h).state for h in handles] == ["succeeded"] * 5
+
+
+def test_many_concurrent_runs_are_all_collected_and_their_files_removed_by_the_launcher(runner, tmp_path):
+    handles = [
+        runner.launch(LaunchRequest(f"r{i}", 1, spec("sleep 0.2; echo $CHRONO_RUN_ID"), {"CHRONO_RUN_ID": f"r{i}"}))
+        for i in range(100)
+    ]
+    outcomes = {}
+    end = time.monotonic() + 20
+    while runner.handles() and time.monotonic() < end:
+        for h in runner.ready(1):
+            outcomes[h.run_id] = runner.collect(h)
+            runner.discard(h.run_id, h.attempt)
+    assert len(outcomes) == len(handles)
+    assert all(o.state == "succeeded" and o.output_tail == f"{rid}\n" for rid, o in outcomes.items())
+    while os.listdir(tmp_path / "state"):
+        assert time.monotonic() < end, f"left behind: {sorted(os.listdir(tmp_path / 'state'))[:5]}"
+        time.sleep(0.02)
+
+
+def _ready(r: Runner, h: Handle) -> bool:
+    wait_started(r, h)
+    return True
+
+
+def test_a_later_daemon_adopts_running_and_ended_runs_through_the_launcher(tmp_path):
+    first = Runner(tmp_path / "state", many=True)
+    slow = launch(first, "slow", "sleep 1; echo late; exit 3")
+    quick = launch(first, "quick", "echo bye")
+    wait_started(first, slow)
+    finish(first, quick)
+    first.close()  # the daemon dies; its launcher goes on with the slow run
+    second = Runner(tmp_path / "state", many=True)
+    try:
+        done = second.adopt("quick", 1)
+        assert isinstance(done, Outcome) and (done.state, done.output_tail) == ("succeeded", "bye\n")
+        adopted = second.adopt("slow", 1)
+        assert isinstance(adopted, Handle) and adopted.pid == slow.pid
+        out = finish(second, adopted)
+        assert (out.state, out.exit_code, out.output_tail) == ("failed", 3, "late\n")
+    finally:
+        second.close()
+    _gone(slow.supervisor_pid)
+
+
+def test_a_later_daemon_cancels_an_adopted_run_through_the_launcher(tmp_path):
+    first = Runner(tmp_path / "state", many=True)
+    handle = launch(first, "r1", "sleep 30")
+    wait_started(first, handle)
+    first.close()
+    second = Runner(tmp_path / "state", many=True)
+    try:
+        adopted = second.adopt("r1", 1)
+        assert isinstance(adopted, Handle)
+        second.cancel(adopted)
+        assert finish(second, adopted).state == "cancelled"
+    finally:
+        second.close()
+
+
+def test_the_launcher_exits_once_the_daemon_is_gone_and_its_runs_are_done(tmp_path):
+    r = Runner(tmp_path / "state", many=True)
+    handle = launch(r, "r1", "sleep 0.3")
+    pid = handle.supervisor_pid
+    r.close()
+    assert alive(pid), "the launcher left while a run was going"
+    _gone(pid)
+    assert files.read_json(files.path_of(tmp_path / "state", "r1", 1, files.RESULT))["state"] == "succeeded"
+
+
+def test_a_launcher_killed_hard_makes_each_of_its_runs_lost_and_stops_their_jobs(runner):
+    """What a kill -9 of the launcher costs: every run it was supervising ends `lost`
+    (re-dispatched or recorded by the daemon's unknown-outcome rule, never silent), their
+    jobs are killed so that no re-dispatch runs beside them, and runs that had already
+    ended keep their recorded outcome. The next launch starts a new launcher."""
+    ended = launch(runner, "ended", "echo done")
+    assert finish(runner, ended).state == "succeeded"
+    running = [launch(runner, f"r{i}", "sleep 30") for i in range(3)]
+    for h in running:
+        wait_started(runner, h)
+    os.kill(running[0].supervisor_pid, signal.SIGKILL)
+    outcomes = [finish(runner, h) for h in running]
+    assert [o.state for o in outcomes] == ["lost"] * 3
+    assert all(o.error.startswith(LOST_ERROR) and "has been killed" in o.error for o in outcomes)
+    time.sleep(0.1)
+    assert not any(alive(h.pid) for h in running)
+    after = launch(runner, "after", "echo again")
+    assert after.supervisor_pid != running[0].supervisor_pid
+    assert finish(runner, after).output_tail == "again\n"
+
+
+def _gone(pid: int, timeout: float = 10) -> None:
+    end = time.monotonic() + timeout
+    while files.proc_start_ticks(pid) is not None and "Z" not in open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1][:3]:
+        assert time.monotonic() < end, f"launcher {pid} still running"
+        time.sleep(0.02)
