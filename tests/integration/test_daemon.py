@@ -185,13 +185,20 @@ def test_sigterm_leaves_the_job_running_and_the_next_start_records_its_real_exit
 
 def test_a_running_job_is_adopted_by_the_next_daemon_and_its_end_recorded(env):
     d = daemon(env).start()
-    write_jobs(env["reg"] / "a.yaml", jobs_file(job("long", at_second(2), "sleep 3; exit 0")))
+    release = env["tmp"] / "release"  # the job runs until adopted, however slow the machine
+    write_jobs(
+        env["reg"] / "a.yaml",
+        jobs_file(job("long", at_second(2), f"while [ ! -e {release} ]; do sleep 0.1; done; exit 0")),
+    )
     wait_until(
         lambda: any(r["state"] == "running" for r in runs_json("long", env["db"])), timeout=10, what="the job to start"
     )
-    d.kill9()
-    d = daemon(env).start()
-    assert "event=run.adopted" in d.log_since_start()
+    try:
+        d.kill9()
+        d = daemon(env).start()
+        assert "event=run.adopted" in d.log_since_start()
+    finally:
+        release.touch()
     run = wait_until(
         lambda: [r for r in runs_json("long", env["db"]) if r["state"] == "succeeded"],
         timeout=10,
