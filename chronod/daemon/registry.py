@@ -115,10 +115,7 @@ class Registry:
             "pid": os.getpid(),
             "state_dir": str(getattr(self.runner, "state_dir", "")) or None,
         }
-        # the pure-Python encoder, in pieces: the C one would hold the interpreter for the
-        # whole text (a quarter of a second with 100,000 hashes) while the loop waits to fire
-        text = "".join(json.JSONEncoder(sort_keys=True, default=str).iterencode(info))
-        self.store.set_node_info(self.node, self.lease.token, text)
+        self.store.set_node_info(self.node, self.lease.token, _node_info_json(info))
         return Prepared(specs, carried, jobs, build, errors, resources, result)
 
     def finish_reload(self, prep: Prepared, initial: bool = False) -> None:
@@ -237,10 +234,13 @@ class Registry:
             if job is None:
                 continue
             if run.state == "pending" and run.trigger == "schedule" and not self.still_scheduled(job, run):
+                held = self.was_held(job, run)  # it fell due and a window held it
                 self.store.settle(
                     run.run_id,
-                    "cancelled",
-                    error="schedule changed before it fell due",
+                    "skipped_blackout" if held else "cancelled",
+                    error="deferred by a maintenance window; the schedule changed before the window ended"
+                    if held
+                    else "schedule changed before it fell due",
                     next_run=None,
                     node=self.node,
                     token=self.lease.token,
@@ -386,3 +386,15 @@ class Registry:
 
 def _fire_order(run: Run) -> tuple[datetime, str]:
     return (run.fire_at, run.run_id)
+
+
+def _node_info_json(info: dict[str, Any]) -> str:
+    """`json.dumps(info, sort_keys=True, default=str)`, the spec hashes encoded 2,000 at a
+    time: one call for 100,000 of them would hold the interpreter (and the loop waiting to
+    fire) for a quarter of a second; the pure-Python encoder took seconds and tens of MB."""
+    hashes = info["spec_hashes"]
+    ids = sorted(hashes)
+    parts = [json.dumps({i: hashes[i] for i in ids[n : n + 2000]})[1:-1] for n in range(0, len(ids), 2000)]
+    text = json.dumps({**info, "spec_hashes": None}, sort_keys=True, default=str)
+    # the key is written once and no string value can hold it unescaped (quotes are escaped)
+    return text.replace('"spec_hashes": null', '"spec_hashes": {' + ", ".join(parts) + "}", 1)
