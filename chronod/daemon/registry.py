@@ -132,7 +132,7 @@ class Registry:
             self.forget_job(job_id)
         if new.keys() == old.keys() and all(new[j] is old[j] for j in new):
             return  # nothing changed: what is tracked is still right (a reload of 100,000 jobs reads no runs)
-        self.load_pending()
+        self.load_pending(changed={j for j in new if old.get(j) is not new[j]} if old else None)
 
     def forget_job(self, job_id: str) -> None:
         """A removed job: its pending occurrence is cancelled (the store did it); history stays."""
@@ -142,8 +142,9 @@ class Registry:
         self.forget_waits(job_id)
         self.log("job.removed", job=job_id)
 
-    def load_pending(self) -> None:
-        """Read stored pending occurrences of carried jobs; drop ones whose schedule changed."""
+    def load_pending(self, changed: set[str] | None = None) -> None:
+        """Read stored pending occurrences of carried jobs; drop ones whose schedule changed.
+        `changed`: the jobs whose definition this reload changed (None: any may have)."""
         keys = {j.key: j for j in self.jobs.values()}
         stored = self.store.pending(list(keys))
         self.pending = {}
@@ -167,13 +168,22 @@ class Registry:
             if run.state == "pending" and run.trigger != "backfill":  # a backfill's fire time is when it started it
                 run.fire_at = run.scheduled_at + timedelta(seconds=job.offset)
             self.track(run)
-        have = {r.job_key for r in self.pending.values() if r.trigger == "schedule" and r.state == "pending"}
-        fresh = [
-            self.next_run(job, self.clock.now())
-            for job in self.jobs.values()
-            if job.key not in have and job.schedule.kind != "reboot" and job.spec.enabled
-        ]
-        fresh = [r for r in fresh if r is not None]
+        have: dict[str, datetime] = {}  # job key -> its earliest stored scheduled occurrence
+        for r in self.pending.values():
+            if r.trigger == "schedule" and r.state == "pending":
+                have[r.job_key] = min(r.scheduled_at, have.get(r.job_key, r.scheduled_at))
+        now = self.clock.now()
+        fresh = []
+        for job in self.jobs.values():
+            if job.schedule.kind == "reboot" or not job.spec.enabled:
+                continue
+            if job.key in have and changed is not None and job.spec.id not in changed:
+                continue
+            nxt = self.next_run(job, now)
+            # a stored occurrence the new schedule keeps may lie beyond its next one (every
+            # 15 minutes instead of at :30, edited at :10): the :15 must not be skipped
+            if nxt is not None and (job.key not in have or nxt.scheduled_at < have[job.key]):
+                fresh.append(nxt)
         if fresh:
             if self.store.insert_runs(fresh) < len(fresh):
                 # a job removed and added back before its next occurrence: that occurrence
