@@ -198,7 +198,7 @@ class Registry:
         self.metrics.jobs.set(len(new))
         self.forget_jobs(old.keys() - new.keys())
         if initial or len(changed) > len(new) // 2:
-            self.load_pending()
+            self.load_pending(edited=set() if initial else {j.spec.id for j in changed})
         elif changed:
             self.load_pending(changed)
 
@@ -213,9 +213,10 @@ class Registry:
             self.forget_waits(job_id)
             self.log("job.removed", job=job_id)
 
-    def load_pending(self, only: list[Job] | None = None) -> None:
+    def load_pending(self, only: list[Job] | None = None, edited: set[str] | None = None) -> None:
         """Read stored pending occurrences of carried jobs (or of the jobs in `only`, whose
-        definitions changed); drop ones whose schedule changed."""
+        definitions changed); drop ones whose schedule changed. `edited`: the job ids whose
+        definitions this reload changed, when `only` is not given."""
         if only is None:
             keys = {j.key: j for j in self.jobs.values()}
             self.pending, self.heap, self.deferred, self.backlog = {}, [], set(), []
@@ -254,8 +255,11 @@ class Registry:
             if r.trigger == "schedule" and r.state == "pending":
                 have[r.job_key] = min(r.scheduled_at, have.get(r.job_key, r.scheduled_at))
         now, fresh = self.clock.now(), []
+        edited = {j.spec.id for j in only} if only is not None else (edited or set())
         for job in keys.values():
-            if job.schedule.kind == "reboot" or not job.spec.enabled or (job.key in have and only is None):
+            if job.schedule.kind == "reboot" or not job.spec.enabled:
+                continue
+            if job.key in have and job.spec.id not in edited:
                 continue
             nxt = self.next_run(job, now)
             # an edited schedule may keep a stored occurrence beyond its own next one (at :30
