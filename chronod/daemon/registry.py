@@ -202,7 +202,7 @@ class Registry:
         self.metrics.jobs.set(len(new))
         self.forget_jobs({j for j in prep.gone if j in old})
         if initial or len(changed) > len(new) // 2:
-            self.load_pending()
+            self.load_pending(edited=set() if initial else {j.spec.id for j in changed})
         elif changed:
             self.load_pending(changed)
 
@@ -217,9 +217,10 @@ class Registry:
             self.forget_waits(job_id)
             self.log("job.removed", job=job_id)
 
-    def load_pending(self, only: list[Job] | None = None) -> None:
+    def load_pending(self, only: list[Job] | None = None, edited: set[str] | None = None) -> None:
         """Read stored pending occurrences of carried jobs (or of the jobs in `only`, whose
-        definitions changed); drop ones whose schedule changed."""
+        definitions changed); drop ones whose schedule changed. `edited`: the job ids whose
+        definitions this reload changed, when `only` is not given."""
         if only is None:
             keys = {j.key: j for j in self.jobs.values()}
             self.pending, self.heap, self.deferred, self.backlog = {}, [], set(), []
@@ -256,13 +257,22 @@ class Registry:
             if run.state == "pending" and run.trigger != "backfill":  # a backfill's fire time is when it started it
                 run.fire_at = run.scheduled_at + timedelta(seconds=job.offset)
             self.track(run)
-        have = {r.job_key for r in self.pending.values() if r.trigger == "schedule" and r.state == "pending"}
-        fresh = [
-            self.next_run(job, self.clock.now())
-            for job in keys.values()
-            if job.key not in have and job.schedule.kind != "reboot" and job.spec.enabled
-        ]
-        fresh = [r for r in fresh if r is not None]
+        have: dict[str, datetime] = {}  # job key -> its earliest stored scheduled occurrence
+        for r in self.pending.values():
+            if r.trigger == "schedule" and r.state == "pending":
+                have[r.job_key] = min(r.scheduled_at, have.get(r.job_key, r.scheduled_at))
+        now, fresh = self.clock.now(), []
+        edited = {j.spec.id for j in only} if only is not None else (edited or set())
+        for job in keys.values():
+            if job.schedule.kind == "reboot" or not job.spec.enabled:
+                continue
+            if job.key in have and job.spec.id not in edited:
+                continue
+            nxt = self.next_run(job, now)
+            # an edited schedule may keep a stored occurrence beyond its own next one (at :30
+            # hourly edited at :10 to every 15 minutes): the :15 must not be skipped
+            if nxt is not None and (job.key not in have or nxt.scheduled_at < have[job.key]):
+                fresh.append(nxt)
         if fresh:
             later = self.clock.now() + timedelta(seconds=STORE_AHEAD_S)
             soon = [r for r in fresh if r.fire_at <= later]
