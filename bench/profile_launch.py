@@ -162,7 +162,11 @@ def main() -> None:
         )
         wait_until(second + timedelta(seconds=12))
         st.send_signal(signal.SIGINT)
-        st.wait(60)
+        try:
+            st.wait(60)
+        except subprocess.TimeoutExpired:  # seen once: strace stuck detaching from a vfork child
+            st.kill()
+            st.wait()
         own, incl, total = top_frames(raw)
         n = args.jobs
         out.append(
@@ -178,7 +182,7 @@ def main() -> None:
         out.append("inclusive:")
         out += [f"  {k:6d} {100 * k / max(total, 1):5.1f} %  {f}" for f, k in incl]
         out.append("\nstrace -c -f (daemon and zygote, their children), second burst:")
-        out += ["  " + ln for ln in strace_top(st_file.read_text())]
+        out += ["  " + ln for ln in strace_top(st_file.read_text() if st_file.exists() else "")] or ["  (none)"]
         out.append("\npy-spy dump of the daemon after the first burst:")
         out += ["  " + ln for ln in dump.splitlines()[:25]]
     finally:

@@ -159,6 +159,10 @@ class JobSpec(_HashMemo):
             object.__setattr__(self, "_memo_hash", memo)
         return memo
 
+    def remember_hash(self, digest: str) -> None:
+        """Keep a `spec_hash()` computed elsewhere from the same JSON (chronod.store.sql)."""
+        object.__setattr__(self, "_memo_hash", digest)
+
 
 _FIELD_NAMES = tuple(f for f in JobSpec.__dataclass_fields__)
 

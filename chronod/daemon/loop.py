@@ -35,6 +35,7 @@ from chronod.daemon.outage import OUTAGE_BACKOFF_S, Outage
 from chronod.daemon.quarantine import Quarantine
 from chronod.daemon.recovery import Recovery
 from chronod.daemon.registry import RECONCILE_EVERY_S, Registry
+from chronod.daemon.reloads import InlineReloads
 from chronod.daemon.runs import ActiveRuns, Batch, Job
 from chronod.daemon.startlimit import StartLimit
 from chronod.daemon.waits import Waits
@@ -67,6 +68,7 @@ class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Ou
         boot_time: float,
         lease_ttl_s: float = SQLITE_LEASE_TTL_S,
         rng: random.Random | None = None,
+        reloads: Any = None,
         max_starts_per_s: float | None = None,
     ):
         self.clock, self.store, self.runner, self.node = clock, store, runner, node
@@ -75,6 +77,7 @@ class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Ou
         self.boot_id, self.boot_time = boot_id, boot_time
         self.lease_ttl_s = lease_ttl_s
         self.rng = rng or random.Random()
+        self.reloads = reloads or InlineReloads()  # ThreadReloads in chronod (chronod.daemon.reloads)
         self.jobs: dict[str, Job] = {}
         self.file_specs: dict[str, list[JobSpec]] = {}  # last good version of each file
         self.heap: list[tuple[datetime, int, str]] = []  # (wake at, seq, run_id)
@@ -111,6 +114,7 @@ class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Ou
         self.reload_wanted = False  # a reload or request arrived during an outage
         self.batch: Batch | None = None  # set while a wake-up collects its writes
         self.backlog: list[tuple[Job, Run]] = []  # due runs waiting to start (start limit, busy wake-up)
+        self.unstored: list[Run] = []  # first occurrences left to store after READY, earliest first
         self.init_start_limit(max_starts_per_s)
         self.notify_service: Any = None  # set by the composition root; woken after each outcome
         self._skew: float | None = None  # wall minus monotonic time at the last wake-up
@@ -147,15 +151,19 @@ class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Ou
         never ends it: the node goes offline and retries (see `offline_tick`)."""
         while not self.stopping:
             self.metrics.beat()
-            woke = self.waker.wait(self.next_wake(), [a.handle for a in self.active.values()])
-            try:
-                if self.outage is None:
-                    self.tick(woke)
-                else:
-                    self.offline_tick(woke)
-            except StoreError as e:
-                self.went_offline(e)
+            self.on_wakeup(self.waker.wait(self.next_wake(), [a.handle for a in self.active.values()]))
         self.shutdown()
+
+    def on_wakeup(self, woke: Wakeups) -> None:
+        """One wake-up, online or offline; a database error takes the node offline. (The
+        simulation of a fleet calls this for each of its daemons in turn.)"""
+        try:
+            if self.outage is None:
+                self.tick(woke)
+            else:
+                self.offline_tick(woke)
+        except StoreError as e:
+            self.went_offline(e)
 
     def shutdown(self) -> None:
         """Stop launching; leave running jobs to finish under their supervisors."""
@@ -176,14 +184,13 @@ class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Ou
         self.children_exited(woke.children)
         if woke.reload:
             self.notifier.reloading()  # systemd shows "reloading" until READY=1 comes back
-            try:
-                self.reload()
-            finally:
-                self.notifier.ready(self.status_line())
+            self.reloads.submit(self.prepare_reload)  # off the loop's thread when threaded
+        self.collect_reload()
         if woke.requests or woke.reload:
             self.take_requests()
         self.refresh_paused()
         self.run_due()
+        self.store_some()
         self.drive_backfills()
         self.housekeeping()
         self.set_aside()
@@ -203,6 +210,7 @@ class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Ou
             [
                 self.heap[0][0] if self.heap else None,
                 self.backlog_wake(now),
+                now if self.unstored and self.outage is None else None,
                 self.wait_deadline() if self.outage is None else None,
                 *(now + timedelta(seconds=max(t - mono, 0)) for t in timers if t is not None),
             ]

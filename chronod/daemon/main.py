@@ -163,6 +163,7 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     from chronod.daemon.loop import Daemon
     from chronod.daemon.metrics import AddressError, Metrics
     from chronod.daemon.pruner import Pruner
+    from chronod.daemon.reloads import ThreadReloads
     from chronod.daemon.startlimit import DEFAULT_MAX_STARTS_PER_S
     from chronod.daemon.sysd import Notifier
     from chronod.daemon.waker import Waker
@@ -202,6 +203,7 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
             metrics.serve(args.metrics_addr)
         except AddressError as e:
             raise StartupError(str(e), EXIT_CONFIG) from None
+    waker = Waker(kernel.WallTimer(), kernel.DirWatch(registry), log)
     daemon = Daemon(
         clock=clock,
         store=store,
@@ -211,7 +213,8 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
         metrics=metrics,
         notifier=Notifier(),
         log=log,
-        waker=Waker(kernel.WallTimer(), kernel.DirWatch(registry), log),
+        waker=waker,
+        reloads=ThreadReloads(waker.poke),  # a reload never holds the firing loop
         boot_id=fsutil.boot_id(),
         boot_time=kernel.boot_time(),
         lease_ttl_s=ttl,

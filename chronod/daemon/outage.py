@@ -67,6 +67,7 @@ class Outage:
             self.store.insert_runs([r for r in self.offline_new.values() if r.state == "pending"])
         self.replay_spool()
         self.adopt()
+        self.reload_wanted |= self.reloads.busy  # one prepared across the outage may have failed
         if self.reload_wanted:
             self.reload()
             self.take_requests()

@@ -136,6 +136,8 @@ class Waits:
             for job, run in runs:
                 self.launch(job, run, None)
             return
+        # a maintenance window that opened while they waited holds them (launch does it on one host)
+        runs = [(j, r) for j, r in runs if r.trigger != "schedule" or not self.holds_back(j, r, None, pauses=False)]
         if runs and not self.lease.ok():
             self.heartbeat()
         runs = [(j, r) for j, r in runs if j.spec.id not in self.outvoted or j.spec.run_on.each]

@@ -54,6 +54,13 @@ class Waker:
             self.sel.register(watch.fd, selectors.EVENT_READ, "watch")
         self.watched: dict[int, Any] = {}
 
+    def poke(self) -> None:
+        """Wake the loop from another thread (a reload prepared there is ready to swap in)."""
+        try:
+            self.wsock.send(b"\0")  # no signal has number 0: the wake-up carries no signal
+        except BlockingIOError:
+            pass  # the loop has wake-ups queued already
+
     def _stop_handler(self, *_: Any) -> None:
         self.stop_requested = True
 

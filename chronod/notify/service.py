@@ -143,7 +143,7 @@ class NotifyService:
             return self._deadline
         rows = self._jobs[1]
         specs = {r.job_id: r.spec for r in rows}
-        paused = {r.job_id for r in rows if r.paused}
+        paused = {r.job_id for r in rows if r.paused} | self._held_by_groups(rows)
         by_job: dict[str, list[Any]] = {}
         for r in changed:
             by_job.setdefault(r.job_id, []).append(r)
@@ -365,6 +365,21 @@ class NotifyService:
             return
         for job_id, st in states.items():
             self.metrics.job_silent.labels(job_id).set(1 if st.silent else 0)
+
+    def _held_by_groups(self, rows: list[Any]) -> set[str]:
+        """Jobs held by the pause of a tag or a resource (`chronoctl pause --tag/--resource`):
+        a deliberate pause, so their silence clock does not run either."""
+        groups = [p for p in getattr(self.store, "pauses", list)() if p.kind != "job"]
+        if not groups:
+            return set()
+        return {
+            r.job_id
+            for r in rows
+            if any(
+                (p.kind == "tag" and p.target in r.spec.tags) or (p.kind == "resource" and p.target == r.spec.resource)
+                for p in groups
+            )
+        }
 
     def _next_deadline(
         self, specs: dict[str, Any], states: dict[str, core.NotifyState], paused: set[str], now: datetime

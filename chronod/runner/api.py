@@ -1,13 +1,14 @@
 """The process runner: launch one attempt of a run and learn how it ended, even across
 daemon restarts.
 
-INTERFACE — see docs/architecture.md. Each attempt is launched under a small supervisor
-process (forked from the daemon, then detached with setsid) that is the job's parent: it
-starts the job in its own process group, drains its output (keeping the tail, counting
-every byte), enforces `timeout_s` (SIGTERM to the group, SIGKILL after `kill_grace_s`),
-waits for it, and writes a result file atomically into the state directory. The daemon
-watches supervisors with pidfds; a new daemon adopts supervisors left by a dead one.
-"""
+INTERFACE — see docs/architecture.md and docs/launcher.md. chronod launches attempts
+through the launcher, one long-lived process that supervises many runs; a small
+supervisor process per attempt is the fallback. Either way the job's parent starts it in
+its own process group, drains its output (keeping the tail, counting every byte),
+enforces `timeout_s` (SIGTERM to the group, SIGKILL after `kill_grace_s`), waits for it,
+and writes a result file atomically into the state directory. The daemon watches each
+attempt through a descriptor that becomes readable when the outcome is on disk; a new
+daemon adopts the attempts left by a dead one."""
 
 from __future__ import annotations
 
@@ -33,10 +34,10 @@ class Handle:
 
     run_id: str
     attempt: int
-    supervisor_pid: int
+    supervisor_pid: int  # the launcher's (or the per-run supervisor's) pid
     pid: int | None  # the job's pid (= pgid), once known
     started_at: datetime | None
-    fd: int  # a pidfd of the supervisor: readable when it has exited
+    fd: int  # readable once the outcome is on disk or its supervisor is gone: an end pipe, or a pidfd
 
 
 @dataclass

@@ -25,6 +25,8 @@ from chronod.runner import files
 from chronod.runner.launchloop import address
 from chronod.runner.supervisor import Plan
 
+VISIT_TIMEOUT_S = 5.0  # a launcher silent this long is taken as stalled, not gone
+
 
 class LauncherError(OSError):
     """The launcher is gone; the caller starts another, or forks by itself."""
@@ -139,7 +141,7 @@ def cancel(pid: int, ticks: int, run_id: str, attempt: int) -> bool:
 
 def _visit(pid: int, ticks: int, msg: tuple, fd: int | None) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(5)
+        conn.settimeout(VISIT_TIMEOUT_S)
         conn.connect(address(pid, ticks))
         _send(conn, msg, fd)
         conn.shutdown(socket.SHUT_WR)

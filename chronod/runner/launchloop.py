@@ -19,6 +19,7 @@ socket named after its pid and start time, to watch a run it adopts or to cancel
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import heapq
 import json
@@ -86,6 +87,9 @@ class Loop:
         self.timers: list[tuple[float, int, str, _Run]] = []
         self.seq = 0
         self.batch: list[_Run] = []
+        # files of recorded runs, removed when the loop has nothing else to do: an unlink
+        # can wait on the file system's journal, and a burst of launches must not
+        self.discards: collections.deque[tuple[str, str, int]] = collections.deque()
         self.daemon_gone = False
         self.own_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
         # posix_spawn resets caught signals itself; naming only the ignored ones spares
@@ -96,8 +100,11 @@ class Loop:
 
     def serve(self) -> None:
         """Run until the daemon is gone and every run has ended and been flushed."""
-        while not (self.daemon_gone and not self.runs and not self.batch):
-            for fd, _ in self.ep.poll(self._wait_s()):
+        while not (self.daemon_gone and not self.runs and not self.batch and not self.discards):
+            events = self.ep.poll(0 if self.discards else self._wait_s())
+            if not events and self.discards:
+                self._discard_some(time.monotonic())
+            for fd, _ in events:
                 try:
                     self._event(fd)
                 except Exception as e:  # one bad event must not end every other run
@@ -117,6 +124,17 @@ class Loop:
             self._read(run)
         else:
             self._exited(run)
+
+    def _discard_some(self, start: float) -> None:
+        """Remove recorded runs' files for at most 20 ms, then look at events again."""
+        while self.discards and time.monotonic() - start < 0.02:
+            state_dir, run_id, attempt = self.discards.popleft()
+            for path in (
+                files.path_of(state_dir, run_id, attempt, files.RESULT),
+                files.path_of(state_dir, run_id, attempt, files.STARTED),
+                files.live_path(state_dir, run_id, attempt),
+            ):
+                _unlink(path)
 
     def _wait_s(self) -> float:
         if self.batch:
@@ -184,7 +202,7 @@ class Loop:
             self._launch(msg[1], end)
             return
         if verb == "discard":
-            files.remove(msg[3], msg[1], msg[2])
+            self.discards.append((msg[3], msg[1], msg[2]))
             return
         run = self.runs.get((msg[1], msg[2])) if verb in ("watch", "cancel") else None
         if verb == "watch" and end is not None and run is not None and not run.ended:

@@ -1,10 +1,12 @@
-"""The daemon's side of the runner: fork supervisors, watch them with pidfds, collect
-their result files, cancel them, and adopt the ones a previous daemon left running.
+"""The daemon's side of the runner: start attempts, watch them, collect their result
+files, cancel them, and adopt the ones a previous daemon left running.
 
-With `zygote=True` (the daemon) the supervisors are forked by a small helper process
-(chronod.runner.zygote) instead of by the daemon itself: much cheaper forks, and the
-daemon gets each supervisor's pidfd all the same. If the helper is gone, the runner
-forks by itself.
+With `many=True` (the daemon) every attempt goes to the launcher for many runs
+(chronod.runner.launcher, docs/launcher.md): one long-lived process that starts and
+supervises them all, and hands back per run a pipe that becomes readable when the
+result is on disk. Without it, or when the launcher cannot be started, each attempt gets
+a supervisor process of its own, forked by a small helper process (`zygote=True`,
+chronod.runner.zygote: much cheaper forks) or by the daemon itself, and watched by pidfd.
 
 A daemon killed with -9 loses nothing: supervisors are not its process group, they keep
 their jobs running and write their results; the next daemon `adopt`s each attempt it

@@ -201,8 +201,9 @@ class Store(Protocol):
     def release_node(self, name: str, token: int) -> None:
         """Mark the node stopped (clean shutdown); its lease ends now."""
 
-    def set_node_info(self, name: str, token: int, info: dict[str, Any]) -> None:
-        """Replace the node's `info` (the daemon publishes registry_loaded_at, jobs, spec_hashes)."""
+    def set_node_info(self, name: str, token: int, info: dict[str, Any] | str) -> None:
+        """Replace the node's `info` (the daemon publishes registry_loaded_at, jobs, spec_hashes),
+        given as a mapping or as its JSON text already encoded (sorted keys)."""
 
     def nodes(self) -> list[Node]:
         """Every node ever seen, newest heartbeat first."""

@@ -354,13 +354,13 @@ class SqlStore(BackfillStore):
                 s.nodes.update().where(n.name == name, n.token == token).values(stopped_at=now, lease_expires_at=now)
             )
 
-    def set_node_info(self, name: str, token: int, info: dict[str, Any]) -> None:
+    def set_node_info(self, name: str, token: int, info: dict[str, Any] | str) -> None:
         n = s.nodes.c
         with self._tx() as c:
             c.execute(
                 s.nodes.update()
                 .where(n.name == name, n.token == token)
-                .values(info_json=json.dumps(info, sort_keys=True, default=str))
+                .values(info_json=info if isinstance(info, str) else json.dumps(info, sort_keys=True, default=str))
             )
 
     def nodes(self) -> list[Node]:
@@ -398,9 +398,21 @@ class SqlStore(BackfillStore):
     def sync_jobs(self, node: str, specs: Iterable[JobSpec]) -> None:
         j = s.jobs.c
         wanted = {spec.id: spec for spec in specs}
+        # Read what is stored outside the write transaction: on SQLite a writer holds the
+        # database's one write lock, and a reload of 100,000 unchanged jobs (which writes
+        # nothing) must not hold it against the loop's claims while it reads them all.
+        with self._tx(write=False) as c:
+            stored = {r.job_id: r for r in c.execute(sa.select(j.job_id, j.spec_hash, j.node, j.removed_at))}
+        if all(
+            (old := stored.get(job_id)) is not None
+            and old.removed_at is None
+            and old.node == node
+            and old.spec_hash == spec.spec_hash()
+            for job_id, spec in wanted.items()
+        ) and not any(r.node == node and r.removed_at is None and job_id not in wanted for job_id, r in stored.items()):
+            return  # nothing to write
         with self._tx() as c:
             now = self._now() if self.dialect == "sqlite" else c.execute(sa.select(func.now())).scalar_one()
-            stored = {r.job_id: r for r in c.execute(sa.select(j.job_id, j.spec_hash, j.node, j.removed_at))}
             rows = []
             for job_id, spec in wanted.items():
                 old = stored.get(job_id)
@@ -1365,14 +1377,6 @@ def _group_key(resource: str) -> int:
     return (0x63720000 << 32) | zlib.crc32(resource.encode())
 
 
-def _plain(value: Any) -> Any:
-    if hasattr(value, "__dataclass_fields__"):
-        return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def spec_json_and_hash(spec: JobSpec) -> tuple[str, str]:
     """`json.dumps(spec.to_json_dict())` and `spec.spec_hash()` from one walk of the spec.
 
@@ -1380,8 +1384,7 @@ def spec_json_and_hash(spec: JobSpec) -> tuple[str, str]:
     minute; tests/contract/test_store_contract.py keeps this equal to the model's methods."""
     import hashlib
 
-    d = _plain(spec)
-    d["env"] = dict(spec.env)
+    d = spec.to_json_dict()  # written out by hand: a generic walk of the dataclasses cost twice as much
     text = json.dumps(d, sort_keys=True)
     # spec_hash() dumps the same sorted dict without the two source keys; they are adjacent
     # top-level keys after every nested object, so cutting their last occurrence is exact.
@@ -1389,8 +1392,11 @@ def spec_json_and_hash(spec: JobSpec) -> tuple[str, str]:
     before, found, after = text.rpartition(source)
     if not found:
         del d["source_file"], d["source_line"]
-        return text, hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
-    return text, hashlib.sha256((before + after).encode()).hexdigest()[:16]
+        digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+    else:
+        digest = hashlib.sha256((before + after).encode()).hexdigest()[:16]
+    spec.remember_hash(digest)  # the node's published hashes need it next: computed once
+    return text, digest
 
 
 def _terminal(state: str) -> None:

