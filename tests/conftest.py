@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.xdist_groups import pytest_collection_modifyitems  # noqa: F401  (a hook)
+
 LOCAL_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 _PG_SKIP_REASON: list[str] = []
 

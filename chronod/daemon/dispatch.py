@@ -39,11 +39,13 @@ class Dispatch:
         rescue: list[Run] = []
         held = self.held() if self.queued or self.waiting else set()
         released: dict[str, list[Run]] = {}
+        seen: set[str] = set()
         while self.heap and self.heap[0][0] <= now:
             _, _, rid = heapq.heappop(self.heap)
             run = self.pending.get(rid)
-            if run is None or rid in held:
-                continue
+            if run is None or rid in held or rid in seen:
+                continue  # (a held occurrence may have two entries at its window's end)
+            seen.add(rid)
             window_over = self.take_held(rid, now)
             if window_over is not None:
                 if window_over:

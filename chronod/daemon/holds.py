@@ -72,6 +72,15 @@ class Holds:
         self.seq += 1
         heapq.heappush(self.heap, (until, self.seq, run.run_id))
 
+    def was_held(self, job: Job, run: Run) -> bool:
+        """Whether a stored pending occurrence is one a window holds (or held before a
+        restart): its time has come and a window of the job covered it."""
+        if self.held_until.pop(run.run_id, None) is not None:
+            return True
+        if job.spec.blackout != "defer" or run.fire_at > self.clock.now():
+            return False
+        return blackout.blackout_at(job.spec, self.blackouts, run.fire_at) is not None
+
     def rehold(self) -> None:
         """After the pending occurrences were read again: keep holding the ones still held."""
         for rid, until in list(self.held_until.items()):

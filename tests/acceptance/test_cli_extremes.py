@@ -21,6 +21,8 @@ from chronoctl.main import main
 from chronod.core.model import JobSpec
 from chronod.store.api import open_store
 
+pytestmark = pytest.mark.xdist_group("cli_extremes")  # one worker: the world is built once per module
+
 EXAMPLES = int(os.environ.get("CHRONO_HYPOTHESIS_EXAMPLES", "150"))
 JOB = JobSpec(id="monthly", owner="ops", schedule="0 3 1 * *", command="true", idempotency_class="idempotent")
 JOB_FILE = """\

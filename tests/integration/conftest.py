@@ -35,14 +35,14 @@ def debian_cron():
             "with apt-get; run the suite as root on Debian (as CI does) to check chrono against cron"
         )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    res = subprocess.run(
-        ["apt-get", "install", "-y", "--no-install-recommends", "cron"], capture_output=True, env=env, check=False
-    )
+    # Tests run in parallel: the package test may hold dpkg's lock, so apt-get waits for it.
+    install = ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "--no-install-recommends", "cron"]
+    res = subprocess.run(install, capture_output=True, env=env, check=False)
     if res.returncode != 0:
-        subprocess.run(["apt-get", "update"], capture_output=True, env=env, check=False)
-        res = subprocess.run(
-            ["apt-get", "install", "-y", "--no-install-recommends", "cron"], capture_output=True, env=env, check=False
+        subprocess.run(
+            ["apt-get", "-o", "DPkg::Lock::Timeout=600", "update"], capture_output=True, env=env, check=False
         )
+        res = subprocess.run(install, capture_output=True, env=env, check=False)
     if res.returncode != 0 or not os.path.exists("/usr/sbin/cron"):
         pytest.skip(
             "SKIPPED A REAL-CRON TEST: `apt-get install cron` failed: " + res.stderr.decode(errors="replace")[-500:]

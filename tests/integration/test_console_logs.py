@@ -13,7 +13,7 @@ import pytest
 from tests.integration.daemon_helpers import BIN, Chronod, chronoctl, job, jobs_file, runs_json, wait_until, write_jobs
 
 # Prints its own clock with each line, so the reader can tell how late each line reached it.
-TICKER = 'for i in $(seq 1 40); do echo "line $i $(date +%s.%N)"; sleep 0.5; done; exit ${CODE:-0}'
+TICKER = 'for i in $(seq 1 30); do echo "line $i $(date +%s.%N)"; sleep 0.25; done; exit ${CODE:-0}'
 
 
 def _follow(target: str, db: str) -> tuple[int, list[tuple[float, str]], str]:
@@ -45,7 +45,7 @@ def test_follow_streams_each_line_within_a_second_and_exits_with_the_outcome(tmp
     finally:
         d.stop()
     lines = [(at, text) for at, text in got if text.startswith("line ")]
-    assert [t.split()[1] for _, t in lines] == [str(i) for i in range(1, 41)], (got, err)
+    assert [t.split()[1] for _, t in lines] == [str(i) for i in range(1, 31)], (got, err)
     # Lines printed before `--follow` was up arrive together; every one printed after its
     # first output must reach it within a second.
     first = lines[0][0]
@@ -60,7 +60,12 @@ def test_follow_streams_each_line_within_a_second_and_exits_with_the_outcome(tmp
 def test_a_running_run_shows_its_output_so_far_and_every_attempt_keeps_its_own(tmp_path):
     reg, db = tmp_path / "jobs.d", str(tmp_path / "chrono.db")
     reg.mkdir()
-    cmd = "echo attempt-$(cat n 2>/dev/null || echo 1); echo $(( $(cat n 2>/dev/null || echo 1) + 1 )) > n; sleep 6; exit 1"
+    # The first attempt runs until the test has read its output while it ran; the others end at once.
+    release = tmp_path / "release"
+    cmd = (
+        "n=$(cat n 2>/dev/null || echo 1); echo attempt-$n; echo $((n + 1)) > n; "
+        f"if [ $n = 1 ]; then while [ ! -e {release} ]; do sleep 0.1; done; fi; exit 1"
+    )
     write_jobs(
         reg / "a.yaml",
         jobs_file(job("flaky", "@every 1h", cmd, workdir=str(tmp_path), retry={"attempts": 3, "backoff_s": 1})),
@@ -75,10 +80,12 @@ def test_a_running_run_shows_its_output_so_far_and_every_attempt_keeps_its_own(t
             what="output while running",
         )
         assert res.returncode == 0 and "still running" in res.stderr, res.stderr
+        release.touch()
         wait_until(
             lambda: any(r["state"] == "failed" for r in runs_json("flaky", db)), timeout=90, what="the run to fail"
         )
     finally:
+        release.touch()
         d.stop()
     run = next(r for r in runs_json("flaky", db) if r["state"] == "failed")
     assert run["attempts"] == 3

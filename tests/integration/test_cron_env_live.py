@@ -42,6 +42,7 @@ LIVE = [
 
 @pytest.mark.slow
 @pytest.mark.root
+@pytest.mark.xdist_group("cron")  # the tests that run Debian's cron take turns
 def test_debian_cron_still_gives_the_recorded_environments(debian_cron, tmp_path):
     if os.geteuid() != 0 or not shutil.which("unshare"):
         pytest.skip("SKIPPED THE REAL-CRON ENVIRONMENT TEST: needs root and unshare (a private mount namespace)")

@@ -252,6 +252,7 @@ def _witness(path: Path) -> list[tuple[str, str]]:
 
 @pytest.mark.slow
 @pytest.mark.root
+@pytest.mark.xdist_group("cron")  # the tests that run Debian's cron take turns
 def test_a_minutely_job_runs_every_minute_exactly_once_across_a_cutover_and_a_rollback_with_debian_cron(
     running_cron, tmp_path
 ):

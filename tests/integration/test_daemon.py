@@ -160,14 +160,23 @@ def test_kill_9_at_random_moments_loses_no_occurrence_and_never_reruns_an_unsafe
 
 def test_sigterm_leaves_the_job_running_and_the_next_start_records_its_real_exit_status(env):
     d = daemon(env).start()
-    write_jobs(env["reg"] / "a.yaml", jobs_file(job("long", at_second(2), "sleep 3; exit 7")))
+    release = env["tmp"] / "release"  # the job runs until released, however slow the machine
+    write_jobs(
+        env["reg"] / "a.yaml",
+        jobs_file(job("long", at_second(2), f"while [ ! -e {release} ]; do sleep 0.1; done; exit 7")),
+    )
     wait_until(
         lambda: any(r["state"] == "running" for r in runs_json("long", env["db"])), timeout=10, what="the job to start"
     )
-    assert d.stop() == 0
-    running = [r for r in runs_json("long", env["db"]) if r["state"] == "running"]
-    assert len(running) == 1
-    time.sleep(3.5)  # the job ends while no chronod is up
+    try:
+        assert d.stop() == 0
+        running = [r for r in runs_json("long", env["db"]) if r["state"] == "running"]
+        assert len(running) == 1
+    finally:
+        release.touch()
+    # the job ends while no chronod is up: its supervisor writes the result file
+    state = Path(env["db"] + ".state")
+    wait_until(lambda: list(state.glob(f"{running[0]['run_id']}*.result.json")), timeout=15, what="the job's result")
     d = daemon(env).start()
     d.stop()
     final = {r["run_id"]: r for r in runs_json("long", env["db"])}[running[0]["run_id"]]
@@ -176,13 +185,20 @@ def test_sigterm_leaves_the_job_running_and_the_next_start_records_its_real_exit
 
 def test_a_running_job_is_adopted_by_the_next_daemon_and_its_end_recorded(env):
     d = daemon(env).start()
-    write_jobs(env["reg"] / "a.yaml", jobs_file(job("long", at_second(2), "sleep 3; exit 0")))
+    release = env["tmp"] / "release"  # the job runs until adopted, however slow the machine
+    write_jobs(
+        env["reg"] / "a.yaml",
+        jobs_file(job("long", at_second(2), f"while [ ! -e {release} ]; do sleep 0.1; done; exit 0")),
+    )
     wait_until(
         lambda: any(r["state"] == "running" for r in runs_json("long", env["db"])), timeout=10, what="the job to start"
     )
-    d.kill9()
-    d = daemon(env).start()
-    assert "event=run.adopted" in d.log_since_start()
+    try:
+        d.kill9()
+        d = daemon(env).start()
+        assert "event=run.adopted" in d.log_since_start()
+    finally:
+        release.touch()
     run = wait_until(
         lambda: [r for r in runs_json("long", env["db"]) if r["state"] == "succeeded"],
         timeout=10,

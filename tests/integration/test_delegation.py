@@ -23,7 +23,8 @@ from chronod.notify.deliver import run_command
 from chronod.specfile import load_registry
 from tests.integration.daemon_helpers import Chronod, job, jobs_file, runs_json, wait_until
 
-pytestmark = pytest.mark.root
+# "users": the tests that create system users run on one worker, one at a time.
+pytestmark = [pytest.mark.root, pytest.mark.xdist_group("users")]
 
 USER, EXTRA = "chrono-deleg", "chrono-dgrp"
 NOW = datetime.now(timezone.utc)

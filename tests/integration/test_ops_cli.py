@@ -23,6 +23,8 @@ from chronod.core.occurrence import run_id
 from chronod.store.api import Run, open_store
 from tests.integration.daemon_helpers import registered_since
 
+pytestmark = pytest.mark.xdist_group("ops_cli")  # one worker: the filled databases are built once per module
+
 CHRONOCTL = str(Path(sys.executable).with_name("chronoctl"))
 PG_ADMIN = os.environ.get("CHRONO_TEST_PG_DSN", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 

@@ -1,15 +1,13 @@
-"""The daemon's policies as a new user meets them, on real daemons: a catch-up backlog
-drains in order, an idle daemon keeps systemd's watchdog fed, the history expects nothing
-of a job before it was registered or after it was removed, and a run that waits for a
-resource slot is recorded as that, not as an outage or an overlap."""
+"""The daemon's policies as a new user meets them, on real daemons: the history expects
+nothing of a job before it was registered or after it was removed, and a run that waits for
+a resource slot is recorded as that, not as an outage or an overlap."""
 
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 
@@ -38,71 +36,11 @@ def parse(ts: str) -> datetime:
     return datetime.fromisoformat(ts)
 
 
-# --- catch-up: all ---------------------------------------------------------------------------------
-
-
-def test_catchup_all_runs_the_backlog_in_scheduled_order_one_at_a_time_and_the_next_occurrence_waits_its_turn(env):
-    w = env["w"]
-    body = f"echo start $CHRONO_SCHEDULED_AT $(date +%s.%N) >> {w}; sleep 0.4; echo end $CHRONO_SCHEDULED_AT $(date +%s.%N) >> {w}"
-    write_jobs(env["reg"] / "a.yaml", jobs_file(job("backlog", "*/3 * * * * *", body, catchup="all", overlap="forbid")))
-    d = daemon(env).start()
-    time.sleep(2)
-    d.stop()
-    down_at = datetime.now(timezone.utc)
-    time.sleep(13)
-    d = daemon(env).start()
-    time.sleep(6)
-    d.stop()
-    time.sleep(0.6)
-    runs = sorted(runs_json("backlog", env["db"], since="2m"), key=lambda r: r["scheduled_at"])
-    after = [r for r in runs if parse(r["scheduled_at"]) > down_at]
-    states = Counter(r["state"] for r in after)
-    events = [line.split() for line in w.read_text().splitlines()]
-    starts = [e[1] for e in events if e[0] == "start"]
-    print(f"\nFIGURE catch-up all after 13 s down: states {dict(states)}, start order {starts}")
-    assert len([r for r in after if parse(r["scheduled_at"]) < down_at + timedelta(seconds=13)]) >= 4
-    assert states.get("skipped_overlap", 0) == 0 and states.get("skipped_outage", 0) == 0, states
-    assert starts == sorted(starts), "the backlog must start in scheduled order"
-    depth = most = 0
-    for kind, *_ in sorted(events, key=lambda e: float(e[2])):
-        depth += 1 if kind == "start" else -1
-        most = max(most, depth)
-    assert most == 1, "overlap: forbid runs the backlog one after another"
-
-
-# --- the systemd watchdog ------------------------------------------------------------------------
-
-
-def test_an_idle_daemon_pings_the_systemd_watchdog_at_least_every_half_period(env, tmp_path):
-    path = str(tmp_path / "notify.sock")
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    sock.bind(path)
-    sock.settimeout(30)
-    write_jobs(env["reg"] / "a.yaml", jobs_file(job("nightly", "0 4 * * *", "true")))
-    d = daemon(env, {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "3000000"}).start(wait_ready=False)
-    pings: list[float] = []
-    ready = None
-    try:
-        end = None
-        while end is None or time.monotonic() < end:
-            sock.settimeout(max(0.1, (end or time.monotonic() + 30) - time.monotonic()))
-            try:
-                msg = sock.recv(4096).decode()
-            except socket.timeout:
-                break
-            now = time.monotonic()
-            if "READY=1" in msg and ready is None:
-                ready, end = now, now + 6
-            if "WATCHDOG=1" in msg and ready is not None:
-                pings.append(now)
-    finally:
-        d.stop()
-        sock.close()
-    assert ready is not None, d.log_since_start()
-    gaps = [b - a for a, b in zip([ready, *pings], [*pings, ready + 6])]  # the silence at the end counts too
-    print(f"\nFIGURE idle watchdog (WATCHDOG_USEC=3000000): {len(pings)} pings in 6 s, longest gap {max(gaps):.2f} s")
-    assert len(pings) >= 4
-    assert max(gaps) <= 1.5
+# The catch-up backlog (in scheduled order, one at a time under forbid, on-time occurrences
+# waiting their turn) and the idle watchdog are proven without real time: the rules by
+# tests/unit/test_policy.py (catchup_turn, overlap "queue"), the real Daemon applying them by
+# tests/sim/test_simulation.py (the backlog seeds, and a planner that ignores the order caught),
+# and the real process's watchdog pings by tests/integration/test_sd_notify.py.
 
 
 # --- the history expects occurrences only while a job was registered ------------------------------

@@ -151,3 +151,20 @@ def test_first_occurrences_far_ahead_are_stored_after_ready_a_slice_per_wake_up(
     assert {r.job_id for r in d.pending.values()} == {"tick", *far}
     d.reconcile()
     assert {r.job_id for r in store.pending()} == {"tick", *far}, "reconcile found nothing missing"
+
+
+def test_the_node_info_encoded_in_slices_is_the_plain_json_text():
+    import json
+
+    from chronod.daemon.registry import _node_info_json
+
+    for n in (0, 1, 2000, 2001, 4500):
+        info = {
+            "registry_loaded_at": START.isoformat(),
+            "jobs": n,
+            "spec_hashes": {f'j"{i}': f"{i:016x}" for i in range(n)},
+            "registry_errors": 0,
+            "pid": 1,
+            "state_dir": '/odd "spec_hashes": null',
+        }
+        assert _node_info_json(info) == json.dumps(info, sort_keys=True, default=str), n

@@ -363,6 +363,7 @@ def test_user():
 
 
 @pytest.mark.root
+@pytest.mark.xdist_group("users")  # creates a system user, as test_delegation does
 def test_a_root_daemon_runs_the_job_as_its_user_with_that_users_groups(runner, test_user):
     out = run(runner, "id -u; id -g; id -G; echo $HOME $USER $LOGNAME", user=TEST_USER)
     uid, gid, groups, who = out.output_tail.splitlines()
@@ -374,18 +375,21 @@ def test_a_root_daemon_runs_the_job_as_its_user_with_that_users_groups(runner, t
 
 
 @pytest.mark.root
+@pytest.mark.xdist_group("users")  # creates a system user, as test_delegation does
 def test_a_job_switched_to_a_user_starts_with_no_blocked_or_ignored_signals(runner, test_user):
     out = run(runner, SIGNAL_MASKS, user=TEST_USER)
     assert standard_signals(out.output_tail) == {"SigBlk": 0, "SigIgn": 0}
 
 
 @pytest.mark.root
+@pytest.mark.xdist_group("users")  # creates a system user, as test_delegation does
 def test_a_named_group_replaces_the_users_primary_group(runner, test_user):
     out = run(runner, "id -g", user=TEST_USER, group="nogroup")
     assert int(out.output_tail) == grp.getgrnam("nogroup").gr_gid
 
 
 @pytest.mark.root
+@pytest.mark.xdist_group("users")  # creates a system user, as test_delegation does
 def test_an_unknown_user_or_group_fails_instead_of_running_as_root(runner, test_user, tmp_path):
     witness = tmp_path / "ran"
     out = run(runner, f"touch {witness}", user="ghost")
@@ -396,6 +400,7 @@ def test_an_unknown_user_or_group_fails_instead_of_running_as_root(runner, test_
 
 
 @pytest.mark.root
+@pytest.mark.xdist_group("users")  # creates a system user, as test_delegation does
 def test_a_workdir_the_user_cannot_enter_is_reported_as_such(runner, test_user, tmp_path):
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
@@ -404,6 +409,7 @@ def test_a_workdir_the_user_cannot_enter_is_reported_as_such(runner, test_user, 
 
 
 @pytest.mark.root
+@pytest.mark.xdist_group("users")  # creates a system user, as test_delegation does
 def test_a_non_root_daemon_refuses_to_switch_users(test_user):
     # The "daemon" is a fork of this test process that drops to the test user, then
     # launches a job that asks for root.

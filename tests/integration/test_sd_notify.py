@@ -13,7 +13,7 @@ import pytest
 from tests import sdnotify
 from tests.integration.daemon_helpers import BIN, job, jobs_file, write_jobs
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("sd_notify")]  # one conversation, on one worker
 
 
 @pytest.fixture(scope="module")

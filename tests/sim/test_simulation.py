@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -189,8 +189,8 @@ def window_job(job_id: str, **fields) -> dict:
     }
 
 
-def window_config(seed: int, start: str) -> Config:
-    """Three jobs a window holds (skip, defer with catch-up latest, defer with all), crashes
+def window_config(seed: int, start: str, faults: frozenset[str] = frozenset({"crash"})) -> Config:
+    """Three jobs a window holds (skip, defer with catch-up latest, defer with all), faults
     meanwhile, and a calendar that starts a few hours before New York changes its clocks."""
     jobs = (
         window_job("skipper"),
@@ -202,7 +202,7 @@ def window_config(seed: int, start: str) -> Config:
         days=0.25,
         jobs=3,
         seed=seed,
-        faults=frozenset({"crash"}),
+        faults=faults,
         job_docs=jobs,
         mean_s=2.0,
         blackouts=(WINDOW,),
@@ -210,17 +210,25 @@ def window_config(seed: int, start: str) -> Config:
     )
 
 
+SPRING = ("2025-03-09T04:00:00+00:00", ("2025-03-09T06:30:00+00:00", "2025-03-09T08:30:00+00:00"))
+FALL = ("2025-11-02T03:00:00+00:00", ("2025-11-02T05:30:00+00:00", "2025-11-02T07:30:00+00:00"))
+ROUGH = frozenset({"crash", "stall", "outage"})
+
+
 @pytest.mark.parametrize(
-    "seed, start, window",
+    "seed, when, faults",
     [
         # spring forward 2025-03-09 07:00Z: 01:30 EST (06:30Z) .. 04:30 EDT (08:30Z)
-        (4, "2025-03-09T04:00:00+00:00", ("2025-03-09T06:30:00+00:00", "2025-03-09T08:30:00+00:00")),
+        (4, SPRING, ROUGH),
         # fall back 2025-11-02 06:00Z: 01:30 EDT (05:30Z) .. 02:30 EST (07:30Z)
-        (5, "2025-11-02T03:00:00+00:00", ("2025-11-02T05:30:00+00:00", "2025-11-02T07:30:00+00:00")),
+        (5, FALL, ROUGH),
+        # an operator changes a deferring job's schedule while the window holds its occurrences
+        (6, SPRING, ROUGH | {"registry"}),
     ],
 )
-def test_a_window_across_a_dst_change_holds_its_jobs_for_its_elapsed_length_through_crashes(seed, start, window):
-    out = Simulation(window_config(seed, start)).run()
+def test_a_window_across_a_dst_change_holds_its_jobs_for_its_elapsed_length_through_faults(seed, when, faults):
+    start, window = when
+    out = Simulation(window_config(seed, start, faults)).run()
     try:
         assert not broken(check(out, ["one_terminal_state", "blackout_honoured", "unsafe_at_most_once"]))
         lo, hi = (datetime.fromisoformat(t) for t in window)
@@ -313,3 +321,38 @@ def test_an_audit_command_that_calls_every_occurrence_a_success_is_caught(monkey
         )
     bad = broken(simulate(Config(days=0.1, jobs=20, seed=4, faults=STEADY), ["audit_agrees"]))
     assert f"`{command}" in bad["audit_agrees"].what
+
+
+def test_a_schedule_edited_to_fire_sooner_than_its_stored_next_occurrence_skips_nothing():
+    # At :30 hourly, edited at 00:10 to every 15 minutes: the stored 00:30 still fits the new
+    # schedule, but 00:15 comes first and must run, and 00:30 must run once.
+    job = {
+        "id": "sooner",
+        "owner": "ops",
+        "schedule": "30 * * * *",
+        "command": "true",
+        "idempotency_class": "idempotent",
+        "catchup": "latest",
+        "tolerance_s": 0,
+        "tolerance_reason": "exact times",
+    }
+    sim = Simulation(Config(days=0.05, jobs=1, seed=1, faults=frozenset(), job_docs=(job,), mean_s=1.0))
+    start = sim.start
+
+    def edit():
+        [plan] = sim.registry.files["jobs-000.yaml"]
+        plan.doc = {**plan.doc, "schedule": "*/15 * * * *"}
+        sim.registry.write("jobs-000.yaml")
+        return "changed sooner to every 15 minutes"
+
+    sim.registry.edit = edit
+    sim.events = [Event(sim.t0 + 600 - start.minute * 60 - start.second, "registry", {})]  # at hh:10
+    out = sim.run()
+    try:
+        hour = start.replace(minute=0, second=0, microsecond=0)
+        rows = {r.scheduled_at: r.state for r in out.store.runs() if r.job_id == "sooner"}
+        assert rows.get(hour + timedelta(minutes=15)) == "succeeded", rows
+        assert rows.get(hour + timedelta(minutes=30)) == "succeeded", rows
+        assert not broken(check(out, ["one_terminal_state"]))
+    finally:
+        out.close()

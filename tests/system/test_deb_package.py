@@ -39,7 +39,13 @@ def _why_not() -> str | None:
     return None
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")]
+# One worker runs the whole module (the package is built and installed once, per module).
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.root,
+    pytest.mark.xdist_group("dpkg"),
+    pytest.mark.skipif(_why_not() is not None, reason=_why_not() or ""),
+]
 
 
 def sh(*argv: str, check: bool = True, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
@@ -188,10 +194,12 @@ def test_an_upgrade_restarts_chronod_without_killing_a_running_job(talk, deb, tm
     # What an upgrade does on a host: dpkg replaces the files while chronod runs, then
     # postinst's try-restart stops the main process only (KillMode=process) and starts the new one.
     (REGISTRY / "tick.yaml").unlink(missing_ok=True)
-    pidfile = tmp_path / "job.pid"
+    pidfile, release = tmp_path / "job.pid", tmp_path / "release"
+    # The job runs until the test releases it (after the new chronod adopted it), however
+    # long the upgrade takes: no fixed sleep to outlast.
     (REGISTRY / "slow.yaml").write_text(
         "jobs:\n  - id: slow\n    owner: ops\n    schedule: '@every 3s'\n"
-        f"    command: 'echo $$ > {pidfile}; sleep 25; echo done'\n"
+        f"    command: 'echo $$ > {pidfile}; while [ ! -e {release} ]; do sleep 0.1; done; echo done'\n"
         "    idempotency_class: idempotent\n    catchup: none\n"
     )
     os.chmod(REGISTRY / "slow.yaml", 0o644)
@@ -215,6 +223,8 @@ def test_an_upgrade_restarts_chronod_without_killing_a_running_job(talk, deb, tm
             time.sleep(0.2)
         adopted = re.search(r"event=run\.adopted job=slow run=(\w+)", log.read_text())
         assert adopted, log.read_text()
+        os.kill(job_pid, 0)  # still the same job, adopted, not a new one
+        release.touch()
 
         def adopted_run() -> dict | None:
             res = sh("/usr/bin/chronoctl", "runs", "slow", "--json", check=False)
@@ -225,6 +235,7 @@ def test_an_upgrade_restarts_chronod_without_killing_a_running_job(talk, deb, tm
             time.sleep(0.5)
         assert (adopted_run() or {}).get("state") == "succeeded", (adopted_run(), log.read_text())
     finally:
+        release.touch()  # no job left waiting when the test failed early
         for p in (proc, second):
             if p is not None and p.poll() is None:
                 p.terminate()

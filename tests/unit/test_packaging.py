@@ -13,6 +13,8 @@ import pytest
 
 from chronod.store import schema
 
+pytestmark = pytest.mark.xdist_group("packaging")  # one worker: the package tree is built once per module
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("chronod", "chronoctl", "migrate", "setup.py", "pyproject.toml", "README.md")
 
