@@ -33,6 +33,10 @@ class Quarantine:
     def __contains__(self, job_id: object) -> bool:
         return job_id in self._held
 
+    def ids(self) -> list[str]:
+        """The ids of the set-aside jobs."""
+        return list(self._held)
+
     def holds(self, spec: JobSpec) -> bool:
         """Whether this very definition of the job is set aside (a changed one is tried again)."""
         held = self._held.get(spec.id)

@@ -36,6 +36,8 @@ class Prepared:
     carried: dict[str, JobSpec]  # those this node runs
     jobs: dict[str, Job]  # the carried jobs: unchanged ones are the loop's own objects
     build: list[str]  # ids whose schedule the loop compiles (it raised here)
+    fresh: list[str]  # ids new or changed, compiled by the preparation
+    gone: list[str]  # ids the loop carried and the registry no longer has
     errors: list[dict[str, Any]]
     resources: dict[str, int]
     loaded: Any  # what the registry loader returned (the maintenance windows come from it)
@@ -98,6 +100,7 @@ class Registry:
         old = dict(self.jobs)  # one C-level copy: the loop may set a job aside meanwhile
         jobs: dict[str, Job] = {}
         build: list[str] = []  # compiled on the loop's thread, under the quarantine's guard
+        fresh: list[str] = []  # new or changed: compiled here
         for job_id, spec in carried.items():
             prev = old.get(job_id)
             if prev is not None and (prev.spec is spec or prev.spec == spec):
@@ -105,8 +108,10 @@ class Registry:
                 continue
             try:
                 jobs[job_id] = Job.on(spec, self.node)
+                fresh.append(job_id)
             except Exception:  # the loop compiles it again and sets it aside
                 build.append(job_id)
+        gone = [job_id for job_id in old if job_id not in carried]
         info = {
             "registry_loaded_at": self.clock.now().isoformat(),
             "jobs": len(jobs),
@@ -116,7 +121,7 @@ class Registry:
             "state_dir": str(getattr(self.runner, "state_dir", "")) or None,
         }
         self.store.set_node_info(self.node, self.lease.token, _node_info_json(info))
-        return Prepared(specs, carried, jobs, build, errors, resources, result)
+        return Prepared(specs, carried, jobs, build, fresh, gone, errors, resources, result)
 
     def finish_reload(self, prep: Prepared, initial: bool = False) -> None:
         """The loop's half of a reload: swap the prepared definitions in. Costs what changed."""
@@ -177,9 +182,11 @@ class Registry:
         the jobs that changed only (a reload that changes nothing reads no runs)."""
         old = self.jobs
         new = prep.jobs
-        for job_id in [j for j in new if j in self.quarantine]:
-            if self.quarantine.holds(prep.carried[job_id]):
+        for job_id in self.quarantine.ids():
+            if job_id in new and self.quarantine.holds(prep.carried[job_id]):
                 del new[job_id]
+        # what changed, as the preparation saw it: the loop's thread never walks all the jobs
+        changed = [new[j] for j in prep.fresh if j in new]
         for job_id in prep.build:
             spec = prep.carried[job_id]
             prev = old.get(job_id)
@@ -190,12 +197,12 @@ class Registry:
                 continue
             with self.quarantine.guard(spec, "schedule"):
                 new[job_id] = Job.on(spec, self.node)
-        changed = [job for job_id, job in new.items() if old.get(job_id) is not job]
+                changed.append(new[job_id])
         self.jobs = new
         self.metrics.jobs.set(len(new))
-        self.forget_jobs(old.keys() - new.keys())
+        self.forget_jobs({j for j in prep.gone if j in old})
         if initial or len(changed) > len(new) // 2:
-            self.load_pending()
+            self.load_pending(edited=set() if initial else {j.spec.id for j in changed})
         elif changed:
             self.load_pending(changed)
 
@@ -210,9 +217,10 @@ class Registry:
             self.forget_waits(job_id)
             self.log("job.removed", job=job_id)
 
-    def load_pending(self, only: list[Job] | None = None) -> None:
+    def load_pending(self, only: list[Job] | None = None, edited: set[str] | None = None) -> None:
         """Read stored pending occurrences of carried jobs (or of the jobs in `only`, whose
-        definitions changed); drop ones whose schedule changed."""
+        definitions changed); drop ones whose schedule changed. `edited`: the job ids whose
+        definitions this reload changed, when `only` is not given."""
         if only is None:
             keys = {j.key: j for j in self.jobs.values()}
             self.pending, self.heap, self.deferred, self.backlog = {}, [], set(), []
@@ -249,13 +257,22 @@ class Registry:
             if run.state == "pending" and run.trigger != "backfill":  # a backfill's fire time is when it started it
                 run.fire_at = run.scheduled_at + timedelta(seconds=job.offset)
             self.track(run)
-        have = {r.job_key for r in self.pending.values() if r.trigger == "schedule" and r.state == "pending"}
-        fresh = [
-            self.next_run(job, self.clock.now())
-            for job in keys.values()
-            if job.key not in have and job.schedule.kind != "reboot" and job.spec.enabled
-        ]
-        fresh = [r for r in fresh if r is not None]
+        have: dict[str, datetime] = {}  # job key -> its earliest stored scheduled occurrence
+        for r in self.pending.values():
+            if r.trigger == "schedule" and r.state == "pending":
+                have[r.job_key] = min(r.scheduled_at, have.get(r.job_key, r.scheduled_at))
+        now, fresh = self.clock.now(), []
+        edited = {j.spec.id for j in only} if only is not None else (edited or set())
+        for job in keys.values():
+            if job.schedule.kind == "reboot" or not job.spec.enabled:
+                continue
+            if job.key in have and job.spec.id not in edited:
+                continue
+            nxt = self.next_run(job, now)
+            # an edited schedule may keep a stored occurrence beyond its own next one (at :30
+            # hourly edited at :10 to every 15 minutes): the :15 must not be skipped
+            if nxt is not None and (job.key not in have or nxt.scheduled_at < have[job.key]):
+                fresh.append(nxt)
         if fresh:
             later = self.clock.now() + timedelta(seconds=STORE_AHEAD_S)
             soon = [r for r in fresh if r.fire_at <= later]

@@ -157,7 +157,9 @@ class Simulation:
                 continue  # a new daemon has no last good version of a broken file
             ids = {p.id for p in plans}
             fres = result.files.get(str(self.registry.root / name))
-            if fres is not None and fres.ok:
+            if fres is not None and (fres.ok or fresh):
+                # a new daemon has no last good version of a file with errors either: it
+                # runs the file's valid jobs and drops the invalid ones
                 effective.update({s.id: s for s in fres.specs if s.id in ids})
             else:
                 effective.update({i: v[-1].spec for i, v in self.versions.items() if i in ids and v[-1].until is None})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -321,3 +321,38 @@ def test_an_audit_command_that_calls_every_occurrence_a_success_is_caught(monkey
         )
     bad = broken(simulate(Config(days=0.1, jobs=20, seed=4, faults=STEADY), ["audit_agrees"]))
     assert f"`{command}" in bad["audit_agrees"].what
+
+
+def test_a_schedule_edited_to_fire_sooner_than_its_stored_next_occurrence_skips_nothing():
+    # At :30 hourly, edited at 00:10 to every 15 minutes: the stored 00:30 still fits the new
+    # schedule, but 00:15 comes first and must run, and 00:30 must run once.
+    job = {
+        "id": "sooner",
+        "owner": "ops",
+        "schedule": "30 * * * *",
+        "command": "true",
+        "idempotency_class": "idempotent",
+        "catchup": "latest",
+        "tolerance_s": 0,
+        "tolerance_reason": "exact times",
+    }
+    sim = Simulation(Config(days=0.05, jobs=1, seed=1, faults=frozenset(), job_docs=(job,), mean_s=1.0))
+    start = sim.start
+
+    def edit():
+        [plan] = sim.registry.files["jobs-000.yaml"]
+        plan.doc = {**plan.doc, "schedule": "*/15 * * * *"}
+        sim.registry.write("jobs-000.yaml")
+        return "changed sooner to every 15 minutes"
+
+    sim.registry.edit = edit
+    sim.events = [Event(sim.t0 + 600 - start.minute * 60 - start.second, "registry", {})]  # at hh:10
+    out = sim.run()
+    try:
+        hour = start.replace(minute=0, second=0, microsecond=0)
+        rows = {r.scheduled_at: r.state for r in out.store.runs() if r.job_id == "sooner"}
+        assert rows.get(hour + timedelta(minutes=15)) == "succeeded", rows
+        assert rows.get(hour + timedelta(minutes=30)) == "succeeded", rows
+        assert not broken(check(out, ["one_terminal_state"]))
+    finally:
+        out.close()
