@@ -563,7 +563,8 @@ def report(res: dict) -> None:
     print()
     fire = res.get("fire")
     if fire:
-        print(f"Fire lag (s after the minute), chronod vs Debian cron {fire['cron_version']}")
+        load = " -> ".join(" ".join(f"{x:.2f}" for x in res[k]) for k in ("load_before", "load_after") if k in res)
+        print(f"Fire lag (s after the minute), chronod vs Debian cron {fire['cron_version']}; load average {load}")
         print(f"{'N':>5} {'who':<8} {'p50':>9} {'p99':>9} {'max':>9} {'last start':>11} {'missed':>7} {'doubled':>8}")
         for n, by in fire["by_n"].items():
             for who in ("chronod", "cron"):
@@ -680,6 +681,7 @@ def main() -> None:
             print(f"work directory kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+    res["load_after"] = os.getloadavg()
     report(res)
     out_dir = ROOT / "bench" / "results"
     out_dir.mkdir(exist_ok=True)
