@@ -91,9 +91,8 @@ class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Ou
         self.pauses: list[Pause] = []  # every pause that holds (job, tag, resource)
         self.blackouts: list[Window] = []  # the registry's maintenance windows
         self.file_windows: dict[str, list[Window]] = {}  # last good windows of each file
-        self.held_until: dict[
-            str, datetime
-        ] = {}  # run_id -> end of the window holding it        self.resources: dict[str, int] = {}
+        self.held_until: dict[str, datetime] = {}  # run_id -> end of the window holding it
+        self.resources: dict[str, int] = {}
         self.seq = 0
         self.stopping = False
         self.next_reconcile = 0.0

@@ -19,17 +19,18 @@ socket named after its pid and start time, to watch a run it adopts or to cancel
 
 from __future__ import annotations
 
-import collections
 import ctypes
 import heapq
 import json
 import os
 import pickle
+import queue
 import resource
 import select
 import signal
 import socket
 import struct
+import threading
 import time
 from datetime import datetime, timezone
 
@@ -87,9 +88,11 @@ class Loop:
         self.timers: list[tuple[float, int, str, _Run]] = []
         self.seq = 0
         self.batch: list[_Run] = []
-        # files of recorded runs, removed when the loop has nothing else to do: an unlink
-        # can wait on the file system's journal, and a burst of launches must not
-        self.discards: collections.deque[tuple[str, str, int]] = collections.deque()
+        # files of recorded runs, removed by a thread of their own: an unlink can wait on
+        # the file system's journal, and a burst of launches must not wait with it
+        self.discards: queue.SimpleQueue[tuple[str, str, int] | None] = queue.SimpleQueue()
+        self.remover = threading.Thread(target=_remove_files, args=(self.discards,), daemon=True)
+        self.remover.start()
         self.daemon_gone = False
         self.own_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
         # posix_spawn resets caught signals itself; naming only the ignored ones spares
@@ -100,17 +103,16 @@ class Loop:
 
     def serve(self) -> None:
         """Run until the daemon is gone and every run has ended and been flushed."""
-        while not (self.daemon_gone and not self.runs and not self.batch and not self.discards):
-            events = self.ep.poll(0 if self.discards else self._wait_s())
-            if not events and self.discards:
-                self._discard_some(time.monotonic())
-            for fd, _ in events:
+        while not (self.daemon_gone and not self.runs and not self.batch):
+            for fd, _ in self.ep.poll(self._wait_s()):
                 try:
                     self._event(fd)
                 except Exception as e:  # one bad event must not end every other run
                     os.write(2, f"chrono launcher: {type(e).__name__}: {e}\n".encode())
             self._fire_timers(time.monotonic())
             self._flush()
+        self.discards.put(None)
+        self.remover.join()
 
     def _event(self, fd: int) -> None:
         if fd == self.ctl.fileno():
@@ -124,17 +126,6 @@ class Loop:
             self._read(run)
         else:
             self._exited(run)
-
-    def _discard_some(self, start: float) -> None:
-        """Remove recorded runs' files for at most 20 ms, then look at events again."""
-        while self.discards and time.monotonic() - start < 0.02:
-            state_dir, run_id, attempt = self.discards.popleft()
-            for path in (
-                files.path_of(state_dir, run_id, attempt, files.RESULT),
-                files.path_of(state_dir, run_id, attempt, files.STARTED),
-                files.live_path(state_dir, run_id, attempt),
-            ):
-                _unlink(path)
 
     def _wait_s(self) -> float:
         if self.batch:
@@ -202,7 +193,7 @@ class Loop:
             self._launch(msg[1], end)
             return
         if verb == "discard":
-            self.discards.append((msg[3], msg[1], msg[2]))
+            self.discards.put((msg[3], msg[1], msg[2]))
             return
         run = self.runs.get((msg[1], msg[2])) if verb in ("watch", "cancel") else None
         if verb == "watch" and end is not None and run is not None and not run.ended:
@@ -507,6 +498,21 @@ def _fsync_dir(directory: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _remove_files(todo: queue.SimpleQueue) -> None:
+    """The remover thread: the files of each recorded run, until a None arrives."""
+    while (item := todo.get()) is not None:
+        state_dir, run_id, attempt = item
+        for path in (
+            files.path_of(state_dir, run_id, attempt, files.RESULT),
+            files.path_of(state_dir, run_id, attempt, files.STARTED),
+            files.live_path(state_dir, run_id, attempt),
+        ):
+            try:
+                _unlink(path)
+            except OSError:
+                pass  # left for the next daemon, which finds the run recorded and removes them
 
 
 def _unlink(path: str) -> None:

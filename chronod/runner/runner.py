@@ -47,7 +47,7 @@ class Runner:
     """Launches attempts under supervisors that write into `state_dir`."""
 
     def __init__(self, state_dir: Path, clock: Clock | None = None, *, zygote: bool = False, many: bool = False):
-        self.state_dir = Path(state_dir)
+        self.state_dir = Path(state_dir).absolute()  # the launcher and supervisors change directory
         self._use_zygote = zygote
         self._zygote: Zygote | None = None
         self._use_launcher = many

@@ -80,7 +80,12 @@ def test_a_removed_job_has_its_pending_occurrence_cancelled_and_keeps_its_histor
     wait_until(lambda: any(r["state"] == "succeeded" for r in runs_json("gone", env["db"])), what="a run")
     (env["reg"] / "a.yaml").unlink()
     wait_until(lambda: "event=job.removed" in d.log_since_start(), what="the reload")
-    time.sleep(1.5)
+    # a run started just before the removal ends, and nothing of the job is left to run
+    wait_until(
+        lambda: not [r for r in runs_json("gone", env["db"]) if r["state"] in ("pending", "running")],
+        timeout=15,
+        what="no pending or running occurrence of the removed job",
+    )
     d.stop()
     runs = runs_json("gone", env["db"])
     assert not [r for r in runs if r["state"] in ("pending", "running")]
