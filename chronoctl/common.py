@@ -7,6 +7,7 @@ exception, so the error boundary can print them as they are.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -184,7 +185,8 @@ def parse_since(text: str, now: datetime, tz: str = "UTC", flag: str = "--since"
         parse_duration(text)
         return now - timedelta(seconds=parse_seconds(text, flag))
     except DurationError:
-        pass
+        if re.fullmatch(r"(\s*\d+\s*[a-zA-Z]+)+\s*", text):
+            parse_seconds(text, flag)  # a duration, wrong: say what is wrong with it
     try:
         start = parse_instant(text, tz, flag, now=now)
     except UsageError:

@@ -310,6 +310,9 @@ class Dispatch:
                 return
             chunk = [run.run_id for _, run in claims[i : i + CLAIM_CHUNK]]
             claimed = self.store.commit_wakeup(inserts, settles, chunk, self.node, self.lease.token)
+            # start in the order decided (a catch-up backlog oldest first), not the database's
+            pos = {rid: k for k, rid in enumerate(chunk)}
+            claimed = sorted(claimed, key=lambda c: pos.get(c.run_id, len(pos)))
             inserts, settles, i = [], [], i + CLAIM_CHUNK
             started = [self.start_process(jobs[c.run_id], c, record=False) for c in claimed]
             self.store.set_processes([p for p in started if p is not None], self.lease.token)

@@ -68,7 +68,7 @@ class Facts:
 
     def __init__(self, out: Outcome):
         self.out = out
-        self.procs: list[Proc] = sorted(out.world.procs.values(), key=lambda p: (p.started_mono, p.run_id))
+        self.procs: list[Proc] = sorted(out.world.procs.values(), key=lambda p: (p.started_mono, p.pid))
         self.by_run: dict[str, list[Proc]] = defaultdict(list)
         self.by_job: dict[str, list[Proc]] = defaultdict(list)
         for p in self.procs:
@@ -116,9 +116,10 @@ class Facts:
 
     def alive(self, job: str, start: datetime, end: datetime) -> bool:
         """Whether a process of the job ran at some point of this span."""
+        w = self.out.world
         for p in self.by_job.get(job, []):
-            p_end = p.started_wall + timedelta(seconds=p.end_mono() - p.started_mono)
-            if p.started_wall <= end and start <= p_end:
+            p_start, p_end = w.wall_hull(p.started_mono, p.end_mono())
+            if p_start <= end and start <= p_end:
                 return True
         return False
 
@@ -402,6 +403,9 @@ def audit_agrees(f: Facts) -> list[Counterexample]:
         versions = f.out.versions.get(job, [])
         first = min((v.since for v in versions), default=None)
         last = max((v.until or f.out.end for v in versions), default=None)
+        for d, (a, b) in zip(f.out.world.disturbances, f.spans, strict=True):
+            if last is not None and d.kind == "down" and a - edge <= last <= b:
+                last = b  # dropped when a daemon died: still registered until the next one starts
         if first is None or last is None or not first - edge <= at <= last + edge:
             out.append(Counterexample(at, job, rid, f"`{command}` lists an occurrence from when the job was unknown"))
     return sorted(out, key=lambda c: c.at)

@@ -126,9 +126,15 @@ class World:
     def wall_span(self, d: Disturbance) -> tuple[datetime, datetime]:
         """Every wall time the clock showed during a disturbance: a clock step inside it
         moves where its end falls, so the span is not its start plus its length."""
-        walls = [d.start_wall, d.end_wall, self.wall_at(d.start, after_step=False), self.wall_at(d.end)]
+        lo, hi = self.wall_hull(d.start, d.end)
+        return min(lo, d.start_wall, d.end_wall), max(hi, d.start_wall, d.end_wall)
+
+    def wall_hull(self, start: float, end: float) -> tuple[datetime, datetime]:
+        """The earliest and latest wall time the clock showed between two monotonic times
+        (a process that ran across a clock step ran at the wall times on both sides of it)."""
+        walls = [self.wall_at(start, after_step=False), self.wall_at(end)]
         for m, _ in self.steps:
-            if d.start <= m <= d.end:
+            if start <= m <= end:
                 walls += [self.wall_at(m, after_step=False), self.wall_at(m)]
         return min(walls), max(walls)
 
