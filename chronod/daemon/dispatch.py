@@ -155,7 +155,8 @@ class Dispatch:
         node takes them, through the catch-up policy, competing for the claim like any other.
         Those claimed or settled meanwhile are dropped. A node that is behind itself looks
         again later: taking more work would only spread the overload."""
-        if self.backlog:
+        if self.backlog or (self.batch is not None and self.batch.claims):
+            # this node has runs waiting to start (carried into this wake-up's batch)
             for r in runs:
                 self.deferred.add(r.run_id)
                 self.seq += 1
@@ -310,6 +311,7 @@ class Dispatch:
                 return
             chunk = [run.run_id for _, run in claims[i : i + CLAIM_CHUNK]]
             claimed = self.store.commit_wakeup(inserts, settles, chunk, self.node, self.lease.token)
+            self.refund(len(chunk) - len(claimed))  # another node had them: no start spent
             # start in the order decided (a catch-up backlog oldest first), not the database's
             pos = {rid: k for k, rid in enumerate(chunk)}
             claimed = sorted(claimed, key=lambda c: pos.get(c.run_id, len(pos)))

@@ -46,8 +46,14 @@ class StartLimit:
     def give_back(self, runs: list[tuple[Job, Run]]) -> None:
         """Runs admitted but not started this wake-up (its time slice ran out): first in line next time."""
         self.backlog = runs + self.backlog
-        if self.max_starts is not None:
-            self.budget = policy.Budget(self.budget.tokens + len(runs), self.budget.at)
+        self.refund(len(runs))
+
+    def refund(self, n: int) -> None:
+        """`n` admitted runs were not started after all (another node claimed or settled
+        them): their starts go back to the budget, or a line full of runs the other nodes
+        took would spend it all and start nothing."""
+        if n > 0 and self.max_starts is not None:
+            self.budget = policy.Budget(min(self.budget.tokens + n, self.max_starts), self.budget.at)
 
     def backlog_wake(self, now: datetime) -> datetime | None:
         """When the loop must wake for the runs waiting to start (None: none wait)."""
