@@ -108,8 +108,8 @@ def test_a_later_daemon_cancels_an_adopted_run_through_the_launcher(tmp_path):
 def test_a_stopped_launcher_is_waited_for_not_declared_dead(tmp_path, monkeypatch):
     monkeypatch.setattr(launcher, "VISIT_TIMEOUT_S", 1.0)
     first = Runner(tmp_path / "state", many=True)
-    handle = launch(first, "r1", "sleep 0.5; echo through")
-    other = launch(first, "r2", "sleep 0.5; echo too")
+    handle = launch(first, "r1", "sleep 2.5; echo through")
+    other = launch(first, "r2", "sleep 2.5; echo too")
     wait_started(first, handle)
     wait_started(first, other)
     first.close()
