@@ -100,14 +100,18 @@ class Launcher:
         return self.sock.fileno() >= 0
 
 
-def watch(pid: int, ticks: int, run_id: str, attempt: int) -> int | None:
+def watch(pid: int, ticks: int, run_id: str, attempt: int, stalled: set | None = None) -> int | None:
     """A descriptor that becomes readable when a run of another daemon's launcher has
     its result on disk (at once if it already has); None if that launcher is gone."""
+    if stalled is not None and (pid, ticks) in stalled:
+        return _stalled(pid, ticks)  # known silent: do not wait for it once per run
     end_r, end_w = os.pipe()
     try:
         _visit(pid, ticks, ("watch", run_id, attempt), end_w)
     except TimeoutError:
         os.close(end_r)
+        if stalled is not None:
+            stalled.add((pid, ticks))
         return _stalled(pid, ticks)
     except OSError:
         os.close(end_r)

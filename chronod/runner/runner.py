@@ -54,6 +54,7 @@ class Runner:
         self._launcher: Launcher | None = None
         # (run_id, attempt) -> (pid, start ticks) of the launcher that runs it
         self._owners: dict[tuple[str, int], tuple[int, int]] = {}
+        self._stalled: set[tuple[int, int]] = set()  # launchers that did not answer a watch
         self._gone: list[int] = []  # launchers that died, reaped once they are zombies
         if many:
             try:
@@ -265,7 +266,7 @@ class Runner:
         if os.path.exists(self._path(run_id, attempt, files.RESULT)):
             return None  # ended: the launcher lives on for other runs, `adopt` reads the result
         pid, ticks = started["supervisor_pid"], started["supervisor_start_ticks"]
-        fd = launcher.watch(pid, ticks, run_id, attempt)
+        fd = launcher.watch(pid, ticks, run_id, attempt, self._stalled)
         if fd is None:
             return None
         handle = Handle(run_id, attempt, pid, started["pid"], datetime.fromisoformat(started["started_at"]), fd)

@@ -106,19 +106,23 @@ def test_a_later_daemon_cancels_an_adopted_run_through_the_launcher(tmp_path):
 
 
 def test_a_stopped_launcher_is_waited_for_not_declared_dead(tmp_path, monkeypatch):
-    monkeypatch.setattr(launcher, "VISIT_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(launcher, "VISIT_TIMEOUT_S", 1.0)
     first = Runner(tmp_path / "state", many=True)
-    handle = launch(first, "r1", "sleep 0.5; echo through")
+    handle = launch(first, "r1", "sleep 2.5; echo through")
+    other = launch(first, "r2", "sleep 2.5; echo too")
     wait_started(first, handle)
+    wait_started(first, other)
     first.close()
     os.kill(handle.supervisor_pid, signal.SIGSTOP)
     second = Runner(tmp_path / "state", many=True)
     try:
-        adopted = second.adopt("r1", 1)
-        assert isinstance(adopted, Handle) and alive(handle.pid)
+        start = time.monotonic()
+        adopted = [second.adopt("r1", 1), second.adopt("r2", 1)]
+        assert time.monotonic() - start < 2 * launcher.VISIT_TIMEOUT_S, "waited for the silent launcher twice"
+        assert all(isinstance(a, Handle) for a in adopted) and alive(handle.pid)
         os.kill(handle.supervisor_pid, signal.SIGCONT)
-        out = finish(second, adopted)
-        assert (out.state, out.output_tail) == ("succeeded", "through\n")
+        outs = [finish(second, a) for a in adopted]
+        assert [(o.state, o.output_tail) for o in outs] == [("succeeded", "through\n"), ("succeeded", "too\n")]
     finally:
         os.kill(handle.supervisor_pid, signal.SIGCONT)
         second.close()
