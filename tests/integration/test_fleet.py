@@ -212,8 +212,13 @@ def test_a_paused_node_that_wakes_after_its_lease_has_its_writes_rejected_and_di
     wait_until(lambda: "event=node.lease_lost" in a.log_since_start(), timeout=10, what="a to notice")
     time.sleep(3)
     stale = fleet.metric("a", "chrono_dispatch_rejected_stale_token_total")
+    a_log = a.log_since_start()
     fleet.stop_all()
     held = one_run("held", fleet.db)
+    # a renews its lease (a new token) before it records what ended while it was stopped:
+    # its 'succeeded' for held is then refused because b has already settled the run, or,
+    # had a written first, by the stale token
+    refused = [line for line in a_log.splitlines() if "run.finish_rejected" in line and held["run_id"] in line]
     ticks = Counter(l[0] for l in fleet.witness())
     tick_ids = {r["run_id"] for r in runs_json("tick", fleet.db)}
     dup = sum(n - 1 for rid, n in ticks.items() if rid in tick_ids and n > 1)
@@ -221,9 +226,9 @@ def test_a_paused_node_that_wakes_after_its_lease_has_its_writes_rejected_and_di
         f"\nFIGURE SIGSTOP beyond the lease: stale writes rejected {stale:.0f}, accepted 0 "
         f"(held recorded {held['state']!r}), duplicate unsafe dispatches {dup}"
     )
-    # b declared it lost; a's late 'succeeded' was refused by the token check
+    # b declared it lost; a's late 'succeeded' was refused
     assert held["state"] == "lost" and held["node"] == "b"
-    assert stale >= 1
+    assert stale >= 1 or refused, a_log
     assert dup == 0
     nodes_seen = {l[2] for l in fleet.witness() if l[0] in tick_ids}
     assert nodes_seen == {"a", "b"}, "both nodes should have dispatched ticks"
