@@ -1133,11 +1133,18 @@ class SqlStore(BackfillStore):
     def run_marks(self, *, since: datetime, until: datetime) -> list[tuple[str, str, str, datetime, str, str]]:
         """Added (chronoctl missed): the identity and state of each run in a window, slim."""
         r = s.runs.c
-        q = sa.select(r.run_id, r.job_id, r.job_key, r.scheduled_at, r.state, r.trigger).where(
-            r.scheduled_at >= since, r.scheduled_at < until
-        )
+        if self.dialect != "sqlite":
+            q = sa.select(r.run_id, r.job_id, r.job_key, r.scheduled_at, r.state, r.trigger)
+            with self._tx(write=False) as c:
+                return [tuple(row) for row in c.execute(q.where(r.scheduled_at >= since, r.scheduled_at < until))]
+        # SQLite keeps naive UTC text: read it as text and parse it here, a third of the cost
+        # of the generic conversion over the tens of thousands of runs of a fleet's day.
+        text = sa.type_coerce(r.scheduled_at, sa.String)
+        q = sa.select(r.run_id, r.job_id, r.job_key, text, r.state, r.trigger)
+        utc, parse = timezone.utc, datetime.fromisoformat
         with self._tx(write=False) as c:
-            return [tuple(row) for row in c.execute(q)]
+            rows = c.execute(q.where(r.scheduled_at >= since, r.scheduled_at < until))
+            return [(a, b, k, parse(t).replace(tzinfo=utc), st, tr) for a, b, k, t, st, tr in rows]
 
     def attempts(self, run_id: str) -> list[Attempt]:
         a = s.attempts.c

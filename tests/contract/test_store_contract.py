@@ -864,3 +864,12 @@ def test_a_database_directory_that_cannot_be_created_is_a_store_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(StoreError, match=f"cannot create {blocker}"):
         SqlStore(str(blocker / "sub" / "chrono.db"))
+
+
+def test_run_marks_give_each_run_of_the_window_with_its_aware_utc_time(store):
+    store.insert_runs([run(i) for i in range(5)] + [run(i, job="other", state="succeeded") for i in range(2, 7)])
+    marks = store.run_marks(since=T0 + timedelta(minutes=1), until=T0 + timedelta(minutes=4))
+    full = store.runs(since=T0 + timedelta(minutes=1), until=T0 + timedelta(minutes=4))
+    assert sorted(marks) == sorted((r.run_id, r.job_id, r.job_key, r.scheduled_at, r.state, r.trigger) for r in full)
+    assert len(marks) == 5 and all(m[3].utcoffset() == timedelta(0) for m in marks)
+    assert {m[3] for m in marks} == {T0 + timedelta(minutes=i) for i in (1, 2, 3)}
