@@ -18,12 +18,11 @@ from __future__ import annotations
 import os
 import pickle
 import socket
-import sys
-from pathlib import Path
 
 from chronod.runner import files
 from chronod.runner.launchloop import address
 from chronod.runner.supervisor import Plan
+from chronod.runner.zygote import spawn_server
 
 VISIT_TIMEOUT_S = 5.0  # a launcher silent this long is taken as stalled, not gone
 
@@ -36,23 +35,8 @@ class Launcher:
     """Spawn the launcher once; `launch(plan)` -> (its pid, the run's end pipe)."""
 
     def __init__(self) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        root = str(Path(__file__).resolve().parents[2])
-        code = f"import sys; sys.path.insert(0, {root!r}); from chronod.runner.launchloop import serve; serve(3)"
-        try:
-            self.pid = os.posix_spawn(
-                sys.executable,
-                [sys.executable, "-c", code],
-                dict(os.environ),
-                file_actions=[(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3)],
-                setsid=True,
-                setsigmask=(),
-            )
-        finally:
-            theirs.close()
+        self.pid, self.sock = spawn_server("chronod.runner.launchloop")
         self.ticks = files.proc_start_ticks(self.pid) or 0
-        self.sock = ours
-        self.sock.set_inheritable(False)
 
     def launch(self, plan: Plan) -> tuple[int, int]:
         """Hand `plan` to the launcher: (the launcher's pid, a descriptor that becomes

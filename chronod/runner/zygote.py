@@ -34,6 +34,27 @@ _PID = struct.Struct("!i")
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
+def spawn_server(module: str) -> tuple[int, socket.socket]:
+    """Start `module.serve(3)` in this interpreter, in a session of its own, with its end of
+    a socket pair as descriptor 3; returns its pid and our end (not inherited by jobs)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    root = str(Path(__file__).resolve().parents[2])
+    code = f"import sys; sys.path.insert(0, {root!r}); from {module} import serve; serve(3)"
+    try:
+        pid = os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-c", code],
+            dict(os.environ),
+            file_actions=[(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3)],
+            setsid=True,
+            setsigmask=(),
+        )
+    finally:
+        theirs.close()
+    ours.set_inheritable(False)
+    return pid, ours
+
+
 class ZygoteError(OSError):
     """The zygote is gone or answered nonsense; the caller forks by itself instead."""
 
@@ -42,22 +63,7 @@ class Zygote:
     """The daemon's end: spawn the helper once, then `fork(plan)` -> (pid, pidfd)."""
 
     def __init__(self) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        root = str(Path(__file__).resolve().parents[2])
-        code = f"import sys; sys.path.insert(0, {root!r}); from chronod.runner.zygote import serve; serve(3)"
-        try:
-            self.pid = os.posix_spawn(
-                sys.executable,
-                [sys.executable, "-c", code],
-                dict(os.environ),
-                file_actions=[(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3)],
-                setsid=True,
-                setsigmask=(),
-            )
-        finally:
-            theirs.close()
-        self.sock = ours
-        self.sock.set_inheritable(False)
+        self.pid, self.sock = spawn_server("chronod.runner.zygote")
 
     def fork(self, plan: object) -> tuple[int, int]:
         """Have the zygote fork the supervisor of `plan`: (its pid, a pidfd on it)."""
