@@ -21,8 +21,9 @@ class Holds:
     """Pauses and windows. Part of `Daemon` (chronod.daemon.loop)."""
 
     def refresh_paused(self) -> None:
-        """Read the pauses that hold now (a pause past its `until` is over by itself)."""
-        rows = self.store.pauses()
+        """Read the pauses that hold now (a pause past its `until` is over by itself). A job
+        the loop still runs keeps its pause while a reload that removes it is prepared."""
+        rows = self.store.pauses(include_removed=True)
         self.pauses = [blackout.Pause(r.kind, r.target, r.reason, r.by, r.since, r.until) for r in rows]
         self.paused = {p.target: p.reason for p in self.pauses if p.kind == "job"}
 

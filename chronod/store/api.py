@@ -259,8 +259,10 @@ class Store(Protocol):
     def clear_group_pause(self, kind: str, target: str) -> bool:
         """Resume a tag or a resource; False if it was not paused."""
 
-    def pauses(self) -> list[PauseRow]:
-        """Every pause that holds now: jobs' own, then tags' and resources'."""
+    def pauses(self, include_removed: bool = False) -> list[PauseRow]:
+        """Every pause that holds now: jobs' own, then tags' and resources'. A removed job's
+        own pause only with `include_removed` (the daemon's: a reload prepared beside its
+        loop marks a job removed before the loop lets the job go)."""
 
     # --- occurrences and runs ------------------------------------------------------------
     def insert_runs(self, runs: Iterable[Run]) -> int:

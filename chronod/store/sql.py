@@ -566,13 +566,14 @@ class SqlStore(BackfillStore):
         with self._tx() as c:
             return c.execute(p.delete().where(p.c.kind == kind, p.c.target == target)).rowcount == 1
 
-    def pauses(self) -> list[PauseRow]:
+    def pauses(self, include_removed: bool = False) -> list[PauseRow]:
         j, p = s.jobs.c, s.pauses.c
+        held = [j.paused.is_(True), self._pause_live(j.paused_until)]
+        if not include_removed:
+            held.append(j.removed_at.is_(None))
         with self._tx(write=False) as c:
             own = c.execute(
-                sa.select(j.job_id, j.paused_reason, j.paused_by, j.paused_at, j.paused_until).where(
-                    j.paused.is_(True), j.removed_at.is_(None), self._pause_live(j.paused_until)
-                )
+                sa.select(j.job_id, j.paused_reason, j.paused_by, j.paused_at, j.paused_until).where(*held)
             ).all()
             groups = c.execute(sa.select(s.pauses).where(self._pause_live(p.paused_until))).mappings().all()
         out = [PauseRow("job", r.job_id, r.paused_reason or "", r.paused_by, r.paused_at, r.paused_until) for r in own]

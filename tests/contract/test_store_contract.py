@@ -873,3 +873,13 @@ def test_run_marks_give_each_run_of_the_window_with_its_aware_utc_time(store):
     assert sorted(marks) == sorted((r.run_id, r.job_id, r.job_key, r.scheduled_at, r.state, r.trigger) for r in full)
     assert len(marks) == 5 and all(m[3].utcoffset() == timedelta(0) for m in marks)
     assert {m[3] for m in marks} == {T0 + timedelta(minutes=i) for i in (1, 2, 3)}
+
+
+def test_a_removed_jobs_pause_is_shown_to_the_daemon_only(store):
+    """The daemon reads pauses with include_removed: a reload prepared beside its loop marks
+    the job removed before the loop lets the job go, and the pause must hold until then."""
+    store.sync_jobs("n1", [spec("backup"), spec("rotate")])
+    store.set_paused("backup", True, "disk swap", by="alice")
+    store.sync_jobs("n1", [spec("rotate")])
+    assert [p.target for p in store.pauses()] == []
+    assert [(p.kind, p.target) for p in store.pauses(include_removed=True)] == [("job", "backup")]
