@@ -333,8 +333,10 @@ def test_a_deleted_next_occurrence_is_noticed_and_chronod_repairs_it(env, hook, 
         ),
     )
     d = chronod(env).start()
-    d.stop()
     store = open_store(env["db"])
+    # occurrences more than a minute ahead are stored just after READY, a slice per wake-up
+    wait_until(lambda: [r for r in store.pending() if r.job_id == "hourly"], what="the next occurrence stored")
+    d.stop()
     try:
         pending = [r for r in store.pending() if r.job_id == "hourly"]
         assert len(pending) == 1
@@ -369,8 +371,13 @@ def test_a_deleted_next_occurrence_is_noticed_and_chronod_repairs_it(env, hook, 
             assert len(_rows(store, "hourly")) == 1  # once per break, not once per check
         finally:
             svc.stop()
-        d = chronod(env).start()  # chronod's reconciler runs at start (and every 300 s)
-        d.stop()
+        d = chronod(env).start()  # chronod stores it again just after READY (and reconciles every 300 s)
+        try:
+            wait_until(
+                lambda: [r for r in store.pending() if r.job_id == "hourly"], what="the next occurrence stored again"
+            )
+        finally:
+            d.stop()
         assert [r.run_id for r in store.pending() if r.job_id == "hourly"] == [pending[0].run_id]
     finally:
         store.close()
