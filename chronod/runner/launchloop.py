@@ -250,31 +250,10 @@ class Loop:
         """posix_spawn (a vfork) of the job, in its workdir, with the daemon's original
         descriptor limit; the loop's own directory and limit are restored after."""
         try:
-            os.chdir(plan.workdir)
-        except OSError as e:
-            return 0, ("workdir", e.errno or 0)
-        os.environ["PATH"] = plan.env.get("PATH", "")  # posix_spawnp searches the caller's PATH
-        resource.setrlimit(resource.RLIMIT_NOFILE, plan.nofile)
-        try:
-            pid = os.posix_spawnp(
-                plan.argv[0],
-                list(plan.argv),
-                plan.env,
-                file_actions=[
-                    (os.POSIX_SPAWN_DUP2, stdin_fd, 0),
-                    (os.POSIX_SPAWN_DUP2, out_w, 1),
-                    (os.POSIX_SPAWN_DUP2, out_w, 2),
-                ],
-                setsid=True,
-                setsigmask=(),
-                setsigdef=self.ignored,
-            )
-        except OSError as e:
-            return 0, ("exec", e.errno or 0)
+            return supervisor._spawn(plan, stdin_fd, out_w, self.ignored)
         finally:
             resource.setrlimit(resource.RLIMIT_NOFILE, self.own_nofile)
             os.chdir("/")
-        return pid, None
 
     def _watch(self, run: _Run) -> None:
         run.pidfd = os.pidfd_open(run.pid)

@@ -21,6 +21,7 @@ import resource
 import select
 import signal
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -148,11 +149,15 @@ def _stdin_fd(text: bytes | None) -> int:
     return fd
 
 
-def _spawn(plan: Plan, stdin_fd: int, out_w: int) -> tuple[int, tuple[str, int] | None]:
-    """Start the job with posix_spawn (a vfork: no copy of this process's page tables).
+def _spawn(
+    plan: Plan, stdin_fd: int, out_w: int, setsigdef: Iterable[int] = _DEFAULTED_SIGNALS
+) -> tuple[int, tuple[str, int] | None]:
+    """Start the job with posix_spawn (a vfork: no copy of this process's page tables),
+    with the signals in `setsigdef` back to their defaults.
 
-    For jobs that keep the daemon's identity. The supervisor enters the workdir itself,
-    since only its children care where it stands.
+    For jobs that keep the daemon's identity. posix_spawn starts the child where its caller
+    stands, so this enters the workdir and takes the job's descriptor limit and PATH: a
+    supervisor keeps them (only its children care), the launcher restores its own after.
     """
     try:
         os.chdir(plan.workdir)
@@ -173,7 +178,7 @@ def _spawn(plan: Plan, stdin_fd: int, out_w: int) -> tuple[int, tuple[str, int] 
             ],
             setsid=True,
             setsigmask=(),
-            setsigdef=_DEFAULTED_SIGNALS,
+            setsigdef=setsigdef,
         )
     except OSError as e:
         return 0, ("exec", e.errno or 0)
