@@ -884,22 +884,28 @@ class SqlStore(BackfillStore):
         c.execute(s.attempts.update().where(a.run_id == run_id, a.attempt == attempt).values(**values))
 
     def set_processes(self, started: list[tuple[str, int, int, int]], token: int) -> set[str]:
-        done: set[str] = set()
         if not started:
-            return done
+            return set()
         with self._tx() as c:
-            for run_id, attempt, pid, supervisor_pid in started:
-                res = c.execute(
-                    s.runs.update()
-                    .where(*self._held(run_id, attempt, token))
-                    .values(pid=pid, supervisor_pid=supervisor_pid, updated_at=self._ts())
+            held = self._held_many(c, [(run_id, attempt) for run_id, attempt, _, _ in started], token)
+            rows = [
+                {"b_run_id": run_id, "b_attempt": attempt, "b_pid": pid, "b_sup": sup}
+                for run_id, attempt, pid, sup in started
+                if held.get(run_id) == attempt
+            ]
+            if rows:
+                r, a = s.runs.c, s.attempts.c
+                where = (
+                    r.run_id == sa.bindparam("b_run_id"),
+                    r.state == "running",
+                    r.attempts == sa.bindparam("b_attempt"),
                 )
-                if res.rowcount != 1:
-                    self._rejected(c, token)
-                    continue
-                self._update_attempt(c, run_id, attempt, pid=pid, supervisor_pid=supervisor_pid)
-                done.add(run_id)
-        return done
+                pids = dict(pid=sa.bindparam("b_pid"), supervisor_pid=sa.bindparam("b_sup"))
+                c.execute(s.runs.update().where(*where).values(updated_at=self._ts(), **pids), rows)
+                keys = (a.run_id == sa.bindparam("b_run_id"), a.attempt == sa.bindparam("b_attempt"))
+                c.execute(s.attempts.update().where(*keys).values(**pids), rows)
+            self._count_rejected(c, token, len(started) - len(rows))
+            return {row["b_run_id"] for row in rows}
 
     def finish(
         self,
@@ -921,44 +927,72 @@ class SqlStore(BackfillStore):
     def finish_many(self, endings: list[Ending], token: int | None) -> set[str]:
         for e in endings:
             _terminal(e.state)
-        done: set[str] = set()
         if not endings:
-            return done
+            return set()
         with self._tx() as c:
-            for e in endings:
-                end = sa.literal(e.finished_at, s.UTCDateTime()) if e.finished_at else self._ts()
-                res = c.execute(
+            held = self._held_many(c, [(e.run_id, e.attempt) for e in endings], token)
+            rows = [
+                {
+                    "b_run_id": e.run_id,
+                    "b_attempt": e.attempt,
+                    "b_state": e.state,
+                    "b_exit_code": e.exit_code,
+                    "b_signal": e.signal,
+                    "b_output_tail": e.output_tail,
+                    "b_output_bytes": e.output_bytes,
+                    "b_error": e.error,
+                    "b_finished_at": e.finished_at,
+                }
+                for e in {e.run_id: e for e in endings}.values()
+                if held.get(e.run_id) == e.attempt
+            ]
+            if rows:
+                # one statement for the lot (executemany), built once: building an UPDATE
+                # per ending was most of the loop's time when a burst of runs ended
+                now = self._ts()
+                end = func.coalesce(sa.bindparam("b_finished_at", type_=s.UTCDateTime()), now)
+                fields = ("state", "exit_code", "signal", "output_tail", "output_bytes", "error")
+                values = {f: sa.bindparam(f"b_{f}") for f in fields}
+                r, a = s.runs.c, s.attempts.c
+                where = (
+                    r.run_id == sa.bindparam("b_run_id"),
+                    r.state == "running",
+                    r.attempts == sa.bindparam("b_attempt"),
+                )
+                c.execute(
                     s.runs.update()
-                    .where(*self._held(e.run_id, e.attempt, token))
-                    .values(
-                        state=e.state,
-                        exit_code=e.exit_code,
-                        signal=e.signal,
-                        output_tail=e.output_tail,
-                        output_bytes=e.output_bytes,
-                        error=e.error,
-                        finished_at=end,
-                        next_attempt_at=None,
-                        updated_at=self._ts(),
-                    )
+                    .where(*where)
+                    .values(finished_at=end, next_attempt_at=None, updated_at=now, **values),
+                    rows,
                 )
-                if res.rowcount != 1:
-                    self._rejected(c, token)
-                    continue
-                self._update_attempt(
-                    c,
-                    e.run_id,
-                    e.attempt,
-                    state=e.state,
-                    finished_at=end,
-                    exit_code=e.exit_code,
-                    signal=e.signal,
-                    error=e.error,
-                    output_tail=e.output_tail,
-                    output_bytes=e.output_bytes,
-                )
-                done.add(e.run_id)
-        return done
+                keys = (a.run_id == sa.bindparam("b_run_id"), a.attempt == sa.bindparam("b_attempt"))
+                c.execute(s.attempts.update().where(*keys).values(finished_at=end, **values), rows)
+            self._count_rejected(c, token, len(endings) - len(rows))
+            return {row["b_run_id"] for row in rows}
+
+    def _held_many(self, c: Connection, keys: list[tuple[str, int]], token: int | None) -> dict[str, int]:
+        """Of `keys` (run_id, attempt), the runs `running` at that attempt and (when fenced)
+        held under a live `token`: run_id -> attempt. Their rows stay locked to the end of
+        the transaction (PostgreSQL; a SQLite writer holds the whole database)."""
+        if token is not None and not c.execute(sa.select(self._lease_live(token))).scalar():
+            return {}
+        r = s.runs.c
+        wanted = dict(keys)
+        held: dict[str, int] = {}
+        for part in _chunks(sorted(wanted), 1000):
+            q = sa.select(r.run_id, r.attempts).where(r.run_id.in_(part), r.state == "running")
+            if token is not None:
+                q = q.where(r.token == token)
+            for run_id, attempts in c.execute(q.with_for_update()):
+                if wanted[run_id] == attempts:
+                    held[run_id] = attempts
+        return held
+
+    def _count_rejected(self, c: Connection, token: int | None, n: int) -> None:
+        """Count `n` writes refused, if their token is no longer a live lease."""
+        if n > 0 and token is not None and not c.execute(sa.select(self._lease_live(token))).scalar():
+            with self._lock:
+                self.stale_rejections += n
 
     def schedule_retry(
         self,
