@@ -900,12 +900,12 @@ class SqlStore(BackfillStore):
                     r.state == "running",
                     r.attempts == sa.bindparam("b_attempt"),
                 )
-                pids = dict(pid=sa.bindparam("b_pid"), supervisor_pid=sa.bindparam("b_sup"))
+                pids: dict[str, Any] = dict(pid=sa.bindparam("b_pid"), supervisor_pid=sa.bindparam("b_sup"))
                 c.execute(s.runs.update().where(*where).values(updated_at=self._ts(), **pids), rows)
                 keys = (a.run_id == sa.bindparam("b_run_id"), a.attempt == sa.bindparam("b_attempt"))
                 c.execute(s.attempts.update().where(*keys).values(**pids), rows)
             self._count_rejected(c, token, len(started) - len(rows))
-            return {row["b_run_id"] for row in rows}
+            return {str(row["b_run_id"]) for row in rows}
 
     def finish(
         self,
@@ -952,7 +952,7 @@ class SqlStore(BackfillStore):
                 now = self._ts()
                 end = func.coalesce(sa.bindparam("b_finished_at", type_=s.UTCDateTime()), now)
                 fields = ("state", "exit_code", "signal", "output_tail", "output_bytes", "error")
-                values = {f: sa.bindparam(f"b_{f}") for f in fields}
+                values: dict[str, Any] = {f: sa.bindparam(f"b_{f}") for f in fields}
                 r, a = s.runs.c, s.attempts.c
                 where = (
                     r.run_id == sa.bindparam("b_run_id"),
@@ -968,7 +968,7 @@ class SqlStore(BackfillStore):
                 keys = (a.run_id == sa.bindparam("b_run_id"), a.attempt == sa.bindparam("b_attempt"))
                 c.execute(s.attempts.update().where(*keys).values(finished_at=end, **values), rows)
             self._count_rejected(c, token, len(endings) - len(rows))
-            return {row["b_run_id"] for row in rows}
+            return {str(row["b_run_id"]) for row in rows}
 
     def _held_many(self, c: Connection, keys: list[tuple[str, int]], token: int | None) -> dict[str, int]:
         """Of `keys` (run_id, attempt), the runs `running` at that attempt and (when fenced)
