@@ -310,6 +310,8 @@ class Dispatch:
                 self.backlog = []
                 return
             chunk = [run.run_id for _, run in claims[i : i + CLAIM_CHUNK]]
+            if chunk and self.notify_service is not None:
+                self.notify_service.launching()  # its next round waits for the burst to be started
             claimed = self.store.commit_wakeup(inserts, settles, chunk, self.node, self.lease.token)
             self.refund(len(chunk) - len(claimed))  # another node had them: no start spent
             # start in the order decided (a catch-up backlog oldest first), not the database's

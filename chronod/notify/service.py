@@ -14,6 +14,7 @@ deadline); `run()` is the thread body that calls it on that timer, at least ever
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
@@ -30,6 +31,8 @@ MIN_ROUND_GAP_S = 0.5  # a busy node records hundreds of outcomes a second: deci
 CURSOR_OVERLAP_S = 30  # re-read this much before the cursor: commits land out of order
 FIRST_LOOKBACK_S = 600  # a database never seen by a notifier: only the last ten minutes
 RECONCILE_EVERY_S = 300.0
+LAUNCH_QUIET_S = 0.3  # a round waits until the loop has started nothing for this long...
+LAUNCH_YIELD_MAX_S = 2.0  # ...but never longer than this: notices are late, never lost
 UNCLAIMED_LOOKBACK_S = 3600
 RETRY_BASE_S, RETRY_MAX_S = 60, 3600
 WORKERS = 4
@@ -73,6 +76,7 @@ class NotifyService:
         self._jobs: tuple[Any, list[Any]] | None = None
         self._deadline: datetime | None = None
         self._states: dict[str, core.NotifyState] = {}  # every job's state after the last round
+        self._launched_at = float("-inf")  # monotonic: when the loop last said it was starting runs
 
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
@@ -88,6 +92,21 @@ class NotifyService:
         """Ask for a step now (cheap, thread-safe): call after recording a run's outcome."""
         self._wake.set()
 
+    def launching(self) -> None:
+        """The loop is starting runs (cheap, thread-safe). A round of deciding holds the
+        interpreter for as long as the loop needs to start hundreds of runs: the next one
+        waits until the burst is over, at most LAUNCH_YIELD_MAX_S."""
+        self._launched_at = time.monotonic()
+
+    def _yield_to_launches(self) -> None:
+        first = time.monotonic()
+        while not self._stop.is_set():
+            now = time.monotonic()
+            quiet = now - self._launched_at
+            if quiet >= LAUNCH_QUIET_S or now - first >= LAUNCH_YIELD_MAX_S:
+                return
+            self._stop.wait(min(LAUNCH_QUIET_S - quiet, first + LAUNCH_YIELD_MAX_S - now))
+
     def stop(self, wait_s: float = 5.0) -> None:
         """Stop stepping; deliveries in flight finish or are retried by the next start."""
         self._stop.set()
@@ -99,6 +118,7 @@ class NotifyService:
     def run(self) -> None:
         """The thread body: step, then sleep until the next deadline (at most MAX_SLEEP_S) or a wake."""
         while not self._stop.is_set():
+            self._yield_to_launches()
             now = self.clock.now()
             try:
                 nxt = self.step(now)
