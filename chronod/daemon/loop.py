@@ -175,12 +175,13 @@ class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Ou
     def tick(self, woke: Wakeups) -> None:
         """Handle one wake-up: the lease first (after a stall past its ttl the outcomes
         must be written under the renewed token), children next (frees slots), then
-        control, then due work."""
+        control, then due work. In the middle of a burst of starts, children wait (`starts_owed`)."""
         if woke.stop:
             self.stopping = True
             return
         self.keep_lease()
-        self.children_exited(woke.children)
+        if not self.starts_owed():
+            self.children_exited(woke.children)  # (still readable at the next wake-up if not)
         if woke.reload:
             self.notifier.reloading()  # systemd shows "reloading" until READY=1 comes back
             self.reloads.submit(self.prepare_reload)  # off the loop's thread when threaded

@@ -1,0 +1,42 @@
+"""A burst longer than one wake-up's time slice: the runs admitted but not started go
+before recording endings, and endings wait no longer than ENDINGS_WAIT_MAX_S."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from chronod.core.clock import FakeClock
+from chronod.daemon.startlimit import ENDINGS_WAIT_MAX_S, StartLimit
+
+
+class Node(StartLimit):
+    def __init__(self) -> None:
+        self.clock = FakeClock(datetime(2026, 1, 1, tzinfo=timezone.utc))
+        self.backlog: list = []
+        self.init_start_limit(None)
+
+
+def test_nothing_owed_before_a_slice_runs_out():
+    node = Node()
+    assert not node.starts_owed()
+    node.backlog = [("job", "run")]  # waiting for the start limit, not for a slice
+    assert not node.starts_owed()
+
+
+def test_given_back_runs_go_first_until_started():
+    node = Node()
+    node.give_back([("job", "run-1"), ("job", "run-2")])
+    assert node.starts_owed()
+    node.clock.advance(ENDINGS_WAIT_MAX_S / 2)
+    assert node.starts_owed()
+    node.backlog = []  # all started
+    assert not node.starts_owed()
+
+
+def test_endings_wait_at_most_the_bound_then_again_for_the_next_slice():
+    node = Node()
+    node.give_back([("job", "run-1")])
+    node.clock.advance(ENDINGS_WAIT_MAX_S + 0.01)
+    assert not node.starts_owed()  # this wake-up records the endings
+    node.give_back([("job", "run-2")])  # the burst goes on
+    assert node.starts_owed()
