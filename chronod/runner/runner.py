@@ -25,6 +25,7 @@ import pwd
 import resource
 import select
 import signal
+import time
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -41,6 +42,7 @@ LOST_ERROR = "supervisor died; outcome unknown"
 USER_PATH = "/usr/local/bin:/usr/bin:/bin"
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _BLOCKED_AROUND_FORK = {supervisor.CANCEL_SIGNAL, *supervisor.IGNORED_SIGNALS}
+IDENTITY_TTL_S = 1.0  # a user or group looked up once serves the launches of this long
 
 
 class Runner:
@@ -71,6 +73,9 @@ class Runner:
         self._clock = clock or Clock()
         self._nofile = raise_fd_limit()
         self._handles: dict[tuple[str, int], Handle] = {}
+        # (user, group) -> (monotonic time looked up, resolve_identity's answer): a burst of
+        # 1,000 launches read the password and group files 1,000 times
+        self._identities: dict[tuple[str | None, str | None], tuple[float, tuple]] = {}
 
     # -- launching --------------------------------------------------------------------
 
@@ -122,7 +127,7 @@ class Runner:
 
     def _plan(self, req: LaunchRequest) -> Plan:
         spec = req.spec
-        creds, account, error = resolve_identity(spec.user, spec.group)
+        creds, account, error = self._identity(spec.user, spec.group)
         argv, what = command_argv(spec)
         return Plan(
             run_id=req.run_id,
@@ -140,6 +145,20 @@ class Runner:
             state_dir=str(self.state_dir),
             error=error,
         )
+
+    def _identity(self, user: str | None, group: str | None) -> tuple:
+        """`resolve_identity`, kept for IDENTITY_TTL_S (a changed account applies from the
+        next second on; an unknown one is looked up at every launch)."""
+        now = time.monotonic()
+        hit = self._identities.get((user, group))
+        if hit is not None and now - hit[0] < IDENTITY_TTL_S:
+            return hit[1]
+        if len(self._identities) > 10_000:
+            self._identities.clear()
+        got = resolve_identity(user, group)
+        if got[2] is None:  # an unknown account is looked up again at the next launch
+            self._identities[(user, group)] = (now, got)
+        return got
 
     # -- watching ---------------------------------------------------------------------
 
