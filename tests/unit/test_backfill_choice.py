@@ -127,6 +127,33 @@ def test_a_range_of_too_many_occurrences_is_refused():
         )
 
 
+class CountingSchedule:
+    """A real schedule that counts the instants it was asked for."""
+
+    def __init__(self, expr: str) -> None:
+        self.inner, self.produced = compile_schedule(expr, "UTC"), 0
+        self.kind = self.inner.kind
+
+    def fires(self, start, end, limit=None):
+        out = self.inner.fires(start, end, limit)
+        self.produced += len(out)
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("only", ["all", "missed", "failed"])
+def test_ten_years_of_a_job_every_second_is_refused_before_the_range_is_walked(only):
+    every_second = spec(schedule="@every 1s")
+    counting = CountingSchedule("@every 1s")
+    with pytest.raises(bf.Refused, match=r"more than 100,000 occurrences of .*--to 2016-01-02T03:46:39Z"):
+        bf.choose(
+            every_second, counting, [], only=only, start=T("2016-01-01 00:00"), end=T("2026-01-01 00:00"), now=NOW
+        )
+    assert counting.produced <= bf.MAX_RANGE + 1
+
+
 def test_an_unsafe_job_is_refused_without_allow_unsafe_and_a_reason():
     unsafe = JobSpec(id="pay", owner="finance", schedule="0 2 * * *", command="true", idempotency_class="unsafe")
     assert "--allow-unsafe" in bf.refusal(unsafe, allow_unsafe=False, reason="owner agreed")
