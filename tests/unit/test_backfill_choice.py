@@ -12,7 +12,7 @@ from chronod.core import history
 from chronod.core.model import JobSpec
 from chronod.core.schedule import compile_schedule
 from chronod.store.api import Pruned
-from tests.unit.test_history import T, run, spec
+from tests.unit.test_history import CountingSchedule, T, run, spec
 
 UTC = timezone.utc
 NOW = T("2026-03-10 09:00")
@@ -125,22 +125,6 @@ def test_a_range_of_too_many_occurrences_is_refused():
             end=T("2026-03-01 00:00"),
             now=NOW,
         )
-
-
-class CountingSchedule:
-    """A real schedule that counts the instants it was asked for."""
-
-    def __init__(self, expr: str) -> None:
-        self.inner, self.produced = compile_schedule(expr, "UTC"), 0
-        self.kind = self.inner.kind
-
-    def fires(self, start, end, limit=None):
-        out = self.inner.fires(start, end, limit)
-        self.produced += len(out)
-        return out
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
 
 
 @pytest.mark.parametrize("only", ["all", "missed", "failed"])
