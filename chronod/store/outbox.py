@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable
 
 import sqlalchemy as sa
@@ -114,7 +114,7 @@ class Outbox:
         for i in range(0, len(ids), 500):
             q = sa.select(s.runs).where(r.run_id.in_(ids[i : i + 500]), r.state.in_(TERMINAL_STATES))
             out += self.store._select_runs(q)
-        return sorted(out, key=lambda x: (x.updated_at.timestamp() if x.updated_at else 0.0, x.run_id))
+        return sorted(out, key=_change_order)
 
     def waiting_keys(self) -> set[str]:
         """Job keys with a pending, running or retrying run (the chain is alive)."""
@@ -252,6 +252,13 @@ class Outbox:
             q = q.where(n.job_id == job_id)
         with self.store._tx(write=False) as c:
             return [_outgoing(r) for r in c.execute(q).mappings().all()]
+
+
+_NEVER = datetime.min.replace(tzinfo=timezone.utc)
+
+
+def _change_order(run: Run) -> tuple[datetime, str]:
+    return run.updated_at or _NEVER, run.run_id
 
 
 def _outgoing(row) -> Outgoing:
