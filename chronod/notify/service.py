@@ -74,6 +74,7 @@ class NotifyService:
         self._deadline: datetime | None = None
         self._states: dict[str, core.NotifyState] = {}  # every job's state after the last round
         self._seen: dict[str, datetime] = {}  # run id -> updated_at decided on, within the overlap
+        self._trusted = False  # the last round was this node's own and recorded: _states are the stored ones
 
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
@@ -116,6 +117,7 @@ class NotifyService:
         """Decide on everything new, record the notices, hand due rows to the workers; return
         when the next round is needed (the earliest silence deadline), None if not before
         MAX_SLEEP_S matters."""
+        trusted, self._trusted = self._trusted, False  # True again once this round is recorded
         if not self._decides():
             self._seen = {}
             self._dispatch(now)  # deliveries are shared; deciding is the first node's work
@@ -147,6 +149,7 @@ class NotifyService:
             # nothing new since the last round: deciding again for every job would only
             # burn CPU on an idle daemon; deliveries that wait for a retry still go out
             self._seen = dict(keys)
+            self._trusted = trusted
             self._dispatch(now)
             return self._deadline
         rows = self._jobs[1]
@@ -166,8 +169,11 @@ class NotifyService:
         )
         if not full:
             specs = {j: specs[j] for j in by_job if j in specs}
-        stored = self.outbox.get_states([CURSOR, *(job_state_name(j) for j in specs)])
-        states = {j: core.NotifyState.from_json(stored.get(job_state_name(j))) for j in specs}
+        # After a round of its own, this node's states are the stored ones (only the node
+        # that decides writes them): read only those of jobs it has not decided on yet.
+        mine = self._states if trusted else {}
+        stored = self.outbox.get_states(job_state_name(j) for j in specs if j not in mine)
+        states = {j: mine[j] if j in mine else core.NotifyState.from_json(stored.get(job_state_name(j))) for j in specs}
         fresh = [j for j, st in states.items() if st.basis is None]
         known = self._known_since(fresh, now) if fresh else {}
         notices: list[core.Notice] = []
@@ -210,6 +216,7 @@ class NotifyService:
                 (d for d in (self._deadline, self._next_deadline(specs, final, paused, now)) if d is not None),
                 default=None,
             )
+        self._trusted = True
         self._dispatch(now)
         return self._deadline
 

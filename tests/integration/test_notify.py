@@ -522,9 +522,13 @@ def test_rounds_read_whole_rows_only_of_runs_not_decided_on_and_a_late_commit_be
     read: list[list[str]] = []
     whole = svc.outbox.terminal_runs
     svc.outbox.terminal_runs = lambda ids: (read.append(sorted(ids)), whole(ids))[1]
+    asked: list[list[str]] = []
+    get_states = svc.outbox.get_states
+    svc.outbox.get_states = lambda names: (asked.append(sorted(names := list(names))), get_states(names))[1]
     try:
         svc.step(now)
         assert len(read[-1]) == 5
+        assert asked[-1] == ["job:flaky"]
         svc.step(now + timedelta(seconds=1))  # nothing new: the overlap is not read again
         assert len(read) == 1
         # a failure whose transaction began (updated_at) before the newest change the
@@ -533,6 +537,7 @@ def test_rounds_read_whole_rows_only_of_runs_not_decided_on_and_a_late_commit_be
         svc.step(now + timedelta(seconds=2))
         assert read[-1] == [run_id("flaky", now - timedelta(seconds=10))]
         assert [r.event for r in _rows(store, "flaky")] == ["failed"]
+        assert asked[-1] == []  # its own last round's states, not read back
         svc.step(now + timedelta(seconds=3))
         assert len(read) == 2
     finally:
