@@ -104,7 +104,7 @@ def occurrences(
 
 
 def _nodes_from_runs(runs: Iterable[Any]) -> set[str]:
-    return {n for r in runs if (n := node_of_key(r.job_key))}
+    return {n for key in {r.job_key for r in runs} if (n := node_of_key(key))}
 
 
 def registered(spans: Sequence[Span] | None, fire_at: datetime) -> bool:
@@ -473,7 +473,7 @@ def _scheduled_marks(runs: Iterable[Any]) -> dict[str, list[datetime]]:
     """Scheduled (not manual) run times per job key, ascending."""
     marks: dict[str, list[datetime]] = defaultdict(list)
     for r in runs:
-        if not r.trigger.startswith("manual"):
+        if r.trigger == "schedule" or not r.trigger.startswith("manual"):
             marks[r.job_key].append(r.scheduled_at)
     for times in marks.values():
         times.sort()
@@ -609,7 +609,9 @@ def silence_suspects(jobs: Iterable[Any], recent: Iterable[Any], now: datetime) 
     newest: dict[str, datetime] = {}
     for r in recent:
         if r.state == "succeeded":
-            newest[r.job_id] = max(r.scheduled_at, newest.get(r.job_id, r.scheduled_at))
+            seen = newest.get(r.job_id)
+            if seen is None or r.scheduled_at > seen:
+                newest[r.job_id] = r.scheduled_at
     out = []
     for j in jobs:
         seen = newest.get(j.job_id)
