@@ -832,6 +832,18 @@ class SqlStore(BackfillStore):
             claimed = self._claim(c, [run.run_id], node, token, started_at=run.started_at, attempts=run.attempts)
             return claimed[0] if claimed else None
 
+    def note_held(self, run_ids: Iterable[str], why: str, until: datetime, *, node: str, token: int) -> int:
+        """Say on pending rows why they wait (a maintenance window deferred them) and until
+        when; claiming or settling them clears it. Fenced on `token`; returns rows changed."""
+        ids = sorted(set(run_ids))
+        r = s.runs.c
+        done = 0
+        with self._tx() as c:
+            for part in _chunks(ids, 1000):
+                update = s.runs.update().where(r.run_id.in_(part), r.state == "pending", self._lease_live(token, node))
+                done += c.execute(update.values(error=why, next_attempt_at=_aware(until))).rowcount
+        return done
+
     def waiting_retries(self, node: str) -> list[Run]:
         """Runs in retry_wait last held by `node` (a dead node's pending retries)."""
         r = s.runs.c
@@ -1140,7 +1152,7 @@ class SqlStore(BackfillStore):
         the tens of thousands of a fleet's day."""
         new = tuple.__new__
         with self._tx(write=False) as c:
-            driver = c.connection.driver_connection
+            driver: Any = c.connection.driver_connection
             if self.dialect != "sqlite":
                 # the driver gives aware datetimes in the session's zone: make that UTC
                 # for this transaction only
@@ -1420,7 +1432,8 @@ def _terminal(state: str) -> None:
 
 def _sqlite_text(at: datetime) -> str:
     """An aware datetime as SQLite stores it: naive UTC text (what UTCDateTime binds)."""
-    return _aware(at).astimezone(timezone.utc).replace(tzinfo=None).isoformat(" ", "microseconds")
+    _aware(at)
+    return at.astimezone(timezone.utc).replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
 def _aware(value: datetime | None) -> datetime | None:
