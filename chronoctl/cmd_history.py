@@ -734,6 +734,7 @@ def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:
                 "node": occ.node if occ else None,
                 "paused": row.paused,
                 "paused_reason": row.paused_reason,
+                "held": _hold_json(a.hold),
                 "run": cmd_ops.run_json(a.run) if a.run else None,
             }
         )
@@ -741,7 +742,7 @@ def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:
 
     what = f" (occurrence {human_time(occ.scheduled_at, now)}, run id {occ.run_id})" if occ else ""
     echo(escape_line(f"{'yes' if a.yes else 'no'}: {row.job_id} {a.reason}") + what)
-    if row.paused and not a.yes:
+    if row.paused and not a.yes and a.hold is None:
         echo(escape_line(f"note: {row.job_id} is paused: {row.paused_reason or 'no reason given'}"))
 
 
@@ -781,6 +782,15 @@ def missed(
         raise typer.Exit(EXIT_NO)
 
 
+def _hold_json(h: Any) -> dict[str, Any] | None:
+    """Why a due occurrence waits on purpose (`did-it-run` and `missed` alike): a window
+    (`kind` window, `name`, `reason`, `until` its end) or a pause (`kind` pause, `name`
+    its scope: job, tag T or resource R; `by`; `until` null until resumed)."""
+    if h is None:
+        return None
+    return {"kind": h.kind, "name": h.name, "reason": h.reason, "by": h.by, "until": cmd_ops.iso(h.until)}
+
+
 def _miss_json(m: Any) -> dict[str, Any]:
     return {
         "job_id": m.job_id,
@@ -792,6 +802,7 @@ def _miss_json(m: Any) -> dict[str, Any]:
         "run_id": m.run_id,
         "state": m.state,
         "reason": m.reason,
+        "held": _hold_json(m.hold),
         "run": cmd_ops.run_json(m.run) if m.run else None,
     }
 

@@ -417,6 +417,10 @@ class Store(Protocol):
     ) -> list[Run]:
         """Runs filtered by job, scheduled_at window and state."""
 
+    def note_held(self, run_ids: Iterable[str], why: str, until: datetime, *, node: str, token: int) -> int:
+        """Record on pending rows that a maintenance window holds them (`why`) until `until`
+        (kept in `error` and `next_attempt_at` until the row is claimed or settled)."""
+
     def run_marks(self, *, since: datetime, until: datetime) -> list[Mark]:
         """(run_id, job_id, job_key, scheduled_at, state, trigger) of every run scheduled in
         [since, until): the slim shape `chronoctl missed` needs to tell which occurrences

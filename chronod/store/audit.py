@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from chronod.core import history
+from chronod.core import blackout, history
 from chronod.core.model import ACTIVE_STATES, TERMINAL_STATES, JobSpec
 from chronod.core.schedule import compile_schedule
 from chronod.store.api import JobRow, Run, Store
@@ -61,11 +61,19 @@ def did_it_run(
     # in one transaction, so whatever a prune between the two reads took is called pruned.
     spans = store.known_spans([row.job_id]).get(row.job_id, [])
     pruned = store.pruned([row.job_id]).get(row.job_id)
+    held = pauses(store)
     if since is not None:
         return history.did_it_run(
-            row.spec, found, now=now, since=since, schedule=sched, nodes=nodes, spans=spans, pruned=pruned
+            row.spec, found, now=now, since=since, schedule=sched, nodes=nodes, spans=spans, pruned=pruned, pauses=held
         )
-    return history.did_it_run(row.spec, found, now=now, at=at, schedule=sched, nodes=nodes, spans=spans, pruned=pruned)
+    return history.did_it_run(
+        row.spec, found, now=now, at=at, schedule=sched, nodes=nodes, spans=spans, pruned=pruned, pauses=held
+    )
+
+
+def pauses(store: Store) -> list[blackout.Pause]:
+    """The pauses set now (a due occurrence of a job one holds does not start)."""
+    return [blackout.Pause(p.kind, p.target, p.reason, p.by, p.since, p.until) for p in store.pauses()]
 
 
 def _runs_asked(
@@ -116,4 +124,5 @@ def missed(
         known={j.job_id: known.get(j.job_id, []) for j in rows},
         marks=marks,
         pruned=pruned,
+        pauses=pauses(store),
     )
