@@ -344,10 +344,10 @@ def _backfills_json(store: "Store", job_id: str | None = None) -> list[dict[str,
 
 def _print_backfills(backfills: list[dict[str, Any]]) -> None:
     from chronoctl.cmd_backfill import progress_line
-    from chronoctl.render import echo, escape_line
+    from chronoctl.render import echo_wrapped, escape_line
 
     for b in backfills:
-        echo(escape_line(f"{progress_line(b)} ({b['job_id']}, --only {b['only']}, {b['from']} to {b['to']})"))
+        echo_wrapped(escape_line(f"{progress_line(b)} ({b['job_id']}, --only {b['only']}, {b['from']} to {b['to']})"))
 
 
 def _database_line(db: dict[str, Any]) -> str:
@@ -438,7 +438,18 @@ def _node_json(n: Any, now: datetime) -> dict[str, Any]:
 
 
 def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -> None:
-    from chronoctl.render import Column, age, echo, escape_line, print_table, short_id, short_time, warn, zone_note
+    from chronoctl.render import (
+        Column,
+        age,
+        echo,
+        echo_wrapped,
+        escape_line,
+        print_table,
+        short_id,
+        short_time,
+        warn,
+        zone_note,
+    )
 
     def when(text: str | None) -> str | None:
         return short_time(datetime.fromisoformat(text), now) if text else None
@@ -483,10 +494,10 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
         )
         echo()
     paused = f", {len(d['paused'])} paused ({', '.join(d['paused'])})" if d["paused"] else ""
-    echo(escape_line(f"jobs: {d['jobs']} registered{paused}"))
+    echo_wrapped(escape_line(f"jobs: {d['jobs']} registered{paused}"))
     for p in d["pauses"]:
-        echo(escape_line("  " + _pause_line(p, now)))
-    echo(_database_line(d["database"]))
+        echo_wrapped(escape_line(_pause_line(p, now)), "  ")
+    echo_wrapped(_database_line(d["database"]))
     _print_backfills(d["backfills"])
     echo()
     failing = [
