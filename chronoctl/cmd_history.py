@@ -334,11 +334,22 @@ def _pause_line(p: dict[str, Any], now: datetime) -> str:
     return f"paused {what}{who} since {_human(p['since'], now)}{until}: {p['reason']}"
 
 
-def _backfills_json(store: "Store", job_id: str | None = None) -> list[dict[str, Any]]:
-    """The backfills still running (all, or one job's), with their progress."""
+CANCELLED_SHOWN = timedelta(days=1)  # how long `status` keeps showing a cancelled backfill
+
+
+def _backfills_json(store: "Store", job_id: str | None = None, now: datetime | None = None) -> list[dict[str, Any]]:
+    """The backfills still running (all, or one job's), and those cancelled in the last
+    day (with who cancelled them and why), with their progress."""
     from chronoctl.cmd_backfill import backfill_json
 
-    data = [backfill_json(store, bf) for bf in store.backfills(active_only=True, job_id=job_id)]
+    now = now or common.now_utc()
+    shown = [
+        bf
+        for bf in store.backfills(job_id=job_id)
+        if bf.state == "running"
+        or (bf.state == "cancelled" and bf.finished_at is not None and now - bf.finished_at < CANCELLED_SHOWN)
+    ]
+    data = [backfill_json(store, bf) for bf in shown]
     return [{k: v for k, v in d.items() if k != "runs"} for d in data]
 
 
@@ -347,7 +358,10 @@ def _print_backfills(backfills: list[dict[str, Any]]) -> None:
     from chronoctl.render import echo_wrapped, escape_line
 
     for b in backfills:
-        echo_wrapped(escape_line(f"{progress_line(b)} ({b['job_id']}, --only {b['only']}, {b['from']} to {b['to']})"))
+        line = f"{progress_line(b)} ({b['job_id']}, --only {b['only']}, {b['from']} to {b['to']})"
+        if b["state"] == "cancelled":
+            line = f"{line}: CANCELLED, nothing more starts ({b['error'] or 'cancelled'})"
+        echo_wrapped(escape_line(line))
 
 
 def _database_line(db: dict[str, Any]) -> str:
