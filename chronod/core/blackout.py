@@ -31,6 +31,7 @@ from chronod.core.schedule import Schedule, compile_schedule
 
 MAX_CHAIN = 64  # windows followed end to end when merging; more means a registry mistake
 PAUSE_KINDS = ("job", "tag", "resource")
+DEFERRED_BY = "deferred by maintenance window "  # how a held row's error begins
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +133,11 @@ class Hit:
 
     def describe(self) -> str:
         return f"inside maintenance window {self.window.describe()} until {stamp(self.end)}"
+
+    def deferral(self) -> str:
+        """What a deferred occurrence's row says while it waits (`blackout: defer`); the
+        audit reads the window back from it (chronod.core.history.hold_of)."""
+        return f"{DEFERRED_BY}{self.window.describe()} until {stamp(self.end)}"
 
 
 def paused(spec: JobSpec, pauses: Iterable[Pause], now: datetime) -> Pause | None:
