@@ -667,7 +667,7 @@ def logs(
     import sys
 
     from chronoctl import output
-    from chronoctl.render import escape_control
+    from chronoctl.render import escape_control, escape_line
 
     url = cmd_ops.db_url(db)
     with cmd_ops.opened(db) as store:
@@ -680,7 +680,7 @@ def logs(
             return _print_json(output.json_of(store, run, attempt, url))
         text, note = output.show(store, run, attempt, url)
     if note:
-        sys.stderr.write(f"chronoctl: {note}\n")
+        sys.stderr.write(f"chronoctl: {escape_line(note)}\n")
         sys.stderr.flush()
     sys.stdout.write(escape_control(text))
     if text and not text.endswith("\n"):
