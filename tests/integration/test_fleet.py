@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import threading
 import time
 import urllib.request
@@ -20,18 +19,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.daemon_helpers import Chronod, chronoctl, job, runs_json, wait_until, write_jobs
+from tests.integration.daemon_helpers import (
+    Chronod,
+    chronoctl,
+    free_port,
+    job,
+    runs_json,
+    wait_until,
+    write_jobs,
+    write_once_soon,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 TTL = "3"
 WITNESS = "echo $CHRONO_RUN_ID $CHRONO_ATTEMPT $CHRONO_NODE $$ >> {w}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Fleet:
@@ -100,11 +102,6 @@ def fleet(tmp_path, new_pg_database):
     f.kill_jobs()
 
 
-def at_second(delay_s: int) -> str:
-    t = datetime.now(timezone.utc) + timedelta(seconds=delay_s)
-    return f"{t.second} {t.minute} {t.hour} * * *"
-
-
 def parse(ts: str) -> datetime:
     return datetime.fromisoformat(ts)
 
@@ -135,19 +132,24 @@ def pg_sql(url: str, sql: str, **params):
 def test_kill_9_of_a_node_hands_its_idempotent_run_to_another_and_records_the_unsafe_one_lost(fleet):
     w = fleet.w
     notices = fleet.tmp / "notices"
-    write_jobs(
-        fleet.reg / "a.yaml",
-        "jobs:\n"
-        + job("long-idem", at_second(3), WITNESS.format(w=w) + "; sleep 20")
-        + job(
-            "long-unsafe",
-            at_second(3),
-            WITNESS.format(w=w) + "; sleep 20",
-            idempotency_class="unsafe",
-            notify=[{"on": ["lost"], "command": f"echo $CHRONO_EVENT $CHRONO_RUN_ID >> {notices}"}],
-        ),
-    )
     a = fleet.start("a")
+    write_once_soon(
+        fleet.reg / "a.yaml",
+        lambda at: (
+            "jobs:\n"
+            + job("long-idem", at, WITNESS.format(w=w) + "; sleep 20")
+            + job(
+                "long-unsafe",
+                at,
+                WITNESS.format(w=w) + "; sleep 20",
+                idempotency_class="unsafe",
+                notify=[{"on": ["lost"], "command": f"echo $CHRONO_EVENT $CHRONO_RUN_ID >> {notices}"}],
+            )
+        ),
+        "long-idem",
+        [a],
+        fleet.db,
+    )
     wait_until(
         lambda: (
             one_run("long-idem", fleet.db).get("state") == "running"
@@ -197,13 +199,18 @@ def test_kill_9_of_a_node_hands_its_idempotent_run_to_another_and_records_the_un
 
 def test_a_paused_node_that_wakes_after_its_lease_has_its_writes_rejected_and_dispatches_nothing_twice(fleet):
     w = fleet.w
-    write_jobs(
-        fleet.reg / "a.yaml",
-        "jobs:\n"
-        + job("held", at_second(3), WITNESS.format(w=w) + "; sleep 3", idempotency_class="unsafe")
-        + job("tick", "@every 1s", WITNESS.format(w=w), idempotency_class="unsafe", overlap="allow"),
-    )
     a = fleet.start("a")
+    write_once_soon(
+        fleet.reg / "a.yaml",
+        lambda at: (
+            "jobs:\n"
+            + job("held", at, WITNESS.format(w=w) + "; sleep 3", idempotency_class="unsafe")
+            + job("tick", "@every 1s", WITNESS.format(w=w), idempotency_class="unsafe", overlap="allow")
+        ),
+        "held",
+        [a],
+        fleet.db,
+    )
     wait_until(lambda: one_run("held", fleet.db).get("state") == "running", timeout=15, what="held to start on a")
     fleet.start("b")
     a.send(signal.SIGSTOP)
@@ -577,18 +584,23 @@ def test_nodes_with_different_versions_of_a_job_are_reported_and_only_one_versio
 
 def test_a_failed_run_is_retried_after_its_backoff_by_its_own_node_not_rescued_early_by_another(fleet):
     w = fleet.w
-    write_jobs(
+    nodes = [fleet.start(n) for n in ("a", "b")]
+    write_once_soon(
         fleet.reg / "a.yaml",
-        "jobs:\n"
-        + job(
-            "flaky",
-            at_second(4),
-            f"echo $CHRONO_RUN_ID $CHRONO_ATTEMPT $CHRONO_NODE $(date +%s.%N) >> {w}; [ $CHRONO_ATTEMPT -ge 2 ]",
-            retry={"attempts": 2, "backoff_s": 8, "max_backoff_s": 8},
+        lambda at: (
+            "jobs:\n"
+            + job(
+                "flaky",
+                at,
+                f"echo $CHRONO_RUN_ID $CHRONO_ATTEMPT $CHRONO_NODE $(date +%s.%N) >> {w}; [ $CHRONO_ATTEMPT -ge 2 ]",
+                retry={"attempts": 2, "backoff_s": 8, "max_backoff_s": 8},
+            )
         ),
+        "flaky",
+        nodes,
+        fleet.db,
+        delay_s=3,
     )
-    for n in ("a", "b"):
-        fleet.start(n)
     wait_until(lambda: len(fleet.witness()) >= 2, timeout=25, what="the retry")
     time.sleep(1)
     lines = fleet.witness()
