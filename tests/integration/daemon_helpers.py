@@ -78,8 +78,10 @@ class Chronod:
 
 
 def chronoctl(
-    *args: str, db: str | None = None, check: bool = False, env: dict | None = None, timeout: float = 30
+    *args: str, db: str | None = None, check: bool = False, env: dict | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess:
+    """Run the CLI. The timeout only ends a hung command: a loaded CI host has taken over 30 s
+    to start Python and read a fleet's runs."""
     argv = [str(BIN / "chronoctl"), *args]
     if db is not None:
         argv += ["--db", db]
