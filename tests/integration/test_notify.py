@@ -535,13 +535,16 @@ def test_in_a_fleet_only_the_first_live_node_decides_and_the_next_takes_over_whe
 
 
 def test_a_job_held_by_its_tags_pause_is_not_called_silent_until_the_tag_is_resumed(env, hook):
-    write_jobs(
-        env["reg"] / "a.yaml",
-        jobs_file(job("tagged", "exit 1", hook.url, on=("silence",), max_silence_s=3, tags=["db"])),
-    )
     d = chronod(env).start()
     try:
+        # the tag is paused before the job is registered: were the pause to land after the
+        # job's 3 s of allowed silence (a slow `chronoctl` on a loaded host), the silence
+        # notice would be right
         chronoctl("pause", "--tag", "db", "--reason", "INC-4 replica lag", db=env["db"], check=True)
+        write_jobs(
+            env["reg"] / "a.yaml",
+            jobs_file(job("tagged", "exit 1", hook.url, on=("silence",), max_silence_s=3, tags=["db"])),
+        )
         wait_until(
             lambda: sum(r["state"] == "skipped_paused" for r in runs_json("tagged", env["db"])) >= 5,
             timeout=15,
