@@ -150,7 +150,7 @@ def once_a_day_at(t: datetime) -> str:
 
 
 def write_once_soon(
-    path: Path, make_file, job_id: str, daemons: list["Chronod"], db: str, delay_s: float = 2
+    path: Path, make_file, job_id: str, daemons: list["Chronod"], db: str, delay_s: float = 3
 ) -> datetime:
     """Write `make_file(schedule)` to `path` while `daemons` run, the schedule firing once
     `delay_s` from now, and return that time. A reload on a loaded host may end after the
@@ -174,5 +174,6 @@ def write_once_soon(
         )
         if any(datetime.fromisoformat(r["scheduled_at"]) <= at for r in rows):
             return at
+        print(f"{job_id}: the file naming {at:%H:%M:%S} was read after that second; written again further ahead")
         delay_s *= 2
     raise AssertionError(f"{job_id}: no daemon read the job file before the second it names, five times over")

@@ -114,7 +114,9 @@ def log_time(d: Chronod, needle: str) -> datetime:
 
 
 def one_run(name: str, db: str) -> dict:
-    runs = [r for r in runs_json(name, db) if r["state"] != "pending"]
+    """The one occurrence of `name` that fell due (not the next one, nor one that a file
+    written again further ahead cancelled: see `write_once_soon`), or {}."""
+    runs = [r for r in runs_json(name, db) if r["state"] not in ("pending", "cancelled")]
     return runs[0] if len(runs) == 1 else {}
 
 
@@ -199,12 +201,18 @@ def test_kill_9_of_a_node_hands_its_idempotent_run_to_another_and_records_the_un
 
 def test_a_paused_node_that_wakes_after_its_lease_has_its_writes_rejected_and_dispatches_nothing_twice(fleet):
     w = fleet.w
+    release = fleet.tmp / "release"  # held runs until a is stopped, however slow the host
     a = fleet.start("a")
     write_once_soon(
         fleet.reg / "a.yaml",
         lambda at: (
             "jobs:\n"
-            + job("held", at, WITNESS.format(w=w) + "; sleep 3", idempotency_class="unsafe")
+            + job(
+                "held",
+                at,
+                WITNESS.format(w=w) + f"; while [ ! -e {release} ]; do sleep 0.1; done",
+                idempotency_class="unsafe",
+            )
             + job("tick", "@every 1s", WITNESS.format(w=w), idempotency_class="unsafe", overlap="allow")
         ),
         "held",
@@ -214,7 +222,8 @@ def test_a_paused_node_that_wakes_after_its_lease_has_its_writes_rejected_and_di
     wait_until(lambda: one_run("held", fleet.db).get("state") == "running", timeout=15, what="held to start on a")
     fleet.start("b")
     a.send(signal.SIGSTOP)
-    time.sleep(float(TTL) + 4)  # longer than the lease; `held` ends meanwhile under its supervisor
+    release.touch()  # `held` ends while a is stopped, under its supervisor
+    time.sleep(float(TTL) + 4)  # longer than the lease
     a.send(signal.SIGCONT)
     wait_until(lambda: "event=node.lease_lost" in a.log_since_start(), timeout=10, what="a to notice")
     time.sleep(3)
