@@ -596,7 +596,9 @@ def runs(
     state: Optional[list[str]] = typer.Option(
         None, "--state", metavar="STATE", help="Only runs in this state (repeatable).", autocompletion=_complete.states
     ),
-    limit: int = typer.Option(50, "--limit", min=1, help="At most this many runs, newest first."),
+    limit: int = typer.Option(
+        50, "--limit", min=1, max=1_000_000, help="At most this many runs, newest first (up to 1000000)."
+    ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
     wide: bool = cmd_ops.wide_option(),
