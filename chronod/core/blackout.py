@@ -78,14 +78,14 @@ class Window:
             return None
         return opened, opened + length
 
-    def spans(self, start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
-        """Every span of this window that overlaps [start, end), in order."""
+    def spans(self, start: datetime, end: datetime, limit: int = 10_000) -> list[tuple[datetime, datetime]]:
+        """Every span of this window that overlaps [start, end), in order (at most `limit`)."""
         if self.cron is None:
             assert self.start is not None and self.end is not None
             return [(self.start, self.end)] if self.start < end and self.end > start else []
         length = timedelta(seconds=self.duration_s)
-        fires = self.schedule().fires(start - length, end - timedelta(microseconds=1), limit=10_000)
-        return [(f, f + length) for f in fires if f + length > start]
+        fires = self.schedule().fires(start - length, end - timedelta(microseconds=1), limit=limit + 1)
+        return [(f, f + length) for f in fires if f + length > start][:limit]
 
     def describe(self) -> str:
         """'nightly-db (database upgrade)': how a skipped run names its window."""
