@@ -465,6 +465,14 @@ class SqlStore(BackfillStore):
                 )
                 self._cancel_waiting(c, s.runs.c.job_id.in_(chunk), "job removed from the registry")
 
+    def jobs_version(self) -> tuple[int, datetime | None]:
+        """(count, newest updated_at) of the jobs table: any write to a definition, a
+        removal or a pause changes it (one scan inside the database, no row read out)."""
+        j = s.jobs.c
+        with self._tx(write=False) as c:
+            row = c.execute(sa.select(func.count(), func.max(j.updated_at))).one()
+        return int(row[0]), row[1]
+
     def known_spans(self, job_ids: Iterable[str] | None = None) -> dict[str, list[tuple[datetime, datetime | None]]]:
         k = s.job_known.c
         q = sa.select(k.job_id, k.known_from, k.known_until).order_by(k.job_id, k.known_from)
