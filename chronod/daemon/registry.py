@@ -402,4 +402,3 @@ class Registry:
 
 def _fire_order(run: Run) -> tuple[datetime, str]:
     return (run.fire_at, run.run_id)
-
