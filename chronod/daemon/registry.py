@@ -310,10 +310,11 @@ class Registry:
 
     def next_run(self, job: Job, after: datetime) -> Run | None:
         """The first occurrence whose fire time is after `after`, as a pending Run."""
-        with self.quarantine.guard(job.spec, "next occurrence"):
-            at = job.schedule.next_after(after - timedelta(seconds=job.offset))
-            return None if at is None else self.make_run(job, at)
-        return None
+        return self.quarantine.call(job.spec, "next occurrence", self._next_run, job, after)
+
+    def _next_run(self, job: Job, after: datetime) -> Run | None:
+        at = job.schedule.next_after(after - timedelta(seconds=job.offset))
+        return None if at is None else self.make_run(job, at)
 
     def make_run(self, job: Job, scheduled_at: datetime, trigger: str = "schedule", rid: str | None = None) -> Run:
         return Run(
