@@ -131,7 +131,9 @@ def _choose(store: "Store", row: "JobRow", t1: datetime, t2: datetime, only: str
             spec, schedule, runs, start=t1, end=t2, only=only, now=now, nodes=nodes, spans=spans, pruned=mark
         )
     except core.Refused as e:
-        raise UsageError(str(e), "give --from before --to, a range of at most 10,000 occurrences") from None
+        raise UsageError(
+            str(e), "give --from before --to; a backfill runs at most 10,000 occurrences, of a range of at most 100,000"
+        ) from None
 
 
 def _each_nodes(store: "Store", now: datetime) -> list[str]:

@@ -99,10 +99,16 @@ def _specs(store: "Store", registry: Path | None, job: str | None, tag: str | No
 
 
 def _report(store: "Store", spec: "JobSpec", since: datetime, until: datetime, now: datetime) -> tuple[Any, str]:
+    from chronod.core.report import TooLong
     from chronod.store import audit
 
     schedule = common.schedule_of(spec)
-    return audit.report(store, spec, since, until, now, schedule=schedule), schedule.describe()
+    try:
+        return audit.report(store, spec, since, until, now, schedule=schedule), schedule.describe()
+    except TooLong as e:
+        raise UsageError(
+            str(e), "a report lists every occurrence of its period; report this job a part at a time"
+        ) from None
 
 
 def _print(reports: list[tuple[Any, str]], fmt: str | None, now: datetime, since: datetime, until: datetime) -> None:

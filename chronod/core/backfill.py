@@ -36,6 +36,7 @@ ONLY = ("missed", "failed", "all")
 FAILED_STATES = ("failed", "timed_out", "lost")
 TRIGGER = "backfill"
 MAX_OCCURRENCES = 10000  # one backfill runs at most this many occurrences
+MAX_RANGE = 100_000  # and looks at most at this many occurrences of its range
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ def choose(
         raise ValueError(f"--only must be one of {', '.join(ONLY)}, not {only!r}")
     if end < start:
         raise Refused(f"--to ({_z(end)}) is before --from ({_z(start)})")
+    _refuse_a_huge_range(spec, schedule, start, min(end, now))
     runs = [r for r in runs if r.job_id == spec.id and start <= r.scheduled_at <= end]
     by_id = {r.run_id: r for r in runs}
     occs = history.occurrences(spec, schedule, start - timedelta(seconds=1), min(end, now), nodes)
@@ -127,6 +129,20 @@ def choose(
             "backfill a shorter range at a time"
         )
     return Choice(tuple(picks), tuple(left))
+
+
+def _refuse_a_huge_range(spec: JobSpec, schedule: Any, start: datetime, end: datetime) -> None:
+    """Refuse a range of more than MAX_RANGE occurrences before walking it: ten years of a
+    job that fires every second would hold millions of them in memory."""
+    if schedule.kind == "reboot" or end < start:
+        return
+    fires = schedule.fires(start - timedelta(seconds=1), end, limit=MAX_RANGE + 1)
+    if len(fires) > MAX_RANGE:
+        raise Refused(
+            f"the range from {_z(start)} holds more than {MAX_RANGE:,} occurrences of {spec.id} "
+            f"(schedule {spec.schedule}): backfill a shorter range at a time, "
+            f"e.g. --to {_z(fires[MAX_RANGE - 1])}"
+        )
 
 
 def _verdict(

@@ -28,6 +28,7 @@ NO_RECORD = "no_record"  # fell due, no row in the history
 NOT_DUE = "not_due"  # the occurrence's fire time is still ahead
 NO_OCCURRENCE = "no_occurrence"  # the schedule had nothing due in the question's window
 NOT_REGISTERED = "not_registered"  # fell due while the job was not registered: never expected
+MAX_WALK = 100_000  # did-it-run --since looks at most at this many of the latest occurrences
 
 Span = tuple[datetime, "datetime | None"]
 """When a job definition was known: from its registration to its removal (None: still registered)."""
@@ -327,6 +328,16 @@ def _occurrence_before(
     return nominal
 
 
+def _walk_start(schedule: Any, since: datetime, now: datetime) -> datetime:
+    """Where a window's walk through the schedule starts: `since`, or later when the window
+    holds more than MAX_WALK occurrences (ten years of a job that fires every second would
+    hold hundreds of millions; the latest ones answer the question)."""
+    gap = schedule.min_gap_s()
+    if not gap:
+        return since
+    return max(since, now - timedelta(seconds=gap * MAX_WALK))
+
+
 def _latest_run_answer(runs: list[Any], now: datetime, spec: JobSpec, what: str) -> Answer:
     if not runs:
         return Answer(False, NO_RECORD, f"no record of any run ({what})")
@@ -353,9 +364,10 @@ def _did_it_run_since(
     if not _scheduled(spec, schedule):
         return _latest_run_answer(window, now, spec, "@reboot: it runs once per boot")
     by_id = {r.run_id: r for r in window}
+    walked = _walk_start(schedule, since, now)
     due = [
         o
-        for o in occurrences(spec, schedule, since, now, nodes)
+        for o in occurrences(spec, schedule, walked, now, nodes)
         if o.fire_at <= now and (o.run_id in by_id or registered(spans, o.fire_at))
     ]
     if not due and not window:
@@ -369,10 +381,11 @@ def _did_it_run_since(
         answer = _latest_run_answer(window, now, spec, "")
     n = len({o.scheduled_at for o in due})
     if n > 1:
+        many = f"the more than {MAX_WALK:,}" if walked > since else f"the {n}"
         answer = Answer(
             False,
             answer.state,
-            f"none of the {n} occurrences since {_z(since)} succeeded; the latest {answer.reason}",
+            f"none of {many} occurrences since {_z(since)} succeeded; the latest {answer.reason}",
             answer.run,
             answer.occurrence,
         )

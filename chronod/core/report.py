@@ -20,6 +20,7 @@ from chronod.core import history, retention
 from chronod.core.model import JobSpec
 from chronod.core.occurrence import Occurrence, node_of_key
 
+MAX_LINES = 600_000  # the most occurrences one job's report walks: a year of a job every minute
 MISSING = "missing"
 PRUNED = retention.PRUNED
 CATEGORY = {
@@ -109,6 +110,10 @@ class JobReport:
         return gaps
 
 
+class TooLong(ValueError):
+    """A period holding more occurrences of a job than a report lists; says what fits."""
+
+
 def job_report(
     spec: JobSpec,
     schedule: Any,
@@ -129,6 +134,7 @@ def job_report(
     by_id = {r.run_id: r for r in runs}
     eps = timedelta(microseconds=1)
     nodes = set(nodes) | {n for r in runs if (n := node_of_key(r.job_key))}
+    _refuse_a_huge_period(spec, schedule, start - eps, end - eps)
     occs = history.occurrences(spec, schedule, start - eps, end - eps, nodes)
     expected = [o for o in occs if o.run_id in by_id or history.registered(spans, o.fire_at)]
     lines = [_line(o, by_id.get(o.run_id), now, spec, pruned) for o in expected]
@@ -139,6 +145,21 @@ def job_report(
     return JobReport(
         spec, start, end, lines, manual, list(spans) if spans is not None else None, len(occs) - len(expected)
     )
+
+
+def _refuse_a_huge_period(spec: JobSpec, schedule: Any, start: datetime, end: datetime) -> None:
+    """Refuse before walking a period of more than MAX_LINES occurrences (ten years of a job
+    that fires every second would hold hundreds of millions in memory)."""
+    if schedule.kind == "reboot":
+        return
+    fires = schedule.fires(start, end, limit=MAX_LINES + 1)
+    if len(fires) > MAX_LINES:
+        last = fires[MAX_LINES].strftime("%Y-%m-%dT%H:%M:%SZ")  # --to is exclusive
+        raise TooLong(
+            f"{spec.id} ({spec.schedule}) falls due more than {MAX_LINES:,} times from "
+            f"{(start + timedelta(microseconds=1)).strftime('%Y-%m-%dT%H:%M:%SZ')}: report a shorter period, "
+            f"e.g. --to {last}"
+        )
 
 
 def _line(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec, pruned: Any | None) -> Line:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable
 
 import sqlalchemy as sa
@@ -95,13 +95,26 @@ class Outbox:
             c.execute(stmt, rows)
 
     # --- what changed -------------------------------------------------------------------
-    def changed_runs(self, since: datetime | None, until: datetime) -> list[Run]:
-        """Terminal runs whose row changed in [since, until) (all of them when since is None)."""
+    def changed_run_keys(self, since: datetime, until: datetime) -> list[tuple[str, datetime]]:
+        """(run id, updated_at) of the terminal runs whose row changed in [since, until),
+        oldest first: two narrow columns, so that a reader can tell what it has already
+        read without reading whole rows again."""
         r = s.runs.c
-        q = sa.select(s.runs).where(r.state.in_(TERMINAL_STATES), r.updated_at < until)
-        if since is not None:
-            q = q.where(r.updated_at >= since)
-        return self.store._select_runs(q.order_by(r.updated_at, r.run_id))
+        q = (
+            sa.select(r.run_id, r.updated_at)
+            .where(r.state.in_(TERMINAL_STATES), r.updated_at >= since, r.updated_at < until)
+            .order_by(r.updated_at, r.run_id)
+        )
+        with self.store._tx(write=False) as c:
+            return [(row.run_id, row.updated_at) for row in c.execute(q)]
+
+    def terminal_runs(self, run_ids: Iterable[str]) -> list[Run]:
+        """The runs among `run_ids` that are in a terminal state, in (updated_at, run id) order."""
+        r, ids, out = s.runs.c, sorted(set(run_ids)), []
+        for i in range(0, len(ids), 500):
+            q = sa.select(s.runs).where(r.run_id.in_(ids[i : i + 500]), r.state.in_(TERMINAL_STATES))
+            out += self.store._select_runs(q)
+        return sorted(out, key=_change_order)
 
     def waiting_keys(self) -> set[str]:
         """Job keys with a pending, running or retrying run (the chain is alive)."""
@@ -239,6 +252,13 @@ class Outbox:
             q = q.where(n.job_id == job_id)
         with self.store._tx(write=False) as c:
             return [_outgoing(r) for r in c.execute(q).mappings().all()]
+
+
+_NEVER = datetime.min.replace(tzinfo=timezone.utc)
+
+
+def _change_order(run: Run) -> tuple[datetime, str]:
+    return run.updated_at or _NEVER, run.run_id
 
 
 def _outgoing(row) -> Outgoing:

@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection, make_url
 
 from chronod.core.model import TERMINAL_STATES, JobSpec
 from chronod.fsutil import pid_alive
+from chronod.store import pgbatch
 from chronod.store import schema as s
 from chronod.store.api import (
     Attempt,
@@ -225,6 +226,14 @@ class SqlStore(BackfillStore):
         if not conn.execute(sa.select(self._lease_live(token))).scalar():
             with self._lock:
                 self.stale_rejections += 1
+
+    def _rejected_many(self, conn: Connection, token: int | None, refused: int) -> None:
+        """Count `refused` writes of one batch if its token is no longer a live lease."""
+        if token is None or refused <= 0:
+            return
+        if not conn.execute(sa.select(self._lease_live(token))).scalar():
+            with self._lock:
+                self.stale_rejections += refused
 
     # --- schema -----------------------------------------------------------------------
     def schema_revision(self) -> str | None:
@@ -886,6 +895,10 @@ class SqlStore(BackfillStore):
         if not started:
             return done
         with self._tx() as c:
+            if self.dialect == "postgresql" and len({s[0] for s in started}) == len(started) > 1:
+                done = pgbatch.set_processes(c, started, token)
+                self._rejected_many(c, token, len(started) - len(done))
+                return done
             for run_id, attempt, pid, supervisor_pid in started:
                 res = c.execute(
                     s.runs.update()
@@ -923,6 +936,10 @@ class SqlStore(BackfillStore):
         if not endings:
             return done
         with self._tx() as c:
+            if self.dialect == "postgresql" and len({e.run_id for e in endings}) == len(endings) > 1:
+                done = pgbatch.finish_many(c, endings, token)
+                self._rejected_many(c, token, len(endings) - len(done))
+                return done
             for e in endings:
                 end = sa.literal(e.finished_at, s.UTCDateTime()) if e.finished_at else self._ts()
                 res = c.execute(

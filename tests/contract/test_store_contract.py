@@ -400,6 +400,42 @@ def test_many_endings_in_one_call_each_recorded_only_where_it_holds(store):
     assert store.finish_many([], token) == set()
 
 
+def test_a_batch_of_endings_fills_each_attempt_row_and_a_batch_under_a_lapsed_lease_is_refused_and_counted(store):
+    token = acquire(store)
+    ids = [f"backup-{i:06d}" for i in range(1, 6)]
+    store.insert_runs([run(i) for i in range(1, 6)])
+    for rid in ids:
+        store.dispatch(rid, "n1", token, None)
+    assert store.set_processes([(rid, 1, 10 + k, 20 + k) for k, rid in enumerate(ids)], token) == set(ids)
+    end = datetime.now(timezone.utc).replace(microsecond=0)
+    endings = [
+        Ending(ids[0], 1, "succeeded", exit_code=0, output_tail="a\n", output_bytes=2, finished_at=end),
+        Ending(ids[1], 1, "timed_out", signal=9, error="timeout 5 s", output_bytes=7),
+    ]
+    assert store.finish_many(endings, token) == {ids[0], ids[1]}
+    [a0], [a1] = store.attempts(ids[0]), store.attempts(ids[1])
+    assert (a0.state, a0.exit_code, a0.output_tail, a0.output_bytes, a0.pid, a0.finished_at) == (
+        "succeeded",
+        0,
+        "a\n",
+        2,
+        10,
+        end,
+    )
+    assert (a1.state, a1.signal, a1.error, a1.output_bytes, a1.supervisor_pid) == ("timed_out", 9, "timeout 5 s", 7, 21)
+    assert store.get_run(ids[1]).finished_at == a1.finished_at is not None
+    expire_lease(store, "n1")
+    late = [Ending(rid, 1, "succeeded", exit_code=0) for rid in ids[2:]]
+    assert store.finish_many(late, token) == set()
+    assert store.stale_rejections == 3
+    assert store.set_processes([(rid, 1, 1, 1) for rid in ids[2:]], token) == set()
+    assert store.stale_rejections == 6
+    assert {store.get_run(rid).state for rid in ids[2:]} == {"running"}
+    # an operator's finish is not fenced
+    assert store.finish_many([Ending(rid, 1, "failed", exit_code=1) for rid in ids[2:4]], None) == set(ids[2:4])
+    assert [store.get_run(rid).state for rid in ids[2:]] == ["failed", "failed", "running"]
+
+
 def test_finish_with_another_nodes_token_is_rejected(store):
     if store.dialect == "sqlite":
         pytest.skip("one node per SQLite database")

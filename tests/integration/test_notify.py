@@ -484,6 +484,67 @@ def test_a_round_busy_with_one_job_still_notices_another_job_going_silent(store_
         store.close()
 
 
+def test_rounds_read_whole_rows_only_of_runs_not_decided_on_and_a_late_commit_before_the_cursor_is_noticed(
+    store_url, tmp_path
+):
+    from chronod.core.occurrence import run_id
+    from chronod.store.api import Run
+
+    store = _spec_store(
+        store_url,
+        tmp_path,
+        jobs_file(job("flaky", "exit 1", "http://127.0.0.1:9/", on=("failed", "recovered"), max_silence_s=3600)),
+    )
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+
+    def ended(at, state, updated_at):
+        store.insert_runs(
+            [
+                Run(
+                    run_id=run_id("flaky", at),
+                    job_id="flaky",
+                    job_key="flaky",
+                    scheduled_at=at,
+                    fire_at=at,
+                    state=state,
+                    attempts=1,
+                    exit_code=0 if state == "succeeded" else 1,
+                    finished_at=at + timedelta(milliseconds=200),
+                    updated_at=updated_at,
+                )
+            ]
+        )
+
+    for i in range(5):
+        ended(now - timedelta(seconds=20 - i), "succeeded", now - timedelta(seconds=19 - i))
+    ended(now + timedelta(hours=1), "pending", now)  # its next occurrence
+    svc = _service(store, "n1", [])
+    read: list[list[str]] = []
+    whole = svc.outbox.terminal_runs
+    svc.outbox.terminal_runs = lambda ids: (read.append(sorted(ids)), whole(ids))[1]
+    asked: list[list[str]] = []
+    get_states = svc.outbox.get_states
+    svc.outbox.get_states = lambda names: (asked.append(sorted(names := list(names))), get_states(names))[1]
+    try:
+        svc.step(now)
+        assert len(read[-1]) == 5
+        assert asked[-1] == ["job:flaky"]
+        svc.step(now + timedelta(seconds=1))  # nothing new: the overlap is not read again
+        assert len(read) == 1
+        # a failure whose transaction began (updated_at) before the newest change the
+        # notifier saw, committed only now: inside the overlap, read once, noticed
+        ended(now - timedelta(seconds=10), "failed", now - timedelta(seconds=12))
+        svc.step(now + timedelta(seconds=2))
+        assert read[-1] == [run_id("flaky", now - timedelta(seconds=10))]
+        assert [r.event for r in _rows(store, "flaky")] == ["failed"]
+        assert asked[-1] == []  # its own last round's states, not read back
+        svc.step(now + timedelta(seconds=3))
+        assert len(read) == 2
+    finally:
+        svc.stop()
+        store.close()
+
+
 def test_in_a_fleet_only_the_first_live_node_decides_and_the_next_takes_over_when_it_leaves(store_url, tmp_path):
     if "postgresql" not in store_url:
         pytest.skip("a fleet shares PostgreSQL")

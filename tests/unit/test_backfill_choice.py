@@ -12,7 +12,7 @@ from chronod.core import history
 from chronod.core.model import JobSpec
 from chronod.core.schedule import compile_schedule
 from chronod.store.api import Pruned
-from tests.unit.test_history import T, run, spec
+from tests.unit.test_history import CountingSchedule, T, run, spec
 
 UTC = timezone.utc
 NOW = T("2026-03-10 09:00")
@@ -125,6 +125,17 @@ def test_a_range_of_too_many_occurrences_is_refused():
             end=T("2026-03-01 00:00"),
             now=NOW,
         )
+
+
+@pytest.mark.parametrize("only", ["all", "missed", "failed"])
+def test_ten_years_of_a_job_every_second_is_refused_before_the_range_is_walked(only):
+    every_second = spec(schedule="@every 1s")
+    counting = CountingSchedule("@every 1s")
+    with pytest.raises(bf.Refused, match=r"more than 100,000 occurrences of .*--to 2016-01-02T03:46:39Z"):
+        bf.choose(
+            every_second, counting, [], only=only, start=T("2016-01-01 00:00"), end=T("2026-01-01 00:00"), now=NOW
+        )
+    assert counting.produced <= bf.MAX_RANGE + 1
 
 
 def test_an_unsafe_job_is_refused_without_allow_unsafe_and_a_reason():

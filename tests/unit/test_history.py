@@ -9,6 +9,7 @@ import pytest
 from chronod.core import history as h
 from chronod.core.model import JobSpec, RunOn
 from chronod.core.occurrence import jitter_offset, manual_run_id, run_id
+from chronod.core.schedule import compile_schedule
 from chronod.store.api import JobRow, Run
 
 UTC = timezone.utc
@@ -45,6 +46,22 @@ def run(sp: JobSpec, at: str, state: str, *, node=None, key=None, **kw) -> Run:
 
 NOW = T("2026-03-10 09:00")
 DAILY = spec()
+
+
+class CountingSchedule:
+    """A real schedule that counts the instants it was asked for."""
+
+    def __init__(self, expr: str) -> None:
+        self.inner, self.produced = compile_schedule(expr, "UTC"), 0
+        self.kind = self.inner.kind
+
+    def fires(self, start, end, limit=None):
+        out = self.inner.fires(start, end, limit)
+        self.produced += len(out)
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
 
 
 # --- did-it-run, one occurrence -------------------------------------------------------------
@@ -151,6 +168,16 @@ def test_a_manual_success_in_the_window_counts_and_is_named():
     runs = [run(DAILY, "2026-03-10 02:00", "failed", exit_code=1), manual]
     a = h.did_it_run(DAILY, runs, now=NOW, since=NOW - timedelta(hours=12))
     assert a.yes and "manual" in a.reason
+
+
+def test_a_window_of_ten_years_of_a_job_every_second_is_answered_without_walking_all_of_it():
+    every_second = spec(id="poll", schedule="@every 1s")
+    counting = CountingSchedule("@every 1s")
+    runs = [run(every_second, "2026-03-10 08:59:59", "failed", exit_code=1)]
+    a = h.did_it_run(every_second, runs, now=NOW, since=NOW - timedelta(days=3650), schedule=counting)
+    assert not a.yes
+    assert "none of the more than 100,000 occurrences since 2016-03-12T09:00:00Z" in a.reason
+    assert counting.produced <= h.MAX_WALK + 1
 
 
 def test_a_window_in_which_nothing_fell_due_says_when_it_will():
@@ -507,3 +534,15 @@ def test_the_audit_report_counts_occurrences_outside_the_registration_as_not_reg
     doc = report.to_json(rep, "hourly")
     assert doc["not_registered"] == 7 and doc["registered"] == [{"from": "2026-03-10T06:48:00+00:00", "until": None}]
     assert "Not registered: 7 occurrence(s)" in report.to_markdown(rep, "hourly", NOW)
+
+
+def test_an_audit_report_of_more_occurrences_than_it_can_list_is_refused_before_walking_them():
+    from chronod.core import report
+
+    every_second = spec(id="poll", schedule="@every 1s")
+    counting = CountingSchedule("@every 1s")
+    with pytest.raises(
+        report.TooLong, match=r"poll \(@every 1s\) falls due more than 600,000 times .*--to 2016-01-07T22:40:00Z"
+    ):
+        report.job_report(every_second, counting, [], start=T("2016-01-01 00:00"), end=T("2026-01-01 00:00"), now=NOW)
+    assert counting.produced <= report.MAX_LINES + 1
