@@ -153,7 +153,9 @@ def test_a_job_that_stops_succeeding_goes_silent_on_time(env, hook):
         assert (body["event"], body["state"]) == ("silence", "silent")
         assert datetime.fromisoformat(body["at"]) == deadline
         late = hook.arrived[0] - deadline.timestamp()
-        assert 0 <= late < 2.5, f"silence notice arrived {late:.2f}s after the deadline"
+        # never before the deadline; soon after it (the daemon wakes for it, it does not wait
+        # for some later round), with room for a loaded host
+        assert 0 <= late < 10, f"silence notice arrived {late:.2f}s after the deadline"
         settle(2)
         assert hook.events("heartbeat") == ["silence"]
     finally:
@@ -181,14 +183,21 @@ def test_a_dead_webhook_delays_no_job_and_its_failures_are_counted(env):
     d = chronod(env).start()
     try:
         wait_until(lambda: "event=notify.failed" in d.log_since_start(), timeout=30, what="a failed delivery")
-        settle(4)
-        runs = [r for r in runs_json("steady", env["db"]) if r["started_at"]]
-        assert len(runs) >= 8
-        lags = [
+        runs = wait_until(
+            lambda: (
+                (rows := [r for r in runs_json("steady", env["db"]) if r["started_at"]]) and len(rows) >= 8 and rows
+            ),
+            timeout=30,
+            what="eight runs of steady",
+        )
+        lags = sorted(
             (datetime.fromisoformat(r["started_at"]) - datetime.fromisoformat(r["fire_at"])).total_seconds()
             for r in runs
-        ]
-        assert max(lags) < 1.0, f"fire lag up to {max(lags):.3f}s while webhooks hang"
+        )
+        # a delivery that held the loop would hold every start behind a 2 s webhook timeout, and
+        # more each second (two failing jobs a second): the typical start would be seconds late.
+        # One late start is a loaded host's, not the webhooks'.
+        assert lags[len(lags) // 2] < 1.0, f"fire lags while webhooks hang: {lags}"
         assert "job=noisy2" in d.log_since_start()
     finally:
         d.stop()
@@ -595,13 +604,16 @@ def test_in_a_fleet_only_the_first_live_node_decides_and_the_next_takes_over_whe
 
 
 def test_a_job_held_by_its_tags_pause_is_not_called_silent_until_the_tag_is_resumed(env, hook):
-    write_jobs(
-        env["reg"] / "a.yaml",
-        jobs_file(job("tagged", "exit 1", hook.url, on=("silence",), max_silence_s=3, tags=["db"])),
-    )
     d = chronod(env).start()
     try:
+        # the tag is paused before the job is registered: were the pause to land after the
+        # job's 3 s of allowed silence (a slow `chronoctl` on a loaded host), the silence
+        # notice would be right
         chronoctl("pause", "--tag", "db", "--reason", "INC-4 replica lag", db=env["db"], check=True)
+        write_jobs(
+            env["reg"] / "a.yaml",
+            jobs_file(job("tagged", "exit 1", hook.url, on=("silence",), max_silence_s=3, tags=["db"])),
+        )
         wait_until(
             lambda: sum(r["state"] == "skipped_paused" for r in runs_json("tagged", env["db"])) >= 5,
             timeout=15,
