@@ -140,11 +140,13 @@ def test_kill_9_of_a_node_hands_its_idempotent_run_to_another_and_records_the_un
         fleet.reg / "a.yaml",
         lambda at: (
             "jobs:\n"
-            + job("long-idem", at, WITNESS.format(w=w) + "; sleep 20")
+            # both run until the test ends (kill_jobs): a loaded host has been seen to take
+            # 20 s to look, and a 20 s job had ended by then
+            + job("long-idem", at, WITNESS.format(w=w) + "; sleep 600")
             + job(
                 "long-unsafe",
                 at,
-                WITNESS.format(w=w) + "; sleep 20",
+                WITNESS.format(w=w) + "; sleep 600",
                 idempotency_class="unsafe",
                 notify=[{"on": ["lost"], "command": f"echo $CHRONO_EVENT $CHRONO_RUN_ID >> {notices}"}],
             )
