@@ -35,9 +35,15 @@ def register(app: typer.Typer) -> None:
 
 
 def backfill(
-    job: str = typer.Argument(..., metavar="JOB", help="A job id.", autocompletion=_complete.job_ids),
-    start: str = typer.Option(..., "--from", metavar="TIME", help="The first occurrence to consider (included)."),
-    end: str = typer.Option(..., "--to", metavar="TIME", help="The last occurrence to consider (included)."),
+    job: Optional[str] = typer.Argument(
+        None, metavar="JOB", help="A job id (not with --cancel).", autocompletion=_complete.job_ids
+    ),
+    start: Optional[str] = typer.Option(
+        None, "--from", metavar="TIME", help="The first occurrence to consider (included; required)."
+    ),
+    end: Optional[str] = typer.Option(
+        None, "--to", metavar="TIME", help="The last occurrence to consider (included; required)."
+    ),
     only: str = typer.Option(
         "missed", "--only", metavar="missed|failed|all", help="Which occurrences of the range run (default missed)."
     ),
@@ -46,8 +52,17 @@ def backfill(
         1, "--max-concurrency", metavar="N", min=1, max=64, help="At most N at once (overlap: allow jobs only)."
     ),
     allow_unsafe: bool = typer.Option(False, "--allow-unsafe", help="Backfill an unsafe job (needs --reason)."),
-    reason: Optional[str] = typer.Option(None, "--reason", metavar="TEXT", help="Why (required with --allow-unsafe)."),
+    reason: Optional[str] = typer.Option(
+        None, "--reason", metavar="TEXT", help="Why (required with --allow-unsafe; recorded with --cancel)."
+    ),
     no_wait: bool = typer.Option(False, "--no-wait", help="Store the backfill and return; chronod runs it."),
+    cancel: Optional[str] = typer.Option(
+        None,
+        "--cancel",
+        metavar="ID|JOB",
+        help="Cancel a running backfill (its id, or a job id: each of that job's): chronod starts none of its "
+        "occurrences any more; those running finish.",
+    ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
 ) -> None:
@@ -55,9 +70,22 @@ def backfill(
     its own run id and CHRONO_SCHEDULED_AT, with the job's overlap policy and resource.
     Waits with a progress bar until every one has ended (--no-wait: return at once).
     Exit 0 when all succeeded (or nothing needed to run), 1 when one did not or the
-    backfill was cancelled, 3 when no chronod is running."""
+    backfill was cancelled, 3 when no chronod is running. With --cancel ID|JOB: exit 0
+    when a running backfill was cancelled, 1 when none was running."""
     from chronod.core import backfill as core
 
+    if cancel is not None:
+        given = [name for name, v in (("JOB", job), ("--from", start), ("--to", end)) if v]
+        if given or dry_run or allow_unsafe:
+            raise UsageError(
+                f"--cancel names the backfill itself: it takes no {(given or ['--dry-run/--allow-unsafe'])[0]}",
+                "chronoctl backfill --cancel ID|JOB [--reason TEXT]",
+            )
+        return _cancel(cancel, reason, db, as_json)
+    if job is None or start is None or end is None:
+        raise UsageError(
+            "a backfill needs JOB, --from and --to", "chronoctl backfill JOB --from T1 --to T2 (or --cancel ID|JOB)"
+        )
     if only not in core.ONLY:
         raise UsageError(f"--only {only!r} is not one of {', '.join(core.ONLY)}", "e.g. --only failed")
     now = common.now_utc()
@@ -113,6 +141,53 @@ def backfill(
     else:
         _print_summary(data)
     if data["state"] == "cancelled" or (data["state"] == "done" and data["progress"]["not_succeeded"]):
+        raise typer.Exit(EXIT_NO)
+
+
+def _cancel(target: str, reason: str | None, db: str | None, as_json: bool) -> None:
+    """`backfill --cancel ID|JOB`: end the running backfill(s) `cancelled`, with who and why."""
+    from chronoctl.render import echo, escape_line, print_json
+
+    who = _user()
+    why = "cancelled" + (f" by {who}" if who else "") + (f": {reason.strip()}" if reason and reason.strip() else "")
+    with cmd_ops.opened(db) as store:
+        if target.isdigit():
+            found = store.get_backfill(int(target))
+            if found is None:
+                raise UsageError(f"no backfill {target}", "`chronoctl status` lists the running backfills by id")
+            chosen = [found]
+        else:
+            cmd_ops.get_job(store, target, removed_ok=True)
+            chosen = store.backfills(active_only=True, job_id=target)
+        ended: dict[int, list[str]] = {}
+        for bf in chosen:
+            was_running, ids = store.cancel_backfill(bf.id, why) if bf.state == "running" else (False, [])
+            if was_running:
+                ended[bf.id] = ids
+        data = [dict(backfill_json(store, store.get_backfill(bf.id)), cancelled_now=bf.id in ended) for bf in chosen]
+    if as_json:
+        print_json(
+            {
+                "cancelled": [d for d in data if d["cancelled_now"]],
+                "not_running": [d for d in data if not d["cancelled_now"]],
+            }
+        )
+    for d in [] if as_json else data:
+        p = d["progress"]
+        if d["cancelled_now"]:
+            stopped = len(ended[d["id"]])
+            echo(
+                escape_line(
+                    f"backfill {d['id']} of {d['job_id']} cancelled: {p['total'] - p['started']} not started will not run"
+                    + (f", {stopped} waiting to start cancelled" if stopped else "")
+                    + f", {p['in_flight']} running finish; {d['error']}"
+                )
+            )
+        else:
+            echo(escape_line(f"backfill {d['id']} of {d['job_id']} is not running: it ended {d['state']}"))
+    if not as_json and not data:
+        echo(escape_line(f"{target} has no running backfill"))
+    if not ended:
         raise typer.Exit(EXIT_NO)
 
 
@@ -223,6 +298,7 @@ def backfill_json(store: "Store", bf: Any) -> dict[str, Any]:
         "reason": bf.reason,
         "requested_by": bf.requested_by,
         "state": bf.state,
+        "error": bf.error,
         "created_at": cmd_ops.iso(bf.created_at),
         "finished_at": cmd_ops.iso(bf.finished_at),
         "progress": core.progress(states, bf.run_ids, bf.started),

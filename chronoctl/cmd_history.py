@@ -334,20 +334,34 @@ def _pause_line(p: dict[str, Any], now: datetime) -> str:
     return f"paused {what}{who} since {_human(p['since'], now)}{until}: {p['reason']}"
 
 
-def _backfills_json(store: "Store", job_id: str | None = None) -> list[dict[str, Any]]:
-    """The backfills still running (all, or one job's), with their progress."""
+CANCELLED_SHOWN = timedelta(days=1)  # how long `status` keeps showing a cancelled backfill
+
+
+def _backfills_json(store: "Store", job_id: str | None = None, now: datetime | None = None) -> list[dict[str, Any]]:
+    """The backfills still running (all, or one job's), and those cancelled in the last
+    day (with who cancelled them and why), with their progress."""
     from chronoctl.cmd_backfill import backfill_json
 
-    data = [backfill_json(store, bf) for bf in store.backfills(active_only=True, job_id=job_id)]
+    now = now or common.now_utc()
+    shown = [
+        bf
+        for bf in store.backfills(job_id=job_id)
+        if bf.state == "running"
+        or (bf.state == "cancelled" and bf.finished_at is not None and now - bf.finished_at < CANCELLED_SHOWN)
+    ]
+    data = [backfill_json(store, bf) for bf in shown]
     return [{k: v for k, v in d.items() if k != "runs"} for d in data]
 
 
 def _print_backfills(backfills: list[dict[str, Any]]) -> None:
     from chronoctl.cmd_backfill import progress_line
-    from chronoctl.render import echo, escape_line
+    from chronoctl.render import echo_wrapped, escape_line
 
     for b in backfills:
-        echo(escape_line(f"{progress_line(b)} ({b['job_id']}, --only {b['only']}, {b['from']} to {b['to']})"))
+        line = f"{progress_line(b)} ({b['job_id']}, --only {b['only']}, {b['from']} to {b['to']})"
+        if b["state"] == "cancelled":
+            line = f"{line}: CANCELLED, nothing more starts ({b['error'] or 'cancelled'})"
+        echo_wrapped(escape_line(line))
 
 
 def _database_line(db: dict[str, Any]) -> str:
@@ -438,7 +452,18 @@ def _node_json(n: Any, now: datetime) -> dict[str, Any]:
 
 
 def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -> None:
-    from chronoctl.render import Column, age, echo, escape_line, print_table, short_id, short_time, warn, zone_note
+    from chronoctl.render import (
+        Column,
+        age,
+        echo,
+        echo_wrapped,
+        escape_line,
+        print_table,
+        short_id,
+        short_time,
+        warn,
+        zone_note,
+    )
 
     def when(text: str | None) -> str | None:
         return short_time(datetime.fromisoformat(text), now) if text else None
@@ -483,10 +508,10 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
         )
         echo()
     paused = f", {len(d['paused'])} paused ({', '.join(d['paused'])})" if d["paused"] else ""
-    echo(escape_line(f"jobs: {d['jobs']} registered{paused}"))
+    echo_wrapped(escape_line(f"jobs: {d['jobs']} registered{paused}"))
     for p in d["pauses"]:
-        echo(escape_line("  " + _pause_line(p, now)))
-    echo(_database_line(d["database"]))
+        echo_wrapped(escape_line(_pause_line(p, now)), "  ")
+    echo_wrapped(_database_line(d["database"]))
     _print_backfills(d["backfills"])
     echo()
     failing = [
@@ -571,7 +596,9 @@ def runs(
     state: Optional[list[str]] = typer.Option(
         None, "--state", metavar="STATE", help="Only runs in this state (repeatable).", autocompletion=_complete.states
     ),
-    limit: int = typer.Option(50, "--limit", min=1, help="At most this many runs, newest first."),
+    limit: int = typer.Option(
+        50, "--limit", min=1, max=1_000_000, help="At most this many runs, newest first (up to 1000000)."
+    ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
     wide: bool = cmd_ops.wide_option(),
@@ -642,7 +669,7 @@ def logs(
     import sys
 
     from chronoctl import output
-    from chronoctl.render import escape_control
+    from chronoctl.render import escape_control, escape_line
 
     url = cmd_ops.db_url(db)
     with cmd_ops.opened(db) as store:
@@ -655,7 +682,7 @@ def logs(
             return _print_json(output.json_of(store, run, attempt, url))
         text, note = output.show(store, run, attempt, url)
     if note:
-        sys.stderr.write(f"chronoctl: {note}\n")
+        sys.stderr.write(f"chronoctl: {escape_line(note)}\n")
         sys.stderr.flush()
     sys.stdout.write(escape_control(text))
     if text and not text.endswith("\n"):
@@ -734,6 +761,7 @@ def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:
                 "node": occ.node if occ else None,
                 "paused": row.paused,
                 "paused_reason": row.paused_reason,
+                "held": _hold_json(a.hold),
                 "run": cmd_ops.run_json(a.run) if a.run else None,
             }
         )
@@ -741,7 +769,7 @@ def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:
 
     what = f" (occurrence {human_time(occ.scheduled_at, now)}, run id {occ.run_id})" if occ else ""
     echo(escape_line(f"{'yes' if a.yes else 'no'}: {row.job_id} {a.reason}") + what)
-    if row.paused and not a.yes:
+    if row.paused and not a.yes and a.hold is None:
         echo(escape_line(f"note: {row.job_id} is paused: {row.paused_reason or 'no reason given'}"))
 
 
@@ -781,6 +809,15 @@ def missed(
         raise typer.Exit(EXIT_NO)
 
 
+def _hold_json(h: Any) -> dict[str, Any] | None:
+    """Why a due occurrence waits on purpose (`did-it-run` and `missed` alike): a window
+    (`kind` window, `name`, `reason`, `until` its end) or a pause (`kind` pause, `name`
+    its scope: job, tag T or resource R; `by`; `until` null until resumed)."""
+    if h is None:
+        return None
+    return {"kind": h.kind, "name": h.name, "reason": h.reason, "by": h.by, "until": cmd_ops.iso(h.until)}
+
+
 def _miss_json(m: Any) -> dict[str, Any]:
     return {
         "job_id": m.job_id,
@@ -792,6 +829,7 @@ def _miss_json(m: Any) -> dict[str, Any]:
         "run_id": m.run_id,
         "state": m.state,
         "reason": m.reason,
+        "held": _hold_json(m.hold),
         "run": cmd_ops.run_json(m.run) if m.run else None,
     }
 

@@ -7,6 +7,7 @@ expression is written in. `forecast` mixes zones, so its JSON is in UTC (`+00:00
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -402,7 +403,7 @@ def window_json(job: Any, windows: tuple[Any, ...], start: datetime, end: dateti
 
     out = []
     for w in blackout.windows_for(job, windows):
-        spans = w.spans(start, end)[:WINDOW_SPANS]
+        spans = w.spans(start, end, limit=WINDOW_SPANS)
         out.append(
             {
                 "name": w.name,
@@ -689,6 +690,14 @@ def forecast(
         _print_forecast_windows(held, now)
 
 
+FORECAST_SPANS = 100  # spans of one window a forecast lists; a window open every second has 604,800 a week
+
+
+def _count_in(times: list[datetime], a: datetime, b: datetime) -> int:
+    """How many of the sorted `times` lie in [a, b)."""
+    return bisect_left(times, b) - bisect_left(times, a)
+
+
 def forecast_windows(
     jobs: dict[str, Any],
     windows: list[Any],
@@ -698,12 +707,13 @@ def forecast_windows(
 ) -> list[dict[str, Any]]:
     """Each span of a maintenance window in [start, end): the jobs it holds and how many of
     their fires fall inside it (the daemon skips or defers those)."""
-    fires = {job_id: [s + timedelta(seconds=off) for s in scheduled] for job_id, scheduled, off in entries}
+    fires = {job_id: sorted(s + timedelta(seconds=off) for s in scheduled) for job_id, scheduled, off in entries}
     out = []
     for w in windows:
         held = sorted(j.id for j in jobs.values() if j.enabled and w.applies_to(j))
-        for a, b in w.spans(start, end):
-            inside = {j: sum(1 for t in fires.get(j, []) if a <= t < b) for j in held}
+        spans = w.spans(start, end, limit=FORECAST_SPANS + 1)
+        for i, (a, b) in enumerate(spans[:FORECAST_SPANS]):
+            inside = {j: _count_in(fires.get(j, []), a, b) for j in held}
             out.append(
                 {
                     "name": w.name,
@@ -713,6 +723,7 @@ def forecast_windows(
                     "jobs": held,
                     "fires_held": sum(inside.values()),
                     "by_job": {j: n for j, n in inside.items() if n},
+                    "more": i == FORECAST_SPANS - 1 and len(spans) > FORECAST_SPANS,
                 }
             )
     return sorted(out, key=lambda d: (d["from"], d["name"]))
@@ -733,6 +744,13 @@ def _print_forecast_windows(held: list[dict[str, Any]], now: datetime) -> None:
                 f"({h['reason']}): {h['fires_held']} fire{'' if h['fires_held'] == 1 else 's'} held of {jobs or 'no job'}"
             )
         )
+        if h["more"]:
+            render.echo(
+                render.escape_line(
+                    f"  ... {h['name']} opens more often than {FORECAST_SPANS} times in this period; "
+                    "forecast a shorter --window to see the rest"
+                )
+            )
 
 
 def _floor(at: datetime, bucket_s: int) -> datetime:

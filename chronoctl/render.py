@@ -183,6 +183,29 @@ def echo(text: str = "", file: TextIO | None = None) -> None:
     (file or sys.stdout).write(text + "\n")
 
 
+def echo_wrapped(text: str, indent: str = "", file: TextIO | None = None) -> None:
+    """One line of our own text (escaped by the caller) starting with `indent`; on a
+    terminal wrapped between words at its width, the rest of it under the first word's
+    column plus two, so no word is cut at the terminal's edge."""
+    out = file or sys.stdout
+    if not is_terminal(out):
+        echo(indent + text, out)
+        return
+    import textwrap
+
+    width = max(terminal_width(out), len(indent) + 20)
+    rest = indent + "  "
+    for line in textwrap.wrap(
+        text,
+        width,
+        initial_indent=indent,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [indent]:
+        echo(line, out)
+
+
 LABEL_WIDTH = 10
 
 

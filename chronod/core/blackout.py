@@ -31,6 +31,7 @@ from chronod.core.schedule import Schedule, compile_schedule
 
 MAX_CHAIN = 64  # windows followed end to end when merging; more means a registry mistake
 PAUSE_KINDS = ("job", "tag", "resource")
+DEFERRED_BY = "deferred by maintenance window "  # how a held row's error begins
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +78,14 @@ class Window:
             return None
         return opened, opened + length
 
-    def spans(self, start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
-        """Every span of this window that overlaps [start, end), in order."""
+    def spans(self, start: datetime, end: datetime, limit: int = 10_000) -> list[tuple[datetime, datetime]]:
+        """Every span of this window that overlaps [start, end), in order (at most `limit`)."""
         if self.cron is None:
             assert self.start is not None and self.end is not None
             return [(self.start, self.end)] if self.start < end and self.end > start else []
         length = timedelta(seconds=self.duration_s)
-        fires = self.schedule().fires(start - length, end - timedelta(microseconds=1), limit=10_000)
-        return [(f, f + length) for f in fires if f + length > start]
+        fires = self.schedule().fires(start - length, end - timedelta(microseconds=1), limit=limit + 1)
+        return [(f, f + length) for f in fires if f + length > start][:limit]
 
     def describe(self) -> str:
         """'nightly-db (database upgrade)': how a skipped run names its window."""
@@ -132,6 +133,11 @@ class Hit:
 
     def describe(self) -> str:
         return f"inside maintenance window {self.window.describe()} until {stamp(self.end)}"
+
+    def deferral(self) -> str:
+        """What a deferred occurrence's row says while it waits (`blackout: defer`); the
+        audit reads the window back from it (chronod.core.history.hold_of)."""
+        return f"{DEFERRED_BY}{self.window.describe()} until {stamp(self.end)}"
 
 
 def paused(spec: JobSpec, pauses: Iterable[Pause], now: datetime) -> Pause | None:

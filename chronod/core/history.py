@@ -13,12 +13,14 @@ both fit.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from chronod.core import occurrence, retention
+from chronod.core.blackout import DEFERRED_BY, paused
 from chronod.core.durations import format_duration
 from chronod.core.model import ACTIVE_STATES, JobSpec
 from chronod.core.occurrence import Occurrence, node_of_key
@@ -28,10 +30,35 @@ NO_RECORD = "no_record"  # fell due, no row in the history
 NOT_DUE = "not_due"  # the occurrence's fire time is still ahead
 NO_OCCURRENCE = "no_occurrence"  # the schedule had nothing due in the question's window
 NOT_REGISTERED = "not_registered"  # fell due while the job was not registered: never expected
+DEFERRED = "deferred"  # due, held by a maintenance window (blackout: defer) until it ends
+HELD_PAUSED = "paused"  # due, not started, and its job is paused: it will not start while the pause lasts
 MAX_WALK = 100_000  # did-it-run --since looks at most at this many of the latest occurrences
 
 Span = tuple[datetime, "datetime | None"]
 """When a job definition was known: from its registration to its removal (None: still registered)."""
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Why a due occurrence has not started on purpose: a maintenance window deferred it
+    (`window`: its name and reason, `until` its end) or a pause holds its job (`pause`:
+    its scope such as "tag db", who set it, why, `until` None when it lasts until resumed)."""
+
+    kind: str  # window | pause
+    name: str
+    reason: str
+    until: datetime | None
+    by: str | None = None
+
+    def describe(self, fire_at: datetime) -> str:
+        due = f"due at {_z(fire_at)}"
+        if self.kind == "window":
+            return f"deferred by maintenance window {self.name} ({self.reason}) until {_z(self.until)}: {due}, it starts when the window ends"  # type: ignore[arg-type]
+        who = f" by {self.by}" if self.by else ""
+        until = f" until {_z(self.until)}" if self.until else " until resumed"
+        return (
+            f"held by a pause ({self.name}){who}: {self.reason}{until}: {due}, it does not start while the pause lasts"
+        )
 
 
 @dataclass(frozen=True)
@@ -43,6 +70,7 @@ class Answer:
     reason: str
     run: Any | None = None
     occurrence: Occurrence | None = None
+    hold: Hold | None = None
 
 
 @dataclass(frozen=True)
@@ -56,9 +84,10 @@ class Miss:
     scheduled_at: datetime
     fire_at: datetime
     run_id: str
-    state: str  # a terminal state, "pending" (overdue), or NO_RECORD
+    state: str  # a terminal state, "pending" (overdue), DEFERRED, HELD_PAUSED or NO_RECORD
     reason: str
     run: Any | None = None
+    hold: Hold | None = None
 
 
 @dataclass(frozen=True)
@@ -105,7 +134,7 @@ def occurrences(
 
 
 def _nodes_from_runs(runs: Iterable[Any]) -> set[str]:
-    return {n for r in runs if (n := node_of_key(r.job_key))}
+    return {n for key in {r.job_key for r in runs} if (n := node_of_key(key))}
 
 
 def registered(spans: Sequence[Span] | None, fire_at: datetime) -> bool:
@@ -128,6 +157,32 @@ def describe_unregistered(spans: Sequence[Span] | None, fire_at: datetime) -> st
     if ended is not None and not before:
         return f"not registered: it fell due at {_z(fire_at)}, after the job was removed ({_z(ended)})"
     return f"not registered: it fell due at {_z(fire_at)}, while the job was removed from the registry"
+
+
+_DEFERRAL = re.compile(r"(?P<name>.*?) \((?P<reason>.*)\) until (?P<until>\S+)$", re.DOTALL)
+
+
+def hold_of(run: Any, spec: JobSpec | None, pauses: Iterable[Any], now: datetime) -> Hold | None:
+    """Why a due occurrence that has not started waits on purpose, or None: a pause that
+    holds its job now (`pauses`: chronod.core.blackout.Pause, a job's own first), else the
+    maintenance window that deferred it, as the daemon wrote it on the row
+    (`blackout.Hit.deferral`, with the window's end in `next_attempt_at`)."""
+    if run is None or run.state != "pending" or run.fire_at > now:
+        return None
+    p = paused(spec, pauses, now) if spec is not None else None
+    if p is not None:
+        return Hold("pause", "job" if p.kind == "job" else f"{p.kind} {p.target}", p.reason, p.until, p.by)
+    error = run.error or ""
+    m = _DEFERRAL.match(error[len(DEFERRED_BY) :]) if error.startswith(DEFERRED_BY) else None
+    if m is None:
+        return None
+    until = run.next_attempt_at or datetime.strptime(m["until"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    return Hold("window", m["name"], m["reason"], until)
+
+
+def verdict(hold: Hold) -> str:
+    """The audit's state for a held occurrence."""
+    return DEFERRED if hold.kind == "window" else HELD_PAUSED
 
 
 def _attempts(n: int) -> str:
@@ -191,6 +246,8 @@ def _describe(run: Any, now: datetime, spec: JobSpec | None) -> str:
     if s == "pending":
         if run.fire_at > now:
             return f"not due yet: fires at {_z(run.fire_at)}"
+        if (hold := hold_of(run, None, (), now)) is not None:
+            return hold.describe(run.fire_at)
         return f"due at {_z(run.fire_at)} but not started yet (late by {format_duration((now - run.fire_at).total_seconds())})"
     return f"{s}{err}"
 
@@ -202,6 +259,7 @@ def _judge(
     spec: JobSpec,
     spans: Sequence[Span] | None = None,
     pruned: Any | None = None,
+    pauses: Iterable[Any] = (),
 ) -> tuple[str, str]:
     """(state, reason) for one occurrence given its row (or its absence), when the job
     was registered (`spans`, None: unknown) and its pruning watermark (`pruned`, a
@@ -209,6 +267,8 @@ def _judge(
     if run is not None:
         if run.state == "pending" and run.fire_at > now:
             return NOT_DUE, describe_run(run, now, spec)
+        if (hold := hold_of(run, spec, pauses, now)) is not None:
+            return verdict(hold), hold.describe(run.fire_at)
         return run.state, describe_run(run, now, spec)
     if not registered(spans, occ.fire_at):
         return NOT_REGISTERED, describe_unregistered(spans, occ.fire_at)
@@ -233,8 +293,10 @@ def _answer_for(
     spec: JobSpec,
     spans: Sequence[Span] | None = None,
     pruned: Any | None = None,
+    pauses: Iterable[Any] = (),
 ) -> Answer:
-    judged = [(o, by_id.get(o.run_id), *_judge(o, by_id.get(o.run_id), now, spec, spans, pruned)) for o in occs]
+    pauses = list(pauses)
+    judged = [(o, by_id.get(o.run_id), *_judge(o, by_id.get(o.run_id), now, spec, spans, pruned, pauses)) for o in occs]
     if not judged:
         return Answer(False, NO_RECORD, "no node is known to carry this job, so no occurrence can be expected")
     bad = [j for j in judged if j[2] != "succeeded"]
@@ -244,7 +306,7 @@ def _answer_for(
     o, r, state, reason = bad[0]
     if o.node:
         reason = f"on {o.node}: {reason}"
-    return Answer(False, state, reason, r, o)
+    return Answer(False, state, reason, r, o, hold_of(r, spec, pauses, now))
 
 
 def _scheduled(spec: JobSpec, schedule: Any) -> bool:
@@ -262,6 +324,7 @@ def did_it_run(
     nodes: Iterable[str] = (),
     spans: Sequence[Span] | None = None,
     pruned: Any | None = None,
+    pauses: Iterable[Any] = (),
 ) -> Answer:
     """Did the occurrence run?
 
@@ -273,7 +336,8 @@ def did_it_run(
     `runs` are the job's runs around the question (the caller picks the window);
     `nodes` are the node names an `each` job runs on (nodes seen in `runs` are added);
     `spans` say when the job was registered: occurrences outside them are not expected;
-    `pruned` is the job's pruning watermark: an occurrence there without a row was pruned.
+    `pruned` is the job's pruning watermark: an occurrence there without a row was pruned;
+    `pauses` are the pauses set now: a due occurrence of a job one holds is `paused`.
     """
     if at is not None and since is not None:
         raise ValueError("ask about one occurrence (at) or a window (since), not both")
@@ -281,7 +345,7 @@ def did_it_run(
     schedule = schedule if schedule is not None else _compile(spec)
     nodes = set(nodes) | _nodes_from_runs(runs)
     if since is not None:
-        return _did_it_run_since(spec, runs, schedule, since, now, nodes, spans, pruned)
+        return _did_it_run_since(spec, runs, schedule, since, now, nodes, spans, pruned, pauses)
     if not _scheduled(spec, schedule):
         return _latest_run_answer(runs, now, spec, "@reboot: it runs once per boot")
     nominal = _occurrence_before(spec, schedule, at, now, nodes)
@@ -290,7 +354,7 @@ def did_it_run(
         return _nothing_since_registered(schedule, spans, now)
     if nominal is None:
         return Answer(False, NO_OCCURRENCE, "the schedule has no occurrence at or before that time")
-    return _answer_for(occurrence.at_each(spec, nominal, nodes), by_id, now, spec, spans, pruned)
+    return _answer_for(occurrence.at_each(spec, nominal, nodes), by_id, now, spec, spans, pruned, pauses)
 
 
 def _any_expected(
@@ -354,6 +418,7 @@ def _did_it_run_since(
     nodes: set[str],
     spans: Sequence[Span] | None = None,
     pruned: Any | None = None,
+    pauses: Iterable[Any] = (),
 ) -> Answer:
     window = [r for r in runs if since < r.scheduled_at <= now]
     wins = [r for r in window if r.state == "succeeded"]
@@ -376,7 +441,7 @@ def _did_it_run_since(
         return Answer(False, NO_OCCURRENCE, f"nothing fell due between {_z(since)} and now{when}")
     if due:
         last = max(o.scheduled_at for o in due)
-        answer = _answer_for([o for o in due if o.scheduled_at == last], by_id, now, spec, spans, pruned)
+        answer = _answer_for([o for o in due if o.scheduled_at == last], by_id, now, spec, spans, pruned, pauses)
     else:
         answer = _latest_run_answer(window, now, spec, "")
     n = len({o.scheduled_at for o in due})
@@ -388,6 +453,7 @@ def _did_it_run_since(
             f"none of {many} occurrences since {_z(since)} succeeded; the latest {answer.reason}",
             answer.run,
             answer.occurrence,
+            answer.hold,
         )
     return answer
 
@@ -422,6 +488,7 @@ def missed(
     grace_s: int = GRACE_S,
     marks: Iterable[Mark] | None = None,
     pruned: Mapping[str, Any] | None = None,
+    pauses: Iterable[Any] = (),
 ) -> list[Miss]:
     """Every occurrence scheduled in (since, now] that did not succeed, plus every one that
     fell due (fire time + `grace_s` before `now`) and has no row at all.
@@ -433,6 +500,8 @@ def missed(
     outside those spans are not expected (a job without an entry is expected throughout).
     `pruned[job_id]`, the job's pruning watermark: occurrences up to it without a row were
     pruned, not missed (`pruned_in` names them).
+    A due occurrence a window deferred, or whose job a pause in `pauses` holds, is listed
+    with its own state (DEFERRED, HELD_PAUSED) and its `hold`.
     Runs of jobs missing from `specs` are reported under owner "".
     Sorted by owner, job, scheduled time.
     """
@@ -453,8 +522,9 @@ def missed(
         for occ in _unrecorded(spec, schedule, start, end, all_nodes, keyed, by_id):
             if occ.fire_at + timedelta(seconds=grace_s) < now and registered(spans, occ.fire_at):
                 out[occ.run_id] = _miss(spec.id, spec.owner, occ, None, *_judge(occ, None, now, spec, spans))
+    pauses = list(pauses)
     for r in runs:
-        miss = _run_miss(r, spec_of.get(r.job_id), now, grace_s)
+        miss = _run_miss(r, spec_of.get(r.job_id), now, grace_s, pauses)
         if miss is not None:
             out[r.run_id] = miss
     return sorted(out.values(), key=lambda m: (m.owner, m.job_id, m.scheduled_at, m.job_key))
@@ -486,7 +556,7 @@ def _scheduled_marks(runs: Iterable[Any]) -> dict[str, list[datetime]]:
     """Scheduled (not manual) run times per job key, ascending."""
     marks: dict[str, list[datetime]] = defaultdict(list)
     for r in runs:
-        if not r.trigger.startswith("manual"):
+        if r.trigger == "schedule" or not r.trigger.startswith("manual"):
             marks[r.job_key].append(r.scheduled_at)
     for times in marks.values():
         times.sort()
@@ -546,18 +616,25 @@ def _steady(schedule: Any) -> bool:
     return schedule.kind == "every" or schedule.tz in ("UTC", "Etc/UTC", "GMT", "Etc/GMT")
 
 
-def _run_miss(r: Any, spec: JobSpec | None, now: datetime, grace_s: int) -> Miss | None:
+def _run_miss(r: Any, spec: JobSpec | None, now: datetime, grace_s: int, pauses: Sequence[Any] = ()) -> Miss | None:
     if r.state in ("succeeded", "running", "retry_wait"):
         return None
     if r.state == "pending" and r.fire_at + timedelta(seconds=grace_s) >= now:
         return None
     occ = Occurrence(r.job_id, r.job_key, node_of_key(r.job_key), r.scheduled_at, r.fire_at, r.run_id)
     owner = spec.owner if spec else ""
+    hold = hold_of(r, spec, pauses, now)
+    if hold is not None:
+        return _miss(r.job_id, owner, occ, r, verdict(hold), hold.describe(r.fire_at), hold)
     return _miss(r.job_id, owner, occ, r, r.state, describe_run(r, now, spec))
 
 
-def _miss(job_id: str, owner: str, occ: Occurrence, run: Any, state: str, reason: str) -> Miss:
-    return Miss(job_id, owner, occ.job_key, occ.node, occ.scheduled_at, occ.fire_at, occ.run_id, state, reason, run)
+def _miss(
+    job_id: str, owner: str, occ: Occurrence, run: Any, state: str, reason: str, hold: Hold | None = None
+) -> Miss:
+    return Miss(
+        job_id, owner, occ.job_key, occ.node, occ.scheduled_at, occ.fire_at, occ.run_id, state, reason, run, hold
+    )
 
 
 def group_by_owner(misses: Iterable[Miss]) -> dict[str, list[Miss]]:
@@ -622,7 +699,9 @@ def silence_suspects(jobs: Iterable[Any], recent: Iterable[Any], now: datetime) 
     newest: dict[str, datetime] = {}
     for r in recent:
         if r.state == "succeeded":
-            newest[r.job_id] = max(r.scheduled_at, newest.get(r.job_id, r.scheduled_at))
+            seen = newest.get(r.job_id)
+            if seen is None or r.scheduled_at > seen:
+                newest[r.job_id] = r.scheduled_at
     out = []
     for j in jobs:
         seen = newest.get(j.job_id)

@@ -108,6 +108,10 @@ class Backfills:
             opened = self.store.open_backfill_run(bf.id, started, run)
             started += 1
             if opened is None:
+                now = self.store.get_backfill(bf.id)
+                if now is None or now.state != "running":  # cancelled meanwhile (chronoctl backfill --cancel)
+                    self.log("backfill.stopped", backfill=bf.id, job=spec.id, state=now.state if now else "gone")
+                    return
                 self.log("backfill.passed", backfill=bf.id, job=spec.id, run=rid, why="in flight already")
                 continue
             in_flight += 1

@@ -47,7 +47,7 @@ class Holds:
             self.settle(run, "skipped_blackout", hit.describe(), next_run)
             return True
         self.store_runs([next_run])  # the chain does not wait for the window
-        self.hold(run, hit.end)
+        self.hold([run], hit)
         self.log("run.deferred", job=run.job_id, run=run.run_id, window=hit.window.name, until=hit.end)
         return True
 
@@ -62,16 +62,21 @@ class Holds:
         self.store_runs([*extra, nxt])
         if nxt is not None:
             self.track(nxt)
-        for r in due:
-            self.hold(r, hit.end)
+        self.hold(due, hit)
         self.log("runs.deferred", job=job.spec.id, count=len(due), window=hit.window.name, until=hit.end)
         return True
 
-    def hold(self, run: Run, until: datetime) -> None:
-        self.pending[run.run_id] = run
-        self.held_until[run.run_id] = until
-        self.seq += 1
-        heapq.heappush(self.heap, (until, self.seq, run.run_id))
+    def hold(self, runs: list[Run], hit: blackout.Hit) -> None:
+        """Hold due occurrences until the window ends; their rows say so (for the audit:
+        "deferred by window NAME (reason) until T"), the ones still to be stored included."""
+        why = hit.deferral()
+        for run in runs:
+            run.error, run.next_attempt_at = why, hit.end
+            self.pending[run.run_id] = run
+            self.held_until[run.run_id] = hit.end
+            self.seq += 1
+            heapq.heappush(self.heap, (hit.end, self.seq, run.run_id))
+        self.store.note_held([r.run_id for r in runs], why, hit.end, node=self.node, token=self.lease.token)
 
     def was_held(self, job: Job, run: Run) -> bool:
         """Whether a stored pending occurrence is one a window holds (or held before a

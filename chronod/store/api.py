@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
 from chronod.core.model import JobSpec
+
+if TYPE_CHECKING:
+    from chronod.core.history import Mark
 
 
 class StoreError(Exception):
@@ -418,7 +421,11 @@ class Store(Protocol):
     ) -> list[Run]:
         """Runs filtered by job, scheduled_at window and state."""
 
-    def run_marks(self, *, since: datetime, until: datetime) -> list[tuple[str, str, str, datetime, str, str]]:
+    def note_held(self, run_ids: Iterable[str], why: str, until: datetime, *, node: str, token: int) -> int:
+        """Record on pending rows that a maintenance window holds them (`why`) until `until`
+        (kept in `error` and `next_attempt_at` until the row is claimed or settled)."""
+
+    def run_marks(self, *, since: datetime, until: datetime) -> list[Mark]:
         """(run_id, job_id, job_key, scheduled_at, state, trigger) of every run scheduled in
         [since, until): the slim shape `chronoctl missed` needs to tell which occurrences
         have a row, without building a full Run for each."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from chronod.core import history
+from chronod.core import blackout, history
 from chronod.core.model import ACTIVE_STATES, TERMINAL_STATES, JobSpec
 from chronod.core.report import JobReport, job_report
 from chronod.core.schedule import compile_schedule
@@ -57,11 +57,19 @@ def did_it_run(
     # in one transaction, so whatever a prune between the two reads took is called pruned.
     spans = store.known_spans([row.job_id]).get(row.job_id, [])
     pruned = store.pruned([row.job_id]).get(row.job_id)
+    held = pauses(store)
     if since is not None:
         return history.did_it_run(
-            row.spec, found, now=now, since=since, schedule=sched, nodes=nodes, spans=spans, pruned=pruned
+            row.spec, found, now=now, since=since, schedule=sched, nodes=nodes, spans=spans, pruned=pruned, pauses=held
         )
-    return history.did_it_run(row.spec, found, now=now, at=at, schedule=sched, nodes=nodes, spans=spans, pruned=pruned)
+    return history.did_it_run(
+        row.spec, found, now=now, at=at, schedule=sched, nodes=nodes, spans=spans, pruned=pruned, pauses=held
+    )
+
+
+def pauses(store: Store) -> list[blackout.Pause]:
+    """The pauses set now (a due occurrence of a job one holds does not start)."""
+    return [blackout.Pause(p.kind, p.target, p.reason, p.by, p.since, p.until) for p in store.pauses()]
 
 
 def _runs_asked(
@@ -85,7 +93,7 @@ def window(store: Store, since: datetime, until: datetime) -> tuple[list[Run], l
     that did not succeed (few) and marks for the rest; otherwise every run in full."""
     if not hasattr(store, "run_marks"):
         return store.runs(since=since, until=until), None
-    marks = list(map(history.Mark._make, store.run_marks(since=since, until=until)))
+    marks = store.run_marks(since=since, until=until)
     unhappy = [s for s in (*TERMINAL_STATES, *ACTIVE_STATES) if s != "succeeded"]
     return store.runs(since=since, until=until, states=unhappy), marks
 
@@ -112,4 +120,5 @@ def missed(
         known={j.job_id: known.get(j.job_id, []) for j in rows},
         marks=marks,
         pruned=pruned,
+        pauses=pauses(store),
     )

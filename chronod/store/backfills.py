@@ -180,3 +180,31 @@ class BackfillStore:
                 ).rowcount
                 == 1
             )
+
+    def cancel_backfill(self, backfill_id: int, why: str) -> tuple[bool, list[str]]:
+        """Cancel a running backfill: none of its occurrences starts any more (a daemon
+        opening the next one finds it cancelled, in the same transaction as its own
+        write), and those it opened that have not started yet end `cancelled` too; those
+        running or retrying finish. Returns whether it was running (False: it had ended
+        already) and the run ids it cancelled."""
+        b, r = s.backfills.c, s.runs.c
+        with self._tx() as c:
+            now = self._ts()
+            row = c.execute(sa.select(s.backfills).where(b.id == backfill_id, b.state == "running")).mappings().first()
+            if row is None:
+                return False, []
+            c.execute(
+                s.backfills.update()
+                .where(b.id == backfill_id, b.state == "running")
+                .values(state="cancelled", error=why, finished_at=now, updated_at=now)
+            )
+            opened = [i[0] for i in _backfill(row).items[: row["started"]]]
+            waiting = sa.select(r.run_id).where(r.run_id.in_(opened), r.state == "pending", r.trigger == "backfill")
+            ids = [x for (x,) in c.execute(waiting)] if opened else []
+            if ids:
+                c.execute(
+                    s.runs.update()
+                    .where(r.run_id.in_(ids), r.state == "pending")
+                    .values(state="cancelled", error=why, finished_at=now, updated_at=now)
+                )
+            return True, ids

@@ -73,3 +73,22 @@ def test_a_backfill_ends_once(store):
     bf = store.get_backfill(bf_id)
     assert bf.state == "done" and bf.finished_at is not None
     assert store.backfills(active_only=True) == []
+
+
+def test_a_cancelled_backfill_opens_nothing_more_and_cancels_what_waits_to_start(store):
+    token = acquire(store)
+    bf_id = stored(store)
+    assert store.open_backfill_run(bf_id, 0, run(0)) is not None
+    store.dispatch("backup-000000", "n1", token, None)  # running: it finishes
+    assert store.open_backfill_run(bf_id, 1, run(1)) is not None  # opened, not started yet
+    assert store.cancel_backfill(bf_id, "cancelled by ops: wrong range") == (True, ["backup-000001"])
+    bf = store.get_backfill(bf_id)
+    assert (bf.state, bf.error, bf.started) == ("cancelled", "cancelled by ops: wrong range", 2)
+    assert store.open_backfill_run(bf_id, 2, run(2)) is None and store.get_run("backup-000002") is None
+    assert store.get_run("backup-000000").state == "running"
+    assert (store.get_run("backup-000001").state, store.get_run("backup-000001").error) == (
+        "cancelled",
+        "cancelled by ops: wrong range",
+    )
+    assert store.cancel_backfill(bf_id, "again") == (False, [])
+    assert store.backfills(active_only=True) == []

@@ -919,3 +919,16 @@ def test_a_removed_jobs_pause_is_shown_to_the_daemon_only(store):
     store.sync_jobs("n1", [spec("rotate")])
     assert [p.target for p in store.pauses()] == []
     assert [(p.kind, p.target) for p in store.pauses(include_removed=True)] == [("job", "backup")]
+
+
+def test_run_marks_are_utc_whatever_the_sessions_time_zone(store):
+    """PostgreSQL hands timestamptz back in the session's zone: marks are read in UTC."""
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite keeps naive UTC text")
+    store.insert_runs([run(i) for i in range(3)])
+    with store.engine.connect() as c:  # the pool hands this session out again
+        c.exec_driver_sql("SET TIME ZONE 'America/New_York'")
+        c.commit()
+    marks = store.run_marks(since=T0, until=T0 + timedelta(minutes=3))
+    assert len(marks) == 3 and all(m.scheduled_at.utcoffset() == timedelta(0) for m in marks)
+    assert {m.scheduled_at for m in marks} == {T0 + timedelta(minutes=i) for i in range(3)}

@@ -186,10 +186,12 @@ def test_in_a_fleet_a_backfill_goes_on_when_the_node_driving_it_is_killed(tmp_pa
     from tests.integration.test_fleet import WITNESS, Fleet
 
     fleet = Fleet(tmp_path, new_pg_database())
+    # the first run holds until its driver is killed: on a loaded host a 0.5 s run let the
+    # driver finish the whole backfill before the kill, and the survivor had nothing to go on with
+    release = tmp_path / "release"
+    hold = f"; while [ ! -e {release} ]; do sleep 0.1; done"
     try:
-        write_jobs(
-            fleet.reg / "a.yaml", jobs_file(job("hourly", "0 * * * *", WITNESS.format(w=fleet.w) + "; sleep 0.5"))
-        )
+        write_jobs(fleet.reg / "a.yaml", jobs_file(job("hourly", "0 * * * *", WITNESS.format(w=fleet.w) + hold)))
         for n in ("a", "b"):
             fleet.start(n)
         args = ("--from", hours_ago(4).isoformat(), "--to", hours_ago(1).isoformat(), "--only", "all")
@@ -199,6 +201,7 @@ def test_in_a_fleet_a_backfill_goes_on_when_the_node_driving_it_is_killed(tmp_pa
         first = wait_until(lambda: fleet.witness(), timeout=20, what="the first backfilled run")
         driver = first[0][2]
         fleet.nodes[driver].kill9()
+        release.touch()
         store = SqlStore(fleet.db)
         try:
             wait_until(lambda: store.get_backfill(bf_id).state == "done", timeout=30, what="the backfill to finish")
@@ -212,3 +215,42 @@ def test_in_a_fleet_a_backfill_goes_on_when_the_node_driving_it_is_killed(tmp_pa
     finally:
         fleet.stop_all()
         fleet.kill_jobs()
+
+
+def test_a_cancelled_backfill_starts_nothing_more_and_its_running_occurrence_finishes(env):
+    d = start(env, job("hourly", "0 * * * *", f"sleep 6; echo $CHRONO_RUN_ID >> {env['w']}"))
+    store = SqlStore(env["db"])
+    try:
+        args = ("--from", hours_ago(3).isoformat(), "--to", hours_ago(1).isoformat(), "--only", "all")
+        res = chronoctl("backfill", "hourly", *args, "--no-wait", "--json", db=env["db"])
+        assert res.returncode == 0, res.stderr
+        bf_id = json.loads(res.stdout)["id"]
+        first = run_id("hourly", hours_ago(3))
+        wait_until(lambda: (store.get_run(first) or {}) and store.get_run(first).state == "running", timeout=30)
+        res = chronoctl("backfill", "--cancel", str(bf_id), "--reason", "wrong range", db=env["db"])
+        assert res.returncode == 0, res.stderr
+        assert f"backfill {bf_id} of hourly cancelled" in res.stdout and "wrong range" in res.stdout
+        status = chronoctl("status", db=env["db"]).stdout
+        assert f"backfill {bf_id} [" in status and "CANCELLED" in status and "wrong range" in status
+        assert json.loads(chronoctl("status", "hourly", "--json", db=env["db"]).stdout)["backfills"][0]["state"] == (
+            "cancelled"
+        )
+        wait_until(lambda: store.get_run(first).state == "succeeded", timeout=30, what="the running one to finish")
+        again = chronoctl("backfill", "--cancel", "hourly", "--json", db=env["db"])
+        assert again.returncode == 1 and json.loads(again.stdout)["cancelled"] == []
+    finally:
+        d.stop()
+    bf = store.get_backfill(bf_id)
+    assert bf.state == "cancelled" and bf.started == 1  # the store opens nothing once cancelled
+    assert env["w"].read_text().split() == [first]
+    store.close()
+
+
+def test_backfill_cancel_takes_no_range_and_an_unknown_id_is_a_usage_error(env):
+    res = chronoctl("backfill", "hourly", "--cancel", "1", db=env["db"])
+    assert res.returncode == 2 and "--cancel" in res.stderr and "Traceback" not in res.stderr
+    SqlStore(env["db"]).upgrade()
+    res = chronoctl("backfill", "--cancel", "42", db=env["db"])
+    assert res.returncode == 2 and "no backfill 42" in res.stderr
+    res = chronoctl("backfill", "hourly", db=env["db"])
+    assert res.returncode == 2 and "--from" in res.stderr

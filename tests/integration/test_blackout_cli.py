@@ -77,7 +77,8 @@ def test_a_tag_pause_ends_by_itself_and_status_says_who_why_and_until_when(env):
     write_jobs(env["reg"] / "a.yaml", jobs_file(job("tagged", "@every 1s", "true", tags=["db"])))
     d = Chronod(env["reg"], env["db"], env["log"]).start()
     try:
-        res = chronoctl("pause", "--tag", "db", "--reason", "INC-4 replica lag", "--for", "6s", "--json", db=env["db"])
+        # long enough that `status` (a second CLI start on a loaded host) still finds it paused
+        res = chronoctl("pause", "--tag", "db", "--reason", "INC-4 replica lag", "--for", "20s", "--json", db=env["db"])
         assert res.returncode == 0, res.stderr
         paused = json.loads(res.stdout)
         assert paused["jobs"] == ["tagged"] and paused["until"]
@@ -93,7 +94,7 @@ def test_a_tag_pause_ends_by_itself_and_status_says_who_why_and_until_when(env):
             lambda: any(
                 r["state"] == "succeeded" and parse(r["scheduled_at"]) > until for r in runs_json("tagged", env["db"])
             ),
-            timeout=20,
+            timeout=60,
             what="a run after the pause ended by itself",
         )
     finally:
@@ -101,3 +102,65 @@ def test_a_tag_pause_ends_by_itself_and_status_says_who_why_and_until_when(env):
     skipped = [r for r in runs_json("tagged", env["db"]) if r["state"] == "skipped_paused"]
     assert skipped and "(tag db)" in skipped[0]["error"] and "INC-4 replica lag" in skipped[0]["error"]
     assert not json.loads(chronoctl("status", "tagged", "--json", db=env["db"], check=True).stdout)["paused"]
+
+
+def test_did_it_run_says_an_occurrence_is_deferred_by_its_window_until_it_ends(env):
+    jobs = jobs_file(job("defers", "@every 1s", "true", tags=["storage"], blackout="defer"))
+    start = (datetime.now(timezone.utc) + timedelta(seconds=2)).replace(microsecond=0)
+    end = start + timedelta(minutes=10)  # open for the whole test: the daemon stops inside it
+    window = (
+        "blackouts:\n"
+        "  - name: swap-disks\n"
+        "    reason: CHG-7 disk swap\n"
+        f"    from: '{stamp(start)}'\n"
+        f"    to: '{stamp(end)}'\n"
+        "    tags: [storage]\n"
+    )
+    write_jobs(env["reg"] / "a.yaml", window + jobs)
+    d = Chronod(env["reg"], env["db"], env["log"]).start()
+    try:
+
+        def answer():
+            res = chronoctl("did-it-run", "defers", "--json", db=env["db"])
+            data = json.loads(res.stdout)
+            return (res, data) if data["state"] == "deferred" else None
+
+        res, data = wait_until(answer, timeout=30, what="did-it-run to call the latest occurrence deferred")
+    finally:
+        d.stop()
+    assert res.returncode == 1 and data["yes"] is False
+    assert data["held"] == {
+        "kind": "window",
+        "name": "swap-disks",
+        "reason": "CHG-7 disk swap",
+        "by": None,
+        "until": end.isoformat(),
+    }
+    # the same occurrence in words (the latest one may have fallen due after the stop)
+    text = chronoctl("did-it-run", "defers", "--at", data["scheduled_at"], db=env["db"]).stdout
+    assert f"deferred by maintenance window swap-disks (CHG-7 disk swap) until {end:%Y-%m-%dT%H:%M:%SZ}" in text
+    assert "not started yet" not in text
+
+
+def test_a_due_occurrence_of_a_paused_job_is_held_by_the_pause_not_late(env):
+    write_jobs(env["reg"] / "a.yaml", jobs_file(job("nightly", "@every 2s", "true")))
+    d = Chronod(env["reg"], env["db"], env["log"]).start()
+    try:
+        wait_until(lambda: runs_json("nightly", env["db"]), what="the next occurrence to be stored")
+    finally:
+        d.stop()  # the stored next occurrence stays pending: nothing settles it
+    [waiting] = [r for r in runs_json("nightly", env["db"]) if r["state"] == "pending"]
+    res = chronoctl("pause", "nightly", "--reason", "INC-9 disk full", db=env["db"])
+    assert res.returncode == 0, res.stderr
+    at = ("--at", waiting["scheduled_at"])
+
+    def answer():
+        data = json.loads(chronoctl("did-it-run", "nightly", *at, "--json", db=env["db"]).stdout)
+        return data if data["state"] == "paused" else None
+
+    data = wait_until(answer, timeout=20, what="the pending occurrence to fall due under the pause")
+    assert data["held"]["kind"] == "pause" and data["held"]["name"] == "job"
+    assert data["held"]["reason"] == "INC-9 disk full" and data["held"]["until"] is None
+    text = chronoctl("did-it-run", "nightly", *at, db=env["db"]).stdout
+    assert "held by a pause (job)" in text and "INC-9 disk full until resumed" in text
+    assert "not started yet" not in text

@@ -209,3 +209,25 @@ def test_an_ambiguous_prefix_lists_its_candidates_and_a_job_id_means_its_latest_
     latest = max((r for r in demo["runs"] if r.started_at), key=lambda r: r.scheduled_at)
     res = chronoctl("logs", JOB, db=demo["db"])
     assert res.returncode == 0 and res.stdout == latest.output_tail
+
+
+def test_every_status_line_fits_80_columns_with_pauses_and_says_all_of_them(demo):
+    """What is paused, by whom, why and until when: long lines wrap between words."""
+    reason = "INC-3141: replica lag on the primary after the storage migration, do not resume"
+    until = demo["now"] + timedelta(hours=3)
+    store = open_store(demo["db"])
+    store.set_group_pause("tag", "storage-and-backups-team", reason, by="alice.smith", until=until)
+    store.set_paused(JOB, True, "disk full on the backup target volume, waiting for the vendor", by="bob")
+    store.close()
+    for args in (("status",), ("status", JOB)):
+        code, text = in_terminal(*args, db=demo["db"])
+        assert "Traceback" not in text, text
+        _fits(text)
+        words = " ".join(text.split())  # what the lines say, read across their breaks
+        assert "disk full on the backup target volume, waiting for the vendor" in words
+        assert "by bob" in words
+    code, text = in_terminal("status", db=demo["db"])
+    words = " ".join(text.split())
+    assert f"paused {JOB} by bob since" in words
+    assert "paused tag storage-and-backups-team (0 jobs) by alice.smith since" in words
+    assert reason in words and "ends by itself" in words

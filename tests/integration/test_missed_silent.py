@@ -170,3 +170,61 @@ def test_status_of_one_job_calls_it_silent_exactly_when_missed_lists_it(tmp_path
         res = chronoctl("status", spec.id, "--json", db=db, check=True)
         assert json.loads(res.stdout)["silent"] is (spec.id in listed), spec.id
     assert listed == {"gdpr-purge"}
+
+
+def _waiting(spec: JobSpec, at: datetime, **kw) -> Run:
+    return Run(
+        run_id=run_id(spec.id, at),
+        job_id=spec.id,
+        job_key=spec.id,
+        scheduled_at=at,
+        fire_at=at,
+        state="pending",
+        attempts=0,
+        node=None,
+        trigger="schedule",
+        output_bytes=0,
+        **kw,
+    )
+
+
+def test_missed_names_the_window_or_the_pause_that_holds_a_due_occurrence(tmp_path):
+    """An occurrence a window deferred, and one of a job paused by its tag, are each listed
+    with their own state and what holds them, not as late."""
+    db = str(tmp_path / "chrono.db")
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    hour = now - timedelta(minutes=20)  # rows are judged as they are: the time need not be the schedule's
+    end = now + timedelta(hours=2)
+    tagged = JobSpec(
+        id="reindex", owner="search", schedule="0 * * * *", command="true", idempotency_class="idempotent", tags=("db",)
+    )
+    store = _store(db)
+    try:
+        store.sync_jobs("web1", [HOURLY, tagged])
+        store.set_group_pause("tag", "db", "INC-4 replica lag", by="alice", until=end)
+        why = f"deferred by maintenance window swap-disks (CHG-7 disk swap) until {end:%Y-%m-%dT%H:%M:%SZ}"
+        store.insert_runs([_waiting(HOURLY, hour, error=why, next_attempt_at=end), _waiting(tagged, hour)])
+    finally:
+        store.close()
+    rc, data = _missed(db, "--since", "90m")
+    held = {m["job_id"]: m for g in data["owners"] for m in g["missed"]}
+    assert rc == 1 and set(held) == {"billing-export", "reindex"}
+    window, pause = held["billing-export"], held["reindex"]
+    assert window["state"] == "deferred" and window["held"] == {
+        "kind": "window",
+        "name": "swap-disks",
+        "reason": "CHG-7 disk swap",
+        "by": None,
+        "until": end.isoformat(),
+    }
+    assert pause["state"] == "paused" and pause["held"] == {
+        "kind": "pause",
+        "name": "tag db",
+        "reason": "INC-4 replica lag",
+        "by": "alice",
+        "until": end.isoformat(),
+    }
+    text = chronoctl("missed", "--since", "90m", "--wide", db=db, env={"COLUMNS": "250"}).stdout
+    assert "deferred by maintenance window swap-disks (CHG-7 disk swap)" in text
+    assert "held by a pause (tag db) by alice: INC-4 replica lag" in text
+    assert "not started yet" not in text

@@ -261,3 +261,24 @@ def test_the_example_in_the_maintenance_docs_validates():
     assert [p.format() for p in res.problems if p.severity == ERROR] == []
     assert [w.name for w in res.blackouts] == ["storage-migration", "sunday-patching"]
     assert [w.source_line for w in res.blackouts] == [2, 8]  # the lines the page's examples quote
+
+
+def test_explain_and_forecast_walk_only_the_spans_they_show_of_a_window_open_every_second(monkeypatch):
+    from chronoctl import cmd_schedule
+    from tests.unit.test_history import CountingSchedule
+
+    counting = CountingSchedule("* * * * * *")
+    monkeypatch.setattr(blackout, "compile_schedule", lambda expr, tz: counting)
+    every_second = window(cron="* * * * * *", duration_s=1)
+    job = spec()
+    start, end = NOW, NOW + timedelta(days=7)
+    [shown] = cmd_schedule.window_json(job, (every_second,), start, end, "UTC")
+    assert len(shown["next"]) == cmd_schedule.WINDOW_SPANS
+    assert counting.produced <= cmd_schedule.WINDOW_SPANS + 1  # the first may close before start
+    counting.produced = 0
+    fires = [start + timedelta(seconds=s) for s in range(7 * 86400)]  # a job every second
+    held = cmd_schedule.forecast_windows({"backup": job}, [every_second], [("backup", fires, 0)], start, end)
+    assert len(held) == cmd_schedule.FORECAST_SPANS
+    assert [h["fires_held"] for h in held] == [1] * cmd_schedule.FORECAST_SPANS
+    assert held[-1]["more"] is True and held[0]["more"] is False
+    assert counting.produced <= cmd_schedule.FORECAST_SPANS + 2

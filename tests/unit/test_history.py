@@ -536,6 +536,47 @@ def test_the_audit_report_counts_occurrences_outside_the_registration_as_not_reg
     assert "Not registered: 7 occurrence(s)" in report.to_markdown(rep, "hourly", NOW)
 
 
+# --- held on purpose: deferred by a window, held by a pause ----------------------------------------
+
+WINDOW_END = T("2026-03-10 10:00")
+DEFERRED_ROW = dict(error="deferred by maintenance window swap-disks (CHG-7 (disks)) until 2026-03-10T10:00:00Z")
+
+
+def test_a_due_occurrence_a_window_deferred_says_which_window_why_and_until_when():
+    r = run(DAILY, "2026-03-10 02:00", "pending", next_attempt_at=WINDOW_END, **DEFERRED_ROW)
+    a = h.did_it_run(DAILY, [r], now=NOW)
+    assert not a.yes and a.state == h.DEFERRED
+    assert (a.hold.kind, a.hold.name, a.hold.reason, a.hold.until) == (
+        "window",
+        "swap-disks",
+        "CHG-7 (disks)",
+        WINDOW_END,
+    )
+    assert "deferred by maintenance window swap-disks (CHG-7 (disks)) until 2026-03-10T10:00:00Z" in a.reason
+    assert "not started yet" not in a.reason
+    [m] = h.missed([DAILY], [r], since=NOW - timedelta(days=1), now=NOW)
+    assert m.state == h.DEFERRED and m.hold == a.hold and m.reason == a.reason
+
+
+def test_a_due_occurrence_of_a_paused_job_says_who_paused_it_why_and_until_when():
+    from chronod.core.blackout import Pause
+
+    r = run(DAILY, "2026-03-10 02:00", "pending")
+    tag = Pause("tag", "finance-jobs", "INC-4 replica lag", "alice", T("2026-03-10 01:00"), T("2026-03-10 12:00"))
+    other = Pause("tag", "db", "not this one", "bob", T("2026-03-10 01:00"))
+    sp = spec(tags=("finance-jobs",))
+    a = h.did_it_run(sp, [r], now=NOW, pauses=[other, tag])
+    assert a.state == h.HELD_PAUSED and (a.hold.kind, a.hold.name, a.hold.by) == ("pause", "tag finance-jobs", "alice")
+    assert "held by a pause (tag finance-jobs) by alice: INC-4 replica lag until 2026-03-10T12:00:00Z" in a.reason
+    [m] = h.missed([sp], [r], since=NOW - timedelta(days=1), now=NOW, pauses=[tag])
+    assert m.state == h.HELD_PAUSED and m.hold == a.hold
+    # a pause comes before a window; without either, the row is just late
+    both = run(DAILY, "2026-03-10 02:00", "pending", next_attempt_at=WINDOW_END, **DEFERRED_ROW)
+    assert h.did_it_run(sp, [both], now=NOW, pauses=[tag]).state == h.HELD_PAUSED
+    plain = h.did_it_run(DAILY, [r], now=NOW, pauses=[tag])
+    assert plain.state == "pending" and plain.hold is None and "not started yet" in plain.reason
+
+
 def test_an_audit_report_of_more_occurrences_than_it_can_list_is_refused_before_walking_them():
     from chronod.core import report
 
