@@ -497,6 +497,7 @@ def test_rounds_read_whole_rows_only_of_runs_not_decided_on_and_a_late_commit_be
     store_url, tmp_path
 ):
     from chronod.core.occurrence import run_id
+    from chronod.notify import service
     from chronod.store.api import Run
 
     store = _spec_store(
@@ -540,15 +541,22 @@ def test_rounds_read_whole_rows_only_of_runs_not_decided_on_and_a_late_commit_be
         assert asked[-1] == ["job:flaky"]
         svc.step(now + timedelta(seconds=1))  # nothing new: the overlap is not read again
         assert len(read) == 1
-        # a failure whose transaction began (updated_at) before the newest change the
-        # notifier saw, committed only now: inside the overlap, read once, noticed
-        ended(now - timedelta(seconds=10), "failed", now - timedelta(seconds=12))
+        # the cursor is now the newest change seen (now - 15 s). A failure whose transaction
+        # began (updated_at) a second before it, committed only now: read at once, noticed
+        ended(now - timedelta(seconds=10), "failed", now - timedelta(seconds=16))
         svc.step(now + timedelta(seconds=2))
         assert read[-1] == [run_id("flaky", now - timedelta(seconds=10))]
         assert [r.event for r in _rows(store, "flaky")] == ["failed"]
         assert asked[-1] == []  # its own last round's states, not read back
+        # a commit far later than its change time: read with the whole overlap, once
+        ended(now - timedelta(seconds=5), "succeeded", now - timedelta(seconds=25))
         svc.step(now + timedelta(seconds=3))
         assert len(read) == 2
+        svc.step(now + timedelta(seconds=3 + service.WHOLE_OVERLAP_EVERY_S))
+        assert read[-1] == [run_id("flaky", now - timedelta(seconds=5))]
+        assert [r.event for r in _rows(store, "flaky")] == ["failed", "recovered"]
+        svc.step(now + timedelta(seconds=4 + service.WHOLE_OVERLAP_EVERY_S))
+        assert len(read) == 3
     finally:
         svc.stop()
         store.close()
