@@ -179,7 +179,7 @@ def tick_figures(db: Path, ready_wall: float, end_wall: float, windows: list[tup
     }
 
 
-def bench_real(n: int, reloads: int, work: Path) -> dict:
+def bench_real(n: int, reloads: int, work: Path, settle_max_s: float = 300.0) -> dict:
     reg = work / f"registry-{n}"
     reg.mkdir()
     make_registry(reg, n)
@@ -214,7 +214,7 @@ def bench_real(n: int, reloads: int, work: Path) -> dict:
         time.sleep(3.0)  # the tick job's lag without a reload, for comparison
         # the work left for after READY (first occurrences stored in slices, the notifier's
         # first round over every job) ends before the reloads, whose RSS is compared with it
-        out["settle_s"] = settle(proc.pid)
+        out["settle_s"] = settle(proc.pid, limit_s=settle_max_s)
         out["rss_settled_mb"] = mem_mb(proc.pid)[0]
         print(f"  settled {out['settle_s']:.1f} s after, RSS {out['rss_settled_mb']:.1f} MB", flush=True)
         series, times, windows, cpus = [], [], [], []
@@ -383,6 +383,7 @@ def main() -> None:
     ap.add_argument("--trace", default="", help="job counts to run again in-process under tracemalloc")
     ap.add_argument("--trace-reloads", type=int, default=2, help="reloads under tracemalloc (slow: minutes each)")
     ap.add_argument("--trace-frames", type=int, default=1, help="frames kept per allocation under tracemalloc")
+    ap.add_argument("--settle-max", type=float, default=300.0, help="longest wait for the daemon to settle, s")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, databases)")
     args = ap.parse_args()
     res: dict = {
@@ -399,7 +400,7 @@ def main() -> None:
     try:
         for n in [int(x) for x in args.jobs.split(",") if x]:
             print(f"{n} jobs: start-up and {args.reloads} reloads ...", flush=True)
-            res["real"].append(bench_real(n, args.reloads, work))
+            res["real"].append(bench_real(n, args.reloads, work, args.settle_max))
             print("  " + json.dumps(res["real"][-1]), flush=True)
         for n in [int(x) for x in args.trace.split(",") if x]:
             print(f"{n} jobs under tracemalloc ...", flush=True)
