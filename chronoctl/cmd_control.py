@@ -204,7 +204,27 @@ def _target(job: str | None, tag: str | None, resource: str | None, verb: str) -
     kind, target = given[0]
     if not target.strip():
         raise UsageError(f"{verb}: the {kind} is empty", f"name a {kind}")
+    if verb == "pause":  # resume still lifts a pause stored before this rule
+        _check_name(kind, target.strip())
     return kind, target.strip()
+
+
+def _check_name(kind: str, target: str) -> None:
+    """Refuse a tag or resource name that no job file may give (it would pause nothing, ever)."""
+    import re
+
+    from chronod.core.validate import RESOURCE_PATTERN, TAG_PATTERN
+
+    rules = {
+        "tag": (TAG_PATTERN, "letters, digits and . _ : / -"),
+        "resource": (RESOURCE_PATTERN, "letters, digits and . _ -"),
+    }
+    if kind in rules and not re.fullmatch(rules[kind][0], target):
+        pattern, chars = rules[kind]
+        raise UsageError(
+            f"pause: no job can have the {kind} {target!r}: a {kind} is {chars}, starting with a letter or digit, at most 63",
+            "check its spelling against the job files (`chronoctl show JOB` lists a job's tags and resource)",
+        )
 
 
 def _end(for_: str | None, until: str | None, now: datetime) -> datetime | None:

@@ -596,7 +596,9 @@ def runs(
     state: Optional[list[str]] = typer.Option(
         None, "--state", metavar="STATE", help="Only runs in this state (repeatable).", autocompletion=_complete.states
     ),
-    limit: int = typer.Option(50, "--limit", min=1, help="At most this many runs, newest first."),
+    limit: int = typer.Option(
+        50, "--limit", min=1, max=1_000_000, help="At most this many runs, newest first (up to 1000000)."
+    ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
     wide: bool = cmd_ops.wide_option(),
@@ -667,7 +669,7 @@ def logs(
     import sys
 
     from chronoctl import output
-    from chronoctl.render import escape_control
+    from chronoctl.render import escape_control, escape_line
 
     url = cmd_ops.db_url(db)
     with cmd_ops.opened(db) as store:
@@ -680,7 +682,7 @@ def logs(
             return _print_json(output.json_of(store, run, attempt, url))
         text, note = output.show(store, run, attempt, url)
     if note:
-        sys.stderr.write(f"chronoctl: {note}\n")
+        sys.stderr.write(f"chronoctl: {escape_line(note)}\n")
         sys.stderr.flush()
     sys.stdout.write(escape_control(text))
     if text and not text.endswith("\n"):

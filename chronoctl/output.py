@@ -208,7 +208,7 @@ def show(store: "Store", run: "Run", attempt: int | None, db: str) -> tuple[str,
     ended, read from its live file while it runs."""
     n = attempt_number(run, attempt)
     if n == 0:
-        return "", f"run {run.run_id} has not started yet"
+        return "", _never_started(run)
     if run.state == "running" and n == run.attempts:
         data = read_live(live_file(store, run, n, db))
         if data or store.get_run(run.run_id).state == "running":  # type: ignore[union-attr]
@@ -222,6 +222,18 @@ def show(store: "Store", run: "Run", attempt: int | None, db: str) -> tuple[str,
     kept = len(tail.encode("utf-8", "surrogateescape"))
     note = f"showing the last {kept} of {total} bytes of output" if total > kept else None
     return tail, note
+
+
+def _never_started(run: "Run") -> str:
+    """Why a run without an attempt has no output: not yet, or never (it was skipped)."""
+    from chronod.core.model import ACTIVE_STATES
+
+    if run.state in ACTIVE_STATES:
+        return f"run {run.run_id} has not started yet"
+    from chronoctl.render import escape_line
+
+    why = f" ({escape_line(run.error)})" if run.error else ""  # a window's reason comes from a job file
+    return f"run {run.run_id} never started: it was {run.state}{why}, so it has no output"
 
 
 def json_of(store: "Store", run: "Run", attempt: int | None, db: str) -> dict[str, Any]:

@@ -397,9 +397,11 @@ def _walk_start(schedule: Any, since: datetime, now: datetime) -> datetime:
     holds more than MAX_WALK occurrences (ten years of a job that fires every second would
     hold hundreds of millions; the latest ones answer the question)."""
     gap = schedule.min_gap_s()
-    if not gap:
+    if (
+        not gap or (now - since).total_seconds() <= gap * MAX_WALK
+    ):  # compared in seconds: no date arithmetic past the calendar
         return since
-    return max(since, now - timedelta(seconds=gap * MAX_WALK))
+    return now - timedelta(seconds=gap * MAX_WALK)
 
 
 def _latest_run_answer(runs: list[Any], now: datetime, spec: JobSpec, what: str) -> Answer:

@@ -7,6 +7,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -132,6 +133,19 @@ def rss_bytes() -> int:
 
 
 M_ARENA_MAX = -8  # glibc mallopt parameter
+SWITCH_INTERVAL_S = 0.0005
+
+
+def favour_the_loop() -> None:
+    """Hand the interpreter lock between threads every 0.5 ms instead of 5 ms.
+
+    The loop releases the lock at each of its system calls (a launch makes dozens) and
+    waits up to the switch interval to get it back while another thread computes: the
+    reload's preparation, the notifier's round over 100,000 jobs, the pruner's read of
+    every job. At 5 ms an `@every 1s` job started up to 925 ms late beside them. The
+    interval matters only while two threads want the lock; the cost is a few more
+    switches then."""
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
 def share_malloc_arena() -> bool:

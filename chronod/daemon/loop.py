@@ -38,6 +38,7 @@ from chronod.daemon.registry import RECONCILE_EVERY_S, Registry
 from chronod.daemon.reloads import InlineReloads
 from chronod.daemon.runs import ActiveRuns, Batch, Job
 from chronod.daemon.startlimit import StartLimit
+from chronod.daemon.synced import Synced
 from chronod.daemon.waits import Waits
 from chronod.daemon.waker import Wakeups
 from chronod.fleet.lease import Lease
@@ -80,6 +81,7 @@ class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Ou
         self.reloads = reloads or InlineReloads()  # ThreadReloads in chronod (chronod.daemon.reloads)
         self.jobs: dict[str, Job] = {}
         self.file_specs: dict[str, list[JobSpec]] = {}  # last good version of each file
+        self.synced = Synced()  # what the last reload stored (an unchanged reload skips it)
         self.heap: list[tuple[datetime, int, str]] = []  # (wake at, seq, run_id)
         self.pending: dict[str, Run] = {}  # run_id -> stored pending / retry_wait run
         self.active = ActiveRuns()  # run_id -> running here (launched or adopted)

@@ -172,6 +172,7 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     from chronod.store.api import NodeConflict, SchemaTooNew, SchemaTooOld, StoreError, open_store
 
     kernel.share_malloc_arena()  # before any thread: one arena, not one per thread to fragment
+    kernel.favour_the_loop()  # the loop gets the interpreter back within 0.5 ms of asking
     log = Log(timestamps="JOURNAL_STREAM" not in os.environ)
     clock = Clock()
     secure = os.geteuid() == 0 and not args.insecure_registry

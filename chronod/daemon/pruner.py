@@ -22,6 +22,8 @@ EVERY_S = 600.0  # a round every ten minutes: retention is counted in days
 FIRST_ROUND_S = 5.0  # after start-up (the loop is ready by then), then every EVERY_S
 BATCH = 500
 PAUSE_S = 0.05
+MIN_HISTORY_DAYS = 1  # the shortest retention a job may ask for (chronod.core.validate)
+READ_ONE_BY_ONE = 200  # definitions not carried here read one by one; more: all at once
 
 
 class Pruner:
@@ -84,8 +86,7 @@ class Pruner:
         return not live or live[0] == self.node
 
     def _prune(self, now: datetime) -> int:
-        known = self.known_specs() if self.known_specs is not None else None
-        days = {row.job_id: row.spec.history_days for row in self.store.jobs(include_removed=True, known=known)}
+        days = self._history_days(now)
         work: list[tuple[str, int]] = []
         for kept_s, ids in retention.by_retention(days).items():
             old = set(self.store.job_ids_with_runs_before(retention.cutoff(now, kept_s)))
@@ -94,6 +95,27 @@ class Pruner:
         old = self.store.job_ids_with_runs_before(retention.cutoff(now, default_s))
         work += [(job_id, default_s) for job_id in retention.unknown_jobs(old, days)]
         return sum(self._prune_job(job_id, retention.cutoff(now, kept_s), kept_s) for job_id, kept_s in work)
+
+    def _history_days(self, now: datetime) -> dict[str, int]:
+        """`history_days` of every job that may have runs to prune. The loop's specs give
+        the carried jobs'; only the jobs with runs older than the shortest retention and no
+        spec here (removed, or carried by other nodes) are read from the store, one by one
+        while they are few. Reading every stored job each round (100,000 rows) held the
+        interpreter for seconds and left the heap larger after every round."""
+        known = self.known_specs() if self.known_specs is not None else None
+        if known is None:
+            return {row.job_id: row.spec.history_days for row in self.store.jobs(include_removed=True)}
+        days = {job_id: spec.history_days for job_id, spec in known.items()}
+        old = self.store.job_ids_with_runs_before(retention.cutoff(now, MIN_HISTORY_DAYS * retention.DAY_S))
+        others = [job_id for job_id in old if job_id not in days]
+        if len(others) > READ_ONE_BY_ONE:
+            rows = self.store.jobs(include_removed=True, known=known)
+            return {row.job_id: row.spec.history_days for row in rows}
+        for job_id in others:
+            row = self.store.get_job(job_id)
+            if row is not None:
+                days[job_id] = row.spec.history_days
+        return days
 
     def _prune_job(self, job_id: str, before: datetime, kept_s: int) -> int:
         total = 0

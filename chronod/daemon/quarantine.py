@@ -52,6 +52,18 @@ class Quarantine:
         except Exception as exc:  # the boundary: one job's failure must not stop the others
             self.isolate(spec, doing, exc)
 
+    def call(self, spec: JobSpec, doing: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` under the guard (None if it raised): a plain call for the paths that
+        run once per job, 100,000 times at a start-up, where the generator of `guard` cost
+        as much as the work."""
+        try:
+            return fn(*args)
+        except self._passthrough:
+            raise
+        except Exception as exc:  # the boundary: one job's failure must not stop the others
+            self.isolate(spec, doing, exc)
+            return None
+
     def isolate(self, spec: JobSpec, doing: str, exc: BaseException) -> None:
         if spec.id in self._held:
             return

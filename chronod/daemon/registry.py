@@ -6,7 +6,6 @@ jobs, and learn which version of a disagreeing job the fleet runs."""
 from __future__ import annotations
 
 import heapq
-import json
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -50,6 +49,7 @@ class Registry:
         """Validate first, then swap: a file with errors keeps its last good version. On the
         loop's thread, start to end (start-up, the end of an outage)."""
         self.reloads.cancel()  # a reload running on its thread is superseded by this one
+        self.synced.forget()  # compare with the store: it may have moved meanwhile (an outage)
         self.finish_reload(self.prepare_reload(), initial)
 
     def prepare_reload(self) -> Prepared:
@@ -96,7 +96,7 @@ class Registry:
             for name, res in (fres.resources or {}).items():
                 resources.setdefault(name, res.max_concurrency)
         carried = {i: s for i, s in specs.items() if carries(s, self.node)}
-        self.store.sync_jobs(self.node, carried.values())
+        self.synced.sync(self.store, self.node, carried)  # nothing when nothing changed
         old = dict(self.jobs)  # one C-level copy: the loop may set a job aside meanwhile
         jobs: dict[str, Job] = {}
         build: list[str] = []  # compiled on the loop's thread, under the quarantine's guard
@@ -115,12 +115,11 @@ class Registry:
         info = {
             "registry_loaded_at": self.clock.now().isoformat(),
             "jobs": len(jobs),
-            "spec_hashes": {job_id: job.spec.spec_hash() for job_id, job in jobs.items()},
             "registry_errors": len(errors),
             "pid": os.getpid(),
             "state_dir": str(getattr(self.runner, "state_dir", "")) or None,
         }
-        self.store.set_node_info(self.node, self.lease.token, _node_info_json(info))
+        self.store.set_node_info(self.node, self.lease.token, self.synced.node_info_json(info, jobs))
         return Prepared(specs, carried, jobs, build, fresh, gone, errors, resources, result)
 
     def finish_reload(self, prep: Prepared, initial: bool = False) -> None:
@@ -311,10 +310,11 @@ class Registry:
 
     def next_run(self, job: Job, after: datetime) -> Run | None:
         """The first occurrence whose fire time is after `after`, as a pending Run."""
-        with self.quarantine.guard(job.spec, "next occurrence"):
-            at = job.schedule.next_after(after - timedelta(seconds=job.offset))
-            return None if at is None else self.make_run(job, at)
-        return None
+        return self.quarantine.call(job.spec, "next occurrence", self._next_run, job, after)
+
+    def _next_run(self, job: Job, after: datetime) -> Run | None:
+        at = job.schedule.next_after(after - timedelta(seconds=job.offset))
+        return None if at is None else self.make_run(job, at)
 
     def make_run(self, job: Job, scheduled_at: datetime, trigger: str = "schedule", rid: str | None = None) -> Run:
         return Run(
@@ -403,15 +403,3 @@ class Registry:
 
 def _fire_order(run: Run) -> tuple[datetime, str]:
     return (run.fire_at, run.run_id)
-
-
-def _node_info_json(info: dict[str, Any]) -> str:
-    """`json.dumps(info, sort_keys=True, default=str)`, the spec hashes encoded 2,000 at a
-    time: one call for 100,000 of them would hold the interpreter (and the loop waiting to
-    fire) for a quarter of a second; the pure-Python encoder took seconds and tens of MB."""
-    hashes = info["spec_hashes"]
-    ids = sorted(hashes)
-    parts = [json.dumps({i: hashes[i] for i in ids[n : n + 2000]})[1:-1] for n in range(0, len(ids), 2000)]
-    text = json.dumps({**info, "spec_hashes": None}, sort_keys=True, default=str)
-    # the key is written once and no string value can hold it unescaped (quotes are escaped)
-    return text.replace('"spec_hashes": null', '"spec_hashes": {' + ", ".join(parts) + "}", 1)

@@ -12,13 +12,10 @@ outage) back to the loop from `take`, as if it had happened there.
 
 from __future__ import annotations
 
-import sys
 import threading
 from typing import Any, Callable
 
 from chronod.daemon import kernel
-
-RELOAD_SWITCH_INTERVAL_S = 0.0005
 
 
 class InlineReloads:
@@ -77,18 +74,12 @@ class ThreadReloads:
             self._thread.start()
 
     def _run(self, work: Callable[[], Any]) -> None:
-        # While this thread computes, the loop waits for the interpreter lock after each of
-        # its system calls (a launch makes dozens) for up to the switch interval (5 ms by
-        # default): a 100,000-job reload made firing seconds late. A short interval while
-        # the preparation runs hands the lock back to the loop within a fraction of that.
-        interval = sys.getswitchinterval()
-        sys.setswitchinterval(min(interval, RELOAD_SWITCH_INTERVAL_S))
+        # The loop gets the interpreter lock back within the daemon's short switch interval
+        # (chronod.daemon.kernel.favour_the_loop) while this thread computes.
         try:
             done: tuple[Any, BaseException | None] = (work(), None)
         except Exception as e:  # handed to the loop by take()
             done = (None, e)
-        finally:
-            sys.setswitchinterval(interval)
         with self._lock:
             self._done = done
         self.wake()

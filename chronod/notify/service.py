@@ -29,6 +29,8 @@ MAX_SLEEP_S = 60.0  # the loop wakes us after every outcome; this bounds retries
 FOLLOWER_SLEEP_S = 5.0  # a node that does not decide looks again this often (it may become the first)
 MIN_ROUND_GAP_S = 0.5  # a busy node records hundreds of outcomes a second: decide on them in rounds
 CURSOR_OVERLAP_S = 30  # re-read this much before the cursor: commits land out of order
+RECENT_OVERLAP_S = 2  # ...but the whole overlap only every WHOLE_OVERLAP_EVERY_S, this much in between
+WHOLE_OVERLAP_EVERY_S = 5.0
 FIRST_LOOKBACK_S = 600  # a database never seen by a notifier: only the last ten minutes
 RECONCILE_EVERY_S = 300.0
 LAUNCH_QUIET_S = 0.3  # a round waits until the loop has started nothing for this long...
@@ -79,6 +81,7 @@ class NotifyService:
         self._launched_at = float("-inf")  # monotonic: when the loop last said it was starting runs
         self._seen: dict[str, datetime] = {}  # run id -> updated_at decided on, within the overlap
         self._trusted = False  # the last round was this node's own and recorded: _states are the stored ones
+        self._whole_overlap_at: datetime | None = None  # when the next round reads the whole overlap
 
     # ------------------------------------------------------------------ thread
     def start(self) -> None:
@@ -149,7 +152,11 @@ class NotifyService:
             known = self.known_specs() if self.known_specs is not None else None
             self._jobs = (version, self.store.jobs(known=known))  # parsing every spec is the costly part
         cursor = _parse(self.outbox.get_state(CURSOR).get("at"))
-        since = (cursor - timedelta(seconds=CURSOR_OVERLAP_S)) if cursor else now - timedelta(seconds=FIRST_LOOKBACK_S)
+        # A commit that lands late almost always lands within a second or two: the rounds in
+        # between read only that much before the cursor, and the whole overlap now and then.
+        whole = not trusted or self._whole_overlap_at is None or now >= self._whole_overlap_at
+        overlap = CURSOR_OVERLAP_S if whole else RECENT_OVERLAP_S
+        since = (cursor - timedelta(seconds=overlap)) if cursor else now - timedelta(seconds=FIRST_LOOKBACK_S)
         # The overlap is read as (run id, updated_at) only; whole rows only for what this
         # node has not decided on yet (at 300 endings a second, re-reading 30 s of rows
         # twice a second was most of this thread's time, beside the loop).
@@ -168,7 +175,7 @@ class NotifyService:
         if quiet:
             # nothing new since the last round: deciding again for every job would only
             # burn CPU on an idle daemon; deliveries that wait for a retry still go out
-            self._seen = dict(keys)
+            self._remember(keys, whole, now)
             self._trusted = trusted
             self._dispatch(now)
             return self._deadline
@@ -224,7 +231,7 @@ class NotifyService:
         elif cursor is None:
             save[CURSOR] = {"at": since.isoformat()}
         self.outbox.set_states(save, now)
-        self._seen = dict(keys)  # decided and recorded: not read again while in the overlap
+        self._remember(keys, whole, now)  # decided and recorded: not read again while in the overlap
         final = {**states, **new_states}
         self._export(final)
         if full:
@@ -239,6 +246,14 @@ class NotifyService:
         self._trusted = True
         self._dispatch(now)
         return self._deadline
+
+    def _remember(self, keys: list[tuple[str, datetime]], whole: bool, now: datetime) -> None:
+        """The runs this round decided on; a round that read the whole overlap replaces them."""
+        if whole:
+            self._seen = dict(keys)
+            self._whole_overlap_at = now + timedelta(seconds=WHOLE_OVERLAP_EVERY_S)
+        else:
+            self._seen.update(keys)
 
     def _decides(self) -> bool:
         """In a fleet one node decides (the first live one by name): the others would only

@@ -223,6 +223,10 @@ class Store(Protocol):
         """Upsert these definitions (spec JSON + hash); jobs this node wrote before and no
         longer has get `removed_at` set and their pending occurrences cancelled."""
 
+    def jobs_version(self) -> tuple[int, datetime | None]:
+        """(count, newest updated_at) of the jobs table: changes whenever another writer
+        changes a definition, a removal or a pause."""
+
     def jobs(self, include_removed: bool = False, known: Mapping[str, JobSpec] | None = None) -> list[JobRow]:
         """Every registered job. `known`: specs the caller already holds, by id; a row whose
         stored hash is a known spec's `spec_hash()` gets that object instead of one parsed

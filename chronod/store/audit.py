@@ -8,15 +8,13 @@ through here, so what the simulation checks is what an operator is told."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from chronod.core import blackout, history
 from chronod.core.model import ACTIVE_STATES, TERMINAL_STATES, JobSpec
+from chronod.core.report import JobReport, job_report
 from chronod.core.schedule import compile_schedule
 from chronod.store.api import JobRow, Run, Store
-
-if TYPE_CHECKING:
-    from chronod.core.report import JobReport
 
 
 def schedule_of(spec: JobSpec) -> Any:
@@ -30,11 +28,9 @@ def node_names(store: Store) -> list[str]:
 
 def report(
     store: Store, spec: JobSpec, since: datetime, until: datetime, now: datetime, schedule: Any = None
-) -> "JobReport":
+) -> JobReport:
     """`report JOB --from since --to until`: every expected occurrence of [since, until).
     `schedule`: the spec's compiled schedule when the caller has it (compiled otherwise)."""
-    from chronod.core.report import job_report  # `report` only: did-it-run and missed need none of it
-
     schedule = schedule if schedule is not None else schedule_of(spec)
     # Jitter moves a fire time up to tolerance_s after its nominal time; runs are keyed by both.
     runs = store.runs(spec.id, since=since - timedelta(days=1), until=until, newest_first=False)

@@ -96,3 +96,14 @@ def test_validate_points_at_the_line_of_a_bad_window(tmp_path):
     proc = chronoctl("validate", str(reg))
     assert proc.returncode == 1
     assert "jobs.yaml:5: error: blackouts[0].duration" in proc.stdout + proc.stderr
+
+
+def test_pausing_a_tag_or_resource_no_job_could_ever_have_is_a_usage_error_naming_the_rule(tmp_path):
+    db = str(tmp_path / "never-opened.db")
+    for flag, value in (("--tag", "$(id)"), ("--resource", "../../etc"), ("--tag", "db\x1b[2J")):
+        proc = chronoctl("pause", flag, value, "--reason", "x", "--db", db)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        kind = flag.lstrip("-")
+        assert f"no job can have the {kind}" in proc.stderr and "letters, digits" in proc.stderr
+        assert "\x1b" not in proc.stderr
+    assert not (tmp_path / "never-opened.db").exists()

@@ -177,3 +177,9 @@ def test_a_duration_with_more_digits_than_python_converts_is_a_usage_error(world
     code = main(["missed", "--since", "9" * 5000 + "s", "--db", world["db"]])
     err = capsys.readouterr().err
     assert code == 2 and "--since" in err and "too large" in err
+
+
+def test_a_runs_limit_beyond_what_the_database_counts_is_a_usage_error(world, capsys):
+    code = main(["runs", "monthly", "--limit", str(2**63), "--db", world["db"]])
+    err = capsys.readouterr().err
+    assert code == 2 and "--limit" in err, err

@@ -115,15 +115,22 @@ class _Log:
         self.events.append((event, fields))
 
 
-def test_the_pruner_keeps_each_job_its_own_history_days_and_unknown_jobs_the_default(store):
+@pytest.mark.parametrize("carried", ["none given", "long carried", "long carried, the rest read at once"])
+def test_the_pruner_keeps_each_job_its_own_history_days_and_unknown_jobs_the_default(store, carried, monkeypatch):
+    """The loop's specs (`known_specs`) give the carried jobs' retention; the others' (here
+    `short`, carried by no one now) come from the store, one by one or all at once."""
     from dataclasses import replace
 
+    from chronod.daemon import pruner as pruner_module
     from chronod.daemon.metrics import Metrics
     from chronod.daemon.pruner import Pruner
     from tests.contract.test_store_contract import spec
 
     now = T0 + timedelta(days=500)
     store.sync_jobs("n1", [replace(spec("short"), history_days=10), spec("long")])
+    known = None if carried == "none given" else (lambda: {"long": spec("long")})
+    if carried.endswith("at once"):
+        monkeypatch.setattr(pruner_module, "READ_ONE_BY_ONE", 0)
 
     def old(job: str, days_ago: float, state: str = "failed") -> Run:
         when = now - timedelta(days=days_ago)
@@ -150,7 +157,7 @@ def test_the_pruner_keeps_each_job_its_own_history_days_and_unknown_jobs_the_def
         ]
     )
     metrics, log = Metrics(), _Log()
-    pruner = Pruner(store, None, log, "n1", metrics=metrics, batch=1, pause_s=0)
+    pruner = Pruner(store, None, log, "n1", metrics=metrics, batch=1, pause_s=0, known_specs=known)
     assert pruner.step(now) == 4
     left = {r.run_id for r in store.runs()}
     assert left == {"short-9", "short-30", "long-300", "gone-399"}  # short-30: its latest success

@@ -8,6 +8,7 @@ import signal as _signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
@@ -77,8 +78,10 @@ class Chronod:
 
 
 def chronoctl(
-    *args: str, db: str | None = None, check: bool = False, env: dict | None = None, timeout: float = 30
+    *args: str, db: str | None = None, check: bool = False, env: dict | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess:
+    """Run the CLI. The timeout only ends a hung command: a loaded CI host has taken over 30 s
+    to start Python and read a fleet's runs."""
     argv = [str(BIN / "chronoctl"), *args]
     if db is not None:
         argv += ["--db", db]
@@ -130,3 +133,47 @@ def registered_since(store, when, job_id: str | None = None) -> None:
         update = update.where(schema.job_known.c.job_id == job_id)
     with store.engine.begin() as conn:
         conn.execute(update)
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on now (the kernel's choice, not a guess)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def once_a_day_at(t: datetime) -> str:
+    """A 6-field schedule that fires once a day at `t`'s second (UTC)."""
+    return f"{t.second} {t.minute} {t.hour} * * *"
+
+
+def write_once_soon(
+    path: Path, make_file, job_id: str, daemons: list["Chronod"], db: str, delay_s: float = 3
+) -> datetime:
+    """Write `make_file(schedule)` to `path` while `daemons` run, the schedule firing once
+    `delay_s` from now, and return that time. A reload on a loaded host may end after the
+    chosen second; the job would then wait for tomorrow: the file is written again further
+    ahead until a daemon has stored today's occurrence (the stored rows say which)."""
+    for _ in range(5):
+        at = (datetime.now(timezone.utc) + timedelta(seconds=delay_s)).replace(microsecond=0)
+        seen = [d.log_since_start().count("event=registry.reloaded") for d in daemons]
+        write_jobs(path, make_file(once_a_day_at(at)))
+        wait_until(
+            lambda seen=seen: all(
+                d.log_since_start().count("event=registry.reloaded") > n for d, n in zip(daemons, seen)
+            ),
+            timeout=30,
+            what="the daemons to read the job file",
+        )
+        rows = wait_until(
+            lambda: [r for r in runs_json(job_id, db, since="2d") if r["state"] != "cancelled"],
+            timeout=30,
+            what=f"an occurrence of {job_id} to be stored",
+        )
+        if any(datetime.fromisoformat(r["scheduled_at"]) <= at for r in rows):
+            return at
+        print(f"{job_id}: the file naming {at:%H:%M:%S} was read after that second; written again further ahead")
+        delay_s *= 2
+    raise AssertionError(f"{job_id}: no daemon read the job file before the second it names, five times over")

@@ -186,10 +186,12 @@ def test_in_a_fleet_a_backfill_goes_on_when_the_node_driving_it_is_killed(tmp_pa
     from tests.integration.test_fleet import WITNESS, Fleet
 
     fleet = Fleet(tmp_path, new_pg_database())
+    # the first run holds until its driver is killed: on a loaded host a 0.5 s run let the
+    # driver finish the whole backfill before the kill, and the survivor had nothing to go on with
+    release = tmp_path / "release"
+    hold = f"; while [ ! -e {release} ]; do sleep 0.1; done"
     try:
-        write_jobs(
-            fleet.reg / "a.yaml", jobs_file(job("hourly", "0 * * * *", WITNESS.format(w=fleet.w) + "; sleep 0.5"))
-        )
+        write_jobs(fleet.reg / "a.yaml", jobs_file(job("hourly", "0 * * * *", WITNESS.format(w=fleet.w) + hold)))
         for n in ("a", "b"):
             fleet.start(n)
         args = ("--from", hours_ago(4).isoformat(), "--to", hours_ago(1).isoformat(), "--only", "all")
@@ -199,6 +201,7 @@ def test_in_a_fleet_a_backfill_goes_on_when_the_node_driving_it_is_killed(tmp_pa
         first = wait_until(lambda: fleet.witness(), timeout=20, what="the first backfilled run")
         driver = first[0][2]
         fleet.nodes[driver].kill9()
+        release.touch()
         store = SqlStore(fleet.db)
         try:
             wait_until(lambda: store.get_backfill(bf_id).state == "done", timeout=30, what="the backfill to finish")

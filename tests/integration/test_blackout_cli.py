@@ -77,7 +77,8 @@ def test_a_tag_pause_ends_by_itself_and_status_says_who_why_and_until_when(env):
     write_jobs(env["reg"] / "a.yaml", jobs_file(job("tagged", "@every 1s", "true", tags=["db"])))
     d = Chronod(env["reg"], env["db"], env["log"]).start()
     try:
-        res = chronoctl("pause", "--tag", "db", "--reason", "INC-4 replica lag", "--for", "6s", "--json", db=env["db"])
+        # long enough that `status` (a second CLI start on a loaded host) still finds it paused
+        res = chronoctl("pause", "--tag", "db", "--reason", "INC-4 replica lag", "--for", "20s", "--json", db=env["db"])
         assert res.returncode == 0, res.stderr
         paused = json.loads(res.stdout)
         assert paused["jobs"] == ["tagged"] and paused["until"]
@@ -93,7 +94,7 @@ def test_a_tag_pause_ends_by_itself_and_status_says_who_why_and_until_when(env):
             lambda: any(
                 r["state"] == "succeeded" and parse(r["scheduled_at"]) > until for r in runs_json("tagged", env["db"])
             ),
-            timeout=20,
+            timeout=60,
             what="a run after the pause ended by itself",
         )
     finally:

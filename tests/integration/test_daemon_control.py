@@ -40,16 +40,31 @@ def test_a_stalled_daemon_catches_up_by_policy_when_it_continues(env):
     time.sleep(4)
     d.send(signal.SIGCONT)
     resumed = datetime.now(timezone.utc)
-    time.sleep(1.5)
+
+    def stalled() -> list[dict]:
+        runs = by_scheduled(runs_json("tick", env["db"]))
+        return [
+            r
+            for s, r in runs.items()
+            if stalled_from + timedelta(seconds=1) < parse(s) < resumed - timedelta(seconds=1)
+        ]
+
+    # once it continues (how soon depends on the host's load): the occurrences of the stall
+    # are settled by the policy, and the schedule runs on
+    wait_until(
+        lambda: len(stalled()) >= 2 and all(r["state"] not in ("pending", "running") for r in stalled()),
+        timeout=30,
+        what="the stalled occurrences to be settled",
+    )
+    wait_until(
+        lambda: any(
+            parse(r["scheduled_at"]) > resumed and r["state"] == "succeeded" for r in runs_json("tick", env["db"])
+        ),
+        timeout=30,
+        what="a run after the stall",
+    )
     d.stop()
-    runs = by_scheduled(runs_json("tick", env["db"]))
-    stalled = [
-        r for s, r in runs.items() if stalled_from + timedelta(seconds=1) < parse(s) < resumed - timedelta(seconds=1)
-    ]
-    assert len(stalled) >= 2, runs
-    assert Counter(r["state"] for r in stalled) == {"skipped_outage": len(stalled)}
-    after = [r for s, r in runs.items() if resumed + timedelta(seconds=0.2) < parse(s) < resumed + timedelta(seconds=1)]
-    assert all(r["state"] == "succeeded" for r in after)
+    assert Counter(r["state"] for r in stalled()) == {"skipped_outage": len(stalled())}, stalled()
 
 
 def test_systemd_hears_ready_and_stopping(env, tmp_path):
@@ -97,14 +112,22 @@ def test_a_paused_job_records_skipped_paused_until_it_is_resumed(env):
     write_jobs(env["reg"] / "a.yaml", jobs_file(job("p", "@every 1s", "true")))
     d = daemon(env).start()
     chronoctl("pause", "p", "--reason", "maintenance window", db=env["db"], check=True)
-    time.sleep(2.5)
+    paused = wait_until(
+        lambda: [r for r in runs_json("p", env["db"]) if r["state"] == "skipped_paused"],
+        timeout=30,
+        what="an occurrence skipped while paused",
+    )
     chronoctl("resume", "p", db=env["db"], check=True)
-    time.sleep(2.5)
+    resumed = datetime.now(timezone.utc)
+    wait_until(
+        lambda: [
+            r for r in runs_json("p", env["db"]) if parse(r["scheduled_at"]) > resumed and r["state"] == "succeeded"
+        ],
+        timeout=30,
+        what="a run after the resume",
+    )
     d.stop()
-    states = [r["state"] for r in sorted(runs_json("p", env["db"]), key=lambda r: r["scheduled_at"])]
-    paused = [r for r in runs_json("p", env["db"]) if r["state"] == "skipped_paused"]
-    assert len(paused) >= 1 and "maintenance window" in paused[0]["error"]
-    assert states[-3:-1] == ["succeeded", "succeeded"] or states.count("succeeded") >= 2
+    assert "maintenance window" in paused[0]["error"]
 
 
 def test_a_manual_trigger_runs_at_once_with_its_own_run_id(env):
@@ -126,11 +149,27 @@ def test_a_job_removed_and_added_back_before_its_next_occurrence_still_runs_it(e
     wait_until(lambda: env["w"].exists(), timeout=10, what="a first run")
     (env["reg"] / "a.yaml").unlink()
     wait_until(lambda: "event=job.removed" in d.log_since_start(), what="the removal")
+    added = datetime.now(timezone.utc)
     write_jobs(env["reg"] / "a.yaml", spec)
     wait_until(lambda: d.log_since_start().count("event=registry.reloaded") >= 2, what="the re-add")
-    time.sleep(7)
+    line = [l for l in d.log_since_start().splitlines() if "event=registry.reloaded" in l][1]
+    loaded = datetime.fromisoformat(line.split()[0])
+    # the first occurrence after the re-add (within one period of the reload) runs
+    nxt = wait_until(
+        lambda: [
+            r
+            for r in runs_json("back", env["db"])
+            if added < parse(r["scheduled_at"]) <= loaded + timedelta(seconds=6)
+            and r["state"] not in ("pending", "running")
+        ],
+        timeout=30,
+        what="the occurrence after the re-add to end",
+    )
     d.stop()
     ran = env["w"].read_text().split()
-    assert len(ran) >= 2, "the occurrence after the re-add did not run"
+    assert nxt[0]["state"] == "succeeded" and nxt[0]["run_id"] in ran, (
+        "the occurrence after the re-add did not run",
+        nxt,
+    )
     runs = {r["run_id"]: r for r in runs_json("back", env["db"])}
-    assert all(runs[rid]["state"] == "succeeded" for rid in ran)
+    assert all(runs[rid]["state"] in ("succeeded", "running") for rid in ran)

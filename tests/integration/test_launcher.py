@@ -152,11 +152,17 @@ def test_a_launcher_killed_hard_makes_each_of_its_runs_lost_and_stops_their_jobs
     outcomes = [finish(runner, h) for h in running]
     assert [o.state for o in outcomes] == ["lost"] * 3
     assert all(o.error.startswith(LOST_ERROR) and "has been killed" in o.error for o in outcomes)
-    time.sleep(0.1)
-    assert not any(alive(h.pid) for h in running)
+    _until(lambda: not any(alive(h.pid) for h in running), "the jobs of the killed launcher to be gone")
     after = launch(runner, "after", "echo again")
     assert after.supervisor_pid != running[0].supervisor_pid
     assert finish(runner, after).output_tail == "again\n"
+
+
+def _until(cond, what: str, timeout: float = 10) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(0.02)
 
 
 def _gone(pid: int, timeout: float = 10) -> None:

@@ -153,7 +153,9 @@ def test_a_job_that_stops_succeeding_goes_silent_on_time(env, hook):
         assert (body["event"], body["state"]) == ("silence", "silent")
         assert datetime.fromisoformat(body["at"]) == deadline
         late = hook.arrived[0] - deadline.timestamp()
-        assert 0 <= late < 2.5, f"silence notice arrived {late:.2f}s after the deadline"
+        # never before the deadline; soon after it (the daemon wakes for it, it does not wait
+        # for some later round), with room for a loaded host
+        assert 0 <= late < 10, f"silence notice arrived {late:.2f}s after the deadline"
         settle(2)
         assert hook.events("heartbeat") == ["silence"]
     finally:
@@ -181,14 +183,21 @@ def test_a_dead_webhook_delays_no_job_and_its_failures_are_counted(env):
     d = chronod(env).start()
     try:
         wait_until(lambda: "event=notify.failed" in d.log_since_start(), timeout=30, what="a failed delivery")
-        settle(4)
-        runs = [r for r in runs_json("steady", env["db"]) if r["started_at"]]
-        assert len(runs) >= 8
-        lags = [
+        runs = wait_until(
+            lambda: (
+                (rows := [r for r in runs_json("steady", env["db"]) if r["started_at"]]) and len(rows) >= 8 and rows
+            ),
+            timeout=30,
+            what="eight runs of steady",
+        )
+        lags = sorted(
             (datetime.fromisoformat(r["started_at"]) - datetime.fromisoformat(r["fire_at"])).total_seconds()
             for r in runs
-        ]
-        assert max(lags) < 1.0, f"fire lag up to {max(lags):.3f}s while webhooks hang"
+        )
+        # a delivery that held the loop would hold every start behind a 2 s webhook timeout, and
+        # more each second (two failing jobs a second): the typical start would be seconds late.
+        # One late start is a loaded host's, not the webhooks'.
+        assert lags[len(lags) // 2] < 1.0, f"fire lags while webhooks hang: {lags}"
         assert "job=noisy2" in d.log_since_start()
     finally:
         d.stop()
@@ -488,6 +497,7 @@ def test_rounds_read_whole_rows_only_of_runs_not_decided_on_and_a_late_commit_be
     store_url, tmp_path
 ):
     from chronod.core.occurrence import run_id
+    from chronod.notify import service
     from chronod.store.api import Run
 
     store = _spec_store(
@@ -531,15 +541,22 @@ def test_rounds_read_whole_rows_only_of_runs_not_decided_on_and_a_late_commit_be
         assert asked[-1] == ["job:flaky"]
         svc.step(now + timedelta(seconds=1))  # nothing new: the overlap is not read again
         assert len(read) == 1
-        # a failure whose transaction began (updated_at) before the newest change the
-        # notifier saw, committed only now: inside the overlap, read once, noticed
-        ended(now - timedelta(seconds=10), "failed", now - timedelta(seconds=12))
+        # the cursor is now the newest change seen (now - 15 s). A failure whose transaction
+        # began (updated_at) a second before it, committed only now: read at once, noticed
+        ended(now - timedelta(seconds=10), "failed", now - timedelta(seconds=16))
         svc.step(now + timedelta(seconds=2))
         assert read[-1] == [run_id("flaky", now - timedelta(seconds=10))]
         assert [r.event for r in _rows(store, "flaky")] == ["failed"]
         assert asked[-1] == []  # its own last round's states, not read back
+        # a commit far later than its change time: read with the whole overlap, once
+        ended(now - timedelta(seconds=5), "succeeded", now - timedelta(seconds=25))
         svc.step(now + timedelta(seconds=3))
         assert len(read) == 2
+        svc.step(now + timedelta(seconds=3 + service.WHOLE_OVERLAP_EVERY_S))
+        assert read[-1] == [run_id("flaky", now - timedelta(seconds=5))]
+        assert [r.event for r in _rows(store, "flaky")] == ["failed", "recovered"]
+        svc.step(now + timedelta(seconds=4 + service.WHOLE_OVERLAP_EVERY_S))
+        assert len(read) == 3
     finally:
         svc.stop()
         store.close()
@@ -587,13 +604,16 @@ def test_in_a_fleet_only_the_first_live_node_decides_and_the_next_takes_over_whe
 
 
 def test_a_job_held_by_its_tags_pause_is_not_called_silent_until_the_tag_is_resumed(env, hook):
-    write_jobs(
-        env["reg"] / "a.yaml",
-        jobs_file(job("tagged", "exit 1", hook.url, on=("silence",), max_silence_s=3, tags=["db"])),
-    )
     d = chronod(env).start()
     try:
+        # the tag is paused before the job is registered: were the pause to land after the
+        # job's 3 s of allowed silence (a slow `chronoctl` on a loaded host), the silence
+        # notice would be right
         chronoctl("pause", "--tag", "db", "--reason", "INC-4 replica lag", db=env["db"], check=True)
+        write_jobs(
+            env["reg"] / "a.yaml",
+            jobs_file(job("tagged", "exit 1", hook.url, on=("silence",), max_silence_s=3, tags=["db"])),
+        )
         wait_until(
             lambda: sum(r["state"] == "skipped_paused" for r in runs_json("tagged", env["db"])) >= 5,
             timeout=15,

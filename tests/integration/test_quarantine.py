@@ -7,12 +7,19 @@ its own file included) keeps running. The failure is injected past validation: a
 from __future__ import annotations
 
 import json
-import os
 import signal
-import time
 import urllib.request
 
-from tests.integration.daemon_helpers import Chronod, chronoctl, job, jobs_file, runs_json, wait_until, write_jobs
+from tests.integration.daemon_helpers import (
+    Chronod,
+    chronoctl,
+    free_port,
+    job,
+    jobs_file,
+    runs_json,
+    wait_until,
+    write_jobs,
+)
 
 BOMB = """
 import chronod.core.schedule as schedule
@@ -52,12 +59,16 @@ def test_a_job_that_raises_at_run_time_is_quarantined_and_the_others_keep_runnin
     db, log = str(tmp_path / "chrono.db"), tmp_path / "chronod.log"
     write_jobs(reg / "mixed.yaml", jobs_file(job("good", "@every 1s", "true"), job("bomb", "@every 3s", "true")))
     write_jobs(reg / "other.yaml", jobs_file(job("other", "@every 1s", "true")))
-    port = 20000 + (os.getpid() + 7) % 20000
+    port = free_port()
     d = Chronod(reg, db, log, "--metrics-addr", f"127.0.0.1:{port}", env={"PYTHONPATH": str(inject)}).start()
     wait_until(lambda: "event=job.quarantined" in d.log_since_start(), timeout=15, what="the quarantine")
     before = {j: len(runs_json(j, db)) for j in ("good", "other")}
-    time.sleep(3.2)
-    after = {j: len(runs_json(j, db)) for j in ("good", "other")}
+
+    def grown() -> dict | None:
+        now = {j: len(runs_json(j, db)) for j in before}
+        return now if all(now[j] >= before[j] + 2 for j in now) else None
+
+    after = wait_until(grown, timeout=30, what="the other jobs to run on")
     status = json.loads(chronoctl("status", "--json", db=db, check=True).stdout)
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     assert d.proc.poll() is None, d.log_since_start()
@@ -92,7 +103,13 @@ def test_an_every_beyond_the_calendar_is_refused_and_the_other_jobs_run(tmp_path
     d = Chronod(reg, db, log).start()
     wait_until(lambda: len(runs_json("good", db)) >= 3, timeout=15, what="the good job to run")
     d.send(signal.SIGHUP)  # a reload reads the file again: still no crash
-    time.sleep(1.5)
+    wait_until(
+        lambda: (
+            "event=registry." in d.log_since_start().split("event=daemon.ready", 1)[-1] or d.proc.poll() is not None
+        ),
+        timeout=30,
+        what="the reload",
+    )
     assert d.proc.poll() is None, d.log_since_start()
     text = d.log_since_start()
     assert d.stop() == 0

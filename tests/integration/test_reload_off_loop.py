@@ -156,7 +156,7 @@ def test_first_occurrences_far_ahead_are_stored_after_ready_a_slice_per_wake_up(
 def test_the_node_info_encoded_in_slices_is_the_plain_json_text():
     import json
 
-    from chronod.daemon.registry import _node_info_json
+    from chronod.daemon.synced import node_info_json as _node_info_json
 
     for n in (0, 1, 2000, 2001, 4500):
         info = {

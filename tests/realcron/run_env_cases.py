@@ -123,11 +123,10 @@ def _read_job(path: Path) -> dict | None:
     return {"env": env, "cwd": cwd.read_text().strip() if cwd.exists() else None}
 
 
-def _wait_for_the_minute(proc: subprocess.Popen, work: Path, files: int, log=print) -> None:
-    """Let cron run the next minute's jobs (they write within a few seconds), then stop it."""
+def _wait_for_the_minute(proc: subprocess.Popen, work: Path, files: int, at: datetime, log=print) -> None:
+    """Let cron run the jobs of the minute `at` (they write within a few seconds), then stop it."""
     try:
-        now = time.time()
-        boundary = now - now % 60 + 60
+        boundary = at.timestamp()
         log(
             f"cron {cron_version()} started with {files} files; "
             f"jobs run at {datetime.fromtimestamp(boundary, UTC):%H:%M:%S} UTC"
@@ -155,7 +154,9 @@ def run_live(cases: list[Case], work: Path, with_all: bool = True) -> dict:
         if not os.path.exists(target):
             raise RuntimeError(f"{target} does not exist: the run binds its own file over it (touch {target})")
     second = datetime.now().second
-    if second > 45:  # cron must have read the files before the minute it runs them
+    # cron must have read the files before the minute it runs them: half a minute of room
+    # for writing them and starting cron on a loaded host
+    if second >= 30:
         time.sleep(61 - second)
     stage, out = work / "cron.d", work / "out"
     stage.mkdir()
@@ -201,7 +202,7 @@ def run_live(cases: list[Case], work: Path, with_all: bool = True) -> dict:
             stderr=logf,
             start_new_session=True,
         )
-        _wait_for_the_minute(proc, work, len(names) + (combined is not None))
+        _wait_for_the_minute(proc, work, len(names) + (combined is not None), at)
     elapsed = time.monotonic() - started
     results = {}
     extra = (

@@ -276,3 +276,33 @@ def test_times_take_the_common_short_forms():
     assert at("2026-12-03") == "2026-12-03T05:00:00+00:00"
     assert at("now") == now.isoformat()
     assert at("2026-12-03T01:00:00Z", "UTC") == "2026-12-03T01:00:00+00:00"
+
+
+@pytest.mark.parametrize(
+    "state, error",
+    [
+        ("skipped_blackout", "inside maintenance window nightly (db upgrade) until 2026-03-10T04:00:00Z"),
+        ("skipped_paused", "job paused: INC-7 (by alice)"),
+        ("skipped_overlap", None),
+        ("skipped_blackout", "inside maintenance window w (evil \x1b[2J\x07) until 2026-03-10T04:00:00Z"),
+    ],
+)
+def test_logs_of_a_run_that_was_skipped_says_it_never_started_and_why_not_that_it_has_not_yet(state, error):
+    from chronoctl import output
+    from tests.unit.test_history import DAILY, run
+
+    skipped = run(DAILY, "2026-03-10 02:00", state, attempts=0, error=error)
+    text, note = output.show(None, skipped, None, "sqlite:///x")
+    assert text == ""
+    assert "not started yet" not in note
+    assert f"never started: it was {state}" in note
+    assert (error or "").split(" (")[0] in note
+    assert not any(ord(c) < 32 for c in note), "control characters reach the terminal"
+
+
+def test_logs_of_a_pending_run_says_it_has_not_started_yet():
+    from chronoctl import output
+    from tests.unit.test_history import DAILY, run
+
+    _, note = output.show(None, run(DAILY, "2026-03-10 02:00", "pending"), None, "sqlite:///x")
+    assert "has not started yet" in note

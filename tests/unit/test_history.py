@@ -180,6 +180,12 @@ def test_a_window_of_ten_years_of_a_job_every_second_is_answered_without_walking
     assert counting.produced <= h.MAX_WALK + 1
 
 
+def test_a_window_of_a_monthly_job_is_walked_whole_without_date_arithmetic_past_the_calendar():
+    monthly = spec(id="close", schedule="0 3 1 * *")
+    a = h.did_it_run(monthly, [], now=NOW, since=NOW - timedelta(minutes=5))
+    assert (a.yes, a.state) == (False, h.NO_OCCURRENCE)
+
+
 def test_a_window_in_which_nothing_fell_due_says_when_it_will():
     a = h.did_it_run(DAILY, [], now=NOW, since=NOW - timedelta(hours=3))
     assert (a.yes, a.state) == (False, h.NO_OCCURRENCE)

@@ -178,7 +178,7 @@ def _croniter_compatible(expr):
     return not (dom.startswith("*") or dow.startswith("*")) and len(f.doms) < 31 and len(f.dows) < 7
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expressions(six=False, allow_n_slash=False), st.integers(0, 4 * 365 * 86400))
 def test_in_utc_five_field_expressions_agree_with_croniter(expr, offset_s):
     if not _croniter_compatible(expr):
