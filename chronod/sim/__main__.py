@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import shutil
+import signal
 import sys
 import time
 from typing import Any
@@ -16,16 +19,24 @@ from chronod.sim.scenario import FAULTS, Config
 
 EXIT_BROKEN = 1
 EXIT_USAGE = 2
+MAX_DAYS = 3660  # ten years of simulated time
+MAX_JOBS = 100_000
+MAX_NODES = 64
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m chronod.sim", description="Simulate chronod for DAYS with a fake clock and check its promises."
     )
-    p.add_argument("--days", type=float, default=1.0, help="simulated days (default 1)")
-    p.add_argument("--jobs", type=int, default=50, help="jobs in the registry at the start (default 50)")
+    p.add_argument("--days", type=float, default=1.0, help="simulated days (default 1, at most 3660)")
     p.add_argument(
-        "--nodes", type=int, default=1, help="daemons on one store; above 1 a fleet (faults crash,stall,zombie,outage)"
+        "--jobs", type=int, default=50, help="jobs in the registry at the start (default 50, at most 100000)"
+    )
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="daemons on one store; above 1 a fleet (faults crash,stall,zombie,outage); at most 64",
     )
     p.add_argument("--seed", type=int, default=1, help="fixes every choice of the simulation (default 1)")
     p.add_argument(
@@ -52,6 +63,12 @@ def config(args: argparse.Namespace) -> Config:
         )
     if args.days <= 0 or args.jobs < 1:
         raise ValueError("--days must be above 0 and --jobs at least 1")
+    if not math.isfinite(args.days) or args.days > MAX_DAYS:
+        raise ValueError(f"--days {args.days} is not a number of days up to {MAX_DAYS}")
+    if args.jobs > MAX_JOBS:
+        raise ValueError(f"--jobs {args.jobs} is more than {MAX_JOBS:,}, the most a simulation holds")
+    if args.nodes > MAX_NODES:
+        raise ValueError(f"--nodes {args.nodes} is more than {MAX_NODES}, the largest fleet simulated")
     return Config(days=args.days, jobs=args.jobs, nodes=args.nodes, seed=args.seed, faults=faults)
 
 
@@ -63,7 +80,13 @@ def run(cfg: Config) -> dict[str, Any]:
     from chronod.sim.invariants import check
 
     began = time.monotonic()
-    out: Any = FleetSimulation(cfg).run() if cfg.nodes > 1 else Simulation(cfg).run()
+    sim: Any = FleetSimulation(cfg) if cfg.nodes > 1 else Simulation(cfg)
+    try:
+        out: Any = sim.run()
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM) or failed: leave no working directory behind
+        sim.store.close()
+        shutil.rmtree(sim.tmp, ignore_errors=True)
+        raise
     try:
         simulated = time.monotonic() - began
         results = check_fleet(out) if cfg.nodes > 1 else check(out)
@@ -110,6 +133,10 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -123,4 +150,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so that a stopped run cleans up after itself
     sys.exit(main())
