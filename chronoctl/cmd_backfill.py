@@ -219,12 +219,7 @@ def _each_nodes(store: "Store", now: datetime) -> list[str]:
 
 
 def _user() -> str | None:
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return None
+    return common.asking_user()
 
 
 def _occ_json(occ: Any, **extra: Any) -> dict[str, Any]:

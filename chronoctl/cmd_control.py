@@ -13,7 +13,6 @@ finally comes up, surprises more than it helps.
 
 from __future__ import annotations
 
-import getpass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
@@ -87,15 +86,7 @@ def trigger(
 
 
 def _user() -> str | None:
-    """Who is asking: the user behind sudo when there is one, else the login name."""
-    import os
-
-    if os.geteuid() == 0 and os.environ.get("SUDO_USER"):
-        return os.environ["SUDO_USER"]
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return None
+    return common.asking_user()
 
 
 def pause(

@@ -26,6 +26,21 @@ def now_utc() -> datetime:
     return Clock().now()
 
 
+def asking_user() -> str | None:
+    """Who is asking, as a pause or a backfill records it: the account of the process's
+    user id (LOGNAME and USER are not asked: anyone can set them), or for root the user
+    behind sudo."""
+    import os
+    import pwd
+
+    if os.geteuid() == 0 and os.environ.get("SUDO_USER"):
+        return os.environ["SUDO_USER"]
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
+
+
 def registry_dir(option: Path | None) -> Path:
     """`--registry DIR`, else `CHRONO_REGISTRY`, else the default for this user (docs/reference.md, Files and paths)."""
     if option is not None:

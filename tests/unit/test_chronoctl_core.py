@@ -306,3 +306,23 @@ def test_logs_of_a_pending_run_says_it_has_not_started_yet():
 
     _, note = output.show(None, run(DAILY, "2026-03-10 02:00", "pending"), None, "sqlite:///x")
     assert "has not started yet" in note
+
+
+def test_who_paused_or_backfilled_is_the_account_of_the_process_not_what_the_environment_claims(monkeypatch):
+    import os
+    import pwd
+
+    from chronoctl import cmd_backfill, cmd_control
+
+    monkeypatch.setenv("USER", "mallory")
+    monkeypatch.setenv("LOGNAME", "mallory")
+    monkeypatch.setenv("SUDO_USER", "mallory")
+    monkeypatch.setattr(os, "geteuid", lambda: 65534)
+    monkeypatch.setattr(os, "getuid", lambda: 65534)
+    nobody = pwd.getpwuid(65534).pw_name
+    assert cmd_control._user() == nobody
+    assert cmd_backfill._user() == nobody
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    monkeypatch.setenv("SUDO_USER", "alice")  # root may say who it acts for, as sudo records it
+    assert cmd_control._user() == cmd_backfill._user() == "alice"
