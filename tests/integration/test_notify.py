@@ -660,3 +660,59 @@ def test_a_job_that_never_succeeded_goes_silent_counted_from_its_registration_no
     finally:
         svc.stop()
         store.close()
+
+
+def test_a_silence_deadline_wakes_a_round_for_its_own_job_only(store_url, tmp_path, monkeypatch):
+    """With many jobs, a round woken by one job's silence deadline decides for that job, not
+    for all of them (deciding for every job at each deadline kept the notifier busy)."""
+    from chronod.core.occurrence import run_id
+    from chronod.notify import core, service
+    from chronod.store.api import Run
+
+    quiet = [
+        job(f"q{i}", "true", "http://127.0.0.1:9/", on=("silence",), max_silence_s=60 + i).replace(
+            '"@every 1s"', '"@every 1h"'
+        )
+        for i in range(20)
+    ]
+    store = _spec_store(store_url, tmp_path, jobs_file(*quiet))
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    for i in range(20):
+        at, nxt = now - timedelta(seconds=50), now + timedelta(hours=1)  # a success, and the next occurrence
+        store.insert_runs(
+            [
+                Run(
+                    run_id=run_id(f"q{i}", at),
+                    job_id=f"q{i}",
+                    job_key=f"q{i}",
+                    scheduled_at=at,
+                    fire_at=at,
+                    state="succeeded",
+                    attempts=1,
+                    exit_code=0,
+                    finished_at=at + timedelta(milliseconds=200),
+                ),
+                Run(run_id=run_id(f"q{i}", nxt), job_id=f"q{i}", job_key=f"q{i}", scheduled_at=nxt, fire_at=nxt),
+            ]
+        )
+    decided: list[str] = []
+    real = core.decide
+    monkeypatch.setattr(service.core, "decide", lambda spec, *a, **k: decided.append(spec.id) or real(spec, *a, **k))
+    svc = _service(store, "n1", [])
+    try:
+        first = svc.step(now)
+        assert sorted(decided) == sorted(f"q{i}" for i in range(20)) and first == now + timedelta(
+            seconds=10, milliseconds=200
+        )
+        decided.clear()
+        # q0's deadline (its success 49.8 s ago + 60 s) passes: only q0 is decided again, and it goes silent
+        assert svc.step(now + timedelta(seconds=10, milliseconds=500)) == now + timedelta(seconds=11, milliseconds=200)
+        assert decided == ["q0"]
+        assert [r.event for r in _rows(store, "q0")] == ["silence"], _rows(store, "q0")
+        assert _rows(store, "q1") == []
+        decided.clear()
+        svc.step(now + timedelta(seconds=12, milliseconds=500))  # q1's and q2's
+        assert sorted(decided) == ["q1", "q2"] and [r.event for r in _rows(store, "q2")] == ["silence"]
+    finally:
+        svc.stop()
+        store.close()
