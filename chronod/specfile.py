@@ -742,6 +742,25 @@ def _merge(reg: RegistryResult, fres: FileResult) -> None:
     reg.problems.extend(fres.problems)
 
 
+def _warn_of_others_jobs(fres: FileResult, window: Window) -> None:
+    """A delegated file's window that names jobs of other files holds none of them: say so."""
+    own = {s.id for s in fres.specs}
+    others = [j for j in window.jobs if j not in own]
+    if others:
+        fres.problems.append(
+            Problem(
+                WARNING,
+                fres.path,
+                window.source_line,
+                None,
+                "blackouts",
+                f"window {window.name!r} names {', '.join(repr(j) for j in others)}, not a job of this file: "
+                f"a window in a file owned by {fres.delegated} holds only that file's jobs",
+                "name only this file's jobs, or ask root to define the window in a root-owned file",
+            )
+        )
+
+
 def _merge_windows(reg: RegistryResult, fres: FileResult) -> None:
     """Add a file's maintenance windows; a name is one window across the registry. A
     delegated file's windows hold only that file's own jobs."""
@@ -764,6 +783,7 @@ def _merge_windows(reg: RegistryResult, fres: FileResult) -> None:
             continue
         if fres.delegated:
             window = dataclasses.replace(window, only_file=fres.path)
+            _warn_of_others_jobs(fres, window)
         seen[window.name] = window
         reg.blackouts.append(window)
         kept.append(window)

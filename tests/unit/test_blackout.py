@@ -282,3 +282,18 @@ def test_explain_and_forecast_walk_only_the_spans_they_show_of_a_window_open_eve
     assert [h["fires_held"] for h in held] == [1] * cmd_schedule.FORECAST_SPANS
     assert held[-1]["more"] is True and held[0]["more"] is False
     assert counting.produced <= cmd_schedule.FORECAST_SPANS + 2
+
+
+def test_a_delegated_files_window_that_names_a_job_it_cannot_hold_is_a_warning_at_its_line():
+    from chronod.specfile import FileResult, RegistryResult, _merge_windows
+
+    mine = spec("userjob", source_file="jobs.d/alice.yaml")
+    w = window(jobs=("userjob", "rootjob"), source_file="jobs.d/alice.yaml", source_line=3)
+    fres = FileResult("jobs.d/alice.yaml", specs=(mine,), blackouts=(w,), delegated="alice")
+    _merge_windows(RegistryResult(), fres)
+    [p] = fres.problems
+    assert (p.severity, p.line) == (WARNING, 3)
+    assert "rootjob" in p.message and "alice" in p.message and "userjob" not in p.message
+    root = FileResult("jobs.d/root.yaml", specs=(spec("rootjob", source_file="jobs.d/root.yaml"),), blackouts=(w,))
+    _merge_windows(RegistryResult(), root)
+    assert root.problems == []
