@@ -213,6 +213,7 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="keep an existing filled database")
     ap.add_argument("--repeat", type=int, default=5)
     a = ap.parse_args()
+    _compile_bytecode()
     out = {}
     path = Path(a.sqlite)
     if not (a.reuse and path.exists()):
@@ -227,6 +228,18 @@ def main() -> None:
             _recreate_pg(a.pg)
             print(f"  filled PostgreSQL in {fill(a.pg):.0f}s", file=sys.stderr)
         out["postgresql"] = bench("PostgreSQL", a.pg, a.repeat)
+
+
+def _compile_bytecode() -> None:
+    """Byte-compile chrono and its libraries, as the package's postinst does on a host: with
+    PYTHONDONTWRITEBYTECODE set (or a read-only tree) every chronoctl would compile its
+    own modules from source first, about 60 ms that no installed chronoctl pays."""
+    import chronoctl
+    import chronod
+
+    roots = [Path(m.__file__).parent for m in (chronod, chronoctl)]
+    roots.append(Path(sys.executable).parents[1] / "lib")
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", *map(str, roots)], check=False)
 
 
 def _recreate_pg(url: str) -> None:
