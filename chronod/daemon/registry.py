@@ -168,7 +168,7 @@ class Registry:
 
     def set_aside(self) -> None:
         """Quarantined jobs leave the schedule (their history and stored rows stay)."""
-        for job_id in [j for j in self.jobs if j in self.quarantine]:
+        for job_id in [j for j in self.quarantine.ids() if j in self.jobs]:
             del self.jobs[job_id]
             for rid in [r for r, run in self.pending.items() if run.job_id == job_id]:
                 del self.pending[rid]

@@ -76,7 +76,8 @@ class NotifyService:
         self._stop = threading.Event()
         self._next_reconcile: datetime | None = None
         self.thread: threading.Thread | None = None
-        self._jobs: tuple[Any, list[Any]] | None = None
+        # (jobs version, rows, spec by id, own-paused ids): rebuilt only when a definition changes
+        self._jobs: tuple[Any, list[Any], dict[str, Any], set[str]] | None = None
         self._deadline: datetime | None = None
         self._silences = SilenceDeadlines()  # each job's own, so a deadline wakes only its job
         self._paused: set[str] = set()
@@ -153,7 +154,8 @@ class NotifyService:
         if not same_jobs:
             self._jobs = None  # the old rows go before the new ones come
             known = self.known_specs() if self.known_specs is not None else None
-            self._jobs = (version, self.store.jobs(known=known))  # parsing every spec is the costly part
+            rows = self.store.jobs(known=known)  # parsing every spec is the costly part
+            self._jobs = (version, rows, {r.job_id: r.spec for r in rows}, {r.job_id for r in rows if r.paused})
         cursor = _parse(self.outbox.get_state(CURSOR).get("at"))
         # A commit that lands late almost always lands within a second or two: the rounds in
         # between read only that much before the cursor, and the whole overlap now and then.
@@ -182,9 +184,8 @@ class NotifyService:
             self._trusted = trusted
             self._dispatch(now)
             return self._deadline
-        rows = self._jobs[1]
-        specs = {r.job_id: r.spec for r in rows}
-        paused = {r.job_id for r in rows if r.paused} | self._held_by_groups(rows)
+        _, rows, specs, own_paused = self._jobs
+        paused = own_paused | self._held_by_groups(rows)
         by_job: dict[str, list[Any]] = {}
         for r in changed:
             by_job.setdefault(r.job_id, []).append(r)

@@ -57,10 +57,7 @@ class Outbox:
     def jobs_version(self) -> tuple[int, datetime | None]:
         """(count, newest updated_at) of the jobs table: changes whenever a definition, a
         removal or a pause does, so the notifier re-reads definitions only then."""
-        j = s.jobs.c
-        with self.store._tx(write=False) as c:
-            row = c.execute(sa.select(sa.func.count(), sa.func.max(j.updated_at))).one()
-        return int(row[0]), row[1]
+        return self.store.jobs_version()
 
     # --- notifier state -----------------------------------------------------------------
     def get_state(self, name: str) -> dict[str, Any]:

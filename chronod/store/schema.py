@@ -25,13 +25,14 @@ from sqlalchemy import (
     Sequence,
     Table,
     Text,
+    text,
 )
 from sqlalchemy.types import TypeDecorator
 
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0008"
 """The newest alembic revision this chrono knows (a test keeps it equal to alembic's head)."""
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
 """Every revision in order, oldest first: a database at one of these is older, not newer."""
 
 
@@ -76,6 +77,10 @@ jobs = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     Column("paused_by", Text),  # 0006: who paused it
     Column("paused_until", UTCDateTime),  # 0006: a pause that ends by itself
+    # 0008: what chronod reads at every wake-up, without scanning every job; each WHERE as
+    # SQLAlchemy writes `paused.is_(True)` on that database, so that its planner matches it
+    Index("ix_jobs_paused", "job_id", sqlite_where=text("paused IS 1"), postgresql_where=text("paused IS true")),
+    Index("ix_jobs_updated_at", "updated_at"),
 )
 
 # --- 0006: pauses of a tag or a resource (a job's own pause is on its jobs row) -------------

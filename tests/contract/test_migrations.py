@@ -150,3 +150,30 @@ def test_upgrading_a_database_from_before_the_registration_record_dates_each_job
         "old": [(datetime(2026, 3, 1, 2, 0, tzinfo=utc), None)],
         "gone": [(datetime(2026, 3, 12, tzinfo=utc), datetime(2026, 3, 12, tzinfo=utc))],
     }
+
+
+def test_the_paused_jobs_read_at_every_wake_up_uses_its_index_on_sqlite(tmp_path):
+    """`pauses()` runs at every wake-up of the loop and every round of the notifier; without
+    the partial index it scanned every job (28 ms at 100,000 jobs). SQLite uses a partial
+    index only when the query repeats its condition word for word, so this pins the pair."""
+    store = SqlStore(f"sqlite:///{tmp_path}/c.db")
+    seen: list[tuple[str, object]] = []
+    try:
+        store.upgrade()
+
+        def note(conn, cursor, stmt, params, *rest):
+            seen.append((stmt, params))
+
+        sa.event.listen(store.engine, "before_cursor_execute", note)
+        store.pauses(include_removed=True)
+        store.pauses()
+        sa.event.remove(store.engine, "before_cursor_execute", note)
+        with store.engine.connect() as conn:
+            plans = [
+                " ".join(str(r[-1]) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + stmt, params).all())
+                for stmt, params in seen
+                if "FROM jobs" in stmt
+            ]
+    finally:
+        store.close()
+    assert len(plans) == 2 and all("ix_jobs_paused" in p for p in plans), plans
