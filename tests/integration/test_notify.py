@@ -284,6 +284,19 @@ def _spec_store(store_url, tmp_path, yaml_text):
     return store
 
 
+def _run(job_id, at, state="pending", *, took=timedelta(milliseconds=200), **fields):
+    """A stored run of `job_id` scheduled (and fired) at `at`; one that ended took `took`,
+    after one attempt, exit code 0 or 1 by its state. `fields` override any of these."""
+    from chronod.core.occurrence import run_id
+    from chronod.store.api import Run
+
+    ended = (
+        {} if state == "pending" else {"attempts": 1, "exit_code": int(state != "succeeded"), "finished_at": at + took}
+    )
+    base = dict(run_id=run_id(job_id, at), job_id=job_id, job_key=job_id, scheduled_at=at, fire_at=at, state=state)
+    return Run(**{**base, **ended, **fields})
+
+
 def _rows(store, job_id):
     from chronod.store.outbox import Outbox
 
@@ -291,8 +304,6 @@ def _rows(store, job_id):
 
 
 def test_two_nodes_deciding_the_same_history_record_and_send_each_notice_once(store_url, tmp_path):
-    from chronod.core.occurrence import run_id
-    from chronod.store.api import Run
 
     store = _spec_store(
         store_url,
@@ -302,20 +313,7 @@ def test_two_nodes_deciding_the_same_history_record_and_send_each_notice_once(st
     now = datetime.now(timezone.utc).replace(microsecond=0)
     at = now - timedelta(seconds=30)
     store.insert_runs(
-        [
-            Run(
-                run_id=run_id("flaky", at - timedelta(seconds=i)),
-                job_id="flaky",
-                job_key="flaky",
-                scheduled_at=at - timedelta(seconds=i),
-                fire_at=at - timedelta(seconds=i),
-                state="failed",
-                attempts=1,
-                exit_code=1,
-                finished_at=at - timedelta(seconds=i) + timedelta(milliseconds=300),
-            )
-            for i in range(5)
-        ]
+        [_run("flaky", at - timedelta(seconds=i), "failed", took=timedelta(milliseconds=300)) for i in range(5)]
     )
     sent_a, sent_b = [], []
     a, b = _service(store, "a", sent_a), _service(store, "b", sent_b)
@@ -349,24 +347,9 @@ def test_a_deleted_next_occurrence_is_noticed_and_chronod_repairs_it(env, hook, 
     try:
         pending = [r for r in store.pending() if r.job_id == "hourly"]
         assert len(pending) == 1
-        from chronod.core.occurrence import run_id
-        from chronod.store.api import Run
 
         before = pending[0].scheduled_at - timedelta(hours=1)
-        store.insert_runs(
-            [
-                Run(
-                    run_id=run_id("hourly", before),
-                    job_id="hourly",
-                    job_key="hourly",
-                    scheduled_at=before,
-                    fire_at=before,
-                    state="succeeded",
-                    attempts=1,
-                    finished_at=before + timedelta(seconds=1),
-                )
-            ]
-        )
+        store.insert_runs([_run("hourly", before, "succeeded", took=timedelta(seconds=1), exit_code=None)])
         assert store.delete_run(pending[0].run_id)
         sent = []
         svc = _service(store, "checker", sent)
@@ -394,7 +377,6 @@ def test_a_deleted_next_occurrence_is_noticed_and_chronod_repairs_it(env, hook, 
 
 def test_an_occurrence_left_pending_past_its_grace_is_reported_unclaimed(store_url, tmp_path):
     from chronod.core.occurrence import run_id
-    from chronod.store.api import Run
 
     store = _spec_store(
         store_url, tmp_path, jobs_file(job("stuck", "true", "http://127.0.0.1:9/", on=("silence",), max_silence_s=7200))
@@ -403,24 +385,8 @@ def test_an_occurrence_left_pending_past_its_grace_is_reported_unclaimed(store_u
     late = now - timedelta(seconds=90)
     store.insert_runs(
         [
-            Run(
-                run_id=run_id("stuck", late - timedelta(seconds=1)),
-                job_id="stuck",
-                job_key="stuck",
-                scheduled_at=late - timedelta(seconds=1),
-                fire_at=late - timedelta(seconds=1),
-                state="succeeded",
-                attempts=1,
-                finished_at=late,
-            ),
-            Run(
-                run_id=run_id("stuck", late),
-                job_id="stuck",
-                job_key="stuck",
-                scheduled_at=late,
-                fire_at=late,
-                state="pending",
-            ),
+            _run("stuck", late - timedelta(seconds=1), "succeeded", took=timedelta(seconds=1), exit_code=None),
+            _run("stuck", late),
         ]
     )
     sent = []
@@ -438,9 +404,7 @@ def test_an_occurrence_left_pending_past_its_grace_is_reported_unclaimed(store_u
 
 
 def test_a_round_busy_with_one_job_still_notices_another_job_going_silent(store_url, tmp_path, monkeypatch):
-    from chronod.core.occurrence import run_id
     from chronod.notify import service
-    from chronod.store.api import Run
 
     monkeypatch.setattr(service, "CURSOR_OVERLAP_S", 0)  # later rounds read only busy's new rows
 
@@ -457,21 +421,9 @@ def test_a_round_busy_with_one_job_still_notices_another_job_going_silent(store_
     now = datetime.now(timezone.utc).replace(microsecond=0)
 
     def ran(job_id, at, state):
-        store.insert_runs(
-            [
-                Run(
-                    run_id=run_id(job_id, at),
-                    job_id=job_id,
-                    job_key=job_id,
-                    scheduled_at=at,
-                    fire_at=at,
-                    state=state,
-                    attempts=1,
-                    exit_code=0 if state == "succeeded" else 1,
-                    finished_at=at + timedelta(milliseconds=200),
-                )
-            ]
-        )
+        # every row, pending ones too, with an attempt, an exit code and an end
+        ends = {"attempts": 1, "exit_code": int(state != "succeeded"), "finished_at": at + timedelta(milliseconds=200)}
+        store.insert_runs([_run(job_id, at, state, **ends)])
 
     ran("quiet", now - timedelta(seconds=50), "succeeded")
     for job_id in ("busy", "quiet"):
@@ -498,7 +450,6 @@ def test_rounds_read_whole_rows_only_of_runs_not_decided_on_and_a_late_commit_be
 ):
     from chronod.core.occurrence import run_id
     from chronod.notify import service
-    from chronod.store.api import Run
 
     store = _spec_store(
         store_url,
@@ -510,15 +461,12 @@ def test_rounds_read_whole_rows_only_of_runs_not_decided_on_and_a_late_commit_be
     def ended(at, state, updated_at):
         store.insert_runs(
             [
-                Run(
-                    run_id=run_id("flaky", at),
-                    job_id="flaky",
-                    job_key="flaky",
-                    scheduled_at=at,
-                    fire_at=at,
-                    state=state,
+                _run(
+                    "flaky",
+                    at,
+                    state,
                     attempts=1,
-                    exit_code=0 if state == "succeeded" else 1,
+                    exit_code=int(state != "succeeded"),
                     finished_at=at + timedelta(milliseconds=200),
                     updated_at=updated_at,
                 )
@@ -565,8 +513,6 @@ def test_rounds_read_whole_rows_only_of_runs_not_decided_on_and_a_late_commit_be
 def test_in_a_fleet_only_the_first_live_node_decides_and_the_next_takes_over_when_it_leaves(store_url, tmp_path):
     if "postgresql" not in store_url:
         pytest.skip("a fleet shares PostgreSQL")
-    from chronod.core.occurrence import run_id
-    from chronod.store.api import Run
 
     store = _spec_store(
         store_url,
@@ -575,21 +521,7 @@ def test_in_a_fleet_only_the_first_live_node_decides_and_the_next_takes_over_whe
     )
     tokens = {n: store.acquire_node(n, pid=os.getpid(), hostname="h", boot_id="b", ttl_s=60) for n in ("a", "b")}
     now = datetime.now(timezone.utc).replace(microsecond=0)
-    store.insert_runs(
-        [
-            Run(
-                run_id=run_id("flaky", now),
-                job_id="flaky",
-                job_key="flaky",
-                scheduled_at=now,
-                fire_at=now,
-                state="failed",
-                attempts=1,
-                exit_code=1,
-                finished_at=now + timedelta(milliseconds=300),
-            )
-        ]
-    )
+    store.insert_runs([_run("flaky", now, "failed", took=timedelta(milliseconds=300))])
     a, b = _service(store, "a", []), _service(store, "b", [])
     try:
         b.step(now)
@@ -627,8 +559,6 @@ def test_a_job_held_by_its_tags_pause_is_not_called_silent_until_the_tag_is_resu
 
 
 def test_a_job_that_never_succeeded_goes_silent_counted_from_its_registration_not_its_first_run(store_url, tmp_path):
-    from chronod.core.occurrence import run_id
-    from chronod.store.api import Run
 
     # registered now; its first run (a failure) only 100 s later; max_silence_s 60
     store = _spec_store(
@@ -638,21 +568,7 @@ def test_a_job_that_never_succeeded_goes_silent_counted_from_its_registration_no
     )
     now = datetime.now(timezone.utc).replace(microsecond=0)
     at = now + timedelta(seconds=100)
-    store.insert_runs(
-        [
-            Run(
-                run_id=run_id("late", at),
-                job_id="late",
-                job_key="late",
-                scheduled_at=at,
-                fire_at=at,
-                state="failed",
-                attempts=1,
-                exit_code=1,
-                finished_at=at + timedelta(milliseconds=200),
-            )
-        ]
-    )
+    store.insert_runs([_run("late", at, "failed")])
     svc = _service(store, "n1", [])
     try:
         svc.step(now + timedelta(seconds=130))  # 130 s after registration, 30 s after the first run
@@ -665,9 +581,7 @@ def test_a_job_that_never_succeeded_goes_silent_counted_from_its_registration_no
 def test_a_silence_deadline_wakes_a_round_for_its_own_job_only(store_url, tmp_path, monkeypatch):
     """With many jobs, a round woken by one job's silence deadline decides for that job, not
     for all of them (deciding for every job at each deadline kept the notifier busy)."""
-    from chronod.core.occurrence import run_id
     from chronod.notify import core, service
-    from chronod.store.api import Run
 
     quiet = [
         job(f"q{i}", "true", "http://127.0.0.1:9/", on=("silence",), max_silence_s=60 + i).replace(
@@ -679,22 +593,7 @@ def test_a_silence_deadline_wakes_a_round_for_its_own_job_only(store_url, tmp_pa
     now = datetime.now(timezone.utc).replace(microsecond=0)
     for i in range(20):
         at, nxt = now - timedelta(seconds=50), now + timedelta(hours=1)  # a success, and the next occurrence
-        store.insert_runs(
-            [
-                Run(
-                    run_id=run_id(f"q{i}", at),
-                    job_id=f"q{i}",
-                    job_key=f"q{i}",
-                    scheduled_at=at,
-                    fire_at=at,
-                    state="succeeded",
-                    attempts=1,
-                    exit_code=0,
-                    finished_at=at + timedelta(milliseconds=200),
-                ),
-                Run(run_id=run_id(f"q{i}", nxt), job_id=f"q{i}", job_key=f"q{i}", scheduled_at=nxt, fire_at=nxt),
-            ]
-        )
+        store.insert_runs([_run(f"q{i}", at, "succeeded"), _run(f"q{i}", nxt)])
     decided: list[str] = []
     real = core.decide
     monkeypatch.setattr(service.core, "decide", lambda spec, *a, **k: decided.append(spec.id) or real(spec, *a, **k))
