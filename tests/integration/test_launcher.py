@@ -48,16 +48,7 @@ def test_one_launcher_process_supervises_every_run(runner):
 
 
 def test_many_concurrent_runs_are_all_collected_and_their_files_removed_by_the_launcher(runner, tmp_path):
-    handles = [
-        runner.launch(LaunchRequest(f"r{i}", 1, spec("sleep 0.2; echo $CHRONO_RUN_ID"), {"CHRONO_RUN_ID": f"r{i}"}))
-        for i in range(100)
-    ]
-    outcomes = {}
-    end = time.monotonic() + 20
-    while runner.handles() and time.monotonic() < end:
-        for h in runner.ready(1):
-            outcomes[h.run_id] = runner.collect(h)
-            runner.discard(h.run_id, h.attempt)
+    handles, outcomes, end = base.run_many(runner)
     assert len(outcomes) == len(handles)
     assert all(o.state == "succeeded" and o.output_tail == f"{rid}\n" for rid, o in outcomes.items())
     while os.listdir(tmp_path / "state"):

@@ -247,17 +247,24 @@ def test_the_job_leads_its_own_process_group_and_session(runner):
     assert pgid not in (os.getpgrp(), os.getsid(0))
 
 
-def test_many_concurrent_attempts_are_all_collected(runner, tmp_path):
+def run_many(runner, n: int = 100, within_s: float = 20) -> tuple[list, dict, float]:
+    """Launch `n` runs at once, collect and discard each as it ends: (handles, outcomes by
+    run id, the monotonic deadline)."""
     handles = [
         runner.launch(LaunchRequest(f"r{i}", 1, spec("sleep 0.2; echo $CHRONO_RUN_ID"), {"CHRONO_RUN_ID": f"r{i}"}))
-        for i in range(100)
+        for i in range(n)
     ]
     outcomes = {}
-    end = time.monotonic() + 20
+    end = time.monotonic() + within_s
     while runner.handles() and time.monotonic() < end:
         for h in runner.ready(1):
             outcomes[h.run_id] = runner.collect(h)
             runner.discard(h.run_id, h.attempt)
+    return handles, outcomes, end
+
+
+def test_many_concurrent_attempts_are_all_collected(runner, tmp_path):
+    handles, outcomes, _ = run_many(runner)
     assert len(outcomes) == len(handles)
     assert all(o.state == "succeeded" and o.output_tail == f"{rid}\n" for rid, o in outcomes.items())
     assert os.listdir(tmp_path / "state") == []
