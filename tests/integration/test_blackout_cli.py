@@ -23,6 +23,18 @@ def stamp(t: datetime) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S+00:00")
 
 
+def swap_disks(start: datetime, end: datetime) -> str:
+    """A registry file's window `swap-disks` over the jobs tagged storage, from `start` to `end`."""
+    return (
+        "blackouts:\n"
+        "  - name: swap-disks\n"
+        "    reason: CHG-7 disk swap\n"
+        f"    from: '{stamp(start)}'\n"
+        f"    to: '{stamp(end)}'\n"
+        "    tags: [storage]\n"
+    )
+
+
 def parse(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
@@ -38,14 +50,7 @@ def test_a_window_skips_one_job_and_defers_the_other_to_its_end(env):
     # the window arrives by a reload of the running daemon, and opens a moment later
     start = (datetime.now(timezone.utc) + timedelta(seconds=3)).replace(microsecond=0)
     end = start + timedelta(seconds=3)
-    window = (
-        "blackouts:\n"
-        "  - name: swap-disks\n"
-        "    reason: CHG-7 disk swap\n"
-        f"    from: '{stamp(start)}'\n"
-        f"    to: '{stamp(end)}'\n"
-        "    tags: [storage]\n"
-    )
+    window = swap_disks(start, end)
     write_jobs(env["reg"] / "a.yaml", window + jobs)
     try:
         wait_until(
@@ -108,14 +113,7 @@ def test_did_it_run_says_an_occurrence_is_deferred_by_its_window_until_it_ends(e
     jobs = jobs_file(job("defers", "@every 1s", "true", tags=["storage"], blackout="defer"))
     start = (datetime.now(timezone.utc) + timedelta(seconds=2)).replace(microsecond=0)
     end = start + timedelta(minutes=10)  # open for the whole test: the daemon stops inside it
-    window = (
-        "blackouts:\n"
-        "  - name: swap-disks\n"
-        "    reason: CHG-7 disk swap\n"
-        f"    from: '{stamp(start)}'\n"
-        f"    to: '{stamp(end)}'\n"
-        "    tags: [storage]\n"
-    )
+    window = swap_disks(start, end)
     write_jobs(env["reg"] / "a.yaml", window + jobs)
     d = Chronod(env["reg"], env["db"], env["log"]).start()
     try:
