@@ -291,8 +291,11 @@ class NotifyService:
     ) -> tuple[list[core.Notice], dict[str, core.NotifyState]]:
         """The schedule against the table: jobs without a next occurrence, and occurrences
         that fell due and that nothing claimed."""
-        waiting = {key.split("@", 1)[0] for key in self.outbox.waiting_keys()}
+        # The latest runs before the waiting ones: the loop stores a new job's first
+        # occurrence at any moment, and read the other way round, a run stored between the
+        # two reads was "latest" but not "waiting" -- a false page for a job just registered.
         latest = self.outbox.latest_runs()
+        waiting = {key.split("@", 1)[0] for key in self.outbox.waiting_keys()}
         first = self.outbox.first_seen()
         since = now - timedelta(seconds=UNCLAIMED_LOOKBACK_S)
         marks = self.store.run_marks(since=since, until=now + timedelta(seconds=1))

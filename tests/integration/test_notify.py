@@ -347,6 +347,7 @@ def test_a_deleted_next_occurrence_is_noticed_and_chronod_repairs_it(env, hook, 
     try:
         pending = [r for r in store.pending() if r.job_id == "hourly"]
         assert len(pending) == 1
+        assert _rows(store, "hourly") == [], "chronod paged a job whose next occurrence is stored"
 
         before = pending[0].scheduled_at - timedelta(hours=1)
         store.insert_runs([_run("hourly", before, "succeeded", took=timedelta(seconds=1), exit_code=None)])
@@ -372,6 +373,39 @@ def test_a_deleted_next_occurrence_is_noticed_and_chronod_repairs_it(env, hook, 
             d.stop()
         assert [r.run_id for r in store.pending() if r.job_id == "hourly"] == [pending[0].run_id]
     finally:
+        store.close()
+
+
+def test_a_first_occurrence_stored_while_the_reconciler_reads_is_not_paged_as_missing(store_url, tmp_path):
+    """chronod stores a new job's first occurrence just after READY, while its notifier's
+    first round reconciles: the occurrence lands between the reconciler's reads. Whichever
+    read comes first, the job must not be paged as having no next occurrence."""
+    store = _spec_store(
+        store_url, tmp_path, jobs_file(job("fresh", "true", "http://127.0.0.1:9/", on=("silence",), max_silence_s=7200))
+    )
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    sent = []
+    svc = _service(store, "n1", sent)
+    stored = []
+
+    def then_store(read):
+        def wrapped(*a, **k):
+            out = read(*a, **k)
+            if not stored:  # the loop commits the first occurrence right after this read
+                store.insert_runs([_run("fresh", now + timedelta(minutes=30))])
+                stored.append(read.__name__)
+            return out
+
+        return wrapped
+
+    svc.outbox.latest_runs = then_store(svc.outbox.latest_runs)
+    svc.outbox.waiting_keys = then_store(svc.outbox.waiting_keys)
+    try:
+        svc.step(now)
+        assert stored, "the reconciler read neither the latest nor the waiting runs"
+        assert [(r.event, r.state) for r in _rows(store, "fresh")] == []
+    finally:
+        svc.stop()
         store.close()
 
 
