@@ -3,8 +3,9 @@
 A cron schedule is evaluated in two steps: `cronexpr` gives the sorted allowed values of
 each field; `_next_wall` jumps field by field to the next matching *wall* time (naive,
 in the job's zone); `_CronSchedule` maps wall times to UTC instants with cron's DST rules
-(gap: fixed-time jobs fire once at the transition; fold: fixed-time jobs fire in the first
-pass only, wildcard jobs in both; a change of 3 hours or more is a clock correction:
+(gap: a fixed-time job fires once for each matching time the clock skipped, at the
+transition and one second apart after it; fold: fixed-time jobs fire in the first pass only,
+wildcard jobs in both; a change of 3 hours or more is a clock correction:
 nothing caught up, nothing repeated).
 
 A fixed-time job may choose other rules for the two DST cases: `dst_gap` `skip` (a time
@@ -24,6 +25,7 @@ from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from chronod.core.bounds import EARLIEST, LATEST, MAX_EVERY_S, days_text
+from chronod.core.calendar import CalendarError, CalendarSpec, next_elapse, parse_calendar
 from chronod.core.cronexpr import CronFields, ScheduleError, parse_fields
 from chronod.core.durations import DurationError, parse_duration
 from chronod.core.model import DST_GAP_POLICIES, DST_REPEAT_POLICIES
@@ -61,7 +63,7 @@ class Schedule:
 
     expr: str  # as written
     tz: str  # IANA zone name
-    kind: str  # "cron" | "every" | "reboot"
+    kind: str  # "cron" | "every" | "reboot" | "calendar"
     is_fixed_time: (
         bool  # docs/reference.md, Time zones and daylight saving time: minute and hour fields do not start with '*'
     )
@@ -214,6 +216,70 @@ class _EverySchedule(Schedule):
 
     def describe(self) -> str:
         return f"every {self._written} (UTC epoch multiples)"
+
+
+class _CalendarSchedule(Schedule):
+    """@calendar EXPR[; EXPR...]: systemd calendar expressions (OnCalendar=), each evaluated as
+    systemd does (chronod.core.calendar); the schedule fires at the union of their elapses,
+    once per instant, as one timer with several OnCalendar= lines does. DST follows systemd:
+    a skipped time is not run, a repeated time runs in the pass the search is in."""
+
+    def __init__(self, expr: str, tz: str, specs: tuple[CalendarSpec, ...], written: tuple[str, ...]):
+        self.expr, self.tz, self.kind = expr, tz, "calendar"
+        self.is_fixed_time, self.every_s = False, None
+        self.specs, self._written = specs, written
+
+    def next_after(self, after: datetime) -> datetime | None:
+        a = _as_utc(after)
+        if a >= LATEST:
+            return None
+        found = [t for t in (next_elapse(spec, a, self.tz) for spec in self.specs) if t is not None]
+        return _within(min(found)) if found else None
+
+    def min_gap_s(self) -> int | None:
+        return _calendar_gaps(self.expr, self.tz)[0]
+
+    def max_gap_s(self) -> int | None:
+        return _calendar_gaps(self.expr, self.tz)[1]
+
+    def describe(self) -> str:
+        words = " or ".join(f"'{w}'" for w in self._written)
+        zone = "" if self.tz in _UTC_NAMES else f" ({self.tz})"
+        return f"at systemd calendar {words}{zone}"
+
+
+_GAP_SAMPLE = 1000  # fires
+_GAP_YEARS = 8
+
+
+@lru_cache(maxsize=4096)
+def _calendar_gaps(expr: str, tz: str) -> tuple[int | None, int | None]:
+    """Smallest and largest gap between fires, measured over the first fires from 2024 on
+    (at most 1,000, at most 8 years): a calendar expression has no closed form for them."""
+    schedule = compile_schedule(expr, tz)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    fires = schedule.fires(start, start + timedelta(days=366 * _GAP_YEARS), limit=_GAP_SAMPLE)
+    gaps = [int((b - a).total_seconds()) for a, b in zip(fires, fires[1:])]
+    return (min(gaps), max(gaps)) if gaps else (None, None)
+
+
+def _calendar(expr: str, tz: str, rest: str) -> _CalendarSchedule:
+    written = tuple(part.strip() for part in rest.split(";"))
+    if not rest.strip() or not all(written):
+        raise ScheduleError(
+            f"{expr!r}: @calendar needs systemd calendar expressions, separated by ';'",
+            "write @calendar Mon..Fri *-*-* 10:00, or @calendar daily; *-*-01 04:00",
+        )
+    specs = []
+    for part in written:
+        try:
+            specs.append(parse_calendar(part, tz))
+        except CalendarError as exc:
+            raise ScheduleError(exc.message, exc.hint) from exc
+    probe = datetime(2024, 1, 1, tzinfo=UTC)
+    if all(next_elapse(spec, probe, tz) is None for spec in specs):
+        raise ScheduleError(f"{expr!r} never elapses after 2024", "check the year and the day (2030-02-30 never comes)")
+    return _CalendarSchedule(expr, tz, tuple(specs), written)
 
 
 # ---------------------------------------------------------------------------------------
@@ -383,6 +449,32 @@ def _map_wall(zone: ZoneInfo, wall: datetime) -> _Wall:
     return _Wall("gap", t, None, shift, resume, before)
 
 
+@lru_cache(maxsize=4096)
+def _gap_fires(f: CronFields, zone: ZoneInfo, t: datetime, shift: timedelta) -> tuple[datetime, ...]:
+    """Where a fixed-time job's matches inside a clock's forward jump at `t` fire under
+    `dst_gap: shift`, as Debian's cron runs them: each skipped match once, right after the
+    jump. Each needs its own instant (its own run id), so they take the seconds from `t` on,
+    one each, in the order of the skipped times, leaving out the seconds at which the job
+    fires anyway after the jump (`0 2,3 * * *`: 03:00 itself at `t`, the skipped 02:00 at
+    `t` + 1 s). Skipped matches beyond the free seconds of the jump's length (only possible
+    with a seconds field) are not run."""
+    start = (t + _offset((t - _SECOND).astimezone(zone))).replace(tzinfo=None)  # the old clock at `t`
+    size = int(shift.total_seconds())
+    skipped = 0
+    w = next_wall(f, start, max_year=start.year + 1)
+    while w is not None and w < start + shift:
+        skipped += 1
+        w = next_wall(f, w + _SECOND, max_year=start.year + 1)
+    after = start + shift  # the new clock at `t`
+    out: list[datetime] = []
+    for k in range(size):
+        if len(out) == skipped:
+            break
+        if not wall_matches(f, after + timedelta(seconds=k)):
+            out.append(t + timedelta(seconds=k))
+    return tuple(out)
+
+
 def _fmt_time(t: datetime, seconds: bool) -> str:
     return t.strftime("%H:%M:%S" if seconds else "%H:%M")
 
@@ -419,12 +511,33 @@ class _CronSchedule(Schedule):
         if m.case == "fold":
             assert m.second is not None
             return {"first": (m.first,), "last": (m.second,), "both": (m.first, m.second)}[self._repeat]
-        return (m.first,) if self._shift_gap else ()
+        return _gap_fires(self.fields, self._zone, m.first, m.shift) if self._shift_gap else ()
+
+    def _recent_gap_fires(self, a: datetime) -> tuple[datetime, ...]:
+        """The skipped times' fires of a clock jump at or shortly before `a`: a wall-time
+        search from `a` starts after such a gap, but its fires (one second apart from the
+        jump on) may lie on either side of `a`."""
+        zone = self._zone
+        lo = a.replace(microsecond=0) - _CORRECTION
+        before, now = _offset(lo.astimezone(zone)), _offset(a.astimezone(zone))
+        if not timedelta(0) < now - before < _CORRECTION:
+            return ()
+        t = _transition_in(zone, lo, a.replace(microsecond=0) + _SECOND)
+        shift = _offset(t.astimezone(zone)) - _offset((t - _SECOND).astimezone(zone))
+        if not timedelta(0) < shift < _CORRECTION:
+            return ()
+        return _gap_fires(self.fields, zone, t, shift)
+
+    def _pending_gap_fire(self, a: datetime) -> datetime | None:
+        return next((f for f in self._recent_gap_fires(a) if f > a), None)
 
     def _next_zoned(self, a: datetime) -> datetime | None:
         zone = self._zone
         local = a.astimezone(zone)
         second = self._next_second_pass(a, local) if self._repeat != "first" else None
+        pending = self._pending_gap_fire(a) if self._shift_gap else None
+        if pending is not None:
+            second = pending if second is None else min(second, pending)
         if local.fold:
             # `a` is in the second pass: every first-pass instant of the repeated interval is
             # behind it, so the search resumes where the repeated interval ends
@@ -436,6 +549,15 @@ class _CronSchedule(Schedule):
         w = next_wall(self.fields, wall)
         while w is not None:
             m = _map_wall(zone, w)
+            if m.case == "gap" and m.shift < _CORRECTION:
+                # a gap's skipped times fire one second apart from the jump on, possibly
+                # after the first times that follow the gap: keep the earliest, search on
+                later = [t for t in self._candidates(m) if t > a]
+                if later:
+                    second = later[0] if second is None else min(second, later[0])
+                assert m.resume is not None  # a gap says where wall time resumes
+                w = next_wall(self.fields, m.resume)
+                continue
             # first-pass instants (and transition instants) never decrease with wall time
             if m.first > a and self._candidates(m):
                 # a fold's only instant may be its second pass (`dst_repeat: last`)
@@ -500,6 +622,8 @@ class _CronSchedule(Schedule):
         if timedelta(0) < ahead < _CORRECTION:
             wall += ahead
         best = None
+        if self._shift_gap:
+            best = max((f for f in self._recent_gap_fires(a) if f <= a), default=None)
         w = prev_wall(self.fields, wall, min_year=a.year - 6)
         while w is not None:
             m = _map_wall(zone, w)
@@ -507,8 +631,15 @@ class _CronSchedule(Schedule):
                 if inst <= a and (best is None or inst > best):
                     best = inst
             # the latest instant of a wall time never decreases with wall time
-            latest = m.second if m.case == "fold" else m.first
+            fires = self._candidates(m)
+            latest = m.second if m.case == "fold" else (fires[-1] if fires else m.first)
             if best is not None and latest is not None and latest <= best:
+                if self._shift_gap:
+                    # a jump up to 3 hours before `latest` may have fired its skipped times
+                    # after `latest` (one second apart from the jump, beyond the wall times
+                    # that follow it); earlier jumps fired theirs before `latest`
+                    late = (f for f in self._recent_gap_fires(latest) if best < f <= a)
+                    best = max(late, default=best)
                 break
             back = m.before if m.case == "gap" else w - _SECOND
             assert back is not None  # a gap says where wall time stopped
@@ -575,10 +706,17 @@ class _CronSchedule(Schedule):
                     f"on {day}; {names} {verb} not exist and {_count(walls)} skipped "
                     f"(a jump of 3 hours or more is a correction: nothing is caught up)"
                 )
-            elif self._shift_gap:
+            elif self._shift_gap and len(walls) == 1:
+                at = _gap_fires(self.fields, zone, t, shift)[0].astimezone(zone)
                 effect = (
                     f"{names} {n_before} {verb} not exist on {day}; "
-                    f"fires once at {_fmt_time(after, secs)} {n_after} instead"
+                    f"fires once at {_fmt_time(at, secs or at.second != 0)} {n_after} instead"
+                )
+            elif self._shift_gap:
+                fires = _gap_fires(self.fields, zone, t, shift)
+                effect = (
+                    f"{names} {n_before} {verb} not exist on {day}; fires {len(fires)} times right after the jump, "
+                    f"once for each, one second apart from {_fmt_time(fires[0].astimezone(zone), True)} {n_after}"
                 )
             else:
                 effect = f"{names} {n_before} {verb} not exist on {day}; {_count(walls)} skipped"
@@ -849,6 +987,8 @@ def _compile(expr: str, tz: str, dst_gap: str, dst_repeat: str) -> Schedule:
         if rest.strip():
             raise ScheduleError(f"{expr!r}: @reboot takes no argument", "write just @reboot")
         return _RebootSchedule(expr, tz)  # no clock times: the DST policy changes nothing
+    if word == "@calendar":
+        return _calendar(expr, tz, rest)
     if word == "@every":
         if not rest.strip():
             raise ScheduleError(f"{expr!r}: @every needs a duration", "write @every 90s, @every 5m or @every 1h30m")

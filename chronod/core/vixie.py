@@ -19,16 +19,15 @@ With `timeDiff = clockTime - virtualTime`:
 
 A job is *wildcard* when its minute or hour field starts with `*` (MIN_STAR | HR_STAR).
 
-Two simplifications, both on the side of what chrono promises (docs/reference.md, Time zones and daylight saving time):
+Every start is reported at the start of the real minute in which cron acts. cron runs its
+job queue after each virtual minute it replays, so a fixed-time job that matches several
+times inside one skipped DST hour starts once for each, all in the first seconds after the
+jump: `simulate` lists that minute once per start. Debian's cron 3.0pl1-162 on a fake clock
+(tests/realcron/run_dst_cases.py, fixture tests/fixtures/cron_dst) started `0,30 2 * * *`
+twice at 03:00 EDT on New York's 2027 spring-forward and `0-59/20 2 * * *` three times.
 
-* Every job cron would queue during one real minute is reported as one start in that
-  minute. Real cron flushes its queue between the virtual minutes it replays, so a
-  fixed-time job that matches twice inside one skipped DST hour starts twice: Debian's
-  cron 3.0pl1-162, run under libfaketime across New York's 2026 spring-forward, started
-  `0,30 2 * * *` twice in the first second of 03:00 EDT, and `0 1-3 * * *` three times
-  across Antarctica/Troll's two-hour gap. chrono collapses those into one fire (docs/reference.md, Time zones and daylight saving time).
-  Apart from that, the same run (6 transitions in New York, Lord Howe, Troll and Havana,
-  28 expressions) matched this simulation minute for minute.
+One simplification:
+
 * The zone offset is re-read every minute. Debian's `set_time` only re-reads it when
   `tm_isdst` flips, which matters for offset changes that keep the DST flag (Pacific/Apia
   on 2011-12-30 stayed "DST" while jumping a day).
@@ -254,19 +253,21 @@ def _to_minute(instant: datetime) -> int:
     return int((instant - _EPOCH).total_seconds() // 60)
 
 
-def _wakeup(matcher: _Matcher, virtual: int, running: int) -> tuple[bool, int]:
-    """One non-normal wakeup of cron.c's loop: (does the job start?, new virtualTime)."""
+def _wakeup(matcher: _Matcher, virtual: int, running: int) -> tuple[int, int]:
+    """One non-normal wakeup of cron.c's loop: (how many times the job starts, new
+    virtualTime). cron calls find_jobs once per virtual minute it replays and runs the job
+    queue after each, so a job matching several replayed minutes starts once for each."""
     diff = running - virtual
     wild = matcher.entry.wildcard
     if 0 < diff <= 5:
-        return any(matcher(v) for v in range(virtual + 1, running + 1)), running
+        return sum(1 for v in range(virtual + 1, running + 1) if matcher(v)), running
     if 5 < diff <= _MAX_DIFF:
         if wild:
-            return matcher(running), running
-        return any(matcher(v) for v in range(virtual + 1, running + 1)), running
+            return int(matcher(running)), running
+        return sum(1 for v in range(virtual + 1, running + 1) if matcher(v)), running
     if -_MAX_DIFF < diff <= 0:
-        return wild and matcher(running), virtual
-    return matcher(running), running
+        return int(wild and matcher(running)), virtual
+    return int(matcher(running)), running
 
 
 def simulate(
@@ -316,9 +317,8 @@ def _run(matcher: _Matcher, zone: _Zone, boot: int, last: int) -> list[int]:
         if running - virtual == 1:
             m, virtual = _steady(matcher, fired, m, virtual, offset, min(seg_end, last + 1))
             continue
-        hit, virtual = _wakeup(matcher, virtual, running)
-        if hit:
-            fired.append(m)
+        starts, virtual = _wakeup(matcher, virtual, running)
+        fired.extend([m] * starts)
         m += 1
     return fired
 
@@ -339,3 +339,10 @@ def _steady(matcher: _Matcher, fired: list[int], m: int, virtual: int, offset: i
                     fired.append(real)
         m = chunk_end
     return m, m - 1 + offset
+
+
+def minutes_of(instants: list[datetime]) -> list[datetime]:
+    """Fire instants as the minutes cron acts in (seconds dropped, one entry per fire): how
+    chrono's fires compare with `simulate`, whose starts are minutes (a DST gap's skipped
+    times fire one second apart in chrono, all within cron's first minute after the jump)."""
+    return [t.replace(second=0, microsecond=0) for t in instants]
