@@ -13,6 +13,7 @@ import pwd
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Optional
@@ -303,7 +304,6 @@ def _import_entry(
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     from chronod.core.schedule import ScheduleError, compile_schedule
-    from chronod.core.vixie import simulate
 
     tz = job_timezone(entry, options)
     try:
@@ -348,7 +348,7 @@ def _import_entry(
     )
     result.jobs.append(job)
     if live:
-        fires[job_id] = simulate(entry.cron_schedule, tz, now, now + timedelta(days=7))
+        fires[job_id] = _week_of_starts(entry.cron_schedule, tz, now)
         if events:
             result.risky.append(
                 {
@@ -358,6 +358,14 @@ def _import_entry(
                 }
             )
     return job
+
+
+@lru_cache(maxsize=256)
+def _week_of_starts(cron_schedule: str, tz: str, now: datetime) -> list[datetime]:
+    """cron's starts in the coming week (the crowded-minutes check), once per schedule."""
+    from chronod.core.vixie import simulate
+
+    return simulate(cron_schedule, tz, now, now + timedelta(days=7))
 
 
 # What Debian's cron does when a fixed time meets a clock change: a time the spring-forward

@@ -13,8 +13,9 @@ import re
 import shlex
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import yaml
 
@@ -279,6 +280,27 @@ def job_timezone(entry: CronEntry, options: ImportOptions) -> str:
     return entry.timezone or options.host_timezone
 
 
+@lru_cache(maxsize=256)
+def same_zone(a: str, b: str) -> bool:
+    """Whether two zone names keep the same clock (UTC and Etc/UTC, Asia/Calcutta and
+    Asia/Kolkata): the same offset at every month from 1970 to 2040. An unknown name is only
+    itself."""
+    if a == b:
+        return True
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        za, zb = ZoneInfo(a), ZoneInfo(b)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    t = datetime(1970, 1, 15, tzinfo=timezone.utc)
+    while t.year < 2040:
+        if t.astimezone(za).utcoffset() != t.astimezone(zb).utcoffset():
+            return False
+        t += timedelta(days=30, hours=7)
+    return True
+
+
 def carried_env(entry: CronEntry, options: ImportOptions) -> dict[str, str]:
     """The `env` that gives the job under chrono what cron gave it: PAM's variables and
     cron's SHELL and PATH defaults (unless --adopt-defaults), then the crontab's settings
@@ -365,7 +387,7 @@ def entry_notes(entry: CronEntry, options: ImportOptions) -> list[str]:
             f"MAILTO={env['MAILTO']!r}: cron mailed the job's output there; chrono sends no mail, the output "
             "is in the run history (the variable stays in env, as cron gave it to the job)"
         )
-    if entry.timezone and entry.timezone != options.host_timezone:
+    if entry.timezone and not same_zone(entry.timezone, options.host_timezone):
         notes.append(
             f"scheduled in {entry.timezone}, as CRON_TZ/TZ in the file says; Debian's cron ignores both for "
             f"scheduling and ran this line in the host's zone ({options.host_timezone}), so the fire times differ "
@@ -551,7 +573,20 @@ def _quote_comment(text: str) -> str:
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
-def registry_yaml(source: str, jobs: list[tuple[CronEntry, dict[str, Any]]]) -> str:
+class SourceLike(Protocol):
+    """Where a job came from: a crontab entry, a timer, an anacrontab line."""
+
+    @property
+    def file(self) -> str: ...
+
+    @property
+    def line(self) -> int: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+def registry_yaml(source: str, jobs: Sequence[tuple[SourceLike, dict[str, Any]]]) -> str:
     """One registry file: a header naming the source, then each job under a comment with
     its source line and the line as written."""
     out = [
@@ -596,10 +631,16 @@ class Difference:
     cron: tuple[str, ...]  # UTC instants only cron starts the job at
     chrono: tuple[str, ...]  # UTC instants only chrono fires at
 
-    def message(self) -> str:
-        only_cron = ", ".join(self.cron) or "—"
-        only_chrono = ", ".join(self.chrono) or "—"
-        return f"{self.job_id} ({self.source}) on {self.date}: cron only {only_cron}; chrono only {only_chrono}"
+    def message(self, shown: int = 3) -> str:
+        """One line: the first `shown` instants on each side, then how many more (--json has all)."""
+
+        def few(items: tuple[str, ...]) -> str:
+            if not items:
+                return "—"
+            more = f" and {len(items) - shown} more" if len(items) > shown else ""
+            return ", ".join(items[:shown]) + more
+
+        return f"{self.job_id} ({self.source}) on {self.date}: cron only {few(self.cron)}; chrono only {few(self.chrono)}"
 
 
 @dataclass
@@ -613,17 +654,27 @@ class Equivalence:
 
 
 FULL_COMPARE_LIMIT = 20_000  # cron starts in 400 days; above this, compare sample windows
+_EDGE = timedelta(hours=6)
 
 
-def _windows(start: datetime, end: datetime, transitions: list[datetime]) -> list[tuple[datetime, datetime]]:
-    """For frequent jobs: the first week, the first two days of every month, and two days
-    either side of every clock change."""
-    spans = [(start, start + timedelta(days=7))]
-    month = start.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    while month < end:
-        spans.append((month - timedelta(days=1), month + timedelta(days=2)))
-        month = (month + timedelta(days=32)).replace(day=1)
-    spans += [(t - timedelta(days=2), t + timedelta(days=2)) for t in transitions]
+def _windows(
+    start: datetime, end: datetime, transitions: list[datetime], tz: str = "UTC"
+) -> list[tuple[datetime, datetime]]:
+    """For frequent jobs: the first day, six hours either side of every month's first
+    midnight in the zone (where day fields act) and of every clock change (where DST rules do)."""
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo(tz)
+    spans = [(start, start + timedelta(days=1))]
+    local = start.astimezone(zone)
+    year, month = local.year, local.month
+    while True:
+        first = datetime(year, month, 1, tzinfo=zone).astimezone(timezone.utc)
+        if first - _EDGE >= end:
+            break
+        spans.append((first - _EDGE, first + _EDGE))
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    spans += [(t - _EDGE, t + _EDGE) for t in transitions]
     spans = sorted((max(a, start), min(b, end)) for a, b in spans if b > start and a < end)
     merged: list[tuple[datetime, datetime]] = []
     for a, b in spans:
@@ -682,7 +733,7 @@ def compare_with_cron(
     return result
 
 
-_COMPARED: dict[tuple, tuple[str, int, set[datetime], set[datetime]]] = {}
+_COMPARED: dict[tuple[Any, ...], tuple[str, int, list[datetime], list[datetime]]] = {}
 
 
 def _compare(
@@ -692,31 +743,38 @@ def _compare(
     end: datetime,
     chrono_fires: Callable[[datetime, datetime], list[datetime]],
     chrono_tz: str | None = None,
-) -> tuple[str, int, set[datetime], set[datetime]]:
-    """(how compared, cron's fire count, fires only cron has, fires only chrono has)."""
-    from chronod.core.vixie import simulate
+) -> tuple[str, int, list[datetime], list[datetime]]:
+    """(how compared, cron's start count, starts only cron has, fires only chrono has), by
+    minute and counting repeats: a DST gap's skipped times start once each under cron, all
+    in the minute after the jump, and chrono fires each one second apart in that minute.
+    A job that may start more than FULL_COMPARE_LIMIT times (more than 50 times a day) is
+    compared on windows only (the count is then the windows' starts), so an every-minute
+    line costs a fraction of a second rather than 400 days of minutes."""
+    from chronod.core.vixie import minutes_of, parse_entry, simulate
 
-    cron = simulate(cron_schedule, tz, now, end)
-    if len(cron) <= FULL_COMPARE_LIMIT:
+    entry = parse_entry(cron_schedule)
+    per_day = len(entry.minutes) * len(entry.hours)  # at most: every day may match
+    if per_day * (end - now).days <= FULL_COMPARE_LIMIT:
         spans, compared = [(now, end)], "full"
     else:
         changes = zone_transitions(tz, now, end)
         if chrono_tz and chrono_tz != tz:
             changes = sorted(set(changes) | set(zone_transitions(chrono_tz, now, end)))
-        spans, compared = _windows(now, end, changes), "sampled"
-    cron_set = set(cron)
-    only_cron: set[datetime] = set()
-    only_chrono: set[datetime] = set()
+        spans, compared = _windows(now, end, changes, tz), "sampled"
+    only_cron: Counter[datetime] = Counter()
+    only_chrono: Counter[datetime] = Counter()
+    starts = 0
     for a, b in spans:
-        mine = set(chrono_fires(a, b))
-        theirs = cron_set if compared == "full" else {t for t in cron_set if a < t <= b}
-        only_cron |= theirs - mine
-        only_chrono |= mine - theirs
-    return compared, len(cron), only_cron, only_chrono
+        theirs = Counter(simulate(cron_schedule, tz, a, b))
+        mine = Counter(minutes_of(chrono_fires(a, b)))
+        starts += sum(theirs.values())
+        only_cron += theirs - mine
+        only_chrono += mine - theirs
+    return compared, starts, sorted(only_cron.elements()), sorted(only_chrono.elements())
 
 
 def _by_date(
-    job_id: str, entry: CronEntry, tz: str, only_cron: set[datetime], only_chrono: set[datetime]
+    job_id: str, entry: CronEntry, tz: str, only_cron: list[datetime], only_chrono: list[datetime]
 ) -> list[Difference]:
     from zoneinfo import ZoneInfo
 

@@ -328,6 +328,9 @@ def _normalize(chain: Chain) -> Chain:
         stop = c.stop
         if stop > c.start and c.repeat > 0:
             stop -= (stop - c.start) % c.repeat
+        if stop == c.start:  # a range the repetition leaves one value of is that value
+            fixed.append(Component(c.start))
+            continue
         fixed.append(Component(c.start, stop, c.repeat))
     return tuple(sorted(set(fixed), key=lambda c: (c.start, c.stop, c.repeat)))
 
@@ -513,6 +516,12 @@ class _Clock:
         second = wall.replace(tzinfo=self.zone, fold=1)
         o1, o2 = _offset(first), _offset(second)
         if o1 == o2:
+            if isdst >= 0 and bool(first.dst()) != bool(isdst):
+                # glibc reads the wall time with the offset of the asked-for kind (summer or
+                # standard) in force nearest to it: an hour off across a clock change
+                other = self._nearest_offset((wall - o1).replace(tzinfo=UTC), bool(isdst))
+                if other is not None:
+                    return (wall - other).replace(tzinfo=UTC)
             return first.astimezone(UTC)
         u1, u2 = (wall - o1).replace(tzinfo=UTC), (wall - o2).replace(tzinfo=UTC)
         if u1 > u2:  # in a gap: read with the offset in force before the jump
@@ -521,6 +530,15 @@ class _Clock:
             want = first if bool(first.dst()) == bool(isdst) else second
             return want.astimezone(UTC)
         return u2 if self.guess == o2 else u1
+
+    def _nearest_offset(self, u: datetime, summer: bool) -> timedelta | None:
+        assert self.zone is not None
+        for days in range(1, 400, 7):
+            for probe in (u - timedelta(days=days), u + timedelta(days=days)):
+                local = probe.astimezone(self.zone)
+                if bool(local.dst()) == summer:
+                    return _offset(local)
+        return None
 
     def localtime(self, t: datetime) -> _Tm:
         tm = _Tm(0, 0, 0, 0, 0, 0)
@@ -578,17 +596,37 @@ def _matching(spec: CalendarSpec, chain: Chain, clock: _Clock, tm: _Tm, value: i
 
 
 def _within_bounds(clock: _Clock, tm: _Tm) -> int:
-    """1 when mktime keeps `tm` as it is; 0 when it normalises it (`tm` becomes the normalised
-    time); -1 past the last year."""
+    """1 when mktime keeps `tm` as it is; 0 when it moves it forward (`tm` becomes the moved
+    time, the unit below the first field that changed reset to its start, as systemd 249+
+    does so that normalising 3-33 into 4-2 does not skip 4-1); -1 when it moves it back
+    (systemd refuses to go backward) or past the last year."""
     if tm.year > MAX_YEAR:
         return -1
     t = tm.copy()
     if clock.mktime(t) is None:
         return -1
-    if t.same_fields(tm):
-        return 1
-    tm.year, tm.mon, tm.mday, tm.hour, tm.min, tm.sec, tm.isdst = t.year, t.mon, t.mday, t.hour, t.min, t.sec, t.isdst
-    return 0
+    cmp = 0
+    for name, below, start in (
+        ("year", "mon", 0),
+        ("mon", "mday", 1),
+        ("mday", "hour", 0),
+        ("hour", "min", 0),
+        ("min", "sec", 0),
+        ("sec", "", 0),
+    ):
+        a, b = getattr(t, name), getattr(tm, name)
+        if a != b:
+            cmp = 1 if a > b else -1
+            if below:
+                setattr(t, below, start)
+            break
+    if cmp < 0:
+        return -1
+    if cmp > 0:
+        tm.year, tm.mon, tm.mday, tm.hour, tm.min, tm.sec = t.year, t.mon, t.mday, t.hour, t.min, t.sec
+        tm.isdst = t.isdst
+        return 0
+    return 1
 
 
 def _weekday_matches(bits: int, clock: _Clock, tm: _Tm) -> bool:
@@ -602,8 +640,16 @@ def _weekday_matches(bits: int, clock: _Clock, tm: _Tm) -> bool:
     return bool(bits & (1 << wall.weekday()))
 
 
+class CalendarStuck(Exception):
+    """systemd gives up after 1,000 rounds of its search ("Infinite loop in calendar
+    calculation"): the timer computes no next elapse and stops."""
+
+
+MAX_ITERATIONS = 1000  # calendarspec.c's MAX_CALENDAR_ITERATIONS
+
+
 def _find_next(spec: CalendarSpec, clock: _Clock, c: _Tm) -> _Tm | None:
-    for _ in range(100_000):
+    for _ in range(MAX_ITERATIONS):
         clock.mktime(c)
         c.isdst = spec.dst
         r, c.year = _matching(spec, spec.years, clock, c, c.year, False)
@@ -654,12 +700,13 @@ def _find_next(spec: CalendarSpec, clock: _Clock, c: _Tm) -> _Tm | None:
         if r == 0:
             continue
         return c
-    return None
+    raise CalendarStuck(f"no elapse found in {MAX_ITERATIONS} rounds")
 
 
 def next_elapse(spec: CalendarSpec, after: datetime, local_zone: str = "UTC") -> datetime | None:
     """The first elapse strictly after `after` (aware), as aware UTC, or None when the
-    expression never elapses again (before MAX_YEAR's end). Whole seconds: systemd adds one
+    expression never elapses again (before MAX_YEAR's end). Raises CalendarStuck where
+    systemd's own search gives up (its timer then stops). Whole seconds: systemd adds one
     microsecond to `after` and searches from the second that holds it."""
     name = None if spec.utc else (spec.zone or local_zone)
     zone = None if name is None or name in ("UTC", "Etc/UTC") else ZoneInfo(name)
