@@ -68,6 +68,7 @@ class ImportResult:
     risky: list[dict[str, Any]] = field(default_factory=list)
     crowded: list[tuple[str, int]] = field(default_factory=list)
     compared: dict[str, str] = field(default_factory=dict)
+    scheduler: str = "cron"  # what the jobs came from: cron, systemd, anacron
 
 
 # --- reading sources -----------------------------------------------------------------
@@ -138,10 +139,14 @@ def _current_user() -> str:
 
 
 def _read_text(path: Path) -> str:
+    """A crontab, at most 1 MiB of it (chronoctl.limits); bytes that are not UTF-8 are kept
+    as surrogate escapes, which crontab.py reports."""
+    from chronoctl.limits import read_bounded
+
     try:
-        return path.read_bytes().decode("utf-8", errors="surrogateescape")  # crontab.py reports such bytes
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}", "check the path and its permissions") from None
+        return read_bounded(path, str(path))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file", "check the path") from None
 
 
 def _detect(path: Path, fmt: str | None, user: str | None, text: str) -> tuple[str, str | None, bool]:
@@ -197,10 +202,17 @@ def _cron_reads(directory: Path) -> list[Path]:
     return out
 
 
-def collect_sources(path: str, fmt: str | None, user: str | None, stdin_text: str | None = None) -> list[Source]:
+def collect_sources(
+    path: str, fmt: str | None, user: str | None, stdin_text: str | None = None, flavor: str | None = None
+) -> list[Source]:
     """The crontabs named by PATH (a file, a directory, or `-`)."""
     if path == "-":
-        text = stdin_text if stdin_text is not None else sys.stdin.read()
+        if stdin_text is not None:
+            text = stdin_text
+        else:
+            from chronoctl.limits import read_stream
+
+            text = read_stream(sys.stdin.buffer, "standard input").decode("utf-8", errors="surrogateescape")
         the_user = user or _current_user()
         the_fmt = fmt or "user"
         return [
@@ -382,7 +394,7 @@ def _cron_dst_policy(events: Any) -> dict[str, str]:
 # --- output --------------------------------------------------------------------------
 
 
-def as_json(result: ImportResult, written: list[str], dry_run: bool) -> dict[str, Any]:
+def as_json(result: ImportResult, written: list[str], dry_run: bool, would_write: list[str] | None = None) -> dict[str, Any]:
     """The `--json` document: jobs and errors, plus disabled lines, differences and a summary."""
     return {
         "jobs": result.jobs,
@@ -409,6 +421,8 @@ def as_json(result: ImportResult, written: list[str], dry_run: bool) -> dict[str
             "notes": result.notes,
             "dry_run": dry_run,
             "written": written,
+            "would_write": would_write if would_write is not None else written,
+            "fire_differently": sorted(j["id"] for j in result.jobs if _fires_differently(j)),
         },
     }
 
@@ -423,7 +437,7 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
             "schedule": j["schedule"],
             "timezone": j["timezone"],
             "user": j["user"],
-            "source": f"{j['source']['file']}:{j['source']['line']}",
+            "source": _source(j),
             "check": _check_cell(j),
             "given": _given_cell(j),
         }
@@ -431,7 +445,7 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
     ]
     print_table(
         rows,
-        ["id", "schedule", "timezone", "user", "source", ("check", "SAME AS CRON"), ("given", "ENV/STDIN/COMMAND")],
+        ["id", "schedule", "timezone", "user", "source", ("check", f"SAME AS {result.scheduler.upper()}"), ("given", "ENV/STDIN/COMMAND")],
         title="Imported jobs",
     )
     for title, items in (
@@ -448,6 +462,10 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
         ),
         ("Differences from cron", _difference_lines(result.differences)),
         (
+            f"Not fired as {result.scheduler} fires it",
+            [f"{j['id']} ({_source(j)}): {why}" for j in result.jobs for why in j["equivalence"].get("why", [])],
+        ),
+        (
             "Not what cron gives the job",
             [
                 f"{j['id']} ({j['source']['file']}:{j['source']['line']}) {part}: {why}"
@@ -457,7 +475,7 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
         ),
         ("Risky: fixed-time jobs on DST days", [f"{r['id']} ({r['source']}): {r['reason']}" for r in result.risky]),
         ("Risky: many jobs start in the same minute", [f"{m} UTC: {n} jobs" for m, n in result.crowded]),
-        ("Notes", result.notes + [f"{j['id']}: {n}" for j in result.jobs for n in j["notes"]]),
+        ("Notes", result.notes + fold_notes(result.jobs)),
     ):
         if items:
             echo("")
@@ -475,9 +493,33 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
     imported = f"{len(result.jobs)} imported" + (f" ({off} of them disabled: cron ignores their file)" if off else "")
     echo(
         f"{imported}, {len(result.disabled)} commented out (not imported), {len(result.errors)} errors, "
-        f"{len(result.differences)} differences, {len(result.risky) + len(result.crowded)} risky; "
+        f"{sum(1 for j in result.jobs if _fires_differently(j))} not fired as {result.scheduler} fires them, "
+        f"{len(result.risky) + len(result.crowded)} risky; "
         f"{verb} {', '.join(written) or 'nothing'}"
     )
+
+
+def _source(job: dict[str, Any]) -> str:
+    src = job["source"]
+    return f"{src['file']}:{src['line']}" if src["line"] else src["file"]
+
+
+def fold_notes(jobs: list[dict[str, Any]], shown: int = 3) -> list[str]:
+    """Each job's notes, a note that several jobs share said once with the jobs it is about
+    (the first few named, then how many more): a crontab of forty jobs under one MAILTO gets
+    one MAILTO note, not forty."""
+    by_note: dict[str, list[str]] = {}
+    for j in jobs:
+        for n in j["notes"]:
+            by_note.setdefault(n, []).append(j["id"])
+    out = []
+    for note, ids in by_note.items():
+        if len(ids) == 1:
+            out.append(f"{ids[0]}: {note}")
+        else:
+            more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+            out.append(f"{', '.join(ids[:shown])}{more} ({len(ids)} jobs): {note}")
+    return out
 
 
 _DATES_SHOWN = 3  # per job in the text output; --json lists every date
@@ -516,6 +558,8 @@ def _check_cell(job: dict[str, Any]) -> str:
     if eq["compared"].startswith("skipped"):
         return "n/a (@reboot)" if "@reboot" in eq["compared"] else "n/a (imported disabled)"
     if eq["differences"]:
+        if "why" in eq:  # a timer or an anacron job: reasons, listed below the table
+            return f"NO: {eq['differences']} reason(s)"
         return f"NO: {eq['differences']} day(s) differ"
     return "yes" + (" (sampled)" if eq["compared"] == "sampled" else "")
 
@@ -644,7 +688,8 @@ def _print_cutover(
     from chronoctl import cutover as co
     from chronoctl.render import echo, escape_line, print_json
 
-    written = [str(m.registry_file) for m in migrations]
+    would = [str(m.registry_file) for m in migrations]
+    written = [] if dry_run else would
     plan = [
         {
             "file": str(m.crontab),
@@ -657,13 +702,13 @@ def _print_cutover(
     if json_out:
         print_json(
             {
-                **as_json(result, written, dry_run),
+                **as_json(result, written, dry_run, would),
                 "cutover": {"migrate": plan, "already_migrated": done, "switch": switch.as_json() if switch else None},
             }
         )
         return
     if migrations or not done:
-        print_human(result, written, dry_run)
+        print_human(result, would, dry_run)
     for f in done:
         echo(escape_line(f"{f}: already migrated to chrono; nothing to do (undo: chronoctl import --rollback {f})"))
     for m in plan:
@@ -771,6 +816,14 @@ def import_cmd(
         False, "--adopt-defaults", help="Use chrono's defaults instead of cron's behaviour."
     ),
     registry: Optional[Path] = typer.Option(None, "--registry", help="Registry directory to write into."),
+    all_timers: bool = typer.Option(
+        False, "--all-timers", help="Import every timer enabled on this host (timers.target.wants)."
+    ),
+    flavor: Optional[str] = typer.Option(
+        None,
+        "--flavor",
+        help="Which cron wrote the crontab: debian, cronie or busybox (default: guessed from the path, else debian).",
+    ),
     cutover: bool = typer.Option(
         False,
         "--cutover",
@@ -803,32 +856,98 @@ def import_cmd(
             )
         rollback_cmd(rollback, registry_dir(registry), db, json_out)
         return
-    if path is None:
+    if path is None and not all_timers:
         raise UsageError(
-            "import needs a PATH: a crontab file, a directory, or - for standard input",
+            "import needs a PATH: a crontab file, a directory, - for standard input, a .timer, "
+            "or /etc/anacrontab (or --all-timers)",
             "chronoctl import /etc/crontab --dry-run",
         )
     if fmt is not None and fmt not in ("system", "user"):
         raise UsageError(f"--format must be system or user, not {fmt!r}")
+    if flavor is not None and flavor not in FLAVORS:
+        raise UsageError(f"--flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
+    kind = source_kind(path, all_timers)
     if cutover:
-        cutover_cmd(path, fmt, user, owner, registry_dir(registry), db, dry_run, json_out, adopt_defaults)
+        if kind == "timer":
+            from chronoctl.timer_cutover import timer_cutover_cmd
+
+            timer_cutover_cmd(path, all_timers, owner, registry_dir(registry), db, dry_run, json_out)
+            return
+        cutover_cmd(path or "", fmt, user, owner, registry_dir(registry), db, dry_run, json_out, adopt_defaults)
         return
-    sources = collect_sources(path, fmt, user)
     reg = registry_dir(registry)
-    names = {s.registry_name for s in sources}
     options = import_options(owner, adopt_defaults)
-    result = run_import(sources, options, now_utc().replace(second=0, microsecond=0), _existing_ids(reg, names))
-    written = [str(reg / name) for name in sorted(result.files)]
+    now = now_utc().replace(second=0, microsecond=0)
+    if kind == "crontab":
+        assert path is not None
+        sources = collect_sources(path, fmt, user, flavor=flavor)
+        names = {s.registry_name for s in sources}
+        result = run_import(sources, options, now, _existing_ids(reg, names))
+    else:
+        result = import_other(kind, path, all_timers, options, now, reg, flavor)
+    would = [str(reg / name) for name in sorted(result.files)]
+    written: list[str] = []
     if not dry_run:
         from chronoctl.cutover import write_registry_file
 
         for name, text in sorted(result.files.items()):
             write_registry_file(reg / name, text.encode())
+            written.append(str(reg / name))
     if json_out:
-        print_json(as_json(result, written, dry_run))
+        print_json(as_json(result, written, dry_run, would))
     else:
-        print_human(result, written, dry_run)
-    raise typer.Exit(EXIT_NO if result.errors else EXIT_OK)
+        print_human(result, written if not dry_run else would, dry_run)
+    differs = dry_run and any(_fires_differently(j) for j in result.jobs)
+    raise typer.Exit(EXIT_NO if result.errors or differs else EXIT_OK)
+
+
+FLAVORS = ("debian", "cronie", "busybox")
+
+
+def source_kind(path: str | None, all_timers: bool) -> str:
+    """What PATH is: a systemd timer, an anacrontab, or a crontab (the rest)."""
+    if all_timers or (path is not None and path.endswith(".timer")):
+        return "timer"
+    if path is not None and Path(path).name == "anacrontab":
+        return "anacron"
+    return "crontab"
+
+
+def _fires_differently(job: dict[str, Any]) -> bool:
+    """A job the dry run's verdict says would not fire as its source scheduler fires it."""
+    eq = job["equivalence"]
+    return bool(eq["differences"]) and not eq["compared"].startswith("skipped")
+
+
+def import_other(
+    kind: str,
+    path: str | None,
+    all_timers: bool,
+    options: ImportOptions,
+    now: datetime,
+    reg: Path,
+    flavor: str | None,
+) -> ImportResult:
+    """Timers (`X.timer`, `--all-timers`) and anacrontabs into the same result as crontabs."""
+    from chronoctl import import_schedulers as sched
+    from chronoctl.import_timers import sources_for
+    from chronoctl.limits import read_bounded
+
+    result = ImportResult(scheduler="systemd" if kind == "timer" else "anacron")
+    if kind == "timer":
+        sources = sources_for(path, all_timers)
+        names = {sched.registry_name(s.name, "systemd") for s in sources}
+        sched.import_timers(sources, options, now, _existing_ids(reg, names), result)
+    else:
+        assert path is not None
+        try:
+            text = read_bounded(Path(path), path)
+        except FileNotFoundError:
+            raise UsageError(f"{path}: no such file", "give /etc/anacrontab or another anacrontab") from None
+        names = {sched.registry_name(path, "anacron")}
+        sched.import_anacrontab(path, text, options, _existing_ids(reg, names), result, flavor or "debian")
+    result.errors.sort(key=lambda e: (e["file"], e["line"]))
+    return result
 
 
 def register(app: typer.Typer) -> None:

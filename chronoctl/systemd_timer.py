@@ -266,7 +266,7 @@ class Command:
     notes: list[str] = field(default_factory=list)
 
 
-def build_command(lines: list[tuple[str, str]]) -> Command:
+def build_command(lines: list[tuple[str, str]], user: str = "root") -> Command:
     """ExecStartPre=, ExecStart= and ExecStartPost= lines, in order, as one command: each line
     runs after the one before succeeded (a `-` line's failure is ignored), as systemd runs a
     oneshot service's lines."""
@@ -283,19 +283,24 @@ def build_command(lines: list[tuple[str, str]]) -> Command:
                 f"{key}={value!r} uses '@' (a different argv[0]): a chrono command cannot set argv[0]; "
                 "write the line without '@' in a drop-in if the program does not need it"
             )
-        if "+" in prefixes:
+        if "+" in prefixes and user != "root":
             as_root = True
-            notes.append(f"{key}={value}: '+' runs this line with full privileges: the job runs as root")
+            notes.append(
+                f"{key}={value}: '+' runs this line with full privileges: the job runs as root, and its other "
+                f"lines through runuser -u {user}, as systemd runs them"
+            )
         if "!" in prefixes:
             notes.append(
                 f"{key}={value}: '!' gives the line ambient capabilities without a user change; "
                 "chrono runs it as the job's user without them"
             )
         words = " ".join(_shell_word(a, ":" not in prefixes) for a in argv)
+        if user != "root" and "+" not in prefixes:
+            words = f"runuser -u {shlex.quote(user)} -- {words}"
         parts.append(f"{{ {words} || true; }}" if "-" in prefixes else words)
         argvs.append(argv)
     first_prefixes = split_exec(lines[0][1])[0]
-    if len(argvs) == 1 and "-" not in first_prefixes and not any("$" in a for a in argvs[0]):
+    if not as_root and len(argvs) == 1 and "-" not in first_prefixes and not any("$" in a for a in argvs[0]):
         return Command(argvs[0], as_root, notes)  # exec'd directly, as systemd does
     return Command(" && ".join(parts), as_root, notes)
 
@@ -384,11 +389,12 @@ def timer_job(
             f"{service.name} is Type={kind}: a timer's service that stays running or forks is a daemon, "
             "not a job; chrono runs jobs to completion"
         )
-    cmd = build_command(lines)
-    out = TimerJob(job={}, calendar=calendar)
-    user = service.last("Service", "User") or "root"
-    if cmd.as_root and user != "root":
-        out.notes.append(f"User={user} is not used: a '+' line needs root, so the whole job runs as root")
+    user = expand(service.last("Service", "User") or "root", service.name)
+    cmd = build_command(lines, user)
+    if not cmd.as_root:
+        cmd = build_command(lines)  # one user for every line: the job's user
+    out = TimerJob(job={}, calendar=calendar, notes=list(cmd.notes))
+    if cmd.as_root:
         user = "root"
     job: dict[str, Any] = {"id": job_id, "owner": user}
     if calendar:
@@ -534,7 +540,11 @@ def _not_honoured(out: TimerJob, timer: Unit, service: Unit) -> None:
             value = unit.last("Unit", key)
             if key.startswith(("Condition", "Assert")):
                 verb = "skips the run" if key.startswith("Condition") else "fails the run"
-                out.not_honoured.append(f"{unit.name}: {key}={value} (systemd {verb} when it does not hold)")
+                out.differs.append(
+                    f"{unit.name}: {key}={expand(value or '', unit.name)}: systemd {verb} when it does not hold; "
+                    "chrono runs it "
+                    "(add the test to the command if it matters)"
+                )
             else:
                 out.not_honoured.append(f"{unit.name}: [Unit] {key}={value}")
     for key in service.keys("Service"):
