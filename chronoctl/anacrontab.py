@@ -3,9 +3,9 @@
 anacron does not keep time itself: something starts it (on Debian, `anacron.timer` at
 `*-*-* 07..23:30` with up to 5 minutes of random delay, `/etc/cron.d/anacron` at the same
 minutes where systemd is not PID 1, and the boot). Each time, a job whose timestamp
-(`/var/spool/anacron/ID`, the date it last started) is `period` days old or more, or from an
-earlier month for `@monthly` (an earlier year for `@yearly`), starts after `delay` minutes and
-its timestamp becomes today. So on a host that is up, a daily job runs once a day at
+(`/var/spool/anacron/ID`, the date it last started) is `period` days old or more starts after `delay` minutes and
+its timestamp becomes today (`@monthly` and `@yearly` wait a number of days too:
+named_period_days). So on a host that is up, a daily job runs once a day at
 07:30 + delay; after days switched off it runs once, not once per missed day, at the first
 start of anacron (checked against the real anacron on a fake clock: tests/realcron/run_anacron_cases.py).
 
@@ -104,17 +104,30 @@ def parse_anacrontab(text: str, file: str, flavor: str = "debian") -> Anacrontab
     return out
 
 
+def _month_days(year: int, month: int) -> int:
+    nxt = date(year + (month == 12), month % 12 + 1, 1)
+    return (nxt - date(year, month, 1)).days
+
+
+def named_period_days(period: str, today: date) -> int:
+    """How many days Debian's anacron waits for `@monthly` and `@yearly` (measured with the
+    real anacron on a fake clock, tests/fixtures/anacron): the shorter of the last month and
+    this one (Feb 2027: 28; May: 30), and of the last year and this one (365)."""
+    if period == "monthly":
+        before = today.replace(day=1) - timedelta(days=1)
+        return min(_month_days(before.year, before.month), _month_days(today.year, today.month))
+    days = [(date(y + 1, 1, 1) - date(y, 1, 1)).days for y in (today.year - 1, today.year)]
+    return min(days)
+
+
 def due(period: int | str, last: date | None, today: date) -> bool:
-    """Whether anacron starts the job today (its timestamp is `last`), as its main.c decides:
-    never run, `period` days or more since, or (`@monthly`, `@yearly`) an earlier month or year."""
+    """Whether anacron starts the job today (its timestamp is `last`): never run, or at least
+    `period` days since (for `@monthly` and `@yearly`, named_period_days). A job that missed
+    several periods while the host was off starts once."""
     if last is None:
         return True
-    if period == "monthly":
-        return (last.year, last.month) != (today.year, today.month)
-    if period == "yearly":
-        return last.year != today.year
-    assert isinstance(period, int)
-    return (today - last).days >= period
+    wait = named_period_days(period, today) if isinstance(period, str) else period
+    return (today - last).days >= wait
 
 
 def _hours_range(env: dict[str, str]) -> tuple[int, int] | None:
@@ -131,8 +144,13 @@ def schedule_for(entry: AnacronEntry, last: date | None) -> tuple[str, list[str]
         differs.append(f"a delay of {entry.delay_min} minutes runs past midnight; chrono runs it at 23:{minute:02d}")
         hour = 23
     if entry.period == "monthly":
+        differs.append(
+            "anacron's @monthly waits the shorter of last month's and this month's days since the last run, so "
+            "its day drifts (a run on 1 March is followed by one on 29 March); chrono runs it on the 1st"
+        )
         return f"{minute} {hour} 1 * *", differs
     if entry.period == "yearly":
+        differs.append("anacron's @yearly waits 365 days since the last run (its date drifts); chrono runs it on 1 January")
         return f"{minute} {hour} 1 1 *", differs
     assert isinstance(entry.period, int)
     if entry.period <= 1:
