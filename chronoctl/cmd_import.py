@@ -127,6 +127,7 @@ def import_options(owner: str | None, adopt_defaults: bool) -> ImportOptions:
         pam_env=host_pam_env(),
         account_of=_account_of,
         dir_exists=os.path.isdir,
+        anacron_installed=os.access("/usr/sbin/anacron", os.X_OK),
     )
 
 

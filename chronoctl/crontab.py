@@ -26,12 +26,14 @@ _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _C_SPACE = " \t\n\v\f\r"  # isspace() in the C locale
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # bytes the reader decoded with surrogateescape
 _MAX_STRING = 998  # the longest command or NAME=value Debian's cron keeps (checked with its daemon)
-_USER_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@-]*\$?$")
+_USER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*\$?$")  # '.', '{', '*' or a path can never be one
 _REVERSED = re.compile(r"(?:^|,)(\w+)-(\w+)(?:/\d+)?(?=,|$)")
 _WORD = re.compile(r"[^ \t]+")
 _SETTING = re.compile(r"""^[ \t]*["']?[A-Za-z_][A-Za-z0-9_]*["']?[ \t]*=""")
 _UNESCAPED_PERCENT = re.compile(r"(?<!\\)%")  # a `%` that ends the command or a stdin line
 _DOC_EXAMPLE = "command to be executed"
+# the example lines of the comment `crontab -e` starts a new crontab with (Debian's template)
+_TEMPLATE_EXAMPLES = frozenset({"0 5 * * 1 tar -zcf /var/backups/home.tgz /home/"})
 
 
 @dataclass(frozen=True)
@@ -320,7 +322,7 @@ def _read_line(reader: _Reader, number: int, line: str, user: str | None) -> Non
 
 
 def _looks_like_entry(text: str, fmt: str) -> bool:
-    if not text or text.endswith(_DOC_EXAMPLE):
+    if not text or text.endswith(_DOC_EXAMPLE) or " ".join(text.split()) in _TEMPLATE_EXAMPLES:
         return False
     probe = _Reader("", fmt)
     _read_entry(probe, 0, text, "nobody")
@@ -346,7 +348,8 @@ def _read_entry(reader: _Reader, number: int, line: str, user: str | None) -> No
         if not _USER_NAME.match(entry_user):
             reader.error(
                 number,
-                f"the user field {entry_user!r} is not a user name",
+                f"the user field {entry_user!r} can never be a user name: Debian cron finds no such user and "
+                'ignores the whole file ("bad username")',
                 "/etc/crontab and /etc/cron.d files need a user between the time fields and the command "
                 "(such as `root`); a crontab without one is a user crontab: import it with --format user --user NAME",
             )

@@ -273,6 +273,10 @@ class ImportOptions:
     pam_env: tuple[tuple[str, str], ...] = ()
     account_of: Callable[[str], Account | None] | None = None
     dir_exists: Callable[[str], bool] | None = None
+    anacron_installed: bool = False  # /usr/sbin/anacron exists: Debian's /etc/crontab hands cron.daily etc. to it
+
+
+_ANACRON_GUARD = re.compile(r"(?:test -x|\[ -x) /usr/sbin/anacron\s*(?:\]\s*)?\|\|.*run-parts\b[^/]*(/etc/cron\.\w+)")
 
 
 def job_timezone(entry: CronEntry, options: ImportOptions) -> str:
@@ -396,6 +400,18 @@ def entry_notes(entry: CronEntry, options: ImportOptions) -> list[str]:
         )
     if entry.is_reboot:
         notes.append("@reboot runs once when chronod starts on a boot, not on every daemon restart")
+    if entry.stdin is not None:
+        notes.append(
+            f"the command is cut at its first unescaped %: cron runs {entry.command!r} and gives the rest to it "
+            "as standard input, and so does the imported job; if the % was meant literally (date +%F, "
+            "$(( RANDOM % 600 ))), this job never did what it says under cron: write \\% where a % is meant"
+        )
+    guard = _ANACRON_GUARD.search(entry.command)
+    if guard and options.anacron_installed:
+        notes.append(
+            f"anacron is installed here: this line does nothing under cron (its `test -x /usr/sbin/anacron` "
+            f"succeeds), and anacron runs {guard.group(1)} instead; import /etc/anacrontab for what really runs"
+        )
     if "LOGNAME" in env and env["LOGNAME"] != entry.user:
         notes.append(
             f"LOGNAME={env['LOGNAME']!r} is not carried over: cron sets LOGNAME to the user ({entry.user}) "
