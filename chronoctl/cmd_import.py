@@ -855,6 +855,11 @@ def import_cmd(
                 "--rollback FILE takes the crontab as its value, with no PATH and no --cutover",
                 "chronoctl import --rollback /etc/cron.d/backup",
             )
+        if rollback.name.endswith(".timer"):
+            from chronoctl.timer_cutover import timer_rollback_cmd
+
+            timer_rollback_cmd(Path(os.path.abspath(rollback)), registry_dir(registry), db, json_out)
+            return
         rollback_cmd(rollback, registry_dir(registry), db, json_out)
         return
     if path is None and not all_timers:
