@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import typer
 
-from chronoctl.crontab import CronEntry, ParsedCrontab, parse_crontab
+from chronoctl.crontab import CronEntry, ParsedCrontab, parse_busybox, parse_crontab
 from chronoctl.errors import EXIT_NO, EXIT_OK, EXIT_UNREACHABLE, CliError, Unreachable, UsageError
 from chronoctl.importer import (
     Account,
@@ -53,6 +53,8 @@ class Source:
     registry_name: str
     guessed: bool = False
     cron_ignores: str | None = None  # why Debian cron refuses the file itself (owner, mode, links)
+    flavor: str = "debian"  # whose cron wrote it: debian, cronie, busybox
+    guessed_flavor: bool = False
 
 
 @dataclass
@@ -203,6 +205,19 @@ def _cron_reads(directory: Path) -> list[Path]:
     return out
 
 
+def flavor_of(path: Path, flavor: str | None) -> tuple[str, bool]:
+    """(flavor, guessed): --flavor, else the path's: /etc/crontabs/USER is busybox's (Alpine),
+    /var/spool/cron/USER cronie's (Red Hat, Fedora); anything else Debian's."""
+    if flavor is not None:
+        return flavor, False
+    parts = path.absolute().parts
+    if len(parts) >= 3 and parts[-3:-1] == ("etc", "crontabs"):
+        return "busybox", True
+    if len(parts) >= 4 and parts[-4:-1] == ("var", "spool", "cron"):
+        return "cronie", True
+    return "debian", False
+
+
 def collect_sources(
     path: str, fmt: str | None, user: str | None, stdin_text: str | None = None, flavor: str | None = None
 ) -> list[Source]:
@@ -238,9 +253,14 @@ def collect_sources(
         the_fmt, the_user, guessed = _detect(f, fmt, user, text)
         if p.is_dir() and fmt is None and p.name != "crontabs" and not user:
             the_fmt, the_user, guessed = "system", None, False
+        the_flavor, flavor_guessed = flavor_of(f, flavor)
+        if the_flavor == "busybox":
+            the_fmt, the_user = "user", user or f.name
         name = registry_file_name(str(f), the_user if the_fmt == "user" else None)
-        refused = cron_file_problem(f.stat()) if _is_cron_system_file(f) else None
-        sources.append(Source(str(f), text, the_fmt, the_user, name, guessed, refused))
+        refused = cron_file_problem(f.stat()) if _is_cron_system_file(f) and the_flavor == "debian" else None
+        sources.append(Source(str(f), text, the_fmt, the_user, name, guessed, refused, the_flavor))
+        if flavor_guessed:
+            sources[-1].guessed_flavor = True
     return sources
 
 
@@ -274,9 +294,14 @@ def run_import(
     result = ImportResult()
     parsed: list[tuple[Source, ParsedCrontab]] = []
     for src in sources:
-        pc = parse_crontab(src.text, src.label, src.format, src.user, src.cron_ignores)
+        if src.flavor == "busybox":
+            pc = parse_busybox(src.text, src.label, src.user or _current_user())
+        else:
+            pc = parse_crontab(src.text, src.label, src.format, src.user, src.cron_ignores, src.flavor)
         parsed.append((src, pc))
         result.notes.extend(pc.notes)
+        if src.guessed_flavor:
+            result.notes.append(f"{src.label}: read with {src.flavor}'s rules (guessed from the path; use --flavor to say)")
         if src.guessed:
             result.notes.append(
                 f"{src.label}: read as a {src.format} crontab (guessed from its content; use --format to say)"
@@ -341,13 +366,21 @@ def _import_entry(
             f"user {entry.user!r} does not exist on this host, so cron here has not been running this line "
             '(in /etc/crontab and /etc/cron.d it refuses the whole file: "bad username")'
         )
-    eq = compare_with_cron(job_id, entry, tz, now, schedule.fires, cron_tz=options.host_timezone)
+    if entry.flavor == "busybox":
+        job.pop("stdin", None)
+        job["overlap"] = "forbid"  # busybox does not start a line whose last run still goes
+        if schedule.is_fixed_time:  # busybox follows the wall clock for every line
+            job.update(dst_gap="skip", dst_repeat="both")
+            schedule = compile_schedule(entry.schedule, tz, "skip", "both")
+    cron_tz = tz if entry.flavor == "cronie" else options.host_timezone  # cronie honours CRON_TZ
+    eq = compare_with_cron(job_id, entry, tz, now, schedule.fires, cron_tz=cron_tz)
     result.differences += eq.differences
     result.compared[job_id] = eq.compared
-    given = check_given(entry, job, options)
+    given = check_given(entry, job, options) if entry.flavor != "busybox" else _busybox_given()
     live = not entry.is_reboot and not entry.file_ignored  # a disabled job neither crowds a minute nor meets DST
     events = schedule.dst_events(now, now + timedelta(days=400)) if live and schedule.is_fixed_time else ()
-    job.update(_cron_dst_policy(events))
+    if entry.flavor != "busybox":
+        job.update(_cron_dst_policy(events))
     job.update(
         source={"file": entry.file, "line": entry.line},
         notes=notes,
@@ -379,6 +412,17 @@ def _week_of_starts(cron_schedule: str, tz: str, now: datetime) -> list[datetime
     from chronod.core.vixie import simulate
 
     return simulate(cron_schedule, tz, now, now + timedelta(days=7))
+
+
+def _busybox_given() -> Any:
+    from chronoctl.importer import GivenCheck
+
+    return GivenCheck(
+        environment=(
+            "not compared: busybox gives LOGNAME, USER, HOME, SHELL (the crontab's, else /bin/sh) and PATH (the "
+            "crontab's, else crond's own); chronod gives the user's",
+        )
+    )
 
 
 # What Debian's cron does when a fixed time meets a clock change: a time the spring-forward

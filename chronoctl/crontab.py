@@ -56,6 +56,7 @@ class CronEntry:
     file_ignored: str | None = None  # why Debian cron ignores the whole file: this line never ran
     cron_command: str | None = None  # what cron hands the shell, where it differs from `command` (a CR)
     cron_stdin: str | None = None  # what cron writes to standard input, where it differs from `stdin`
+    flavor: str = "debian"  # whose rules read the line: debian, cronie (CRON_TZ honoured), busybox
 
     @property
     def is_reboot(self) -> bool:
@@ -212,7 +213,7 @@ class _Reader:
 
 
 def parse_crontab(
-    text: str, file: str, fmt: str, user: str | None = None, cron_ignores: str | None = None
+    text: str, file: str, fmt: str, user: str | None = None, cron_ignores: str | None = None, flavor: str = "debian"
 ) -> ParsedCrontab:
     """Read one crontab. `fmt` is "system" or "user"; a user crontab needs `user`.
 
@@ -251,6 +252,8 @@ def parse_crontab(
         )
     ignored = _why_cron_ignores(reader.errors)
     entries = [replace(e, file_ignored=ignored) for e in reader.entries] if ignored else reader.entries
+    if flavor != "debian":
+        entries = [replace(e, flavor=flavor) for e in entries]
     return ParsedCrontab(
         file=file,
         format=fmt,
@@ -564,3 +567,63 @@ def _bad_field(expr: str) -> str | None:
         except VixieParseError:
             return f"the {_FIELD_NAMES[index]} field {word!r}"
     return None
+
+
+def parse_busybox(text: str, file: str, user: str) -> ParsedCrontab:
+    """A busybox crond crontab (chronod.core.busybox has its rules): no user field, no `%`
+    rule, `#` starts a comment anywhere, only SHELL=, PATH= and MAILTO= set anything."""
+    from chronod.core import busybox
+
+    entries: list[CronEntry] = []
+    errors: list[CrontabProblem] = []
+    notes: list[str] = []
+    env: dict[str, str] = {}
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.split("#", 1)[0].strip(" \t\r")
+        if not line:
+            continue
+        first = line.split()[0]
+        name = next((n for n in ("MAILTO", "SHELL", "PATH") if first.startswith(n + "=")), None)
+        if name is not None:
+            env[name] = first[len(name) + 1 :]
+            continue
+        words = line.split(None, 1) if first.startswith("@") else line.split(None, 5)
+        if first.startswith("@"):
+            spec = busybox.SPECIALS.get(first)
+            if (spec is None and first != "@reboot") or len(words) < 2:
+                notes.append(f"{file}:{number}: busybox skips {first!r} (not one of its @ words)")
+                continue
+            fields, command = (spec.split() if spec else []), words[1]
+        elif len(words) < 6:
+            if "=" in first:
+                notes.append(f"{file}:{number}: busybox ignores {first!r}: it reads only SHELL=, PATH= and MAILTO=")
+            continue
+        else:
+            fields, command = words[:5], words[5]
+        if raw.split("#", 1)[0] != raw and "#" in raw:
+            notes.append(f"{file}:{number}: busybox cuts the line at '#': the command is {command!r}")
+        if first == "@reboot":
+            schedule = cron_schedule = "@reboot"
+        else:
+            try:
+                sets = busybox.parse_line(fields)
+            except busybox.BusyboxParseError as exc:
+                errors.append(CrontabProblem(file, number, f"busybox: {exc}", "fix the field", cron_refuses=False))
+                continue
+            schedule, cron_schedule = busybox.chrono_schedule(sets), " ".join(fields)
+        entries.append(
+            CronEntry(
+                file=file,
+                line=number,
+                schedule=schedule,
+                cron_schedule=cron_schedule,
+                user=user,
+                command=command,
+                stdin=None,
+                env=tuple(env.items()),
+                timezone=None,
+                text=raw.rstrip("\r"),
+                flavor="busybox",
+            )
+        )
+    return ParsedCrontab(file, "user", tuple(entries), (), tuple(errors), tuple(notes))

@@ -391,7 +391,7 @@ def entry_notes(entry: CronEntry, options: ImportOptions) -> list[str]:
             f"MAILTO={env['MAILTO']!r}: cron mailed the job's output there; chrono sends no mail, the output "
             "is in the run history (the variable stays in env, as cron gave it to the job)"
         )
-    if entry.timezone and not same_zone(entry.timezone, options.host_timezone):
+    if entry.timezone and entry.flavor == "debian" and not same_zone(entry.timezone, options.host_timezone):
         notes.append(
             f"scheduled in {entry.timezone}, as CRON_TZ/TZ in the file says; Debian's cron ignores both for "
             f"scheduling and ran this line in the host's zone ({options.host_timezone}), so the fire times differ "
@@ -741,8 +741,11 @@ def compare_with_cron(
     # compile_schedule returns one object per expression and zone, so its `fires` names it.
     cron_zone = cron_tz or tz
     key = (entry.cron_schedule, getattr(chrono_fires, "__self__", chrono_fires), tz, cron_zone, now, days)
+    key = key + (entry.flavor,)
     if key not in _COMPARED:
-        _COMPARED[key] = _compare(entry.cron_schedule, cron_zone, now, now + timedelta(days=days), chrono_fires, tz)
+        _COMPARED[key] = _compare(
+            entry.cron_schedule, cron_zone, now, now + timedelta(days=days), chrono_fires, tz, entry.flavor
+        )
     compared, fires, only_cron, only_chrono = _COMPARED[key]
     result = Equivalence(job_id, compared, fires=fires)
     result.differences = _by_date(job_id, entry, tz, only_cron, only_chrono)
@@ -759,6 +762,7 @@ def _compare(
     end: datetime,
     chrono_fires: Callable[[datetime, datetime], list[datetime]],
     chrono_tz: str | None = None,
+    flavor: str = "debian",
 ) -> tuple[str, int, list[datetime], list[datetime]]:
     """(how compared, cron's start count, starts only cron has, fires only chrono has), by
     minute and counting repeats: a DST gap's skipped times start once each under cron, all
@@ -766,10 +770,18 @@ def _compare(
     A job that may start more than FULL_COMPARE_LIMIT times (more than 50 times a day) is
     compared on windows only (the count is then the windows' starts), so an every-minute
     line costs a fraction of a second rather than 400 days of minutes."""
+    from chronod.core import busybox
     from chronod.core.vixie import minutes_of, parse_entry, simulate
 
-    entry = parse_entry(cron_schedule)
-    per_day = len(entry.minutes) * len(entry.hours)  # at most: every day may match
+    run: Callable[[datetime, datetime], list[datetime]]
+    if flavor == "busybox":
+        sets = busybox.parse_line(cron_schedule.split())
+        per_day = len(sets.minutes) * len(sets.hours)
+        run = lambda a, b: busybox.simulate(sets, tz, a, b)  # noqa: E731
+    else:
+        entry = parse_entry(cron_schedule)
+        per_day = len(entry.minutes) * len(entry.hours)  # at most: every day may match
+        run = lambda a, b: simulate(cron_schedule, tz, a, b)  # noqa: E731
     if per_day * (end - now).days <= FULL_COMPARE_LIMIT:
         spans, compared = [(now, end)], "full"
     else:
@@ -781,7 +793,7 @@ def _compare(
     only_chrono: Counter[datetime] = Counter()
     starts = 0
     for a, b in spans:
-        theirs = Counter(simulate(cron_schedule, tz, a, b))
+        theirs = Counter(run(a, b))
         mine = Counter(minutes_of(chrono_fires(a, b)))
         starts += sum(theirs.values())
         only_cron += theirs - mine
