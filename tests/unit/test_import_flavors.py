@@ -45,9 +45,10 @@ def test_a_busybox_crontab_keeps_percent_cuts_at_hash_and_skips_other_settings()
     assert parsed.entries[1].schedule == "0 0 * * *"
     assert any("FOO=bar" in n for n in parsed.notes)
     result = run_import([Source("/etc/crontabs/root", text, "user", "root", "imported-crontab-root.yaml", flavor="busybox")], ImportOptions(host_timezone="America/New_York"), NOW)
-    job = result.jobs[0]
-    assert (job["overlap"], job["dst_gap"], job["dst_repeat"]) == ("forbid", "skip", "both")
-    assert "stdin" not in job and result.differences == []
+    hourly, daily = result.jobs
+    assert (hourly["overlap"], "dst_gap" in hourly) == ("forbid", False)  # a wildcard job follows the wall clock
+    assert (daily["overlap"], daily["dst_gap"], daily["dst_repeat"]) == ("forbid", "skip", "both")
+    assert "stdin" not in hourly and result.differences == []
 
 
 def test_cronie_honours_cron_tz_where_debian_does_not():
