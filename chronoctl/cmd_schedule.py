@@ -277,7 +277,7 @@ def _print_next_text(target: Target, fires: list[Any], start: datetime, now: dat
 # --- explain -------------------------------------------------------------------------
 
 _GAP_TEXT = {
-    "shift": "when a DST change skips its time it fires once, at the moment the clock jumps",
+    "shift": "when a DST change skips its time it fires at the moment the clock jumps, once for each skipped time",
     "skip": "when a DST change skips its time it does not run that day",
 }
 _REPEAT_TEXT = {
@@ -293,16 +293,22 @@ _CLASS_TEXT = {
     ),
     "interval": "interval (@every): fires at UTC multiples of the interval since the epoch; DST changes nothing",
     "reboot": "@reboot: once each time the daemon starts after a boot; no clock times",
+    "calendar": (
+        "systemd calendar (@calendar): systemd's DST rules: a time a DST change skips is not run; "
+        "a repeated time runs in the pass the search is in (the first, unless it starts in the second)"
+    ),
 }
 _BIG_JUMP = "a clock change of 3 hours or more is a correction, not DST: nothing is caught up and nothing repeats"
 
 
 def schedule_class(schedule: Any) -> str:
-    """`fixed-time`, `wildcard`, `interval` or `reboot` (docs/reference.md, Time zones and daylight saving time)."""
+    """`fixed-time`, `wildcard`, `interval`, `calendar` or `reboot` (docs/reference.md, Time zones and daylight saving time)."""
     if schedule.kind == "reboot":
         return "reboot"
     if schedule.kind == "every":
         return "interval"
+    if schedule.kind == "calendar":
+        return "calendar"
     return "fixed-time" if schedule.is_fixed_time else "wildcard"
 
 

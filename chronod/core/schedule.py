@@ -25,7 +25,7 @@ from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from chronod.core.bounds import EARLIEST, LATEST, MAX_EVERY_S, days_text
-from chronod.core.calendar import CalendarError, CalendarSpec, next_elapse, parse_calendar
+from chronod.core.calendar import CalendarError, CalendarSpec, CalendarStuck, next_elapse, parse_calendar
 from chronod.core.cronexpr import CronFields, ScheduleError, parse_fields
 from chronod.core.durations import DurationError, parse_duration
 from chronod.core.model import DST_GAP_POLICIES, DST_REPEAT_POLICIES
@@ -233,7 +233,7 @@ class _CalendarSchedule(Schedule):
         a = _as_utc(after)
         if a >= LATEST:
             return None
-        found = [t for t in (next_elapse(spec, a, self.tz) for spec in self.specs) if t is not None]
+        found = [t for t in (_elapse(spec, a, self.tz) for spec in self.specs) if t is not None]
         return _within(min(found)) if found else None
 
     def min_gap_s(self) -> int | None:
@@ -246,6 +246,14 @@ class _CalendarSchedule(Schedule):
         words = " or ".join(f"'{w}'" for w in self._written)
         zone = "" if self.tz in _UTC_NAMES else f" ({self.tz})"
         return f"at systemd calendar {words}{zone}"
+
+
+def _elapse(spec: CalendarSpec, after: datetime, tz: str) -> datetime | None:
+    """The next elapse, or None where systemd's own search gives up (its timer stops there)."""
+    try:
+        return next_elapse(spec, after, tz)
+    except CalendarStuck:
+        return None
 
 
 _GAP_SAMPLE = 1000  # fires
@@ -277,7 +285,7 @@ def _calendar(expr: str, tz: str, rest: str) -> _CalendarSchedule:
         except CalendarError as exc:
             raise ScheduleError(exc.message, exc.hint) from exc
     probe = datetime(2024, 1, 1, tzinfo=UTC)
-    if all(next_elapse(spec, probe, tz) is None for spec in specs):
+    if all(_elapse(spec, probe, tz) is None for spec in specs):
         raise ScheduleError(f"{expr!r} never elapses after 2024", "check the year and the day (2030-02-30 never comes)")
     return _CalendarSchedule(expr, tz, tuple(specs), written)
 
@@ -1024,7 +1032,7 @@ def _check_policy(dst_gap: str, dst_repeat: str) -> None:
     if dst_gap not in DST_GAP_POLICIES:
         raise ScheduleError(
             f"dst_gap {dst_gap!r} is not one of {', '.join(DST_GAP_POLICIES)}",
-            "shift fires once when the clock jumps; skip does not run that day",
+            "shift fires each skipped time when the clock jumps; skip does not run that day",
         )
     if dst_repeat not in DST_REPEAT_POLICIES:
         raise ScheduleError(

@@ -670,7 +670,8 @@ FIELDS: tuple[Field, ...] = (
         "schedule",
         Str(max_len=256),
         required=True,
-        rule="cron expression (5 fields, or 6 with leading seconds), @daily and friends, @every DURATION, or @reboot",
+        rule="cron expression (5 fields, or 6 with leading seconds), @daily and friends, @every DURATION, "
+        "@calendar EXPR[; EXPR...] (systemd OnCalendar=), or @reboot",
     ),
     Field("command", Command(), required=True, rule="a string is run by shell; a list is exec'd directly, no shell"),
     Field(
@@ -687,7 +688,7 @@ FIELDS: tuple[Field, ...] = (
         Enum(DST_GAP_POLICIES),
         "shift",
         default_doc="shift",
-        rule="fixed-time jobs whose local time a spring-forward skips: shift fires once when the clock jumps (cron); skip does not run that day",
+        rule="fixed-time jobs whose local time a spring-forward skips: shift fires each skipped time when the clock jumps, one second apart (cron); skip does not run that day",
     ),
     Field(
         "dst_repeat",
