@@ -29,7 +29,13 @@ from typing import Any
 START_HOUR = 7  # anacron.timer: *-*-* 07..23:30
 START_MINUTE = 30
 TIMER_DELAY_S = 300  # anacron.timer's RandomizedDelaySec=5m
-_NAMED = {"@monthly": "monthly", "@yearly": "yearly", "@annually": "yearly", "@daily": 1, "@weekly": 7}
+_NAMED: dict[str, int | str] = {
+    "@monthly": "monthly",
+    "@yearly": "yearly",
+    "@annually": "yearly",
+    "@daily": 1,
+    "@weekly": 7,
+}
 _DEBIAN_NAMED = ("@monthly", "@yearly")
 
 
@@ -96,7 +102,9 @@ def parse_anacrontab(text: str, file: str, flavor: str = "debian") -> Anacrontab
             out.errors.append((first, f"period {period_text!r} is not a number of days: anacron skips this line", ""))
             continue
         if not delay_text.isdigit() or "/" in ident:
-            out.errors.append((first, "invalid syntax: anacron skips this line", "the delay is minutes; ids have no '/'"))
+            out.errors.append(
+                (first, "invalid syntax: anacron skips this line", "the delay is minutes; ids have no '/'")
+            )
             continue
         out.entries.append(
             AnacronEntry(file, first, period, int(delay_text), ident, command, tuple(env.items()), stripped)
@@ -150,7 +158,9 @@ def schedule_for(entry: AnacronEntry, last: date | None) -> tuple[str, list[str]
         )
         return f"{minute} {hour} 1 * *", differs
     if entry.period == "yearly":
-        differs.append("anacron's @yearly waits 365 days since the last run (its date drifts); chrono runs it on 1 January")
+        differs.append(
+            "anacron's @yearly waits 365 days since the last run (its date drifts); chrono runs it on 1 January"
+        )
         return f"{minute} {hour} 1 1 *", differs
     assert isinstance(entry.period, int)
     if entry.period <= 1:
@@ -158,7 +168,9 @@ def schedule_for(entry: AnacronEntry, last: date | None) -> tuple[str, list[str]
     if entry.period == 7:
         weekday = ((last + timedelta(days=7)).isoweekday() % 7) if last else 1
         if last is None:
-            differs.append("never run yet: anacron would run it at its next start, then weekly; chrono weekly on Mondays")
+            differs.append(
+                "never run yet: anacron would run it at its next start, then weekly; chrono weekly on Mondays"
+            )
         return f"{minute} {hour} * * {weekday}", differs
     differs.append(
         f"every {entry.period} days counted from the last run: chrono's nearest form is @every {entry.period}d, "

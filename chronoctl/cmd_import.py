@@ -13,8 +13,8 @@ import pwd
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
 from datetime import datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
@@ -301,7 +301,9 @@ def run_import(
         parsed.append((src, pc))
         result.notes.extend(pc.notes)
         if src.guessed_flavor:
-            result.notes.append(f"{src.label}: read with {src.flavor}'s rules (guessed from the path; use --flavor to say)")
+            result.notes.append(
+                f"{src.label}: read with {src.flavor}'s rules (guessed from the path; use --flavor to say)"
+            )
         if src.guessed:
             result.notes.append(
                 f"{src.label}: read as a {src.format} crontab (guessed from its content; use --format to say)"
@@ -439,7 +441,9 @@ def _cron_dst_policy(events: Any) -> dict[str, str]:
 # --- output --------------------------------------------------------------------------
 
 
-def as_json(result: ImportResult, written: list[str], dry_run: bool, would_write: list[str] | None = None) -> dict[str, Any]:
+def as_json(
+    result: ImportResult, written: list[str], dry_run: bool, would_write: list[str] | None = None
+) -> dict[str, Any]:
     """The `--json` document: jobs and errors, plus disabled lines, differences and a summary."""
     return {
         "jobs": result.jobs,
@@ -490,7 +494,15 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
     ]
     print_table(
         rows,
-        ["id", "schedule", "timezone", "user", "source", ("check", f"SAME AS {result.scheduler.upper()}"), ("given", "ENV/STDIN/COMMAND")],
+        [
+            "id",
+            "schedule",
+            "timezone",
+            "user",
+            "source",
+            ("check", f"SAME AS {result.scheduler.upper()}"),
+            ("given", "ENV/STDIN/COMMAND"),
+        ],
         title="Imported jobs",
     )
     for title, items in (

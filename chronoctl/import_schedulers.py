@@ -63,7 +63,9 @@ def registry_name(source: str, kind: str) -> str:
     return f"imported-{kind}-{stem}.yaml"
 
 
-def import_timers(sources: list[TimerSource], options: ImportOptions, now: datetime, taken: set[str], result: Any) -> None:
+def import_timers(
+    sources: list[TimerSource], options: ImportOptions, now: datetime, taken: set[str], result: Any
+) -> None:
     """Each timer into `result` (cmd_import.ImportResult): a job, or an error saying why not."""
     from chronod.core.schedule import ScheduleError, compile_schedule
 
@@ -83,9 +85,7 @@ def import_timers(sources: list[TimerSource], options: ImportOptions, now: datet
         try:
             schedule = compile_schedule(job["schedule"], job["timezone"])
         except ScheduleError as exc:
-            result.errors.append(
-                {"file": label, "line": 0, "message": f"{src.name}: {exc.message}", "hint": exc.hint}
-            )
+            result.errors.append({"file": label, "line": 0, "message": f"{src.name}: {exc.message}", "hint": exc.hint})
             used.discard(job_id)
             continue
         differs = list(tj.differs)
@@ -98,7 +98,9 @@ def import_timers(sources: list[TimerSource], options: ImportOptions, now: datet
         else:
             compared = "systemd's timer rules"
         notes = tj.notes + [f"not honoured: {what}" for what in tj.not_honoured]
-        job.update(source={"file": label, "line": 0}, notes=notes, would_change=[], equivalence=_equivalence(compared, differs))
+        job.update(
+            source={"file": label, "line": 0}, notes=notes, would_change=[], equivalence=_equivalence(compared, differs)
+        )
         result.jobs.append(job)
         spec = {k: v for k, v in job.items() if k not in ("source", "notes", "would_change", "equivalence")}
         text = registry_yaml(label, [(SourceLine(label, 0, f"{src.name}: " + "; ".join(tj.calendar)), spec)])

@@ -21,7 +21,12 @@ from chronoctl.errors import UsageError
 from chronoctl.limits import read_bounded
 from chronoctl.systemd_timer import TimerJob, Unit, UnitError, instance_of, parse_unit, timer_job
 
-UNIT_PATH = (Path("/etc/systemd/system"), Path("/run/systemd/system"), Path("/lib/systemd/system"), Path("/usr/lib/systemd/system"))
+UNIT_PATH = (
+    Path("/etc/systemd/system"),
+    Path("/run/systemd/system"),
+    Path("/lib/systemd/system"),
+    Path("/usr/lib/systemd/system"),
+)
 WANTS = Path("/etc/systemd/system/timers.target.wants")
 LIVE_ELAPSES = 40  # elapses compared with systemd-analyze per expression
 

@@ -656,7 +656,9 @@ class Difference:
             more = f" and {len(items) - shown} more" if len(items) > shown else ""
             return ", ".join(items[:shown]) + more
 
-        return f"{self.job_id} ({self.source}) on {self.date}: cron only {few(self.cron)}; chrono only {few(self.chrono)}"
+        return (
+            f"{self.job_id} ({self.source}) on {self.date}: cron only {few(self.cron)}; chrono only {few(self.chrono)}"
+        )
 
 
 @dataclass

@@ -48,7 +48,7 @@ def read_bounded_bytes(path: Path, what: str) -> bytes:
         raise _too_large(what)
     try:
         with open(path, "rb") as fh:
-            return read_stream(fh, what)  # type: ignore[arg-type]
+            return read_stream(fh, what)
     except FileNotFoundError:
         raise
     except OSError as exc:

@@ -20,7 +20,6 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-
 # settings chrono carries (the rest of [Service] and [Unit] is listed per job as not honoured)
 _SERVICE_KEYS = frozenset(
     {

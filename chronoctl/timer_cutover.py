@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import typer
 
@@ -73,7 +73,7 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def quiet_start(next_fire: Any, now: datetime) -> datetime:
+def quiet_start(next_fire: Callable[[datetime], datetime | None], now: datetime) -> datetime:
     """When a switch may start: now, unless the job fires within the next minute; then two
     seconds after that fire (systemd runs it, the switch follows)."""
     t = next_fire(now)
@@ -93,7 +93,9 @@ def timer_cutover_cmd(
     from chronoctl.render import echo, escape_line, print_json
 
     if all_timers:
-        raise UsageError("--cutover takes one timer at a time", "chronoctl import /lib/systemd/system/X.timer --cutover")
+        raise UsageError(
+            "--cutover takes one timer at a time", "chronoctl import /lib/systemd/system/X.timer --cutover"
+        )
     sources = sources_for(path, False)
     options = import_options(owner, False)
     result = ImportResult(scheduler="systemd")
@@ -167,7 +169,9 @@ def timer_cutover_cmd(
         print_json({**as_json(result, [str(target)], False), "cutover": report})
     else:
         print_human(result, [str(target)], False)
-        echo(escape_line(f"{done}; chronod runs {specs[0].id} from {next(iter(firsts.values())):%Y-%m-%d %H:%M:%S} UTC"))
+        echo(
+            escape_line(f"{done}; chronod runs {specs[0].id} from {next(iter(firsts.values())):%Y-%m-%d %H:%M:%S} UTC")
+        )
         echo(escape_line(f"undo with: chronoctl import --rollback {src.path.with_name(src.name)}"))
     raise typer.Exit(EXIT_OK)
 
@@ -199,7 +203,9 @@ def timer_rollback_cmd(timer: Path, reg: Path, db: str | None, json_out: bool) -
     text = files[0].read_text()
     was_enabled = _WAS_ENABLED.format(unit=timer.name) in text
     ids = [j["id"] for j in (yaml.safe_load(text) or {}).get("jobs") or []]
-    done = systemctl().switch("enable", timer.name) if was_enabled else "the timer was not enabled before: left as it is"
+    done = (
+        systemctl().switch("enable", timer.name) if was_enabled else "the timer was not enabled before: left as it is"
+    )
     dropped = None
     try:
         with cmd_ops.opened(db) as store:
@@ -213,7 +219,13 @@ def timer_rollback_cmd(timer: Path, reg: Path, db: str | None, json_out: bool) -
     except Unreachable:
         for f in files:
             f.unlink(missing_ok=True)
-    report = {"timer": str(timer), "systemctl": done, "removed": [str(f) for f in files], "jobs": ids, "dropped": dropped}
+    report = {
+        "timer": str(timer),
+        "systemctl": done,
+        "removed": [str(f) for f in files],
+        "jobs": ids,
+        "dropped": dropped,
+    }
     if json_out:
         print_json(report)
     else:

@@ -150,7 +150,11 @@ def chrono_schedule(line: BusyboxLine) -> str:
     """A five-field chrono expression firing at the local times busybox matches. A day field
     busybox ignores is `*` (chrono ANDs it away); two used day fields are explicit lists, which
     chrono ORs, as busybox does. An empty day field matches nothing: such a line never runs."""
-    minutes, hours, months = _list(line.minutes, range(60)), _list(line.hours, range(24)), _list(line.months, range(1, 13))
+    minutes, hours, months = (
+        _list(line.minutes, range(60)),
+        _list(line.hours, range(24)),
+        _list(line.months, range(1, 13)),
+    )
     if line.days and line.dows:
         days, dows = _list(line.days, range(1, 32)), _list(line.dows, range(7))
         if days == "*" or dows == "*":  # one of them matches every day: so does the OR

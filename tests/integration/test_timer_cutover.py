@@ -72,7 +72,12 @@ def test_a_timer_cut_over_and_rolled_back_with_systemctl(site):
 def test_a_cutover_without_chronod_changes_nothing(tmp_path, site):
     root, timer = site["root"], site["timer"]
     res = chronoctl(
-        "import", str(timer), "--cutover", "--registry", str(tmp_path / "other"), db=str(tmp_path / "none.db"),
+        "import",
+        str(timer),
+        "--cutover",
+        "--registry",
+        str(tmp_path / "other"),
+        db=str(tmp_path / "none.db"),
         env={"CHRONO_SYSTEMD_ROOT": str(root)},
     )
     assert res.returncode == 3, res.stderr + res.stdout

@@ -62,13 +62,22 @@ def run_case(now: str, stamps: dict[str, str], work: Path) -> dict:
     tab, spool, out = work / "anacrontab", work / "spool", work / "out"
     spool.mkdir()
     out.mkdir()
-    tab.write_text(
-        "SHELL=/bin/sh\n" + "".join(f"{period}\t0\t{job}\techo ran >> {out}/{job}\n" for job, period in TAB)
-    )
+    tab.write_text("SHELL=/bin/sh\n" + "".join(f"{period}\t0\t{job}\techo ran >> {out}/{job}\n" for job, period in TAB))
     for job, date in stamps.items():
         (spool / job).write_text(date + "\n")
     res = subprocess.run(
-        ["faketime", now, shutil.which("anacron") or "/usr/sbin/anacron", "-d", "-n", "-s", "-t", str(tab), "-S", str(spool)],
+        [
+            "faketime",
+            now,
+            shutil.which("anacron") or "/usr/sbin/anacron",
+            "-d",
+            "-n",
+            "-s",
+            "-t",
+            str(tab),
+            "-S",
+            str(spool),
+        ],
         capture_output=True,
         text=True,
         timeout=60,

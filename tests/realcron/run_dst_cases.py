@@ -141,7 +141,14 @@ def run_case(case: DstCase, work: Path, log=print) -> dict:
         fake = [fake0 + timedelta(seconds=(s - started) * case.speed) for s in stamps]
         runs[line] = [t.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z") for t in fake]
     log(f"{case.id}: {json.dumps(runs)}")
-    return {"id": case.id, "tz": case.tz, "start": case.start, "minutes": case.minutes, "speed": case.speed, "runs": runs}
+    return {
+        "id": case.id,
+        "tz": case.tz,
+        "start": case.start,
+        "minutes": case.minutes,
+        "speed": case.speed,
+        "runs": runs,
+    }
 
 
 def main() -> int:

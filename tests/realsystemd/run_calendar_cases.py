@@ -209,9 +209,7 @@ def main() -> int:
             "and base; regenerate with: python -m tests.realsystemd.run_calendar_cases --write"
         )
         lines = [json.dumps(c, separators=(",", ":")) for c in doc["cases"]]
-        FIXTURE.write_text(
-            json.dumps(header, indent=1)[:-2] + ',\n "cases": [\n' + ",\n".join(lines) + "\n ]\n}\n"
-        )
+        FIXTURE.write_text(json.dumps(header, indent=1)[:-2] + ',\n "cases": [\n' + ",\n".join(lines) + "\n ]\n}\n")
         print(f"wrote {FIXTURE} ({FIXTURE.stat().st_size // 1024} KiB)")
     return 0
 

@@ -41,10 +41,18 @@ def test_the_imported_schedule_fires_when_busybox_would_across_clock_changes(exp
 def test_a_busybox_crontab_keeps_percent_cuts_at_hash_and_skips_other_settings():
     text = "FOO=bar\nSHELL=/bin/ash\n0 * * * * date +%F > /tmp/d # stamp\n@daily /bin/daily\n"
     parsed = parse_busybox(text, "/etc/crontabs/root", "root")
-    assert [(e.command, e.stdin, dict(e.env)) for e in parsed.entries][0] == ("date +%F > /tmp/d", None, {"SHELL": "/bin/ash"})
+    assert [(e.command, e.stdin, dict(e.env)) for e in parsed.entries][0] == (
+        "date +%F > /tmp/d",
+        None,
+        {"SHELL": "/bin/ash"},
+    )
     assert parsed.entries[1].schedule == "0 0 * * *"
     assert any("FOO=bar" in n for n in parsed.notes)
-    result = run_import([Source("/etc/crontabs/root", text, "user", "root", "imported-crontab-root.yaml", flavor="busybox")], ImportOptions(host_timezone="America/New_York"), NOW)
+    result = run_import(
+        [Source("/etc/crontabs/root", text, "user", "root", "imported-crontab-root.yaml", flavor="busybox")],
+        ImportOptions(host_timezone="America/New_York"),
+        NOW,
+    )
     hourly, daily = result.jobs
     assert (hourly["overlap"], "dst_gap" in hourly) == ("forbid", False)  # a wildcard job follows the wall clock
     assert (daily["overlap"], daily["dst_gap"], daily["dst_repeat"]) == ("forbid", "skip", "both")

@@ -9,7 +9,15 @@ import pytest
 
 from chronod.core.schedule import Schedule, compile_schedule
 
-EXPRESSIONS = ["*/7 * * * *", "30 2 * * *", "0,30 2 * * *", "0 1-3 * * *", "*/15 1-2 * * *", "0 0 31 * *", "0 30 2 * * *"]
+EXPRESSIONS = [
+    "*/7 * * * *",
+    "30 2 * * *",
+    "0,30 2 * * *",
+    "0 1-3 * * *",
+    "*/15 1-2 * * *",
+    "0 0 31 * *",
+    "0 30 2 * * *",
+]
 SPANS = [
     ("America/New_York", "2027-02-20T00:00:00Z", 40),  # spring forward with several skipped matches
     ("America/New_York", "2027-10-25T00:00:00Z", 20),  # fall back

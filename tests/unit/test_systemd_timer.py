@@ -30,7 +30,9 @@ SERVICE = "[Service]\nType=oneshot\nExecStart=/usr/bin/report --all\n"
 
 
 def test_several_on_calendar_lines_make_one_calendar_schedule_and_an_empty_one_resets():
-    tj = _job("[Timer]\nOnCalendar=hourly\nOnCalendar=\nOnCalendar=Mon *-*-* 09:00\nOnCalendar=*-*~1 \\\n 23:00\n", SERVICE)
+    tj = _job(
+        "[Timer]\nOnCalendar=hourly\nOnCalendar=\nOnCalendar=Mon *-*-* 09:00\nOnCalendar=*-*~1 \\\n 23:00\n", SERVICE
+    )
     assert tj.job["schedule"] == "@calendar Mon *-*-* 09:00; *-*~1 23:00"
     assert tj.job["command"] == ["/usr/bin/report", "--all"]  # exec'd directly, as systemd does
     assert (tj.job["timezone"], tj.job["overlap"], tj.job["catchup"]) == ("Europe/Berlin", "forbid", "none")
@@ -47,7 +49,9 @@ def test_exec_prefixes_are_handled_or_refused_with_the_reason():
 
 
 def test_environment_and_environment_file_are_read_and_a_missing_one_refused():
-    service = SERVICE + 'Environment="A=1 2" B=3\nEnvironmentFile=/etc/default/x\nEnvironmentFile=-/etc/none\nUser=app\n'
+    service = (
+        SERVICE + 'Environment="A=1 2" B=3\nEnvironmentFile=/etc/default/x\nEnvironmentFile=-/etc/none\nUser=app\n'
+    )
     tj = _job("[Timer]\nOnCalendar=daily\n", service, {"/etc/default/x": "# c\nexport C='four'\n", "/etc/none": None})
     assert tj.job["env"] == {"C": "four", "A": "1 2", "B": "3"} and tj.job["user"] == "app"
     with pytest.raises(UnitError, match="does not exist"):
@@ -74,7 +78,9 @@ def test_monotonic_timers_take_the_nearest_chrono_form_and_say_what_differs():
 
 
 def test_what_chrono_cannot_honour_is_listed_and_conditions_count_as_differences():
-    service = "[Unit]\nConditionACPower=true\n[Service]\nType=oneshot\nExecStart=/bin/x\nProtectSystem=full\nCPUQuota=20%\n"
+    service = (
+        "[Unit]\nConditionACPower=true\n[Service]\nType=oneshot\nExecStart=/bin/x\nProtectSystem=full\nCPUQuota=20%\n"
+    )
     tj = _job("[Timer]\nOnCalendar=daily\nWakeSystem=true\n", service)
     assert "x.service: ProtectSystem=full" in tj.not_honoured and "x.service: CPUQuota=20%" in tj.not_honoured
     assert "[Timer] WakeSystem=true" in tj.not_honoured
@@ -89,7 +95,14 @@ def test_daemons_and_units_without_a_command_are_refused():
 
 
 def test_time_spans_read_as_systemd_reads_them():
-    assert [seconds(v) for v in ("90", "5min", "1h 30min", "2d", "1w", "infinity")] == [90, 300, 5400, 172800, 604800, None]
+    assert [seconds(v) for v in ("90", "5min", "1h 30min", "2d", "1w", "infinity")] == [
+        90,
+        300,
+        5400,
+        172800,
+        604800,
+        None,
+    ]
     with pytest.raises(UnitError):
         seconds("5 fortnights")
 
@@ -103,7 +116,10 @@ def test_a_template_instance_expands_its_specifiers_and_a_template_alone_is_refu
     _write(tmp_path, "dump@.timer", "[Timer]\nOnCalendar=weekly\n")
     _write(tmp_path, "dump@.service", "[Service]\nType=oneshot\nExecStart=/bin/dump %i %I\n")
     result = ImportResult(scheduler="systemd")
-    sources = [TimerSource(tmp_path / "dump@.timer", "dump@15-main.timer"), TimerSource(tmp_path / "dump@.timer", "dump@.timer")]
+    sources = [
+        TimerSource(tmp_path / "dump@.timer", "dump@15-main.timer"),
+        TimerSource(tmp_path / "dump@.timer", "dump@.timer"),
+    ]
     import_timers(sources, ImportOptions(host_timezone="UTC"), NOW, set(), result)
     assert [j["command"] for j in result.jobs] == [["/bin/dump", "15-main", "15/main"]]
     assert "is a template" in result.errors[0]["message"]
