@@ -208,3 +208,19 @@ def test_what_chrono_cannot_carry_is_named_per_job_in_text_and_json():
     proc = chronoctl("import", "-", "--format", "system", "--dry-run", stdin=text)
     assert "ENV/STDIN/COMMAND" in proc.stdout and "NO: env differ" in proc.stdout
     assert "Not what cron gives the job:" in proc.stdout and "'A-B' is not a name chrono's env takes" in proc.stdout
+
+
+def test_a_dry_run_writes_nothing_says_so_and_fails_when_a_job_would_fire_differently(tmp_path):
+    same = tmp_path / "same"
+    same.write_text("0 5 * * * root /bin/true\n")
+    other = tmp_path / "other"
+    other.write_text("CRON_TZ=Pacific/Kiritimati\n0 5 * * * root /bin/true\n")  # +14: never the host's zone
+    for crontab, code in ((same, 0), (other, 1)):
+        proc = chronoctl(
+            "import", str(crontab), "--format", "system", "--dry-run", "--json", "--registry", str(tmp_path / "r")
+        )
+        assert proc.returncode == code, proc.stderr
+        summary = json.loads(proc.stdout)["summary"]
+        assert summary["written"] == [] and summary["would_write"]
+        assert bool(summary["fire_differently"]) == bool(code)
+    assert not (tmp_path / "r").exists()

@@ -76,3 +76,21 @@ def test_a_note_many_jobs_share_is_said_once():
     folded = fold_notes(jobs)
     assert folded.count("root-job0, root-job1, root-job2 and 2 more (5 jobs): MAILTO='ops': cron mailed") == 1
     assert "root-job4: own 4" in folded and len(folded) == 6
+
+
+def test_every_input_is_read_up_to_one_mebibyte(tmp_path):
+    import pytest
+
+    from chronoctl.cmd_import import collect_sources
+    from chronoctl.errors import UsageError
+    from chronoctl.limits import LIMIT
+
+    with pytest.raises(UsageError, match="larger than 1024 KiB"):
+        collect_sources("/dev/zero", "system", None)
+    big = tmp_path / "big"
+    big.write_bytes(b"#" * (LIMIT + 1))
+    with pytest.raises(UsageError, match="larger than"):
+        collect_sources(str(big), "system", None)
+    ok = tmp_path / "ok"
+    ok.write_bytes(b"# " + b"x" * (LIMIT - 3) + b"\n")
+    assert collect_sources(str(ok), "system", None)[0].text.startswith("# x")
