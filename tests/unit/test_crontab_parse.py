@@ -257,7 +257,7 @@ def test_the_percent_rule_matches_do_command_c(command, expected):
         ("* * * * monday root x", "day-of-week field 'monday'"),
         ("5/10 * * * * root x", "minute field '5/10'"),
         ("0 0 * * * root", "too few fields"),
-        ("0 0 * * * bad:user cmd", "is not a user name"),
+        ("0 0 * * * bad:user cmd", "can never be a user name"),
         ("@fortnightly root x", "unknown macro"),
         ("0 0 * * fri-mon root x", "can never run"),
     ],
