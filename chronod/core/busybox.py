@@ -21,7 +21,7 @@ Where busybox differs from Debian's cron:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 _DOW = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -168,24 +168,25 @@ def chrono_schedule(line: BusyboxLine) -> str:
 
 def simulate(line: BusyboxLine, tz: str, start: datetime, end: datetime) -> list[datetime]:
     """The UTC minutes in (start, end] at which busybox crond, running in zone `tz`, starts the
-    line: every UTC minute whose local time matches (no catch-up, both passes of a repeat)."""
+    line: every UTC minute whose local time matches. Walked by local day and matching wall time
+    (not minute by minute): a wall time a clock change skips has no UTC minute, a repeated one
+    has two (busybox runs both), any other one."""
     zone = ZoneInfo(tz)
-    t = start.astimezone(timezone.utc).replace(second=0, microsecond=0) + timedelta(minutes=1)
-    out = []
-    day_cache: dict[date, bool] = {}
-    while t <= end:
-        local = t.astimezone(zone)
-        d = local.date()
-        ok = day_cache.get(d)
-        if ok is None:
-            ok = day_cache[d] = local.month in line.months and (
-                local.day in line.days or (local.isoweekday() % 7) in line.dows
-            )
-        if not ok:  # on to the next local midnight
-            midnight = datetime(d.year, d.month, d.day, tzinfo=zone) + timedelta(days=1)
-            t = max(t + timedelta(minutes=1), midnight.astimezone(timezone.utc).replace(second=0, microsecond=0))
-            continue
-        if local.minute in line.minutes and local.hour in line.hours:
-            out.append(t)
-        t += timedelta(minutes=1)
-    return out
+    lo, hi = start.astimezone(timezone.utc), end.astimezone(timezone.utc)
+    day = (lo - timedelta(days=1)).astimezone(zone).date()
+    last = (hi + timedelta(days=1)).astimezone(zone).date()
+    out: list[datetime] = []
+    while day <= last:
+        if day.month in line.months and (day.day in line.days or (day.isoweekday() % 7) in line.dows):
+            for h in sorted(line.hours):
+                for m in sorted(line.minutes):
+                    wall = datetime(day.year, day.month, day.day, h, m)
+                    first = wall.replace(tzinfo=zone, fold=0).astimezone(timezone.utc)
+                    second = wall.replace(tzinfo=zone, fold=1).astimezone(timezone.utc)
+                    if first > second:  # in a gap: the clock never shows it
+                        continue
+                    for t in (first,) if first == second else (first, second):
+                        if lo < t <= hi and t.astimezone(zone).replace(tzinfo=None) == wall:
+                            out.append(t)
+        day += timedelta(days=1)
+    return sorted(out)
