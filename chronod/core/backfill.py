@@ -29,12 +29,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
 from chronod.core import history, retention
-from chronod.core.model import ACTIVE_STATES, JobSpec
+from chronod.core.model import ACTIVE_STATES, JobSpec, Trigger
 from chronod.core.occurrence import Occurrence
 
 ONLY = ("missed", "failed", "all")
 FAILED_STATES = ("failed", "timed_out", "lost")
-TRIGGER = "backfill"
+TRIGGER = Trigger.BACKFILL
 MAX_OCCURRENCES = 10000  # one backfill runs at most this many occurrences
 MAX_RANGE = 100_000  # and looks at most at this many occurrences of its range
 

@@ -205,6 +205,11 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
         except AddressError as e:
             raise StartupError(str(e), EXIT_CONFIG) from None
     waker = Waker(kernel.WallTimer(), kernel.DirWatch(registry), log)
+
+    def carried() -> dict[str, Any]:  # the loop's specs, for the threads that read every job
+        return {j.spec.id: j.spec for j in dict(daemon.jobs).values()}
+
+    notifier = notify_service(store, clock, log, node, metrics, known_specs=carried)
     daemon = Daemon(
         clock=clock,
         store=store,
@@ -220,6 +225,7 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
         boot_time=kernel.boot_time(),
         lease_ttl_s=ttl,
         max_starts_per_s=DEFAULT_MAX_STARTS_PER_S if args.max_starts is None else args.max_starts,
+        notify_service=notifier,  # the loop wakes it after recording outcomes
     )
     log(
         "daemon.starting",
@@ -238,12 +244,6 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
             hint="give --db without the password and put it in ~/.pgpass (or PGPASSFILE), or set PGPASSWORD "
             "or CHRONO_DB in an environment file the unit reads (EnvironmentFile=, mode 0600)",
         )
-
-    def carried() -> dict[str, Any]:  # the loop's specs, for the threads that read every job
-        return {j.spec.id: j.spec for j in dict(daemon.jobs).values()}
-
-    notifier = notify_service(store, clock, log, node, metrics, known_specs=carried)
-    daemon.notify_service = notifier  # the loop calls notifier.wake() after recording an outcome
     pruner = Pruner(store, clock, log, node, metrics=metrics, known_specs=carried)
     try:
         daemon.start()

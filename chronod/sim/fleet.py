@@ -231,7 +231,9 @@ class FleetOutcome:
 
 
 class FleetSimulation:
-    """K nodes, one store, one seed."""
+    """K nodes, one store, one seed. Each daemon's waker (the simulation steps them)."""
+
+    stop_requested = False  # nodes stop by crashing or by a stop event, not by SIGTERM
 
     def __init__(self, cfg: Config, workdir: Path | None = None):
         self.cfg = cfg

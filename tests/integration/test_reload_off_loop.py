@@ -110,9 +110,9 @@ def test_a_slow_reload_skips_no_occurrence_of_an_every_second_job(tmp_path):
 
 
 def test_first_occurrences_far_ahead_are_stored_after_ready_a_slice_per_wake_up(tmp_path, monkeypatch):
-    from chronod.daemon import registry
+    from chronod.daemon import occurrences
 
-    monkeypatch.setattr(registry, "STORE_SLICE", 2)
+    monkeypatch.setattr(occurrences, "STORE_SLICE", 2)
     reg = tmp_path / "jobs.d"
     reg.mkdir()
     far = [f"far{i}" for i in range(5)]
