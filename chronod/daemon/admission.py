@@ -226,7 +226,7 @@ class Admission:
             self.ledger.claim(job, run)
             self.ledger.store_runs([next_run])
             return
-        claimed, full = self.starter.claim(job, run, next_run, self.registry.limit(job.spec.resource))
+        claimed, full = self.starter.claim(job, run, next_run, self.registry.limit(job.spec.resource or ""))
         if full:
             self.lines.back_in_front(job, run, self.clock.now())
         elif claimed is not None:

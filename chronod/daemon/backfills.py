@@ -148,4 +148,4 @@ class Backfills:
             self.admission.start_or_queue(job, opened)
         if in_flight == 0 and self.store.end_backfill(bf.id, "done"):
             done = backfill.progress(self.store.run_states(bf.run_ids), bf.run_ids, started)
-            self.log("backfill.done", backfill=bf.id, job=spec.id, **done)
+            self.log("backfill.done", "info", backfill=bf.id, job=spec.id, **done)

@@ -110,7 +110,7 @@ class Daemon:
         self.quarantine = reg.quarantine
         tl = self.timeline = Timeline()
         gate = self.gate = Gate(store)
-        lines = Lines()
+        lines = self.lines = Lines()
         limit = self.limit = StartLimit(clock, log, metrics, max_starts_per_s)
         ledger = Ledger(store, node, lease, metrics, log)
         view = self.fleet = FleetView(store, clock, node, log, fleet)
@@ -176,7 +176,6 @@ class Daemon:
             fleet=view,
             admission=self.admission,
         )
-        self.lines = lines
         self.endings = Endings(clock=clock, store=store, log=log, lease=lease, metrics=metrics, rng=rng, timeline=tl)
         self.recovery = Recovery(
             clock=clock,

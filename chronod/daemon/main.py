@@ -6,9 +6,17 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from chronod import __version__, fsutil, paths
+
+if TYPE_CHECKING:
+    from chronod.core.clock import Clock
+    from chronod.daemon.loop import Daemon
+    from chronod.daemon.metrics import Metrics
+    from chronod.daemon.pruner import Pruner
+    from chronod.notify.service import NotifyService
+    from chronod.store.api import Store
 
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
@@ -153,7 +161,9 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
+def start(
+    args: argparse.Namespace, registry: list[Path], db: str, node: str
+) -> tuple[Daemon, tuple[NotifyService, Pruner]]:
     """Open the store, listen for metrics, build the daemon and run its start-up (lease,
     first load, adoption, READY=1). Returns the daemon and its background services (the
     notifier, the pruner), all running."""
@@ -257,7 +267,14 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     return daemon, (notifier, pruner)
 
 
-def notify_service(store, clock, log, node: str, metrics, known_specs=None):
+def notify_service(
+    store: Store,
+    clock: Clock,
+    log: Callable[..., None],
+    node: str,
+    metrics: Metrics,
+    known_specs: Callable[[], dict[str, Any]] | None = None,
+) -> NotifyService:
     """The notifier (chronod.notify.service): its own thread, woken by the loop, never blocking it.
     It reads the fleet's jobs from the store and shares the specs this node carries
     (`known_specs`, a copy of the loop's taken under the GIL) instead of parsing them again."""

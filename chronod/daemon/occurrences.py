@@ -175,8 +175,7 @@ class Occurrences:
 
     def next_run(self, job: Job, after: datetime) -> Run | None:
         """The first occurrence whose fire time is after `after`, as a pending Run."""
-        run: Run | None = self.quarantine.call(job.spec, "next occurrence", _next_run, job, after)
-        return run
+        return self.quarantine.call(job.spec, "next occurrence", _next_run, job, after)
 
     def reconcile(self) -> None:
         """Check the invariant 'every enabled job has its next occurrence stored'; repair."""

@@ -86,8 +86,8 @@ class Recovery:
                 if self.endings.record_outcomes([(job, run, found)]):
                     self.runner.discard(run.run_id, run.attempts)
         for rid, attempt in self.runner.orphans(known=self.starter.known()):
-            run = self.store.get_run(rid)
-            if run is None or run.state != RunState.RUNNING or run.attempts != attempt:
+            row = self.store.get_run(rid)
+            if row is None or row.state != RunState.RUNNING or row.attempts != attempt:
                 self.runner.discard(rid, attempt)  # already recorded before a crash
 
     def job_from_store(self, job_id: str) -> Job | None:

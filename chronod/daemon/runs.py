@@ -63,7 +63,7 @@ class Batch:
         self.per_job[job.spec.id] += 1
 
 
-class ActiveRuns(dict):
+class ActiveRuns(dict[str, Active]):
     """run_id -> Active, with an index by job so that overlap checks stay O(1) per launch
     when a thousand runs are in flight."""
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class Log(Protocol):
-    def __call__(self, event: str, level: str = "info", /, **fields: object) -> None: ...
+    def __call__(self, event: str, level: str = "info", **fields: object) -> None: ...
 
 
 class Runner(Protocol):

@@ -98,6 +98,7 @@ class Lines:
 
     # ------------------------------------------------------------------ resource lines
     def wait_for_slot(self, job: Job, run: Run) -> None:
+        assert job.spec.resource, "only a job with a resource waits for a slot"
         self._waiting.setdefault(job.spec.resource, []).append((job, run))
 
     def slot_turn(
@@ -127,8 +128,10 @@ class Lines:
     def back_in_front(self, job: Job, run: Run, now: datetime) -> None:
         """A fleet's resource was full in the store: back to the front of the line, ask again
         in GROUP_FULL_RETRY_S (its deadline still holds)."""
-        self._waiting.setdefault(job.spec.resource, []).insert(0, (job, run))
-        self._group_retry_at[job.spec.resource] = now + timedelta(seconds=GROUP_FULL_RETRY_S)
+        resource = job.spec.resource
+        assert resource, "only a job with a resource waits for a slot"
+        self._waiting.setdefault(resource, []).insert(0, (job, run))
+        self._group_retry_at[resource] = now + timedelta(seconds=GROUP_FULL_RETRY_S)
 
     def forget(self, job_id: str) -> None:
         """A job removed or set aside: its runs leave every line."""

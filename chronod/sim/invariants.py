@@ -176,7 +176,7 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
     return None
 
 
-def _windows(docs: tuple[dict, ...]) -> list[blackout.Window]:
+def _windows(docs: tuple[dict[str, object], ...]) -> list[blackout.Window]:
     """The simulation's maintenance windows, read the way the daemon reads them."""
     if not docs:
         return []
@@ -423,6 +423,7 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
     specs = {job: vs[-1].spec for job, vs in f.out.versions.items()}
     for bf_id in f.out.backfills:
         bf = f.out.store.get_backfill(bf_id)
+        assert bf is not None, f"backfill {bf_id} the simulation stored is gone"
         at = bf.created_at
         if bf.state != "done":
             out.append(Counterexample(at, bf.job_id, "-", f"backfill {bf_id} still {bf.state} at the end"))

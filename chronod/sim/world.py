@@ -181,6 +181,7 @@ class SimRunner:
 
     def launch(self, req: LaunchRequest) -> Handle:
         w, spec = self.world, req.spec
+        code: int | None
         duration, code = w.durations[spec.id](w.rng) if spec.id in w.durations else (1.0, 0)
         state = "succeeded" if code == 0 else "failed"
         if spec.timeout_s is not None and duration > spec.timeout_s:
