@@ -3,8 +3,9 @@ record how each run ends. Decisions come from chronod.core.policy; time only fro
 injected clock; the loop sleeps until the next fire (or a signal, a child's exit, a
 registry change, a heartbeat) and never polls.
 
-`Daemon` composes objects that each own their state (docs/architecture.md has the table);
-none holds a reference to `Daemon`, and each hands the others values, not its state:
+`Daemon` drives objects that each own their state (wired by chronod.daemon.parts;
+docs/architecture.md has the ownership table); none holds a reference to `Daemon`, and
+each hands the others values, not its state:
 
 - `Registry` (registry.py): the carried jobs, the files' last good versions, resource
   limits; a reload returns `Changes`, which the loop hands to the parts below;
@@ -33,30 +34,14 @@ from __future__ import annotations
 
 import random
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Callable, Mapping
 
 from chronod.core import occurrence, policy
 from chronod.core.clock import Clock
-from chronod.daemon.admission import Admission
-from chronod.daemon.backfills import Backfills
-from chronod.daemon.dispatch import Dispatch
-from chronod.daemon.endings import Endings
-from chronod.daemon.fleetview import FleetView
-from chronod.daemon.gate import Gate
-from chronod.daemon.heartbeat import Heartbeat
-from chronod.daemon.ledger import Ledger
-from chronod.daemon.occurrences import Occurrences
-from chronod.daemon.outage import Connectivity
-from chronod.daemon.recovery import Recovery
-from chronod.daemon.registry import Changes, Registry
-from chronod.daemon.reloads import InlineReloads
+from chronod.daemon.parts import assemble
+from chronod.daemon.registry import Changes
 from chronod.daemon.runs import Active, Job
 from chronod.daemon.seams import Log, Metrics, Notifier, NotifyService, Reloads, Runner, Waker
-from chronod.daemon.starter import Starter
-from chronod.daemon.startlimit import StartLimit
-from chronod.daemon.timeline import Timeline
-from chronod.daemon.waits import Lines
 from chronod.daemon.waker import Wakeups
 from chronod.fleet.lease import Lease
 from chronod.runner.api import Handle
@@ -93,141 +78,30 @@ class Daemon:
         self.clock, self.store, self.node, self.log = clock, store, node, log
         self.metrics, self.notifier, self.waker, self.runner = metrics, notifier, waker, runner
         self.boot_id, self.boot_time = boot_id, boot_time
-        rng = rng or random.Random()
         fleet = store.dialect == "postgresql"
         lease = self.lease = Lease(store=store, clock=clock, node=node, boot_id=boot_id, ttl_s=lease_ttl_s, fleet=fleet)
-        reg = self.registry = Registry(
+        parts = assemble(
             clock=clock,
             store=store,
-            log=log,
-            node=node,
-            lease=lease,
-            metrics=metrics,
-            load=load_registry,
-            reloads=reloads or InlineReloads(),
-            state_dir=str(runner.state_dir),
-        )
-        self.quarantine = reg.quarantine
-        tl = self.timeline = Timeline()
-        gate = self.gate = Gate(store)
-        lines = self.lines = Lines()
-        limit = self.limit = StartLimit(clock, log, metrics, max_starts_per_s)
-        ledger = Ledger(store, node, lease, metrics, log)
-        view = self.fleet = FleetView(store, clock, node, log, fleet)
-        beat: list[Heartbeat] = []  # the heartbeat, once built (the starter renews a lapsed lease)
-        starter = self.starter = Starter(
-            clock=clock,
-            store=store,
-            log=log,
             runner=runner,
+            load_registry=load_registry,
             node=node,
-            lease=lease,
-            renew=lambda: beat[0].beat(),
+            metrics=metrics,
+            log=log,
             waker=waker,
-            metrics=metrics,
-            ledger=ledger,
-            limit=limit,
-            timeline=tl,
-            notify=notify_service,
-            fleet=fleet,
-        )
-        occ = self.occurrences = Occurrences(
-            clock=clock,
-            store=store,
-            log=log,
-            node=node,
             lease=lease,
-            metrics=metrics,
-            quarantine=reg.quarantine,
-            registry=reg,
-            timeline=tl,
-            gate=gate,
-            limit=limit,
-        )
-        self.admission = Admission(
-            clock=clock,
-            store=store,
-            log=log,
-            node=node,
-            lease=lease,
-            registry=reg,
-            timeline=tl,
-            gate=gate,
-            lines=lines,
-            ledger=ledger,
-            starter=starter,
-            fleet=view,
-        )
-        self.dispatch = Dispatch(
-            clock=clock,
-            store=store,
-            log=log,
-            metrics=metrics,
-            waker=waker,
-            quarantine=reg.quarantine,
-            registry=reg,
-            occurrences=occ,
-            timeline=tl,
-            gate=gate,
-            lines=lines,
-            ledger=ledger,
-            limit=limit,
-            starter=starter,
-            fleet=view,
-            admission=self.admission,
-        )
-        self.endings = Endings(clock=clock, store=store, log=log, lease=lease, metrics=metrics, rng=rng, timeline=tl)
-        self.recovery = Recovery(
-            clock=clock,
-            store=store,
-            log=log,
-            runner=runner,
-            node=node,
-            lease=lease,
-            metrics=metrics,
-            registry=reg,
-            timeline=tl,
-            starter=starter,
-            endings=self.endings,
-        )
-        self.link = Connectivity(
-            clock=clock,
-            store=store,
-            log=log,
-            node=node,
-            lease=lease,
-            metrics=metrics,
-            rng=rng,
             fleet=fleet,
             lease_ttl_s=lease_ttl_s,
-            spool_path=Path(runner.state_dir) / "spool.jsonl",
-            registry=reg,
-            occurrences=occ,
-            timeline=tl,
-            starter=starter,
+            rng=rng or random.Random(),
+            reloads=reloads,
+            max_starts_per_s=max_starts_per_s,
+            notify_service=notify_service,
         )
-        self.backfills = Backfills(
-            clock=clock,
-            store=store,
-            log=log,
-            quarantine=reg.quarantine,
-            registry=reg,
-            timeline=tl,
-            gate=gate,
-            starter=starter,
-            fleet=view,
-            admission=self.admission,
-        )
-        self.heartbeat = Heartbeat(
-            clock=clock,
-            lease=lease,
-            registry=reg,
-            recovery=self.recovery,
-            fleet=view,
-            backfills=self.backfills,
-            link=self.link,
-        )
-        beat.append(self.heartbeat)
+        self.registry, self.occurrences, self.timeline = parts.registry, parts.occurrences, parts.timeline
+        self.gate, self.lines, self.limit, self.starter = parts.gate, parts.lines, parts.limit, parts.starter
+        self.admission, self.dispatch, self.endings = parts.admission, parts.dispatch, parts.endings
+        self.recovery, self.link, self.fleet = parts.recovery, parts.link, parts.fleet
+        self.backfills, self.heartbeat = parts.backfills, parts.heartbeat
         self.notify_service = notify_service
         self.dbwatch = DbWatch.for_store(store, log, metrics.db_restored)
         self.stopping = False
