@@ -68,7 +68,10 @@ class NotifyState:
         """The state written by `to_json`; a fresh state for None or {}."""
         if not d:
             return cls()
-        t = lambda k: datetime.fromisoformat(d[k]) if d.get(k) else None  # noqa: E731
+
+        def t(k: str) -> datetime | None:
+            return datetime.fromisoformat(d[k]) if d.get(k) else None
+
         return cls(
             d.get("condition", "ok"),
             bool(d.get("overlap")),
@@ -103,7 +106,8 @@ def _stamp(at: datetime) -> str:
 
 
 def _finished(run: Any) -> datetime:
-    return run.finished_at or run.updated_at or run.scheduled_at
+    at: datetime = run.finished_at or run.updated_at or run.scheduled_at
+    return at
 
 
 def unseen(runs: Iterable[Any], state: NotifyState) -> list[Any]:
@@ -162,10 +166,12 @@ def check_silence(
     deadline = silence_deadline(spec, state)
     if deadline is not None and paused:
         # A pause is deliberate: the silence clock restarts when the job is resumed.
+        assert spec.max_silence_s is not None and state.basis is not None  # a deadline needs both
         half = timedelta(seconds=spec.max_silence_s / 2)
         return [], (replace(state, basis=now) if now - state.basis > half else state)
     if deadline is None or now < deadline:
         return [], state
+    assert state.basis is not None  # a deadline counts from it
     age = history.silence(spec, state.basis, now)
     detail = (
         f"no success for {round(age.age_s or 0)}s (max_silence_s {spec.max_silence_s}); silent since {_stamp(deadline)}"

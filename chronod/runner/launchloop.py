@@ -33,6 +33,7 @@ import struct
 import threading
 import time
 from datetime import datetime, timezone
+from typing import Any
 
 from chronod.runner import files, supervisor
 from chronod.runner.supervisor import Plan
@@ -183,7 +184,7 @@ class Loop:
             if got is not None:
                 self._request(*got)
 
-    def _request(self, msg: tuple, fds: list[int]) -> None:
+    def _request(self, msg: tuple[Any, ...], fds: list[int]) -> None:
         """`("launch", plan)` + end pipe, `("watch", run_id, attempt)` + end pipe, or
         `("cancel", run_id, attempt)`."""
         verb, end = msg[0], (fds[0] if fds else None)
@@ -322,7 +323,7 @@ class Loop:
         state, code, sig, error = supervisor._verdict(run.plan, run.status or 0, run.reason)
         self._finish(run, state, code=code, sig=sig, error=error, pid=run.pid)
 
-    def _finish(self, run: _Run, state: str, **fields) -> None:
+    def _finish(self, run: _Run, state: str, **fields: Any) -> None:
         if run.ended:
             return
         run.ended = True
@@ -385,7 +386,7 @@ class Loop:
 # ------------------------------------------------------------------------------ helpers
 
 
-def _receive(sock: socket.socket) -> tuple[tuple, list[int]] | None:
+def _receive(sock: socket.socket) -> tuple[tuple[Any, ...], list[int]] | None:
     """One framed request (a pickled tuple) and the descriptors sent with it."""
     head, fds, _, _ = socket.recv_fds(sock, 4, 4, socket.MSG_CMSG_CLOEXEC)
     for fd in fds:
@@ -479,7 +480,7 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def _remove_files(todo: queue.SimpleQueue) -> None:
+def _remove_files(todo: queue.SimpleQueue[Any]) -> None:
     """The remover thread: the files of each recorded run, until a None arrives."""
     while (item := todo.get()) is not None:
         state_dir, run_id, attempt = item

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from types import FrameType
 
 from chronod.runner import files
 
@@ -105,7 +106,7 @@ def _catch_signals() -> int:
     return wake_r
 
 
-def _noted(signum, frame) -> None:  # the wakeup pipe carries the signal number
+def _noted(signum: int, frame: FrameType | None) -> None:  # the wakeup pipe carries the signal number
     pass
 
 

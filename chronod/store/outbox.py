@@ -57,7 +57,8 @@ class Outbox:
     def jobs_version(self) -> tuple[int, datetime | None]:
         """(count, newest updated_at) of the jobs table: changes whenever a definition, a
         removal or a pause does, so the notifier re-reads definitions only then."""
-        return self.store.jobs_version()
+        version: tuple[int, datetime | None] = self.store.jobs_version()
+        return version
 
     # --- notifier state -----------------------------------------------------------------
     def get_state(self, name: str) -> dict[str, Any]:
@@ -208,11 +209,13 @@ class Outbox:
         its lease passed to us); they are sent again, at least once."""
         n = s.notifications.c
         with self.store._tx() as c:
-            return c.execute(
-                s.notifications.update()
-                .where(n.claimed_by == node, n.sent_at.is_(None))
-                .values(claimed_by=None, claimed_until=None)
-            ).rowcount
+            return int(
+                c.execute(
+                    s.notifications.update()
+                    .where(n.claimed_by == node, n.sent_at.is_(None))
+                    .values(claimed_by=None, claimed_until=None)
+                ).rowcount
+            )
 
     def mark_sent(self, notice_id: int, node: str, now: datetime) -> bool:
         """Record a delivery; False when the claim was lost meanwhile (someone else sends)."""
@@ -223,7 +226,7 @@ class Outbox:
                 .where(n.id == notice_id, n.claimed_by == node, n.sent_at.is_(None))
                 .values(sent_at=now, attempts=n.attempts + 1, last_error=None, claimed_until=None)
             )
-            return res.rowcount == 1
+            return bool(res.rowcount == 1)
 
     def mark_failed(self, notice_id: int, node: str, error: str, retry_at: datetime) -> None:
         """Record a failed delivery and release the row for a new try at `retry_at`."""
@@ -258,7 +261,7 @@ def _change_order(run: Run) -> tuple[datetime, str]:
     return run.updated_at or _NEVER, run.run_id
 
 
-def _outgoing(row) -> Outgoing:
+def _outgoing(row: Any) -> Outgoing:
     return Outgoing(
         id=row["id"],
         job_id=row["job_id"],

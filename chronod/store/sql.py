@@ -158,7 +158,7 @@ class SqlStore(BackfillStore):
             raise self._error(e) from None
 
     # --- plumbing ---------------------------------------------------------------------
-    def _create_engine(self, parsed) -> sa.Engine:
+    def _create_engine(self, parsed: sa.URL) -> sa.Engine:
         if self.dialect == "postgresql":
             connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": 10}
             # No pre-ping: it costs a round trip per transaction (8% of a busy node's loop).
@@ -196,24 +196,24 @@ class SqlStore(BackfillStore):
 
         return postgresql.insert(table) if self.dialect == "postgresql" else sqlite.insert(table)
 
-    def _now_sql(self):
+    def _now_sql(self) -> sa.ColumnElement[datetime]:
         """The lease clock as SQL: `now()` on PostgreSQL, the node's clock on SQLite."""
         if self.dialect == "postgresql":
             return func.now()
         return sa.literal(self._now(), s.UTCDateTime())
 
-    def _now_plus(self, seconds: float):
+    def _now_plus(self, seconds: float) -> sa.ColumnElement[datetime]:
         if self.dialect == "postgresql":
             return func.now() + sa.literal(timedelta(seconds=seconds), sa.Interval())
         return sa.literal(self._now() + timedelta(seconds=seconds), s.UTCDateTime())
 
-    def _ts(self):
+    def _ts(self) -> sa.ColumnElement[datetime]:
         """A write timestamp: one value per call, so started_at and updated_at agree."""
         if self.dialect == "postgresql":
             return func.now()
         return sa.literal(self._now(), s.UTCDateTime())
 
-    def _lease_live(self, token, node=None):
+    def _lease_live(self, token: int | sa.ColumnElement[Any] | None, node: str | None = None) -> sa.Exists:
         """EXISTS a node holding `token` (by name too when given) with an unexpired lease."""
         n = s.nodes.c
         cond = [n.token == token, n.lease_expires_at > self._now_sql(), n.stopped_at.is_(None)]
@@ -325,7 +325,7 @@ class SqlStore(BackfillStore):
                 continue
             raise NodeConflict(self._conflict_message(row))
 
-    def _conflict_message(self, row) -> str:
+    def _conflict_message(self, row: sa.RowMapping) -> str:
         since = row["started_at"].isoformat()
         if self.dialect == "sqlite":
             return (
@@ -489,7 +489,7 @@ class SqlStore(BackfillStore):
             out.setdefault(r.job_id, []).append((r.known_from, r.known_until))
         return out
 
-    def _job(self, row, known: Mapping[str, JobSpec] | None = None) -> JobRow:
+    def _job(self, row: sa.RowMapping, known: Mapping[str, JobSpec] | None = None) -> JobRow:
         spec = known.get(row["job_id"]) if known else None
         if spec is None or spec.spec_hash() != row["spec_hash"]:
             spec = JobSpec.from_json_dict(json.loads(row["spec_json"]))
@@ -545,7 +545,7 @@ class SqlStore(BackfillStore):
             )
             return res.rowcount == 1
 
-    def _pause_live(self, until_col):
+    def _pause_live(self, until_col: sa.ColumnElement[datetime]) -> sa.ColumnElement[bool]:
         return sa.or_(until_col.is_(None), until_col > self._now_sql())
 
     def paused_jobs(self) -> dict[str, str | None]:
@@ -666,7 +666,7 @@ class SqlStore(BackfillStore):
             return sorted(out, key=lambda x: (x.fire_at, x.run_id))
         return self._select_runs(q)
 
-    def _select_runs(self, q) -> list[Run]:
+    def _select_runs(self, q: sa.Select[Any]) -> list[Run]:
         with self._tx(write=False) as c:
             return [Run(**row) for row in c.execute(q).mappings()]
 
@@ -884,7 +884,7 @@ class SqlStore(BackfillStore):
         if token is not None:
             cond.append(self._lease_live(token, node))
         now = self._ts()
-        values = dict(state=state, error=error, finished_at=now, updated_at=now, next_attempt_at=None)
+        values: dict[str, Any] = dict(state=state, error=error, finished_at=now, updated_at=now, next_attempt_at=None)
         if token is not None:
             values.update(token=token, node=node)
         if c.execute(s.runs.update().where(*cond).values(**values)).rowcount != 1:
@@ -892,7 +892,7 @@ class SqlStore(BackfillStore):
             return False
         return True
 
-    def _held(self, run_id: str, attempt: int, token: int | None) -> list:
+    def _held(self, run_id: str, attempt: int, token: int | None) -> list[Any]:
         """The run is running at this attempt, and (when fenced) held under a live `token`."""
         r = s.runs.c
         cond = [r.run_id == run_id, r.state == "running", r.attempts == attempt]
@@ -900,7 +900,7 @@ class SqlStore(BackfillStore):
             cond += [r.token == token, self._lease_live(token)]
         return cond
 
-    def _update_attempt(self, c: Connection, run_id: str, attempt: int, **values) -> None:
+    def _update_attempt(self, c: Connection, run_id: str, attempt: int, **values: Any) -> None:
         a = s.attempts.c
         c.execute(s.attempts.update().where(a.run_id == run_id, a.attempt == attempt).values(**values))
 
@@ -1157,7 +1157,7 @@ class SqlStore(BackfillStore):
         states: Iterable[str] | None = None,
         limit: int | None = None,
         newest_first: bool = True,
-    ) -> sa.Select:
+    ) -> sa.Select[Any]:
         """The SELECT behind `runs()` (exposed so a test can EXPLAIN it)."""
         r = s.runs.c
         q = sa.select(s.runs)
@@ -1214,7 +1214,7 @@ class SqlStore(BackfillStore):
             rows = c.execute(sa.select(s.attempts).where(a.run_id == run_id).order_by(a.attempt)).mappings()
             return [Attempt(**row) for row in rows]
 
-    def _cancel_waiting(self, c: Connection, where, reason: str) -> int:
+    def _cancel_waiting(self, c: Connection, where: sa.ColumnElement[bool], reason: str) -> int:
         r = s.runs.c
         now = self._ts()
         res = c.execute(
@@ -1263,7 +1263,7 @@ class SqlStore(BackfillStore):
         }
 
     # --- retention ------------------------------------------------------------------------
-    def _prunable_query(self, job_id: str, before: datetime) -> sa.Select:
+    def _prunable_query(self, job_id: str, before: datetime) -> sa.Select[Any]:
         """The runs `prune_runs` may delete, oldest first: terminal, scheduled before
         `before`, and not the job's latest success (a silence alert counts from it)."""
         r = s.runs.c
@@ -1485,24 +1485,24 @@ def _aware(value: datetime | None) -> datetime | None:
     return value
 
 
-def _node(row) -> Node:
+def _node(row: sa.RowMapping) -> Node:
     d = dict(row)
     d["info"] = json.loads(d.pop("info_json") or "{}")
     return Node(**d)
 
 
-def _bound(column: sa.Column, c: Connection, value: Any) -> Any:
+def _bound(column: sa.Column[Any], c: Connection, value: Any) -> Any:
     """`value` as the driver takes it for `column` (its type's conversion, once)."""
     process = column.type.bind_processor(c.dialect)
     return value if process is None else process(value)
 
 
-def _chunks(items: list, size: int) -> Iterator[list]:
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
 
 
-def _sqlite_on_connect(dbapi_conn, _record) -> None:
+def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
     # Let the begin event below issue BEGIN itself (pysqlite's own is deferred and late).
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
