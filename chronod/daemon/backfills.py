@@ -113,7 +113,7 @@ class Backfills:
         row = self.store.get_job(bf.job_id)
         if row is not None and row.removed_at is None:
             return
-        if self.store.end_backfill(bf.id, RunState.CANCELLED, "its job was removed from the registry"):
+        if self.store.end_backfill(bf.id, "cancelled", "its job was removed from the registry"):  # (a backfill state)
             self.log("backfill.cancelled", "warning", backfill=bf.id, job=bf.job_id, why="job removed")
 
     def drive_backfill(self, job: Job, bf: Backfill) -> None:

@@ -25,10 +25,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping
 
 from chronod.core import history
-from chronod.core.model import JobSpec
+from chronod.core.model import JobSpec, RunState
 
-BAD = ("failed", "timed_out", "lost")
-PER_RUN = ("succeeded", "cancelled")
+BAD = (RunState.FAILED, RunState.TIMED_OUT, RunState.LOST)
+PER_RUN = (RunState.SUCCEEDED, RunState.CANCELLED)
 SILENT = "silent"
 UNCLAIMED = "unclaimed"
 NO_NEXT = "no_next_occurrence"
@@ -113,7 +113,7 @@ def _finished(run: Any) -> datetime:
 def unseen(runs: Iterable[Any], state: NotifyState) -> list[Any]:
     """Terminal runs not yet taken into account, in the order they ended."""
     mark = (state.seen_at, state.seen_run) if state.seen_at else None
-    out = [r for r in runs if r.state not in ("pending", "running", "retry_wait")]
+    out = [r for r in runs if r.state not in (RunState.PENDING, RunState.RUNNING, RunState.RETRY_WAIT)]
     if mark is not None:
         out = [r for r in out if (_finished(r), r.run_id) > mark]
     return sorted(out, key=lambda r: (_finished(r), r.run_id))
@@ -126,7 +126,7 @@ def after_run(spec: JobSpec, run: Any, state: NotifyState) -> tuple[list[Notice]
     new = replace(state, seen_at=at, seen_run=rid)
     if s in PER_RUN and routes_for(spec, s):
         out.append(Notice(spec.id, s, s, _key(spec.id, s, rid), at, rid, history.describe_run(run, at, spec)))
-    if s == "succeeded":
+    if s == RunState.SUCCEEDED:
         if state.condition != "ok" or state.silent:
             was = SILENT if state.silent and state.condition == "ok" else state.condition
             out.append(
@@ -145,7 +145,7 @@ def after_run(spec: JobSpec, run: Any, state: NotifyState) -> tuple[list[Notice]
         if state.condition != s:
             out.append(Notice(spec.id, s, s, _key(spec.id, s, rid), at, rid, history.describe_run(run, at, spec)))
         return out, replace(new, condition=s, overlap=False)
-    if s == "skipped_overlap":
+    if s == RunState.SKIPPED_OVERLAP:
         if not state.overlap:
             out.append(Notice(spec.id, s, s, _key(spec.id, s, rid), at, rid, history.describe_run(run, at, spec)))
         return out, replace(new, overlap=True)
@@ -224,7 +224,7 @@ def unclaimed(
     return [
         Notice(spec.id, "silence", UNCLAIMED, _key(spec.id, UNCLAIMED, m.run_id), m.fire_at, m.run_id, m.reason)
         for m in misses
-        if m.state in (history.NO_RECORD, "pending")
+        if m.state in (history.NO_RECORD, RunState.PENDING)
     ]
 
 

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
 from chronod.core.history import known_since
+from chronod.core.model import RunState
 from chronod.core.schedule import compile_schedule
 from chronod.notify import core
 from chronod.notify.deliver import TAIL_BYTES, DeliveryError, deliver
@@ -301,7 +302,7 @@ class NotifyService:
         first = self.outbox.first_seen()
         since = now - timedelta(seconds=UNCLAIMED_LOOKBACK_S)
         marks = self.store.run_marks(since=since, until=now + timedelta(seconds=1))
-        pending = self.store.runs(since=since, until=now, states=["pending"])
+        pending = self.store.runs(since=since, until=now, states=[RunState.PENDING])
         nodes = [n.name for n in self.store.nodes() if n.stopped_at is None]
         from chronod.core.history import Mark
 

@@ -35,6 +35,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from chronod.core.model import RunState
 from chronod.runner import files, supervisor
 from chronod.runner.supervisor import Plan
 
@@ -145,7 +146,7 @@ class Loop:
             if run.ended:
                 continue
             if kind == "deadline" and run.reason is None and run.status is None:
-                self._start_kill(run, "timed_out", now)
+                self._start_kill(run, RunState.TIMED_OUT, now)
             elif kind == "kill" and run.kill_at is not None and run.status is None:
                 run.kill_at = None
                 _killpg(run.pid, signal.SIGKILL)
@@ -203,7 +204,7 @@ class Loop:
         if end is not None:
             os.close(end)  # ended (its result is on disk) or never ours: the watcher reads the files
         if verb == "cancel" and run is not None and run.reason is None and run.status is None:
-            self._start_kill(run, "cancelled", time.monotonic())
+            self._start_kill(run, RunState.CANCELLED, time.monotonic())
 
     # -- one run ----------------------------------------------------------------------
 
@@ -216,16 +217,16 @@ class Loop:
             _unlink(stale)  # of an earlier life of this attempt (a restored database): never its outcome
         self.runs[run.key] = run
         if plan.error:
-            self._finish(run, "failed", error=plan.error)
+            self._finish(run, RunState.FAILED, error=plan.error)
             return
         try:
             failure = self._start(run)
         except Exception as e:  # never lose the loop (and every other run) to one job
             failure = None
-            self._finish(run, "failed", error=f"cannot start the job: {e}")
+            self._finish(run, RunState.FAILED, error=f"cannot start the job: {e}")
             return
         if failure is not None:
-            self._finish(run, "failed", error=supervisor._describe(plan, *failure))
+            self._finish(run, RunState.FAILED, error=supervisor._describe(plan, *failure))
             return
         self._watch(run)
 

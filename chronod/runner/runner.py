@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from chronod.core.clock import Clock
-from chronod.core.model import JobSpec
+from chronod.core.model import JobSpec, RunState
 from chronod.runner import files, launcher, supervisor
 from chronod.runner.api import Handle, LaunchRequest, Outcome
 from chronod.runner.launcher import Launcher, LauncherError
@@ -228,7 +228,17 @@ class Runner:
         if pid and _kill_leftover_job(started):
             error += f"; its job (process group {pid}) was still running and has been killed"
         return Outcome(
-            handle.run_id, handle.attempt, "lost", None, None, handle.started_at, self._clock.now(), "", 0, error, pid
+            handle.run_id,
+            handle.attempt,
+            RunState.LOST,
+            None,
+            None,
+            handle.started_at,
+            self._clock.now(),
+            "",
+            0,
+            error,
+            pid,
         )
 
     def _forget(self, handle: Handle) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 import sqlalchemy as sa
 
-from chronod.core.model import TERMINAL_STATES
+from chronod.core.model import TERMINAL_STATES, RunState
 from chronod.store import schema as s
 from chronod.store.api import Run
 
@@ -120,7 +120,9 @@ class Outbox:
         with self.store._tx(write=False) as c:
             return set(
                 c.execute(
-                    sa.select(r.job_key).where(r.state.in_(("pending", "running", "retry_wait"))).distinct()
+                    sa.select(r.job_key)
+                    .where(r.state.in_((RunState.PENDING, RunState.RUNNING, RunState.RETRY_WAIT)))
+                    .distinct()
                 ).scalars()
             )
 
@@ -148,7 +150,7 @@ class Outbox:
             for i in range(0, len(ids), 500):
                 q = (
                     sa.select(r.job_id, sa.func.max(sa.func.coalesce(r.finished_at, r.scheduled_at)))
-                    .where(r.job_id.in_(ids[i : i + 500]), r.state == "succeeded")
+                    .where(r.job_id.in_(ids[i : i + 500]), r.state == RunState.SUCCEEDED)
                     .group_by(r.job_id)
                 )
                 out.update({job_id: at for job_id, at in c.execute(q)})

@@ -30,7 +30,7 @@ from sqlalchemy import event, exc, func
 from sqlalchemy.engine import Connection, make_url
 
 from chronod.core.history import Mark
-from chronod.core.model import TERMINAL_STATES, JobSpec
+from chronod.core.model import TERMINAL_STATES, JobSpec, RunState
 from chronod.fsutil import pid_alive
 from chronod.store import pgbatch
 from chronod.store import schema as s
@@ -50,7 +50,7 @@ from chronod.store.api import (
 )
 from chronod.store.backfills import BackfillStore
 
-WAITING = ("pending", "retry_wait")
+WAITING = (RunState.PENDING, RunState.RETRY_WAIT)
 BATCH = 5000
 _ADVISORY_LOCK_KEY = 0x6368726F6E6F  # "chrono": serializes migrations across a fleet
 _ALEMBIC_LOCK = threading.Lock()  # alembic keeps its running context in module globals
@@ -736,7 +736,7 @@ class SqlStore(BackfillStore):
                 s.runs.update()
                 .where(r.run_id.in_(free.scalar_subquery()), self._lease_live(token, node))
                 .values(
-                    state="running",
+                    state=RunState.RUNNING,
                     attempts=attempts if attempts is not None else r.attempts + 1,
                     node=node,
                     token=token,
@@ -768,7 +768,7 @@ class SqlStore(BackfillStore):
                     attempt=row["attempts"],
                     node=node,
                     token=token,
-                    state="running",
+                    state=RunState.RUNNING,
                     started_at=row["started_at"],
                 )
                 for row in rows
@@ -826,7 +826,7 @@ class SqlStore(BackfillStore):
             waiting = Run(
                 **{
                     **run.as_dict(),
-                    "state": "pending",
+                    "state": RunState.PENDING,
                     "attempts": run.attempts - 1,
                     "node": None,
                     "token": None,
@@ -847,7 +847,9 @@ class SqlStore(BackfillStore):
         done = 0
         with self._tx() as c:
             for part in _chunks(ids, 1000):
-                update = s.runs.update().where(r.run_id.in_(part), r.state == "pending", self._lease_live(token, node))
+                update = s.runs.update().where(
+                    r.run_id.in_(part), r.state == RunState.PENDING, self._lease_live(token, node)
+                )
                 done += c.execute(update.values(error=why, next_attempt_at=_aware(until))).rowcount
         return done
 
@@ -855,7 +857,9 @@ class SqlStore(BackfillStore):
         """Runs in retry_wait last held by `node` (a dead node's pending retries)."""
         r = s.runs.c
         return self._select_runs(
-            sa.select(s.runs).where(r.state == "retry_wait", r.node == node).order_by(r.next_attempt_at, r.run_id)
+            sa.select(s.runs)
+            .where(r.state == RunState.RETRY_WAIT, r.node == node)
+            .order_by(r.next_attempt_at, r.run_id)
         )
 
     def settle(
@@ -895,7 +899,7 @@ class SqlStore(BackfillStore):
     def _held(self, run_id: str, attempt: int, token: int | None) -> list[Any]:
         """The run is running at this attempt, and (when fenced) held under a live `token`."""
         r = s.runs.c
-        cond = [r.run_id == run_id, r.state == "running", r.attempts == attempt]
+        cond = [r.run_id == run_id, r.state == RunState.RUNNING, r.attempts == attempt]
         if token is not None:
             cond += [r.token == token, self._lease_live(token)]
         return cond
@@ -922,7 +926,7 @@ class SqlStore(BackfillStore):
                 r, a = s.runs.c, s.attempts.c
                 where = (
                     r.run_id == sa.bindparam("b_run_id"),
-                    r.state == "running",
+                    r.state == RunState.RUNNING,
                     r.attempts == sa.bindparam("b_attempt"),
                 )
                 pids: dict[str, Any] = dict(pid=sa.bindparam("b_pid"), supervisor_pid=sa.bindparam("b_sup"))
@@ -985,7 +989,7 @@ class SqlStore(BackfillStore):
                 r, a = s.runs.c, s.attempts.c
                 where = (
                     r.run_id == sa.bindparam("b_run_id"),
-                    r.state == "running",
+                    r.state == RunState.RUNNING,
                     r.attempts == sa.bindparam("b_attempt"),
                 )
                 c.execute(
@@ -1009,7 +1013,7 @@ class SqlStore(BackfillStore):
         wanted = dict(keys)
         held: dict[str, int] = {}
         for part in _chunks(sorted(wanted), 1000):
-            q = sa.select(r.run_id, r.attempts).where(r.run_id.in_(part), r.state == "running")
+            q = sa.select(r.run_id, r.attempts).where(r.run_id.in_(part), r.state == RunState.RUNNING)
             if token is not None:
                 q = q.where(r.token == token)
             for run_id, attempts in c.execute(q.with_for_update()):
@@ -1027,7 +1031,7 @@ class SqlStore(BackfillStore):
         signal: int | None,
         error: str | None,
         token: int,
-        attempt_state: str = "failed",
+        attempt_state: str = RunState.FAILED,
         output_tail: str | None = None,
         output_bytes: int = 0,
     ) -> bool:
@@ -1038,7 +1042,7 @@ class SqlStore(BackfillStore):
                 s.runs.update()
                 .where(*self._held(run_id, attempt, token))
                 .values(
-                    state="retry_wait",
+                    state=RunState.RETRY_WAIT,
                     next_attempt_at=next_attempt_at,
                     exit_code=exit_code,
                     signal=signal,
@@ -1101,13 +1105,13 @@ class SqlStore(BackfillStore):
         (`lost` for unsafe jobs). The attempt row records `lost` with `error`. Fenced on
         `token` being live for `node`; False if the holder is still live or it moved on."""
         r = s.runs.c
-        if state != "retry_wait":
+        if state != RunState.RETRY_WAIT:
             _terminal(state)
         holder_gone = sa.or_(r.token.is_(None), ~self._lease_live(r.token))
         with self._tx() as c:
             now = self._ts()
             values: dict[str, Any] = dict(state=state, error=error, node=node, token=token, updated_at=now)
-            if state == "retry_wait":
+            if state == RunState.RETRY_WAIT:
                 values["next_attempt_at"] = sa.literal(next_attempt_at, s.UTCDateTime()) if next_attempt_at else now
             else:
                 values.update(finished_at=now, next_attempt_at=None)
@@ -1119,12 +1123,12 @@ class SqlStore(BackfillStore):
             if res.rowcount != 1:
                 self._rejected(c, token)
                 return False
-            self._update_attempt(c, run_id, attempt, state="lost", finished_at=now, error=error)
+            self._update_attempt(c, run_id, attempt, state=RunState.LOST, finished_at=now, error=error)
             return True
 
     def running(self, node: str | None = None) -> list[Run]:
         r = s.runs.c
-        q = sa.select(s.runs).where(r.state == "running").order_by(r.started_at, r.run_id)
+        q = sa.select(s.runs).where(r.state == RunState.RUNNING).order_by(r.started_at, r.run_id)
         if node is not None:
             q = q.where(r.node == node)
         return self._select_runs(q)
@@ -1220,7 +1224,7 @@ class SqlStore(BackfillStore):
         res = c.execute(
             s.runs.update()
             .where(where, r.state.in_(WAITING))
-            .values(state="cancelled", error=reason, finished_at=now, updated_at=now, next_attempt_at=None)
+            .values(state=RunState.CANCELLED, error=reason, finished_at=now, updated_at=now, next_attempt_at=None)
         )
         return res.rowcount
 
@@ -1235,8 +1239,8 @@ class SqlStore(BackfillStore):
         with self._tx() as c:
             return c.execute(
                 s.runs.update()
-                .where(r.run_id.in_(ids), r.state == "cancelled", r.attempts == 0)
-                .values(state="pending", error=None, finished_at=None, updated_at=self._ts())
+                .where(r.run_id.in_(ids), r.state == RunState.CANCELLED, r.attempts == 0)
+                .values(state=RunState.PENDING, error=None, finished_at=None, updated_at=self._ts())
             ).rowcount
 
     def delete_run(self, run_id: str) -> bool:
@@ -1269,7 +1273,7 @@ class SqlStore(BackfillStore):
         r = s.runs.c
         keep = (
             sa.select(r.run_id)
-            .where(r.job_id == job_id, r.state == "succeeded")
+            .where(r.job_id == job_id, r.state == RunState.SUCCEEDED)
             .order_by(r.scheduled_at.desc())
             .limit(1)
             .scalar_subquery()
@@ -1346,7 +1350,9 @@ class SqlStore(BackfillStore):
             )
             latest = (
                 sa.select(inner.c.run_id)
-                .where(inner.c.job_id == wanted.c.job_id, inner.c.state == "succeeded", inner.c.scheduled_at < until)
+                .where(
+                    inner.c.job_id == wanted.c.job_id, inner.c.state == RunState.SUCCEEDED, inner.c.scheduled_at < until
+                )
                 .order_by(inner.c.scheduled_at.desc())
                 .limit(1)
                 .scalar_subquery()
