@@ -41,11 +41,11 @@ class Admission:
         lines: Lines,
         ledger: Ledger,
         starter: Starter,
-        fleet: FleetView,
+        placement: FleetView,
     ) -> None:
         self.clock, self.store, self.node, self.lease, self.log = clock, store, node, lease, log
         self.registry, self.timeline, self.gate, self.lines = registry, timeline, gate, lines
-        self.ledger, self.starter, self.fleet = ledger, starter, fleet
+        self.ledger, self.starter, self.placement = ledger, starter, placement
 
     def start_or_queue(self, job: Job, run: Run, next_run: Run | None = None) -> None:
         """Apply pause, overlap and resource limits, then dispatch and launch."""
@@ -190,7 +190,7 @@ class Admission:
         """Start the runs that got a slot of `resource`. In a fleet they are claimed
         together, in one transaction that counts the resource's runs on every node; those
         refused for want of a slot go back to the front of the line."""
-        if not self.fleet.fleet:
+        if not self.placement.fleet:
             for job, run in runs:
                 self.launch(job, run, None)
             return
@@ -199,7 +199,7 @@ class Admission:
             (j, r) for j, r in runs if r.trigger != Trigger.SCHEDULE or not self.holds_back(j, r, None, pauses=False)
         ]
         lease_ok = self.starter.lease_ok() if runs else self.lease.ok()
-        runs = [(j, r) for j, r in runs if not self.fleet.outvoted_here(j)]
+        runs = [(j, r) for j, r in runs if not self.placement.outvoted_here(j)]
         if not runs or not lease_ok:
             for job, run in runs:
                 self.log("launch.refused", "warning", job=job.spec.id, run=run.run_id, why="lease may have lapsed")
@@ -219,7 +219,7 @@ class Admission:
             self.ledger.store_runs([next_run])
             self.timeline.track(run)
             return
-        if self.fleet.outvoted_here(job):
+        if self.placement.outvoted_here(job):
             self.ledger.store_runs([next_run])
             return  # the nodes with the fleet's version of this job dispatch it
         if self.ledger.collecting() and not job.spec.resource:

@@ -54,12 +54,12 @@ class Backfills:
         timeline: Timeline,
         gate: Gate,
         starter: Starter,
-        fleet: FleetView,
+        placement: FleetView,
         admission: Admission,
     ) -> None:
         self.clock, self.store, self.log, self.quarantine = clock, store, log, quarantine
         self.registry, self.timeline, self.gate, self.starter = registry, timeline, gate, starter
-        self.fleet, self.admission = fleet, admission
+        self.placement, self.admission = placement, admission
         # look on the next wake-up; cleared when no backfill is running, set again by a
         # `backfill` request and, in a fleet, by every heartbeat (another node may have taken
         # the request)
@@ -82,7 +82,7 @@ class Backfills:
             if job is None:
                 self.end_if_removed(bf)
                 continue
-            if bf.job_id in self.quarantine or not self.fleet.owns(job):
+            if bf.job_id in self.quarantine or not self.placement.owns(job):
                 continue
             with self.quarantine.guard(job.spec, "backfill"):
                 self.drive_backfill(job, bf)

@@ -52,13 +52,13 @@ class Dispatch:
         ledger: Ledger,
         limit: StartLimit,
         starter: Starter,
-        fleet: FleetView,
+        placement: FleetView,
         admission: Admission,
     ) -> None:
         self.clock, self.store, self.log, self.metrics, self.waker = clock, store, log, metrics, waker
         self.quarantine, self.registry, self.occurrences, self.timeline = quarantine, registry, occurrences, timeline
         self.gate, self.lines, self.ledger, self.limit, self.starter = gate, lines, ledger, limit, starter
-        self.fleet, self.admission = fleet, admission
+        self.placement, self.admission = placement, admission
 
     def run_due(self) -> None:
         """Pop everything due, decide per job with the catch-up policy, then act. The runs
@@ -115,7 +115,7 @@ class Dispatch:
                 self.timeline.take(run.run_id)
                 self.admission.start_or_queue(job, run)
         scheduled = [r for r in runs if r.state == RunState.PENDING and r.trigger == Trigger.SCHEDULE]
-        if scheduled and not self.fleet.owns(job):
+        if scheduled and not self.placement.owns(job):
             self.defer(job, scheduled)
         elif scheduled:
             self.fall_due(job, scheduled, now)
@@ -202,7 +202,7 @@ class Dispatch:
             # a retry the owner scheduled is its to start (a dead owner's: take_over_retries)
             if job is None or states.get(r.run_id, RunState.PENDING) != RunState.PENDING:
                 continue
-            taken[str(self.fleet.owner(r.job_id))] += 1
+            taken[str(self.placement.owner(r.job_id))] += 1
             if r.run_id not in states:
                 self.ledger.store_runs([r])  # its owner never stored it
             at = job.schedule.next_after(r.scheduled_at)

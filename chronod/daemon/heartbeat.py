@@ -26,12 +26,12 @@ class Heartbeat:
         lease: Lease,
         registry: Registry,
         recovery: Recovery,
-        fleet: FleetView,
+        placement: FleetView,
         backfills: Backfills,
         link: Connectivity,
     ) -> None:
         self.clock, self.lease, self.registry, self.recovery = clock, lease, registry, recovery
-        self.fleet, self.backfills, self.link = fleet, backfills, link
+        self.placement, self.backfills, self.link = placement, backfills, link
         self._skew: float | None = None  # wall minus monotonic time at the last wake-up
 
     def keep_lease(self) -> None:
@@ -50,8 +50,8 @@ class Heartbeat:
         mono = self.clock.monotonic()
         if not self.lease.renew():
             self.recovery.lease_lost()
-        if self.fleet.fleet:
+        if self.placement.fleet:
             self.backfills.look()  # a backfill announced to another node may be this node's to drive
             if self.link.may_take_over(mono):
                 self.recovery.take_over()
-            self.fleet.heartbeat(self.registry.jobs, mono)
+            self.placement.heartbeat(self.registry.jobs, mono)

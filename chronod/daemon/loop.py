@@ -100,7 +100,7 @@ class Daemon:
         self.registry, self.occurrences, self.timeline = parts.registry, parts.occurrences, parts.timeline
         self.gate, self.lines, self.limit, self.starter = parts.gate, parts.lines, parts.limit, parts.starter
         self.admission, self.dispatch, self.endings = parts.admission, parts.dispatch, parts.endings
-        self.recovery, self.link, self.fleet = parts.recovery, parts.link, parts.fleet
+        self.recovery, self.link, self.placement = parts.recovery, parts.link, parts.placement
         self.backfills, self.heartbeat = parts.backfills, parts.heartbeat
         self.notify_service = notify_service
         self.dbwatch = DbWatch.for_store(store, log, metrics.db_restored)
@@ -130,12 +130,12 @@ class Daemon:
         """Take the lease, load the registry, adopt orphaned runs, materialize, report READY."""
         self.recovery.acquire()
         self.log("node.acquired", node=self.node, token=self.lease.token)
-        if self.fleet.fleet:
+        if self.placement.fleet:
             self.lease.start_thread()
         self.reload(initial=True)
         self.set_aside()
-        if self.fleet.fleet:
-            self.fleet.check_versions(self.jobs)
+        if self.placement.fleet:
+            self.placement.check_versions(self.jobs)
         self.link.replay_spool()
         self.recovery.adopt()
         self.occurrences.reconcile_later()  # the load has just made the invariant true
@@ -276,7 +276,7 @@ class Daemon:
             self.occurrences.load(edited=set() if changes.initial else {j.spec.id for j in changes.changed})
         elif changes.changed:
             self.occurrences.load(list(changes.changed))
-        self.fleet.recheck()
+        self.placement.recheck()
         if not changes.initial:
             self.log("registry.reloaded", jobs=len(self.jobs), errors=changes.errors)
             self.notifier.status(self.status_line())

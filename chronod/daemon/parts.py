@@ -49,7 +49,7 @@ class Parts:
     endings: Endings
     recovery: Recovery
     link: Connectivity
-    fleet: FleetView
+    placement: FleetView
     backfills: Backfills
     heartbeat: Heartbeat
 
@@ -132,7 +132,7 @@ def assemble(
         lines=lines,
         ledger=ledger,
         starter=starter,
-        fleet=view,
+        placement=view,
     )
     dispatch = Dispatch(
         clock=clock,
@@ -149,7 +149,7 @@ def assemble(
         ledger=ledger,
         limit=limit,
         starter=starter,
-        fleet=view,
+        placement=view,
         admission=admission,
     )
     endings = Endings(clock=clock, store=store, log=log, lease=lease, metrics=metrics, rng=rng, timeline=tl)
@@ -191,7 +191,7 @@ def assemble(
         timeline=tl,
         gate=gate,
         starter=starter,
-        fleet=view,
+        placement=view,
         admission=admission,
     )
     heartbeat = Heartbeat(
@@ -199,7 +199,7 @@ def assemble(
         lease=lease,
         registry=reg,
         recovery=recovery,
-        fleet=view,
+        placement=view,
         backfills=backfills,
         link=link,
     )
@@ -217,7 +217,7 @@ def assemble(
         endings=endings,
         recovery=recovery,
         link=link,
-        fleet=view,
+        placement=view,
         backfills=backfills,
         heartbeat=heartbeat,
     )
