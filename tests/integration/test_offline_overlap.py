@@ -11,13 +11,12 @@ import random
 from datetime import datetime, timedelta, timezone
 
 from chronod.core.clock import FakeClock
-from chronod.daemon.loop import Daemon
 from chronod.daemon.waker import Wakeups
-from chronod.sim.world import Life, NullMetrics, SimNotifier, SimRunner, World
+from chronod.sim.world import SimRunner, World
 from chronod.specfile import load_registry
 from chronod.store.api import StoreError
 from chronod.store.sql import SqlStore
-from tests.integration.daemon_helpers import job, jobs_file, write_jobs
+from tests.integration.daemon_helpers import job, jobs_file, stepped_daemon, write_jobs
 
 START = datetime(2026, 3, 2, 12, 0, 30, tzinfo=timezone.utc)
 
@@ -50,19 +49,7 @@ def test_replace_terminates_the_running_run_while_the_database_is_unreachable(tm
     sql.upgrade()
     store = Unplugged(sql)
     runner = SimRunner(world, "a", str(tmp_path))
-    d = Daemon(
-        clock=clock,
-        store=store,  # type: ignore[arg-type]
-        runner=runner,
-        load_registry=lambda: load_registry([reg], now=clock.now(), secure=False),
-        node="a",
-        metrics=NullMetrics(),
-        notifier=SimNotifier(Life("a", clock.monotonic()), None, clock),
-        log=lambda *a, **k: None,
-        waker=Waker(),
-        boot_id="boot",
-        boot_time=START.timestamp() - 3600,
-    )
+    d = stepped_daemon(store, runner, clock, lambda: load_registry([reg], now=clock.now(), secure=False), Waker())
     d.start()
     clock.advance(31)  # 12:01:01: the first occurrence starts with the database
     d.on_wakeup(Wakeups())
