@@ -253,15 +253,15 @@ class Daemon:
     def collect_reload(self) -> None:
         """Swap in a reload prepared on its thread, if one finished (see `tick`)."""
         try:
-            changes = self.registry.collect()
+            prep = self.registry.reloads.take()
         except Exception:
             self.link.want_reload()  # the end of the outage reloads again
             self.notifier.ready(self.status_line())
             raise
-        if changes is None:
+        if prep is None:
             return
         try:
-            self.apply(changes)
+            self.apply(self.registry.finish(prep))
         finally:
             self.notifier.ready(self.status_line())  # systemd's "reloading" ends here
         self.registry.reloads.resume()

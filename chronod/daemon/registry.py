@@ -101,11 +101,6 @@ class Registry:
         """Prepare a reload where the reloads run it (off the loop's thread when threaded)."""
         self.reloads.submit(self.prepare)
 
-    def collect(self) -> Changes | None:
-        """Swap in a reload prepared on its thread, if one finished; raises what it raised."""
-        prep = self.reloads.take()
-        return None if prep is None else self.finish(prep)
-
     def prepare(self) -> Prepared:
         """The heavy half of a reload, safe off the loop's thread (chronod.daemon.reloads):
         read and validate the files, merge them, store the definitions, compile what
