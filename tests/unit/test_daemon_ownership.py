@@ -7,6 +7,7 @@ Read from the source (an AST scan of chronod/daemon), so that the table cannot d
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -34,10 +35,12 @@ OBJECTS = STATELESS | {
 ROW = re.compile(r"^\| `(\w+)` \| `(\w+)` \| `(\w+)` \| (state|shared) \|$")
 
 
+@functools.cache
 def table() -> list[tuple[str, str, str, str]]:
     return [m.groups() for m in map(ROW.match, DOC.read_text().splitlines()) if m]  # type: ignore[misc]
 
 
+@functools.cache
 def classes() -> dict[str, ast.ClassDef]:
     out = {}
     for path in sorted(DAEMON.glob("*.py")):
