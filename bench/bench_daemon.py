@@ -499,19 +499,19 @@ def timed(owner, name, label):
 t0 = time.perf_counter()
 from chronod import specfile
 from chronod.core import validate
-from chronod.daemon import loop, main
+from chronod.daemon import loop, main, occurrences, recovery, runs
 from chronod.store import sql
 spent["imports"] = time.perf_counter() - t0
 timed(specfile, "parse_text", "registry parse (YAML)")
 timed(specfile, "validate_document", "validation (incl. schedule compile)")
-timed(loop, "compile_schedule", "schedule compile in the loop")
+timed(runs, "compile_schedule", "schedule compile in the loop")
 timed(sql.SqlStore, "sync_jobs", "store: sync job definitions")
 timed(sql.SqlStore, "insert_runs", "store: insert next occurrences")
 timed(sql.SqlStore, "pending", "store: read pending")
-timed(loop.Daemon, "load_pending", "materialization (next occurrence per job, incl. store)")
+timed(occurrences.Occurrences, "load", "materialization (next occurrence per job, incl. store)")
 timed(sql.SqlStore, "set_node_info", "store: node info (spec hashes)")
 timed(loop.Daemon, "reload", "reload (registry + apply)")
-timed(loop.Daemon, "adopt", "adopt")
+timed(recovery.Recovery, "adopt", "adopt")
 timed(loop.Daemon, "reconcile", "reconcile")
 loop.Daemon.run_forever = lambda self: None
 t = time.perf_counter()

@@ -25,7 +25,7 @@ import stat
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import yaml
 from yaml.composer import ComposerError
@@ -79,6 +79,7 @@ _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _RESOLVER = yaml.resolver.Resolver()  # the implicit typing the composer would apply
+_resolve: Callable[..., str] = _RESOLVER.resolve
 
 
 @dataclass
@@ -157,10 +158,11 @@ def _parse(text: str | bytes, file: str) -> SpecDocument:
     if isinstance(text, bytes):
         if len(text) > MAX_FILE_BYTES:
             raise _too_big(len(text))
+        raw = text
         try:
-            text = text.decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            line = text.count(b"\n", 0, e.start) + 1
+            line = raw.count(b"\n", 0, e.start) + 1
             raise _Refused(f"is not UTF-8 text (byte {e.start}, line {line})", "save the file as UTF-8", line) from None
     if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
         raise _too_big(len(text.encode("utf-8", "surrogatepass")))
@@ -203,7 +205,7 @@ class _Screened:
         self.depth = 0
 
     def next(self) -> Any:
-        event = next(self._events)
+        event: Any = next(self._events)  # each kind of event has its own fields
         kind = type(event)
         if kind is ScalarEvent:
             if event.tag is None and event.anchor is None:
@@ -279,7 +281,7 @@ class _Converter:
         if kind is ScalarEvent:
             return self.scalar(event, path)
         if kind is SequenceStartEvent:
-            items = []
+            items: list[Any] = []
             item = events.next()
             while type(item) is not SequenceEndEvent:
                 items.append(self.value(events, item, path_index(path, len(items))))
@@ -288,13 +290,14 @@ class _Converter:
         return self.mapping(events, path)
 
     def scalar(self, event: ScalarEvent, path: str) -> Any:
-        tag = _RESOLVER.resolve(ScalarNode, event.value, event.implicit)
+        tag = _resolve(ScalarNode, event.value, event.implicit)
         if tag == _STR_TAG:
             return event.value
         construct = _LOADER.yaml_constructors.get(tag)
         if construct is None:
             return event.value
-        value = construct(_CONSTRUCTOR, ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style))
+        marks: tuple[Any, Any] = (event.start_mark, event.end_mark)  # the C parser's marks serve too
+        value = construct(_CONSTRUCTOR, ScalarNode(tag, event.value, *marks, event.style))
         self.plain[path] = event.value
         return value
 
@@ -303,7 +306,7 @@ class _Converter:
         key = events.next()
         while type(key) is not MappingEndEvent:
             line = key.start_mark.line + 1
-            if type(key) is not ScalarEvent or _RESOLVER.resolve(ScalarNode, key.value, key.implicit) == _MERGE_TAG:
+            if type(key) is not ScalarEvent or _resolve(ScalarNode, key.value, key.implicit) == _MERGE_TAG:
                 what = "merge keys (<<)" if type(key) is ScalarEvent else "keys that are lists or mappings"
                 self._error(
                     line, path, f"{what} are not allowed", "use plain names as keys; shared fields go under defaults:"
@@ -637,14 +640,14 @@ def _takes_over(reg: RegistryResult, fres: FileResult) -> bool:
             )
             return True
     for window in fres.blackouts:
-        first = next((w for w in reg.blackouts if w.name == window.name), None)
-        if first is not None and _trusted_file(reg, first.source_file):
+        win = next((w for w in reg.blackouts if w.name == window.name), None)
+        if win is not None and _trusted_file(reg, win.source_file):
             _refuse(
                 fres,
                 window.source_line,
                 None,
                 "blackouts",
-                f"window {window.name!r} is defined by the root-owned {first.source_file}:{first.source_line}",
+                f"window {window.name!r} is defined by the root-owned {win.source_file}:{win.source_line}",
             )
             return True
     for name in fres.resources:

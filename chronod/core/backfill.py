@@ -29,12 +29,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
 from chronod.core import history, retention
-from chronod.core.model import ACTIVE_STATES, JobSpec
+from chronod.core.model import ACTIVE_STATES, JobSpec, RunState, Trigger
 from chronod.core.occurrence import Occurrence
 
-ONLY = ("missed", "failed", "all")
-FAILED_STATES = ("failed", "timed_out", "lost")
-TRIGGER = "backfill"
+ONLY = ("missed", RunState.FAILED, "all")
+FAILED_STATES = (RunState.FAILED, RunState.TIMED_OUT, RunState.LOST)
+TRIGGER = Trigger.BACKFILL
 MAX_OCCURRENCES = 10000  # one backfill runs at most this many occurrences
 MAX_RANGE = 100_000  # and looks at most at this many occurrences of its range
 
@@ -163,7 +163,7 @@ def _verdict(
         return None
     if only == "all":
         return None
-    if only == "failed":
+    if only == RunState.FAILED:
         if run is not None and run.state in FAILED_STATES:
             return None
         state = run.state if run else history.NO_RECORD
@@ -215,15 +215,15 @@ def may_start(spec: JobSpec, *, paused: bool, in_flight: int, job_running: int, 
 def progress(states: Mapping[str, str], run_ids: Sequence[str], started: int) -> dict[str, int]:
     """Counts of a backfill's occurrences: total, started, in flight, done, succeeded, and
     not succeeded (`states`: run_id -> state of those that have a row)."""
-    begun = [states.get(r, "pending") for r in run_ids[:started]]
+    begun = [states.get(r, RunState.PENDING) for r in run_ids[:started]]
     done = [s for s in begun if s not in ACTIVE_STATES]
-    ok = sum(1 for s in done if s == "succeeded")
+    ok = sum(1 for s in done if s == RunState.SUCCEEDED)
     return {
         "total": len(run_ids),
         "started": started,
         "in_flight": len(begun) - len(done),
         "done": len(done),
-        "succeeded": ok,
+        RunState.SUCCEEDED: ok,
         "not_succeeded": len(done) - ok,
     }
 

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 from chronod.core import occurrence, retention
 from chronod.core.blackout import DEFERRED_BY, paused
 from chronod.core.durations import format_duration
-from chronod.core.model import ACTIVE_STATES, JobSpec
+from chronod.core.model import ACTIVE_STATES, JobSpec, RunState
 from chronod.core.occurrence import Occurrence, node_of_key
 
 GRACE_S = 60  # a due occurrence without a row is only "missing" after this much lag
@@ -167,7 +167,7 @@ def hold_of(run: Any, spec: JobSpec | None, pauses: Iterable[Any], now: datetime
     holds its job now (`pauses`: chronod.core.blackout.Pause, a job's own first), else the
     maintenance window that deferred it, as the daemon wrote it on the row
     (`blackout.Hit.deferral`, with the window's end in `next_attempt_at`)."""
-    if run is None or run.state != "pending" or run.fire_at > now:
+    if run is None or run.state != RunState.PENDING or run.fire_at > now:
         return None
     p = paused(spec, pauses, now) if spec is not None else None
     if p is not None:
@@ -199,10 +199,10 @@ def describe_run(run: Any, now: datetime, spec: JobSpec | None = None) -> str:
 def _describe(run: Any, now: datetime, spec: JobSpec | None) -> str:
     s, err = run.state, (f": {run.error}" if run.error else "")
     on = f" on {run.node}" if run.node else ""
-    if s == "succeeded":
+    if s == RunState.SUCCEEDED:
         when = f" at {_z(run.finished_at)}" if run.finished_at else ""
         return f"succeeded{when}{on} (attempt {run.attempts})"
-    if s == "failed":
+    if s == RunState.FAILED:
         tries = _attempts(run.attempts)
         if run.exit_code is not None:
             extra = "" if run.error == f"exit code {run.exit_code}" else err
@@ -211,39 +211,39 @@ def _describe(run: Any, now: datetime, spec: JobSpec | None) -> str:
             extra = "" if (run.error or "").startswith(f"killed by signal {run.signal}") else err
             return f"failed: killed by signal {run.signal} after {tries}{on}{extra}"
         return f"failed{on}{err or ': could not start'}"
-    if s == "timed_out":
+    if s == RunState.TIMED_OUT:
         limit = f" of {format_duration(spec.timeout_s)}" if spec and spec.timeout_s else ""
         return f"timed out: killed after its timeout{limit}{on}"
-    if s == "cancelled":
+    if s == RunState.CANCELLED:
         return f"cancelled{on}{err or ' (by overlap: replace or by an operator)'}"
-    if s == "skipped_overlap":
+    if s == RunState.SKIPPED_OVERLAP:
         return f"skipped by the overlap policy{err or ' (forbid): the previous run was still going'}"
-    if s == "skipped_outage":
+    if s == RunState.SKIPPED_OUTAGE:
         policy = f" (catchup: {spec.catchup})" if spec else ""
         return f"skipped by the catch-up policy{policy}{err or ': it fell due while nothing could run it'}"
-    if s == "skipped_paused":
+    if s == RunState.SKIPPED_PAUSED:
         reason = (run.error or "").removeprefix("job paused: ").removeprefix("paused: ")
         return (
             f"skipped: the job was paused when it fell due (reason: {reason})"
             if reason
             else "skipped: the job was paused when it fell due"
         )
-    if s == "skipped_blackout":
+    if s == RunState.SKIPPED_BLACKOUT:
         why = run.error or "inside a maintenance window"
         return f"skipped: it fell due {why}" if why.startswith("inside") else f"skipped: {why}"
-    if s == "skipped_resource":
+    if s == RunState.SKIPPED_RESOURCE:
         res = f" {spec.resource!r}" if spec and spec.resource else ""
         return f"skipped: it waited for a slot of its resource{res} and got none inside its catch-up window{err}"
-    if s == "lost":
+    if s == RunState.LOST:
         return f"lost: the outcome cannot be known (its node died mid-run){err}"
-    if s == "running":
+    if s == RunState.RUNNING:
         since = f" since {_z(run.started_at)}" if run.started_at else ""
         return f"still running{on}{since} (attempt {run.attempts})"
-    if s == "retry_wait":
+    if s == RunState.RETRY_WAIT:
         nxt = f"; next attempt at {_z(run.next_attempt_at)}" if run.next_attempt_at else ""
         code = f" (exit code {run.exit_code})" if run.exit_code is not None else ""
         return f"retrying: attempt {run.attempts} failed{code}{nxt}"
-    if s == "pending":
+    if s == RunState.PENDING:
         if run.fire_at > now:
             return f"not due yet: fires at {_z(run.fire_at)}"
         if (hold := hold_of(run, None, (), now)) is not None:
@@ -265,7 +265,7 @@ def _judge(
     was registered (`spans`, None: unknown) and its pruning watermark (`pruned`, a
     store.api.Pruned or None)."""
     if run is not None:
-        if run.state == "pending" and run.fire_at > now:
+        if run.state == RunState.PENDING and run.fire_at > now:
             return NOT_DUE, describe_run(run, now, spec)
         if (hold := hold_of(run, spec, pauses, now)) is not None:
             return verdict(hold), hold.describe(run.fire_at)
@@ -299,7 +299,7 @@ def _answer_for(
     judged = [(o, by_id.get(o.run_id), *_judge(o, by_id.get(o.run_id), now, spec, spans, pruned, pauses)) for o in occs]
     if not judged:
         return Answer(False, NO_RECORD, "no node is known to carry this job, so no occurrence can be expected")
-    bad = [j for j in judged if j[2] != "succeeded"]
+    bad = [j for j in judged if j[2] != RunState.SUCCEEDED]
     if not bad:
         o, r, state, reason = judged[-1]
         return Answer(True, state, reason, r, o)
@@ -408,7 +408,7 @@ def _latest_run_answer(runs: list[Any], now: datetime, spec: JobSpec, what: str)
     if not runs:
         return Answer(False, NO_RECORD, f"no record of any run ({what})")
     latest = max(runs, key=lambda r: r.scheduled_at)
-    return Answer(latest.state == "succeeded", latest.state, describe_run(latest, now, spec), latest)
+    return Answer(latest.state == RunState.SUCCEEDED, latest.state, describe_run(latest, now, spec), latest)
 
 
 def _did_it_run_since(
@@ -423,11 +423,11 @@ def _did_it_run_since(
     pauses: Iterable[Any] = (),
 ) -> Answer:
     window = [r for r in runs if since < r.scheduled_at <= now]
-    wins = [r for r in window if r.state == "succeeded"]
+    wins = [r for r in window if r.state == RunState.SUCCEEDED]
     if wins:
         best = max(wins, key=lambda r: r.finished_at or r.scheduled_at)
         extra = " (a manual run)" if best.trigger.startswith("manual") else ""
-        return Answer(True, "succeeded", describe_run(best, now, spec) + extra, best)
+        return Answer(True, RunState.SUCCEEDED, describe_run(best, now, spec) + extra, best)
     if not _scheduled(spec, schedule):
         return _latest_run_answer(window, now, spec, "@reboot: it runs once per boot")
     by_id = {r.run_id: r for r in window}
@@ -619,9 +619,9 @@ def _steady(schedule: Any) -> bool:
 
 
 def _run_miss(r: Any, spec: JobSpec | None, now: datetime, grace_s: int, pauses: Sequence[Any] = ()) -> Miss | None:
-    if r.state in ("succeeded", "running", "retry_wait"):
+    if r.state in (RunState.SUCCEEDED, RunState.RUNNING, RunState.RETRY_WAIT):
         return None
-    if r.state == "pending" and r.fire_at + timedelta(seconds=grace_s) >= now:
+    if r.state == RunState.PENDING and r.fire_at + timedelta(seconds=grace_s) >= now:
         return None
     occ = Occurrence(r.job_id, r.job_key, node_of_key(r.job_key), r.scheduled_at, r.fire_at, r.run_id)
     owner = spec.owner if spec else ""
@@ -653,7 +653,7 @@ def success_streak(runs: Iterable[Any]) -> int:
     for r in sorted(runs, key=lambda r: r.scheduled_at, reverse=True):
         if r.state in ACTIVE_STATES:
             continue
-        if r.state != "succeeded":
+        if r.state != RunState.SUCCEEDED:
             break
         streak += 1
     return streak
@@ -661,7 +661,7 @@ def success_streak(runs: Iterable[Any]) -> int:
 
 def last_success(runs: Iterable[Any]) -> Any | None:
     """The succeeded run that finished last, or None."""
-    wins = [r for r in runs if r.state == "succeeded"]
+    wins = [r for r in runs if r.state == RunState.SUCCEEDED]
     return max(wins, key=lambda r: r.finished_at or r.scheduled_at) if wins else None
 
 
@@ -681,7 +681,7 @@ def latest_successes(runs: Iterable[Any]) -> dict[str, datetime]:
     """job_id -> when its latest success ended (finish time, else scheduled_at)."""
     out: dict[str, datetime] = {}
     for r in runs:
-        if r.state == "succeeded":
+        if r.state == RunState.SUCCEEDED:
             t = r.finished_at or r.scheduled_at
             out[r.job_id] = max(t, out.get(r.job_id, t))
     return out
@@ -700,7 +700,7 @@ def silence_suspects(jobs: Iterable[Any], recent: Iterable[Any], now: datetime) 
     job is surely not silent; the others need their true last success (`silent_jobs`)."""
     newest: dict[str, datetime] = {}
     for r in recent:
-        if r.state == "succeeded":
+        if r.state == RunState.SUCCEEDED:
             seen = newest.get(r.job_id)
             if seen is None or r.scheduled_at > seen:
                 newest[r.job_id] = r.scheduled_at

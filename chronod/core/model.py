@@ -7,6 +7,7 @@ reads them. Field meanings are docs/reference.md.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 
@@ -172,16 +173,50 @@ CATCHUP_POLICIES = ("latest", "all", "none")
 DST_GAP_POLICIES = ("shift", "skip")  # the first is cron's (the default)
 DST_REPEAT_POLICIES = ("first", "last", "both")  # the first is cron's (the default)
 NOTIFY_EVENTS = ("failed", "timed_out", "lost", "silence", "recovered", "skipped_overlap", "succeeded", "cancelled")
-TERMINAL_STATES = (
-    "succeeded",
-    "failed",
-    "timed_out",
-    "cancelled",
-    "skipped_overlap",
-    "skipped_outage",
-    "skipped_paused",
-    "skipped_blackout",
-    "skipped_resource",
-    "lost",
+
+
+class RunState(StrEnum):
+    """A run's state (docs/reference.md, Run states). A `StrEnum`: each member is its value,
+    so the database, the spool and `--json` hold the very same strings."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    RETRY_WAIT = "retry_wait"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    SKIPPED_OVERLAP = "skipped_overlap"
+    SKIPPED_OUTAGE = "skipped_outage"
+    SKIPPED_PAUSED = "skipped_paused"
+    SKIPPED_BLACKOUT = "skipped_blackout"
+    SKIPPED_RESOURCE = "skipped_resource"
+    LOST = "lost"
+
+
+class Trigger(StrEnum):
+    """What opened a run: its schedule, a manual trigger (forced past pauses and overlap or
+    not), or a backfill."""
+
+    SCHEDULE = "schedule"
+    MANUAL = "manual"
+    MANUAL_FORCE = "manual-force"
+    BACKFILL = "backfill"
+
+
+TERMINAL_STATES: tuple[str, ...] = tuple(
+    str(s)
+    for s in (
+        RunState.SUCCEEDED,
+        RunState.FAILED,
+        RunState.TIMED_OUT,
+        RunState.CANCELLED,
+        RunState.SKIPPED_OVERLAP,
+        RunState.SKIPPED_OUTAGE,
+        RunState.SKIPPED_PAUSED,
+        RunState.SKIPPED_BLACKOUT,
+        RunState.SKIPPED_RESOURCE,
+        RunState.LOST,
+    )
 )
-ACTIVE_STATES = ("pending", "running", "retry_wait")
+ACTIVE_STATES: tuple[str, ...] = (RunState.PENDING.value, RunState.RUNNING.value, RunState.RETRY_WAIT.value)

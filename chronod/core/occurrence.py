@@ -135,3 +135,20 @@ def expression(expr: str) -> Placement:
 def at_each(spec: JobSpec, scheduled_at: datetime, nodes: Iterable[str] = ()) -> list[Occurrence]:
     """The occurrence(s) of `spec` nominally at `scheduled_at` (one per node for `each`)."""
     return [p.at(scheduled_at) for p in placements(spec, nodes)]
+
+
+def environment(
+    spec: JobSpec, run_id: str, scheduled_at: datetime, fire_at: datetime, attempt: int, node: str
+) -> dict[str, str]:
+    """The CHRONO_* variables of one attempt (docs/reference.md): the one place they are
+    built, for a launch with the database and one without (the runner adds the spec's
+    `env` and the base environment)."""
+    return {
+        "CHRONO_JOB_ID": spec.id,
+        "CHRONO_RUN_ID": run_id,
+        "CHRONO_SCHEDULED_AT": utc_stamp(scheduled_at),
+        "CHRONO_FIRE_AT": utc_stamp(fire_at),
+        "CHRONO_ATTEMPT": str(attempt),
+        "CHRONO_OWNER": spec.owner,
+        "CHRONO_NODE": node,
+    }

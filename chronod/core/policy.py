@@ -23,9 +23,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Iterable, Sequence
 
-from chronod.core.model import JobSpec
+from chronod.core.model import JobSpec, RunState
 
 # An occurrence picked up this long after its fire time still counts as on time: a
 # daemon restart or a slow burst must not turn a fire into a "missed" one.
@@ -138,25 +139,26 @@ def catchup_turn(spec: JobSpec, queue: Sequence[Waiting], running: int, now: dat
     return Turn(start, tuple(gone))
 
 
-def overlap(spec: JobSpec, running: int, queued: int = 0, *, forced: bool = False) -> str:
-    """The overlap rule: what a run that falls due does while `running` runs of its job are
-    going and `queued` catch-up occurrences of it wait their turn.
+class Overlap(StrEnum):
+    """What the overlap rule tells a run that falls due (`overlap`)."""
 
-    'start'; 'queue' (a catch-up backlog drains: wait behind it, in scheduled order);
-    'skip' (record skipped_overlap: `forbid` and a run is going); 'replace' (cancel the
-    running ones first). A forced manual run and a retry always start."""
+    START = "start"
+    QUEUE = "queue"  # a catch-up backlog drains: wait behind it, in scheduled order
+    SKIP = "skip"  # record skipped_overlap: `forbid` and a run is going
+    REPLACE = "replace"  # cancel the running ones first, then start
+
+
+def overlap(spec: JobSpec, running: int, queued: int = 0, *, forced: bool = False) -> Overlap:
+    """The overlap rule, online and offline alike: what a run that falls due does while
+    `running` runs of its job are going and `queued` catch-up occurrences of it wait their
+    turn. A forced manual run and a retry always start."""
     if forced or spec.overlap == "allow":
-        return "start"
+        return Overlap.START
     if queued:
-        return "queue"
+        return Overlap.QUEUE
     if running == 0:
-        return "start"
-    return "replace" if spec.overlap == "replace" else "skip"
-
-
-def overlap_action(spec: JobSpec, running_count: int) -> str:
-    """`overlap` for a job with no catch-up backlog."""
-    return overlap(spec, running_count)
+        return Overlap.START
+    return Overlap.REPLACE if spec.overlap == "replace" else Overlap.SKIP
 
 
 def resource_admission(limit: int, used: int, queue: Sequence[Waiting], now: datetime) -> Turn:
@@ -284,7 +286,7 @@ def watchdog_ping_at(interval_s: float | None, last_ping: float | None, mono: fl
 
 def may_retry(spec: JobSpec, attempt: int, state: str) -> bool:
     """Whether a finished attempt gets another one (never for unsafe jobs or cancellations)."""
-    if spec.idempotency_class == "unsafe" or state not in ("failed", "timed_out"):
+    if spec.idempotency_class == "unsafe" or state not in (RunState.FAILED, RunState.TIMED_OUT):
         return False
     return attempt < spec.retry.attempts
 
@@ -295,6 +297,13 @@ def retry_delay_s(spec: JobSpec, attempt: int, rng: random.Random) -> float:
     return float(base * rng.uniform(0.8, 1.2))
 
 
-def on_unknown_outcome(spec: JobSpec) -> str:
-    """A run whose process vanished with no result: 'lost' for unsafe, 'redispatch' otherwise."""
-    return "lost" if spec.idempotency_class == "unsafe" else "redispatch"
+class Unknown(StrEnum):
+    """What becomes of a run whose outcome cannot be known (`on_unknown_outcome`)."""
+
+    LOST = "lost"
+    REDISPATCH = "redispatch"
+
+
+def on_unknown_outcome(spec: JobSpec) -> Unknown:
+    """A run whose process vanished with no result: lost for unsafe, redispatched otherwise."""
+    return Unknown.LOST if spec.idempotency_class == "unsafe" else Unknown.REDISPATCH

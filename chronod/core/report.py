@@ -17,28 +17,28 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable, Sequence
 
 from chronod.core import history, retention
-from chronod.core.model import JobSpec
+from chronod.core.model import JobSpec, RunState
 from chronod.core.occurrence import Occurrence, node_of_key
 
 MAX_LINES = 600_000  # the most occurrences one job's report walks: a year of a job every minute
 MISSING = "missing"
 PRUNED = retention.PRUNED
 CATEGORY = {
-    "succeeded": "",
-    "failed": "failure",
-    "timed_out": "failure",
-    "lost": "failure",
-    "cancelled": "policy",
-    "skipped_overlap": "policy",
-    "skipped_outage": "outage",
-    "skipped_paused": "paused",
-    "skipped_blackout": "maintenance",
-    "skipped_resource": "resource",
+    RunState.SUCCEEDED: "",
+    RunState.FAILED: "failure",
+    RunState.TIMED_OUT: "failure",
+    RunState.LOST: "failure",
+    RunState.CANCELLED: "policy",
+    RunState.SKIPPED_OVERLAP: "policy",
+    RunState.SKIPPED_OUTAGE: "outage",
+    RunState.SKIPPED_PAUSED: "paused",
+    RunState.SKIPPED_BLACKOUT: "maintenance",
+    RunState.SKIPPED_RESOURCE: "resource",
     MISSING: "missing",
     PRUNED: "pruned",
-    "pending": "not finished",
-    "running": "not finished",
-    "retry_wait": "not finished",
+    RunState.PENDING: "not finished",
+    RunState.RUNNING: "not finished",
+    RunState.RETRY_WAIT: "not finished",
     history.NOT_DUE: "not due",
 }
 
@@ -78,21 +78,21 @@ class JobReport:
         """Occurrences per state, in a fixed order, zero counts left out."""
         counts = Counter(line.state for line in self.lines)
         order = [
-            "succeeded",
-            "failed",
-            "timed_out",
-            "lost",
-            "cancelled",
-            "skipped_overlap",
-            "skipped_outage",
-            "skipped_paused",
-            "skipped_blackout",
-            "skipped_resource",
+            RunState.SUCCEEDED,
+            RunState.FAILED,
+            RunState.TIMED_OUT,
+            RunState.LOST,
+            RunState.CANCELLED,
+            RunState.SKIPPED_OVERLAP,
+            RunState.SKIPPED_OUTAGE,
+            RunState.SKIPPED_PAUSED,
+            RunState.SKIPPED_BLACKOUT,
+            RunState.SKIPPED_RESOURCE,
             MISSING,
             PRUNED,
-            "pending",
-            "running",
-            "retry_wait",
+            RunState.PENDING,
+            RunState.RUNNING,
+            RunState.RETRY_WAIT,
             history.NOT_DUE,
         ]
         return {s: counts[s] for s in order if counts[s]}
@@ -196,10 +196,10 @@ def _line(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec, pruned
             "down and nothing caught it up, or the database was restored from an older copy)",
         )
     state = run.state
-    if state == "pending" and run.fire_at > now:
+    if state == RunState.PENDING and run.fire_at > now:
         state = history.NOT_DUE
-    why = history.describe_run(run, now, spec) if state != "succeeded" else ""
-    if state == "succeeded" and run.trigger == "backfill":
+    why = history.describe_run(run, now, spec) if state != RunState.SUCCEEDED else ""
+    if state == RunState.SUCCEEDED and run.trigger == "backfill":
         why = "run by a backfill"
     duration = (run.finished_at - run.started_at).total_seconds() if run.started_at and run.finished_at else None
     return Line(

@@ -1,55 +1,47 @@
-"""How runs end: collect the supervisors that exited, record outcomes (one transaction for
+"""How runs end: record the outcomes of the supervisors that exited (one transaction for
 the lot), schedule retries and re-dispatch unknown outcomes of idempotent jobs."""
 
 from __future__ import annotations
 
+import random
 from datetime import timedelta
-from typing import Any
 
 from chronod.core import policy
+from chronod.core.clock import Clock
+from chronod.core.model import RunState
 from chronod.daemon.runs import Job
-from chronod.store.api import Ending, Run
+from chronod.daemon.seams import Log, Metrics
+from chronod.daemon.timeline import Timeline
+from chronod.fleet.lease import Lease
+from chronod.runner.api import Outcome
+from chronod.store.api import Ending, Run, Store
 
 
 class Endings:
-    """Outcomes, retries. Part of `Daemon` (chronod.daemon.loop)."""
+    """Outcomes, retries. Holds no state: a retry goes to the `Timeline`."""
 
-    def children_exited(self, handles: list[Any]) -> None:
-        """Supervisors ended: record the outcomes (one transaction for the lot), maybe
-        retry, then let queued runs go. A result file is discarded only once recorded."""
-        ended = []
-        for handle in handles:
-            active = self.active.get(handle.run_id)
-            if active is not None and active.handle is not handle:
-                active = None
-            outcome = self.runner.collect(handle)
-            if active is None or outcome is None:
-                continue
-            del self.active[active.run.run_id]
-            ended.append((active, outcome))
-        if not ended:
-            return
-        if self.outage is not None:
-            for active, outcome in ended:
-                self.spool_outcome(active, outcome)
-            kept = {active.run.run_id for active, _ in ended}
-        else:
-            kept = self.record_outcomes([(active.job, active.run, outcome) for active, outcome in ended])
-            if self.notify_service is not None:
-                self.notify_service.wake()
-        for active, _ in ended:
-            if active.run.run_id in kept:
-                self.runner.discard(active.run.run_id, active.run.attempts)
-            # a refused record keeps its result: the next chronod adopts it from there
-        self.admit_all()
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        store: Store,
+        lease: Lease,
+        log: Log,
+        metrics: Metrics,
+        rng: random.Random,
+        timeline: Timeline,
+    ) -> None:
+        self.clock, self.store, self.lease, self.log, self.metrics = clock, store, lease, log, metrics
+        self.rng, self.timeline = rng, timeline
 
-    def record_outcomes(self, ended: list[tuple[Job, Run, Any]]) -> set[str]:
+    def record_outcomes(self, ended: list[tuple[Job, Run, Outcome]]) -> set[str]:
         """Retries and unknown outcomes one by one; every final outcome in one transaction.
         Returns the run ids the store accepted (a stale token is refused)."""
-        final, kept = [], set()
+        final: list[tuple[Job, Run, Outcome]] = []
+        kept: set[str] = set()
         for job, run, outcome in ended:
             state = outcome.state
-            if state == "lost" and policy.on_unknown_outcome(job.spec) == "redispatch":
+            if state == RunState.LOST and policy.on_unknown_outcome(job.spec) == policy.Unknown.REDISPATCH:
                 if self.retry_now(job, run, outcome.error or "outcome unknown"):
                     kept.add(run.run_id)
             elif policy.may_retry(job.spec, run.attempts, state):
@@ -80,7 +72,7 @@ class Endings:
             self.recorded(job, run, outcome, run.run_id in done)
         return kept | done
 
-    def schedule_retry(self, job: Job, run: Run, outcome: Any) -> bool:
+    def schedule_retry(self, job: Job, run: Run, outcome: Outcome) -> bool:
         delay = policy.retry_delay_s(job.spec, run.attempts, self.rng)
         at = self.clock.now() + timedelta(seconds=delay)
         if self.store.schedule_retry(
@@ -94,8 +86,8 @@ class Endings:
             output_tail=outcome.output_tail,
             output_bytes=outcome.output_bytes,
         ):
-            run.state, run.next_attempt_at = "retry_wait", at
-            self.track(run)
+            run.state, run.next_attempt_at = RunState.RETRY_WAIT, at
+            self.timeline.track(run)
             self.log(
                 "run.retry_wait",
                 job=job.spec.id,
@@ -107,13 +99,13 @@ class Endings:
             return True
         return False
 
-    def recorded(self, job: Job, run: Run, outcome: Any, ok: bool) -> None:
+    def recorded(self, job: Job, run: Run, outcome: Outcome, ok: bool) -> None:
         spec, state = job.spec, outcome.state
         if not ok:
             self.log("run.finish_rejected", "warning", job=spec.id, run=run.run_id, why="stale token or state")
             return
         self.metrics.runs.labels(spec.id, state).inc()
-        if state == "succeeded":
+        if state == RunState.SUCCEEDED:
             self.metrics.last_success.labels(spec.id).set((outcome.finished_at or self.clock.now()).timestamp())
         self.log(
             "run.finished",
@@ -139,8 +131,8 @@ class Endings:
             error=f"{why}; re-dispatched",
             token=self.lease.token,
         ):
-            run.state, run.next_attempt_at = "retry_wait", at
-            self.track(run)
+            run.state, run.next_attempt_at = RunState.RETRY_WAIT, at
+            self.timeline.track(run)
             self.log("run.redispatch", "warning", job=job.spec.id, run=run.run_id, why=why)
             return True
         return False

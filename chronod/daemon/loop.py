@@ -3,54 +3,56 @@ record how each run ends. Decisions come from chronod.core.policy; time only fro
 injected clock; the loop sleeps until the next fire (or a signal, a child's exit, a
 registry change, a heartbeat) and never polls.
 
-`Daemon` is a thin shell over the parts named after what they do: chronod.daemon.registry
-(reload, occurrences, reconcile), .dispatch (due work, launching), .endings (outcomes,
-retries), .recovery (adopt, rejoin, takeover), .outage (database outages and the spool),
-and the lease (chronod.fleet.lease).
+`Daemon` drives objects that each own their state (wired by chronod.daemon.parts;
+docs/architecture.md has the ownership table); none holds a reference to `Daemon`, and
+each hands the others values, not its state:
 
-On PostgreSQL the node is one of a fleet (docs/fleet.md): it renews its lease every
-ttl/3, takes over the running runs of nodes whose lease expired, stops launching and
-terminates what it no longer owns when it finds its own lease gone, runs only the
-fleet's version of a job the registries disagree about, and outlives database outages
-(`each` jobs keep running and spool their records; `any` jobs wait for catch-up).
+- `Registry` (registry.py): the carried jobs, the files' last good versions, resource
+  limits; a reload returns `Changes`, which the loop hands to the parts below;
+- `Occurrences` (occurrences.py): the stored next occurrence of every job, the first
+  ones left to store after READY, the reconciler;
+- `Timeline` (timeline.py): the wake-up heap and the tracked, deferred and held runs;
+- `Gate` (gate.py): pauses and maintenance windows, answering `admit` with a verdict;
+- `Lines` (waits.py): catch-up queues and resource lines;
+- `StartLimit` (startlimit.py): the start budget and the runs waiting for it;
+- `Ledger` (ledger.py): one wake-up's writes;
+- `Starter` (starter.py): the runs in flight, claims and launches;
+- `Admission` (admission.py) and `Dispatch` (dispatch.py): stateless, what falls due and
+  a run's way to its start;
+- `Endings` (endings.py), `Recovery` (recovery.py): stateless, outcomes and retries;
+  adopt, rejoin, take over;
+- `Connectivity` (outage.py): database outages and the spool;
+- `FleetView` (fleetview.py): placement and the fleet's versions;
+- `Backfills` (backfills.py): stored backfills as their turn comes;
+- `Heartbeat` (heartbeat.py): the lease (chronod.fleet.lease) and clock steps.
+
+Their seams to the outside are Protocols in chronod.daemon.seams (runner, waker,
+notifier, metrics, reloads). On PostgreSQL the node is one of a fleet (docs/fleet.md).
 """
 
 from __future__ import annotations
 
 import random
-from collections import deque
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import Any, Callable
+from typing import Callable, Mapping
 
 from chronod.core import occurrence, policy
-from chronod.core.blackout import Pause, Window
 from chronod.core.clock import Clock
-from chronod.core.model import JobSpec
-from chronod.daemon.backfills import Backfills
-from chronod.daemon.dispatch import Dispatch
-from chronod.daemon.endings import Endings
-from chronod.daemon.holds import Holds
-from chronod.daemon.outage import OUTAGE_BACKOFF_S, Outage
-from chronod.daemon.quarantine import Quarantine
-from chronod.daemon.recovery import Recovery
-from chronod.daemon.registry import RECONCILE_EVERY_S, Registry
-from chronod.daemon.reloads import InlineReloads
-from chronod.daemon.runs import ActiveRuns, Batch, Job
-from chronod.daemon.startlimit import StartLimit
-from chronod.daemon.synced import Synced
-from chronod.daemon.waits import Waits
+from chronod.daemon.parts import assemble
+from chronod.daemon.registry import Changes
+from chronod.daemon.runs import Active, Job
+from chronod.daemon.seams import Log, Metrics, Notifier, NotifyService, Reloads, Runner, Waker
 from chronod.daemon.waker import Wakeups
 from chronod.fleet.lease import Lease
-from chronod.fleet.spool import Spool
+from chronod.runner.api import Handle
+from chronod.specfile import RegistryResult
 from chronod.store.api import Run, Store, StoreError
 from chronod.store.dbwatch import DbWatch
 
 SQLITE_LEASE_TTL_S = 600.0
-CLOCK_STEP_S = 5.0  # a change of wall minus monotonic time larger than this is a clock step
 
 
-class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Outage, Backfills):
+class Daemon:
     """One chronod. Built by chronod.daemon.main (the composition root)."""
 
     def __init__(
@@ -58,93 +60,91 @@ class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Ou
         *,
         clock: Clock,
         store: Store,
-        runner: Any,
-        load_registry: Callable[[], Any],
+        runner: Runner,
+        load_registry: Callable[[], RegistryResult],
         node: str,
-        metrics: Any,
-        notifier: Any,
-        log: Callable[..., None],
-        waker: Any,
+        metrics: Metrics,
+        notifier: Notifier,
+        log: Log,
+        waker: Waker,
         boot_id: str,
         boot_time: float,
         lease_ttl_s: float = SQLITE_LEASE_TTL_S,
         rng: random.Random | None = None,
-        reloads: Any = None,
+        reloads: Reloads | None = None,
         max_starts_per_s: float | None = None,
+        notify_service: NotifyService | None = None,
     ):
-        self.clock, self.store, self.runner, self.node = clock, store, runner, node
-        self._load_registry = load_registry
-        self.metrics, self.notifier, self.log, self.waker = metrics, notifier, log, waker
+        self.clock, self.store, self.node, self.log = clock, store, node, log
+        self.metrics, self.notifier, self.waker, self.runner = metrics, notifier, waker, runner
         self.boot_id, self.boot_time = boot_id, boot_time
-        self.lease_ttl_s = lease_ttl_s
-        self.rng = rng or random.Random()
-        self.reloads = reloads or InlineReloads()  # ThreadReloads in chronod (chronod.daemon.reloads)
-        self.jobs: dict[str, Job] = {}
-        self.file_specs: dict[str, list[JobSpec]] = {}  # last good version of each file
-        self.synced = Synced()  # what the last reload stored (an unchanged reload skips it)
-        self.heap: list[tuple[datetime, int, str]] = []  # (wake at, seq, run_id)
-        self.pending: dict[str, Run] = {}  # run_id -> stored pending / retry_wait run
-        self.active = ActiveRuns()  # run_id -> running here (launched or adopted)
-        self.queued: dict[str, deque[Run]] = {}  # job_id -> catch-up occurrences waiting for their turn
-        self.catching_up: dict[str, set[str]] = {}  # job_id -> run ids started from its catch-up line
-        self.waiting: dict[str, list[tuple[Job, Run]]] = {}  # resource -> runs waiting for a slot, in line
-        self.group_retry_at: dict[str, datetime] = {}  # resource -> when to ask a full fleet again
-        self.paused: dict[str, str | None] = {}  # job_id -> reason of the job's own pause
-        self.pauses: list[Pause] = []  # every pause that holds (job, tag, resource)
-        self.blackouts: list[Window] = []  # the registry's maintenance windows
-        self.file_windows: dict[str, list[Window]] = {}  # last good windows of each file
-        self.held_until: dict[str, datetime] = {}  # run_id -> end of the window holding it
-        self.resources: dict[str, int] = {}
-        self.seq = 0
-        self.stopping = False
-        self.next_reconcile = 0.0
-        self.next_watchdog: float | None = None  # monotonic; None: no watchdog asked for
-        self.fleet = store.dialect == "postgresql"
-        self.lease = Lease(store=store, clock=clock, node=node, boot_id=boot_id, ttl_s=lease_ttl_s, fleet=self.fleet)
-        self.outvoted: dict[str, str] = {}  # job_id -> the fleet's spec hash, when ours lost
-        self.carried: dict[str, dict[str, str]] = {}  # live node -> job_id -> spec hash (placement)
-        self.live: list[tuple[str, int]] = []  # (name, token) of the live nodes at the last heartbeat
-        self.owners: dict[str, str | None] = {}  # job_id -> the node that dispatches it (cache)
-        self.deferred: set[str] = set()  # run ids left to their owner, checked at fire + RESCUE_AFTER_S
-        self.next_version_check = 0.0
-        self.outage: tuple[float, str] | None = None  # (monotonic start, first error)
-        self.retry_at = 0.0
-        self.backoff_s = OUTAGE_BACKOFF_S[0]
-        self.offline_new: dict[str, Run] = {}  # occurrences materialized during an outage
-        self.takeover_after = 0.0  # monotonic; no takeovers before (see reconnect)
-        self.reload_wanted = False  # a reload or request arrived during an outage
-        self.batch: Batch | None = None  # set while a wake-up collects its writes
-        self.backlog: list[tuple[Job, Run]] = []  # due runs waiting to start (start limit, busy wake-up)
-        self.unstored: list[Run] = []  # first occurrences left to store after READY, earliest first
-        self.init_start_limit(max_starts_per_s)
-        self.notify_service: Any = None  # set by the composition root; woken after each outcome
-        self._skew: float | None = None  # wall minus monotonic time at the last wake-up
-        self._stale_seen = 0  # the store's stale-token rejections already counted in metrics
-        self.spool = Spool(Path(getattr(runner, "state_dir", ".")) / "spool.jsonl")
-        self.registry_problems: list[dict[str, Any]] = []  # the last reload's file errors
-        self.quarantine = Quarantine(log, metrics.quarantined, (StoreError,), self.report_problems)
+        fleet = store.dialect == "postgresql"
+        lease = self.lease = Lease(store=store, clock=clock, node=node, boot_id=boot_id, ttl_s=lease_ttl_s, fleet=fleet)
+        parts = assemble(
+            clock=clock,
+            store=store,
+            runner=runner,
+            load_registry=load_registry,
+            node=node,
+            metrics=metrics,
+            log=log,
+            waker=waker,
+            lease=lease,
+            fleet=fleet,
+            lease_ttl_s=lease_ttl_s,
+            rng=rng or random.Random(),
+            reloads=reloads,
+            max_starts_per_s=max_starts_per_s,
+            notify_service=notify_service,
+        )
+        self.registry, self.occurrences, self.timeline = parts.registry, parts.occurrences, parts.timeline
+        self.gate, self.lines, self.limit, self.starter = parts.gate, parts.lines, parts.limit, parts.starter
+        self.admission, self.dispatch, self.endings = parts.admission, parts.dispatch, parts.endings
+        self.recovery, self.link, self.placement = parts.recovery, parts.link, parts.placement
+        self.backfills, self.heartbeat = parts.backfills, parts.heartbeat
+        self.notify_service = notify_service
         self.dbwatch = DbWatch.for_store(store, log, metrics.db_restored)
+        self.stopping = False
+        self.next_watchdog: float | None = None  # monotonic; None: no watchdog asked for
+        self._stale_seen = 0  # the store's stale-token rejections already counted in metrics
 
+    # ------------------------------------------------------------------ read-only views
+    @property
+    def jobs(self) -> Mapping[str, Job]:
+        return self.registry.jobs
+
+    @property
+    def active(self) -> Mapping[str, Active]:
+        return self.starter.view()
+
+    @property
+    def pending(self) -> Mapping[str, Run]:
+        return self.timeline.view()
+
+    @property
+    def unstored(self) -> list[Run]:
+        return self.occurrences.unstored
+
+    # ------------------------------------------------------------------ life
     def start(self) -> None:
         """Take the lease, load the registry, adopt orphaned runs, materialize, report READY."""
-        self.acquire()
+        self.recovery.acquire()
         self.log("node.acquired", node=self.node, token=self.lease.token)
-        if self.fleet:
+        if self.placement.fleet:
             self.lease.start_thread()
         self.reload(initial=True)
         self.set_aside()
-        if self.fleet:
-            self.check_versions()
-        self.replay_spool()
-        self.adopt()
-        # load_pending has just made the invariant true; the first check comes later
-        self.next_reconcile = self.clock.monotonic() + RECONCILE_EVERY_S
-        self.reboot_jobs()
-        self.drive_backfills()  # a backfill stored before a restart goes on
+        if self.placement.fleet:
+            self.placement.check_versions(self.jobs)
+        self.link.replay_spool()
+        self.recovery.adopt()
+        self.occurrences.reconcile_later()  # the load has just made the invariant true
+        self.dispatch.reboot_jobs(self.boot_id, self.boot_time)
+        self.backfills.drive_backfills()  # a backfill stored before a restart goes on
         self.notifier.ready(self.status_line())
         self.next_watchdog = policy.watchdog_ping_at(self.notifier.watchdog_interval_s, None, self.clock.monotonic())
         self.log(
-            "daemon.ready", node=self.node, jobs=len(self.jobs), pending=len(self.pending), running=len(self.active)
+            "daemon.ready", node=self.node, jobs=len(self.jobs), pending=len(self.timeline), running=len(self.starter)
         )
 
     def run_forever(self) -> None:
@@ -152,27 +152,26 @@ class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Ou
         never ends it: the node goes offline and retries (see `offline_tick`)."""
         while not self.stopping:
             self.metrics.beat()
-            self.on_wakeup(self.waker.wait(self.next_wake(), [a.handle for a in self.active.values()]))
+            self.on_wakeup(self.waker.wait(self.next_wake(), self.starter.handles()))
         self.shutdown()
 
     def on_wakeup(self, woke: Wakeups) -> None:
         """One wake-up, online or offline; a database error takes the node offline. (The
         simulation of a fleet calls this for each of its daemons in turn.)"""
         try:
-            if self.outage is None:
-                self.tick(woke)
-            else:
+            if self.link.offline:
                 self.offline_tick(woke)
+            else:
+                self.tick(woke)
         except StoreError as e:
-            self.went_offline(e)
+            self.link.went_offline(e)
 
     def shutdown(self) -> None:
         """Stop launching; leave running jobs to finish under their supervisors."""
         self.notifier.stopping()
         self.lease.release(self.log)
-        self.log(
-            "daemon.stopped", running_left=len(self.active), note="running jobs continue; the next chronod adopts them"
-        )
+        note = "running jobs continue; the next chronod adopts them"
+        self.log("daemon.stopped", running_left=len(self.starter), note=note)
 
     def tick(self, woke: Wakeups) -> None:
         """Handle one wake-up: the lease first (after a stall past its ttl the outcomes
@@ -181,40 +180,158 @@ class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Ou
         if woke.stop:
             self.stopping = True
             return
-        self.keep_lease()
-        if not self.starts_owed():
+        self.heartbeat.keep_lease()
+        if not self.limit.starts_owed():
             self.children_exited(woke.children)  # (still readable at the next wake-up if not)
         if woke.reload:
             self.notifier.reloading()  # systemd shows "reloading" until READY=1 comes back
-            self.reloads.submit(self.prepare_reload)  # off the loop's thread when threaded
+            self.registry.submit()  # off the loop's thread when threaded
         self.collect_reload()
         if woke.requests or woke.reload:
             self.take_requests()
-        self.refresh_paused()
-        self.run_due()
-        self.store_some()
-        self.drive_backfills()
+        self.gate.refresh()
+        self.dispatch.run_due()
+        self.occurrences.store_some()
+        self.backfills.drive_backfills()
         self.housekeeping()
         self.set_aside()
 
+    def offline_tick(self, woke: Wakeups) -> None:
+        """One wake-up without the database: record endings in the spool, start due `each`
+        runs, hold `any` runs back, and try to reconnect when the backoff says so."""
+        if woke.stop:
+            self.stopping = True
+            return
+        self.children_exited(woke.children)
+        if woke.reload or woke.requests:
+            self.link.want_reload()
+        self.ping_watchdog()  # the process is healthy; the database is not
+        if self.clock.monotonic() >= self.link.retry_at():
+            self.reconnect()
+            if not self.link.offline:
+                return
+        self.link.run_due_offline()
+
+    def reconnect(self) -> None:
+        """The database answers again: rejoin (renew or a new token), replay the spool,
+        re-read what is stored (the runs held back fall due and go through catch-up)."""
+        self.link.reconnecting()
+        self.heartbeat.beat()
+        self.link.store_offline_new()
+        self.link.replay_spool()
+        self.recovery.adopt()
+        if self.link.reload_wanted(self.registry.reloads.busy):
+            self.reload()
+            self.take_requests()
+        self.occurrences.load()
+        self.occurrences.reconcile()
+        self.link.reconnected()
+
+    def children_exited(self, handles: list[Handle]) -> None:
+        """Supervisors ended: record the outcomes (one transaction for the lot; in the spool
+        while offline), maybe retry, then let waiting runs go. A result file is discarded
+        only once recorded; a refused record keeps it for the next chronod to adopt."""
+        ended = self.starter.ended(handles)
+        if not ended:
+            return
+        if self.link.offline:
+            kept = self.link.spool_outcomes(ended)
+        else:
+            kept = self.endings.record_outcomes([(a.job, a.run, outcome) for a, outcome in ended])
+            if self.notify_service is not None:
+                self.notify_service.wake()
+        for active, _ in ended:
+            if active.run.run_id in kept:
+                self.runner.discard(active.run.run_id, active.run.attempts)
+        self.admission.admit_all()
+
+    # ------------------------------------------------------------------ the registry
+    def reload(self, initial: bool = False) -> None:
+        """A reload on the loop's thread, start to end (start-up, the end of an outage)."""
+        self.apply(self.registry.reload(initial))
+
+    def collect_reload(self) -> None:
+        """Swap in a reload prepared on its thread, if one finished (see `tick`)."""
+        try:
+            prep = self.registry.reloads.take()
+        except Exception:
+            self.link.want_reload()  # the end of the outage reloads again
+            self.notifier.ready(self.status_line())
+            raise
+        if prep is None:
+            return
+        try:
+            self.apply(self.registry.finish(prep))
+        finally:
+            self.notifier.ready(self.status_line())  # systemd's "reloading" ends here
+        self.registry.reloads.resume()
+
+    def apply(self, changes: Changes) -> None:
+        """Hand a reload's changes to the parts that follow the jobs."""
+        self.gate.set_windows(changes.windows)
+        self.forget(changes.gone)
+        for job_id in sorted(changes.gone):
+            self.log("job.removed", job=job_id)
+        if changes.everything:
+            self.occurrences.load(edited=set() if changes.initial else {j.spec.id for j in changes.changed})
+        elif changes.changed:
+            self.occurrences.load(list(changes.changed))
+        self.placement.recheck()
+        if not changes.initial:
+            self.log("registry.reloaded", jobs=len(self.jobs), errors=changes.errors)
+            self.notifier.status(self.status_line())
+
+    def set_aside(self) -> None:
+        """Quarantined jobs leave the schedule (their history and stored rows stay)."""
+        self.forget(self.registry.set_aside())
+
+    def forget(self, job_ids: frozenset[str] | list[str]) -> None:
+        """Jobs removed or set aside: their tracked occurrences and their places in line go."""
+        self.occurrences.forget(job_ids)
+        for job_id in job_ids:
+            self.lines.forget(job_id)
+
+    def reconcile(self) -> None:
+        self.occurrences.reconcile()
+
+    # ------------------------------------------------------------------ control
+    def take_requests(self) -> None:
+        """Manual triggers, reloads and new backfills queued by chronoctl."""
+        for req in self.store.take_requests(self.node):
+            if req.kind == "reload":
+                continue  # the reload already happened on this wake-up
+            if req.kind == "backfill":
+                self.backfills.look()  # stored by chronoctl; started by drive_backfills
+                continue
+            job = self.jobs.get(req.job_id or "")
+            if req.kind != "trigger" or job is None:
+                self.log("request.ignored", "warning", kind=req.kind, job=req.job_id)
+                continue
+            at = self.clock.now().replace(microsecond=0)
+            asked = _instant(req.payload.get("requested_at")) or at
+            rid = req.payload.get("run_id") or occurrence.manual_run_id(job.key, asked)
+            self.dispatch.trigger(job, str(rid), at, force=bool(req.payload.get("force")))
+
+    # ------------------------------------------------------------------ timers
     def next_wake(self) -> datetime | None:
         """The earliest time anything is due (None: nothing scheduled): the next fire or
         retry, a busy wake-up's leftovers, a waiting run's deadline, the heartbeat, the
         reconciler, the outage retry and the watchdog (`policy.next_wake`)."""
         now, mono = self.clock.now(), self.clock.monotonic()
+        online = not self.link.offline
         timers = (
-            (self.lease.next_heartbeat, self.next_reconcile, self.dbwatch.next_check)
-            if self.outage is None
-            else (self.retry_at,)
+            (self.lease.next_heartbeat, self.occurrences.reconcile_at(), self.dbwatch.next_check)
+            if online
+            else (self.link.retry_at(),)
         )
-        timers = (*[t for t in timers if t > 0], self.next_watchdog)
+        ticks = [*[t for t in timers if t > 0], self.next_watchdog]
         return policy.next_wake(
             [
-                self.heap[0][0] if self.heap else None,
-                self.backlog_wake(now),
-                now if self.unstored and self.outage is None else None,
-                self.wait_deadline() if self.outage is None else None,
-                *(now + timedelta(seconds=max(t - mono, 0)) for t in timers if t is not None),
+                self.timeline.earliest(),
+                self.limit.backlog_wake(now),
+                now if self.occurrences.waiting() and online else None,
+                self.lines.deadline(self.jobs) if online else None,
+                *(now + timedelta(seconds=max(t - mono, 0)) for t in ticks if t is not None),
             ]
         )
 
@@ -228,68 +345,17 @@ class Daemon(Registry, Dispatch, StartLimit, Holds, Waits, Endings, Recovery, Ou
     def housekeeping(self) -> None:
         self.ping_watchdog()
         mono = self.clock.monotonic()
-        if mono >= self.next_reconcile:
-            self.reconcile()
+        if mono >= self.occurrences.reconcile_at():
+            self.occurrences.reconcile()
         self.dbwatch.check(mono)
-        self.metrics.running.set(len(self.active))
+        self.metrics.running.set(len(self.starter))
         stale = self.store.stale_rejections
         if stale > self._stale_seen:
             self.metrics.stale.inc(stale - self._stale_seen)
             self._stale_seen = stale
 
-    def acquire(self) -> None:
-        """A new lease under a new fencing token."""
-        self.metrics.lease_token.set(self.lease.acquire())
-
-    def keep_lease(self) -> None:
-        """Heartbeat when it is due (every ttl/3 in a fleet), and at once after the wall clock
-        was stepped: the lease expires in database (wall) time, so a step forward past the
-        ttl ends it while the monotonic deadline still says it holds."""
-        skew = self.clock.now().timestamp() - self.clock.monotonic()
-        stepped = self._skew is not None and abs(skew - self._skew) > CLOCK_STEP_S
-        self._skew = skew
-        if stepped or self.lease.due():
-            self.heartbeat()
-
-    def heartbeat(self) -> None:
-        """Renew the lease (database time); a lost lease means rejoin. In a fleet, also take
-        over the runs of expired nodes and check which version of each job the fleet runs."""
-        mono = self.clock.monotonic()
-        if not self.lease.renew():
-            self.lease_lost()
-        if self.fleet:
-            self.backfilling = True  # a backfill announced to another node may be this node's to drive
-            if mono >= self.takeover_after:
-                self.take_over()
-            live = self.store.live_nodes()
-            if mono >= self.next_version_check or live != self.live:
-                self.live = live
-                self.check_versions()
-
-    # ------------------------------------------------------------------ control
-    def take_requests(self) -> None:
-        """Manual triggers, reloads and new backfills queued by chronoctl."""
-        for req in self.store.take_requests(self.node):
-            if req.kind == "reload":
-                continue  # the reload already happened on this wake-up
-            if req.kind == "backfill":
-                self.backfilling = True  # stored by chronoctl; started by drive_backfills
-                continue
-            job = self.jobs.get(req.job_id or "")
-            if req.kind != "trigger" or job is None:
-                self.log("request.ignored", "warning", kind=req.kind, job=req.job_id)
-                continue
-            at = self.clock.now().replace(microsecond=0)
-            asked = _instant(req.payload.get("requested_at")) or at
-            rid = req.payload.get("run_id") or occurrence.manual_run_id(job.key, asked)
-            run = self.make_run(job, at, trigger="manual-force" if req.payload.get("force") else "manual", rid=rid)
-            run.fire_at = at
-            self.store.insert_runs([run])
-            self.log("run.triggered", job=job.spec.id, run=rid, force=bool(req.payload.get("force")))
-            self.start_or_queue(job, run)
-
     def status_line(self) -> str:
-        return f"{len(self.jobs)} jobs, {len(self.active)} running, node {self.node}"
+        return f"{len(self.jobs)} jobs, {len(self.starter)} running, node {self.node}"
 
 
 def _instant(text: object) -> datetime | None:

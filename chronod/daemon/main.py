@@ -6,9 +6,17 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from chronod import __version__, fsutil, paths
+
+if TYPE_CHECKING:
+    from chronod.core.clock import Clock
+    from chronod.daemon.loop import Daemon
+    from chronod.daemon.metrics import Metrics
+    from chronod.daemon.pruner import Pruner
+    from chronod.notify.service import NotifyService
+    from chronod.store.api import Store
 
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
@@ -153,7 +161,9 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
+def start(
+    args: argparse.Namespace, registry: list[Path], db: str, node: str
+) -> tuple[Daemon, tuple[NotifyService, Pruner]]:
     """Open the store, listen for metrics, build the daemon and run its start-up (lease,
     first load, adoption, READY=1). Returns the daemon and its background services (the
     notifier, the pruner), all running."""
@@ -205,6 +215,11 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
         except AddressError as e:
             raise StartupError(str(e), EXIT_CONFIG) from None
     waker = Waker(kernel.WallTimer(), kernel.DirWatch(registry), log)
+
+    def carried() -> dict[str, Any]:  # the loop's specs, for the threads that read every job
+        return {j.spec.id: j.spec for j in dict(daemon.jobs).values()}
+
+    notifier = notify_service(store, clock, log, node, metrics, known_specs=carried)
     daemon = Daemon(
         clock=clock,
         store=store,
@@ -220,6 +235,7 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
         boot_time=kernel.boot_time(),
         lease_ttl_s=ttl,
         max_starts_per_s=DEFAULT_MAX_STARTS_PER_S if args.max_starts is None else args.max_starts,
+        notify_service=notifier,  # the loop wakes it after recording outcomes
     )
     log(
         "daemon.starting",
@@ -238,12 +254,6 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
             hint="give --db without the password and put it in ~/.pgpass (or PGPASSFILE), or set PGPASSWORD "
             "or CHRONO_DB in an environment file the unit reads (EnvironmentFile=, mode 0600)",
         )
-
-    def carried() -> dict[str, Any]:  # the loop's specs, for the threads that read every job
-        return {j.spec.id: j.spec for j in dict(daemon.jobs).values()}
-
-    notifier = notify_service(store, clock, log, node, metrics, known_specs=carried)
-    daemon.notify_service = notifier  # the loop calls notifier.wake() after recording an outcome
     pruner = Pruner(store, clock, log, node, metrics=metrics, known_specs=carried)
     try:
         daemon.start()
@@ -257,7 +267,14 @@ def start(args: argparse.Namespace, registry: list[Path], db: str, node: str):
     return daemon, (notifier, pruner)
 
 
-def notify_service(store, clock, log, node: str, metrics, known_specs=None):
+def notify_service(
+    store: Store,
+    clock: Clock,
+    log: Callable[..., None],
+    node: str,
+    metrics: Metrics,
+    known_specs: Callable[[], dict[str, Any]] | None = None,
+) -> NotifyService:
     """The notifier (chronod.notify.service): its own thread, woken by the loop, never blocking it.
     It reads the fleet's jobs from the store and shares the specs this node carries
     (`known_specs`, a copy of the loop's taken under the GIL) instead of parsing them again."""

@@ -1,30 +1,83 @@
 """Database outages: go offline with backoff, keep `each` jobs running with the spool as
 their record (chronod.fleet.spool), hold `any` jobs back for catch-up, and on reconnect
-replay the spool and re-read what is stored."""
+replay the spool (the loop then re-reads what is stored).
+
+`Connectivity` alone holds the outage (since when, the first error, the backoff and the
+next retry), the occurrences made while offline, whether a reload waits for the
+database, when takeovers may begin again, and the spool."""
 
 from __future__ import annotations
 
-import heapq
+import random
 from datetime import datetime
-from typing import Any
+from pathlib import Path
 
-from chronod.core import occurrence
+from chronod.core import policy
+from chronod.core.clock import Clock
+from chronod.core.model import RunState
+from chronod.daemon.occurrences import Occurrences
+from chronod.daemon.registry import Registry
 from chronod.daemon.runs import Active, Job
-from chronod.daemon.waker import Wakeups
-from chronod.store.api import Run, StoreError
+from chronod.daemon.seams import Log, Metrics
+from chronod.daemon.starter import Starter
+from chronod.daemon.timeline import Timeline
+from chronod.fleet.lease import Lease
+from chronod.fleet.spool import Spool
+from chronod.runner.api import Outcome
+from chronod.store.api import Run, Store, StoreError
 
 OUTAGE_BACKOFF_S = (0.5, 30.0)  # first retry, longest wait between retries
 
 
-class Outage:
-    """Offline ticks, the spool, reconnect. Part of `Daemon` (chronod.daemon.loop)."""
+class Connectivity:
+    """Offline or not; the spool; what reconnecting must write."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        store: Store,
+        node: str,
+        lease: Lease,
+        log: Log,
+        metrics: Metrics,
+        rng: random.Random,
+        fleet: bool,
+        lease_ttl_s: float,
+        spool_path: Path,
+        registry: Registry,
+        occurrences: Occurrences,
+        timeline: Timeline,
+        starter: Starter,
+    ) -> None:
+        self.clock, self.store, self.node, self.lease, self.log = clock, store, node, lease, log
+        self.metrics, self.rng, self.fleet, self.lease_ttl_s = metrics, rng, fleet, lease_ttl_s
+        self.registry, self.occurrences, self.timeline, self.starter = registry, occurrences, timeline, starter
+        self._outage: tuple[float, str] | None = None  # (monotonic start, first error)
+        self._retry_at = 0.0  # monotonic
+        self._backoff_s = OUTAGE_BACKOFF_S[0]
+        self._offline_new: dict[str, Run] = {}  # occurrences materialized during an outage
+        self._takeover_after = 0.0  # monotonic; no takeovers before (see `reconnecting`)
+        self._reload_wanted = False  # a reload or request arrived during an outage
+        self._spool = Spool(spool_path)
+
+    @property
+    def offline(self) -> bool:
+        return self._outage is not None
+
+    def retry_at(self) -> float:
+        """When (monotonic) to try the database again."""
+        return self._retry_at
+
+    def may_take_over(self, mono: float) -> bool:
+        return mono >= self._takeover_after
 
     def went_offline(self, e: StoreError) -> None:
         """The database failed: log once per outage, then retry with backoff."""
         mono = self.clock.monotonic()
-        if self.outage is None:
-            self.outage = (mono, str(e))
-            self.backoff_s = OUTAGE_BACKOFF_S[0]
+        if self._outage is None:
+            self._outage = (mono, str(e))
+            self._backoff_s = OUTAGE_BACKOFF_S[0]
             self.metrics.store_up.set(0)
             self.log(
                 "store.unreachable",
@@ -36,111 +89,86 @@ class Outage:
             # in a fleet, back within a third of a lease of the database: the others wait
             # one lease after their own return before they take this node's work over
             longest = min(OUTAGE_BACKOFF_S[1], self.lease_ttl_s / 3) if self.fleet else OUTAGE_BACKOFF_S[1]
-            self.backoff_s = min(self.backoff_s * 2, max(longest, OUTAGE_BACKOFF_S[0]))
-        self.retry_at = mono + self.backoff_s * self.rng.uniform(0.8, 1.2)
+            self._backoff_s = min(self._backoff_s * 2, max(longest, OUTAGE_BACKOFF_S[0]))
+        self._retry_at = mono + self._backoff_s * self.rng.uniform(0.8, 1.2)
 
-    def offline_tick(self, woke: Wakeups) -> None:
-        """One wake-up without the database: record endings in the spool, start due `each`
-        runs, hold `any` runs back, and try to reconnect when the backoff says so."""
-        if woke.stop:
-            self.stopping = True
-            return
-        self.children_exited(woke.children)
-        self.reload_wanted |= woke.reload or woke.requests
-        self.ping_watchdog()  # the process is healthy; the database is not
-        if self.clock.monotonic() >= self.retry_at:
-            self.reconnect()
-            if self.outage is None:
-                return
-        self.run_due_offline()
+    def want_reload(self) -> None:
+        """A reload or a request arrived while offline: the reconnect does it."""
+        self._reload_wanted = True
 
-    def reconnect(self) -> None:
-        """The database answers again: rejoin (renew or a new token), replay the spool,
-        re-read what is stored (the runs held back fall due and go through catch-up)."""
-        started, first = self.outage
-        # The other nodes lost the database too and may not have renewed yet: a lease that
-        # lapsed during the outage says nothing about its node until it had a lease's time
-        # to come back (a takeover now would re-run work that finished and is spooled).
-        self.takeover_after = self.clock.monotonic() + self.lease_ttl_s
-        self.heartbeat()
-        if self.offline_new:
-            self.store.insert_runs([r for r in self.offline_new.values() if r.state == "pending"])
-        self.replay_spool()
-        self.adopt()
-        self.reload_wanted |= self.reloads.busy  # one prepared across the outage may have failed
-        if self.reload_wanted:
-            self.reload()
-            self.take_requests()
-        self.load_pending()
-        self.reconcile()
-        self.offline_new = {}
-        self.reload_wanted = False
-        self.outage = None
+    def reload_wanted(self, busy: bool) -> bool:
+        """Whether the reconnect must reload (`busy`: one prepared across the outage may have failed)."""
+        self._reload_wanted |= busy
+        return self._reload_wanted
+
+    def reconnecting(self) -> None:
+        """The database answers again; the other nodes lost it too and may not have renewed
+        yet: a lease that lapsed during the outage says nothing about its node until it had
+        a lease's time to come back (a takeover now would re-run work that finished and is
+        spooled). Then store the occurrences made offline."""
+        self._takeover_after = self.clock.monotonic() + self.lease_ttl_s
+
+    def store_offline_new(self) -> None:
+        if self._offline_new:
+            self.store.insert_runs([r for r in self._offline_new.values() if r.state == RunState.PENDING])
+
+    def reconnected(self) -> None:
+        """The reconnect wrote everything: online again."""
+        assert self._outage is not None
+        started, first = self._outage
+        self._offline_new = {}
+        self._reload_wanted = False
+        self._outage = None
         self.metrics.store_up.set(1)
         self.log("store.reachable", outage_s=round(self.clock.monotonic() - started, 1), first_error=first)
 
     def run_due_offline(self) -> None:
+        """Start due `each` runs; hold `any` runs back (they come back from the database at
+        reconnect; out of the timeline meanwhile, so that the loop sleeps until the next
+        `each` fire or retry)."""
         now = self.clock.now()
-        held = []
-        while self.heap and self.heap[0][0] <= now:
-            entry = heapq.heappop(self.heap)
-            run = self.pending.get(entry[2])
-            job = self.jobs.get(run.job_id) if run is not None else None
+        jobs = self.registry.jobs
+        for run in self.timeline.due(now):
+            job = jobs.get(run.job_id)
             if job is None:
                 continue
-            if not job.spec.run_on.each:
-                held.append(entry)  # a late fire beats a double fire: wait for the database
-                continue
-            self.pending.pop(run.run_id, None)
-            self.launch_offline(job, run, now)
-        # held `any` runs come back from the database at reconnect; keep them out of the heap
-        # meanwhile so that the loop sleeps until the next `each` fire or retry
-        for _, _, rid in held:
-            self.pending.pop(rid, None)
+            self.timeline.take(run.run_id)
+            if job.spec.run_on.each:
+                self.launch_offline(job, run, now)  # a late fire beats a double fire: `any` waits
 
     def launch_offline(self, job: Job, run: Run, now: datetime) -> None:
-        """Start an `each` run with no database: the spool is its record until replay."""
-        from chronod.runner.api import LaunchRequest
-
-        nxt = self.next_run(job, now)
+        """Start an `each` run with no database: the spool is its record until replay. The
+        overlap rule is the one online (chronod.core.policy.overlap)."""
+        nxt = self.occurrences.next_run(job, now)
         if nxt is not None:
-            self.offline_new[nxt.run_id] = nxt
-            self.track(nxt)
+            self._offline_new[nxt.run_id] = nxt
+            self.timeline.track(nxt)
         spec = job.spec
-        if self.active.for_job(spec.id) and spec.overlap == "forbid":
-            self.spool.append(
+        action = policy.overlap(spec, self.starter.going(spec.id))
+        if action == policy.Overlap.SKIP:
+            self._spool.append(
                 "skip",
                 run=run.as_dict(),
-                state="skipped_overlap",
+                state=RunState.SKIPPED_OVERLAP,
                 error="previous run still running; overlap: forbid (database unreachable)",
             )
             return
+        if action == policy.Overlap.REPLACE:
+            self.starter.cancel(self.starter.running(spec.id), by=run)
         run.attempts += 1
-        run.state, run.node, run.started_at = "running", self.node, now
-        env = {
-            "CHRONO_JOB_ID": spec.id,
-            "CHRONO_RUN_ID": run.run_id,
-            "CHRONO_SCHEDULED_AT": occurrence.utc_stamp(run.scheduled_at),
-            "CHRONO_FIRE_AT": occurrence.utc_stamp(run.fire_at),
-            "CHRONO_ATTEMPT": str(run.attempts),
-            "CHRONO_OWNER": spec.owner,
-            "CHRONO_NODE": self.node,
-        }
-        self.spool.append("start", run=run.as_dict())
-        handle = self.runner.launch(LaunchRequest(run.run_id, run.attempts, spec, env))
-        self.active[run.run_id] = Active(run, handle, job, offline=True)
-        self.log(
-            "run.started",
-            job=spec.id,
-            run=run.run_id,
-            attempt=run.attempts,
-            offline=True,
-            lag_ms=round((now - run.fire_at).total_seconds() * 1000, 1),
-        )
+        run.state, run.node, run.started_at = RunState.RUNNING, self.node, now
+        self._spool.append("start", run=run.as_dict())
+        self.starter.start_offline(job, run, now)
 
-    def spool_outcome(self, active: Active, outcome: Any) -> None:
+    def spool_outcomes(self, ended: list[tuple[Active, Outcome]]) -> set[str]:
+        """Outcomes while offline go to the spool; returns the run ids kept there."""
+        for active, outcome in ended:
+            self.spool_outcome(active, outcome)
+        return {active.run.run_id for active, _ in ended}
+
+    def spool_outcome(self, active: Active, outcome: Outcome) -> None:
         run = active.run
-        self.spool.append(
+        self._spool.append(
             "finish",
             run_id=run.run_id,
             attempt=run.attempts,
@@ -164,7 +192,7 @@ class Outage:
 
     def replay_spool(self) -> None:
         """Write what happened while the database was unreachable, oldest first."""
-        records = self.spool.records()
+        records = self._spool.records()
         if not records:
             return
         written = 0
@@ -173,9 +201,8 @@ class Outage:
             if kind == "start":
                 run = Run(**rec["run"])
                 ok = self.store.claim_offline(run, self.node, self.lease.token) is not None
-                if ok and run.run_id in self.active:
-                    self.active[run.run_id].run.token = self.lease.token
-                    self.active[run.run_id].offline = False
+                if ok:
+                    self.starter.stored_offline(run.run_id)
             elif kind == "finish":
                 self.store.adopt(rec["run_id"], rec["attempt"], node=self.node, token=self.lease.token)
                 ok = self.store.finish(
@@ -200,5 +227,5 @@ class Outage:
                     run.run_id, rec["state"], error=rec["error"], next_run=None, node=self.node, token=self.lease.token
                 )
             written += bool(ok)
-        self.spool.clear()
+        self._spool.clear()
         self.log("spool.replayed", records=len(records), written=written)

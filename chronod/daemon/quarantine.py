@@ -12,9 +12,14 @@ through to the loop, which goes offline as usual.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 from chronod.core.model import JobSpec
+
+if TYPE_CHECKING:
+    from chronod.daemon.seams import Log, Setting
+
+T = TypeVar("T")
 
 
 class Quarantine:
@@ -22,8 +27,8 @@ class Quarantine:
 
     def __init__(
         self,
-        log: Callable[..., None],
-        gauge: Any,
+        log: Log,
+        gauge: Setting,
         passthrough: tuple[type[BaseException], ...],
         on_change: Callable[[], None],
     ):
@@ -52,7 +57,7 @@ class Quarantine:
         except Exception as exc:  # the boundary: one job's failure must not stop the others
             self.isolate(spec, doing, exc)
 
-    def call(self, spec: JobSpec, doing: str, fn: Callable[..., Any], *args: Any) -> Any:
+    def call(self, spec: JobSpec, doing: str, fn: Callable[..., T], *args: object) -> T | None:
         """`fn(*args)` under the guard (None if it raised): a plain call for the paths that
         run once per job, 100,000 times at a start-up, where the generator of `guard` cost
         as much as the work."""

@@ -4,19 +4,58 @@ took, terminate what another node now owns), and the runs of expired nodes (take
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from chronod.core import policy
-from chronod.daemon.runs import Active, Job
-from chronod.store.api import Run
+from chronod.core.clock import Clock
+from chronod.core.model import RunState
+from chronod.daemon.endings import Endings
+from chronod.daemon.registry import Registry
+from chronod.daemon.runs import Job
+from chronod.daemon.seams import Log, Metrics, Runner
+from chronod.daemon.starter import Starter
+from chronod.daemon.timeline import Timeline
+from chronod.fleet.lease import Lease
+from chronod.runner.api import Handle
+from chronod.store.api import Run, Store
 
 
 class Recovery:
-    """Adopt, rejoin, take over. Part of `Daemon` (chronod.daemon.loop)."""
+    """Adopt, rejoin, take over. Holds no state: the runs it adopts go to the `Starter`,
+    the attempts it schedules to the `Timeline`."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        store: Store,
+        runner: Runner,
+        node: str,
+        lease: Lease,
+        log: Log,
+        metrics: Metrics,
+        registry: Registry,
+        timeline: Timeline,
+        starter: Starter,
+        endings: Endings,
+    ) -> None:
+        self.clock, self.store, self.runner, self.node, self.lease = clock, store, runner, node, lease
+        self.log, self.metrics, self.registry = log, metrics, registry
+        self.timeline, self.starter, self.endings = timeline, starter, endings
+
+    @property
+    def jobs(self) -> Mapping[str, Job]:
+        return self.registry.jobs
+
+    def acquire(self) -> None:
+        """A new lease under a new fencing token."""
+        self.metrics.lease_token.set(self.lease.acquire())
 
     def adopt(self) -> None:
         """Runs left `running` by a previous chronod: adopt live supervisors, record the
         results of those that ended meanwhile, and settle the truly unknown."""
         for run in self.store.running(self.node if self.store.dialect != "sqlite" else None):
-            if run.run_id in self.active:
+            if run.run_id in self.starter:
                 continue
             job = self.jobs.get(run.job_id) or self.job_from_store(run.job_id)
             if job is None:
@@ -37,18 +76,18 @@ class Recovery:
                     why="its holder still has a live lease",
                 )
                 continue
-            if hasattr(found, "fd"):
-                self.active[run.run_id] = Active(run, found, job)
+            if isinstance(found, Handle):
+                self.starter.adopted(run, found, job)
                 self.log(
                     "run.adopted", job=run.job_id, run=run.run_id, attempt=run.attempts, supervisor=found.supervisor_pid
                 )
             else:
                 self.log("run.ended_while_down", job=run.job_id, run=run.run_id, state=found.state)
-                if self.record_outcomes([(job, run, found)]):
+                if self.endings.record_outcomes([(job, run, found)]):
                     self.runner.discard(run.run_id, run.attempts)
-        for rid, attempt in self.runner.orphans(known=[(r, a.run.attempts) for r, a in self.active.items()]):
-            run = self.store.get_run(rid)
-            if run is None or run.state != "running" or run.attempts != attempt:
+        for rid, attempt in self.runner.orphans(known=self.starter.known()):
+            row = self.store.get_run(rid)
+            if row is None or row.state != RunState.RUNNING or row.attempts != attempt:
                 self.runner.discard(rid, attempt)  # already recorded before a crash
 
     def job_from_store(self, job_id: str) -> Job | None:
@@ -61,7 +100,7 @@ class Recovery:
         """No supervisor and no result: the machine rebooted, or chronod died between the
         claim and the fork. Unsafe runs are `lost`; others get a new attempt now."""
         why = "chronod stopped while it ran and no supervisor or result is left: outcome unknown"
-        if policy.on_unknown_outcome(job.spec) == "lost":
+        if policy.on_unknown_outcome(job.spec) == policy.Unknown.LOST:
             if self.reclaim_lost(run, why + "; an unsafe job is never run twice"):
                 self.log("run.lost", "error", job=job.spec.id, run=run.run_id, why=why)
             return
@@ -71,10 +110,10 @@ class Recovery:
     def reclaim_lost(self, run: Run, error: str) -> bool:
         """Record a run whose outcome cannot be known as `lost` under this node's token."""
         if not self.store.reclaim(
-            run.run_id, run.attempts, node=self.node, token=self.lease.token, state="lost", error=error
+            run.run_id, run.attempts, node=self.node, token=self.lease.token, state=RunState.LOST, error=error
         ):
             return False
-        self.metrics.runs.labels(run.job_id, "lost").inc()
+        self.metrics.runs.labels(run.job_id, RunState.LOST).inc()
         return True
 
     def redispatch(self, run: Run, why: str) -> bool:
@@ -85,13 +124,13 @@ class Recovery:
             run.attempts,
             node=self.node,
             token=self.lease.token,
-            state="retry_wait",
+            state=RunState.RETRY_WAIT,
             error=why + "; re-dispatched",
             next_attempt_at=now,
         ):
             return False
-        run.state, run.next_attempt_at = "retry_wait", now
-        self.track(run)
+        run.state, run.next_attempt_at = RunState.RETRY_WAIT, now
+        self.timeline.track(run)
         return True
 
     def never_started(self, job: Job, run: Run) -> None:
@@ -107,9 +146,9 @@ class Recovery:
         if self.store.schedule_retry(
             run.run_id, run.attempts, now, exit_code=None, signal=None, error=why, token=self.lease.token
         ):
-            run.state, run.next_attempt_at = "retry_wait", now
+            run.state, run.next_attempt_at = RunState.RETRY_WAIT, now
             if job.spec.id in self.jobs:
-                self.track(run)
+                self.timeline.track(run)
             self.log("run.redispatch", "warning", job=job.spec.id, run=run.run_id, why=why)
 
     def lease_lost(self) -> None:
@@ -118,22 +157,7 @@ class Recovery:
         old = self.lease.token
         self.acquire()
         self.log("node.lease_lost", "warning", node=self.node, token=old, new_token=self.lease.token)
-        for rid, a in list(self.active.items()):
-            if a.disowned or a.offline:
-                continue  # offline runs are not stored yet: the spool replay claims them
-            if self.store.adopt(rid, a.run.attempts, node=self.node, token=self.lease.token):
-                a.run.token = self.lease.token
-                continue
-            a.disowned = True
-            self.runner.cancel(a.handle)
-            self.log(
-                "run.disowned",
-                "warning",
-                job=a.job.spec.id,
-                run=rid,
-                attempt=a.run.attempts,
-                why="taken over by another node while this node's lease had lapsed; terminating it here",
-            )
+        self.starter.rejoin()
 
     def take_over(self) -> None:
         """Runs held by nodes whose lease expired: a new attempt here for idempotent/keyed
@@ -152,7 +176,7 @@ class Recovery:
         if job is None:
             return
         why = f"node {dead} stopped renewing its lease while this ran (attempt {run.attempts})"
-        if policy.on_unknown_outcome(job.spec) == "lost":
+        if policy.on_unknown_outcome(job.spec) == policy.Unknown.LOST:
             if self.reclaim_lost(run, why + "; an unsafe job is never run twice: outcome unknown"):
                 self.metrics.takeovers.labels("lost").inc()
                 self.log(
@@ -176,5 +200,5 @@ class Recovery:
     def take_over_retries(self, dead: str) -> None:
         """Retries the dead node was waiting to start: nobody else tracks them."""
         for run in self.store.waiting_retries(dead):
-            if run.job_id in self.jobs and run.run_id not in self.pending:
-                self.track(run)
+            if run.job_id in self.jobs and run.run_id not in self.timeline:
+                self.timeline.track(run)

@@ -13,28 +13,31 @@ outage) back to the loop from `take`, as if it had happened there.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from chronod.daemon import kernel
+
+if TYPE_CHECKING:
+    from chronod.daemon.registry import Prepared
 
 
 class InlineReloads:
     """The preparation runs at once, on the caller's thread."""
 
     def __init__(self) -> None:
-        self._done: tuple[Any, BaseException | None] | None = None
+        self._done: tuple[Prepared | None, BaseException | None] | None = None
 
     @property
     def busy(self) -> bool:
         return False
 
-    def submit(self, work: Callable[[], Any]) -> None:
+    def submit(self, work: Callable[[], Prepared]) -> None:
         try:
             self._done = (work(), None)
         except Exception as e:  # handed to the loop by take(), as the threaded kind does
             self._done = (None, e)
 
-    def take(self) -> Any:
+    def take(self) -> Prepared | None:
         """The finished preparation (None: none waiting); raises what it raised."""
         done, self._done = self._done, None
         return _result(done)
@@ -58,14 +61,14 @@ class ThreadReloads:
         self.wake = wake
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._done: tuple[Any, BaseException | None] | None = None
-        self._again: Callable[[], Any] | None = None
+        self._done: tuple[Prepared | None, BaseException | None] | None = None
+        self._again: Callable[[], Prepared] | None = None
 
     @property
     def busy(self) -> bool:
         return self._thread is not None
 
-    def submit(self, work: Callable[[], Any]) -> None:
+    def submit(self, work: Callable[[], Prepared]) -> None:
         with self._lock:
             if self._thread is not None:
                 self._again = work  # one more reload once this one is in: it sees every change
@@ -73,18 +76,18 @@ class ThreadReloads:
             self._thread = threading.Thread(target=self._run, args=(work,), name="chronod-reload", daemon=True)
             self._thread.start()
 
-    def _run(self, work: Callable[[], Any]) -> None:
+    def _run(self, work: Callable[[], Prepared]) -> None:
         # The loop gets the interpreter lock back within the daemon's short switch interval
         # (chronod.daemon.kernel.favour_the_loop) while this thread computes.
         try:
-            done: tuple[Any, BaseException | None] = (work(), None)
+            done: tuple[Prepared | None, BaseException | None] = (work(), None)
         except Exception as e:  # handed to the loop by take()
             done = (None, e)
         with self._lock:
             self._done = done
         self.wake()
 
-    def take(self) -> Any:
+    def take(self) -> Prepared | None:
         """The finished preparation (None: none, or still running); raises what it raised."""
         with self._lock:
             done, self._done = self._done, None
@@ -117,7 +120,7 @@ class ThreadReloads:
         threading.Thread(target=kernel.trim_heap, name="chronod-trim", daemon=True).start()
 
 
-def _result(done: tuple[Any, BaseException | None] | None) -> Any:
+def _result(done: tuple[Prepared | None, BaseException | None] | None) -> Prepared | None:
     if done is None:
         return None
     result, err = done

@@ -6,10 +6,11 @@ from __future__ import annotations
 import fnmatch
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from chronod.core import occurrence
-from chronod.core.model import JobSpec
+from chronod.core.model import JobSpec, RunState, Trigger
 from chronod.core.schedule import Schedule, compile_schedule
 from chronod.store.api import Run
 
@@ -62,7 +63,7 @@ class Batch:
         self.per_job[job.spec.id] += 1
 
 
-class ActiveRuns(dict):
+class ActiveRuns(dict[str, Active]):
     """run_id -> Active, with an index by job so that overlap checks stay O(1) per launch
     when a thousand runs are in flight."""
 
@@ -103,3 +104,16 @@ def carries(spec: JobSpec, node: str) -> bool:
     if spec.run_on.each or not spec.run_on.nodes:
         return True
     return any(fnmatch.fnmatchcase(node, g) for g in spec.run_on.nodes)
+
+
+def new_run(job: Job, scheduled_at: datetime, trigger: Trigger = Trigger.SCHEDULE, rid: str | None = None) -> Run:
+    """A pending occurrence of `job` at `scheduled_at` (fired at its jitter offset)."""
+    return Run(
+        run_id=rid or occurrence.run_id(job.key, scheduled_at),
+        job_id=job.spec.id,
+        job_key=job.key,
+        scheduled_at=scheduled_at,
+        fire_at=scheduled_at + timedelta(seconds=job.offset),
+        state=RunState.PENDING,
+        trigger=trigger,
+    )

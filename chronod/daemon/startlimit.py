@@ -6,9 +6,13 @@ node past its ceiling fell further behind each second and started less and less.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Collection
 
 from chronod.core import policy
+from chronod.core.clock import Clock
+from chronod.core.model import RunState, Trigger
 from chronod.daemon.runs import Job
+from chronod.daemon.seams import Log, Metrics
 from chronod.store.api import Run
 
 DEFAULT_MAX_STARTS_PER_S = 1000.0  # about what one core forks and execs from Python; see chronod(8)
@@ -17,9 +21,11 @@ ENDINGS_WAIT_MAX_S = 1.0  # starts owed go before recording endings, for at most
 
 
 class StartLimit:
-    """Admission of due runs under the start limit. Part of `Daemon` (chronod.daemon.loop)."""
+    """Admission of due runs under the start limit; the runs that wait for it (`backlog`)."""
 
-    def init_start_limit(self, rate: float | None) -> None:
+    def __init__(self, clock: Clock, log: Log, metrics: Metrics, rate: float | None) -> None:
+        self.clock, self.log, self.metrics = clock, log, metrics
+        self.backlog: list[tuple[Job, Run]] = []  # due runs waiting to start (start limit, busy wake-up)
         self.max_starts = rate if rate and rate > 0 else None
         self.budget = policy.Budget(self.max_starts or 0.0, self.clock.monotonic())
         self.admit_retry: float | None = None  # monotonic: when the budget has a start again
@@ -27,7 +33,9 @@ class StartLimit:
         self.limited_logged = float("-inf")  # the first summary at once
         self.owed_since: float | None = None  # monotonic: since when admitted runs wait to start
 
-    def admit_starts(self, claims: list[tuple[Job, Run]], settles: list) -> list[tuple[Job, Run]]:
+    def admit_starts(
+        self, claims: list[tuple[Job, Run]], settles: list[tuple[str, str, str | None]]
+    ) -> list[tuple[Job, Run]]:
         """Of this wake-up's runs to start, the ones the start limit lets through now (in
         order). The others wait in `self.backlog` for the next wake-up; those the catch-up
         rule skips join `settles` (skipped_outage, with the reason)."""
@@ -38,12 +46,21 @@ class StartLimit:
         a = policy.start_admission(self.max_starts, self.budget, line, self.clock.now(), self.clock.monotonic())
         self.budget, self.admit_retry = a.budget, a.retry_at
         for c, why in a.skip:
-            settles.append((c.run_id, "skipped_outage", why))
-            self.metrics.runs.labels(c.spec.id, "skipped_outage").inc()
+            settles.append((c.run_id, RunState.SKIPPED_OUTAGE, why))
+            self.metrics.runs.labels(c.spec.id, RunState.SKIPPED_OUTAGE).inc()
         self.backlog = [by_id[c.run_id] for c in a.wait]
         self.skipped += len(a.skip)
         self.log_limited()
         return [by_id[c.run_id] for c in a.start]
+
+    def take_backlog(self) -> list[tuple[Job, Run]]:
+        """The runs waiting to start, first in this wake-up's claims; the line is empty after."""
+        backlog, self.backlog = self.backlog, []
+        return backlog
+
+    def drop(self, job_ids: Collection[str] | None = None) -> None:
+        """Runs of these jobs (None: of every job) no longer wait: their occurrences are read again."""
+        self.backlog = [] if job_ids is None else [(j, r) for j, r in self.backlog if r.job_id not in job_ids]
 
     def give_back(self, runs: list[tuple[Job, Run]]) -> None:
         """Runs admitted but not started this wake-up (its time slice ran out): first in line next time."""
@@ -101,5 +118,5 @@ class StartLimit:
 def candidate(job: Job, run: Run) -> policy.Candidate:
     """A run asking to start. Only a first attempt of a scheduled occurrence may be skipped:
     a retry or a manual run waits its turn whatever the catch-up rule says."""
-    skippable = run.trigger == "schedule" and run.attempts == 0 and run.state == "pending"
+    skippable = run.trigger == Trigger.SCHEDULE and run.attempts == 0 and run.state == RunState.PENDING
     return policy.Candidate(run.run_id, job.spec, run.scheduled_at, run.fire_at, skippable)

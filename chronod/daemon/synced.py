@@ -18,9 +18,12 @@ compares with the store again, as every reload did before.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from chronod.core.model import JobSpec
+
+if TYPE_CHECKING:
+    from chronod.store.api import Store
 
 HASHES_PER_CALL = 2000
 
@@ -49,7 +52,7 @@ class Synced:
                 return False
         return True
 
-    def sync(self, store: Any, node: str, carried: dict[str, JobSpec]) -> bool:
+    def sync(self, store: Store, node: str, carried: dict[str, JobSpec]) -> bool:
         """Store these definitions unless the last sync stored them; True if it wrote."""
         if self.same(carried) and store.jobs_version() == self.version:
             return False

@@ -9,7 +9,12 @@ import signal
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from chronod.runner.api import Handle
+
+if TYPE_CHECKING:
+    from chronod.daemon.seams import Log
 
 
 @dataclass
@@ -19,7 +24,7 @@ class Wakeups:
     reload: bool = False
     requests: bool = False
     stop: bool = False
-    children: list[Any] = field(default_factory=list)
+    children: list[Handle] = field(default_factory=list)
 
 
 def signal_wakeups(pending: set[int]) -> Wakeups:
@@ -31,11 +36,29 @@ def signal_wakeups(pending: set[int]) -> Wakeups:
     return w
 
 
+class Timer(Protocol):
+    """A wall-clock timer the selector watches (chronod.daemon.kernel.WallTimer)."""
+
+    fd: int
+
+    def arm(self, at: datetime | None) -> None: ...
+
+    def drain(self) -> None: ...
+
+
+class Watch(Protocol):
+    """A watch on the registry (chronod.daemon.kernel.DirWatch)."""
+
+    fd: int
+
+    def drain(self) -> bool: ...
+
+
 class Waker:
     """Waits for the earliest of: a wall-clock deadline, a signal, a supervisor's exit,
     a registry change."""
 
-    def __init__(self, timer: Any, watch: Any | None, log: Callable[..., None]):
+    def __init__(self, timer: Timer, watch: Watch | None, log: Log):
         self.sel = selectors.DefaultSelector()
         self.timer, self.watch, self.log = timer, watch, log
         self.rsock, self.wsock = socket.socketpair()
@@ -52,7 +75,7 @@ class Waker:
         self.sel.register(timer.fd, selectors.EVENT_READ, "timer")
         if watch is not None:
             self.sel.register(watch.fd, selectors.EVENT_READ, "watch")
-        self.watched: dict[int, Any] = {}
+        self.watched: dict[int, Handle] = {}
 
     def poke(self) -> None:
         """Wake the loop from another thread (a reload prepared there is ready to swap in)."""
@@ -64,7 +87,7 @@ class Waker:
     def _stop_handler(self, *_: Any) -> None:
         self.stop_requested = True
 
-    def wait(self, deadline: datetime | None, handles: list[Any]) -> Wakeups:
+    def wait(self, deadline: datetime | None, handles: list[Handle]) -> Wakeups:
         """Block until something happens; never returns for nothing but a deadline."""
         current = {h.fd: h for h in handles if h.fd >= 0}
         # A collected handle's pidfd is closed and its number may already belong to a new
@@ -85,7 +108,7 @@ class Waker:
         for key, _ in self.sel.select():
             kind = key.data
             if kind == "signal":
-                sigs = set()
+                sigs: set[int] = set()
                 try:
                     while True:
                         data = self.rsock.recv(512)
@@ -100,7 +123,7 @@ class Waker:
                 w.requests |= s.requests
             elif kind == "timer":
                 self.timer.drain()
-            elif kind == "watch":
+            elif kind == "watch" and self.watch is not None:
                 if self.watch.drain():
                     w.reload = True
             elif kind == "child":

@@ -25,10 +25,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping
 
 from chronod.core import history
-from chronod.core.model import JobSpec
+from chronod.core.model import JobSpec, RunState
 
-BAD = ("failed", "timed_out", "lost")
-PER_RUN = ("succeeded", "cancelled")
+BAD = (RunState.FAILED, RunState.TIMED_OUT, RunState.LOST)
+PER_RUN = (RunState.SUCCEEDED, RunState.CANCELLED)
 SILENT = "silent"
 UNCLAIMED = "unclaimed"
 NO_NEXT = "no_next_occurrence"
@@ -68,7 +68,10 @@ class NotifyState:
         """The state written by `to_json`; a fresh state for None or {}."""
         if not d:
             return cls()
-        t = lambda k: datetime.fromisoformat(d[k]) if d.get(k) else None  # noqa: E731
+
+        def t(k: str) -> datetime | None:
+            return datetime.fromisoformat(d[k]) if d.get(k) else None
+
         return cls(
             d.get("condition", "ok"),
             bool(d.get("overlap")),
@@ -103,13 +106,14 @@ def _stamp(at: datetime) -> str:
 
 
 def _finished(run: Any) -> datetime:
-    return run.finished_at or run.updated_at or run.scheduled_at
+    at: datetime = run.finished_at or run.updated_at or run.scheduled_at
+    return at
 
 
 def unseen(runs: Iterable[Any], state: NotifyState) -> list[Any]:
     """Terminal runs not yet taken into account, in the order they ended."""
     mark = (state.seen_at, state.seen_run) if state.seen_at else None
-    out = [r for r in runs if r.state not in ("pending", "running", "retry_wait")]
+    out = [r for r in runs if r.state not in (RunState.PENDING, RunState.RUNNING, RunState.RETRY_WAIT)]
     if mark is not None:
         out = [r for r in out if (_finished(r), r.run_id) > mark]
     return sorted(out, key=lambda r: (_finished(r), r.run_id))
@@ -122,7 +126,7 @@ def after_run(spec: JobSpec, run: Any, state: NotifyState) -> tuple[list[Notice]
     new = replace(state, seen_at=at, seen_run=rid)
     if s in PER_RUN and routes_for(spec, s):
         out.append(Notice(spec.id, s, s, _key(spec.id, s, rid), at, rid, history.describe_run(run, at, spec)))
-    if s == "succeeded":
+    if s == RunState.SUCCEEDED:
         if state.condition != "ok" or state.silent:
             was = SILENT if state.silent and state.condition == "ok" else state.condition
             out.append(
@@ -141,7 +145,7 @@ def after_run(spec: JobSpec, run: Any, state: NotifyState) -> tuple[list[Notice]
         if state.condition != s:
             out.append(Notice(spec.id, s, s, _key(spec.id, s, rid), at, rid, history.describe_run(run, at, spec)))
         return out, replace(new, condition=s, overlap=False)
-    if s == "skipped_overlap":
+    if s == RunState.SKIPPED_OVERLAP:
         if not state.overlap:
             out.append(Notice(spec.id, s, s, _key(spec.id, s, rid), at, rid, history.describe_run(run, at, spec)))
         return out, replace(new, overlap=True)
@@ -162,10 +166,12 @@ def check_silence(
     deadline = silence_deadline(spec, state)
     if deadline is not None and paused:
         # A pause is deliberate: the silence clock restarts when the job is resumed.
+        assert spec.max_silence_s is not None and state.basis is not None  # a deadline needs both
         half = timedelta(seconds=spec.max_silence_s / 2)
         return [], (replace(state, basis=now) if now - state.basis > half else state)
     if deadline is None or now < deadline:
         return [], state
+    assert state.basis is not None  # a deadline counts from it
     age = history.silence(spec, state.basis, now)
     detail = (
         f"no success for {round(age.age_s or 0)}s (max_silence_s {spec.max_silence_s}); silent since {_stamp(deadline)}"
@@ -218,7 +224,7 @@ def unclaimed(
     return [
         Notice(spec.id, "silence", UNCLAIMED, _key(spec.id, UNCLAIMED, m.run_id), m.fire_at, m.run_id, m.reason)
         for m in misses
-        if m.state in (history.NO_RECORD, "pending")
+        if m.state in (history.NO_RECORD, RunState.PENDING)
     ]
 
 

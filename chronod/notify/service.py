@@ -13,6 +13,7 @@ deadline); `run()` is the thread body that calls it on that timer, at least ever
 
 from __future__ import annotations
 
+import builtins
 import heapq
 import threading
 import time
@@ -21,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
 from chronod.core.history import known_since
+from chronod.core.model import RunState
 from chronod.core.schedule import compile_schedule
 from chronod.notify import core
 from chronod.notify.deliver import TAIL_BYTES, DeliveryError, deliver
@@ -59,7 +61,7 @@ class NotifyService:
         metrics: Any = None,
         version: str = "",
         workers: int = WORKERS,
-        send: Callable[[dict, dict], None] = deliver,
+        send: Callable[[dict[str, Any], dict[str, Any]], None] = deliver,
         reconcile_every_s: float = RECONCILE_EVERY_S,
         known_specs: Callable[[], Mapping[str, Any]] | None = None,
     ):
@@ -184,6 +186,7 @@ class NotifyService:
             self._trusted = trusted
             self._dispatch(now)
             return self._deadline
+        assert self._jobs is not None  # read above
         _, rows, specs, own_paused = self._jobs
         paused = own_paused | self._held_by_groups(rows)
         by_job: dict[str, list[Any]] = {}
@@ -299,7 +302,7 @@ class NotifyService:
         first = self.outbox.first_seen()
         since = now - timedelta(seconds=UNCLAIMED_LOOKBACK_S)
         marks = self.store.run_marks(since=since, until=now + timedelta(seconds=1))
-        pending = self.store.runs(since=since, until=now, states=["pending"])
+        pending = self.store.runs(since=since, until=now, states=[RunState.PENDING])
         nodes = [n.name for n in self.store.nodes() if n.stopped_at is None]
         from chronod.core.history import Mark
 
@@ -460,9 +463,9 @@ class SilenceDeadlines:
             self._at[job_id] = deadline
             heapq.heappush(self._heap, (deadline, job_id))
 
-    def due(self, now: datetime) -> set[str]:
+    def due(self, now: datetime) -> builtins.set[str]:
         """The jobs whose deadline is `now` or before, taken off."""
-        out = set()
+        out: builtins.set[str] = builtins.set()  # (`set` in this class is its method)
         while self._heap and self._heap[0][0] <= now:
             deadline, job_id = heapq.heappop(self._heap)
             if self._at.get(job_id) == deadline:

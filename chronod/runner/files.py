@@ -72,7 +72,8 @@ def read_json(path: str) -> dict[str, Any] | None:
     """The JSON object in `path`, or None when there is no such file."""
     try:
         with open(path, "rb") as f:
-            return json.loads(f.read())
+            data: dict[str, Any] = json.loads(f.read())
+            return data
     except FileNotFoundError:
         return None
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import pickle
 import socket
+from typing import Any
 
 from chronod.runner import files
 from chronod.runner.launchloop import address
@@ -84,7 +85,7 @@ class Launcher:
         return self.sock.fileno() >= 0
 
 
-def watch(pid: int, ticks: int, run_id: str, attempt: int, stalled: set | None = None) -> int | None:
+def watch(pid: int, ticks: int, run_id: str, attempt: int, stalled: set[tuple[int, int]] | None = None) -> int | None:
     """A descriptor that becomes readable when a run of another daemon's launcher has
     its result on disk (at once if it already has); None if that launcher is gone."""
     if stalled is not None and (pid, ticks) in stalled:
@@ -127,7 +128,7 @@ def cancel(pid: int, ticks: int, run_id: str, attempt: int) -> bool:
     return True
 
 
-def _visit(pid: int, ticks: int, msg: tuple, fd: int | None) -> None:
+def _visit(pid: int, ticks: int, msg: tuple[Any, ...], fd: int | None) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(VISIT_TIMEOUT_S)
         conn.connect(address(pid, ticks))
@@ -136,7 +137,7 @@ def _visit(pid: int, ticks: int, msg: tuple, fd: int | None) -> None:
         conn.recv(1)  # the launcher closes the connection once it has taken the request
 
 
-def _send(sock: socket.socket, msg: tuple, fd: int | None) -> None:
+def _send(sock: socket.socket, msg: tuple[Any, ...], fd: int | None) -> None:
     """One framed request; the descriptor travels with its first bytes."""
     body = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
     data = len(body).to_bytes(4, "big") + body

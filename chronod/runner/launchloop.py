@@ -33,7 +33,9 @@ import struct
 import threading
 import time
 from datetime import datetime, timezone
+from typing import Any
 
+from chronod.core.model import RunState
 from chronod.runner import files, supervisor
 from chronod.runner.supervisor import Plan
 
@@ -144,7 +146,7 @@ class Loop:
             if run.ended:
                 continue
             if kind == "deadline" and run.reason is None and run.status is None:
-                self._start_kill(run, "timed_out", now)
+                self._start_kill(run, RunState.TIMED_OUT, now)
             elif kind == "kill" and run.kill_at is not None and run.status is None:
                 run.kill_at = None
                 _killpg(run.pid, signal.SIGKILL)
@@ -183,7 +185,7 @@ class Loop:
             if got is not None:
                 self._request(*got)
 
-    def _request(self, msg: tuple, fds: list[int]) -> None:
+    def _request(self, msg: tuple[Any, ...], fds: list[int]) -> None:
         """`("launch", plan)` + end pipe, `("watch", run_id, attempt)` + end pipe, or
         `("cancel", run_id, attempt)`."""
         verb, end = msg[0], (fds[0] if fds else None)
@@ -202,7 +204,7 @@ class Loop:
         if end is not None:
             os.close(end)  # ended (its result is on disk) or never ours: the watcher reads the files
         if verb == "cancel" and run is not None and run.reason is None and run.status is None:
-            self._start_kill(run, "cancelled", time.monotonic())
+            self._start_kill(run, RunState.CANCELLED, time.monotonic())
 
     # -- one run ----------------------------------------------------------------------
 
@@ -215,16 +217,16 @@ class Loop:
             _unlink(stale)  # of an earlier life of this attempt (a restored database): never its outcome
         self.runs[run.key] = run
         if plan.error:
-            self._finish(run, "failed", error=plan.error)
+            self._finish(run, RunState.FAILED, error=plan.error)
             return
         try:
             failure = self._start(run)
         except Exception as e:  # never lose the loop (and every other run) to one job
             failure = None
-            self._finish(run, "failed", error=f"cannot start the job: {e}")
+            self._finish(run, RunState.FAILED, error=f"cannot start the job: {e}")
             return
         if failure is not None:
-            self._finish(run, "failed", error=supervisor._describe(plan, *failure))
+            self._finish(run, RunState.FAILED, error=supervisor._describe(plan, *failure))
             return
         self._watch(run)
 
@@ -322,7 +324,7 @@ class Loop:
         state, code, sig, error = supervisor._verdict(run.plan, run.status or 0, run.reason)
         self._finish(run, state, code=code, sig=sig, error=error, pid=run.pid)
 
-    def _finish(self, run: _Run, state: str, **fields) -> None:
+    def _finish(self, run: _Run, state: str, **fields: Any) -> None:
         if run.ended:
             return
         run.ended = True
@@ -385,7 +387,7 @@ class Loop:
 # ------------------------------------------------------------------------------ helpers
 
 
-def _receive(sock: socket.socket) -> tuple[tuple, list[int]] | None:
+def _receive(sock: socket.socket) -> tuple[tuple[Any, ...], list[int]] | None:
     """One framed request (a pickled tuple) and the descriptors sent with it."""
     head, fds, _, _ = socket.recv_fds(sock, 4, 4, socket.MSG_CMSG_CLOEXEC)
     for fd in fds:
@@ -479,7 +481,7 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def _remove_files(todo: queue.SimpleQueue) -> None:
+def _remove_files(todo: queue.SimpleQueue[Any]) -> None:
     """The remover thread: the files of each recorded run, until a None arrives."""
     while (item := todo.get()) is not None:
         state_dir, run_id, attempt = item

@@ -29,9 +29,10 @@ import time
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from chronod.core.clock import Clock
-from chronod.core.model import JobSpec
+from chronod.core.model import JobSpec, RunState
 from chronod.runner import files, launcher, supervisor
 from chronod.runner.api import Handle, LaunchRequest, Outcome
 from chronod.runner.launcher import Launcher, LauncherError
@@ -75,7 +76,7 @@ class Runner:
         self._handles: dict[tuple[str, int], Handle] = {}
         # (user, group) -> (monotonic time looked up, resolve_identity's answer): a burst of
         # 1,000 launches read the password and group files 1,000 times
-        self._identities: dict[tuple[str | None, str | None], tuple[float, tuple]] = {}
+        self._identities: dict[tuple[str | None, str | None], tuple[float, tuple[Any, ...]]] = {}
 
     # -- launching --------------------------------------------------------------------
 
@@ -146,7 +147,7 @@ class Runner:
             error=error,
         )
 
-    def _identity(self, user: str | None, group: str | None) -> tuple:
+    def _identity(self, user: str | None, group: str | None) -> tuple[Any, ...]:
         """`resolve_identity`, kept for IDENTITY_TTL_S (a changed account applies from the
         next second on; an unknown one is looked up at every launch)."""
         now = time.monotonic()
@@ -227,7 +228,17 @@ class Runner:
         if pid and _kill_leftover_job(started):
             error += f"; its job (process group {pid}) was still running and has been killed"
         return Outcome(
-            handle.run_id, handle.attempt, "lost", None, None, handle.started_at, self._clock.now(), "", 0, error, pid
+            handle.run_id,
+            handle.attempt,
+            RunState.LOST,
+            None,
+            None,
+            handle.started_at,
+            self._clock.now(),
+            "",
+            0,
+            error,
+            pid,
         )
 
     def _forget(self, handle: Handle) -> None:
@@ -260,7 +271,7 @@ class Runner:
         files.remove(self.state_dir, run_id, attempt)
         return None
 
-    def _watch_live(self, run_id: str, attempt: int, started: dict) -> Handle | None:
+    def _watch_live(self, run_id: str, attempt: int, started: dict[str, Any]) -> Handle | None:
         if started.get("boot_id") != files.boot_id():
             return None
         pid, ticks = started["supervisor_pid"], started["supervisor_start_ticks"]
@@ -280,7 +291,7 @@ class Runner:
         self._handles[(run_id, attempt)] = handle
         return handle
 
-    def _watch_launched(self, run_id: str, attempt: int, started: dict) -> Handle | None:
+    def _watch_launched(self, run_id: str, attempt: int, started: dict[str, Any]) -> Handle | None:
         """Adopt a run of a launcher that is still up: it hands us an end pipe for it."""
         if os.path.exists(self._path(run_id, attempt, files.RESULT)):
             return None  # ended: the launcher lives on for other runs, `adopt` reads the result
@@ -426,7 +437,7 @@ def _reap(pid: int) -> bool:
         return True  # adopted: its parent is init (or a subreaper), not us
 
 
-def _kill_leftover_job(started: dict) -> bool:
+def _kill_leftover_job(started: dict[str, Any]) -> bool:
     """SIGKILL the job group of a dead supervisor if that very job still runs; True if it did."""
     pid, ticks = started.get("pid"), started.get("pid_start_ticks")
     if not pid or ticks is None or started.get("boot_id") != files.boot_id():

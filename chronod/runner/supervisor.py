@@ -24,7 +24,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from types import FrameType
 
+from chronod.core.model import RunState
 from chronod.runner import files
 
 CANCEL_SIGNAL = signal.SIGUSR1
@@ -105,7 +107,7 @@ def _catch_signals() -> int:
     return wake_r
 
 
-def _noted(signum, frame) -> None:  # the wakeup pipe carries the signal number
+def _noted(signum: int, frame: FrameType | None) -> None:  # the wakeup pipe carries the signal number
     pass
 
 
@@ -116,7 +118,7 @@ def _now() -> datetime:
 def _supervise(plan: Plan, wake_r: int) -> None:
     started_at = _now()
     if plan.error:
-        _write_result(plan, "failed", started_at, error=plan.error)
+        _write_result(plan, RunState.FAILED, started_at, error=plan.error)
         return
     out_r, out_w = os.pipe()
     stdin_fd = _stdin_fd(plan.stdin)
@@ -125,7 +127,7 @@ def _supervise(plan: Plan, wake_r: int) -> None:
     os.close(out_w)
     os.close(stdin_fd)
     if failure is not None:
-        _write_result(plan, "failed", started_at, error=_describe(plan, *failure))
+        _write_result(plan, RunState.FAILED, started_at, error=_describe(plan, *failure))
         return
     try:
         _write_started(plan, pid, started_at)
@@ -374,11 +376,11 @@ class _Watch:
         except BlockingIOError:
             return
         if CANCEL_SIGNAL in got and self.reason is None:
-            self._start_kill("cancelled", time.monotonic())
+            self._start_kill(RunState.CANCELLED, time.monotonic())
 
     def _deadlines(self, now: float) -> None:
         if self.deadline is not None and self.reason is None and now >= self.deadline:
-            self._start_kill("timed_out", now)
+            self._start_kill(RunState.TIMED_OUT, now)
         if self.kill_at is not None and now >= self.kill_at:
             self.kill_at = None
             _killpg(self.pid, signal.SIGKILL)
@@ -423,15 +425,15 @@ def _verdict(plan: Plan, status: int, reason: str | None) -> tuple[str, int | No
     """(state, exit_code, signal, error) from a wait status and why we killed, if we did."""
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    if reason == "timed_out":
-        return "timed_out", code, sig, f"killed after timeout {plan.timeout_s}s"
-    if reason == "cancelled":
-        return "cancelled", code, sig, "cancelled: the process group was sent SIGTERM"
+    if reason == RunState.TIMED_OUT:
+        return RunState.TIMED_OUT, code, sig, f"killed after timeout {plan.timeout_s}s"
+    if reason == RunState.CANCELLED:
+        return RunState.CANCELLED, code, sig, "cancelled: the process group was sent SIGTERM"
     if code == 0:
-        return "succeeded", 0, None, None
+        return RunState.SUCCEEDED, 0, None, None
     if sig is not None:
-        return "failed", None, sig, f"killed by signal {sig} ({signal.Signals(sig).name})"
-    return "failed", code, None, f"exit code {code}"
+        return RunState.FAILED, None, sig, f"killed by signal {sig} ({signal.Signals(sig).name})"
+    return RunState.FAILED, code, None, f"exit code {code}"
 
 
 def _write_result(

@@ -28,6 +28,10 @@ import socket
 import struct
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from chronod.runner.supervisor import Plan
 
 _LEN = struct.Struct("!I")
 _PID = struct.Struct("!i")
@@ -130,7 +134,7 @@ def serve(fd: int) -> None:
                 os.close(go)
 
 
-def _fork_gated(plan: object) -> tuple[int, int]:
+def _fork_gated(plan: Plan) -> tuple[int, int]:
     """Fork the supervisor of `plan`, held until a byte arrives on the returned pipe end."""
     from chronod.runner import runner, supervisor
 
@@ -154,12 +158,14 @@ def _fork_gated(plan: object) -> tuple[int, int]:
     return pid, go_w
 
 
-def _receive(sock: socket.socket) -> object | None:
+def _receive(sock: socket.socket) -> Plan | None:
+    """The next plan the daemon sent (None: the daemon closed its end)."""
     head = _exactly(sock, _LEN.size)
     if head is None:
         return None
     body = _exactly(sock, _LEN.unpack(head)[0])
-    return None if body is None else pickle.loads(body)
+    plan: Plan | None = None if body is None else pickle.loads(body)
+    return plan
 
 
 def _exactly(sock: socket.socket, n: int) -> bytes | None:

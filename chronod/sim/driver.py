@@ -390,6 +390,7 @@ def snapshot(store: SqlStore, path: Path) -> None:
     raw = store.engine.raw_connection()
     try:
         with sqlite3.connect(path) as dst:
+            assert raw.driver_connection is not None
             raw.driver_connection.backup(dst)
         dst.close()
     finally:

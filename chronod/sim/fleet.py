@@ -38,6 +38,7 @@ from typing import Any
 from chronod.core.clock import FakeClock
 from chronod.daemon.loop import Daemon
 from chronod.daemon.waker import Wakeups
+from chronod.runner.api import Handle
 from chronod.sim.driver import _fast_tmp, memory_store, snapshot
 from chronod.sim.scenario import Config, JobPlan, Registry, duration
 from chronod.sim.world import MIN_WAKE_S, Crash, Event, Life, NullMetrics, Proc, SimNotifier, SimRunner, World
@@ -231,7 +232,13 @@ class FleetOutcome:
 
 
 class FleetSimulation:
-    """K nodes, one store, one seed."""
+    """K nodes, one store, one seed. Each daemon's waker (the simulation steps them)."""
+
+    stop_requested = False  # nodes stop by crashing or by a stop event, not by SIGTERM
+
+    def wait(self, deadline: datetime | None, handles: list[Handle]) -> Wakeups:
+        """(The simulation steps each daemon with `on_wakeup`; none runs its own loop.)"""
+        raise NotImplementedError("the fleet simulation steps its daemons with on_wakeup")
 
     def __init__(self, cfg: Config, workdir: Path | None = None):
         self.cfg = cfg
@@ -243,7 +250,7 @@ class FleetSimulation:
         self.store = memory_store(self.clock)
         self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), False)
         self.registry.root.mkdir(parents=True)
-        plans = list(cfg.job_docs and [JobPlan(dict(d), cfg.mean_s, 0.0) for d in cfg.job_docs]) or fleet_jobs(
+        plans: list[JobPlan] = [JobPlan(dict(d), cfg.mean_s, 0.0) for d in cfg.job_docs] or fleet_jobs(
             cfg.jobs, random.Random(self.rng.random())
         )
         for k in range(0, len(plans), 50):
@@ -308,11 +315,11 @@ class FleetSimulation:
             return  # down already
         if n.name in self.busy:  # stopped in the middle of a call: a kill lands when it resumes
             if event.kind == "crash":
-                n.crash_calls, n.downtime = n.calls + data["calls"], data["downtime"]  # type: ignore[attr-defined]
+                n.crash_calls, n.downtime = n.calls + data["calls"], data["downtime"]
             return
         if event.kind == "crash":
             n.crash_calls = n.calls + data["calls"]
-            n.downtime = data["downtime"]  # type: ignore[attr-defined]
+            n.downtime = data["downtime"]
             if data["calls"] == 0:
                 self.crashed(n)
         elif event.kind == "stall" and n.resume_at <= w.mono():
@@ -381,6 +388,7 @@ class FleetSimulation:
             self.crashed(n)
             return
         except StoreError:
+            assert n.life is not None
             n.life.how, n.life.ended = "start_failed", self.world.mono()
             n.daemon = None
             n.up_at = self.world.mono() + 5.0  # systemd restarts it

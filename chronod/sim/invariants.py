@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from chronod.core import blackout, identity
-from chronod.core.model import JobSpec
+from chronod.core.model import JobSpec, RunState
 from chronod.core.policy import ON_TIME_GRACE_S
 from chronod.core.schedule import compile_schedule
 from chronod.sim.driver import Outcome, Version
@@ -25,18 +25,18 @@ LAG_S = 2.0  # a daemon that is up, not stalled and has its database starts a fi
 EDGE_S = 10.0  # occurrences this close to a definition change may belong to either version
 SETTLE_S = 3600.0  # occurrences due this close to the end may not have settled yet
 TERMINAL = {
-    "succeeded",
-    "failed",
-    "timed_out",
-    "cancelled",
-    "lost",
-    "skipped_overlap",
-    "skipped_outage",
-    "skipped_paused",
-    "skipped_blackout",
-    "skipped_resource",
+    RunState.SUCCEEDED,
+    RunState.FAILED,
+    RunState.TIMED_OUT,
+    RunState.CANCELLED,
+    RunState.LOST,
+    RunState.SKIPPED_OVERLAP,
+    RunState.SKIPPED_OUTAGE,
+    RunState.SKIPPED_PAUSED,
+    RunState.SKIPPED_BLACKOUT,
+    RunState.SKIPPED_RESOURCE,
 }
-RAN = {"succeeded", "failed", "timed_out", "cancelled", "lost"}
+RAN = {RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.CANCELLED, RunState.LOST}
 
 
 @dataclass(frozen=True)
@@ -147,36 +147,36 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
         last = ran[-1]
         if last.end_mono() > f.out.world.mono() or state == last.final_state():
             return None
-        if state == "lost" and spec.idempotency_class == "unsafe":
+        if state == RunState.LOST and spec.idempotency_class == "unsafe":
             return None
         return f"recorded {state}, but its last attempt ended {last.final_state()}"
-    if state == "cancelled" and _went_with_its_version(f, e):
+    if state == RunState.CANCELLED and _went_with_its_version(f, e):
         return None
-    if state in RAN - {"lost"}:
+    if state in RAN - {RunState.LOST}:
         return f"recorded {state}, but no process was ever started"
     span = (e.fire_at - timedelta(seconds=1), e.fire_at + timedelta(seconds=ON_TIME_GRACE_S + LAG_S))
-    if state == "skipped_outage" and not f.disturbed(*span):
+    if state == RunState.SKIPPED_OUTAGE and not f.disturbed(*span):
         if spec.catchup == "all":
             return None  # the backlog rule: see catchup_all_in_order
         return "recorded skipped_outage while chronod was up, not stalled and had its database"
-    if state == "skipped_paused" and not f.paused(
+    if state == RunState.SKIPPED_PAUSED and not f.paused(
         e.job, e.scheduled_at - timedelta(seconds=1), e.fire_at + timedelta(seconds=spec.catchup_window_s)
     ):
         return "recorded skipped_paused, but the job was not paused"
-    if state == "skipped_overlap" and (
+    if state == RunState.SKIPPED_OVERLAP and (
         spec.overlap == "allow" or not f.alive(e.job, span[0], span[1] + timedelta(seconds=spec.catchup_window_s))
     ):
         return f"recorded skipped_overlap (overlap: {spec.overlap}), but no run of the job was running"
-    if state == "skipped_blackout" and not f.blacked_out(
+    if state == RunState.SKIPPED_BLACKOUT and not f.blacked_out(
         spec, e.fire_at - timedelta(seconds=1), e.fire_at + timedelta(seconds=spec.catchup_window_s)
     ):
         return "recorded skipped_blackout, but no maintenance window held the job"
-    if state == "cancelled":
+    if state == RunState.CANCELLED:
         return "cancelled, though the job and its schedule were unchanged"
     return None
 
 
-def _windows(docs: tuple[dict, ...]) -> list[blackout.Window]:
+def _windows(docs: tuple[dict[str, object], ...]) -> list[blackout.Window]:
     """The simulation's maintenance windows, read the way the daemon reads them."""
     if not docs:
         return []
@@ -364,7 +364,7 @@ def audit_agrees(f: Facts) -> list[Counterexample]:
 
     def succeeded(e: Expected) -> bool:
         ran = f.by_run.get(e.run_id, [])
-        return bool(ran) and ran[-1].final_state() == "succeeded"
+        return bool(ran) and ran[-1].final_state() == RunState.SUCCEEDED
 
     for e in f.expected:
         ok = succeeded(e)
@@ -376,7 +376,7 @@ def audit_agrees(f: Facts) -> list[Counterexample]:
         line = rep["lines"].get(e.run_id)
         if line is None:
             wrong(e, "report", "does not list it", ok)
-        elif (line[0] == "succeeded") != ok:
+        elif (line[0] == RunState.SUCCEEDED) != ok:
             wrong(e, "report", f"says {line[0]}", ok)
     step = max(1, len(f.expected) // DID_IT_RUN_SAMPLE)
     for e in f.expected[::step]:
@@ -423,6 +423,7 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
     specs = {job: vs[-1].spec for job, vs in f.out.versions.items()}
     for bf_id in f.out.backfills:
         bf = f.out.store.get_backfill(bf_id)
+        assert bf is not None, f"backfill {bf_id} the simulation stored is gone"
         at = bf.created_at
         if bf.state != "done":
             out.append(Counterexample(at, bf.job_id, "-", f"backfill {bf_id} still {bf.state} at the end"))
@@ -437,7 +438,7 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
                     )
                 )
                 continue
-            if row.trigger != "backfill" or row.state == "skipped_resource":
+            if row.trigger != "backfill" or row.state == RunState.SKIPPED_RESOURCE:
                 continue  # in flight when its turn came, or it found no slot of its resource
             ran = [p for p in f.by_run.get(rid, []) if p.started_wall >= at]
             if not ran:

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chronod.core.clock import FakeClock
+from chronod.core.model import RunState
 from chronod.daemon.waker import Wakeups
 from chronod.runner.api import Handle, LaunchRequest, Outcome
 from chronod.store.api import StoreError
@@ -58,7 +59,7 @@ class Proc:
         return self.cancelled_mono if self.cancelled_mono is not None else self.ends_mono
 
     def final_state(self) -> str:
-        return "cancelled" if self.cancelled_mono is not None else self.state
+        return RunState.CANCELLED if self.cancelled_mono is not None else self.state
 
 
 @dataclass
@@ -181,10 +182,11 @@ class SimRunner:
 
     def launch(self, req: LaunchRequest) -> Handle:
         w, spec = self.world, req.spec
+        code: int | None
         duration, code = w.durations[spec.id](w.rng) if spec.id in w.durations else (1.0, 0)
-        state = "succeeded" if code == 0 else "failed"
+        state = RunState.SUCCEEDED if code == 0 else RunState.FAILED
         if spec.timeout_s is not None and duration > spec.timeout_s:
-            duration, state, code = spec.timeout_s + 0.5, "timed_out", None
+            duration, state, code = spec.timeout_s + 0.5, RunState.TIMED_OUT, None
         w.next_pid += 1
         mono, now = w.mono(), w.clock.now()
         proc = Proc(
@@ -234,8 +236,8 @@ class SimRunner:
             p.run_id,
             p.attempt,
             state,
-            p.exit_code if state in ("succeeded", "failed") else None,
-            15 if state == "cancelled" else None,
+            p.exit_code if state in (RunState.SUCCEEDED, RunState.FAILED) else None,
+            15 if state == RunState.CANCELLED else None,
             p.started_wall,
             end,
             "ok\n",

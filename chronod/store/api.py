@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
 
-from chronod.core.model import JobSpec
+from chronod.core.model import JobSpec, RunState
 
 if TYPE_CHECKING:
     from chronod.core.history import Mark
@@ -48,7 +48,7 @@ class Run:
     job_key: str
     scheduled_at: datetime
     fire_at: datetime
-    state: str = "pending"
+    state: str = RunState.PENDING
     attempts: int = 0
     node: str | None = None
     pid: int | None = None  # the job's process, also its process group id
@@ -365,7 +365,7 @@ class Store(Protocol):
         signal: int | None,
         error: str | None,
         token: int,
-        attempt_state: str = "failed",
+        attempt_state: str = RunState.FAILED,
         output_tail: str | None = None,
         output_bytes: int = 0,
     ) -> bool:

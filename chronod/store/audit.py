@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chronod.core import blackout, history
-from chronod.core.model import ACTIVE_STATES, TERMINAL_STATES, JobSpec
+from chronod.core.model import ACTIVE_STATES, TERMINAL_STATES, JobSpec, RunState
 from chronod.core.report import JobReport, job_report
 from chronod.core.schedule import compile_schedule
 from chronod.store.api import JobRow, Run, Store
@@ -94,7 +94,7 @@ def window(store: Store, since: datetime, until: datetime) -> tuple[list[Run], l
     if not hasattr(store, "run_marks"):
         return store.runs(since=since, until=until), None
     marks = store.run_marks(since=since, until=until)
-    unhappy = [s for s in (*TERMINAL_STATES, *ACTIVE_STATES) if s != "succeeded"]
+    unhappy = [s for s in (*TERMINAL_STATES, *ACTIVE_STATES) if s != RunState.SUCCEEDED]
     return store.runs(since=since, until=until, states=unhappy), marks
 
 

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 import sqlalchemy as sa
 
-from chronod.core.model import TERMINAL_STATES
+from chronod.core.model import TERMINAL_STATES, RunState
 from chronod.store import schema as s
 from chronod.store.api import Run
 
@@ -57,7 +57,8 @@ class Outbox:
     def jobs_version(self) -> tuple[int, datetime | None]:
         """(count, newest updated_at) of the jobs table: changes whenever a definition, a
         removal or a pause does, so the notifier re-reads definitions only then."""
-        return self.store.jobs_version()
+        version: tuple[int, datetime | None] = self.store.jobs_version()
+        return version
 
     # --- notifier state -----------------------------------------------------------------
     def get_state(self, name: str) -> dict[str, Any]:
@@ -119,7 +120,9 @@ class Outbox:
         with self.store._tx(write=False) as c:
             return set(
                 c.execute(
-                    sa.select(r.job_key).where(r.state.in_(("pending", "running", "retry_wait"))).distinct()
+                    sa.select(r.job_key)
+                    .where(r.state.in_((RunState.PENDING, RunState.RUNNING, RunState.RETRY_WAIT)))
+                    .distinct()
                 ).scalars()
             )
 
@@ -147,7 +150,7 @@ class Outbox:
             for i in range(0, len(ids), 500):
                 q = (
                     sa.select(r.job_id, sa.func.max(sa.func.coalesce(r.finished_at, r.scheduled_at)))
-                    .where(r.job_id.in_(ids[i : i + 500]), r.state == "succeeded")
+                    .where(r.job_id.in_(ids[i : i + 500]), r.state == RunState.SUCCEEDED)
                     .group_by(r.job_id)
                 )
                 out.update({job_id: at for job_id, at in c.execute(q)})
@@ -208,11 +211,13 @@ class Outbox:
         its lease passed to us); they are sent again, at least once."""
         n = s.notifications.c
         with self.store._tx() as c:
-            return c.execute(
-                s.notifications.update()
-                .where(n.claimed_by == node, n.sent_at.is_(None))
-                .values(claimed_by=None, claimed_until=None)
-            ).rowcount
+            return int(
+                c.execute(
+                    s.notifications.update()
+                    .where(n.claimed_by == node, n.sent_at.is_(None))
+                    .values(claimed_by=None, claimed_until=None)
+                ).rowcount
+            )
 
     def mark_sent(self, notice_id: int, node: str, now: datetime) -> bool:
         """Record a delivery; False when the claim was lost meanwhile (someone else sends)."""
@@ -223,7 +228,7 @@ class Outbox:
                 .where(n.id == notice_id, n.claimed_by == node, n.sent_at.is_(None))
                 .values(sent_at=now, attempts=n.attempts + 1, last_error=None, claimed_until=None)
             )
-            return res.rowcount == 1
+            return bool(res.rowcount == 1)
 
     def mark_failed(self, notice_id: int, node: str, error: str, retry_at: datetime) -> None:
         """Record a failed delivery and release the row for a new try at `retry_at`."""
@@ -258,7 +263,7 @@ def _change_order(run: Run) -> tuple[datetime, str]:
     return run.updated_at or _NEVER, run.run_id
 
 
-def _outgoing(row) -> Outgoing:
+def _outgoing(row: Any) -> Outgoing:
     return Outgoing(
         id=row["id"],
         job_id=row["job_id"],

@@ -89,7 +89,7 @@ def finish_many(c: Connection, endings: list[Ending], token: int | None) -> set[
     return set(c.exec_driver_sql(sql, {**_columns(rows, names), "token": token}).scalars())
 
 
-def _columns(rows: list[tuple], names: tuple[str, ...]) -> dict[str, list[Any]]:
+def _columns(rows: list[tuple[Any, ...]], names: tuple[str, ...]) -> dict[str, list[Any]]:
     return {name: [row[i] for row in rows] for i, name in enumerate(names)}
 
 

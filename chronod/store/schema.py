@@ -27,6 +27,7 @@ from sqlalchemy import (
     Text,
     text,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
 HEAD_REVISION = "0008"
@@ -36,13 +37,13 @@ REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
 """Every revision in order, oldest first: a database at one of these is older, not newer."""
 
 
-class UTCDateTime(TypeDecorator):
+class UTCDateTime(TypeDecorator[datetime]):
     """Aware UTC datetimes in and out: `timestamptz` on PostgreSQL, naive UTC text on SQLite."""
 
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:
@@ -51,7 +52,7 @@ class UTCDateTime(TypeDecorator):
         # SQLite keeps text; naive UTC in one fixed format compares correctly as text.
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
-    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:

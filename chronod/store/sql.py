@@ -30,7 +30,7 @@ from sqlalchemy import event, exc, func
 from sqlalchemy.engine import Connection, make_url
 
 from chronod.core.history import Mark
-from chronod.core.model import TERMINAL_STATES, JobSpec
+from chronod.core.model import TERMINAL_STATES, JobSpec, RunState
 from chronod.fsutil import pid_alive
 from chronod.store import pgbatch
 from chronod.store import schema as s
@@ -50,7 +50,7 @@ from chronod.store.api import (
 )
 from chronod.store.backfills import BackfillStore
 
-WAITING = ("pending", "retry_wait")
+WAITING = (RunState.PENDING, RunState.RETRY_WAIT)
 BATCH = 5000
 _ADVISORY_LOCK_KEY = 0x6368726F6E6F  # "chrono": serializes migrations across a fleet
 _ALEMBIC_LOCK = threading.Lock()  # alembic keeps its running context in module globals
@@ -158,7 +158,7 @@ class SqlStore(BackfillStore):
             raise self._error(e) from None
 
     # --- plumbing ---------------------------------------------------------------------
-    def _create_engine(self, parsed) -> sa.Engine:
+    def _create_engine(self, parsed: sa.URL) -> sa.Engine:
         if self.dialect == "postgresql":
             connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": 10}
             # No pre-ping: it costs a round trip per transaction (8% of a busy node's loop).
@@ -196,24 +196,24 @@ class SqlStore(BackfillStore):
 
         return postgresql.insert(table) if self.dialect == "postgresql" else sqlite.insert(table)
 
-    def _now_sql(self):
+    def _now_sql(self) -> sa.ColumnElement[datetime]:
         """The lease clock as SQL: `now()` on PostgreSQL, the node's clock on SQLite."""
         if self.dialect == "postgresql":
             return func.now()
         return sa.literal(self._now(), s.UTCDateTime())
 
-    def _now_plus(self, seconds: float):
+    def _now_plus(self, seconds: float) -> sa.ColumnElement[datetime]:
         if self.dialect == "postgresql":
             return func.now() + sa.literal(timedelta(seconds=seconds), sa.Interval())
         return sa.literal(self._now() + timedelta(seconds=seconds), s.UTCDateTime())
 
-    def _ts(self):
+    def _ts(self) -> sa.ColumnElement[datetime]:
         """A write timestamp: one value per call, so started_at and updated_at agree."""
         if self.dialect == "postgresql":
             return func.now()
         return sa.literal(self._now(), s.UTCDateTime())
 
-    def _lease_live(self, token, node=None):
+    def _lease_live(self, token: int | sa.ColumnElement[Any] | None, node: str | None = None) -> sa.Exists:
         """EXISTS a node holding `token` (by name too when given) with an unexpired lease."""
         n = s.nodes.c
         cond = [n.token == token, n.lease_expires_at > self._now_sql(), n.stopped_at.is_(None)]
@@ -325,7 +325,7 @@ class SqlStore(BackfillStore):
                 continue
             raise NodeConflict(self._conflict_message(row))
 
-    def _conflict_message(self, row) -> str:
+    def _conflict_message(self, row: sa.RowMapping) -> str:
         since = row["started_at"].isoformat()
         if self.dialect == "sqlite":
             return (
@@ -489,7 +489,7 @@ class SqlStore(BackfillStore):
             out.setdefault(r.job_id, []).append((r.known_from, r.known_until))
         return out
 
-    def _job(self, row, known: Mapping[str, JobSpec] | None = None) -> JobRow:
+    def _job(self, row: sa.RowMapping, known: Mapping[str, JobSpec] | None = None) -> JobRow:
         spec = known.get(row["job_id"]) if known else None
         if spec is None or spec.spec_hash() != row["spec_hash"]:
             spec = JobSpec.from_json_dict(json.loads(row["spec_json"]))
@@ -545,7 +545,7 @@ class SqlStore(BackfillStore):
             )
             return res.rowcount == 1
 
-    def _pause_live(self, until_col):
+    def _pause_live(self, until_col: sa.ColumnElement[datetime]) -> sa.ColumnElement[bool]:
         return sa.or_(until_col.is_(None), until_col > self._now_sql())
 
     def paused_jobs(self) -> dict[str, str | None]:
@@ -666,7 +666,7 @@ class SqlStore(BackfillStore):
             return sorted(out, key=lambda x: (x.fire_at, x.run_id))
         return self._select_runs(q)
 
-    def _select_runs(self, q) -> list[Run]:
+    def _select_runs(self, q: sa.Select[Any]) -> list[Run]:
         with self._tx(write=False) as c:
             return [Run(**row) for row in c.execute(q).mappings()]
 
@@ -736,7 +736,7 @@ class SqlStore(BackfillStore):
                 s.runs.update()
                 .where(r.run_id.in_(free.scalar_subquery()), self._lease_live(token, node))
                 .values(
-                    state="running",
+                    state=RunState.RUNNING,
                     attempts=attempts if attempts is not None else r.attempts + 1,
                     node=node,
                     token=token,
@@ -768,7 +768,7 @@ class SqlStore(BackfillStore):
                     attempt=row["attempts"],
                     node=node,
                     token=token,
-                    state="running",
+                    state=RunState.RUNNING,
                     started_at=row["started_at"],
                 )
                 for row in rows
@@ -826,7 +826,7 @@ class SqlStore(BackfillStore):
             waiting = Run(
                 **{
                     **run.as_dict(),
-                    "state": "pending",
+                    "state": RunState.PENDING,
                     "attempts": run.attempts - 1,
                     "node": None,
                     "token": None,
@@ -847,7 +847,9 @@ class SqlStore(BackfillStore):
         done = 0
         with self._tx() as c:
             for part in _chunks(ids, 1000):
-                update = s.runs.update().where(r.run_id.in_(part), r.state == "pending", self._lease_live(token, node))
+                update = s.runs.update().where(
+                    r.run_id.in_(part), r.state == RunState.PENDING, self._lease_live(token, node)
+                )
                 done += c.execute(update.values(error=why, next_attempt_at=_aware(until))).rowcount
         return done
 
@@ -855,7 +857,9 @@ class SqlStore(BackfillStore):
         """Runs in retry_wait last held by `node` (a dead node's pending retries)."""
         r = s.runs.c
         return self._select_runs(
-            sa.select(s.runs).where(r.state == "retry_wait", r.node == node).order_by(r.next_attempt_at, r.run_id)
+            sa.select(s.runs)
+            .where(r.state == RunState.RETRY_WAIT, r.node == node)
+            .order_by(r.next_attempt_at, r.run_id)
         )
 
     def settle(
@@ -884,7 +888,7 @@ class SqlStore(BackfillStore):
         if token is not None:
             cond.append(self._lease_live(token, node))
         now = self._ts()
-        values = dict(state=state, error=error, finished_at=now, updated_at=now, next_attempt_at=None)
+        values: dict[str, Any] = dict(state=state, error=error, finished_at=now, updated_at=now, next_attempt_at=None)
         if token is not None:
             values.update(token=token, node=node)
         if c.execute(s.runs.update().where(*cond).values(**values)).rowcount != 1:
@@ -892,15 +896,15 @@ class SqlStore(BackfillStore):
             return False
         return True
 
-    def _held(self, run_id: str, attempt: int, token: int | None) -> list:
+    def _held(self, run_id: str, attempt: int, token: int | None) -> list[Any]:
         """The run is running at this attempt, and (when fenced) held under a live `token`."""
         r = s.runs.c
-        cond = [r.run_id == run_id, r.state == "running", r.attempts == attempt]
+        cond = [r.run_id == run_id, r.state == RunState.RUNNING, r.attempts == attempt]
         if token is not None:
             cond += [r.token == token, self._lease_live(token)]
         return cond
 
-    def _update_attempt(self, c: Connection, run_id: str, attempt: int, **values) -> None:
+    def _update_attempt(self, c: Connection, run_id: str, attempt: int, **values: Any) -> None:
         a = s.attempts.c
         c.execute(s.attempts.update().where(a.run_id == run_id, a.attempt == attempt).values(**values))
 
@@ -922,7 +926,7 @@ class SqlStore(BackfillStore):
                 r, a = s.runs.c, s.attempts.c
                 where = (
                     r.run_id == sa.bindparam("b_run_id"),
-                    r.state == "running",
+                    r.state == RunState.RUNNING,
                     r.attempts == sa.bindparam("b_attempt"),
                 )
                 pids: dict[str, Any] = dict(pid=sa.bindparam("b_pid"), supervisor_pid=sa.bindparam("b_sup"))
@@ -985,7 +989,7 @@ class SqlStore(BackfillStore):
                 r, a = s.runs.c, s.attempts.c
                 where = (
                     r.run_id == sa.bindparam("b_run_id"),
-                    r.state == "running",
+                    r.state == RunState.RUNNING,
                     r.attempts == sa.bindparam("b_attempt"),
                 )
                 c.execute(
@@ -1009,7 +1013,7 @@ class SqlStore(BackfillStore):
         wanted = dict(keys)
         held: dict[str, int] = {}
         for part in _chunks(sorted(wanted), 1000):
-            q = sa.select(r.run_id, r.attempts).where(r.run_id.in_(part), r.state == "running")
+            q = sa.select(r.run_id, r.attempts).where(r.run_id.in_(part), r.state == RunState.RUNNING)
             if token is not None:
                 q = q.where(r.token == token)
             for run_id, attempts in c.execute(q.with_for_update()):
@@ -1027,7 +1031,7 @@ class SqlStore(BackfillStore):
         signal: int | None,
         error: str | None,
         token: int,
-        attempt_state: str = "failed",
+        attempt_state: str = RunState.FAILED,
         output_tail: str | None = None,
         output_bytes: int = 0,
     ) -> bool:
@@ -1038,7 +1042,7 @@ class SqlStore(BackfillStore):
                 s.runs.update()
                 .where(*self._held(run_id, attempt, token))
                 .values(
-                    state="retry_wait",
+                    state=RunState.RETRY_WAIT,
                     next_attempt_at=next_attempt_at,
                     exit_code=exit_code,
                     signal=signal,
@@ -1101,13 +1105,13 @@ class SqlStore(BackfillStore):
         (`lost` for unsafe jobs). The attempt row records `lost` with `error`. Fenced on
         `token` being live for `node`; False if the holder is still live or it moved on."""
         r = s.runs.c
-        if state != "retry_wait":
+        if state != RunState.RETRY_WAIT:
             _terminal(state)
         holder_gone = sa.or_(r.token.is_(None), ~self._lease_live(r.token))
         with self._tx() as c:
             now = self._ts()
             values: dict[str, Any] = dict(state=state, error=error, node=node, token=token, updated_at=now)
-            if state == "retry_wait":
+            if state == RunState.RETRY_WAIT:
                 values["next_attempt_at"] = sa.literal(next_attempt_at, s.UTCDateTime()) if next_attempt_at else now
             else:
                 values.update(finished_at=now, next_attempt_at=None)
@@ -1119,12 +1123,12 @@ class SqlStore(BackfillStore):
             if res.rowcount != 1:
                 self._rejected(c, token)
                 return False
-            self._update_attempt(c, run_id, attempt, state="lost", finished_at=now, error=error)
+            self._update_attempt(c, run_id, attempt, state=RunState.LOST, finished_at=now, error=error)
             return True
 
     def running(self, node: str | None = None) -> list[Run]:
         r = s.runs.c
-        q = sa.select(s.runs).where(r.state == "running").order_by(r.started_at, r.run_id)
+        q = sa.select(s.runs).where(r.state == RunState.RUNNING).order_by(r.started_at, r.run_id)
         if node is not None:
             q = q.where(r.node == node)
         return self._select_runs(q)
@@ -1157,7 +1161,7 @@ class SqlStore(BackfillStore):
         states: Iterable[str] | None = None,
         limit: int | None = None,
         newest_first: bool = True,
-    ) -> sa.Select:
+    ) -> sa.Select[Any]:
         """The SELECT behind `runs()` (exposed so a test can EXPLAIN it)."""
         r = s.runs.c
         q = sa.select(s.runs)
@@ -1214,13 +1218,13 @@ class SqlStore(BackfillStore):
             rows = c.execute(sa.select(s.attempts).where(a.run_id == run_id).order_by(a.attempt)).mappings()
             return [Attempt(**row) for row in rows]
 
-    def _cancel_waiting(self, c: Connection, where, reason: str) -> int:
+    def _cancel_waiting(self, c: Connection, where: sa.ColumnElement[bool], reason: str) -> int:
         r = s.runs.c
         now = self._ts()
         res = c.execute(
             s.runs.update()
             .where(where, r.state.in_(WAITING))
-            .values(state="cancelled", error=reason, finished_at=now, updated_at=now, next_attempt_at=None)
+            .values(state=RunState.CANCELLED, error=reason, finished_at=now, updated_at=now, next_attempt_at=None)
         )
         return res.rowcount
 
@@ -1235,8 +1239,8 @@ class SqlStore(BackfillStore):
         with self._tx() as c:
             return c.execute(
                 s.runs.update()
-                .where(r.run_id.in_(ids), r.state == "cancelled", r.attempts == 0)
-                .values(state="pending", error=None, finished_at=None, updated_at=self._ts())
+                .where(r.run_id.in_(ids), r.state == RunState.CANCELLED, r.attempts == 0)
+                .values(state=RunState.PENDING, error=None, finished_at=None, updated_at=self._ts())
             ).rowcount
 
     def delete_run(self, run_id: str) -> bool:
@@ -1263,13 +1267,13 @@ class SqlStore(BackfillStore):
         }
 
     # --- retention ------------------------------------------------------------------------
-    def _prunable_query(self, job_id: str, before: datetime) -> sa.Select:
+    def _prunable_query(self, job_id: str, before: datetime) -> sa.Select[Any]:
         """The runs `prune_runs` may delete, oldest first: terminal, scheduled before
         `before`, and not the job's latest success (a silence alert counts from it)."""
         r = s.runs.c
         keep = (
             sa.select(r.run_id)
-            .where(r.job_id == job_id, r.state == "succeeded")
+            .where(r.job_id == job_id, r.state == RunState.SUCCEEDED)
             .order_by(r.scheduled_at.desc())
             .limit(1)
             .scalar_subquery()
@@ -1346,7 +1350,9 @@ class SqlStore(BackfillStore):
             )
             latest = (
                 sa.select(inner.c.run_id)
-                .where(inner.c.job_id == wanted.c.job_id, inner.c.state == "succeeded", inner.c.scheduled_at < until)
+                .where(
+                    inner.c.job_id == wanted.c.job_id, inner.c.state == RunState.SUCCEEDED, inner.c.scheduled_at < until
+                )
                 .order_by(inner.c.scheduled_at.desc())
                 .limit(1)
                 .scalar_subquery()
@@ -1485,24 +1491,24 @@ def _aware(value: datetime | None) -> datetime | None:
     return value
 
 
-def _node(row) -> Node:
+def _node(row: sa.RowMapping) -> Node:
     d = dict(row)
     d["info"] = json.loads(d.pop("info_json") or "{}")
     return Node(**d)
 
 
-def _bound(column: sa.Column, c: Connection, value: Any) -> Any:
+def _bound(column: sa.Column[Any], c: Connection, value: Any) -> Any:
     """`value` as the driver takes it for `column` (its type's conversion, once)."""
     process = column.type.bind_processor(c.dialect)
     return value if process is None else process(value)
 
 
-def _chunks(items: list, size: int) -> Iterator[list]:
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
 
 
-def _sqlite_on_connect(dbapi_conn, _record) -> None:
+def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
     # Let the begin event below issue BEGIN itself (pysqlite's own is deferred and late).
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()

@@ -177,3 +177,25 @@ def write_once_soon(
         print(f"{job_id}: the file naming {at:%H:%M:%S} was read after that second; written again further ahead")
         delay_s *= 2
     raise AssertionError(f"{job_id}: no daemon read the job file before the second it names, five times over")
+
+
+def stepped_daemon(store, runner, clock, load, waker, **options):
+    """The real `Daemon` in-process on a fake clock, with the simulation's runner (`runner`,
+    node `runner.node`), metrics and notifier, booted an hour ago; the test steps it."""
+    from chronod.daemon.loop import Daemon
+    from chronod.sim.world import Life, NullMetrics, SimNotifier
+
+    return Daemon(
+        clock=clock,
+        store=store,
+        runner=runner,
+        load_registry=load,
+        node=runner.node,
+        metrics=NullMetrics(),
+        notifier=SimNotifier(Life(runner.node, clock.monotonic()), None, clock),
+        log=lambda *a, **k: None,
+        waker=waker,
+        boot_id="boot",
+        boot_time=clock.now().timestamp() - 3600,
+        **options,
+    )

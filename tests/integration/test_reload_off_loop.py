@@ -21,13 +21,12 @@ import threading
 from datetime import datetime, timedelta, timezone
 
 from chronod.core.clock import FakeClock
-from chronod.daemon.loop import Daemon
 from chronod.daemon.reloads import ThreadReloads
 from chronod.daemon.waker import Wakeups
-from chronod.sim.world import Life, NullMetrics, SimNotifier, SimRunner, World
+from chronod.sim.world import SimRunner, World
 from chronod.specfile import load_registry
 from chronod.store.sql import SqlStore
-from tests.integration.daemon_helpers import job, jobs_file, write_jobs
+from tests.integration.daemon_helpers import job, jobs_file, stepped_daemon, write_jobs
 
 START = datetime(2026, 3, 2, 12, 0, 0, 500000, tzinfo=timezone.utc)
 STALL_S = 12
@@ -65,20 +64,7 @@ def test_a_slow_reload_skips_no_occurrence_of_an_every_second_job(tmp_path):
         return load_registry([reg], now=clock.now(), secure=False)
 
     runner, waker = SimRunner(world, "a", str(tmp_path)), SteppedWaker()
-    d = Daemon(
-        clock=clock,
-        store=store,
-        runner=runner,
-        load_registry=load,
-        node="a",
-        metrics=NullMetrics(),
-        notifier=SimNotifier(Life("a", clock.monotonic()), None, clock),
-        log=lambda *a, **k: None,
-        waker=waker,
-        boot_id="boot",
-        boot_time=START.timestamp() - 3600,
-        reloads=ThreadReloads(waker.poke),
-    )
+    d = stepped_daemon(store, runner, clock, load, waker, reloads=ThreadReloads(waker.poke))
     d.start()
 
     def step(reload: bool = False) -> None:
@@ -110,9 +96,9 @@ def test_a_slow_reload_skips_no_occurrence_of_an_every_second_job(tmp_path):
 
 
 def test_first_occurrences_far_ahead_are_stored_after_ready_a_slice_per_wake_up(tmp_path, monkeypatch):
-    from chronod.daemon import registry
+    from chronod.daemon import occurrences
 
-    monkeypatch.setattr(registry, "STORE_SLICE", 2)
+    monkeypatch.setattr(occurrences, "STORE_SLICE", 2)
     reg = tmp_path / "jobs.d"
     reg.mkdir()
     far = [f"far{i}" for i in range(5)]
@@ -122,18 +108,8 @@ def test_first_occurrences_far_ahead_are_stored_after_ready_a_slice_per_wake_up(
     store = SqlStore(str(tmp_path / "chrono.db"), now=clock.now)
     store.upgrade()
     runner = SimRunner(world, "a", str(tmp_path))
-    d = Daemon(
-        clock=clock,
-        store=store,
-        runner=runner,
-        load_registry=lambda: load_registry([reg], now=clock.now(), secure=False),
-        node="a",
-        metrics=NullMetrics(),
-        notifier=SimNotifier(Life("a", clock.monotonic()), None, clock),
-        log=lambda *a, **k: None,
-        waker=SteppedWaker(),
-        boot_id="boot",
-        boot_time=START.timestamp() - 3600,
+    d = stepped_daemon(
+        store, runner, clock, lambda: load_registry([reg], now=clock.now(), secure=False), SteppedWaker()
     )
     d.start()
 

@@ -73,7 +73,7 @@ def test_latest_runs_nothing_older_than_the_catchup_window():
     ],
 )
 def test_overlap_policy_decides_what_a_second_run_does(overlap, running, expected):
-    assert policy.overlap_action(spec(overlap=overlap), running) == expected
+    assert policy.overlap(spec(overlap=overlap), running) == expected
 
 
 def test_unsafe_jobs_are_never_retried_and_never_redispatched():

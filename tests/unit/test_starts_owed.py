@@ -7,13 +7,11 @@ from datetime import datetime, timezone
 
 from chronod.core.clock import FakeClock
 from chronod.daemon.startlimit import ENDINGS_WAIT_MAX_S, StartLimit
+from chronod.sim.world import NullMetrics
 
 
-class Node(StartLimit):
-    def __init__(self) -> None:
-        self.clock = FakeClock(datetime(2026, 1, 1, tzinfo=timezone.utc))
-        self.backlog: list = []
-        self.init_start_limit(None)
+def Node() -> StartLimit:
+    return StartLimit(FakeClock(datetime(2026, 1, 1, tzinfo=timezone.utc)), lambda *a, **k: None, NullMetrics(), None)
 
 
 def test_nothing_owed_before_a_slice_runs_out():

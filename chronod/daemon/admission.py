@@ -1,0 +1,240 @@
+"""A run's way to its start: pauses and windows (the `Gate`'s answer), the overlap rule,
+the catch-up line, the resource's line, the fleet's version, then the claim (`Starter`).
+
+`Admission` holds no state of its own: it asks the parts that own it and acts on their
+answers (values from chronod.core.policy, chronod.daemon.gate and chronod.daemon.waits).
+"""
+
+from __future__ import annotations
+
+from chronod.core import blackout, policy
+from chronod.core.clock import Clock
+from chronod.core.durations import format_duration
+from chronod.core.model import RunState, Trigger
+from chronod.daemon.fleetview import FleetView
+from chronod.daemon.gate import Gate, Hold, Skip, Start, Wait
+from chronod.daemon.ledger import Ledger
+from chronod.daemon.registry import Registry
+from chronod.daemon.runs import Job
+from chronod.daemon.seams import Log
+from chronod.daemon.starter import Starter
+from chronod.daemon.timeline import Timeline
+from chronod.daemon.waits import Lines
+from chronod.fleet.lease import Lease
+from chronod.store.api import Run, Store
+
+
+class Admission:
+    """Start, queue, hold or skip one run; let the lines move."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        store: Store,
+        node: str,
+        lease: Lease,
+        log: Log,
+        registry: Registry,
+        timeline: Timeline,
+        gate: Gate,
+        lines: Lines,
+        ledger: Ledger,
+        starter: Starter,
+        placement: FleetView,
+    ) -> None:
+        self.clock, self.store, self.node, self.lease, self.log = clock, store, node, lease, log
+        self.registry, self.timeline, self.gate, self.lines = registry, timeline, gate, lines
+        self.ledger, self.starter, self.placement = ledger, starter, placement
+
+    def start_or_queue(self, job: Job, run: Run, next_run: Run | None = None) -> None:
+        """Apply pause, overlap and resource limits, then dispatch and launch."""
+        spec = job.spec
+        if run.trigger == Trigger.SCHEDULE and self.holds_back(job, run, next_run):
+            return
+        running = self.starter.running(spec.id)
+        forced = run.trigger == Trigger.MANUAL_FORCE or run.state == RunState.RETRY_WAIT
+        draining = self.lines.draining(spec.id, self.starter.going_ids(spec.id))
+        action = policy.overlap(spec, self.starter.going(spec.id), draining, forced=forced)
+        if action == policy.Overlap.QUEUE:
+            self.ledger.store_runs([next_run])  # the chain must not wait for the queue
+            self.queue_backlog(job, [run])
+            return
+        if action == policy.Overlap.SKIP:
+            prev = f"previous run {running[0].run.run_id}" if running else "a previous run started just now"
+            self.ledger.settle(run, RunState.SKIPPED_OVERLAP, f"{prev} still running; overlap: forbid", next_run)
+            return
+        if action == policy.Overlap.REPLACE:
+            self.starter.cancel(running, by=run)
+        self.to_slot(job, run, next_run)
+
+    # ------------------------------------------------------------------ pauses and windows
+    def holds_back(self, job: Job, run: Run, next_run: Run | None, pauses: bool = True) -> bool:
+        """Apply a pause or a window to a scheduled occurrence about to start; True when it
+        does not start now (settled, or held until the window ends)."""
+        verdict = self.gate.admit(job.spec, run, self.clock.now(), pauses)
+        if isinstance(verdict, Start):
+            return False
+        if isinstance(verdict, Skip):
+            self.ledger.settle(run, verdict.state, verdict.reason, next_run)
+        elif isinstance(verdict, Wait):
+            hit = verdict.hit
+            run.next_attempt_at = hit.end  # a retry waits for the window's end, whatever the policy
+            self.timeline.track(run)
+            self.log("run.held", job=run.job_id, run=run.run_id, window=hit.window.name, until=hit.end)
+        elif isinstance(verdict, Hold):
+            hit = verdict.hit
+            self.ledger.store_runs([next_run])  # the chain does not wait for the window
+            self.hold([run], hit)
+            self.log("run.deferred", job=run.job_id, run=run.run_id, window=hit.window.name, until=hit.end)
+        return True
+
+    def hold(self, runs: list[Run], hit: blackout.Hit) -> None:
+        """Hold due occurrences until the window ends; their rows say so (for the audit:
+        "deferred by window NAME (reason) until T"), the ones still to be stored included."""
+        why = hit.deferral()
+        for run in runs:
+            run.error, run.next_attempt_at = why, hit.end
+            self.timeline.hold(run, hit.end)
+        self.store.note_held([r.run_id for r in runs], why, hit.end, node=self.node, token=self.lease.token)
+
+    def release(self, job: Job, runs: list[Run], superseded: bool = False) -> None:
+        """Occurrences held by a window that has ended: run once (catch-up `latest`), each
+        in turn (`all`), or none (`none`); the others are recorded skipped_blackout. When an
+        occurrence of the job fell due as the window ended (`superseded`), that one is the
+        run once, unless the policy is `all`."""
+        for r in runs:
+            self.timeline.take(r.run_id)
+        go, skip = blackout.release(job.spec.catchup, [r.scheduled_at for r in runs])
+        if superseded and job.spec.catchup == "latest":
+            go, skip = [], sorted([*go, *skip])
+        by_at = {r.scheduled_at: r for r in runs}
+        for at in skip:
+            why = "deferred by a maintenance window; "
+            if go:
+                why += f"catchup: latest released the occurrence of {blackout.stamp(go[-1])}"
+            elif superseded:
+                why += "the occurrence due as the window ended ran in its place"
+            else:
+                why += "catchup: none"
+            self.ledger.settle(by_at[at], RunState.SKIPPED_BLACKOUT, why, None)
+        if len(go) > 1:
+            self.queue_backlog(job, [by_at[at] for at in go])
+        elif go:
+            self.start_or_queue(job, by_at[go[0]])
+
+    # ------------------------------------------------------------------ the lines
+    def queue_backlog(self, job: Job, runs: list[Run]) -> None:
+        """Put occurrences in the job's catch-up line, in scheduled order, then let it drain."""
+        self.lines.queue(job, runs)
+        self.drain_queue(job.spec.id)
+
+    def drain_queue(self, job_id: str) -> None:
+        """Start the job's next queued occurrence when its turn has come (`catchup_turn`)."""
+        job = self.registry.jobs.get(job_id)
+        start, expired = self.lines.catchup_turn(job, job_id, self.starter.going(job_id), self.clock.now())
+        for run in expired:
+            assert job is not None
+            self.ledger.settle(
+                run,
+                RunState.SKIPPED_OUTAGE,
+                "fell due while chronod could not run it; waited behind "
+                f"the catch-up backlog past catchup_window_s={job.spec.catchup_window_s}",
+                None,
+            )
+        for run in start:
+            assert job is not None
+            self.to_slot(job, run, None)
+
+    def to_slot(self, job: Job, run: Run, next_run: Run | None) -> None:
+        """Launch, or for a job with a `resource`, wait in the resource's line."""
+        if not job.spec.resource:
+            self.launch(job, run, next_run)
+            return
+        self.ledger.store_runs([next_run])  # the chain must not wait for the slot
+        self.lines.wait_for_slot(job, run)
+        self.admit(job.spec.resource)
+
+    def admit(self, resource: str) -> None:
+        """Give the resource's free slots to the runs waiting longest (`resource_admission`)."""
+        limit = self.registry.limit(resource)
+        turn = self.lines.slot_turn(resource, limit, self.starter.used(resource), self.clock.now())
+        if turn is None:
+            return
+        start, expired = turn
+        for job, run in expired:
+            self.ledger.settle(
+                run,
+                RunState.SKIPPED_RESOURCE,
+                f"waited for a slot of resource {resource!r} (max_concurrency {limit}) "
+                f"and got none within catchup_window_s={format_duration(job.spec.catchup_window_s)} of "
+                f"its fire time",
+                None,
+            )
+        self.launch_group(resource, [(j, r) for j, r in start if self.slot_ok(j, r)])
+        self.lines.tidy(resource)
+
+    def slot_ok(self, job: Job, run: Run) -> bool:
+        """A slot is free for `run`: the job's overlap rule still holds for it."""
+        if policy.overlap(job.spec, self.starter.going(job.spec.id)) == policy.Overlap.SKIP:
+            self.ledger.settle(
+                run,
+                RunState.SKIPPED_OVERLAP,
+                "waited for a slot of its resource while a previous run started and is still running; overlap: forbid",
+                None,
+            )
+            return False
+        return True
+
+    def launch_group(self, resource: str, runs: list[tuple[Job, Run]]) -> None:
+        """Start the runs that got a slot of `resource`. In a fleet they are claimed
+        together, in one transaction that counts the resource's runs on every node; those
+        refused for want of a slot go back to the front of the line."""
+        if not self.placement.fleet:
+            for job, run in runs:
+                self.launch(job, run, None)
+            return
+        # a maintenance window that opened while they waited holds them (launch does it on one host)
+        runs = [
+            (j, r) for j, r in runs if r.trigger != Trigger.SCHEDULE or not self.holds_back(j, r, None, pauses=False)
+        ]
+        lease_ok = self.starter.lease_ok() if runs else self.lease.ok()
+        runs = [(j, r) for j, r in runs if not self.placement.outvoted_here(j)]
+        if not runs or not lease_ok:
+            for job, run in runs:
+                self.log("launch.refused", "warning", job=job.spec.id, run=run.run_id, why="lease may have lapsed")
+                self.timeline.track(run)
+            return
+        got = self.starter.claim_group(resource, self.registry.limit(resource), runs)
+        for job, run in reversed(runs):
+            if run.run_id not in got:
+                self.lines.back_in_front(job, run, self.clock.now())
+
+    def launch(self, job: Job, run: Run, next_run: Run | None) -> None:
+        """Claim the run in the store (with the next occurrence), then start its process."""
+        if run.trigger == Trigger.SCHEDULE and self.holds_back(job, run, next_run, pauses=False):
+            return  # a window opened while it waited in a line
+        if not self.starter.lease_ok():
+            self.log("launch.refused", "warning", job=job.spec.id, run=run.run_id, why="lease may have lapsed")
+            self.ledger.store_runs([next_run])
+            self.timeline.track(run)
+            return
+        if self.placement.outvoted_here(job):
+            self.ledger.store_runs([next_run])
+            return  # the nodes with the fleet's version of this job dispatch it
+        if self.ledger.collecting() and not job.spec.resource:
+            self.ledger.claim(job, run)
+            self.ledger.store_runs([next_run])
+            return
+        claimed, full = self.starter.claim(job, run, next_run, self.registry.limit(job.spec.resource or ""))
+        if full:
+            self.lines.back_in_front(job, run, self.clock.now())
+        elif claimed is not None:
+            self.starter.start_process(job, claimed)
+
+    def admit_all(self) -> None:
+        """Let every line move: after runs ended, and on every wake-up (deadlines pass)."""
+        for job_id in self.lines.queued_jobs():
+            self.drain_queue(job_id)
+        for resource in self.lines.resources():
+            self.admit(resource)

@@ -1,0 +1,213 @@
+"""Every carried job's next occurrence, stored and tracked: read the stored ones (at
+start-up, after a reload changed jobs, after an outage), store the first ones of new jobs
+(those that fire soon before READY, the rest a slice per wake-up), and repair that
+invariant when it breaks (`reconcile`).
+
+`Occurrences` alone holds the first occurrences left to store after READY and when the
+reconciler runs next; the occurrences it reads or makes go to the `Timeline`."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from chronod.core.clock import Clock
+from chronod.core.model import RunState, Trigger
+from chronod.daemon.gate import Gate
+from chronod.daemon.quarantine import Quarantine
+from chronod.daemon.registry import Registry
+from chronod.daemon.runs import Job, new_run
+from chronod.daemon.seams import Log, Metrics
+from chronod.daemon.startlimit import StartLimit
+from chronod.daemon.timeline import Timeline
+from chronod.fleet.lease import Lease
+from chronod.store.api import Run, Store
+
+RECONCILE_EVERY_S = 300.0
+# First occurrences are stored before READY only when they fire this soon; the others are
+# stored after it, earliest first, STORE_SLICE a wake-up (100,000 new jobs no longer hold
+# the start-up for their inserts, and no wake-up holds firing for long).
+STORE_AHEAD_S = 60.0
+STORE_SLICE = 1000
+
+
+class Occurrences:
+    """The stored next occurrences of the carried jobs."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        store: Store,
+        node: str,
+        lease: Lease,
+        log: Log,
+        metrics: Metrics,
+        quarantine: Quarantine,
+        registry: Registry,
+        timeline: Timeline,
+        gate: Gate,
+        limit: StartLimit,
+    ) -> None:
+        self.clock, self.store, self.node, self.lease, self.log = clock, store, node, lease, log
+        self.metrics, self.quarantine, self.registry = metrics, quarantine, registry
+        self.timeline, self.gate, self.limit = timeline, gate, limit
+        self._unstored: list[Run] = []  # first occurrences left to store after READY, earliest first
+        self._next_reconcile = 0.0  # monotonic
+
+    @property
+    def unstored(self) -> list[Run]:
+        """The first occurrences left to store (a copy)."""
+        return list(self._unstored)
+
+    def reconcile_at(self) -> float:
+        """When (monotonic) the reconciler runs next (0: not scheduled yet)."""
+        return self._next_reconcile
+
+    def reconcile_later(self) -> None:
+        """The invariant was just made true: the first check comes RECONCILE_EVERY_S later."""
+        self._next_reconcile = self.clock.monotonic() + RECONCILE_EVERY_S
+
+    def forget(self, job_ids: frozenset[str] | list[str]) -> None:
+        """Jobs removed or set aside: their tracked occurrences go (the rows stay)."""
+        self.timeline.drop(job_ids)
+
+    def load(self, only: list[Job] | None = None, edited: set[str] | None = None) -> None:
+        """Read stored pending occurrences of carried jobs (or of the jobs in `only`, whose
+        definitions changed); drop ones whose schedule changed. `edited`: the job ids whose
+        definitions this reload changed, when `only` is not given."""
+        if only is None:
+            keys = {j.key: j for j in self.registry.jobs.values()}
+            self.timeline.reset()
+            self.limit.drop()
+            self._unstored = []
+        else:
+            keys = {j.key: j for j in only}
+            ids = {j.spec.id for j in only}
+            self.timeline.drop(ids, entries=True)
+            self.limit.drop(ids)
+            self._unstored = [r for r in self._unstored if r.job_id not in ids]
+        stored = self.store.pending(list(keys))
+        for run in stored:
+            job = keys.get(run.job_key)
+            if job is None:
+                continue
+            if run.state == RunState.PENDING and run.trigger == Trigger.SCHEDULE and not self.still_scheduled(job, run):
+                held = self.was_held(job, run)  # it fell due and a window held it
+                self.store.settle(
+                    run.run_id,
+                    RunState.SKIPPED_BLACKOUT if held else RunState.CANCELLED,
+                    error="deferred by a maintenance window; the schedule changed before the window ended"
+                    if held
+                    else "schedule changed before it fell due",
+                    next_run=None,
+                    node=self.node,
+                    token=self.lease.token,
+                )
+                continue
+            if run.state == RunState.PENDING and run.trigger != Trigger.BACKFILL:
+                run.fire_at = run.scheduled_at + timedelta(seconds=job.offset)  # a backfill's is when it started
+            self.timeline.track(run)
+        have: dict[str, datetime] = {}  # job key -> its earliest stored scheduled occurrence
+        for r in self.timeline.runs():
+            if r.trigger == Trigger.SCHEDULE and r.state == RunState.PENDING:
+                have[r.job_key] = min(r.scheduled_at, have.get(r.job_key, r.scheduled_at))
+        now, fresh = self.clock.now(), []
+        edited = {j.spec.id for j in only} if only is not None else (edited or set())
+        for job in keys.values():
+            if job.schedule.kind == "reboot" or not job.spec.enabled:
+                continue
+            if job.key in have and job.spec.id not in edited:
+                continue
+            nxt = self.next_run(job, now)
+            # an edited schedule may keep a stored occurrence beyond its own next one (at :30
+            # hourly edited at :10 to every 15 minutes): the :15 must not be skipped
+            if nxt is not None and (job.key not in have or nxt.scheduled_at < have[job.key]):
+                fresh.append(nxt)
+        if fresh:
+            later = self.clock.now() + timedelta(seconds=STORE_AHEAD_S)
+            soon = [r for r in fresh if r.fire_at <= later]
+            self._unstored = sorted(self._unstored + [r for r in fresh if r.fire_at > later], key=_fire_order)
+            self.store_fresh(soon)
+        self.timeline.rehold()
+
+    def was_held(self, job: Job, run: Run) -> bool:
+        """Whether a stored pending occurrence is one a window holds (or held before a
+        restart): its time has come and a window of the job covered it."""
+        if self.timeline.was_held(run.run_id):
+            return True
+        if job.spec.blackout != "defer" or run.fire_at > self.clock.now():
+            return False
+        return self.gate.window_at(job.spec, run.fire_at) is not None
+
+    def store_fresh(self, runs: list[Run]) -> None:
+        """Store and track new first occurrences."""
+        if runs and self.store.insert_runs(runs) < len(runs):
+            # a job removed and added back before its next occurrence: that occurrence
+            # was cancelled with the removal and must not be lost
+            self.store.revive(r.run_id for r in runs)
+        for r in runs:
+            self.timeline.track(r)
+
+    def store_some(self, everything: bool = False) -> None:
+        """Store the next slice of the first occurrences left for after READY (earliest
+        first); the loop wakes again at once while some are left (`waiting`)."""
+        soon = self.clock.now() + timedelta(seconds=STORE_AHEAD_S / 10)
+        jobs = self.registry.jobs
+        while self._unstored:
+            n = len(self._unstored) if everything else STORE_SLICE
+            while n < len(self._unstored) and self._unstored[n].fire_at <= soon:
+                n += 1  # a loop that fell behind stores at least what fires next
+            part, self._unstored = self._unstored[:n], self._unstored[n:]
+            self.store_fresh([r for r in part if r.job_id in jobs and jobs[r.job_id].key == r.job_key])
+            if not everything:
+                return
+
+    def waiting(self) -> bool:
+        """Whether first occurrences are left to store."""
+        return bool(self._unstored)
+
+    def still_scheduled(self, job: Job, run: Run) -> bool:
+        if not job.spec.enabled or job.schedule.kind == "reboot":
+            return False
+        with self.quarantine.guard(job.spec, "stored occurrences"):
+            return job.schedule.next_after(run.scheduled_at - timedelta(seconds=1)) == run.scheduled_at
+        return True  # the job is set aside; its stored rows stay as they are
+
+    def next_run(self, job: Job, after: datetime) -> Run | None:
+        """The first occurrence whose fire time is after `after`, as a pending Run."""
+        return self.quarantine.call(job.spec, "next occurrence", _next_run, job, after)
+
+    def reconcile(self) -> None:
+        """Check the invariant 'every enabled job has its next occurrence stored'; repair."""
+        self.reconcile_later()
+        self.store_some(everything=True)  # what is left for after READY is not missing
+        jobs = self.registry.jobs
+        stored = {
+            r.job_key
+            for r in self.store.pending([j.key for j in jobs.values()])
+            if r.state == RunState.PENDING and r.trigger == Trigger.SCHEDULE
+        }
+        missing = [j for j in jobs.values() if j.spec.enabled and j.schedule.kind != "reboot" and j.key not in stored]
+        self.metrics.without_next.set(len(missing))
+        if not missing:
+            return
+        runs = [r for r in (self.next_run(j, self.clock.now()) for j in missing) if r is not None]
+        self.store.insert_runs(runs)
+        for r in runs:
+            self.timeline.track(r)
+        self.metrics.repairs.inc(len(runs))
+        self.log(
+            "reconcile.repaired",
+            "warning",
+            definitions_without_next_timer=len(missing),
+            jobs=",".join(j.spec.id for j in missing[:20]),
+        )
+
+
+def _next_run(job: Job, after: datetime) -> Run | None:
+    at = job.schedule.next_after(after - timedelta(seconds=job.offset))
+    return None if at is None else new_run(job, at)
+
+
+def _fire_order(run: Run) -> tuple[datetime, str]:
+    return (run.fire_at, run.run_id)

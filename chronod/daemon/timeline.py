@@ -1,0 +1,143 @@
+"""The loop's agenda: the occurrences it tracks and when it must look at each.
+
+`Timeline` alone holds the wake-up heap, its sequence, the tracked pending / retry_wait
+runs, the occurrences left to their owner (deferred, looked at again for a rescue) and
+the ones a maintenance window holds (until its end). Every other part asks it: `track` a
+run, `due(now)` pops what fell due, `drop` forgets jobs, `earliest` tells the loop when
+to wake."""
+
+from __future__ import annotations
+
+import heapq
+from datetime import datetime
+from types import MappingProxyType
+from typing import Collection, Iterator, Mapping
+
+from chronod.core.model import RunState
+from chronod.store.api import Run
+
+
+class Timeline:
+    """Tracked occurrences and the heap of (wake at, sequence, run id)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[datetime, int, str]] = []
+        self._seq = 0
+        self._pending: dict[str, Run] = {}  # run_id -> stored pending / retry_wait run
+        self._deferred: set[str] = set()  # run ids left to their owner, checked at fire + RESCUE_AFTER_S
+        self._held_until: dict[str, datetime] = {}  # run_id -> end of the window holding it
+
+    # ------------------------------------------------------------------ reads
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def __contains__(self, run_id: object) -> bool:
+        return run_id in self._pending
+
+    def get(self, run_id: str) -> Run | None:
+        return self._pending.get(run_id)
+
+    def view(self) -> Mapping[str, Run]:
+        """The tracked runs by run id, read-only."""
+        return MappingProxyType(self._pending)
+
+    def runs(self) -> Iterator[Run]:
+        """The tracked runs (do not track or drop while iterating)."""
+        return iter(self._pending.values())
+
+    def earliest(self) -> datetime | None:
+        """When the next entry falls due (None: nothing tracked)."""
+        return self._heap[0][0] if self._heap else None
+
+    # ------------------------------------------------------------------ writes
+    def track(self, run: Run) -> None:
+        """Track a pending occurrence (at its fire time) or a retry (at its next attempt)."""
+        self._pending[run.run_id] = run
+        retry = run.state == RunState.RETRY_WAIT and run.next_attempt_at
+        self._push(run.next_attempt_at if retry and run.next_attempt_at else run.fire_at, run.run_id)
+
+    def wake_at(self, at: datetime, key: str) -> None:
+        """Wake the loop at `at` for `key` (a tracked run, or a bare wake-up under a key no
+        run has)."""
+        self._push(at, key)
+
+    def defer(self, run: Run, at: datetime) -> None:
+        """Another node owns the occurrence: look at it again at `at` (a rescue)."""
+        self._deferred.add(run.run_id)
+        self._pending[run.run_id] = run
+        self._push(at, run.run_id)
+
+    def hold(self, run: Run, until: datetime) -> None:
+        """A maintenance window holds the occurrence until `until`."""
+        self._pending[run.run_id] = run
+        self._held_until[run.run_id] = until
+        self._push(until, run.run_id)
+
+    def due(self, now: datetime) -> list[Run]:
+        """Pop every entry due at `now`: the tracked runs they name, once each, in order
+        (a held occurrence may have two entries at its window's end)."""
+        out: list[Run] = []
+        seen: set[str] = set()
+        while self._heap and self._heap[0][0] <= now:
+            _, _, rid = heapq.heappop(self._heap)
+            run = self._pending.get(rid)
+            if run is not None and rid not in seen:
+                seen.add(rid)
+                out.append(run)
+        return out
+
+    def take(self, run_id: str) -> Run | None:
+        """Stop tracking a run (it is being started or settled); its entries are ignored."""
+        return self._pending.pop(run_id, None)
+
+    def take_deferred(self, run_id: str) -> bool:
+        """Whether the occurrence was left to its owner (and is no longer)."""
+        if run_id in self._deferred:
+            self._deferred.discard(run_id)
+            return True
+        return False
+
+    def take_held(self, run_id: str, now: datetime) -> bool | None:
+        """For a popped entry: None when the occurrence is not held; False while its window
+        lasts (an earlier entry for it); True when it is released now."""
+        until = self._held_until.get(run_id)
+        if until is None:
+            return None
+        if until > now:
+            return False
+        del self._held_until[run_id]
+        return True
+
+    def was_held(self, run_id: str) -> bool:
+        """Whether a window held the occurrence; it no longer does."""
+        return self._held_until.pop(run_id, None) is not None
+
+    def drop(self, job_ids: Collection[str], entries: bool = False) -> None:
+        """Forget the tracked runs of these jobs (and, with `entries`, their heap entries;
+        otherwise they are ignored when popped)."""
+        if not job_ids:
+            return
+        dropped = {rid for rid, run in self._pending.items() if run.job_id in job_ids}
+        for rid in dropped:
+            del self._pending[rid]
+            self._deferred.discard(rid)
+        if entries:
+            self._heap = [e for e in self._heap if e[2] not in dropped]
+            heapq.heapify(self._heap)
+
+    def reset(self) -> None:
+        """Forget every tracked run and entry (the stored ones are read again); a window's
+        holds are kept for `rehold`."""
+        self._pending, self._heap, self._deferred = {}, [], set()
+
+    def rehold(self) -> None:
+        """After the pending occurrences were read again: keep holding the ones still held."""
+        for rid, until in list(self._held_until.items()):
+            if rid in self._pending:
+                self._push(until, rid)
+            else:
+                del self._held_until[rid]
+
+    def _push(self, at: datetime, key: str) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (at, self._seq, key))
