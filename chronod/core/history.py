@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from chronod.core import occurrence, retention
-from chronod.core.blackout import DEFERRED_BY, paused
+from chronod.core.blackout import DEFERRED_BY, Hold, pause_hold, paused
 from chronod.core.durations import format_duration
 from chronod.core.model import ACTIVE_STATES, JobSpec
 from chronod.core.occurrence import Occurrence, node_of_key
@@ -36,29 +36,6 @@ MAX_WALK = 100_000  # did-it-run --since looks at most at this many of the lates
 
 Span = tuple[datetime, "datetime | None"]
 """When a job definition was known: from its registration to its removal (None: still registered)."""
-
-
-@dataclass(frozen=True)
-class Hold:
-    """Why a due occurrence has not started on purpose: a maintenance window deferred it
-    (`window`: its name and reason, `until` its end) or a pause holds its job (`pause`:
-    its scope such as "tag db", who set it, why, `until` None when it lasts until resumed)."""
-
-    kind: str  # window | pause
-    name: str
-    reason: str
-    until: datetime | None
-    by: str | None = None
-
-    def describe(self, fire_at: datetime) -> str:
-        due = f"due at {_z(fire_at)}"
-        if self.kind == "window":
-            return f"deferred by maintenance window {self.name} ({self.reason}) until {_z(self.until)}: {due}, it starts when the window ends"  # type: ignore[arg-type]
-        who = f" by {self.by}" if self.by else ""
-        until = f" until {_z(self.until)}" if self.until else " until resumed"
-        return (
-            f"held by a pause ({self.name}){who}: {self.reason}{until}: {due}, it does not start while the pause lasts"
-        )
 
 
 @dataclass(frozen=True)
@@ -171,7 +148,7 @@ def hold_of(run: Any, spec: JobSpec | None, pauses: Iterable[Any], now: datetime
         return None
     p = paused(spec, pauses, now) if spec is not None else None
     if p is not None:
-        return Hold("pause", "job" if p.kind == "job" else f"{p.kind} {p.target}", p.reason, p.until, p.by)
+        return pause_hold(p)
     error = run.error or ""
     m = _DEFERRAL.match(error[len(DEFERRED_BY) :]) if error.startswith(DEFERRED_BY) else None
     if m is None:
