@@ -204,7 +204,7 @@ def _fleet_lines(target: Target, start: datetime, now: datetime) -> list[str]:
 
 
 def _after(text: str | None, tz: str, now: datetime) -> datetime:
-    return common.parse_instant(text, tz) if text is not None else now
+    return common.parse_instant(text, tz, direction="future") if text is not None else now
 
 
 # --- next ----------------------------------------------------------------------------

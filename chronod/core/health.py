@@ -61,6 +61,7 @@ class NodeHealth:
     lease_expires_at: datetime
     stopped_at: datetime | None
     probe: Probe
+    token: int = 0
 
     @property
     def up(self) -> bool:
@@ -90,8 +91,8 @@ def _stamp(at: datetime) -> str:
 
 
 def node_health(node: Any, now: datetime, probe: Probe) -> NodeHealth:
-    """Judge one node (read by attribute: name, hostname, pid, started_at, heartbeat_at,
-    lease_expires_at, stopped_at) from what this host found of its process."""
+    """Judge one node (read by attribute: name, hostname, pid, token, started_at,
+    heartbeat_at, lease_expires_at, stopped_at) from what this host found of its process."""
     lease = f"its lease is held until {_stamp(node.lease_expires_at)}" if node.lease_expires_at > now else ""
     beat = f"last heartbeat {_stamp(node.heartbeat_at)}"
     if node.stopped_at is not None:
@@ -120,6 +121,7 @@ def node_health(node: Any, now: datetime, probe: Probe) -> NodeHealth:
         node.lease_expires_at,
         node.stopped_at,
         probe,
+        node.token,
     )
 
 

@@ -595,8 +595,20 @@ def _steady(schedule: Any) -> bool:
     return schedule.kind == "every" or schedule.tz in ("UTC", "Etc/UTC", "GMT", "Etc/GMT")
 
 
+def withdrawn(run: Any) -> bool:
+    """An occurrence its job's definition took back before it fell due: cancelled without
+    ever starting, at a time before its fire time (an edit or a reload changed the
+    schedule, and the new one no longer has it). Nothing was missed: it was never due."""
+    return bool(
+        run.state == "cancelled"
+        and run.started_at is None
+        and run.finished_at is not None
+        and run.finished_at < run.fire_at
+    )
+
+
 def _run_miss(r: Any, spec: JobSpec | None, now: datetime, grace_s: int, pauses: Sequence[Any] = ()) -> Miss | None:
-    if r.state in ("succeeded", "running", "retry_wait"):
+    if r.state in ("succeeded", "running", "retry_wait") or withdrawn(r):
         return None
     if r.state == "pending" and r.fire_at + timedelta(seconds=grace_s) >= now:
         return None
@@ -730,3 +742,56 @@ def silent_jobs(
                 )
             )
     return out
+
+
+@dataclass(frozen=True)
+class RunHeader:
+    """What `logs` says before a run's output: which run, which attempt of how many, where,
+    how it ended (exit code or signal), how long it took, and what killed it, if anything
+    did (`killed_by`: "timeout", "replace" or "operator")."""
+
+    run_id: str
+    job_id: str
+    scheduled_at: datetime
+    attempt: int
+    attempts_max: int
+    node: str | None
+    state: str
+    exit_code: int | None
+    signal: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    killed_by: str | None
+    timeout_s: int | None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+def run_header(run: Any, spec: JobSpec | None, attempt: int | None = None) -> RunHeader:
+    """The header of `run` (attempt `attempt`, default its latest); `spec` its job, when
+    known, for the number of attempts allowed, the timeout and the overlap policy."""
+    killed = None
+    if run.state == "timed_out":
+        killed = "timeout"
+    elif run.state == "cancelled" and run.started_at is not None:
+        killed = "replace" if spec is not None and spec.overlap == "replace" else "operator"
+    most = spec.retry.attempts if spec is not None else max(run.attempts, 1)
+    return RunHeader(
+        run.run_id,
+        run.job_id,
+        run.scheduled_at,
+        attempt if attempt is not None else run.attempts,
+        max(most, run.attempts),
+        run.node,
+        run.state,
+        run.exit_code,
+        run.signal,
+        run.started_at,
+        run.finished_at,
+        killed,
+        spec.timeout_s if spec is not None else None,
+    )

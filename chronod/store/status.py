@@ -258,7 +258,7 @@ class JobStatus:
     row: JobRow
     schedule_words: str
     jitter_offset_s: int | None
-    hold: Hold | None  # what holds it now (a pause)
+    pause: Pause | None  # the pause that holds it now (its own first, else its tag's or resource's)
     registered_since: datetime | None
     next: list[NextFire]
     nodes: list[NodeNext]
@@ -275,6 +275,11 @@ class JobStatus:
     @property
     def spec(self) -> JobSpec:
         return self.row.spec
+
+    @property
+    def hold(self) -> Hold | None:
+        """The pause that holds it now, as a hold (what `--json` carries as `held`)."""
+        return pause_hold(self.pause) if self.pause is not None else None
 
 
 def job_status(
@@ -305,7 +310,7 @@ def job_status(
         row=row,
         schedule_words=sched.describe(),
         jitter_offset_s=places[0].offset_s if places else None,
-        hold=pause_hold(now_held) if now_held else None,
+        pause=now_held,
         registered_since=spans[-1][0] if spans and spans[-1][1] is None else None,
         next=fires(places[0], 3) if places else [],
         nodes=[NodeNext(p.node, p.offset_s, next(iter(fires(p, 1)), None)) for p in places if p.node],

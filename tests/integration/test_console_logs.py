@@ -4,6 +4,7 @@ attempt of a retried run keeping its own output."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -48,8 +49,8 @@ def test_follow_streams_each_line_within_a_second_and_exits_with_the_outcome(tmp
     write_jobs(reg / "a.yaml", jobs_file(job("ticker", "@every 1h", f"CODE={code}; {TICKER.format(go=go)}")))
     d = Chronod(reg, db, tmp_path / "chronod.log").start()
     try:
-        chronoctl("trigger", "ticker", db=db, check=True)
-        rc, got, err = _follow("ticker", db, go)
+        queued = json.loads(chronoctl("trigger", "ticker", "--json", db=db, check=True).stdout)
+        rc, got, err = _follow(queued["run_id"], db, go)  # a run: followed until it ends
     finally:
         go.touch()
         d.stop()
@@ -103,3 +104,64 @@ def test_a_running_run_shows_its_output_so_far_and_every_attempt_keeps_its_own(t
         assert res.returncode == 0 and res.stdout.strip() == f"attempt-{n}", (n, res.stdout, res.stderr)
     assert chronoctl("logs", run["run_id"], "--attempt", "4", db=db).returncode == 2
     assert not [p for p in os.listdir(db + ".state") if p.endswith(".output")], "live files outlive their attempt"
+
+
+def test_logs_of_a_job_is_its_running_run_and_follow_goes_across_runs_with_a_header_each(tmp_path):
+    """The overrun case: while a run goes on, the next occurrences are skipped_overlap;
+    `logs JOB` is the running run (a skipped one never started), and `logs -f JOB` follows
+    one run after the other, like `journalctl -f`, until interrupted."""
+    import signal
+
+    reg, db = tmp_path / "jobs.d", str(tmp_path / "chrono.db")
+    reg.mkdir()
+    overrun = job("ops.overrun", "@every 2s", 'echo "start $CHRONO_RUN_ID"; sleep 3; echo "end $CHRONO_RUN_ID"')
+    slow = job("ops.slow", "@every 1h", "echo going; sleep 30", timeout_s=1)
+    write_jobs(reg / "a.yaml", jobs_file(overrun, slow))
+    d = Chronod(reg, db, tmp_path / "chronod.log").start()
+    follower = None
+    try:
+        chronoctl("trigger", "ops.slow", db=db, check=True)
+        wait_until(
+            lambda: {r["state"] for r in runs_json("ops.overrun", db)} >= {"running", "skipped_overlap"},
+            timeout=30,
+            what="a run that overruns the next occurrence",
+        )
+        running = next(r for r in runs_json("ops.overrun", db) if r["state"] == "running")
+        res = chronoctl("logs", "ops.overrun", db=db)
+        assert res.returncode == 0, res.stderr
+        assert f"-- run {running['run_id'][:8]} of ops.overrun" in res.stderr
+        assert "attempt 1 of 1" in res.stderr and "running since" in res.stderr
+        assert chronoctl("logs", "ops.overrun", "--attempt", "1", db=db).returncode == 0
+        follower = subprocess.Popen(
+            [str(BIN / "chronoctl"), "logs", "-f", "ops.overrun", "--db", db],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        ended = []
+        assert follower.stdout is not None
+        for line in follower.stdout:
+            if line.startswith("end "):
+                ended.append(line.split()[1])
+            if len(set(ended)) == 2:
+                break
+        follower.send_signal(signal.SIGINT)
+        assert follower.wait(30) == 130
+        err = follower.stderr.read() if follower.stderr else ""
+        assert err.count("-- run ") >= 2 and "waiting for the next run of ops.overrun" in err, err
+        timed = wait_until(
+            lambda: [r for r in runs_json("ops.slow", db) if r["state"] == "timed_out"], timeout=30, what="the timeout"
+        )
+        res = chronoctl("logs", "ops.slow", db=db)
+        assert "killed by its timeout (1s)" in res.stderr and timed[0]["run_id"][:8] in res.stderr, res.stderr
+        header = json.loads(chronoctl("logs", "ops.slow", "--json", db=db).stdout)["header"]
+        assert (header["state"], header["killed_by"], header["attempt"], header["attempts_max"]) == (
+            "timed_out",
+            "timeout",
+            1,
+            1,
+        )
+    finally:
+        if follower is not None and follower.poll() is None:
+            follower.kill()
+        d.stop()

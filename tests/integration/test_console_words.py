@@ -70,7 +70,7 @@ def test_messages_say_what_happened_once(tmp_path):
     assert chronoctl("pause", "nightly", "--reason", "disk full", db=db).returncode == 0
     res = chronoctl("pause", "nightly", "--reason", "again", db=db)
     assert res.returncode == 1 and "already paused" in res.stderr and "disk full" in res.stderr
-    assert chronoctl("status", "nightly", "--json", db=db).stdout.count("disk full") == 1
+    assert chronoctl("status", "nightly", "--json", db=db).stdout.count("disk full") == 2  # paused_reason, held
     res = chronoctl("resume", "nightly", db=db)
     assert res.returncode == 0 and "resumed nightly" in res.stdout
 

@@ -282,7 +282,7 @@ def test_runs_filters_by_state_and_window(db):
 def test_status_of_a_job_shows_its_last_runs_streak_and_silence(db):
     url, info = db
     rc, data = ctl_json("status", "billing-export", "--db", url)
-    assert rc == 0
+    assert rc == 3  # no chronod runs on this database: `status JOB` is a health check too
     assert data["owner"] == "finance" and data["success_streak"] == 2
     assert [r["run_id"] for r in data["runs"][:3]] == [
         run_id("billing-export", info["h0"] - timedelta(hours=b)) for b in (0, 1, 2)
@@ -291,7 +291,7 @@ def test_status_of_a_job_shows_its_last_runs_streak_and_silence(db):
     rc, data = ctl_json("status", "cleanup", "--db", url)
     assert data["paused"] and data["paused_reason"] == "INC-7: upstream down"
     p = ctl("status", "billing-export", "--db", url)
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 3, p.stderr
     assert "streak 2" in p.stdout and "at minute 0 of every hour" in p.stdout
     assert run_id("billing-export", info["h0"] - timedelta(hours=2))[:8] in p.stdout  # tables show 8-character ids
 

@@ -205,7 +205,7 @@ def test_since_takes_a_duration_or_a_time(text, tz, start):
 
 @pytest.mark.parametrize(
     "text, message",
-    [("soon", "neither a duration nor a time"), ("2026-12-04", "not in the past"), ("0s", "longer than 0s")],
+    [("soon", "not a time chrono can read"), ("2026-12-04", "is in the future"), ("0s", "longer than 0s")],
 )
 def test_a_since_that_is_not_a_past_window_is_a_usage_error(text, message):
     with pytest.raises(errors.UsageError, match=message):

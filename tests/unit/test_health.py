@@ -15,6 +15,7 @@ class N:
     name: str = "vm"
     hostname: str = "vm"
     pid: int = 1887
+    token: int = 4
     started_at: datetime = NOW - timedelta(hours=1)
     heartbeat_at: datetime = NOW - timedelta(seconds=20)
     lease_expires_at: datetime = NOW + timedelta(seconds=580)
