@@ -16,10 +16,9 @@ import typer
 from chronoctl import cmd_ops, common
 from chronoctl import complete as _complete
 from chronoctl.cmd_ops import db_option, json_option
-from chronoctl.errors import EXIT_NO, EXIT_UNREACHABLE, UsageError
+from chronoctl.errors import EXIT_NO, UsageError
 
 if TYPE_CHECKING:
-    from chronod.core.model import JobSpec
     from chronod.store.api import JobRow, Run, Store
 
 LAST_RUNS = 10

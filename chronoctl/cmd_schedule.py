@@ -220,27 +220,130 @@ def next_fires(
         metavar="ISO",
         help="Start after this time (default now); without an offset it is wall time in the schedule's zone.",
     ),
-    count: int = typer.Option(5, "--count", "-n", min=1, max=COUNT_MAX, help="How many fires to list."),
+    count: Optional[int] = typer.Option(
+        None, "--count", "-n", min=1, max=COUNT_MAX, help="How many fires to list (default 5; the agenda: all)."
+    ),
     dst_gap: Optional[str] = _dst_gap_option(),
     dst_repeat: Optional[str] = _dst_repeat_option(),
     node: Optional[str] = _node_option(),
     registry: Optional[Path] = _registry_option(),
     db: Optional[str] = _fleet_db_option(),
+    window: Optional[str] = typer.Option(
+        None, "--window", metavar="DUR", help="Without JOB: the agenda of every job over this long (default 1h)."
+    ),
+    tag: Optional[str] = typer.Option(None, "--tag", metavar="TAG", help="Without JOB: only jobs with this tag."),
+    owner: Optional[str] = typer.Option(None, "--owner", metavar="TEAM", help="Without JOB: only this owner's jobs."),
     as_json: bool = typer.Option(
         False, "--json", help="A JSON array of {at, scheduled_at, run_id} (and node, for a job on each node)."
     ),
 ) -> None:
-    """The next fire times of a job (with its jitter) or of a cron expression (without)."""
+    """The next fire times of a job (with its jitter) or of a cron expression (without).
+    Without either: the agenda, every job's fires in the next hour (--window) in fire
+    order, held ones marked (paused, or inside a maintenance window)."""
     now = common.now_utc()
+    if job is None and cron is None:
+        if tz is not None or dst_gap is not None or dst_repeat is not None or node is not None:
+            raise UsageError("--tz, --dst-gap, --dst-repeat and --node apply to a JOB or --cron, not to the agenda")
+        start = _after(after, "UTC", now)
+        return _agenda(start, window or "1h", count, tag, owner, registry, db, as_json, now)
+    if window is not None or tag is not None or owner is not None:
+        raise UsageError("--window, --tag and --owner are for the agenda (next without a JOB or --cron)")
     target = resolve_target(job, cron, tz, node, registry, now, DstPolicy(dst_gap, dst_repeat), db)
     start = _after(after, target.tz, now)
-    fires = target.place.upcoming(target.schedule, start, count)
+    fires = target.place.upcoming(target.schedule, start, count or 5)
     from chronoctl import render
 
     if as_json:
         render.print_json([target.occurrence(o) for o in fires])
         return
     _print_next_text(target, fires, start, now)
+
+
+def _agenda(
+    start: datetime,
+    window: str,
+    count: int | None,
+    tag: str | None,
+    owner: str | None,
+    registry: Path | None,
+    db: str | None,
+    as_json: bool,
+    now: datetime,
+) -> None:
+    """`chronoctl next` without a job: what fires in [start, start + window)."""
+    from chronoctl import cmd_ops, render
+    from chronoctl.errors import CliError
+    from chronod.store import status as views
+
+    end = start + timedelta(seconds=common.parse_seconds(window, "--window"))
+    reg = common.registry_dir(registry)
+    specs: dict[str, Any] = {}
+    windows: list[Any] = []
+    if reg.is_dir():
+        loaded = common.load([reg], now, secure=False)
+        specs, windows = dict(loaded.jobs), list(loaded.blackouts)
+    try:
+        with cmd_ops.opened(db) as store:
+            plan = views.agenda(store, specs, start, end, windows=windows, tag=tag, owner=owner)
+    except CliError:
+        if not specs:
+            raise
+        plan = views.agenda(None, specs, start, end, windows=windows, tag=tag, owner=owner)
+        render.warn("the database cannot be read: pauses are not known, only the registry's jobs are listed")
+    entries = plan.entries[:count] if count else plan.entries
+    if as_json:
+        return render.print_json(
+            {
+                "from": start,
+                "to": end,
+                "cut": plan.cut,
+                "fires": [
+                    {
+                        "job_id": e.job_id,
+                        "owner": e.owner,
+                        "at": e.fire_at,
+                        "scheduled_at": e.scheduled_at,
+                        "jitter_s": e.jitter_s,
+                        "run_id": e.run_id,
+                        "node": e.node,
+                        "held": cmd_ops.hold_json(e.hold),
+                    }
+                    for e in entries
+                ],
+            }
+        )
+    rows = [
+        {
+            "at": render.short_time(e.fire_at, now),
+            "in": render.relative(e.fire_at, now),
+            "job": e.job_id + (f"@{e.node}" if e.node else ""),
+            "owner": e.owner,
+            "held": cmd_ops.held_text(cmd_ops.hold_json(e.hold), now) if e.hold else None,  # type: ignore[arg-type]
+        }
+        for e in entries
+    ]
+    title = f"fires from {render.short_time(start, now)} to {render.short_time(end, now)} ({render.zone_note(now)})"
+    render.print_table(
+        rows,
+        [
+            render.Column("at", "AT"),
+            render.Column("in", "IN", "right", drop=2),
+            render.Column("job", "JOB"),
+            render.Column("owner", "OWNER", drop=1),
+            render.Column("held", "HELD", wrap=True),
+        ]
+        if any(r["held"] for r in rows)
+        else [
+            render.Column("at", "AT"),
+            render.Column("in", "IN", "right", drop=2),
+            render.Column("job", "JOB"),
+            render.Column("owner", "OWNER", drop=1),
+        ],
+        title=title,
+        empty="(nothing fires in this window)",
+    )
+    if plan.cut or len(entries) < len(plan.entries):
+        render.echo("... more fires in this window; give a shorter --window or a larger --count")
 
 
 def _headline(target: Target) -> str:
