@@ -768,12 +768,12 @@ def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:
                 "run": cmd_ops.run_json(a.run) if a.run else None,
             }
         )
-    from chronoctl.render import echo, escape_line, human_time
+    from chronoctl.render import echo_line, escape_line, human_time
 
     what = f" (occurrence {human_time(occ.scheduled_at, now)}, run id {occ.run_id})" if occ else ""
-    echo(escape_line(f"{'yes' if a.yes else 'no'}: {row.job_id} {a.reason}") + what)
+    echo_line(escape_line(f"{'yes' if a.yes else 'no'}: {row.job_id} {a.reason}") + what)
     if row.paused and not a.yes and a.hold is None:
-        echo(escape_line(f"note: {row.job_id} is paused: {row.paused_reason or 'no reason given'}"))
+        echo_line(escape_line(f"note: {row.job_id} is paused: {row.paused_reason or 'no reason given'}"))
 
 
 # --- missed -----------------------------------------------------------------------------------
@@ -789,12 +789,15 @@ def missed(
     ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
+    each: bool = typer.Option(False, "--each", help="One row per occurrence instead of one per job."),
     wide: bool = cmd_ops.wide_option(),
     utc: bool = cmd_ops.utc_option(),
 ) -> None:
     """Every occurrence in the window that did not succeed, every one that fell due with
     no record at all, and every job silent now (no success for longer than its
-    max_silence_s), grouped by owner. Exit 0 when nothing was missed and nothing is
+    max_silence_s), grouped by owner and by job (how many, first and last, the latest
+    reason; --each for one row per occurrence). Skips a job's own policy made (overlap,
+    pauses, windows) are listed apart. Exit 0 when nothing was missed and nothing is
     silent, 1 otherwise."""
     from chronod.core import history
     from chronod.store import audit
@@ -807,7 +810,7 @@ def missed(
         silent = _silent(store, rows, now, marks if marks is not None else found)
         pruned = store.pruned()
         misses = audit.missed(store, rows, start, now, found, marks, pruned)
-    _print_misses(misses, silent, start, now, as_json, wide, history.pruned_in(pruned, start))
+    _print_misses(misses, silent, start, now, as_json, wide, history.pruned_in(pruned, start), each)
     if misses or silent:
         raise typer.Exit(EXIT_NO)
 
@@ -857,6 +860,7 @@ def _print_misses(
     as_json: bool,
     wide: bool = False,
     pruned: list[Any] = (),
+    each: bool = False,
 ) -> None:
     groups = _by_owner(misses, silent)
     if as_json:
@@ -882,7 +886,16 @@ def _print_misses(
     echo(zone_note(now))
     for owner, (ms, qs) in groups.items():
         who = owner or "(jobs no longer registered)"
-        if ms:
+        real = [m for m in ms if m.state not in DESIGNED]
+        if not each:
+            _print_grouped(real, f"{who}: {len(real)} missed", now, wide)
+            _print_grouped(
+                [m for m in ms if m.state in DESIGNED],
+                f"{who}: skipped by design (overlap, pauses, windows)",
+                now,
+                wide,
+            )
+        if ms and each:
             rows = [
                 {
                     "job": m.job_key,
@@ -908,6 +921,50 @@ def _print_misses(
             )
         echo()
     _print_pruned(pruned, now)
+
+
+DESIGNED = ("skipped_overlap", "skipped_paused", "skipped_blackout", "deferred", "paused")
+"""States that are a job's own policy at work, not a failure: `missed` lists them apart."""
+
+
+def _print_grouped(ms: list[Any], title: str, now: datetime, wide: bool) -> None:
+    """One row per job: how many occurrences, the first and the last, the latest state and why."""
+    from chronoctl.render import Column, escape_line, print_table, short_id, short_time
+
+    if not ms:
+        return
+    by_job: dict[str, list[Any]] = {}
+    for m in ms:
+        by_job.setdefault(m.job_key, []).append(m)
+    rows = []
+    for key, group in by_job.items():
+        group.sort(key=lambda m: m.scheduled_at)
+        last = group[-1]
+        rows.append(
+            {
+                "job": key,
+                "n": len(group),
+                "first": short_time(group[0].scheduled_at, now),
+                "last": short_time(last.scheduled_at, now),
+                "state": last.state,
+                "run_id": short_id(last.run_id, wide),
+                "why": last.reason,
+            }
+        )
+    print_table(
+        rows,
+        (
+            "job",
+            Column("n", "N", "right"),
+            Column("first", drop=2),
+            Column("last", "LAST"),
+            Column("state", drop=1),
+            Column("run_id", "LATEST", drop=3),
+            Column("why", "WHY (LATEST)", wrap=True),
+        ),
+        title=escape_line(title),
+        wide=wide,
+    )
 
 
 def _print_pruned(pruned: list[Any], now: datetime) -> None:

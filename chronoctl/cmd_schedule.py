@@ -354,15 +354,15 @@ def _headline(target: Target) -> str:
 def _print_next_text(target: Target, fires: list[Any], start: datetime, now: datetime) -> None:
     from chronoctl import render
 
-    render.echo(render.escape_line(_headline(target)))
+    render.echo_line(render.escape_line(_headline(target)))
     if target.job is not None:
-        render.echo(
+        render.echo_line(
             f"jitter: +{target.offset_s}s (key {render.escape_line(target.key)}, tolerance {target.tolerance_s}s)"
         )
         if not target.job.enabled:
             render.echo("note: this job is disabled (enabled: false); these are the times it would fire")
     for line in _fleet_lines(target, start, now):
-        render.echo(render.escape_line(line))
+        render.echo_line(render.escape_line(line))
     if not fires:
         render.echo("no fire times: @reboot jobs run once when the daemon starts after a boot")
         return
@@ -587,7 +587,7 @@ def _print_explanation(data: dict[str, Any], target: Target, start: datetime, no
     if ex:
         lines.append(f"run id:      sha256({ex['input']!r})[:16] = {ex['run_id']}  (scheduled, pre-jitter time in UTC)")
     for line in lines:
-        render.echo(render.escape_line(line))
+        render.echo_line(render.escape_line(line))
     _print_fires(target, now, data)
     _print_windows(data, target, now)
     _print_dst(data)
@@ -603,11 +603,11 @@ def _print_windows(data: dict[str, Any], target: Target, now: datetime) -> None:
         render.echo("maintenance windows: none hold this job")
         return
     what = {"skip": "recorded skipped_blackout", "defer": "run once when the window ends"}[data["blackout"]]
-    render.echo(f"maintenance windows (blackout: {data['blackout']}: an occurrence inside one is {what}):")
+    render.echo_line(f"maintenance windows (blackout: {data['blackout']}: an occurrence inside one is {what}):")
     for w in data["windows"]:
         src = w["source"]
         every = f"at {w['cron']!r} for {_dur(w['duration_s'])} ({w['timezone']})" if w["cron"] else "once"
-        render.echo(render.escape_line(f"  {w['name']} ({src['file']}:{src['line']}): {w['reason']}; {every}"))
+        render.echo_line(render.escape_line(f"  {w['name']} ({src['file']}:{src['line']}): {w['reason']}; {every}"))
         for span in w["next"]:
             a, b = datetime.fromisoformat(span["from"]), datetime.fromisoformat(span["to"])
             render.echo(f"    {render.human_time(a, now, target.tz)} .. {render.human_time(b, now, target.tz)}")
@@ -631,7 +631,7 @@ def _print_fires(target: Target, now: datetime, data: dict[str, Any]) -> None:
     for item in data["next"]:
         at = datetime.fromisoformat(item["at"])
         held = f"  (inside window {item['window']}: blackout {data['blackout']})" if item.get("window") else ""
-        render.echo(render.escape_line(f"  {render.human_time(at, now, target.tz)}  run {item['run_id']}{held}"))
+        render.echo_line(render.escape_line(f"  {render.human_time(at, now, target.tz)}  run {item['run_id']}{held}"))
 
 
 def _print_dst(data: dict[str, Any]) -> None:
@@ -642,15 +642,15 @@ def _print_dst(data: dict[str, Any]) -> None:
         render.echo("DST: does not affect this schedule")
         return
     if not data["dst_events"]:
-        render.echo(f"DST in the next year: nothing changes what this schedule does in {data['timezone']}")
+        render.echo_line(f"DST in the next year: nothing changes what this schedule does in {data['timezone']}")
         return
     render.echo(f"DST in the next year ({data['timezone']}):")
     for e in data["dst_events"]:
         hours = e["shift_s"] / 3600
-        render.echo(
+        render.echo_line(
             render.escape_line(f"  {e['date']}  {e['change']} ({hours:g}h at {e['transition_at']}): {e['effect']}")
         )
-    render.echo(f"  ({_BIG_JUMP})")
+    render.echo_line(f"  ({_BIG_JUMP})")
 
 
 # --- forecast ------------------------------------------------------------------------
@@ -876,7 +876,7 @@ def _print_forecast(fc: Forecast, top: int, now: datetime) -> None:
     from chronod.core.durations import format_duration
 
     bucket = format_duration(fc.bucket_s)
-    render.echo(
+    render.echo_line(
         f"herd forecast: {fc.jobs} jobs, {sum(fc.before.values())} fires from {render.human_time(fc.start)} "
         f"to {render.human_time(fc.end)}, in {bucket} buckets"
     )
@@ -889,7 +889,7 @@ def _print_forecast(fc: Forecast, top: int, now: datetime) -> None:
         render.echo(f"busiest {bucket} buckets {label}:")
         for p in fc.peaks(which, top):
             names = ", ".join(render.escape_line(j) + (f" x{n}" if n > 1 else "") for j, n in p["by_job"].items())
-            render.echo(f"  {p['count']:>5}  {render.human_time(p['start'], now)}  {names}")
+            render.echo_line(f"  {p['count']:>5}  {render.human_time(p['start'], now)}  {names}")
 
 
 CHART_ROWS = 48
@@ -915,14 +915,21 @@ def _print_chart(fc: Forecast, bucket: str) -> None:
     from chronod.core.durations import format_duration
 
     rows = chart_rows(fc)
+    bar_width = BAR_WIDTH
+    if render.is_terminal():  # the bars share what the times and counts leave of the width
+        bar_width = max(8, min(BAR_WIDTH, (render.terminal_width() - 33) // 2))
     per_row_s = int((rows[1][0] - rows[0][0]).total_seconds()) if len(rows) > 1 else fc.bucket_s
     top = max(max(b, a) for _, b, a in rows) or 1
     unicode = render.unicode_ok()
+    zone = render.zone_note(fc.start)
     if per_row_s == fc.bucket_s:
-        render.echo(f"fires per {bucket} bucket: before jitter | after jitter")
+        render.echo_line(f"fires per {bucket} bucket ({zone}): before jitter | after jitter")
     else:
-        render.echo(f"busiest {bucket} bucket in each {format_duration(per_row_s)}: before jitter | after jitter")
+        render.echo_line(
+            f"busiest {bucket} bucket in each {format_duration(per_row_s)} ({zone}): before jitter | after jitter"
+        )
     for start, b, a in rows:
-        left = render.bar(b, top, BAR_WIDTH, unicode).ljust(BAR_WIDTH)
-        right = render.bar(a, top, BAR_WIDTH, unicode)
-        render.echo(f"  {render.human_time(start)}  {b:>5} {left} | {a:>5} {right}".rstrip())
+        left = render.bar(b, top, bar_width, unicode).ljust(bar_width)
+        right = render.bar(a, top, bar_width, unicode)
+        when = render.short_time(start, fc.start).rjust(14)
+        render.echo(f"  {when}  {b:>5} {left} | {a:>5} {right}".rstrip())
