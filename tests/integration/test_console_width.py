@@ -83,7 +83,7 @@ def test_no_command_prints_a_line_wider_than_an_80_column_terminal(demo):
     with ThreadPoolExecutor(4) as pool:
         shown = list(pool.map(lambda args: (args, *in_terminal(*args, db=demo["db"])), commands(demo)))
     wide = {}
-    for args, code, text in shown:
+    for args, _code, text in shown:
         assert "Traceback" not in text, (args, text)
         over = [line for line in text.splitlines() if len(line) > 80]
         if over:
