@@ -370,9 +370,10 @@ def test_next_unknown_job_exits_2(registry):
     assert proc.stderr.startswith("chronoctl: error: no job 'nope'")
 
 
-def test_next_needs_exactly_one_of_job_and_cron(registry):
-    assert chronoctl("next").returncode == 2
+def test_next_takes_a_job_or_cron_not_both_and_neither_is_the_agenda(registry):
+    assert chronoctl("next", "--registry", str(registry)).returncode == 0  # the agenda
     assert chronoctl("next", "agent", "--cron", "* * * * *", "--registry", str(registry)).returncode == 2
+    assert chronoctl("next", "--window", "2h", "--cron", "* * * * *").returncode == 2
 
 
 def test_next_with_a_bad_expression_or_time_explains_itself():

@@ -170,9 +170,10 @@ def test_command_line_times_honour_offsets_and_read_naive_ones_in_the_zone(text,
     assert common.parse_instant(text, tz).isoformat() == utc
 
 
-def test_a_time_that_is_not_iso_is_a_usage_error():
-    with pytest.raises(errors.UsageError, match="ISO-8601"):
-        common.parse_instant("tomorrow", "UTC")
+def test_a_time_chrono_cannot_read_is_a_usage_error_with_examples():
+    with pytest.raises(errors.UsageError, match="not a time chrono can read") as err:
+        common.parse_instant("the day after tomorrow", "UTC")
+    assert "yesterday 02:00" in (err.value.hint or "")
 
 
 @pytest.mark.parametrize("text, seconds", [("90s", 90), ("15m", 900), ("24h", 86400), ("7d", 604800), ("1h30m", 5400)])
