@@ -221,16 +221,22 @@ def check_zone(tz: str) -> str:
     return tz
 
 
+def node_or_here(node: str | None) -> str:
+    """`--node NAME`, else this host's short name: the node a job that runs on each node is
+    shown on."""
+    if node:
+        return node
+    from chronod.paths import default_node
+
+    return default_node()
+
+
 def placement(job: "JobSpec", node: str | None) -> "Placement":
     """The job on `node` (`chronod.core.occurrence`): for a job that runs on each node,
     `node` defaults to this host's short name; other jobs ignore it."""
     from chronod.core import occurrence
 
-    if job.run_on.each and not node:
-        from chronod.paths import default_node
-
-        node = default_node()
-    return occurrence.placement(job, node)
+    return occurrence.placement(job, node_or_here(node) if job.run_on.each else node)
 
 
 def fleet_nodes(db: str | None) -> list[str]:
@@ -239,10 +245,11 @@ def fleet_nodes(db: str | None) -> list[str]:
     default database gives none; a database named with `--db` must be reachable."""
     from chronoctl import cmd_ops
     from chronoctl.errors import CliError
+    from chronod.store.audit import node_names
 
     try:
         with cmd_ops.opened(db) as store:
-            return sorted(n.name for n in store.nodes())
+            return sorted(node_names(store))
     except CliError:
         if db is not None:
             raise
