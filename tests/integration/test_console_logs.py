@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 
 import pytest
 
+from chronod.store.api import open_store
 from tests.integration.daemon_helpers import BIN, Chronod, chronoctl, job, jobs_file, runs_json, wait_until, write_jobs
 
 # Prints its own clock with each line, so the reader can tell how late each line reached it.
@@ -119,19 +121,32 @@ def test_logs_of_a_job_is_its_running_run_and_follow_goes_across_runs_with_a_hea
     write_jobs(reg / "a.yaml", jobs_file(overrun, slow))
     d = Chronod(reg, db, tmp_path / "chronod.log").start()
     follower = None
+    # waited for in the daemon's log, not by polling `chronoctl runs` (a process each time)
+    logged = lambda pattern: re.search(pattern, d.log_since_start())  # noqa: E731
     try:
         chronoctl("trigger", "ops.slow", db=db, check=True)
         wait_until(
-            lambda: {r["state"] for r in runs_json("ops.overrun", db)} >= {"running", "skipped_overlap"},
+            lambda: logged(r"event=run\.settled job=ops\.overrun .*state=skipped_overlap"),
             timeout=30,
             what="a run that overruns the next occurrence",
         )
-        res = chronoctl("logs", "ops.overrun", db=db)
-        assert res.returncode == 0, res.stderr
-        shown = res.stderr.split("-- run ", 1)[1][:8]  # a loaded host may have started the next run since
-        [picked] = [r for r in runs_json("ops.overrun", db) if r["run_id"].startswith(shown)]
-        assert picked["started_at"] is not None and res.stdout.startswith(f"start {picked['run_id']}")
-        assert "attempt 1 of 1" in res.stderr and "running since" in res.stderr
+
+        def shows_the_running_run():
+            """`logs JOB` while a run goes on (a run of 3 s every 4 s: asked between two,
+            the latest that started is the answer, and it is asked again)."""
+            res = chronoctl("logs", "ops.overrun", db=db)
+            assert res.returncode == 0, res.stderr
+            return res if "running since" in res.stderr else None
+
+        res = wait_until(shows_the_running_run, timeout=30, what="logs of the run going on")
+        shown = res.stderr.split("-- run ", 1)[1][:8]
+        store = open_store(db)
+        try:
+            [picked] = [r for r in store.runs("ops.overrun") if r.run_id.startswith(shown)]
+        finally:
+            store.close()
+        assert picked.started_at is not None and res.stdout.startswith(f"start {picked.run_id}")
+        assert "attempt 1 of 1" in res.stderr
         assert chronoctl("logs", "ops.overrun", "--attempt", "1", db=db).returncode == 0
         follower = subprocess.Popen(
             [str(BIN / "chronoctl"), "logs", "-f", "ops.overrun", "--db", db],
@@ -151,10 +166,12 @@ def test_logs_of_a_job_is_its_running_run_and_follow_goes_across_runs_with_a_hea
         err = follower.stderr.read() if follower.stderr else ""
         assert err.count("-- run ") >= 2 and "waiting for the next run of ops.overrun" in err, err
         timed = wait_until(
-            lambda: [r for r in runs_json("ops.slow", db) if r["state"] == "timed_out"], timeout=30, what="the timeout"
+            lambda: logged(r"event=run\.finished job=ops\.slow run=(\w+) .*state=timed_out"),
+            timeout=30,
+            what="the timeout",
         )
         res = chronoctl("logs", "ops.slow", db=db)
-        assert "killed by its timeout (1s)" in res.stderr and timed[0]["run_id"][:8] in res.stderr, res.stderr
+        assert "killed by its timeout (1s)" in res.stderr and timed.group(1)[:8] in res.stderr, res.stderr
         header = json.loads(chronoctl("logs", "ops.slow", "--json", db=db).stdout)["header"]
         assert (header["state"], header["killed_by"], header["attempt"], header["attempts_max"]) == (
             "timed_out",

@@ -1,20 +1,28 @@
-"""Every command of chronoctl(1) in a real terminal of 80 columns (a pty made by
-`script`), on a populated database of the examples' jobs: no line is wider than the
-terminal. JSON is for programs and is not judged here."""
+"""Every command of chronoctl(1) on a terminal of 80 columns, on a populated database of
+the examples' jobs: no line is wider than the terminal. JSON is for programs and is not
+judged here.
+
+The commands run in-process on a stream that says it is a terminal, 80 columns by
+COLUMNS, as chronoctl's rendering asks both; two of them (a table and wrapped text) also
+run in a real terminal (a pty made by `script`), which proves that on a real terminal the
+width is found without COLUMNS, by the same code."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
+from chronoctl import main as cli
 from chronod.core.occurrence import run_id
 from chronod.specfile import load_registry
 from chronod.store.api import Run, open_store
-from tests.integration.test_console_terminal import in_terminal
+from tests.integration.test_console_terminal import ANSI, in_terminal
 
 pytestmark = pytest.mark.skipif(shutil.which("script") is None, reason="needs script(1) from util-linux")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -79,12 +87,46 @@ def commands(demo) -> list[tuple[str, ...]]:
     ]
 
 
-def test_no_command_prints_a_line_wider_than_an_80_column_terminal(demo):
-    with ThreadPoolExecutor(4) as pool:
-        shown = list(pool.map(lambda args: (args, *in_terminal(*args, db=demo["db"])), commands(demo)))
+class Terminal(io.StringIO):
+    """What chronoctl writes to, as a terminal: it asks `isatty()` and the encoding."""
+
+    encoding = "utf-8"
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def terminal(monkeypatch):
+    """Run chronoctl in-process as on an 80-column terminal in New York; (code, text)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TZ", "America/New_York")
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    time.tzset()
+
+    def run(*args: str, db: str) -> tuple[int, str]:
+        monkeypatch.setenv("CHRONO_DB", db)
+        out = Terminal()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            code = cli.main(list(args))
+        return code, ANSI.sub("", out.getvalue())
+
+    yield run
+    monkeypatch.undo()
+    time.tzset()
+
+
+REAL = {"list", "explain"}  # run in a real terminal as well: a table and wrapped text
+
+
+def test_no_command_prints_a_line_wider_than_an_80_column_terminal(demo, terminal):
+    shown = [(args, *terminal(*args, db=demo["db"])) for args in commands(demo)]
+    shown += [(args, *in_terminal(*args, db=demo["db"])) for args in commands(demo) if args[0] in REAL][:2]
+    assert len(shown) == len(commands(demo)) + 2
     wide = {}
-    for args, _code, text in shown:
-        assert "Traceback" not in text, (args, text)
+    for args, code, text in shown:
+        assert "Traceback" not in text and code != 70, (args, text)
         over = [line for line in text.splitlines() if len(line) > 80]
         if over:
             wide[" ".join(args[:2])] = max(over, key=len)

@@ -12,10 +12,12 @@ import signal
 import subprocess
 from pathlib import Path
 
-from tests.integration.daemon_helpers import BIN, Chronod, chronoctl, runs_json, wait_until
+from chronod.store.api import open_store
+from tests.integration.daemon_helpers import BIN, Chronod, chronoctl, wait_until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TOUR = re.compile(r"^chronoctl .*$", re.MULTILINE)
+MOVED = "3-58/5 * * * * *"  # the heartbeat's schedule after the edit
 
 
 def test_the_readme_tour_as_written_ends_with_missed_exiting_0(tmp_path):
@@ -35,13 +37,13 @@ def test_the_readme_tour_as_written_ends_with_missed_exiting_0(tmp_path):
     env = {"CHRONO_DB": db, "CHRONO_REGISTRY": str(reg)}
     d = Chronod(reg, db, tmp_path / "chronod.log").start()
     try:
-        wait_until(
-            lambda: any(r["state"] == "succeeded" for r in runs_json("demo.heartbeat", db)),
-            timeout=30,
-            what="a heartbeat",
-        )
-        editor = tmp_path / "editor.sh"  # what a person does in $EDITOR: a slower heartbeat
-        editor.write_text('#!/bin/sh\nsed -i \'s/schedule: "@every 5s"/schedule: "@every 7s"/\' "$1"\n')
+        # waited for in the daemon's log, not by polling chronoctl: each poll is a process
+        beat = re.compile(r"event=run\.finished job=demo\.heartbeat .*state=succeeded")
+        wait_until(lambda: beat.search(d.log_since_start()), timeout=30, what="a heartbeat")
+        # what a person does in $EDITOR: the heartbeat moves 3 s later. None of its new fires
+        # is an old one (with @every 7s, one edit in seven kept the stored occurrence: 35 s)
+        editor = tmp_path / "editor.sh"
+        editor.write_text(f'#!/bin/sh\nsed -i \'s|schedule: "@every 5s"|schedule: "{MOVED}"|\' "$1"\n')
         editor.chmod(0o755)
         for command in tour:
             argv = command.split()[1:]
@@ -57,11 +59,16 @@ def test_the_readme_tour_as_written_ends_with_missed_exiting_0(tmp_path):
                 follow.send_signal(signal.SIGINT)  # Ctrl-C
                 assert follow.wait(30) == 130
                 continue
-            if argv[0] == "missed":
-                wait_until(lambda: "@every 7s" in chronoctl("show", "demo.heartbeat", env=env).stdout, what="the edit")
+            if argv[0] == "missed":  # the daemon has read the edit and withdrawn the old occurrence
+                wait_until(lambda: "event=registry.reloaded" in d.log_since_start(), what="the edit's reload")
             res = chronoctl(*argv, env={**env, "EDITOR": str(editor), "VISUAL": ""})
             assert res.returncode == 0, (command, res.stdout, res.stderr)
-        cancelled = [r for r in runs_json("demo.heartbeat", db) if r["state"] == "cancelled"]
+        assert MOVED in (reg / "jobs.yaml").read_text()
+        store = open_store(db)
+        try:
+            cancelled = [r for r in store.runs("demo.heartbeat") if r.state == "cancelled"]
+        finally:
+            store.close()
         assert cancelled, "the edit withdrew the occurrence the old schedule had stored"
     finally:
         d.stop()
