@@ -132,6 +132,11 @@ def test_no_command_prints_a_line_wider_than_an_80_column_terminal(demo, termina
             wide[" ".join(args[:2])] = max(over, key=len)
     assert not wide, "lines wider than 80 columns:\n" + "\n".join(f"{k}: {len(v)}: {v}" for k, v in wide.items())
     out = {" ".join(args[:2]): " ".join(text.split()) for args, _, text in shown}
+    # at 80 columns list keeps NEXT and OWNER, what an on-call engineer reads first
+    for args, _, text in shown:
+        if args[0] == "list":
+            head = next(line for line in text.splitlines() if line.startswith("ID "))
+            assert "NEXT" in head and "OWNER" in head, text
     # a pause of a tag shows in list, next to the job's next fire, with who and why
     assert "gdpr.purge-expired: paused until resumed (tag privacy, by alice: INC-3141" in out["list --registry"]
     # missed: one row per job with its count, designed skips apart; --each: one per occurrence
