@@ -110,15 +110,16 @@ def test_a_running_run_shows_its_output_so_far_and_every_attempt_keeps_its_own(t
 
 def test_logs_of_a_job_is_its_running_run_and_follow_goes_across_runs_with_a_header_each(tmp_path):
     """The overrun case: while a run goes on, the next occurrences are skipped_overlap;
-    `logs JOB` is the running run (a skipped one never started), and `logs -f JOB` follows
-    one run after the other, like `journalctl -f`, until interrupted."""
+    `logs JOB` is the running run (a skipped one never started, though it is newer), and
+    `logs -f JOB` follows one run after the other, like `journalctl -f`, until interrupted."""
     import signal
 
     reg, db = tmp_path / "jobs.d", str(tmp_path / "chrono.db")
     reg.mkdir()
-    overrun = job("ops.overrun", "@every 2s", 'echo "start $CHRONO_RUN_ID"; sleep 3; echo "end $CHRONO_RUN_ID"')
+    overrun = job("ops.overrun", "@every 1s", 'echo "start $CHRONO_RUN_ID"; sleep 12; echo "end $CHRONO_RUN_ID"')
+    tick = job("ops.tick", "@every 2s", 'echo "start $CHRONO_RUN_ID"; sleep 0.5; echo "end $CHRONO_RUN_ID"')
     slow = job("ops.slow", "@every 1h", "echo going; sleep 30", timeout_s=1)
-    write_jobs(reg / "a.yaml", jobs_file(overrun, slow))
+    write_jobs(reg / "a.yaml", jobs_file(overrun, tick, slow))
     d = Chronod(reg, db, tmp_path / "chronod.log").start()
     follower = None
     # waited for in the daemon's log, not by polling `chronoctl runs` (a process each time)
@@ -130,26 +131,21 @@ def test_logs_of_a_job_is_its_running_run_and_follow_goes_across_runs_with_a_hea
             timeout=30,
             what="a run that overruns the next occurrence",
         )
-
-        def shows_the_running_run():
-            """`logs JOB` while a run goes on (a run of 3 s every 4 s: asked between two,
-            the latest that started is the answer, and it is asked again)."""
-            res = chronoctl("logs", "ops.overrun", db=db)
-            assert res.returncode == 0, res.stderr
-            return res if "running since" in res.stderr else None
-
-        res = wait_until(shows_the_running_run, timeout=30, what="logs of the run going on")
+        res = chronoctl("logs", "ops.overrun", db=db)
+        assert res.returncode == 0, res.stderr  # a skipped run never started: never the one shown
         shown = res.stderr.split("-- run ", 1)[1][:8]
         store = open_store(db)
         try:
-            [picked] = [r for r in store.runs("ops.overrun") if r.run_id.startswith(shown)]
+            runs = store.runs("ops.overrun")
         finally:
             store.close()
+        [picked] = [r for r in runs if r.run_id.startswith(shown)]
+        assert [r for r in runs if r.state == "skipped_overlap" and r.scheduled_at > picked.scheduled_at]
         assert picked.started_at is not None and res.stdout.startswith(f"start {picked.run_id}")
-        assert "attempt 1 of 1" in res.stderr
+        assert "attempt 1 of 1" in res.stderr and "running since" in res.stderr, res.stderr
         assert chronoctl("logs", "ops.overrun", "--attempt", "1", db=db).returncode == 0
         follower = subprocess.Popen(
-            [str(BIN / "chronoctl"), "logs", "-f", "ops.overrun", "--db", db],
+            [str(BIN / "chronoctl"), "logs", "-f", "ops.tick", "--db", db],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -164,7 +160,7 @@ def test_logs_of_a_job_is_its_running_run_and_follow_goes_across_runs_with_a_hea
         follower.send_signal(signal.SIGINT)
         assert follower.wait(30) == 130
         err = follower.stderr.read() if follower.stderr else ""
-        assert err.count("-- run ") >= 2 and "waiting for the next run of ops.overrun" in err, err
+        assert err.count("-- run ") >= 2 and "waiting for the next run of ops.tick" in err, err
         timed = wait_until(
             lambda: logged(r"event=run\.finished job=ops\.slow run=(\w+) .*state=timed_out"),
             timeout=30,
