@@ -98,7 +98,11 @@ def pause(
         None, "--for", metavar="DUR", help="End the pause by itself after 90s, 15m, 2h, 1d."
     ),
     until: Optional[str] = typer.Option(
-        None, "--until", metavar="TIME", help="End the pause by itself at this time (ISO-8601; UTC without an offset)."
+        None,
+        "--until",
+        metavar="TIME",
+        help="End the pause by itself at this time: tomorrow, tomorrow 08:00, +12h, in 2h, 02:00 (the next "
+        "one), monday, ISO-8601 (UTC without an offset).",
     ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
@@ -226,10 +230,7 @@ def _end(for_: str | None, until: str | None, now: datetime) -> datetime | None:
         return now + timedelta(seconds=common.parse_seconds(for_, "--for"))
     if until is None:
         return None
-    end = common.parse_instant(until, "UTC", "--until", now)
-    if end <= now:
-        raise UsageError(f"--until {until!r} has passed ({_z(end)})", "give a time in the future, or --for DUR")
-    return end
+    return common.parse_instant(until, "UTC", "--until", now, direction="future", strict=True)
 
 
 def _current(store: Any, kind: str, target: str) -> Any:

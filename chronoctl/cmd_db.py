@@ -59,6 +59,7 @@ def _open(url: str):
 @app.command("upgrade")
 def upgrade(db: str = typer.Option(None, "--db", metavar="URL", help=DB_HELP)) -> None:
     """Apply every pending migration (under a lock; safe to run on many hosts at once)."""
+    from chronoctl.render import echo_line
     from chronod.store.api import StoreError
     from chronod.store.schema import HEAD_REVISION
 
@@ -72,9 +73,9 @@ def upgrade(db: str = typer.Option(None, "--db", metavar="URL", help=DB_HELP)) -
     finally:
         store.close()
     if before == after:
-        typer.echo(f"{store.url_safe}: schema already at revision {after} (this chrono's head is {HEAD_REVISION})")
+        echo_line(f"{store.url_safe}: schema already at revision {after} (this chrono's head is {HEAD_REVISION})")
     else:
-        typer.echo(f"{store.url_safe}: schema upgraded from revision {before or 'none'} to {after}")
+        echo_line(f"{store.url_safe}: schema upgraded from revision {before or 'none'} to {after}")
 
 
 @app.command("check")
@@ -136,7 +137,9 @@ def _report(url_safe: str, revision: str | None, head: str, status: str, as_json
             f"this chrono is older than the database; upgrade chrono"
         ),
     }
-    typer.echo(lines[status])
+    from chronoctl.render import echo_line
+
+    echo_line(lines[status])
 
 
 PRUNE_BATCH = 500

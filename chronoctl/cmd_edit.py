@@ -88,22 +88,22 @@ def described(spec: "JobSpec", nodes: list[str]) -> dict[str, Any]:
 
 
 def _print_show(d: dict[str, Any]) -> None:
-    from chronoctl.render import echo, escape_line
+    from chronoctl.render import echo, echo_wrapped, escape_line
 
     echo(escape_line(f"job {d['job_id']} ({d['source']['file']}:{d['source']['line']})"))
     for name, value in d["spec"].items():
         if name in ("id", "notify", "resource", "max_silence_explicit"):
             continue
-        echo(f"  {name + ':':<20}{_text(value)}")
+        echo_wrapped(f"{name + ':':<20}{_text(value)}", "  ")
     echo("jitter:")
     for j in d["jitter"]:
         where = f"on {j['node']}" if j["node"] else "on every node"
-        echo(f"  +{j['offset_s']}s {where} (key {j['job_key']})")
+        echo_wrapped(f"+{j['offset_s']}s {where} (key {j['job_key']})", "  ")
     echo(f"resource: {d['resource'] or 'none'}")
     echo("notify:" + ("" if d["notify"] else " nothing"))
     for n in d["notify"]:
         target = f"webhook {n['webhook']}" if n.get("webhook") else f"command {_text(n.get('command'))}"
-        echo(f"  on {', '.join(n['on'])}: {target} (timeout {n['timeout_s']}s)")
+        echo_wrapped(f"on {', '.join(n['on'])}: {target} (timeout {n['timeout_s']}s)", "  ")
 
 
 def _text(value: Any) -> str:

@@ -7,6 +7,7 @@ judging itself is `chronod.core.history` (pure).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -15,10 +16,9 @@ import typer
 from chronoctl import cmd_ops, common
 from chronoctl import complete as _complete
 from chronoctl.cmd_ops import db_option, json_option
-from chronoctl.errors import EXIT_NO, EXIT_UNREACHABLE, UsageError
+from chronoctl.errors import EXIT_NO, UsageError
 
 if TYPE_CHECKING:
-    from chronod.core.model import JobSpec
     from chronod.store.api import JobRow, Run, Store
 
 LAST_RUNS = 10
@@ -118,21 +118,44 @@ def status(
     utc: bool = cmd_ops.utc_option(),
 ) -> None:
     """The daemons, failing and silent jobs and what runs now; or one job in detail.
-    Without JOB it is a health check: exit 3 when no chronod has a fresh heartbeat."""
+    A health check: exit 0 healthy, 1 degraded (registry errors, quarantined jobs, a fleet
+    node down), 3 no live chronod (on this host judged by its process, at once after a crash)."""
+    from chronod.store import status as views
+
     now = common.now_utc()
     with cmd_ops.opened(db) as store:
         fleet = cmd_ops.is_fleet(store)
         if job is None:
-            data = _overview(store, now)
+            over = views.overview(store, now)
+            data = _overview_json(store, over)
+            verdict = over.health
         else:
-            data = _job_status(store, cmd_ops.get_job(store, job), now)
-            runs_ = data.pop("_runs")
-    if job is None:
-        _print_json(data) if as_json else _print_overview(data, now, fleet, wide)
-        if not any(n["up"] for n in data["nodes"]):
-            raise typer.Exit(EXIT_UNREACHABLE)
+            row = cmd_ops.get_job(store, job)
+            js = views.job_status(store, row, now, windows=_registry_windows(now))
+            data = _job_status_json(store, js)
+            verdict = js.health
+    if as_json:
+        _print_json(data)
+    elif job is None:
+        _print_overview(data, now, fleet, wide)
     else:
-        _print_json(data) if as_json else _print_job_status(data, runs_, now, fleet, wide)
+        _print_job_status(data, js.runs, now, fleet, wide)
+    if verdict.exit_code:
+        raise typer.Exit(verdict.exit_code)
+
+
+def _registry_windows(now: datetime) -> list[Any]:
+    """The registry's maintenance windows, when this user can read the registry (else none:
+    `status` answers from the database alone)."""
+    from chronoctl.errors import CliError
+
+    reg = common.registry_dir(None)
+    if not reg.is_dir():
+        return []
+    try:
+        return list(common.load([reg], now, secure=False).blackouts)
+    except CliError:
+        return []
 
 
 def _print_json(data: Any) -> None:
@@ -141,63 +164,60 @@ def _print_json(data: Any) -> None:
     print_json(data)
 
 
-def _job_status(store: "Store", row: "JobRow", now: datetime) -> dict[str, Any]:
-    from chronod.core import history
+def _health_json(h: Any) -> dict[str, Any]:
+    return {"verdict": h.verdict.value, "exit_code": h.exit_code, "reasons": list(h.reasons)}
 
-    spec, sched = row.spec, _schedule(row)
-    recent = store.runs(spec.id, until=now + timedelta(days=1), limit=STREAK_SCAN)
-    recent = [r for r in recent if r.state != "pending" or r.fire_at <= now]
-    win = next((r for r in recent if r.state == "succeeded"), None)
-    win = win or next(iter(store.runs(spec.id, states=["succeeded"], limit=1)), None)
-    streak = history.success_streak(recent)
-    last_at = (win.finished_at or win.scheduled_at) if win else None
-    spans = store.known_spans([spec.id]).get(spec.id, [])
-    quiet = history.silence(spec, last_at, now, known_since=history.known_since(spans) or row.updated_at)
-    # as `status` and `missed` list it
-    silent = history.silent_jobs([row], {spec.id: last_at} if last_at else {}, now, {spec.id: spans})
-    places = _placements(row, _node_names(store))
-    mark = store.pruned([spec.id]).get(spec.id)
-    nxt = places[0].upcoming(sched, now, 3) if places else []
+
+def _job_status_json(store: "Store", js: Any) -> dict[str, Any]:
+    spec, hold = js.spec, js.hold
     return {
         "job_id": spec.id,
         "owner": spec.owner,
         "schedule": spec.schedule,
         "timezone": spec.timezone,
-        "schedule_words": sched.describe(),
+        "schedule_words": js.schedule_words,
         "run_on": spec.run_on.mode,
-        "jitter_offset_s": places[0].offset_s if places else None,
+        "jitter_offset_s": js.jitter_offset_s,
         "tolerance_s": spec.tolerance_s,
         "enabled": spec.enabled,
-        **_pause_json(store, spec, now),
-        "registered_since": cmd_ops.iso(spans[-1][0]) if spans and spans[-1][1] is None else None,
+        "paused": hold is not None,
+        "paused_reason": hold.reason if hold else None,
+        "paused_at": cmd_ops.iso(js.pause.since if js.pause else None),
+        "paused_by": hold.by if hold else None,
+        "paused_until": cmd_ops.iso(hold.until) if hold else None,
+        "paused_scope": hold.name if hold else None,
+        "held": cmd_ops.hold_json(hold),
+        "registered_since": cmd_ops.iso(js.registered_since),
         "tags": list(spec.tags),
-        "next": [_occurrence_json(o) for o in nxt],
+        "next": [_next_json(n) for n in js.next],
         "nodes": [
-            {
-                "node": p.node,
-                "jitter_offset_s": p.offset_s,
-                "next": [_occurrence_json(o) for o in p.upcoming(sched, now, 1)],
-            }
-            for p in places
-            if p.node
+            {"node": n.node, "jitter_offset_s": n.jitter_offset_s, "next": [_next_json(n.next)] if n.next else []}
+            for n in js.nodes
         ],
-        "success_streak": streak,
-        "success_streak_capped": streak >= STREAK_SCAN,
-        "last_success_at": cmd_ops.iso(last_at),
-        "silence_s": round(quiet.age_s) if quiet.age_s is not None else None,
-        "max_silence_s": quiet.max_silence_s,
-        "silent": bool(silent),
+        "success_streak": js.success_streak,
+        "success_streak_capped": js.success_streak_capped,
+        "last_success_at": cmd_ops.iso(js.last_success_at),
+        "silence_s": round(js.silence.age_s) if js.silence.age_s is not None else None,
+        "max_silence_s": js.silence.max_silence_s,
+        "silent": js.silent,
         "history_days": spec.history_days,
-        "pruned_through": cmd_ops.iso(mark.through) if mark else None,
-        "runs": [cmd_ops.run_json(r) for r in recent[:LAST_RUNS]],
-        "backfills": _backfills_json(store, spec.id),
-        "_runs": recent[:LAST_RUNS],
+        "pruned_through": cmd_ops.iso(js.pruned_through),
+        "runs": [cmd_ops.run_json(r) for r in js.runs],
+        "backfills": _backfills_json(store, js.backfills),
+        "health": _health_json(js.health),
     }
+
+
+def _next_json(n: Any) -> dict[str, Any]:
+    return dict(_occurrence_json(n.occurrence), held=cmd_ops.hold_json(n.hold))
 
 
 def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime, fleet: bool, wide: bool) -> None:
     from chronoctl.render import age, echo, echo_field, human_time, print_table, zone_note
 
+    h = d["health"]
+    if h["verdict"] != "healthy":
+        echo_field("health", f"{h['verdict'].upper()} (exit {h['exit_code']}): " + "; ".join(h["reasons"]))
     echo_field("job", d["job_id"])
     echo_field("owner", d["owner"])
     echo_field("schedule", f"{d['schedule']} (zone {d['timezone']}): {d['schedule_words']}")
@@ -221,7 +241,8 @@ def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime, fle
     if d["run_on"] == "each":
         _print_each_next(d, now)
     for i, n in enumerate(d["next"] if d["run_on"] != "each" else []):
-        echo_field("next" if i == 0 else "", human_time(datetime.fromisoformat(n["fire_at"]), now))
+        when = human_time(datetime.fromisoformat(n["fire_at"]), now)
+        echo_field("next" if i == 0 else "", when + (f": {cmd_ops.held_text(n['held'], now)}" if n["held"] else ""))
     streak = f"{d['success_streak']}{'+' if d['success_streak_capped'] else ''}"
     echo_field(
         "success", f"streak {streak}; last {_human(d['last_success_at'], now) if d['last_success_at'] else 'never'}"
@@ -258,31 +279,26 @@ def _human(text: str | None, now: datetime) -> str:
     return human_time(datetime.fromisoformat(text), now) if text else "-"
 
 
-def _overview(store: "Store", now: datetime) -> dict[str, Any]:
-    rows = store.jobs()
-    nodes = store.nodes()
-    day = store.runs(since=now - timedelta(days=1), until=now)
-    latest: dict[str, Any] = {}
-    for r in day:  # newest first: the first terminal run per job is its latest
-        if r.state not in ("pending", "running", "retry_wait"):
-            latest.setdefault(r.job_id, r)
-    failing = [r for r in latest.values() if r.state in FAILING]
-    silent = [_silent_json(q) for q in _silent(store, rows, now, day)]
-    from chronod.fleet import placement
+def _overview_json(store: "Store", o: Any) -> dict[str, Any]:
+    from chronod.core.health import Verdict
 
-    running = store.running()
-    per_node = {n.name: sorted(r.job_id for r in running if r.node == n.name) for n in nodes}
     return {
-        "nodes": [dict(_node_json(n, now), running=per_node[n.name]) for n in nodes],
-        "spec_disagreements": placement.report(nodes, now),
-        "jobs": len(rows),
-        **_pauses_json(store, rows, now),
-        "failing": [dict(cmd_ops.run_json(r), owner=_owner(rows, r.job_id)) for r in failing],
-        "silent": silent,
-        "registry_errors": store.registry_errors(),
-        "running": [cmd_ops.run_json(r) for r in running],
-        "database": _database_json(store),
-        "backfills": _backfills_json(store),
+        "health": _health_json(o.health),
+        "nodes": [
+            dict(_node_json(n, o.node_info.get(n.name, {}), o.now), running=list(o.running_on[n.name]))
+            for n in o.health.nodes
+        ],
+        "spec_disagreements": o.spec_disagreements,
+        "jobs": o.jobs,
+        "paused": o.paused,
+        "pauses": [_pause_dict(p.pause, list(p.jobs)) for p in o.pauses],
+        "failing": [dict(cmd_ops.run_json(f.run), owner=f.owner, held=cmd_ops.hold_json(f.hold)) for f in o.failing],
+        "silent": [_silent_json(q) for q in o.silent],
+        "registry_errors": o.registry_errors,
+        "running": [cmd_ops.run_json(r) for r in o.running],
+        "database": {"bytes": o.database_bytes, "runs_by_state": o.runs_by_state},
+        "backfills": _backfills_json(store, o.backfills),
+        "down": o.health.verdict is Verdict.DOWN,
     }
 
 
@@ -298,34 +314,6 @@ def _pause_dict(p: Any, jobs: list[str] | None = None) -> dict[str, Any]:
     return d if jobs is None else dict(d, jobs=jobs)
 
 
-def _pauses_json(store: "Store", rows: list[Any], now: datetime) -> dict[str, Any]:
-    """Every pause that holds now, with the jobs it holds; `paused` lists those jobs."""
-    from chronod.core import blackout
-
-    pauses = [blackout.Pause(p.kind, p.target, p.reason, p.by, p.since, p.until) for p in store.pauses()]
-    held = {p: sorted(r.job_id for r in rows if p.applies_to(r.spec)) for p in pauses}
-    return {
-        "paused": sorted({j for jobs in held.values() for j in jobs}),
-        "pauses": [_pause_dict(p, jobs) for p, jobs in held.items()],
-    }
-
-
-def _pause_json(store: "Store", spec: "JobSpec", now: datetime) -> dict[str, Any]:
-    """The pause that holds one job now (its own first, else its tag's or resource's)."""
-    from chronod.core import blackout
-
-    pauses = [blackout.Pause(p.kind, p.target, p.reason, p.by, p.since, p.until) for p in store.pauses()]
-    p = blackout.paused(spec, pauses, now)
-    return {
-        "paused": p is not None,
-        "paused_reason": p.reason if p else None,
-        "paused_at": cmd_ops.iso(p.since) if p else None,
-        "paused_by": p.by if p else None,
-        "paused_until": cmd_ops.iso(p.until) if p else None,
-        "paused_scope": (p.kind if p.kind == "job" else f"{p.kind} {p.target}") if p else None,
-    }
-
-
 def _pause_line(p: dict[str, Any], now: datetime) -> str:
     n = len(p["jobs"])
     what = p["target"] if p["kind"] == "job" else f"{p['kind']} {p['target']} ({n} job{'' if n == 1 else 's'})"
@@ -334,21 +322,10 @@ def _pause_line(p: dict[str, Any], now: datetime) -> str:
     return f"paused {what}{who} since {_human(p['since'], now)}{until}: {p['reason']}"
 
 
-CANCELLED_SHOWN = timedelta(days=1)  # how long `status` keeps showing a cancelled backfill
-
-
-def _backfills_json(store: "Store", job_id: str | None = None, now: datetime | None = None) -> list[dict[str, Any]]:
-    """The backfills still running (all, or one job's), and those cancelled in the last
-    day (with who cancelled them and why), with their progress."""
+def _backfills_json(store: "Store", shown: list[Any]) -> list[dict[str, Any]]:
+    """The backfills `status` shows (chronod.store.status.backfills_shown), with their progress."""
     from chronoctl.cmd_backfill import backfill_json
 
-    now = now or common.now_utc()
-    shown = [
-        bf
-        for bf in store.backfills(job_id=job_id)
-        if bf.state == "running"
-        or (bf.state == "cancelled" and bf.finished_at is not None and now - bf.finished_at < CANCELLED_SHOWN)
-    ]
     data = [backfill_json(store, bf) for bf in shown]
     return [{k: v for k, v in d.items() if k != "runs"} for d in data]
 
@@ -372,27 +349,12 @@ def _database_line(db: dict[str, Any]) -> str:
     return f"database: {size}{sum(counts.values()):,} runs" + (f" ({states})" if states else "")
 
 
-def _database_json(store: "Store") -> dict[str, Any]:
-    """The database's size and its runs per state (retention keeps both in check)."""
-    summary = store.metrics()
-    return {"bytes": summary.get("database_bytes"), "runs_by_state": dict(sorted(summary["runs_by_state"].items()))}
-
-
 def _silent(store: "Store", rows: list["JobRow"], now: datetime, recent: list[Any]) -> list[Any]:
-    """The jobs silent now (no success for longer than `max_silence_s`), for `status` and
-    `missed` alike; the judging is `history.silent_jobs`. `recent` are the runs or marks
-    the command read anyway: a job with a success in them recent enough is not silent,
-    and only the others (silent, or close to it, or weekly) are looked up, all in one
-    query, for their latest success, however old. A job that never succeeded has its
-    silence counted from when it was registered (the store's known spans)."""
-    from chronod.core import history
+    """The jobs silent now, as `status` judges them (chronod.store.status.silent)."""
+    from chronod.store import status as views
 
-    suspects = history.silence_suspects(rows, recent, now)
-    if not suspects:
-        return []
-    ids = [j.job_id for j in suspects]
-    wins = store.last_successes(ids, until=now).values()
-    return history.silent_jobs(suspects, history.latest_successes(wins), now, store.known_spans(ids))
+    in_force = views.pauses_in_force(store, rows, now)
+    return views.silent(store, rows, now, recent, views.held_jobs(rows, in_force))
 
 
 def _silent_json(q: Any) -> dict[str, Any]:
@@ -429,25 +391,22 @@ SILENT_COLUMNS = (
 )
 
 
-def _owner(rows: list["JobRow"], job_id: str) -> str | None:
-    return next((j.spec.owner for j in rows if j.job_id == job_id), None)
-
-
-def _node_json(n: Any, now: datetime) -> dict[str, Any]:
-    up = cmd_ops.node_alive(n, now)
-    down_since = n.stopped_at or n.lease_expires_at
+def _node_json(n: Any, info: Any, now: datetime) -> dict[str, Any]:
+    """A node as `status --json` shows it (n: chronod.core.health.NodeHealth)."""
     return {
         "name": n.name,
         "hostname": n.hostname,
         "pid": n.pid,
-        "up": up,
-        "since": cmd_ops.iso(n.started_at if up else down_since),
+        "up": n.up,
+        "state": n.state,
+        "why": n.why or None,
+        "since": cmd_ops.iso(n.started_at if n.up else (n.stopped_at or n.heartbeat_at)),
         "heartbeat_at": cmd_ops.iso(n.heartbeat_at),
         "token": n.token,
         "lease_age_s": round((now - n.heartbeat_at).total_seconds(), 1),
         "lease_expires_at": cmd_ops.iso(n.lease_expires_at),
-        "registry_loaded_at": (n.info or {}).get("registry_loaded_at"),
-        "jobs": (n.info or {}).get("jobs"),
+        "registry_loaded_at": info.get("registry_loaded_at"),
+        "jobs": info.get("jobs"),
     }
 
 
@@ -468,10 +427,11 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
     def when(text: str | None) -> str | None:
         return short_time(datetime.fromisoformat(text), now) if text else None
 
+    _print_health(d["health"])
     nodes = [
         dict(
             n,
-            status="up" if n["up"] else "DOWN",
+            status={"up": "up", "down": "DOWN", "stopped": "stopped"}[n["state"]],
             since=when(n["since"]),
             lease=age(n["lease_age_s"]),
             runs=len(n["running"]),
@@ -495,6 +455,9 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
         empty="(no chronod has ever used this database)",
         wide=wide,
     )
+    for n in d["nodes"]:
+        if n["state"] == "down":
+            echo_wrapped(escape_line(f"{n['name']}: down ({_local_times(n['why'], now)})"), "  ")
     echo()
     if d["spec_disagreements"]:
         rows = [
@@ -516,7 +479,7 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
     echo()
     failing = [
         {
-            "job": r["job_id"],
+            "job": r["job_id"] + (" (held)" if r["held"] else ""),
             "owner": r["owner"],
             "state": r["state"],
             "exit": r["exit_code"],
@@ -577,8 +540,33 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
         Column("run_id", "RUN ID"),
     ]
     print_table(running, run_cols, title="running now", wide=wide)
-    if not any(n["up"] for n in d["nodes"]):
-        warn("no chronod has a fresh heartbeat: nothing runs until one starts (exit 3)")
+    if d["down"]:
+        warn("no live chronod: nothing runs until one starts (exit 3)")
+
+
+def _print_health(h: dict[str, Any]) -> None:
+    """The verdict first, with every reason: what an on-call engineer reads at a glance."""
+    from chronoctl.render import echo, echo_wrapped, escape_line
+
+    word = {"healthy": "healthy", "degraded": "DEGRADED", "down": "DOWN"}[h["verdict"]]
+    echo(f"health: {word} (exit {h['exit_code']})")
+    for reason in h["reasons"]:
+        echo_wrapped(escape_line(reason), "  ")
+    echo()
+
+
+_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+
+
+def _local_times(text: str, now: datetime) -> str:
+    """`text` with its UTC stamps (2026-12-04T11:59:40Z) as short local times with their age."""
+    from chronoctl.render import relative, short_time
+
+    def local(m: Any) -> str:
+        at = datetime.fromisoformat(m.group(0).replace("Z", "+00:00"))
+        return f"{short_time(at, now)} ({relative(at, now)})"
+
+    return _STAMP.sub(local, text)
 
 
 # --- runs and logs -------------------------------------------------------------------------------
@@ -652,20 +640,27 @@ def logs(
     target: str = typer.Argument(
         ...,
         metavar="RUN|JOB",
-        help="A run id or a unique prefix of one (as tables show them), or a job id: its latest run.",
+        help="A run id or a unique prefix of one (as tables show them), or a job id: its running run, "
+        "else its latest run that started.",
         autocompletion=_complete.jobs_and_runs,
     ),
     attempt: Optional[int] = typer.Option(
         None, "--attempt", metavar="N", min=1, help="Attempt N of a retried run (default: the latest)."
     ),
     follow: bool = typer.Option(
-        False, "--follow", "-f", help="Stream the output until the run ends; exit 0 if it succeeded, 1 otherwise."
+        False,
+        "--follow",
+        "-f",
+        help="RUN: stream its output until it ends; exit 0 if it succeeded, 1 otherwise. JOB: follow the job "
+        "across runs, a header before each, until interrupted (Ctrl-C).",
     ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
 ) -> None:
-    """The output of a run, control characters escaped: what a running run has printed so
-    far, or the stored tail of any attempt. Unknown run or job: exit 2."""
+    """The output of a run, control characters escaped, after a header on stderr (run,
+    scheduled, attempt n of m, node, state, exit code or signal, duration, what killed it):
+    what a running run has printed so far, or the stored tail of any attempt. Unknown run
+    or job: exit 2."""
     import sys
 
     from chronoctl import output
@@ -673,14 +668,19 @@ def logs(
 
     url = cmd_ops.db_url(db)
     with cmd_ops.opened(db) as store:
-        run = _run_or_latest(store, target)
+        job = store.get_job(target)
+        run = _run_or_latest(store, target, waiting_ok=follow and job is not None)
         if follow:
             if attempt is not None or as_json:
                 raise UsageError("--follow streams the run as it goes: it takes no --attempt or --json")
+            if job is not None:
+                raise typer.Exit(output.follow_job(store, job, run, url))
+            output.print_header(store, run, None)
             raise typer.Exit(output.Follower(store, run, url).follow())
         if as_json:
             return _print_json(output.json_of(store, run, attempt, url))
         text, note = output.show(store, run, attempt, url)
+        output.print_header(store, run, attempt)
     if note:
         sys.stderr.write(f"chronoctl: {escape_line(note)}\n")
         sys.stderr.flush()
@@ -689,18 +689,21 @@ def logs(
         sys.stdout.write("\n")
 
 
-def _run_or_latest(store: "Store", target: str) -> "Run":
+def _run_or_latest(store: "Store", target: str, waiting_ok: bool = False) -> "Run | None":
     """The run `target` names (id or unique prefix), or, when it is a job id, that job's
-    latest run: the newest that has started or is due (not one still in the future)."""
+    running run, else its latest run that started (a skipped run never did). With
+    `waiting_ok` (following a job) a job that has not run yet gives None: wait for it."""
     row = store.get_job(target)
     if row is None:
         return cmd_ops.find_run(store, target)
-    now = common.now_utc()
-    found = store.runs(target, limit=50)
-    due = [r for r in found if r.started_at is not None or r.fire_at <= now]
-    if not due:
-        raise UsageError(f"job {target!r} has no runs yet", f"`chronoctl status {target}` shows when it runs next")
-    return due[0]
+    from chronoctl.output import current_run
+
+    run = current_run(store, target)
+    if run is None and not waiting_ok:
+        raise UsageError(
+            f"job {target!r} has no run that started yet", f"`chronoctl status {target}` shows when it runs next"
+        )
+    return run
 
 
 # --- did-it-run ---------------------------------------------------------------------------------
@@ -761,16 +764,16 @@ def _print_answer(a: Any, row: "JobRow", now: datetime, as_json: bool) -> None:
                 "node": occ.node if occ else None,
                 "paused": row.paused,
                 "paused_reason": row.paused_reason,
-                "held": _hold_json(a.hold),
+                "held": cmd_ops.hold_json(a.hold),
                 "run": cmd_ops.run_json(a.run) if a.run else None,
             }
         )
-    from chronoctl.render import echo, escape_line, human_time
+    from chronoctl.render import echo_line, escape_line, human_time
 
     what = f" (occurrence {human_time(occ.scheduled_at, now)}, run id {occ.run_id})" if occ else ""
-    echo(escape_line(f"{'yes' if a.yes else 'no'}: {row.job_id} {a.reason}") + what)
+    echo_line(escape_line(f"{'yes' if a.yes else 'no'}: {row.job_id} {a.reason}") + what)
     if row.paused and not a.yes and a.hold is None:
-        echo(escape_line(f"note: {row.job_id} is paused: {row.paused_reason or 'no reason given'}"))
+        echo_line(escape_line(f"note: {row.job_id} is paused: {row.paused_reason or 'no reason given'}"))
 
 
 # --- missed -----------------------------------------------------------------------------------
@@ -786,12 +789,15 @@ def missed(
     ),
     db: Optional[str] = db_option(),
     as_json: bool = json_option(),
+    each: bool = typer.Option(False, "--each", help="One row per occurrence instead of one per job."),
     wide: bool = cmd_ops.wide_option(),
     utc: bool = cmd_ops.utc_option(),
 ) -> None:
     """Every occurrence in the window that did not succeed, every one that fell due with
     no record at all, and every job silent now (no success for longer than its
-    max_silence_s), grouped by owner. Exit 0 when nothing was missed and nothing is
+    max_silence_s), grouped by owner and by job (how many, first and last, the latest
+    reason; --each for one row per occurrence). Skips a job's own policy made (overlap,
+    pauses, windows) are listed apart. Exit 0 when nothing was missed and nothing is
     silent, 1 otherwise."""
     from chronod.core import history
     from chronod.store import audit
@@ -804,18 +810,9 @@ def missed(
         silent = _silent(store, rows, now, marks if marks is not None else found)
         pruned = store.pruned()
         misses = audit.missed(store, rows, start, now, found, marks, pruned)
-    _print_misses(misses, silent, start, now, as_json, wide, history.pruned_in(pruned, start))
+    _print_misses(misses, silent, start, now, as_json, wide, history.pruned_in(pruned, start), each)
     if misses or silent:
         raise typer.Exit(EXIT_NO)
-
-
-def _hold_json(h: Any) -> dict[str, Any] | None:
-    """Why a due occurrence waits on purpose (`did-it-run` and `missed` alike): a window
-    (`kind` window, `name`, `reason`, `until` its end) or a pause (`kind` pause, `name`
-    its scope: job, tag T or resource R; `by`; `until` null until resumed)."""
-    if h is None:
-        return None
-    return {"kind": h.kind, "name": h.name, "reason": h.reason, "by": h.by, "until": cmd_ops.iso(h.until)}
 
 
 def _miss_json(m: Any) -> dict[str, Any]:
@@ -829,7 +826,7 @@ def _miss_json(m: Any) -> dict[str, Any]:
         "run_id": m.run_id,
         "state": m.state,
         "reason": m.reason,
-        "held": _hold_json(m.hold),
+        "held": cmd_ops.hold_json(m.hold),
         "run": cmd_ops.run_json(m.run) if m.run else None,
     }
 
@@ -863,6 +860,7 @@ def _print_misses(
     as_json: bool,
     wide: bool = False,
     pruned: list[Any] = (),
+    each: bool = False,
 ) -> None:
     groups = _by_owner(misses, silent)
     if as_json:
@@ -888,7 +886,16 @@ def _print_misses(
     echo(zone_note(now))
     for owner, (ms, qs) in groups.items():
         who = owner or "(jobs no longer registered)"
-        if ms:
+        real = [m for m in ms if m.state not in DESIGNED]
+        if not each:
+            _print_grouped(real, f"{who}: {len(real)} missed", now, wide)
+            _print_grouped(
+                [m for m in ms if m.state in DESIGNED],
+                f"{who}: skipped by design (overlap, pauses, windows)",
+                now,
+                wide,
+            )
+        if ms and each:
             rows = [
                 {
                     "job": m.job_key,
@@ -914,6 +921,50 @@ def _print_misses(
             )
         echo()
     _print_pruned(pruned, now)
+
+
+DESIGNED = ("skipped_overlap", "skipped_paused", "skipped_blackout", "deferred", "paused")
+"""States that are a job's own policy at work, not a failure: `missed` lists them apart."""
+
+
+def _print_grouped(ms: list[Any], title: str, now: datetime, wide: bool) -> None:
+    """One row per job: how many occurrences, the first and the last, the latest state and why."""
+    from chronoctl.render import Column, escape_line, print_table, short_id, short_time
+
+    if not ms:
+        return
+    by_job: dict[str, list[Any]] = {}
+    for m in ms:
+        by_job.setdefault(m.job_key, []).append(m)
+    rows = []
+    for key, group in by_job.items():
+        group.sort(key=lambda m: m.scheduled_at)
+        last = group[-1]
+        rows.append(
+            {
+                "job": key,
+                "n": len(group),
+                "first": short_time(group[0].scheduled_at, now),
+                "last": short_time(last.scheduled_at, now),
+                "state": last.state,
+                "run_id": short_id(last.run_id, wide),
+                "why": last.reason,
+            }
+        )
+    print_table(
+        rows,
+        (
+            "job",
+            Column("n", "N", "right"),
+            Column("first", drop=2),
+            Column("last", "LAST"),
+            Column("state", drop=1),
+            Column("run_id", "LATEST", drop=3),
+            Column("why", "WHY (LATEST)", wrap=True),
+        ),
+        title=escape_line(title),
+        wide=wide,
+    )
 
 
 def _print_pruned(pruned: list[Any], now: datetime) -> None:

@@ -199,6 +199,28 @@ def run_json(run: "Run") -> dict[str, Any]:
     }
 
 
+def hold_json(h: Any) -> dict[str, Any] | None:
+    """What holds an occurrence, as every command's `--json` carries it (`held`): a window
+    (`kind` window, `name`, `reason`, `until` its end) or a pause (`kind` pause, `name` its
+    scope: job, tag T or resource R; `by`; `until` null until resumed)."""
+    if h is None:
+        return None
+    return {"kind": h.kind, "name": h.name, "reason": h.reason, "by": h.by, "until": iso(h.until)}
+
+
+def held_text(h: dict[str, Any], now: datetime) -> str:
+    """A `hold_json` in words: `paused until 08:00 (in 3h) (tag batch, by alice: INC-7)`,
+    `window mw90 until 14:00 (in 2h): switch upgrade`."""
+    from chronoctl.render import escape_line, relative, short_time
+
+    until = datetime.fromisoformat(h["until"]) if h["until"] else None
+    end = f"until {short_time(until, now)} ({relative(until, now)})" if until else "until resumed"
+    if h["kind"] == "window":
+        return escape_line(f"window {h['name']} {end}: {h['reason']}")
+    who = f", by {h['by']}" if h["by"] else ""
+    return escape_line(f"paused {end} ({h['name']}{who}: {h['reason']})")
+
+
 # --- the daemon ------------------------------------------------------------------------
 
 

@@ -273,11 +273,14 @@ def list_jobs(
     reg_dir = common.registry_dir(registry)
     specs: dict[str, Any] = {}
     problems = []
+    windows: list[Any] = []
     if reg_dir.is_dir():
         loaded = common.load([reg_dir], now, secure=False)
         specs.update({i: (s, "registry") for i, s in loaded.jobs.items()})
         problems = [p for p in loaded.problems if p.severity == "error"]
+        windows = list(loaded.blackouts)
     state = _db_state(db, now, specs)
+    state["windows"] = windows
     rows = [_list_row(spec, where, state, now) for _, (spec, where) in sorted(specs.items())]
     if as_json:
         from chronoctl.render import print_json
@@ -293,6 +296,9 @@ def _db_state(db: str | None, now: datetime, specs: dict[str, Any]) -> dict[str,
         with cmd_ops.opened(db) as store:
             for row in store.jobs():
                 specs.setdefault(row.job_id, (row.spec, "database"))
+            from chronod.store import status as views
+            from chronod.store.audit import pauses
+
             paused = store.paused_jobs()
             last = {}
             for job_id in specs:
@@ -301,20 +307,24 @@ def _db_state(db: str | None, now: datetime, specs: dict[str, Any]) -> dict[str,
                 if done:
                     last[job_id] = done[0]
             nodes = store.nodes()
+            health = views.health(store, now)
             return {
                 "paused": paused,
+                "pauses": pauses(store),
+                "health": health,
                 "last": last,
-                "alive": bool(cmd_ops.live_nodes(store, now)),
+                "alive": health.exit_code != 3,
                 "nodes": len(nodes),
                 "node_names": sorted(n.name for n in nodes),
                 "heartbeat": max((n.heartbeat_at for n in nodes), default=None),
             }
     except CliError as exc:
-        return {"paused": {}, "last": {}, "node_names": [], "error": exc.message}
+        return {"paused": {}, "pauses": [], "last": {}, "node_names": [], "error": exc.message}
 
 
 def _list_row(spec: Any, where: str, state: dict[str, Any], now: datetime) -> dict[str, Any]:
     from chronod.core import occurrence
+    from chronod.core.blackout import held
 
     sched = common.schedule_of(spec)
     places = occurrence.placements(spec, state["node_names"]) or [common.placement(spec, None)]
@@ -322,6 +332,7 @@ def _list_row(spec: Any, where: str, state: dict[str, Any], now: datetime) -> di
     upcoming = [o for _, o in per_node if o is not None]
     nxt = min(upcoming, key=lambda o: o.fire_at) if upcoming else None
     last = state["last"].get(spec.id)
+    hold = held(spec, state["pauses"], state.get("windows", ()), nxt.fire_at) if nxt else None
     return {
         "job_id": spec.id,
         "owner": spec.owner,
@@ -343,8 +354,9 @@ def _list_row(spec: Any, where: str, state: dict[str, Any], now: datetime) -> di
         "last_duration_s": cmd_ops.duration_s(last) if last else None,
         "last_run_id": last.run_id if last else None,
         "tags": list(spec.tags),
-        "paused": spec.id in state["paused"],
-        "paused_reason": state["paused"].get(spec.id),
+        "paused": hold is not None and hold.kind == "pause",
+        "paused_reason": hold.reason if hold is not None and hold.kind == "pause" else None,
+        "held": cmd_ops.hold_json(hold),
         "source": where,
         "file": spec.source_file or None,
     }
@@ -355,12 +367,16 @@ def _table_row(r: dict[str, Any], now: datetime) -> dict[str, Any]:
 
     nxt = datetime.fromisoformat(r["next_fire_at"]) if r["next_fire_at"] else None
     last_at = r["last_started_at"] or r["last_scheduled_at"]
-    when = "paused" if r["paused"] else ("disabled" if not r["enabled"] else (relative(nxt, now) if nxt else "never"))
-    if nxt and r["next_node"] and not r["paused"]:
+    hold = r["held"]
+    when = "disabled" if not r["enabled"] else (relative(nxt, now) if nxt else "never")
+    if hold:
+        when = "HELD" if hold["kind"] == "pause" else "WINDOW"
+    elif nxt and r["next_node"]:
         when += f" on {r['next_node']}"  # a job on each node: the node that fires first
     return dict(
         r,
-        next=short_time(nxt, now) if nxt and not r["paused"] else None,
+        schedule_words=_shorten(r["schedule_words"], SCHEDULE_WORDS),
+        next=short_time(nxt, now) if nxt else None,
         due=when,
         last_at=short_time(datetime.fromisoformat(last_at), now) if last_at else None,
         took=age(r["last_duration_s"]) if r["last_duration_s"] is not None else None,
@@ -369,31 +385,47 @@ def _table_row(r: dict[str, Any], now: datetime) -> dict[str, Any]:
     )
 
 
+SCHEDULE_WORDS = 28  # a schedule in words longer than this is shortened in `list` (whole in `show`)
+
+
+def _shorten(text: str, width: int) -> str:
+    """`text`, or its first words that fit in `width` with an ellipsis after them."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    return cut + "\u2026"
+
+
 def _print_list(
     rows: list[dict[str, Any]], now: datetime, state: dict[str, Any], problems: list[Any], wide: bool
 ) -> None:
-    from chronoctl.render import Column, age, print_table, warn, zone_note
+    from chronoctl.render import Column, echo_wrapped, escape_line, print_table, warn, zone_note
 
+    # On a narrow terminal NEXT, IN and OWNER stay (what an on-call engineer reads first);
+    # tags, how long the last run took and when it ran go first.
     cols = (
         Column("job_id", "ID"),
-        Column("schedule_words", "SCHEDULE", wrap=True),
-        Column("last", "LAST"),
-        Column("last_at", "AT", drop=3),
-        Column("took", "TOOK", "right", drop=5),
-        Column("next", "NEXT", drop=4),
+        Column("schedule_words", "SCHEDULE", drop=4),
+        Column("last", "LAST", drop=5),
+        Column("last_at", "AT", drop=7),
+        Column("took", "TOOK", "right", drop=8),
+        Column("next", "NEXT", drop=1),
         Column("due", "IN"),
-        Column("owner", drop=6),
-        Column("tags", drop=7),
+        Column("owner", drop=2),
+        Column("tags", drop=9),
     )
-    print_table(
-        [_table_row(r, now) for r in rows], cols, title=f"jobs ({zone_note(now)})", empty="(no jobs)", wide=wide
-    )
+    table = [_table_row(r, now) for r in rows]
+    if wide:
+        table = [dict(t, schedule_words=r["schedule_words"]) for t, r in zip(table, rows)]
+    print_table(table, cols, title=f"jobs ({zone_note(now)})", empty="(no jobs)", wide=wide)
+    for r in rows:
+        if r["held"]:
+            echo_wrapped(escape_line(f"{r['job_id']}: {cmd_ops.held_text(r['held'], now)}"))
     if state.get("error"):
         warn(f"{state['error']}: last states and pauses unknown")
     elif not state.get("alive"):
-        seen = (
-            f" (last heartbeat {age((now - state['heartbeat']).total_seconds())} ago)" if state.get("heartbeat") else ""
-        )
-        warn(f"no chronod has a fresh heartbeat{seen}: nothing runs until one starts; NEXT is when jobs would run")
+        health = state["health"]
+        why = "; ".join(health.reasons[1:]) or "no chronod has ever run on this database"
+        warn(f"no live chronod, the daemon is down ({why}): nothing runs until one starts; NEXT is when jobs would run")
     if problems:
         warn(f"{len(problems)} registry error(s): run `chronoctl validate` on the registry")

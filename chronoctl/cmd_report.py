@@ -45,6 +45,9 @@ def report(
     registry: Optional[Path] = typer.Option(
         None, "--registry", metavar="DIR", help="Read the job definitions from this registry instead of the database."
     ),
+    not_due: bool = typer.Option(
+        False, "--not-due", help="List the occurrences not due yet too (the table and Markdown count them only)."
+    ),
 ) -> None:
     """Every expected occurrence in a period with its state, run id, attempts, start, duration and exit code."""
     if (job is None) == (tag is None):
@@ -58,7 +61,18 @@ def report(
     with cmd_ops.opened(db) as store:
         specs = _specs(store, registry, job, tag, now)
         reports = [_report(store, spec, since, until, now) for spec in specs]
-    _print(reports, fmt, now, since, until)
+    _print(reports, fmt, now, since, until, not_due)
+
+
+def _due_only(r: Any) -> tuple[Any, int]:
+    """The report without its not-due lines, and how many there were (the JSON keeps them:
+    scripts read every line)."""
+    import dataclasses
+
+    from chronod.core.history import NOT_DUE
+
+    due = [line for line in r.lines if line.state != NOT_DUE]
+    return dataclasses.replace(r, lines=due), len(r.lines) - len(due)
 
 
 def period(start: str, end: str) -> tuple[datetime, datetime]:
@@ -111,13 +125,18 @@ def _report(store: "Store", spec: "JobSpec", since: datetime, until: datetime, n
         ) from None
 
 
-def _print(reports: list[tuple[Any, str]], fmt: str | None, now: datetime, since: datetime, until: datetime) -> None:
-    from chronoctl.render import escape_control, is_terminal, print_json
+def _print(
+    reports: list[tuple[Any, str]], fmt: str | None, now: datetime, since: datetime, until: datetime, not_due: bool
+) -> None:
+    from chronoctl.render import echo, escape_control, is_terminal, print_json
     from chronod.core.report import to_json, to_markdown
 
     if fmt is None and is_terminal():
         for r, words in reports:
-            _print_terminal(to_json(r, words), now)
+            shown, hidden = (r, 0) if not_due else _due_only(r)
+            _print_terminal(to_json(shown, words), now)
+            if hidden:
+                echo(f"{hidden} occurrence{'s' if hidden != 1 else ''} not due yet, not listed (--not-due lists them)")
         return
 
     if fmt == "json":
@@ -130,7 +149,7 @@ def _print(reports: list[tuple[Any, str]], fmt: str | None, now: datetime, since
             }
         )
         return
-    text = "\n".join(to_markdown(r, words, now) for r, words in reports)
+    text = "\n".join(to_markdown(r if not_due else _due_only(r)[0], words, now) for r, words in reports)
     typer.echo(escape_control(text), nl=False)
 
 

@@ -7,18 +7,21 @@ expression is written in. `forecast` mixes zones, so its JSON is in UTC (`+00:00
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import typer
 
 from chronoctl import common
 from chronoctl import complete as _complete
 from chronoctl.errors import UsageError
+
+if TYPE_CHECKING:  # the schedule engine is imported by the commands that run, not by --help
+    from chronod.core.explain import Explanation, Fire, Target, WindowShown
+    from chronod.core.forecast import Forecast, HeldSpan, Which
+    from chronod.core.occurrence import Occurrence
 
 COUNT_MAX = 10000
 
@@ -89,36 +92,13 @@ def _fleet_db_option() -> Any:
 # --- what a command is asked about: a registry job or a bare expression ----------------
 
 
-@dataclass(frozen=True)
-class Target:
-    """A schedule with its identity: the job (if any), where its occurrences live (`place`:
-    key, node and jitter offset) and, for a job that runs on each node, its placement on
-    every node the store knows (`fleet`)."""
+def occurrence_json(target: Target, occ: Occurrence) -> dict[str, Any]:
+    """`{"at", "scheduled_at", "run_id"}` of one occurrence, in the schedule's zone, with
+    `"node"` for a job that runs on each node (the node these times are for)."""
+    from chronoctl.render import iso
 
-    job: Any  # JobSpec | None
-    expr: str
-    tz: str
-    schedule: Any  # chronod.core.schedule.Schedule
-    place: Any  # chronod.core.occurrence.Placement
-    tolerance_s: int
-    fleet: tuple[Any, ...] = ()
-    windows: tuple[Any, ...] = ()  # the registry's maintenance windows (chronod.core.blackout.Window)
-
-    @property
-    def key(self) -> str:
-        return str(self.place.key)
-
-    @property
-    def offset_s(self) -> int:
-        return int(self.place.offset_s)
-
-    def occurrence(self, occ: Any) -> dict[str, Any]:
-        """`{"at", "scheduled_at", "run_id"}` of one occurrence, in the schedule's zone, with
-        `"node"` for a job that runs on each node (the node these times are for)."""
-        from chronoctl.render import iso
-
-        out = {"at": iso(occ.fire_at, self.tz), "scheduled_at": iso(occ.scheduled_at, self.tz), "run_id": occ.run_id}
-        return out if occ.node is None else {**out, "node": occ.node}
+    out = {"at": iso(occ.fire_at, target.tz), "scheduled_at": iso(occ.scheduled_at, target.tz), "run_id": occ.run_id}
+    return out if occ.node is None else {**out, "node": occ.node}
 
 
 @dataclass(frozen=True)
@@ -161,28 +141,26 @@ def resolve_target(
             "give a JOB id or --cron EXPR (one of the two)",
             "chronoctl next billing-export; chronoctl next --cron '0 2 * * *' --tz UTC",
         )
-    from chronod.core import occurrence
+    from chronod.core import explain as explain_core
 
     if cron is not None:
         if node is not None:
             raise UsageError("--node applies to a JOB that runs on each node, not to --cron")
         zone = common.check_zone(tz or "UTC")
         expr = cron.strip()
-        return Target(
-            None, expr, zone, common.compile_or_fail(expr, zone, *dst.check()), occurrence.expression(expr), 0
-        )
+        return explain_core.expression_target(expr, zone, common.compile_or_fail(expr, zone, *dst.check()))
     if tz is not None:
         raise UsageError("--tz applies to --cron; a job's zone is its `timezone` field")
     if dst.gap is not None or dst.repeat is not None:
         raise UsageError(
             "--dst-gap and --dst-repeat apply to --cron; a job's policy is its dst_gap and dst_repeat fields"
         )
+    assert job_id is not None  # one of the two, checked above
     reg = common.registry_dir(registry)
     job, result = common.find_job_in(reg, job_id, now)
     schedule = common.schedule_of(job)
-    fleet = tuple(occurrence.placements(job, common.fleet_nodes(db))) if job.run_on.each else ()
-    place = common.placement(job, node)
-    return Target(job, job.schedule, job.timezone, schedule, place, job.tolerance_s, fleet, tuple(result.blackouts))
+    nodes = common.fleet_nodes(db) if job.run_on.each else []
+    return explain_core.job_target(job, schedule, common.node_or_here(node), nodes, result.blackouts)
 
 
 def _fleet_lines(target: Target, start: datetime, now: datetime) -> list[str]:
@@ -204,7 +182,7 @@ def _fleet_lines(target: Target, start: datetime, now: datetime) -> list[str]:
 
 
 def _after(text: str | None, tz: str, now: datetime) -> datetime:
-    return common.parse_instant(text, tz) if text is not None else now
+    return common.parse_instant(text, tz, direction="future") if text is not None else now
 
 
 # --- next ----------------------------------------------------------------------------
@@ -220,27 +198,130 @@ def next_fires(
         metavar="ISO",
         help="Start after this time (default now); without an offset it is wall time in the schedule's zone.",
     ),
-    count: int = typer.Option(5, "--count", "-n", min=1, max=COUNT_MAX, help="How many fires to list."),
+    count: Optional[int] = typer.Option(
+        None, "--count", "-n", min=1, max=COUNT_MAX, help="How many fires to list (default 5; the agenda: all)."
+    ),
     dst_gap: Optional[str] = _dst_gap_option(),
     dst_repeat: Optional[str] = _dst_repeat_option(),
     node: Optional[str] = _node_option(),
     registry: Optional[Path] = _registry_option(),
     db: Optional[str] = _fleet_db_option(),
+    window: Optional[str] = typer.Option(
+        None, "--window", metavar="DUR", help="Without JOB: the agenda of every job over this long (default 1h)."
+    ),
+    tag: Optional[str] = typer.Option(None, "--tag", metavar="TAG", help="Without JOB: only jobs with this tag."),
+    owner: Optional[str] = typer.Option(None, "--owner", metavar="TEAM", help="Without JOB: only this owner's jobs."),
     as_json: bool = typer.Option(
         False, "--json", help="A JSON array of {at, scheduled_at, run_id} (and node, for a job on each node)."
     ),
 ) -> None:
-    """The next fire times of a job (with its jitter) or of a cron expression (without)."""
+    """The next fire times of a job (with its jitter) or of a cron expression (without).
+    Without either: the agenda, every job's fires in the next hour (--window) in fire
+    order, held ones marked (paused, or inside a maintenance window)."""
     now = common.now_utc()
+    if job is None and cron is None:
+        if tz is not None or dst_gap is not None or dst_repeat is not None or node is not None:
+            raise UsageError("--tz, --dst-gap, --dst-repeat and --node apply to a JOB or --cron, not to the agenda")
+        start = _after(after, "UTC", now)
+        return _agenda(start, window or "1h", count, tag, owner, registry, db, as_json, now)
+    if window is not None or tag is not None or owner is not None:
+        raise UsageError("--window, --tag and --owner are for the agenda (next without a JOB or --cron)")
     target = resolve_target(job, cron, tz, node, registry, now, DstPolicy(dst_gap, dst_repeat), db)
     start = _after(after, target.tz, now)
-    fires = target.place.upcoming(target.schedule, start, count)
+    fires = target.place.upcoming(target.schedule, start, count or 5)
     from chronoctl import render
 
     if as_json:
-        render.print_json([target.occurrence(o) for o in fires])
+        render.print_json([occurrence_json(target, o) for o in fires])
         return
     _print_next_text(target, fires, start, now)
+
+
+def _agenda(
+    start: datetime,
+    window: str,
+    count: int | None,
+    tag: str | None,
+    owner: str | None,
+    registry: Path | None,
+    db: str | None,
+    as_json: bool,
+    now: datetime,
+) -> None:
+    """`chronoctl next` without a job: what fires in [start, start + window)."""
+    from chronoctl import cmd_ops, render
+    from chronoctl.errors import CliError
+    from chronod.store import status as views
+
+    end = start + timedelta(seconds=common.parse_seconds(window, "--window"))
+    reg = common.registry_dir(registry)
+    specs: dict[str, Any] = {}
+    windows: list[Any] = []
+    if reg.is_dir():
+        loaded = common.load([reg], now, secure=False)
+        specs, windows = dict(loaded.jobs), list(loaded.blackouts)
+    try:
+        with cmd_ops.opened(db) as store:
+            plan = views.agenda(store, specs, start, end, windows=windows, tag=tag, owner=owner)
+    except CliError:
+        if not specs:
+            raise
+        plan = views.agenda(None, specs, start, end, windows=windows, tag=tag, owner=owner)
+        render.warn("the database cannot be read: pauses are not known, only the registry's jobs are listed")
+    entries = plan.entries[:count] if count else plan.entries
+    if as_json:
+        return render.print_json(
+            {
+                "from": start,
+                "to": end,
+                "cut": plan.cut,
+                "fires": [
+                    {
+                        "job_id": e.job_id,
+                        "owner": e.owner,
+                        "at": e.fire_at,
+                        "scheduled_at": e.scheduled_at,
+                        "jitter_s": e.jitter_s,
+                        "run_id": e.run_id,
+                        "node": e.node,
+                        "held": cmd_ops.hold_json(e.hold),
+                    }
+                    for e in entries
+                ],
+            }
+        )
+    rows = [
+        {
+            "at": render.short_time(e.fire_at, now),
+            "in": render.relative(e.fire_at, now),
+            "job": e.job_id + (f"@{e.node}" if e.node else ""),
+            "owner": e.owner,
+            "held": cmd_ops.held_text(cmd_ops.hold_json(e.hold), now) if e.hold else None,  # type: ignore[arg-type]
+        }
+        for e in entries
+    ]
+    title = f"fires from {render.short_time(start, now)} to {render.short_time(end, now)} ({render.zone_note(now)})"
+    render.print_table(
+        rows,
+        [
+            render.Column("at", "AT"),
+            render.Column("in", "IN", "right", drop=2),
+            render.Column("job", "JOB"),
+            render.Column("owner", "OWNER", drop=1),
+            render.Column("held", "HELD", wrap=True),
+        ]
+        if any(r["held"] for r in rows)
+        else [
+            render.Column("at", "AT"),
+            render.Column("in", "IN", "right", drop=2),
+            render.Column("job", "JOB"),
+            render.Column("owner", "OWNER", drop=1),
+        ],
+        title=title,
+        empty="(nothing fires in this window)",
+    )
+    if plan.cut or len(entries) < len(plan.entries):
+        render.echo("... more fires in this window; give a shorter --window or a larger --count")
 
 
 def _headline(target: Target) -> str:
@@ -251,15 +332,15 @@ def _headline(target: Target) -> str:
 def _print_next_text(target: Target, fires: list[Any], start: datetime, now: datetime) -> None:
     from chronoctl import render
 
-    render.echo(render.escape_line(_headline(target)))
+    render.echo_line(render.escape_line(_headline(target)))
     if target.job is not None:
-        render.echo(
+        render.echo_line(
             f"jitter: +{target.offset_s}s (key {render.escape_line(target.key)}, tolerance {target.tolerance_s}s)"
         )
         if not target.job.enabled:
             render.echo("note: this job is disabled (enabled: false); these are the times it would fire")
     for line in _fleet_lines(target, start, now):
-        render.echo(render.escape_line(line))
+        render.echo_line(render.escape_line(line))
     if not fires:
         render.echo("no fire times: @reboot jobs run once when the daemon starts after a boot")
         return
@@ -276,152 +357,7 @@ def _print_next_text(target: Target, fires: list[Any], start: datetime, now: dat
 
 # --- explain -------------------------------------------------------------------------
 
-_GAP_TEXT = {
-    "shift": "when a DST change skips its time it fires at the moment the clock jumps, once for each skipped time",
-    "skip": "when a DST change skips its time it does not run that day",
-}
-_REPEAT_TEXT = {
-    "first": "when a DST change repeats its time it fires only in the first pass",
-    "last": "when a DST change repeats its time it fires only in the second pass",
-    "both": "when a DST change repeats its time it fires in each pass, each its own occurrence and run id",
-}
-_CLASS_TEXT = {
-    "fixed-time": "fixed-time (minute and hour are fixed): {gap}; {repeat}",
-    "wildcard": (
-        "wildcard (minute or hour starts with '*'): times skipped by a DST change are simply skipped; "
-        "times repeated by a DST change fire in both passes"
-    ),
-    "interval": "interval (@every): fires at UTC multiples of the interval since the epoch; DST changes nothing",
-    "reboot": "@reboot: once each time the daemon starts after a boot; no clock times",
-    "calendar": (
-        "systemd calendar (@calendar): systemd's DST rules: a time a DST change skips is not run; "
-        "a repeated time runs in the pass the search is in (the first, unless it starts in the second)"
-    ),
-}
 _BIG_JUMP = "a clock change of 3 hours or more is a correction, not DST: nothing is caught up and nothing repeats"
-
-
-def schedule_class(schedule: Any) -> str:
-    """`fixed-time`, `wildcard`, `interval`, `calendar` or `reboot` (docs/reference.md, Time zones and daylight saving time)."""
-    if schedule.kind == "reboot":
-        return "reboot"
-    if schedule.kind == "every":
-        return "interval"
-    if schedule.kind == "calendar":
-        return "calendar"
-    return "fixed-time" if schedule.is_fixed_time else "wildcard"
-
-
-def _class_meaning(klass: str, schedule: Any) -> str:
-    text = _CLASS_TEXT[klass]
-    if klass != "fixed-time":
-        return text
-    return text.format(gap=_GAP_TEXT[schedule.dst_gap], repeat=_REPEAT_TEXT[schedule.dst_repeat])
-
-
-def dst_policy(target: Target, klass: str) -> dict[str, Any] | None:
-    """The DST policy in force, and whether it is cron's; None when no policy applies."""
-    if klass != "fixed-time":
-        return None
-    gap, repeat = target.schedule.dst_gap, target.schedule.dst_repeat
-    return {"dst_gap": gap, "dst_repeat": repeat, "as_cron": (gap, repeat) == ("shift", "first")}
-
-
-def explanation(target: Target, start: datetime, count: int = 5) -> dict[str, Any]:
-    """Everything `explain` says, as data: words, class, jitter and why, next fires, DST dates."""
-    from chronoctl.render import iso
-    from chronod.core.occurrence import utc_stamp
-
-    fires = target.place.upcoming(target.schedule, start, count)
-    events = target.schedule.dst_events(start, start + timedelta(days=365))
-    klass = schedule_class(target.schedule)
-    job = target.job
-    example = fires[0] if fires else None
-    return {
-        "job": job.id if job is not None else None,
-        "source": {"file": job.source_file, "line": job.source_line} if job is not None else None,
-        "expression": target.expr,
-        "timezone": target.tz,
-        "description": target.schedule.describe(),
-        "class": klass,
-        "class_meaning": _class_meaning(klass, target.schedule),
-        "dst_policy": dst_policy(target, klass),
-        "job_key": target.key,
-        "run_on": (job.run_on.mode if job is not None else None),
-        "node": target.place.node,
-        "nodes": [
-            {
-                "node": p.node,
-                "job_key": p.key,
-                "jitter_offset_s": p.offset_s,
-                "next": [target.occurrence(o) for o in p.upcoming(target.schedule, start, 1)],
-            }
-            for p in target.fleet
-        ],
-        "tolerance_s": target.tolerance_s,
-        "jitter_offset_s": target.offset_s,
-        "jitter_formula": "int.from_bytes(sha256(job_key).digest()[:8], 'big') % tolerance_s (0 when tolerance_s is 0)",
-        "run_id_example": None
-        if example is None
-        else {
-            "scheduled_at": iso(example.scheduled_at, target.tz),
-            "input": f"{target.key}|{utc_stamp(example.scheduled_at)}",
-            "run_id": example.run_id,
-        },
-        "after": iso(start, target.tz),
-        "next": [_held(target, s) for s in fires],
-        "dst_events": [
-            {
-                "date": e.date,
-                "transition_at": iso(e.transition_at, target.tz),
-                "change": e.change,
-                "shift_s": e.shift_s,
-                "effect": e.effect,
-            }
-            for e in events
-        ],
-        "blackout": job.blackout if job is not None else None,
-        "windows": window_json(job, target.windows, start, start + timedelta(days=WINDOW_LOOKAHEAD_DAYS), target.tz)
-        if job is not None
-        else [],
-    }
-
-
-def _held(target: Target, occ: Any) -> dict[str, Any]:
-    """One next fire, with the maintenance window that holds it (`window`, or None)."""
-    from chronod.core import blackout
-
-    out = target.occurrence(occ)
-    if target.job is None:
-        return out
-    hit = blackout.blackout_at(target.job, target.windows, occ.fire_at)
-    return {**out, "window": hit.window.name if hit else None}
-
-
-WINDOW_LOOKAHEAD_DAYS = 35
-WINDOW_SPANS = 3
-
-
-def window_json(job: Any, windows: tuple[Any, ...], start: datetime, end: datetime, tz: str) -> list[dict[str, Any]]:
-    """The maintenance windows that hold `job`, each with its next spans in [start, end)."""
-    from chronoctl.render import iso
-    from chronod.core import blackout
-
-    out = []
-    for w in blackout.windows_for(job, windows):
-        spans = w.spans(start, end, limit=WINDOW_SPANS)
-        out.append(
-            {
-                "name": w.name,
-                "reason": w.reason,
-                "source": {"file": w.source_file, "line": w.source_line},
-                "cron": w.cron,
-                "duration_s": w.duration_s if w.cron else None,
-                "timezone": w.timezone,
-                "next": [{"from": iso(a, tz), "to": iso(b, tz)} for a, b in spans],
-            }
-        )
-    return out
 
 
 def explain(
@@ -442,79 +378,161 @@ def explain(
     now = common.now_utc()
     target = resolve_target(job, cron, tz, node, registry, now, DstPolicy(dst_gap, dst_repeat), db)
     start = _after(after, target.tz, now)
-    data = explanation(target, start)
     from chronoctl import render
+    from chronod.core import explain as explain_core
+
+    answer = explain_core.explanation(target, start)
 
     if as_json:
-        render.print_json(data)
+        render.print_json(explanation_json(answer))
     else:
-        _print_explanation(data, target, start, now)
+        _print_explanation(answer, now)
 
 
-def _jitter_lines(data: dict[str, Any]) -> list[str]:
-    if data["job"] is None:
+def explanation_json(ex: Explanation) -> dict[str, Any]:
+    """The `--json` document of `explain`: times in the schedule's zone."""
+    from chronoctl.render import iso
+    from chronod.core.explain import JITTER_FORMULA
+
+    t, job, tz = ex.target, ex.job, ex.target.tz
+    policy, example = ex.dst_policy, ex.run_id_example
+    return {
+        "job": job.id if job is not None else None,
+        "source": {"file": job.source_file, "line": job.source_line} if job is not None else None,
+        "expression": t.expr,
+        "timezone": tz,
+        "description": t.schedule.describe(),
+        "class": ex.schedule_class,
+        "class_meaning": ex.class_meaning,
+        "dst_policy": None
+        if policy is None
+        else {"dst_gap": policy.dst_gap, "dst_repeat": policy.dst_repeat, "as_cron": policy.as_cron},
+        "job_key": t.key,
+        "run_on": job.run_on.mode if job is not None else None,
+        "node": t.place.node,
+        "nodes": [
+            {
+                "node": n.place.node,
+                "job_key": n.place.key,
+                "jitter_offset_s": n.place.offset_s,
+                "next": [occurrence_json(t, o) for o in n.next],
+            }
+            for n in ex.nodes
+        ],
+        "tolerance_s": t.tolerance_s,
+        "jitter_offset_s": t.offset_s,
+        "jitter_formula": JITTER_FORMULA,
+        "run_id_example": None
+        if example is None
+        else {"scheduled_at": iso(example.scheduled_at, tz), "input": example.input, "run_id": example.run_id},
+        "after": iso(ex.after, tz),
+        "next": [_fire_json(ex, f) for f in ex.next],
+        "dst_events": [
+            {
+                "date": e.date,
+                "transition_at": iso(e.transition_at, tz),
+                "change": e.change,
+                "shift_s": e.shift_s,
+                "effect": e.effect,
+            }
+            for e in ex.dst_events
+        ],
+        "blackout": job.blackout if job is not None else None,
+        "windows": [_window_json(w, tz) for w in ex.windows],
+    }
+
+
+def _fire_json(ex: Explanation, fire: Fire) -> dict[str, Any]:
+    """One next fire; for a job, with the maintenance window that holds it (`window`, or None)."""
+    out = occurrence_json(ex.target, fire.occurrence)
+    if ex.job is None:
+        return out
+    return {**out, "window": fire.window.window.name if fire.window else None}
+
+
+def _window_json(shown: WindowShown, tz: str) -> dict[str, Any]:
+    from chronoctl.render import iso
+
+    w = shown.window
+    return {
+        "name": w.name,
+        "reason": w.reason,
+        "source": {"file": w.source_file, "line": w.source_line},
+        "cron": w.cron,
+        "duration_s": w.duration_s if w.cron else None,
+        "timezone": w.timezone,
+        "next": [{"from": iso(a, tz), "to": iso(b, tz)} for a, b in shown.spans],
+    }
+
+
+def _jitter_lines(ex: Explanation) -> list[str]:
+    t, job = ex.target, ex.job
+    if job is None:
         return ["jitter:      none (--cron shows nominal times; a job is jittered by its tolerance_s)"]
-    lines = [
-        f"job key:     {data['job_key']} (run_on: {data['run_on']}"
-        + ("; the node name is part of the key" if data["run_on"] == "each" else "")
+    run_on = job.run_on.mode
+    return [
+        f"job key:     {t.key} (run_on: {run_on}"
+        + ("; the node name is part of the key" if run_on == "each" else "")
         + ")",
-        f"tolerance:   {data['tolerance_s']}s",
-        f"jitter:      +{data['jitter_offset_s']}s = first 8 bytes of sha256({data['job_key']!r}) mod {data['tolerance_s']}"
-        if data["tolerance_s"]
+        f"tolerance:   {t.tolerance_s}s",
+        f"jitter:      +{t.offset_s}s = first 8 bytes of sha256({t.key!r}) mod {t.tolerance_s}"
+        if t.tolerance_s
         else "jitter:      none (tolerance_s is 0: fires exactly on time)",
         "             the same offset every day, on every node, across restarts",
     ]
-    return lines
 
 
-def _print_explanation(data: dict[str, Any], target: Target, start: datetime, now: datetime) -> None:
+def _print_explanation(ex: Explanation, now: datetime) -> None:
     from chronoctl import render
 
+    t, job = ex.target, ex.job
     lines = []
-    if data["job"] is not None:
-        src = data["source"]
-        lines.append(f"job:         {data['job']} ({src['file']}:{src['line']})")
+    if job is not None:
+        lines.append(f"job:         {job.id} ({job.source_file}:{job.source_line})")
     lines += [
-        f"schedule:    {data['expression']}",
-        f"in words:    {data['description']}",
-        f"zone:        {data['timezone']}",
-        f"class:       {data['class_meaning']}",
+        f"schedule:    {t.expr}",
+        f"in words:    {t.schedule.describe()}",
+        f"zone:        {t.tz}",
+        f"class:       {ex.class_meaning}",
     ]
-    policy = data["dst_policy"]
+    policy = ex.dst_policy
     if policy is not None:
-        same = "cron's behaviour" if policy["as_cron"] else "not cron's behaviour"
-        lines.append(f"DST policy:  dst_gap: {policy['dst_gap']}, dst_repeat: {policy['dst_repeat']} ({same})")
-    lines += _jitter_lines(data)
-    lines += _fleet_lines(target, start, now)
-    ex = data["run_id_example"]
-    if ex:
-        lines.append(f"run id:      sha256({ex['input']!r})[:16] = {ex['run_id']}  (scheduled, pre-jitter time in UTC)")
+        same = "cron's behaviour" if policy.as_cron else "not cron's behaviour"
+        lines.append(f"DST policy:  dst_gap: {policy.dst_gap}, dst_repeat: {policy.dst_repeat} ({same})")
+    lines += _jitter_lines(ex)
+    lines += _fleet_lines(t, ex.after, now)
+    example = ex.run_id_example
+    if example:
+        lines.append(
+            f"run id:      sha256({example.input!r})[:16] = {example.run_id}  (scheduled, pre-jitter time in UTC)"
+        )
     for line in lines:
-        render.echo(render.escape_line(line))
-    _print_fires(target, now, data)
-    _print_windows(data, target, now)
-    _print_dst(data)
+        render.echo_line(render.escape_line(line))
+    _print_fires(ex, now)
+    _print_windows(ex, now)
+    _print_dst(ex)
 
 
-def _print_windows(data: dict[str, Any], target: Target, now: datetime) -> None:
+def _print_windows(ex: Explanation, now: datetime) -> None:
     from chronoctl import render
+    from chronod.core.explain import WINDOW_LOOKAHEAD_DAYS
 
-    if data["job"] is None:
+    job, tz = ex.job, ex.target.tz
+    if job is None:
         return
     render.echo("")
-    if not data["windows"]:
+    if not ex.windows:
         render.echo("maintenance windows: none hold this job")
         return
-    what = {"skip": "recorded skipped_blackout", "defer": "run once when the window ends"}[data["blackout"]]
-    render.echo(f"maintenance windows (blackout: {data['blackout']}: an occurrence inside one is {what}):")
-    for w in data["windows"]:
-        src = w["source"]
-        every = f"at {w['cron']!r} for {_dur(w['duration_s'])} ({w['timezone']})" if w["cron"] else "once"
-        render.echo(render.escape_line(f"  {w['name']} ({src['file']}:{src['line']}): {w['reason']}; {every}"))
-        for span in w["next"]:
-            a, b = datetime.fromisoformat(span["from"]), datetime.fromisoformat(span["to"])
-            render.echo(f"    {render.human_time(a, now, target.tz)} .. {render.human_time(b, now, target.tz)}")
-        if not w["next"]:
+    what = {"skip": "recorded skipped_blackout", "defer": "run once when the window ends"}[job.blackout]
+    render.echo_line(f"maintenance windows (blackout: {job.blackout}: an occurrence inside one is {what}):")
+    for shown in ex.windows:
+        w = shown.window
+        every = f"at {w.cron!r} for {_dur(w.duration_s)} ({w.timezone})" if w.cron else "once"
+        render.echo_line(render.escape_line(f"  {w.name} ({w.source_file}:{w.source_line}): {w.reason}; {every}"))
+        for a, b in shown.spans:
+            render.echo(f"    {render.human_time(a, now, tz)} .. {render.human_time(b, now, tz)}")
+        if not shown.spans:
             render.echo(f"    not open in the next {WINDOW_LOOKAHEAD_DAYS} days")
 
 
@@ -524,135 +542,44 @@ def _dur(seconds: int) -> str:
     return format_duration(seconds)
 
 
-def _print_fires(target: Target, now: datetime, data: dict[str, Any]) -> None:
+def _print_fires(ex: Explanation, now: datetime) -> None:
     from chronoctl import render
 
     render.echo("")
     render.echo("next fires:")
-    if not data["next"]:
+    if not ex.next:
         render.echo("  none (@reboot)")
-    for item in data["next"]:
-        at = datetime.fromisoformat(item["at"])
-        held = f"  (inside window {item['window']}: blackout {data['blackout']})" if item.get("window") else ""
-        render.echo(render.escape_line(f"  {render.human_time(at, now, target.tz)}  run {item['run_id']}{held}"))
+    for fire in ex.next:
+        occ = fire.occurrence
+        held = (
+            f"  (inside window {fire.window.window.name}: blackout {ex.job.blackout})" if fire.window and ex.job else ""
+        )
+        render.echo_line(
+            render.escape_line(f"  {render.human_time(occ.fire_at, now, ex.target.tz)}  run {occ.run_id}{held}")
+        )
 
 
-def _print_dst(data: dict[str, Any]) -> None:
+def _print_dst(ex: Explanation) -> None:
     from chronoctl import render
 
+    tz = ex.target.tz
     render.echo("")
-    if data["class"] in ("interval", "reboot"):
+    if ex.schedule_class in ("interval", "reboot"):
         render.echo("DST: does not affect this schedule")
         return
-    if not data["dst_events"]:
-        render.echo(f"DST in the next year: nothing changes what this schedule does in {data['timezone']}")
+    if not ex.dst_events:
+        render.echo_line(f"DST in the next year: nothing changes what this schedule does in {tz}")
         return
-    render.echo(f"DST in the next year ({data['timezone']}):")
-    for e in data["dst_events"]:
-        hours = e["shift_s"] / 3600
-        render.echo(
-            render.escape_line(f"  {e['date']}  {e['change']} ({hours:g}h at {e['transition_at']}): {e['effect']}")
+    render.echo(f"DST in the next year ({tz}):")
+    for e in ex.dst_events:
+        hours = e.shift_s / 3600
+        render.echo_line(
+            render.escape_line(f"  {e.date}  {e.change} ({hours:g}h at {render.iso(e.transition_at, tz)}): {e.effect}")
         )
-    render.echo(f"  ({_BIG_JUMP})")
+    render.echo_line(f"  ({_BIG_JUMP})")
 
 
 # --- forecast ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Forecast:
-    """Fires per bucket before and after jitter over [start, end), and the busiest buckets."""
-
-    start: datetime
-    end: datetime
-    bucket_s: int
-    jobs: int
-    before: dict[int, int]  # bucket index -> scheduled instants in it
-    after: dict[int, int]  # bucket index -> fire instants in it
-    after_jobs: dict[int, Counter]  # bucket index -> job id -> fires in it
-    before_jobs: dict[int, Counter]
-
-    def bucket_start(self, index: int) -> datetime:
-        return self.start + timedelta(seconds=index * self.bucket_s)
-
-    def peaks(self, which: str = "after", top: int = 5) -> list[dict[str, Any]]:
-        counts, names = (self.after, self.after_jobs) if which == "after" else (self.before, self.before_jobs)
-        best = sorted((i for i, n in counts.items() if n), key=lambda i: (-counts[i], i))[:top]
-        return [
-            {
-                "start": self.bucket_start(i),
-                "count": counts[i],
-                "jobs": sorted(names[i]),
-                "by_job": dict(sorted(names[i].items())),
-            }
-            for i in best
-        ]
-
-
-def build_forecast(
-    entries: list[tuple[str, list[datetime], int]], start: datetime, end: datetime, bucket_s: int
-) -> Forecast:
-    """Bucket each job's scheduled instants (`before`) and fire instants, scheduled + offset
-    (`after`), that fall in [start, end). `entries` are (job id, scheduled instants, offset)."""
-    before: Counter = Counter()
-    after: Counter = Counter()
-    before_jobs: dict[int, Counter] = defaultdict(Counter)
-    after_jobs: dict[int, Counter] = defaultdict(Counter)
-    t0, t1 = start.timestamp(), end.timestamp()
-    for job_id, scheduled, offset in entries:
-        for s in scheduled:
-            ts = s.timestamp()
-            if t0 <= ts < t1:
-                i = int((ts - t0) // bucket_s)
-                before[i] += 1
-                before_jobs[i][job_id] += 1
-            if t0 <= ts + offset < t1:
-                i = int((ts + offset - t0) // bucket_s)
-                after[i] += 1
-                after_jobs[i][job_id] += 1
-    return Forecast(start, end, bucket_s, len(entries), dict(before), dict(after), after_jobs, before_jobs)
-
-
-def forecast_entries(
-    jobs: dict[str, Any], start: datetime, end: datetime, node: str | None
-) -> list[tuple[str, list[datetime], int]]:
-    """(id, scheduled instants that may fire or be scheduled in [start, end), jitter offset) per enabled job."""
-    entries = []
-    for job in sorted(jobs.values(), key=lambda j: j.id):
-        if not job.enabled:
-            continue
-        schedule = common.schedule_of(job)
-        if schedule.kind == "reboot":
-            continue
-        offset = common.placement(job, node).offset_s
-        lo = start - timedelta(seconds=offset, microseconds=1)
-        entries.append((job.id, schedule.fires(lo, end), offset))
-    return entries
-
-
-def forecast_json(fc: Forecast, top: int) -> dict[str, Any]:
-    """The `--json` document; only non-empty buckets are listed."""
-    utc = timezone.utc
-    indexes = sorted(set(fc.before) | set(fc.after))
-
-    def peaks(which: str) -> list[dict[str, Any]]:
-        return [dict(p, start=p["start"].astimezone(utc)) for p in fc.peaks(which, top)]
-
-    return {
-        "from": fc.start.astimezone(utc),
-        "to": fc.end.astimezone(utc),
-        "window_s": int((fc.end - fc.start).total_seconds()),
-        "bucket_s": fc.bucket_s,
-        "jobs": fc.jobs,
-        "fires_before": sum(fc.before.values()),
-        "fires_after": sum(fc.after.values()),
-        "buckets": [
-            {"start": fc.bucket_start(i).astimezone(utc), "before": fc.before.get(i, 0), "after": fc.after.get(i, 0)}
-            for i in indexes
-        ],
-        "peaks": peaks("after"),
-        "peaks_before": peaks("before"),
-    }
 
 
 def forecast(
@@ -676,92 +603,92 @@ def forecast(
         raise UsageError(
             f"--window {window} in --bucket {bucket} buckets is more than a million buckets", "use a larger --bucket"
         )
+    from chronod.core import forecast as herd
+
     now = common.now_utc()
-    start = common.parse_instant(from_, "UTC", "--from") if from_ else _floor(now, bucket_s)
+    start = common.parse_instant(from_, "UTC", "--from") if from_ else herd.floor(now, bucket_s)
     end = start + timedelta(seconds=window_s)
     reg = common.registry_dir(registry)
     if not reg.exists():
         raise UsageError(f"registry {str(reg)!r} does not exist", common.registry_hint(reg))
     result = common.load([reg], now, secure=False)
     _warn_invalid(result, reg)
-    entries = forecast_entries(result.jobs, start, end, node)
-    fc = build_forecast(entries, start, end, bucket_s)
-    held = forecast_windows(result.jobs, result.blackouts, entries, start, end)
+    schedules = {j.id: common.schedule_of(j) for j in result.jobs.values() if j.enabled}
+    fc = herd.forecast(
+        result.jobs.values(), schedules, result.blackouts, start, end, bucket_s, common.node_or_here(node)
+    )
     from chronoctl import render
 
     if as_json:
-        render.print_json(dict(forecast_json(fc, top), windows=held))
+        render.print_json(forecast_json(fc, top))
     else:
         _print_forecast(fc, top, now)
-        _print_forecast_windows(held, now)
+        _print_forecast_windows(fc.held, now)
 
 
-FORECAST_SPANS = 100  # spans of one window a forecast lists; a window open every second has 604,800 a week
+def forecast_json(fc: Forecast, top: int) -> dict[str, Any]:
+    """The `--json` document, in UTC; only non-empty buckets are listed."""
+    utc = timezone.utc
+
+    def peaks(which: Which) -> list[dict[str, Any]]:
+        return [
+            {"start": p.start.astimezone(utc), "count": p.count, "jobs": p.jobs, "by_job": p.by_job}
+            for p in fc.peaks(which, top)
+        ]
+
+    return {
+        "from": fc.start.astimezone(utc),
+        "to": fc.end.astimezone(utc),
+        "window_s": int((fc.end - fc.start).total_seconds()),
+        "bucket_s": fc.bucket_s,
+        "jobs": fc.jobs,
+        "fires_before": fc.fires_before,
+        "fires_after": fc.fires_after,
+        "buckets": [
+            {"start": fc.bucket_start(i).astimezone(utc), "before": fc.before.get(i, 0), "after": fc.after.get(i, 0)}
+            for i in fc.buckets()
+        ],
+        "peaks": peaks("after"),
+        "peaks_before": peaks("before"),
+        "windows": [
+            {
+                "name": h.name,
+                "reason": h.reason,
+                "from": h.start,
+                "to": h.end,
+                "jobs": h.jobs,
+                "fires_held": h.fires_held,
+                "by_job": h.by_job,
+                "more": h.more,
+            }
+            for h in fc.held
+        ],
+    }
 
 
-def _count_in(times: list[datetime], a: datetime, b: datetime) -> int:
-    """How many of the sorted `times` lie in [a, b)."""
-    return bisect_left(times, b) - bisect_left(times, a)
-
-
-def forecast_windows(
-    jobs: dict[str, Any],
-    windows: list[Any],
-    entries: list[tuple[str, list[datetime], int]],
-    start: datetime,
-    end: datetime,
-) -> list[dict[str, Any]]:
-    """Each span of a maintenance window in [start, end): the jobs it holds and how many of
-    their fires fall inside it (the daemon skips or defers those)."""
-    fires = {job_id: sorted(s + timedelta(seconds=off) for s in scheduled) for job_id, scheduled, off in entries}
-    out = []
-    for w in windows:
-        held = sorted(j.id for j in jobs.values() if j.enabled and w.applies_to(j))
-        spans = w.spans(start, end, limit=FORECAST_SPANS + 1)
-        for i, (a, b) in enumerate(spans[:FORECAST_SPANS]):
-            inside = {j: _count_in(fires.get(j, []), a, b) for j in held}
-            out.append(
-                {
-                    "name": w.name,
-                    "reason": w.reason,
-                    "from": a.astimezone(timezone.utc),
-                    "to": b.astimezone(timezone.utc),
-                    "jobs": held,
-                    "fires_held": sum(inside.values()),
-                    "by_job": {j: n for j, n in inside.items() if n},
-                    "more": i == FORECAST_SPANS - 1 and len(spans) > FORECAST_SPANS,
-                }
-            )
-    return sorted(out, key=lambda d: (d["from"], d["name"]))
-
-
-def _print_forecast_windows(held: list[dict[str, Any]], now: datetime) -> None:
+def _print_forecast_windows(held: Sequence[HeldSpan], now: datetime) -> None:
     from chronoctl import render
+    from chronod.core.forecast import MAX_SPANS
 
     if not held:
         return
     render.echo("")
     render.echo("maintenance windows in this period (their fires are skipped or deferred):")
     for h in held:
-        jobs = ", ".join(h["jobs"][:8]) + (f" and {len(h['jobs']) - 8} more" if len(h["jobs"]) > 8 else "")
+        jobs = ", ".join(h.jobs[:8]) + (f" and {len(h.jobs) - 8} more" if len(h.jobs) > 8 else "")
         render.echo(
             render.escape_line(
-                f"  {render.human_time(h['from'], now)} .. {render.human_time(h['to'], now)}  {h['name']} "
-                f"({h['reason']}): {h['fires_held']} fire{'' if h['fires_held'] == 1 else 's'} held of {jobs or 'no job'}"
+                f"  {render.human_time(h.start, now)} .. {render.human_time(h.end, now)}  {h.name} "
+                f"({h.reason}): {h.fires_held} fire{'' if h.fires_held == 1 else 's'} held of {jobs or 'no job'}"
             )
         )
-        if h["more"]:
+        if h.more:
             render.echo(
                 render.escape_line(
-                    f"  ... {h['name']} opens more often than {FORECAST_SPANS} times in this period; "
+                    f"  ... {h.name} opens more often than {MAX_SPANS} times in this period; "
                     "forecast a shorter --window to see the rest"
                 )
             )
-
-
-def _floor(at: datetime, bucket_s: int) -> datetime:
-    ts = int(at.timestamp())
-    return datetime.fromtimestamp(ts - ts % bucket_s, timezone.utc)
 
 
 def _warn_invalid(result: Any, reg: Path) -> None:
@@ -779,53 +706,47 @@ def _print_forecast(fc: Forecast, top: int, now: datetime) -> None:
     from chronod.core.durations import format_duration
 
     bucket = format_duration(fc.bucket_s)
-    render.echo(
-        f"herd forecast: {fc.jobs} jobs, {sum(fc.before.values())} fires from {render.human_time(fc.start)} "
+    render.echo_line(
+        f"herd forecast: {fc.jobs} jobs, {fc.fires_before} fires from {render.human_time(fc.start)} "
         f"to {render.human_time(fc.end)}, in {bucket} buckets"
     )
     if not fc.before and not fc.after:
         render.echo("nothing fires in this window")
         return
     _print_chart(fc, bucket)
-    for which, label in (("after", "after jitter"), ("before", "before jitter")):
+    sides: tuple[tuple[Which, str], ...] = (("after", "after jitter"), ("before", "before jitter"))
+    for which, label in sides:
         render.echo("")
         render.echo(f"busiest {bucket} buckets {label}:")
         for p in fc.peaks(which, top):
-            names = ", ".join(render.escape_line(j) + (f" x{n}" if n > 1 else "") for j, n in p["by_job"].items())
-            render.echo(f"  {p['count']:>5}  {render.human_time(p['start'], now)}  {names}")
+            names = ", ".join(render.escape_line(j) + (f" x{n}" if n > 1 else "") for j, n in p.by_job.items())
+            render.echo_line(f"  {p.count:>5}  {render.human_time(p.start, now)}  {names}")
 
 
-CHART_ROWS = 48
 BAR_WIDTH = 24
-
-
-def chart_rows(fc: Forecast, rows: int = CHART_ROWS) -> list[tuple[datetime, int, int]]:
-    """(row start, busiest bucket before jitter, busiest bucket after jitter) for at most
-    `rows` rows covering the window: each row is a whole number of buckets."""
-    n_buckets = max(1, -(-int((fc.end - fc.start).total_seconds()) // fc.bucket_s))
-    per_row = max(1, -(-n_buckets // rows))
-    out = []
-    for first in range(0, n_buckets, per_row):
-        span = range(first, min(first + per_row, n_buckets))
-        out.append(
-            (fc.bucket_start(first), max(fc.before.get(i, 0) for i in span), max(fc.after.get(i, 0) for i in span))
-        )
-    return out
 
 
 def _print_chart(fc: Forecast, bucket: str) -> None:
     from chronoctl import render
     from chronod.core.durations import format_duration
+    from chronod.core.forecast import chart_rows
 
     rows = chart_rows(fc)
-    per_row_s = int((rows[1][0] - rows[0][0]).total_seconds()) if len(rows) > 1 else fc.bucket_s
-    top = max(max(b, a) for _, b, a in rows) or 1
+    bar_width = BAR_WIDTH
+    if render.is_terminal():  # the bars share what the times and counts leave of the width
+        bar_width = max(8, min(BAR_WIDTH, (render.terminal_width() - 33) // 2))
+    per_row_s = int((rows[1].start - rows[0].start).total_seconds()) if len(rows) > 1 else fc.bucket_s
+    top = max(max(r.before, r.after) for r in rows) or 1
     unicode = render.unicode_ok()
+    zone = render.zone_note(fc.start)
     if per_row_s == fc.bucket_s:
-        render.echo(f"fires per {bucket} bucket: before jitter | after jitter")
+        render.echo_line(f"fires per {bucket} bucket ({zone}): before jitter | after jitter")
     else:
-        render.echo(f"busiest {bucket} bucket in each {format_duration(per_row_s)}: before jitter | after jitter")
+        render.echo_line(
+            f"busiest {bucket} bucket in each {format_duration(per_row_s)} ({zone}): before jitter | after jitter"
+        )
     for start, b, a in rows:
-        left = render.bar(b, top, BAR_WIDTH, unicode).ljust(BAR_WIDTH)
-        right = render.bar(a, top, BAR_WIDTH, unicode)
-        render.echo(f"  {render.human_time(start)}  {b:>5} {left} | {a:>5} {right}".rstrip())
+        left = render.bar(b, top, bar_width, unicode).ljust(bar_width)
+        right = render.bar(a, top, bar_width, unicode)
+        when = (render.short_time(start, fc.start) or "").rjust(14)
+        render.echo(f"  {when}  {b:>5} {left} | {a:>5} {right}".rstrip())

@@ -8,7 +8,7 @@ exception, so the error boundary can print them as they are.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,54 +114,33 @@ def schedule_of(spec: "JobSpec"):
     return compile_or_fail(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
 
 
-TIME_FORMS = (
-    "2026-11-01T02:30:00Z, 2026-11-01T02:30:00-04:00, 2026-11-01, 02:00 (the latest 02:00), "
-    "yesterday 02:00, today 02:00, now, -2h (2 hours ago)"
-)
+def time_forms(direction: str = "past") -> str:
+    """The time forms a flag of this direction takes (chronod.core.timeparse), for help and errors."""
+    from chronod.core.timeparse import examples
+
+    return examples(direction)
 
 
-def parse_instant(text: str, tz: str, flag: str = "--after", now: datetime | None = None) -> datetime:
-    """A time from the command line as aware UTC: ISO-8601 (`Z` and offsets honoured), or
-    the common short forms: `02:00` (the latest 02:00 up to now), `yesterday 02:00`,
-    `today 02:00`, `now`, `-2h` (that long ago). A value without an offset is wall time in
-    zone `tz` (the first one, if it happens twice)."""
-    from zoneinfo import ZoneInfo
+def parse_instant(
+    text: str,
+    tz: str,
+    flag: str = "--after",
+    now: datetime | None = None,
+    direction: str = "past",
+    strict: bool = False,
+) -> datetime:
+    """A time from the command line as aware UTC, read by `chronod.core.timeparse` in the
+    flag's `direction` ("past": `02:00` is the latest 02:00, a bare duration is that long
+    ago; "future": the next 02:00, that long from now). A value without an offset is wall
+    time in zone `tz`. With `strict`, a past flag refuses a future time and the reverse."""
+    from chronod.core.timeparse import WhenError, parse_when
 
     now = now or now_utc()
-    value = _short_form(text.strip().lower(), ZoneInfo(tz), now, flag)
-    if value is None:
-        try:
-            value = datetime.fromisoformat(text.strip())
-        except ValueError as exc:
-            raise UsageError(
-                f"{flag} {text!r} is not an ISO-8601 time nor a short form", f"write one of: {TIME_FORMS}"
-            ) from exc
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=ZoneInfo(tz))
+    try:
+        value = parse_when(text, now=now, zone=tz, direction=direction, flag=flag, strict=strict)
+    except WhenError as exc:
+        raise UsageError(exc.message, exc.hint) from None
     return bounded_instant(value, text, flag)
-
-
-def _short_form(text: str, zone: "tzinfo", now: datetime, flag: str) -> datetime | None:
-    """`now`, `-DUR`, `[yesterday|today ]HH:MM[:SS]` as an aware time; None for anything else."""
-    import re
-
-    if text == "now":
-        return now
-    if text.startswith("-") and len(text) > 1 and not text[1:2].isspace():
-        return now - timedelta(seconds=parse_seconds(text[1:], flag))
-    m = re.fullmatch(r"(?:(yesterday|today)\s+)?(\d{1,2}):(\d{2})(?::(\d{2}))?", text)
-    if m is None:
-        return None
-    day, hh, mm, ss = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4) or 0)
-    if hh > 23 or mm > 59 or ss > 59:
-        raise UsageError(f"{flag} {text!r} is not a time of day", "hours 00-23, minutes and seconds 00-59")
-    local_now = now.astimezone(zone)
-    at = local_now.replace(hour=hh, minute=mm, second=ss, microsecond=0, tzinfo=None)
-    if day == "yesterday":
-        at -= timedelta(days=1)
-    elif day is None and at.replace(tzinfo=zone) > local_now:
-        at -= timedelta(days=1)  # a bare time is the latest one that has come
-    return at.replace(tzinfo=zone)
 
 
 def bounded_instant(value: datetime, text: str, flag: str) -> datetime:
@@ -193,22 +172,17 @@ def parse_seconds(text: str, flag: str) -> int:
 
 def parse_since(text: str, now: datetime, tz: str = "UTC", flag: str = "--since") -> datetime:
     """The start of a `--since` window ending `now`: a duration back from now (`24h`, `7d`)
-    or a time (`2026-12-01`, `yesterday 02:00`, ISO-8601; without an offset, zone `tz`)."""
+    or a time before now (`yesterday`, `02:00`, `monday`, `2026-12-01`; without an offset,
+    zone `tz`)."""
     from chronod.core.durations import DurationError, parse_duration
 
     try:
         parse_duration(text)
         return now - timedelta(seconds=parse_seconds(text, flag))
     except DurationError:
-        if re.fullmatch(r"(\s*\d+\s*[a-zA-Z]+)+\s*", text):
+        if re.fullmatch(r"(\s*\d+\s*[a-zA-Z]+)+\s*", text) and not text.strip().lower().endswith("ago"):
             parse_seconds(text, flag)  # a duration, wrong: say what is wrong with it
-    try:
-        start = parse_instant(text, tz, flag, now=now)
-    except UsageError:
-        raise UsageError(
-            f"{flag} {text!r} is neither a duration nor a time",
-            f"a duration back from now (90s, 15m, 24h, 7d) or a time ({TIME_FORMS})",
-        ) from None
+    start = parse_instant(text, tz, flag, now=now, direction="past", strict=True)
     if start >= now:
         raise UsageError(f"{flag} {text}: that is not in the past", "give a time before now, or a duration")
     bounded_seconds(int((now - start).total_seconds()), flag)
@@ -247,16 +221,22 @@ def check_zone(tz: str) -> str:
     return tz
 
 
+def node_or_here(node: str | None) -> str:
+    """`--node NAME`, else this host's short name: the node a job that runs on each node is
+    shown on."""
+    if node:
+        return node
+    from chronod.paths import default_node
+
+    return default_node()
+
+
 def placement(job: "JobSpec", node: str | None) -> "Placement":
     """The job on `node` (`chronod.core.occurrence`): for a job that runs on each node,
     `node` defaults to this host's short name; other jobs ignore it."""
     from chronod.core import occurrence
 
-    if job.run_on.each and not node:
-        from chronod.paths import default_node
-
-        node = default_node()
-    return occurrence.placement(job, node)
+    return occurrence.placement(job, node_or_here(node) if job.run_on.each else node)
 
 
 def fleet_nodes(db: str | None) -> list[str]:
@@ -265,10 +245,11 @@ def fleet_nodes(db: str | None) -> list[str]:
     default database gives none; a database named with `--db` must be reachable."""
     from chronoctl import cmd_ops
     from chronoctl.errors import CliError
+    from chronod.store.audit import node_names
 
     try:
         with cmd_ops.opened(db) as store:
-            return sorted(n.name for n in store.nodes())
+            return sorted(node_names(store))
     except CliError:
         if db is not None:
             raise

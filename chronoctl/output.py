@@ -237,13 +237,128 @@ def _never_started(run: "Run") -> str:
 
 
 def json_of(store: "Store", run: "Run", attempt: int | None, db: str) -> dict[str, Any]:
-    """The `--json` of `logs`: the run, the attempt shown and its output."""
+    """The `--json` of `logs`: the run, the attempt shown, its header and its output."""
     from chronoctl import cmd_ops
 
     text, _ = show(store, run, attempt, db)
+    h = header(store, run, attempt)
     return dict(
         cmd_ops.run_json(run),
         attempt_shown=attempt_number(run, attempt),
         output_tail=text,
         running=run.state == "running",
+        header={
+            "run_id": h.run_id,
+            "job_id": h.job_id,
+            "scheduled_at": cmd_ops.iso(h.scheduled_at),
+            "attempt": h.attempt,
+            "attempts_max": h.attempts_max,
+            "node": h.node,
+            "state": h.state,
+            "exit_code": h.exit_code,
+            "signal": h.signal,
+            "duration_s": h.duration_s,
+            "killed_by": h.killed_by,
+        },
     )
+
+
+STARTED = ("running", "retry_wait")
+
+
+def current_run(store: "Store", job_id: str, after: "Run | None" = None) -> "Run | None":
+    """The job's running run, else its latest run that started (skipped runs never did);
+    with `after`, only a run that started after that one (the next one to follow)."""
+    found = store.runs(job_id, limit=50)
+    running = [r for r in found if r.state in STARTED and r.started_at is not None]
+    started = running or [r for r in found if r.started_at is not None]
+    if after is not None:
+        started = [
+            r
+            for r in started
+            if r.run_id != after.run_id
+            and r.started_at is not None
+            and r.started_at >= (after.started_at or r.started_at)
+        ]
+    return max(started, key=lambda r: r.started_at) if started else None  # type: ignore[arg-type,return-value]
+
+
+def header(store: "Store", run: "Run", attempt: int | None) -> Any:
+    """`chronod.core.history.RunHeader` of the attempt shown (an earlier one from its own row)."""
+    from chronod.core.history import run_header
+
+    row = store.get_job(run.job_id)
+    n = attempt if attempt is not None and attempt != run.attempts else None
+    h = run_header(run, row.spec if row is not None else None, n)
+    if n is None:
+        return h
+    tried = next((a for a in store.attempts(run.run_id) if a.attempt == n), None)
+    if tried is None:
+        return h
+    import dataclasses
+
+    return dataclasses.replace(
+        h,
+        state=tried.state or h.state,
+        exit_code=tried.exit_code,
+        signal=None,
+        started_at=tried.started_at,
+        finished_at=tried.finished_at,
+        killed_by=None,
+    )
+
+
+def header_lines(h: Any) -> list[str]:
+    """The header in words, two lines of at most 80 columns."""
+    from chronoctl.render import age, short_time
+
+    tries = f"attempt {h.attempt} of {h.attempts_max}" if h.attempt else "no attempt"
+    node = f" on {h.node}" if h.node else ""
+    first = f"run {h.run_id[:8]} of {h.job_id}, scheduled {short_time(h.scheduled_at)}, {tries}{node}"
+    how = h.state
+    if h.exit_code is not None and h.state != "running":
+        how += f", exit code {h.exit_code}"
+    if h.signal is not None:
+        how += f", signal {h.signal}"
+    if h.duration_s is not None:
+        how += f", took {age(h.duration_s)}"
+    elif h.started_at is not None and h.state == "running":
+        how += f" since {short_time(h.started_at)}"
+    if h.killed_by == "timeout":
+        how += f": killed by its timeout ({h.timeout_s}s)" if h.timeout_s else ": killed by its timeout"
+    elif h.killed_by == "replace":
+        how += ": killed by overlap: replace (a newer run took its place)"
+    elif h.killed_by == "operator":
+        how += ": killed by an operator"
+    return [first, how]
+
+
+def print_header(store: "Store", run: "Run", attempt: int | None) -> None:
+    """The header, on stderr (stdout keeps only the output, for pipes and files)."""
+    from chronoctl.render import escape_line
+
+    sys.stdout.flush()
+    for line in header_lines(header(store, run, attempt)):
+        sys.stderr.write(f"-- {escape_line(line)}\n")
+    sys.stderr.flush()
+
+
+def follow_job(store: "Store", job: Any, run: "Run | None", db: str) -> int:
+    """`logs -f JOB`, like `journalctl -f`: the running run (else the latest that started),
+    then each next run as it starts, a header before each, until interrupted (Ctrl-C)."""
+    done: "Run | None" = None
+    while True:
+        run = run or _next_run(store, job.job_id, done)
+        print_header(store, run, None)
+        Follower(store, run, db).follow()
+        done, run = run, None
+
+
+def _next_run(store: "Store", job_id: str, done: "Run | None") -> "Run":
+    """Wait for the job's next run to start (the first one, when `done` is None)."""
+    _note(f"waiting for the next run of {job_id} (Ctrl-C to stop)")
+    while True:
+        run = current_run(store, job_id, after=done) if done is not None else current_run(store, job_id)
+        if run is not None:
+            return run
+        time.sleep(POLL_S)

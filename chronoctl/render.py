@@ -183,10 +183,10 @@ def echo(text: str = "", file: TextIO | None = None) -> None:
     (file or sys.stdout).write(text + "\n")
 
 
-def echo_wrapped(text: str, indent: str = "", file: TextIO | None = None) -> None:
+def echo_wrapped(text: str, indent: str = "", file: TextIO | None = None, hang: str | None = None) -> None:
     """One line of our own text (escaped by the caller) starting with `indent`; on a
     terminal wrapped between words at its width, the rest of it under the first word's
-    column plus two, so no word is cut at the terminal's edge."""
+    column plus two (or `hang`), so no word is cut at the terminal's edge."""
     out = file or sys.stdout
     if not is_terminal(out):
         echo(indent + text, out)
@@ -194,7 +194,7 @@ def echo_wrapped(text: str, indent: str = "", file: TextIO | None = None) -> Non
     import textwrap
 
     width = max(terminal_width(out), len(indent) + 20)
-    rest = indent + "  "
+    rest = indent + "  " if hang is None else hang
     for line in textwrap.wrap(
         text,
         width,
@@ -204,6 +204,19 @@ def echo_wrapped(text: str, indent: str = "", file: TextIO | None = None) -> Non
         break_on_hyphens=False,
     ) or [indent]:
         echo(line, out)
+
+
+_LABEL = re.compile(r"^(\s*[A-Za-z][A-Za-z -]{0,20}:\s+)(?=\S)")
+
+
+def echo_line(text: str, file: TextIO | None = None) -> None:
+    """One line of our own text (escaped by the caller), wrapped on a terminal so that it
+    fits: a `label:   value` line under its value's column, another under its own
+    indentation plus two."""
+    m = _LABEL.match(text)
+    lead = len(text) - len(text.lstrip(" "))
+    hang = " " * (len(m.group(1)) if m and len(m.group(1)) <= 24 else lead + 2)
+    echo_wrapped(text, "", file, hang=hang)
 
 
 LABEL_WIDTH = 10

@@ -56,6 +56,35 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def process_start(pid: int) -> int | None:
+    """When the process `pid` started, in clock ticks since boot (`/proc/PID/stat`, field
+    22): with the pid and the boot id, the identity of one process, which a pid alone is
+    not (the kernel reuses pids). None when there is no such process, or only its zombie
+    (a process that ended and that its parent has not reaped yet is dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()  # the name in parentheses may hold spaces
+    if len(fields) < 20 or fields[0] in ("Z", "X", "x"):
+        return None
+    try:
+        return int(fields[19])
+    except ValueError:
+        return None
+
+
+def same_process(pid: int, started: int | None) -> bool:
+    """Whether the process that was `pid`, started at `started` (`process_start`) on this
+    boot, still runs: a zombie is dead, and a pid the kernel gave to another process since
+    is not the old one. Without a recorded start (rows written before it was kept), a live
+    process on that pid is taken for it."""
+    now_started = process_start(pid)
+    if now_started is None:
+        return pid_alive(pid) and not Path("/proc/self/stat").exists()  # no /proc: trust the pid
+    return started is None or now_started == started
+
+
 def boot_id() -> str:
     """The kernel's boot id: changes on every boot, the same for every process of one boot."""
     try:

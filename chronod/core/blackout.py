@@ -140,11 +140,53 @@ class Hit:
         return f"{DEFERRED_BY}{self.window.describe()} until {stamp(self.end)}"
 
 
+@dataclass(frozen=True)
+class Hold:
+    """Why a due occurrence has not started on purpose: a maintenance window deferred it
+    (`window`: its name and reason, `until` its end) or a pause holds its job (`pause`:
+    its scope such as "tag db", who set it, why, `until` None when it lasts until resumed)."""
+
+    kind: str  # window | pause
+    name: str
+    reason: str
+    until: datetime | None
+    by: str | None = None
+
+    def describe(self, fire_at: datetime) -> str:
+        due = f"due at {stamp(fire_at)}"
+        if self.kind == "window":
+            return f"deferred by maintenance window {self.name} ({self.reason}) until {stamp(self.until)}: {due}, it starts when the window ends"  # type: ignore[arg-type]
+        who = f" by {self.by}" if self.by else ""
+        until = f" until {stamp(self.until)}" if self.until else " until resumed"
+        return (
+            f"held by a pause ({self.name}){who}: {self.reason}{until}: {due}, it does not start while the pause lasts"
+        )
+
+
 def paused(spec: JobSpec, pauses: Iterable[Pause], now: datetime) -> Pause | None:
     """The pause that holds the job at `now` (a job's own pause first), or None."""
     live = [p for p in pauses if p.active(now) and p.applies_to(spec)]
     live.sort(key=lambda p: PAUSE_KINDS.index(p.kind) if p.kind in PAUSE_KINDS else len(PAUSE_KINDS))
     return live[0] if live else None
+
+
+def pause_hold(p: Pause) -> Hold:
+    """A pause as a hold: its scope as the name ("job", "tag batch"), who, why, until when."""
+    return Hold("pause", "job" if p.kind == "job" else f"{p.kind} {p.target}", p.reason, p.until, p.by)
+
+
+def held(spec: JobSpec, pauses: Iterable[Pause], windows: Sequence[Window], at: datetime) -> Hold | None:
+    """Why an occurrence of `spec` that fires at `at` will not start then, or None: a pause
+    that still holds the job at `at` (a job's own first), else the maintenance window
+    that covers `at` (`until`: when the merged window ends). What every view that shows a
+    next fire says next to it (list, status, next, the agenda, explain)."""
+    p = paused(spec, pauses, at)
+    if p is not None:
+        return pause_hold(p)
+    hit = blackout_at(spec, windows, at)
+    if hit is None:
+        return None
+    return Hold("window", hit.window.name, hit.window.reason, hit.end)
 
 
 def windows_for(spec: JobSpec, windows: Iterable[Window]) -> list[Window]:

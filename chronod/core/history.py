@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from chronod.core import occurrence, retention
-from chronod.core.blackout import DEFERRED_BY, paused
+from chronod.core.blackout import DEFERRED_BY, Hold, pause_hold, paused
 from chronod.core.durations import format_duration
 from chronod.core.model import ACTIVE_STATES, JobSpec, RunState
 from chronod.core.occurrence import Occurrence, node_of_key
@@ -36,29 +36,6 @@ MAX_WALK = 100_000  # did-it-run --since looks at most at this many of the lates
 
 Span = tuple[datetime, "datetime | None"]
 """When a job definition was known: from its registration to its removal (None: still registered)."""
-
-
-@dataclass(frozen=True)
-class Hold:
-    """Why a due occurrence has not started on purpose: a maintenance window deferred it
-    (`window`: its name and reason, `until` its end) or a pause holds its job (`pause`:
-    its scope such as "tag db", who set it, why, `until` None when it lasts until resumed)."""
-
-    kind: str  # window | pause
-    name: str
-    reason: str
-    until: datetime | None
-    by: str | None = None
-
-    def describe(self, fire_at: datetime) -> str:
-        due = f"due at {_z(fire_at)}"
-        if self.kind == "window":
-            return f"deferred by maintenance window {self.name} ({self.reason}) until {_z(self.until)}: {due}, it starts when the window ends"  # type: ignore[arg-type]
-        who = f" by {self.by}" if self.by else ""
-        until = f" until {_z(self.until)}" if self.until else " until resumed"
-        return (
-            f"held by a pause ({self.name}){who}: {self.reason}{until}: {due}, it does not start while the pause lasts"
-        )
 
 
 @dataclass(frozen=True)
@@ -171,7 +148,7 @@ def hold_of(run: Any, spec: JobSpec | None, pauses: Iterable[Any], now: datetime
         return None
     p = paused(spec, pauses, now) if spec is not None else None
     if p is not None:
-        return Hold("pause", "job" if p.kind == "job" else f"{p.kind} {p.target}", p.reason, p.until, p.by)
+        return pause_hold(p)
     error = run.error or ""
     m = _DEFERRAL.match(error[len(DEFERRED_BY) :]) if error.startswith(DEFERRED_BY) else None
     if m is None:
@@ -618,8 +595,20 @@ def _steady(schedule: Any) -> bool:
     return schedule.kind == "every" or schedule.tz in ("UTC", "Etc/UTC", "GMT", "Etc/GMT")
 
 
+def withdrawn(run: Any) -> bool:
+    """An occurrence its job's definition took back before it fell due: cancelled without
+    ever starting, at a time before its fire time (an edit or a reload changed the
+    schedule, and the new one no longer has it). Nothing was missed: it was never due."""
+    return bool(
+        run.state == RunState.CANCELLED
+        and run.started_at is None
+        and run.finished_at is not None
+        and run.finished_at < run.fire_at
+    )
+
+
 def _run_miss(r: Any, spec: JobSpec | None, now: datetime, grace_s: int, pauses: Sequence[Any] = ()) -> Miss | None:
-    if r.state in (RunState.SUCCEEDED, RunState.RUNNING, RunState.RETRY_WAIT):
+    if r.state in (RunState.SUCCEEDED, RunState.RUNNING, RunState.RETRY_WAIT) or withdrawn(r):
         return None
     if r.state == RunState.PENDING and r.fire_at + timedelta(seconds=grace_s) >= now:
         return None
@@ -753,3 +742,56 @@ def silent_jobs(
                 )
             )
     return out
+
+
+@dataclass(frozen=True)
+class RunHeader:
+    """What `logs` says before a run's output: which run, which attempt of how many, where,
+    how it ended (exit code or signal), how long it took, and what killed it, if anything
+    did (`killed_by`: "timeout", "replace" or "operator")."""
+
+    run_id: str
+    job_id: str
+    scheduled_at: datetime
+    attempt: int
+    attempts_max: int
+    node: str | None
+    state: str
+    exit_code: int | None
+    signal: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    killed_by: str | None
+    timeout_s: int | None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+def run_header(run: Any, spec: JobSpec | None, attempt: int | None = None) -> RunHeader:
+    """The header of `run` (attempt `attempt`, default its latest); `spec` its job, when
+    known, for the number of attempts allowed, the timeout and the overlap policy."""
+    killed = None
+    if run.state == "timed_out":
+        killed = "timeout"
+    elif run.state == "cancelled" and run.started_at is not None:
+        killed = "replace" if spec is not None and spec.overlap == "replace" else "operator"
+    most = spec.retry.attempts if spec is not None else max(run.attempts, 1)
+    return RunHeader(
+        run.run_id,
+        run.job_id,
+        run.scheduled_at,
+        attempt if attempt is not None else run.attempts,
+        max(most, run.attempts),
+        run.node,
+        run.state,
+        run.exit_code,
+        run.signal,
+        run.started_at,
+        run.finished_at,
+        killed,
+        spec.timeout_s if spec is not None else None,
+    )

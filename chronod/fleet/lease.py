@@ -15,6 +15,7 @@ import threading
 from typing import Any
 
 from chronod.core.clock import Clock
+from chronod.fsutil import process_start
 from chronod.store.api import Store, StoreError
 
 SAFE_FRACTION = 0.9  # launch only within this share of the ttl after a renewal
@@ -40,7 +41,12 @@ class Lease:
         mono = self.clock.monotonic()
         self.gone = False
         self.token = self.store.acquire_node(
-            self.node, pid=os.getpid(), hostname=os.uname().nodename, boot_id=self.boot_id, ttl_s=self.ttl_s
+            self.node,
+            pid=os.getpid(),
+            pid_start=process_start(os.getpid()),
+            hostname=os.uname().nodename,
+            boot_id=self.boot_id,
+            ttl_s=self.ttl_s,
         )
         self.tokens.add(self.token)
         self.deadline = mono + self.ttl_s * SAFE_FRACTION

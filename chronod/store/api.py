@@ -159,6 +159,7 @@ class Node:
     lease_expires_at: datetime
     stopped_at: datetime | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    pid_start: int | None = None  # the process's start in ticks since boot (fsutil.process_start)
 
 
 @dataclass
@@ -193,7 +194,9 @@ class Store(Protocol):
         """Release every connection."""
 
     # --- nodes and leases -----------------------------------------------------------
-    def acquire_node(self, name: str, *, pid: int, hostname: str, boot_id: str, ttl_s: float) -> int:
+    def acquire_node(
+        self, name: str, *, pid: int, hostname: str, boot_id: str, ttl_s: float, pid_start: int | None = None
+    ) -> int:
         """Register `name` with a new lease and return its new fencing token (a sequence,
         growing on every acquisition). SQLite: raise NodeConflict if another node's lease on
         this database is live."""

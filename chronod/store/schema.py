@@ -30,10 +30,10 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
-HEAD_REVISION = "0008"
+HEAD_REVISION = "0009"
 """The newest alembic revision this chrono knows (a test keeps it equal to alembic's head)."""
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009")
 """Every revision in order, oldest first: a database at one of these is older, not newer."""
 
 
@@ -152,6 +152,7 @@ nodes = Table(
     Column("name", Text, primary_key=True),
     Column("token", BigInteger, nullable=False),
     Column("pid", Integer, nullable=False),
+    Column("pid_start", BigInteger),  # 0009: the process's start (ticks since boot): pid + start + boot id
     Column("hostname", Text, nullable=False),
     Column("boot_id", Text, nullable=False),
     Column("started_at", UTCDateTime, nullable=False),

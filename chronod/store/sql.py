@@ -31,7 +31,7 @@ from sqlalchemy.engine import Connection, make_url
 
 from chronod.core.history import Mark
 from chronod.core.model import TERMINAL_STATES, JobSpec, RunState
-from chronod.fsutil import pid_alive
+from chronod.fsutil import same_process
 from chronod.store import pgbatch
 from chronod.store import schema as s
 from chronod.store.api import (
@@ -288,7 +288,9 @@ class SqlStore(BackfillStore):
         self.engine.dispose()
 
     # --- nodes and leases -------------------------------------------------------------
-    def acquire_node(self, name: str, *, pid: int, hostname: str, boot_id: str, ttl_s: float) -> int:
+    def acquire_node(
+        self, name: str, *, pid: int, hostname: str, boot_id: str, ttl_s: float, pid_start: int | None = None
+    ) -> int:
         with self._tx() as c:
             self._refuse_live_holders(c, name, pid=pid, hostname=hostname, boot_id=boot_id)
             token = self._next_token(c)
@@ -296,6 +298,7 @@ class SqlStore(BackfillStore):
             values = dict(
                 token=token,
                 pid=pid,
+                pid_start=pid_start,
                 hostname=hostname,
                 boot_id=boot_id,
                 started_at=now,
@@ -312,7 +315,8 @@ class SqlStore(BackfillStore):
 
         SQLite: any other live node. PostgreSQL: another process under the same node name
         (different names are a fleet). A holder on this host is dead when its boot id
-        differs or its pid is gone; a holder on another host is trusted until its lease ends.
+        differs or its process is gone (`fsutil.same_process`: pid and start time, a zombie is
+        dead); a holder on another host is trusted until its lease ends.
         """
         n = s.nodes.c
         q = sa.select(s.nodes).where(n.lease_expires_at > self._now_sql(), n.stopped_at.is_(None))
@@ -321,7 +325,9 @@ class SqlStore(BackfillStore):
         for row in c.execute(q).mappings():
             if row["hostname"] == hostname and row["pid"] == pid and row["name"] == name:
                 continue
-            if row["hostname"] == hostname and (row["boot_id"] != boot_id or not pid_alive(row["pid"])):
+            if row["hostname"] == hostname and (
+                row["boot_id"] != boot_id or not same_process(row["pid"], row["pid_start"])
+            ):
                 continue
             raise NodeConflict(self._conflict_message(row))
 

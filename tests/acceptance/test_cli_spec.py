@@ -370,16 +370,19 @@ def test_next_unknown_job_exits_2(registry):
     assert proc.stderr.startswith("chronoctl: error: no job 'nope'")
 
 
-def test_next_needs_exactly_one_of_job_and_cron(registry):
-    assert chronoctl("next").returncode == 2
+def test_next_takes_a_job_or_cron_not_both_and_neither_is_the_agenda(registry):
+    assert chronoctl("next", "--registry", str(registry)).returncode == 0  # the agenda
     assert chronoctl("next", "agent", "--cron", "* * * * *", "--registry", str(registry)).returncode == 2
+    assert chronoctl("next", "--window", "2h", "--cron", "* * * * *").returncode == 2
 
 
 def test_next_with_a_bad_expression_or_time_explains_itself():
     bad_expr = chronoctl("next", "--cron", "61 * * * *")
     assert bad_expr.returncode == 1 and bad_expr.stderr.startswith("chronoctl: error: ")
-    bad_time = chronoctl("next", "--cron", "* * * * *", "--after", "yesterday")
-    assert bad_time.returncode == 2 and "ISO-8601" in bad_time.stderr
+    bad_time = chronoctl("next", "--cron", "* * * * *", "--after", "soon")
+    assert (
+        bad_time.returncode == 2 and "not a time chrono can read" in bad_time.stderr and "tomorrow" in bad_time.stderr
+    )
     bad_zone = chronoctl("next", "--cron", "* * * * *", "--tz", "Mars/Olympus")
     assert bad_zone.returncode == 2
 

@@ -10,10 +10,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
+from chronod import fsutil
 from chronod.core.model import JobSpec
 from chronod.store import schema
 from chronod.store.api import Ending, NodeConflict, Run, SchemaTooNew, SchemaTooOld, StoreError
 from chronod.store.sql import SqlStore, mask_url
+from tests.integration.daemon_helpers import wait_until
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 HOST = "host-a"
@@ -644,6 +646,26 @@ def test_sqlite_takes_over_from_a_chronod_that_died_or_whose_host_rebooted(store
         pytest.skip("a fleet shares PostgreSQL")
     store.acquire_node("old", pid=os.getpid(), hostname=HOST, boot_id="an-earlier-boot", ttl_s=60)
     assert acquire(store, "new") > 0
+
+
+def test_sqlite_takes_over_from_a_zombie_or_a_pid_now_held_by_another_process(store):
+    """A holder is judged by pid, process start time and boot id: its unreaped zombie is
+    dead, and a live process the kernel gave its pid to since is not the old chronod."""
+    if store.dialect != "sqlite":
+        pytest.skip("a fleet shares PostgreSQL")
+    ended = subprocess.Popen(["true"])  # not waited for: a zombie until the end of the test
+    wait_until(lambda: fsutil.process_start(ended.pid) is None, what="the child to end")
+    assert fsutil.pid_alive(ended.pid), "a zombie still answers kill -0"
+    store.acquire_node("zombie", pid=ended.pid, pid_start=1, hostname=HOST, boot_id=BOOT, ttl_s=60)
+    store.release_node("after-zombie", acquire(store, "after-zombie"))
+    ended.wait()
+    mine = fsutil.process_start(os.getpid())
+    assert mine is not None
+    store.acquire_node("reused", pid=os.getpid(), pid_start=mine - 1, hostname=HOST, boot_id=BOOT, ttl_s=60)
+    store.release_node("after-reuse", acquire(store, "after-reuse"))
+    store.acquire_node("alive", pid=os.getpid(), pid_start=mine, hostname=HOST, boot_id=BOOT, ttl_s=60)
+    with pytest.raises(NodeConflict):
+        acquire(store, "second")
 
 
 def test_postgres_lets_distinct_nodes_share_the_database(store):

@@ -4,12 +4,15 @@ attempt of a retried run keeping its own output."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import time
 
 import pytest
 
+from chronod.store.api import open_store
 from tests.integration.daemon_helpers import BIN, Chronod, chronoctl, job, jobs_file, runs_json, wait_until, write_jobs
 
 # Prints its own clock with each line, so the reader can tell how late each line reached it.
@@ -48,8 +51,8 @@ def test_follow_streams_each_line_within_a_second_and_exits_with_the_outcome(tmp
     write_jobs(reg / "a.yaml", jobs_file(job("ticker", "@every 1h", f"CODE={code}; {TICKER.format(go=go)}")))
     d = Chronod(reg, db, tmp_path / "chronod.log").start()
     try:
-        chronoctl("trigger", "ticker", db=db, check=True)
-        rc, got, err = _follow("ticker", db, go)
+        queued = json.loads(chronoctl("trigger", "ticker", "--json", db=db, check=True).stdout)
+        rc, got, err = _follow(queued["run_id"], db, go)  # a run: followed until it ends
     finally:
         go.touch()
         d.stop()
@@ -103,3 +106,76 @@ def test_a_running_run_shows_its_output_so_far_and_every_attempt_keeps_its_own(t
         assert res.returncode == 0 and res.stdout.strip() == f"attempt-{n}", (n, res.stdout, res.stderr)
     assert chronoctl("logs", run["run_id"], "--attempt", "4", db=db).returncode == 2
     assert not [p for p in os.listdir(db + ".state") if p.endswith(".output")], "live files outlive their attempt"
+
+
+def test_logs_of_a_job_is_its_running_run_and_follow_goes_across_runs_with_a_header_each(tmp_path):
+    """The overrun case: while a run goes on, the next occurrences are skipped_overlap;
+    `logs JOB` is the running run (a skipped one never started, though it is newer), and
+    `logs -f JOB` follows one run after the other, like `journalctl -f`, until interrupted."""
+    import signal
+
+    reg, db = tmp_path / "jobs.d", str(tmp_path / "chrono.db")
+    reg.mkdir()
+    overrun = job("ops.overrun", "@every 1s", 'echo "start $CHRONO_RUN_ID"; sleep 12; echo "end $CHRONO_RUN_ID"')
+    tick = job("ops.tick", "@every 2s", 'echo "start $CHRONO_RUN_ID"; sleep 0.5; echo "end $CHRONO_RUN_ID"')
+    slow = job("ops.slow", "@every 1h", "echo going; sleep 30", timeout_s=1)
+    write_jobs(reg / "a.yaml", jobs_file(overrun, tick, slow))
+    d = Chronod(reg, db, tmp_path / "chronod.log").start()
+    follower = None
+    # waited for in the daemon's log, not by polling `chronoctl runs` (a process each time)
+    logged = lambda pattern: re.search(pattern, d.log_since_start())  # noqa: E731
+    try:
+        chronoctl("trigger", "ops.slow", db=db, check=True)
+        wait_until(
+            lambda: logged(r"event=run\.settled job=ops\.overrun .*state=skipped_overlap"),
+            timeout=30,
+            what="a run that overruns the next occurrence",
+        )
+        res = chronoctl("logs", "ops.overrun", db=db)
+        assert res.returncode == 0, res.stderr  # a skipped run never started: never the one shown
+        shown = res.stderr.split("-- run ", 1)[1][:8]
+        store = open_store(db)
+        try:
+            runs = store.runs("ops.overrun")
+        finally:
+            store.close()
+        [picked] = [r for r in runs if r.run_id.startswith(shown)]
+        assert [r for r in runs if r.state == "skipped_overlap" and r.scheduled_at > picked.scheduled_at]
+        assert picked.started_at is not None and res.stdout.startswith(f"start {picked.run_id}")
+        assert "attempt 1 of 1" in res.stderr and "running since" in res.stderr, res.stderr
+        assert chronoctl("logs", "ops.overrun", "--attempt", "1", db=db).returncode == 0
+        follower = subprocess.Popen(
+            [str(BIN / "chronoctl"), "logs", "-f", "ops.tick", "--db", db],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        ended = []
+        assert follower.stdout is not None
+        for line in follower.stdout:
+            if line.startswith("end "):
+                ended.append(line.split()[1])
+            if len(set(ended)) == 2:
+                break
+        follower.send_signal(signal.SIGINT)
+        assert follower.wait(30) == 130
+        err = follower.stderr.read() if follower.stderr else ""
+        assert err.count("-- run ") >= 2 and "waiting for the next run of ops.tick" in err, err
+        timed = wait_until(
+            lambda: logged(r"event=run\.finished job=ops\.slow run=(\w+) .*state=timed_out"),
+            timeout=30,
+            what="the timeout",
+        )
+        res = chronoctl("logs", "ops.slow", db=db)
+        assert "killed by its timeout (1s)" in res.stderr and timed.group(1)[:8] in res.stderr, res.stderr
+        header = json.loads(chronoctl("logs", "ops.slow", "--json", db=db).stdout)["header"]
+        assert (header["state"], header["killed_by"], header["attempt"], header["attempts_max"]) == (
+            "timed_out",
+            "timeout",
+            1,
+            1,
+        )
+    finally:
+        if follower is not None and follower.poll() is None:
+            follower.kill()
+        d.stop()

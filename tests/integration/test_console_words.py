@@ -3,6 +3,7 @@ the real binaries on a database written through the store (no daemon)."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 from chronod.core.identity import run_id
@@ -70,7 +71,10 @@ def test_messages_say_what_happened_once(tmp_path):
     assert chronoctl("pause", "nightly", "--reason", "disk full", db=db).returncode == 0
     res = chronoctl("pause", "nightly", "--reason", "again", db=db)
     assert res.returncode == 1 and "already paused" in res.stderr and "disk full" in res.stderr
-    assert chronoctl("status", "nightly", "--json", db=db).stdout.count("disk full") == 1
+    status = json.loads(chronoctl("status", "nightly", "--json", db=db).stdout)
+    held = [status["held"]] + [n["held"] for n in status["next"]]  # the pause, and each next fire it holds
+    assert status["paused_reason"] == "disk full" and all(h["reason"] == "disk full" for h in held)
+    assert chronoctl("status", "nightly", db=db).stdout.count("disk full") == 1 + len(status["next"])
     res = chronoctl("resume", "nightly", db=db)
     assert res.returncode == 0 and "resumed nightly" in res.stdout
 

@@ -189,9 +189,13 @@ def test_kill_9_of_a_node_hands_its_idempotent_run_to_another_and_records_the_un
     ran = Counter(l[0] for l in fleet.witness())
     assert ran[unsafe["run_id"]] == 1, "the unsafe job ran again after the takeover"
     assert ran[idem["run_id"]] == 2  # how soon is the FIGURE's (bench/), not a load-sensitive assertion
-    status = json.loads(chronoctl("status", "--json", db=fleet.db, check=True).stdout)
+    proc = chronoctl("status", "--json", db=fleet.db)
+    status = json.loads(proc.stdout)
     by_name = {n["name"]: n for n in status["nodes"]}
     assert by_name["b"]["up"] and not by_name["a"]["up"]
+    # a fleet with a node down and another up is degraded: status exits 1, naming the node
+    assert (proc.returncode, status["health"]["verdict"]) == (1, "degraded"), proc.stderr
+    assert any(r.startswith("chronod a ") and "down" in r for r in status["health"]["reasons"]), status["health"]
     assert by_name["b"]["running"] == ["long-idem"] and by_name["b"]["token"] > by_name["a"]["token"]
     tries = {r["run_id"]: r["tries"] for r in runs_json("long-idem", fleet.db)}[idem_id]
     assert [(t["attempt"], t["node"], t["state"]) for t in tries] == [(1, "a", "lost"), (2, "b", "running")]

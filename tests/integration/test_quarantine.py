@@ -69,7 +69,10 @@ def test_a_job_that_raises_at_run_time_is_quarantined_and_the_others_keep_runnin
         return now if all(now[j] >= before[j] + 2 for j in now) else None
 
     after = wait_until(grown, timeout=30, what="the other jobs to run on")
-    status = json.loads(chronoctl("status", "--json", db=db, check=True).stdout)
+    res = chronoctl("status", "--json", db=db)
+    assert res.returncode == 1, res.stderr  # degraded: a job is quarantined
+    status = json.loads(res.stdout)
+    assert status["health"]["reasons"] == ["1 job quarantined"]
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     assert d.proc.poll() is None, d.log_since_start()
     text = d.log_since_start()

@@ -264,7 +264,7 @@ def test_the_example_in_the_maintenance_docs_validates():
 
 
 def test_explain_and_forecast_walk_only_the_spans_they_show_of_a_window_open_every_second(monkeypatch):
-    from chronoctl import cmd_schedule
+    from chronod.core import explain, forecast
     from tests.unit.test_history import CountingSchedule
 
     counting = CountingSchedule("* * * * * *")
@@ -272,16 +272,16 @@ def test_explain_and_forecast_walk_only_the_spans_they_show_of_a_window_open_eve
     every_second = window(cron="* * * * * *", duration_s=1)
     job = spec()
     start, end = NOW, NOW + timedelta(days=7)
-    [shown] = cmd_schedule.window_json(job, (every_second,), start, end, "UTC")
-    assert len(shown["next"]) == cmd_schedule.WINDOW_SPANS
-    assert counting.produced <= cmd_schedule.WINDOW_SPANS + 1  # the first may close before start
+    [shown] = explain.windows_shown(job, (every_second,), start, end)
+    assert len(shown.spans) == explain.WINDOW_SPANS
+    assert counting.produced <= explain.WINDOW_SPANS + 1  # the first may close before start
     counting.produced = 0
     fires = [start + timedelta(seconds=s) for s in range(7 * 86400)]  # a job every second
-    held = cmd_schedule.forecast_windows({"backup": job}, [every_second], [("backup", fires, 0)], start, end)
-    assert len(held) == cmd_schedule.FORECAST_SPANS
-    assert [h["fires_held"] for h in held] == [1] * cmd_schedule.FORECAST_SPANS
-    assert held[-1]["more"] is True and held[0]["more"] is False
-    assert counting.produced <= cmd_schedule.FORECAST_SPANS + 2
+    held = forecast.held_spans([job], [every_second], [forecast.JobFires("backup", fires, 0)], start, end)
+    assert len(held) == forecast.MAX_SPANS
+    assert [h.fires_held for h in held] == [1] * forecast.MAX_SPANS
+    assert held[-1].more is True and held[0].more is False
+    assert counting.produced <= forecast.MAX_SPANS + 2
 
 
 def test_a_delegated_files_window_that_names_a_job_it_cannot_hold_is_a_warning_at_its_line():

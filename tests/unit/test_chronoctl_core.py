@@ -1,8 +1,8 @@
-"""chronoctl's pure parts: the error boundary, flag conversion, time parsing, the herd count."""
+"""chronoctl's pure parts: the error boundary, flag conversion, time parsing, GitHub annotations."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
 
@@ -10,7 +10,6 @@ import pytest
 
 from chronoctl import _params, common, errors
 from chronoctl import main as cli
-from chronoctl.cmd_schedule import build_forecast, chart_rows
 from chronoctl.cmd_spec import github_annotation
 
 UTC = timezone.utc
@@ -170,9 +169,10 @@ def test_command_line_times_honour_offsets_and_read_naive_ones_in_the_zone(text,
     assert common.parse_instant(text, tz).isoformat() == utc
 
 
-def test_a_time_that_is_not_iso_is_a_usage_error():
-    with pytest.raises(errors.UsageError, match="ISO-8601"):
-        common.parse_instant("tomorrow", "UTC")
+def test_a_time_chrono_cannot_read_is_a_usage_error_with_examples():
+    with pytest.raises(errors.UsageError, match="not a time chrono can read") as err:
+        common.parse_instant("the day after tomorrow", "UTC")
+    assert "yesterday 02:00" in (err.value.hint or "")
 
 
 @pytest.mark.parametrize("text, seconds", [("90s", 90), ("15m", 900), ("24h", 86400), ("7d", 604800), ("1h30m", 5400)])
@@ -205,39 +205,11 @@ def test_since_takes_a_duration_or_a_time(text, tz, start):
 
 @pytest.mark.parametrize(
     "text, message",
-    [("soon", "neither a duration nor a time"), ("2026-12-04", "not in the past"), ("0s", "longer than 0s")],
+    [("soon", "not a time chrono can read"), ("2026-12-04", "is in the future"), ("0s", "longer than 0s")],
 )
 def test_a_since_that_is_not_a_past_window_is_a_usage_error(text, message):
     with pytest.raises(errors.UsageError, match=message):
         common.parse_since(text, NOW)
-
-
-# --- the herd count ------------------------------------------------------------------------
-
-
-def test_forecast_counts_scheduled_and_jittered_instants_in_their_buckets():
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    end = start + timedelta(minutes=10)
-    at = lambda m, s=0: start + timedelta(minutes=m, seconds=s)  # noqa: E731
-    fc = build_forecast(
-        [("a", [at(0), at(5)], 90), ("b", [at(0), at(9, 30)], 0), ("c", [at(-1)], 70)],
-        start,
-        end,
-        bucket_s=60,
-    )
-    assert fc.before == {0: 2, 5: 1, 9: 1}
-    # a: 00:00+90s -> bucket 1, 05:00+90s -> bucket 6; c: scheduled before the window, fires in bucket 0
-    assert fc.after == {1: 1, 6: 1, 0: 2, 9: 1}
-    assert fc.peaks("after", 1) == [{"start": at(0), "count": 2, "jobs": ["b", "c"], "by_job": {"b": 1, "c": 1}}]
-    assert fc.peaks("before", 1)[0]["jobs"] == ["a", "b"]
-
-
-def test_chart_rows_cover_the_window_with_the_busiest_bucket_of_each_row():
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    fc = build_forecast(
-        [("a", [start + timedelta(minutes=m) for m in (0, 0, 3)], 0)], start, start + timedelta(minutes=4), 60
-    )
-    assert chart_rows(fc, rows=2) == [(start, 2, 2), (start + timedelta(minutes=2), 1, 1)]
 
 
 # --- github annotations ----------------------------------------------------------------------

@@ -593,3 +593,15 @@ def test_an_audit_report_of_more_occurrences_than_it_can_list_is_refused_before_
     ):
         report.job_report(every_second, counting, [], start=T("2016-01-01 00:00"), end=T("2026-01-01 00:00"), now=NOW)
     assert counting.produced <= report.MAX_LINES + 1
+
+
+def test_an_occurrence_an_edit_withdrew_before_it_fell_due_is_not_missed():
+    """The README's tour: `edit` changes the schedule, the daemon cancels the pending
+    occurrence the old schedule had stored, and `missed` must not call that a miss."""
+    every5 = spec("demo.heartbeat", "@every 5s", max_silence_s=3600)
+    edited_at = T("2026-03-10 08:59:58")
+    withdrawn = run(every5, "2026-03-10 09:00", "cancelled", attempts=0, finished_at=edited_at)
+    withdrawn.error = "schedule changed before it fell due"
+    late = run(every5, "2026-03-10 08:59:55", "cancelled", attempts=0, finished_at=T("2026-03-10 08:59:57"))
+    got = h.missed([], [withdrawn, late], since=T("2026-03-10 08:59"), now=T("2026-03-10 09:00:10"), grace_s=0)
+    assert [m.run_id for m in got] == [late.run_id]  # cancelled after it fell due: that one is a miss

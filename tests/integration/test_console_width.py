@@ -1,0 +1,146 @@
+"""Every command of chronoctl(1) on a terminal of 80 columns, on a populated database of
+the examples' jobs: no line is wider than the terminal. JSON is for programs and is not
+judged here.
+
+The commands run in-process on a stream that says it is a terminal, 80 columns by
+COLUMNS, as chronoctl's rendering asks both; two of them (a table and wrapped text) also
+run in a real terminal (a pty made by `script`), which proves that on a real terminal the
+width is found without COLUMNS, by the same code."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from chronoctl import main as cli
+from chronod.core.occurrence import run_id
+from chronod.specfile import load_registry
+from chronod.store.api import Run, open_store
+from tests.integration.test_console_terminal import ANSI, in_terminal
+
+pytestmark = pytest.mark.skipif(shutil.which("script") is None, reason="needs script(1) from util-linux")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("width")
+    db = str(tmp / "chrono.db")
+    now = datetime.now(timezone.utc)
+    store = open_store(db)
+    store.upgrade()
+    loaded = load_registry([EXAMPLES], now=now - timedelta(days=2), secure=False)
+    store.sync_jobs("vm", loaded.jobs.values())
+    runs = []
+    for i in range(1, 40):
+        at = (now - timedelta(hours=i)).replace(minute=0, second=0, microsecond=0)
+        state = ("succeeded", "failed", "skipped_overlap", "timed_out")[i % 4]
+        r = Run(
+            run_id("cache.refresh", at), "cache.refresh", "cache.refresh", at, at, state=state, attempts=1, node="vm"
+        )
+        if state != "skipped_overlap":
+            r.started_at, r.finished_at = at, at + timedelta(seconds=40)
+            r.exit_code = 0 if state == "succeeded" else 3
+            r.output_tail = "a line of output that is quite long but not longer than a terminal\n"
+            r.error = None if state == "succeeded" else f"exit code 3 after the {i}th try of a long explanation"
+        runs.append(r)
+    store.insert_runs(runs)
+    store.set_group_pause("tag", "privacy", "INC-3141: the purge waits for the legal hold to be lifted", by="alice")
+    store.close()
+    return {"db": db, "runs": runs, "now": now}
+
+
+def commands(demo) -> list[tuple[str, ...]]:
+    reg = ("--registry", str(EXAMPLES))
+    failed = next(r for r in demo["runs"] if r.state == "failed")
+    return [
+        ("list", *reg),
+        ("status",),
+        ("status", "cache.refresh"),
+        ("status", "gdpr.purge-expired"),
+        ("runs", "cache.refresh"),
+        ("logs", failed.run_id[:8]),
+        ("did-it-run", "cache.refresh"),
+        ("did-it-run", "cache.refresh", "--at", failed.scheduled_at.isoformat()),
+        ("did-it-run", "cache.refresh", "--since", "1d"),
+        ("did-it-run", "gdpr.purge-expired"),
+        ("missed", "--since", "2d"),
+        ("missed", "--since", "2d", "--each"),
+        ("report", "cache.refresh", "--from", (demo["now"] - timedelta(days=1)).date().isoformat(), "--to", "today"),
+        ("show", "billing.nightly-export", *reg),
+        ("explain", "billing.nightly-export", *reg),
+        ("explain", "--cron", "*/15 9-17 * * mon-fri", "--tz", "America/New_York"),
+        ("next", "billing.nightly-export", *reg),
+        ("next", *reg),
+        ("forecast", *reg),
+        ("validate", str(EXAMPLES)),
+        ("db", "check"),
+        ("--help",),
+        ("status", "--help"),
+        ("missed", "--help"),
+    ]
+
+
+class Terminal(io.StringIO):
+    """What chronoctl writes to, as a terminal: it asks `isatty()` and the encoding."""
+
+    encoding = "utf-8"
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def terminal(monkeypatch):
+    """Run chronoctl in-process as on an 80-column terminal in New York; (code, text)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TZ", "America/New_York")
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    time.tzset()
+
+    def run(*args: str, db: str) -> tuple[int, str]:
+        monkeypatch.setenv("CHRONO_DB", db)
+        out = Terminal()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            code = cli.main(list(args))
+        return code, ANSI.sub("", out.getvalue())
+
+    yield run
+    monkeypatch.undo()
+    time.tzset()
+
+
+REAL = {"list", "explain"}  # run in a real terminal as well: a table and wrapped text
+
+
+def test_no_command_prints_a_line_wider_than_an_80_column_terminal(demo, terminal):
+    shown = [(args, *terminal(*args, db=demo["db"])) for args in commands(demo)]
+    shown += [(args, *in_terminal(*args, db=demo["db"])) for args in commands(demo) if args[0] in REAL][:2]
+    assert len(shown) == len(commands(demo)) + 2
+    wide = {}
+    for args, code, text in shown:
+        assert "Traceback" not in text and code != 70, (args, text)
+        over = [line for line in text.splitlines() if len(line) > 80]
+        if over:
+            wide[" ".join(args[:2])] = max(over, key=len)
+    assert not wide, "lines wider than 80 columns:\n" + "\n".join(f"{k}: {len(v)}: {v}" for k, v in wide.items())
+    out = {" ".join(args[:2]): " ".join(text.split()) for args, _, text in shown}
+    # at 80 columns list keeps NEXT and OWNER, what an on-call engineer reads first
+    for args, _, text in shown:
+        if args[0] == "list":
+            head = next(line for line in text.splitlines() if line.startswith("ID "))
+            assert "NEXT" in head and "OWNER" in head, text
+    # a pause of a tag shows in list, next to the job's next fire, with who and why
+    assert "gdpr.purge-expired: paused until resumed (tag privacy, by alice: INC-3141" in out["list --registry"]
+    # missed: one row per job with its count, designed skips apart; --each: one per occurrence
+    grouped = next(" ".join(t.split()) for (a, _, t) in shown if a[0] == "missed" and "--each" not in a)
+    each = next(t for (a, _, t) in shown if "--each" in a)
+    assert "skipped by design" in grouped and grouped.count("cache.refresh") == 3, grouped  # missed, skips, silent
+    assert each.count("skipped_overlap") >= 9
