@@ -31,11 +31,20 @@ DAILY = JobSpec(
 NO_ROW = (50, 5)
 
 
+def _latest_run_day() -> datetime:
+    """The newest 03:00 UTC at least 5 minutes old, taken once per test process: a module
+    that builds its arguments at import and a fixture that builds the history later must
+    agree on the day even when the suite runs across 03:05 UTC."""
+    now = datetime.now(timezone.utc)
+    today = now.replace(hour=3, minute=0, second=0, microsecond=0)
+    return today - timedelta(days=1) if today > now - timedelta(minutes=5) else today
+
+
+TODAY = _latest_run_day()
+
+
 def _day(back: int) -> datetime:
-    today = datetime.now(timezone.utc).replace(hour=3, minute=0, second=0, microsecond=0)
-    if today > datetime.now(timezone.utc) - timedelta(minutes=5):
-        today -= timedelta(days=1)
-    return today - timedelta(days=back)
+    return TODAY - timedelta(days=back)
 
 
 @pytest.fixture
