@@ -32,6 +32,7 @@ from sqlalchemy.engine import Connection, make_url
 from chronod.core.history import Mark
 from chronod.core.model import TERMINAL_STATES, JobSpec, RunState
 from chronod.fsutil import same_process
+from chronod.private import create_db_file
 from chronod.store import pgbatch
 from chronod.store import schema as s
 from chronod.store.api import (
@@ -152,6 +153,7 @@ class SqlStore(BackfillStore):
                 raise StoreError(
                     f"cannot create {folder} for the database {self.url_safe}: {e.strerror or e}"
                 ) from None
+            create_db_file(Path(parsed.database))  # 0600 before SQLite makes it 0644
         try:
             self.engine = self._create_engine(parsed)
         except exc.SQLAlchemyError as e:

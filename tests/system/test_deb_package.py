@@ -151,6 +151,14 @@ def test_the_installed_daemon_is_ready_after_its_first_load(talk):
     assert Path("/var/lib/chrono/chrono.db").is_file()
 
 
+def test_the_installed_ledger_is_readable_by_root_alone(talk):
+    assert STATE.stat().st_mode & 0o777 == 0o700
+    for name in ("chrono.db", "chrono.db-wal", "chrono.db-shm"):
+        if (STATE / name).exists():
+            assert (STATE / name).stat().st_mode & 0o777 == 0o600, name
+    assert (STATE / "chrono.db.state").stat().st_mode & 0o777 == 0o700
+
+
 def test_the_installed_idle_daemon_pings_the_watchdog_every_half_interval(talk):
     gaps = talk.watchdog_gaps()
     assert len(gaps) >= sdnotify.IDLE_INTERVALS * 2, gaps
