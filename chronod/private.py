@@ -66,7 +66,7 @@ def secure_db_file(path: Path) -> None:
                 f"(the default /var/lib/chrono), or pass --db PATH"
             )
         if not stat.S_ISREG(st.st_mode):
-            raise NotPrivate(f"database file {f} is not a regular file: remove it or pass --db PATH")
+            continue  # SQLite says why it cannot open a directory or a device
         wide = stat.S_IMODE(st.st_mode)
         keep = 0o640 if st.st_gid != os.getegid() else 0o600
         if wide & ~keep:
