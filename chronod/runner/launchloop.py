@@ -440,7 +440,9 @@ def _append_live(run: _Run, data: bytes) -> None:
         return
     try:
         if run.live is None:
-            run.live = files.open_new(files.live_path(run.plan.state_dir, run.plan.run_id, run.plan.attempt), os.O_APPEND)
+            run.live = files.open_new(
+                files.live_path(run.plan.state_dir, run.plan.run_id, run.plan.attempt), os.O_APPEND
+            )
         os.write(run.live, data[:room])
         if room <= len(data):
             os.close(run.live)

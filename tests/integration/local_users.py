@@ -33,9 +33,7 @@ def account(name: str) -> Iterator[pwd.struct_passwd]:
 def as_user(name: str, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run `argv` as the account `name` (runuser: no password, no PAM session of ours)."""
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/"}
-    return subprocess.run(
-        [RUNUSER, "-u", name, "--", *argv], capture_output=True, text=True, timeout=timeout, env=env
-    )
+    return subprocess.run([RUNUSER, "-u", name, "--", *argv], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def python_as(name: str, code: str, *args: str) -> subprocess.CompletedProcess:

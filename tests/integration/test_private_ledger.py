@@ -60,7 +60,9 @@ def test_another_user_reads_neither_the_output_nor_the_env_of_a_root_job(open_di
         assert "permission denied" in logs.stderr and "sudo chronoctl" in logs.stderr, logs.stderr
         assert "Traceback" not in logs.stderr and SECRET not in logs.stdout + logs.stderr
         peek = python_as(
-            USER, "import sqlite3; print(sqlite3.connect(sys.argv[1]).execute('select spec_json from jobs').fetchall())", str(db)
+            USER,
+            "import sqlite3; print(sqlite3.connect(sys.argv[1]).execute('select spec_json from jobs').fetchall())",
+            str(db),
         )
         assert peek.returncode != 0 and TOKEN not in peek.stdout, peek
         assert "unable to open database file" in peek.stderr, peek.stderr
