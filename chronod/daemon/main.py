@@ -170,6 +170,7 @@ def start(
     from chronod.core.clock import Clock
     from chronod.daemon import kernel
     from chronod.daemon.log import Log
+    from chronod.daemon.accounts import NoAccounts, ShadowAccounts
     from chronod.daemon.loop import Daemon
     from chronod.daemon.metrics import AddressError, Metrics
     from chronod.daemon.pruner import Pruner
@@ -238,6 +239,7 @@ def start(
         lease_ttl_s=ttl,
         max_starts_per_s=DEFAULT_MAX_STARTS_PER_S if args.max_starts is None else args.max_starts,
         notify_service=notifier,  # the loop wakes it after recording outcomes
+        accounts=ShadowAccounts() if os.geteuid() == 0 else NoAccounts(),
     )
     log(
         "daemon.starting",

@@ -23,7 +23,8 @@ from chronod.daemon.outage import Connectivity
 from chronod.daemon.recovery import Recovery
 from chronod.daemon.registry import Registry
 from chronod.daemon.reloads import InlineReloads
-from chronod.daemon.seams import Log, Metrics, NotifyService, Reloads, Runner, Waker
+from chronod.daemon.accounts import NoAccounts
+from chronod.daemon.seams import Accounts, Log, Metrics, NotifyService, Reloads, Runner, Waker
 from chronod.daemon.starter import Starter
 from chronod.daemon.startlimit import StartLimit
 from chronod.daemon.timeline import Timeline
@@ -71,6 +72,7 @@ def assemble(
     reloads: Reloads | None,
     max_starts_per_s: float | None,
     notify_service: NotifyService | None,
+    accounts: Accounts | None = None,
 ) -> Parts:
     """Build the objects, each with what it is given (the order is what each needs)."""
     reg = Registry(
@@ -133,6 +135,7 @@ def assemble(
         ledger=ledger,
         starter=starter,
         placement=view,
+        accounts=accounts or NoAccounts(),
     )
     dispatch = Dispatch(
         clock=clock,
