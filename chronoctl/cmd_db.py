@@ -51,7 +51,7 @@ def _open(url: str):
     from chronod.store.api import StoreError, open_store
 
     try:
-        return open_store(url)
+        return open_store(url, cli=True)
     except StoreError as exc:
         raise Unreachable(str(exc), "check --db / CHRONO_DB") from None
 

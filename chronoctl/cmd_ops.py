@@ -143,7 +143,7 @@ def opened(option: str | None) -> Iterator["Store"]:
             f"no database at {path}", "chronod creates it on its first start; or give --db URL / CHRONO_DB"
         )
     try:
-        store = open_store(url)
+        store = open_store(url, cli=True)
     except StoreError as exc:
         raise Unreachable(f"cannot open the database {_safe(url)}: {_safe(str(exc))}") from exc
     try:

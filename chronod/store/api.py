@@ -520,8 +520,9 @@ class Store(Protocol):
         """Current registry errors of every node."""
 
 
-def open_store(url: str) -> Store:
-    """Open the store at an SQLAlchemy URL or a plain SQLite file path (lazy imports)."""
-    from chronod.store.sql import SqlStore
+def open_store(url: str, *, cli: bool = False) -> Store:
+    """Open the store at an SQLAlchemy URL or a plain SQLite file path (lazy imports).
+    `cli`: chronoctl's, whose SQLite writes wait longer for the lock than the daemon's."""
+    from chronod.store.sql import CLI_BUSY_TIMEOUT_S, DAEMON_BUSY_TIMEOUT_S, SqlStore
 
-    return SqlStore(url)
+    return SqlStore(url, busy_timeout_s=CLI_BUSY_TIMEOUT_S if cli else DAEMON_BUSY_TIMEOUT_S)
