@@ -197,9 +197,7 @@ def _edit_until_valid(copy: Path, reg_dir: Path, source: Path, now: datetime) ->
 def _problems(copy: Path, reg_dir: Path, source: Path, now: datetime) -> list[str]:
     """What is wrong with the edited copy, as lines naming the file (the registry's), line and job."""
     from chronoctl.render import escape_line
-    from chronod.specfile import load_file
-
-    from chronod.specfile import load_as_owned_by
+    from chronod.specfile import load_as_owned_by, load_file
 
     loaded = load_file(copy, now=now, secure=False)
     if loaded.ok:  # as the daemon will read it: from a file that keeps its owner

@@ -169,8 +169,8 @@ def start(
     notifier, the pruner), all running."""
     from chronod.core.clock import Clock
     from chronod.daemon import kernel
-    from chronod.daemon.log import Log
     from chronod.daemon.accounts import NoAccounts, ShadowAccounts
+    from chronod.daemon.log import Log
     from chronod.daemon.loop import Daemon
     from chronod.daemon.metrics import AddressError, Metrics
     from chronod.daemon.pruner import Pruner

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from chronod.core.clock import Clock
+from chronod.daemon.accounts import NoAccounts
 from chronod.daemon.admission import Admission
 from chronod.daemon.backfills import Backfills
 from chronod.daemon.dispatch import Dispatch
@@ -23,7 +24,6 @@ from chronod.daemon.outage import Connectivity
 from chronod.daemon.recovery import Recovery
 from chronod.daemon.registry import Registry
 from chronod.daemon.reloads import InlineReloads
-from chronod.daemon.accounts import NoAccounts
 from chronod.daemon.seams import Accounts, Log, Metrics, NotifyService, Reloads, Runner, Waker
 from chronod.daemon.starter import Starter
 from chronod.daemon.startlimit import StartLimit

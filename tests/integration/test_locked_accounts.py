@@ -68,8 +68,9 @@ def test_a_locked_or_expired_accounts_runs_end_skipped_account_and_never_start()
             subprocess.run(["usermod", "-e", "", USER], check=True)
             wait_for(db, "succeeded")
             assert daemon.stop() == 0
-            assert witness.read_text().split()[0] == subprocess.run(
-                ["id", "-u", USER], capture_output=True, text=True, check=True
-            ).stdout.strip()
+            assert (
+                witness.read_text().split()[0]
+                == subprocess.run(["id", "-u", USER], capture_output=True, text=True, check=True).stdout.strip()
+            )
     finally:
         shutil.rmtree(d, ignore_errors=True)

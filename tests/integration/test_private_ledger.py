@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.integration.daemon_helpers import BIN, Chronod, job, jobs_file, runs_json, wait_until
+from tests.integration.daemon_helpers import Chronod, job, jobs_file, runs_json, wait_until
 from tests.integration.local_users import account, chronoctl_as, python_as
 
 pytestmark = [pytest.mark.root, pytest.mark.xdist_group("users")]
