@@ -77,3 +77,31 @@ def test_a_database_made_readable_before_is_narrowed_when_chronod_starts(open_di
     d = Chronod(reg, str(db), open_dir / "chronod.log").start()
     assert mode(db) == 0o600 and mode(Path(f"{db}.state")) == 0o700
     d.stop()
+
+
+def test_a_user_who_can_open_the_database_still_sees_only_the_output_of_jobs_that_run_as_them(open_dir):
+    with account(USER):
+        out = open_dir / "out"
+        out.mkdir()
+        reg = open_dir / "jobs.d"
+        reg.mkdir(mode=0o700)
+        (reg / "jobs.yaml").write_text(
+            jobs_file(
+                job("rootsecret", "@every 1s", f"echo {SECRET}"), job("mine", "@every 1s", "echo mine", user=USER)
+            )
+        )
+        db = open_dir / "chrono.db"
+        d = Chronod(reg, str(db), open_dir / "chronod.log").start()
+        for job_id in ("rootsecret", "mine"):
+            wait_until(lambda j=job_id: any(r["state"] == "succeeded" for r in runs_json(j, str(db))), what=job_id)
+        assert d.stop() == 0
+        # an operator opens the ledger to everyone (and lets SQLite make its -shm file)
+        os.chmod(open_dir, 0o1777)
+        for f in open_dir.glob("chrono.db*"):
+            if f.is_file():
+                os.chmod(f, 0o644)
+        refused = chronoctl_as(USER, "logs", "rootsecret", "--db", str(db))
+        assert refused.returncode == 3 and SECRET not in refused.stdout, refused
+        assert "job 'rootsecret' runs as the user who runs chronod" in refused.stderr, refused.stderr
+        mine = chronoctl_as(USER, "logs", "mine", "--db", str(db))
+        assert mine.returncode == 0 and "mine" in mine.stdout, mine
