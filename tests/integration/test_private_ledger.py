@@ -81,8 +81,6 @@ def test_a_database_made_readable_before_is_narrowed_when_chronod_starts(open_di
 
 def test_a_user_who_can_open_the_database_still_sees_only_the_output_of_jobs_that_run_as_them(open_dir):
     with account(USER):
-        out = open_dir / "out"
-        out.mkdir()
         reg = open_dir / "jobs.d"
         reg.mkdir(mode=0o700)
         (reg / "jobs.yaml").write_text(
