@@ -7,6 +7,7 @@ the lock or the expiry date, and the command never runs; unlocked, it runs again
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.daemon_helpers import Chronod, job, jobs_file, runs_json, wait_until
+from tests.integration.daemon_helpers import Chronod, chronoctl, job, jobs_file, runs_json, wait_until
 from tests.integration.local_users import account
 
 pytestmark = [pytest.mark.root, pytest.mark.xdist_group("users")]
@@ -64,6 +65,8 @@ def test_a_locked_or_expired_accounts_runs_end_skipped_account_and_never_start()
             )[-1]
             assert expired["state"] == "skipped_account" and USER in expired["error"], expired
             assert not witness.exists()
+            status = json.loads(chronoctl("status", "--json", db=db, check=True).stdout)
+            assert [(f["job_id"], f["state"]) for f in status["failing"]] == [("report", "skipped_account")]
 
             subprocess.run(["usermod", "-e", "", USER], check=True)
             wait_for(db, "succeeded")
