@@ -12,13 +12,14 @@ import random
 from datetime import datetime
 from pathlib import Path
 
-from chronod.core import policy
+from chronod.core import accounts, policy
 from chronod.core.clock import Clock
 from chronod.core.model import RunState
+from chronod.daemon.accounts import NoAccounts
 from chronod.daemon.occurrences import Occurrences
 from chronod.daemon.registry import Registry
 from chronod.daemon.runs import Active, Job
-from chronod.daemon.seams import Log, Metrics
+from chronod.daemon.seams import Accounts, Log, Metrics
 from chronod.daemon.starter import Starter
 from chronod.daemon.timeline import Timeline
 from chronod.fleet.lease import Lease
@@ -49,6 +50,7 @@ class Connectivity:
         occurrences: Occurrences,
         timeline: Timeline,
         starter: Starter,
+        accounts: Accounts | None = None,
     ) -> None:
         self.clock, self.store, self.node, self.lease, self.log = clock, store, node, lease, log
         self.metrics, self.rng, self.fleet, self.lease_ttl_s = metrics, rng, fleet, lease_ttl_s
@@ -60,6 +62,7 @@ class Connectivity:
         self._takeover_after = 0.0  # monotonic; no takeovers before (see `reconnecting`)
         self._reload_wanted = False  # a reload or request arrived during an outage
         self._spool = Spool(spool_path)
+        self.accounts = accounts or NoAccounts()
 
     @property
     def offline(self) -> bool:
@@ -152,6 +155,10 @@ class Connectivity:
                 state=RunState.SKIPPED_OVERLAP,
                 error="previous run still running; overlap: forbid (database unreachable)",
             )
+            return
+        why = accounts.refusal(self.accounts.account(spec.user), now) if spec.user else None
+        if why is not None:  # the account check is the one online (Admission.account_refuses)
+            self._spool.append("skip", run=run.as_dict(), state=RunState.SKIPPED_ACCOUNT, error=why)
             return
         if action == policy.Overlap.REPLACE:
             self.starter.cancel(self.starter.running(spec.id), by=run)

@@ -184,6 +184,7 @@ def assemble(
         occurrences=occ,
         timeline=tl,
         starter=starter,
+        accounts=accounts,
     )
     backfills = Backfills(
         clock=clock,

@@ -16,6 +16,7 @@ from chronod.core.clock import FakeClock
 from chronod.daemon.waker import Wakeups
 from chronod.sim.world import SimRunner, World
 from chronod.specfile import load_registry
+from chronod.store.api import StoreError
 from chronod.store.sql import SqlStore
 from tests.integration.daemon_helpers import job, jobs_file, stepped_daemon, write_jobs
 
@@ -82,3 +83,53 @@ def test_a_locked_accounts_occurrence_is_skipped_and_the_next_one_runs_once_unlo
 
 def _runs(store, job_id):
     return sorted(store.runs(job_id), key=lambda r: r.scheduled_at)
+
+
+class Unplugged:
+    """The store, or (`down`) a database that does not answer."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store, self.down = store, False
+
+    def __getattr__(self, name: str) -> object:
+        value = getattr(self.store, name)
+        if callable(value) and self.down:
+            raise StoreError("connection refused")
+        return value
+
+
+def test_the_account_check_holds_while_the_database_is_unreachable_and_its_skip_is_replayed(tmp_path):
+    reg = tmp_path / "jobs.d"
+    reg.mkdir()
+    write_jobs(reg / "a.yaml", jobs_file(job("report", "* * * * *", "true", user="alice", run_on="each")))
+    clock = FakeClock(START, mono=1000.0)
+    world = World(clock, random.Random(1))
+    world.durations["report"] = lambda rng: (5.0, 0)
+    sql = SqlStore(str(tmp_path / "chrono.db"), now=clock.now)
+    sql.upgrade()
+    store = Unplugged(sql)
+    shadow = Shadow()
+    runner = SimRunner(world, "a", str(tmp_path))
+    load = lambda: load_registry([reg], now=clock.now(), secure=False)  # noqa: E731
+    d = stepped_daemon(store, runner, clock, load, Waker(), accounts=shadow)
+    d.start()
+    clock.advance(31)  # 23:58:01: runs online
+    d.on_wakeup(Wakeups())
+    clock.advance(10)
+    d.on_wakeup(Wakeups(children=runner.ended(list(runner.watching.values()))))
+    assert sum(p.job_id == "report" for p in world.procs.values()) == 1
+
+    shadow.accounts["alice"] = Account("alice", locked=True)
+    store.down = True
+    d.link.went_offline(StoreError("connection refused"))
+    clock.advance(50)  # 23:59:01, offline
+    d.on_wakeup(Wakeups())
+    d.on_wakeup(Wakeups())
+    assert sum(p.job_id == "report" for p in world.procs.values()) == 1, "a locked account's job started offline"
+
+    store.down = False
+    clock.advance(120)
+    for _ in range(3):
+        d.on_wakeup(Wakeups())
+    skipped = sql.runs("report", states=["skipped_account"])
+    assert skipped and "is locked" in (skipped[0].error or ""), [(r.state, r.error) for r in sql.runs("report")]
