@@ -46,7 +46,8 @@ def chronod(reg: Path, db: Path) -> subprocess.CompletedProcess:
 
 
 def registry(d: Path) -> Path:
-    reg = Path(tempfile.mkdtemp(prefix="chrono-reg-"))
+    reg = d / "jobs.d"
+    reg.mkdir(mode=0o755)
     (reg / "tick.yaml").write_text(jobs_file(job("tick", "@every 1s", "true")))
     return reg
 
