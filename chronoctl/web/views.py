@@ -264,7 +264,13 @@ def run_live(run_id: str) -> Any:
         tail, total = output.stored(store, run, attempt)
         shown, lost = output.missing_part(tail, total, offset)
         return jsonify(
-            {"text": shown, "offset": total, "state": run.state, "done": True, "note": f"{lost} bytes not kept" if lost else ""}
+            {
+                "text": shown,
+                "offset": total,
+                "state": run.state,
+                "done": True,
+                "note": f"{lost} bytes not kept" if lost else "",
+            }
         )
     text = data.decode("utf-8", "backslashreplace")
     return jsonify({"text": text, "offset": offset + len(data), "state": run.state, "done": False, "note": note})

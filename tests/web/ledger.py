@@ -5,8 +5,9 @@ job every 15 minutes, a paused job, a running run with live output, and hostile 
 
 from __future__ import annotations
 
-import os
 import socket
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -37,18 +38,26 @@ def failed_night(i: int) -> bool:
 MISSING_NIGHT = 25  # the nightly job has no row at all that night
 
 
-def build(url: str, now: datetime, *, node: str = "web-n1", live_dir: Path | None = None) -> dict[str, str]:
-    """Fill the database at `url` (migrated here); returns the ids the tests look for."""
+def stand_in() -> subprocess.Popen:
+    """A process standing in for the node's chronod: alive, and deaf to the SIGUSR1 an
+    action sends to wake the daemon. The caller ends it."""
+    code = "import signal, time; signal.signal(signal.SIGUSR1, signal.SIG_IGN); time.sleep(3600)"
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def build(url: str, now: datetime, *, pid: int, node: str = "web-n1", live_dir: Path | None = None) -> dict[str, str]:
+    """Fill the database at `url` (migrated here), its node's daemon being process `pid`
+    (see `stand_in`); returns the ids the tests look for."""
     store = SqlStore(url)
     store.upgrade()
     try:
         store.acquire_node(
             node,
-            pid=os.getpid(),
+            pid=pid,
             hostname=socket.gethostname(),
             boot_id=fsutil.boot_id(),
             ttl_s=3600,
-            pid_start=fsutil.process_start(os.getpid()),
+            pid_start=fsutil.process_start(pid),
         )
         if live_dir is not None:
             token = store.nodes()[0].token
@@ -131,7 +140,7 @@ def build(url: str, now: datetime, *, node: str = "web-n1", live_dir: Path | Non
                 state="running",
                 attempts=1,
                 node=node,
-                pid=os.getpid(),
+                pid=pid,
                 started_at=now - timedelta(seconds=29),
                 trigger="manual",
                 updated_at=now,
