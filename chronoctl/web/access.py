@@ -73,7 +73,9 @@ def read_tokens(path: Path) -> tuple[tuple[str, str], ...]:
         st = os.stat(path)
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"--token-file {path}: {exc.strerror or exc}", "give a file with one `NAME TOKEN` a line")
+        raise UsageError(
+            f"--token-file {path}: {exc.strerror or exc}", "give a file with one `NAME TOKEN` a line"
+        ) from None
     if not stat.S_ISREG(st.st_mode):
         raise UsageError(f"--token-file {path} is not a regular file")
     if st.st_mode & 0o077:
@@ -144,7 +146,9 @@ def make_access(token_file: Path | None, proxies: list[str], user_header: str | 
         try:
             ipaddress.ip_address(p.strip("[]"))
         except ValueError:
-            raise UsageError(f"--trusted-proxy {p!r} is not an IP address", "give the proxy's address, e.g. 10.0.0.5")
+            raise UsageError(
+                f"--trusted-proxy {p!r} is not an IP address", "give the proxy's address, e.g. 10.0.0.5"
+            ) from None
     return Access(
         tokens=read_tokens(token_file) if token_file is not None else (),
         proxies=frozenset(_normal(p) for p in proxies),

@@ -1385,11 +1385,7 @@ class SqlStore(BackfillStore):
             if skipped:
                 where.append(inner.c.state.not_in(skipped))
             latest = (
-                sa.select(inner.c.run_id)
-                .where(*where)
-                .order_by(inner.c.scheduled_at.desc())
-                .limit(1)
-                .scalar_subquery()
+                sa.select(inner.c.run_id).where(*where).order_by(inner.c.scheduled_at.desc()).limit(1).scalar_subquery()
             )
             q = sa.select(s.runs).where(r.run_id.in_(sa.select(latest).select_from(wanted)))
             out.update((run.job_id, run) for run in self._select_runs(q))

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from chronod.paths import live_output
-from chronod.store.sql import SqlStore
 from chronoctl.errors import UsageError
 from chronoctl.web.access import Access, check_listen, make_access, parse_listen
 from chronoctl.web.app import create_app
+from chronod.paths import live_output
+from chronod.store.sql import SqlStore
 from tests.web import ledger
 
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
