@@ -63,10 +63,10 @@ def build(url: str, now: datetime, *, pid: int, node: str = "web-n1", live_dir: 
             token = store.nodes()[0].token
             store.set_node_info(node, token, {"state_dir": str(live_dir)})
         specs = [
-            spec(NIGHTLY, "0 2 * * *", tags=("billing", "compliance"), description="the nightly export"),
+            spec(NIGHTLY, "0 2 * * *", tags=("billing", "compliance", "audit"), description="the nightly export"),
             spec("metrics.rollup", "*/15 * * * *", owner="platform", tags=("metrics",)),
             spec("reports.weekly", "0 6 * * 1", owner="platform", tags=("reports",)),
-            spec(HOSTILE_JOB, "30 3 * * *", owner="mallory<b>", tags=("x<i>y",), description=HOSTILE),
+            spec(HOSTILE_JOB, "30 3 * * *", owner="mallory<b>", tags=("x<i>y", "audit"), description=HOSTILE),
         ]
         store.sync_jobs(node, specs)
         with store.engine.begin() as c:  # registered a quarter ago: a night with no row is missing
