@@ -99,7 +99,7 @@ def create_app(
         h["Content-Security-Policy"] = CSP
         h["X-Frame-Options"] = "DENY"
         h["X-Content-Type-Options"] = "nosniff"
-        h["Referrer-Policy"] = "no-referrer"
+        h["Referrer-Policy"] = "same-origin"  # no-referrer would make browsers send `Origin: null` on our own forms
         h["Cross-Origin-Opener-Policy"] = "same-origin"
         if request.endpoint != "static":
             h["Cache-Control"] = "no-store"

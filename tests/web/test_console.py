@@ -197,7 +197,7 @@ def test_every_page_carries_strict_security_headers(store):
     )
     assert "unsafe-inline" not in h["Content-Security-Policy"]
     assert h["X-Frame-Options"] == "DENY" and h["X-Content-Type-Options"] == "nosniff"
-    assert h["Referrer-Policy"] == "no-referrer"
+    assert h["Referrer-Policy"] == "same-origin"
     assert "<script>" not in text(r) and "onclick" not in text(r)  # no inline script at all
 
 
