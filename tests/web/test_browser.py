@@ -115,7 +115,7 @@ def sign_in(drv, base: str) -> None:
     try:
         wait_for(drv, lambda d: "Jobs" in d.find_element(By.TAG_NAME, "h1").text, what="the overview")
     except Exception:
-        raise AssertionError(drv.current_url + drv.page_source[-1500:])
+        raise AssertionError(f"not signed in at {drv.current_url}: {drv.page_source[-1500:]}") from None
 
 
 def test_overview_heat_map_live_output_and_a_pause_through_the_ui(console, browser, shots):
