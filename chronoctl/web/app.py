@@ -75,8 +75,7 @@ def create_app(
         if request.endpoint == "static":
             return None
         if not access.configured:
-            host = (request.host or "").rsplit(":", 1)[0] if not request.host.startswith("[") else "[::1]"
-            if host not in LOOPBACK_NAMES:
+            if host_name(request.host or "") not in LOOPBACK_NAMES:
                 abort(421, "this console answers only to a loopback address (localhost, 127.0.0.1, [::1])")
             return None
         auth = request.headers.get("Authorization", "")
@@ -135,13 +134,23 @@ def check_csrf() -> None:
 
     if g.get("via_bearer"):
         return
+    from urllib.parse import urlsplit
+
     origin = request.headers.get("Origin")
-    if origin and origin != request.host_url.rstrip("/"):
+    # host and port only: behind a TLS proxy the scheme the browser used is not ours
+    if origin and urlsplit(origin).netloc != request.host:
         abort(403, "refused: the request came from another site (Origin does not match)")
     given = request.form.get("csrf", "")
     want = session.get("csrf", "")
     if not given or not want or not hmac.compare_digest(str(given), str(want)):
         abort(403, "refused: the form's CSRF token is missing or stale; reload the page and try again")
+
+
+def host_name(host: str) -> str:
+    """The name in a Host header, without its port (`[::1]:8470` -> `[::1]`)."""
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0]
 
 
 def _when(at: datetime | None) -> str:

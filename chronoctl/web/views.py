@@ -357,7 +357,7 @@ def trigger(job_id: str) -> Any:
     payload = {"requested_at": cmd_ops.iso(now), "force": False, "run_id": rid, "user": by}
     store.add_request("trigger", row.job_id, payload)
     _wake(cmd_ops.SIG_REQUESTS)
-    return redirect(url_for("run", run_id=rid) if rid else url_for("job", job_id=row.job_id))
+    return redirect(url_for("job", job_id=row.job_id))  # the manual run shows in its runs once taken
 
 
 def _wake(sig: int | None = None) -> None:

@@ -205,6 +205,8 @@ def test_without_authentication_only_a_loopback_host_header_is_answered(store):
     c = client(store)
     assert c.get("/", headers={"Host": "127.0.0.1:8470"}).status_code == 200
     assert c.get("/", headers={"Host": "evil.example:8470"}).status_code == 421  # DNS rebinding
+    assert c.get("/", headers={"Host": "[::1]:8470"}).status_code == 200
+    assert c.get("/", headers={"Host": "[2001:db8::1]:8470"}).status_code == 421
 
 
 def test_a_non_loopback_listen_is_refused_without_authentication():
@@ -302,3 +304,21 @@ def test_allow_actions_without_a_way_to_sign_in_is_refused(tmp_path, db):
     assert r.exit_code != 0
     r = CliRunner().invoke(build_app("web"), ["web", "--listen", "0.0.0.0:0", "--db", db[0]])
     assert r.exit_code != 0
+
+
+def test_run_now_queues_a_manual_run_requested_by_the_signed_in_name(store):
+    import json
+
+    import sqlalchemy as sa
+
+    from chronod.store import schema
+
+    c = signed_in(store, allow_actions=True, clock=None)  # the node's lease is judged on the real clock
+    html = text(c.get("/job/billing-export"))
+    r = c.post("/job/billing-export/trigger", data={"csrf": csrf_of(html)})
+    assert r.status_code == 302, text(r)
+    with store.engine.begin() as conn:
+        rows = conn.execute(sa.select(schema.requests).where(schema.requests.c.job_id == "billing-export")).all()
+    assert len(rows) == 1 and rows[0].kind == "trigger"
+    payload = json.loads(rows[0].payload_json)
+    assert payload["user"] == "alice" and payload["run_id"]
