@@ -23,7 +23,7 @@ from chronod.core.escape import escape_control
 
 HERE = Path(__file__).parent
 LIVE_CHUNK = 64 * 1024  # the most output bytes one live poll returns
-PAGE = 500  # jobs per overview page
+PAGE = 200  # jobs per overview page
 STATES = ("all", "failing", "held", "running", "ok", "never", "disabled")
 
 CSP = (

@@ -63,7 +63,7 @@ def overview() -> Any:
         state = "all"
     page = max(1, request.args.get("page", 1, type=int) or 1)
 
-    rows = store.jobs()
+    rows = _jobs(store)
     all_tags = sorted({t for r in rows for t in r.spec.tags})
     all_owners = sorted({r.spec.owner for r in rows})
     chosen = [
@@ -75,18 +75,33 @@ def overview() -> Any:
     ]
     nodes = store.nodes()
     health = status.health(store, now)
-    ids = [r.job_id for r in chosen]
-    if hasattr(store, "last_runs"):
-        last = store.last_runs(ids, until=now, skip=("pending", "retry_wait"))
-    else:  # a store without the bulk read: one query a job, as `chronoctl list` does
-        last = {}
-        for job_id in ids:
-            done = [r for r in store.runs(job_id, until=now, limit=5) if r.state not in ("pending", "retry_wait")]
-            if done:
-                last[job_id] = done[0]
-    shared = {"pauses": pauses(store), "node_names": sorted(n.name for n in nodes), "last": last, "windows": []}
-    listed = [cmd_registry._list_row(r.spec, "database", shared, now) for r in sorted(chosen, key=lambda r: r.job_id)]
     running = {r.job_id for r in store.running()}
+    in_force = status.pauses_in_force(store, rows, now)
+    # Each job's row (last run, next fire, hold) costs a little: the states that a cheap
+    # fact decides are filtered first, and only the page shown is computed in full.
+    if state == "held":
+        held = status.held_jobs(rows, in_force)
+        chosen = [r for r in chosen if r.job_id in held]
+    elif state == "running":
+        chosen = [r for r in chosen if r.job_id in running]
+    elif state == "disabled":
+        chosen = [r for r in chosen if not r.spec.enabled]
+    last: dict[str, Any] = {}
+    if state in ("failing", "ok", "never"):  # decided by each job's last run: read them all
+        last = _last_runs(store, [r.job_id for r in chosen], now)
+        chosen = [r for r in chosen if _last_matches(last.get(r.job_id), r, state, in_force)]
+    pages = max(1, -(-len(chosen) // PAGE))
+    page = min(page, pages)
+    shown = chosen[(page - 1) * PAGE : page * PAGE]
+    if not last:
+        last = _last_runs(store, [r.job_id for r in shown], now)
+    shared = {
+        "pauses": pauses(store),  # as `chronoctl list`: a pause holds the next fire it covers
+        "node_names": sorted(n.name for n in nodes),
+        "last": last,
+        "windows": [],
+    }
+    listed = [cmd_registry._list_row(r.spec, "database", shared, now) for r in shown]
     for row in listed:
         row["running"] = row["job_id"] in running
         row["next_at"] = datetime.fromisoformat(row["next_fire_at"]) if row["next_fire_at"] else None
@@ -95,14 +110,11 @@ def overview() -> Any:
             if row["last_scheduled_at"]
             else None
         )
-    listed = [row for row in listed if _state_matches(row, state)]
-    pages = max(1, -(-len(listed) // PAGE))
-    page = min(page, pages)
     return render_template(
         "overview.html",
         health=health,
-        jobs=listed[(page - 1) * PAGE : page * PAGE],
-        matched=len(listed),
+        jobs=listed,
+        matched=len(chosen),
         total=len(rows),
         page=page,
         pages=pages,
@@ -114,22 +126,35 @@ def overview() -> Any:
     )
 
 
-def _state_matches(row: dict[str, Any], state: str) -> bool:
-    from chronod.store.status import FAILING
+def _jobs(store: Any) -> list[Any]:
+    """The registered jobs, sorted by id; specs unchanged since the last request are reused
+    (the store compares their hashes) rather than parsed again."""
+    chrono = current_app.extensions["chrono"]
+    rows = store.jobs(known=chrono.get("specs"))
+    chrono["specs"] = {r.job_id: r.spec for r in rows}
+    return sorted(rows, key=lambda r: r.job_id)
 
-    if state == "all":
-        return True
-    if state == "failing":
-        return row["last_state"] in FAILING
-    if state == "held":
-        return row["held"] is not None
-    if state == "running":
-        return bool(row["running"])
+
+def _last_runs(store: Any, job_ids: list[str], now: datetime) -> dict[str, Any]:
+    """Each job's latest run that is not waiting, as `chronoctl list` shows it."""
+    if hasattr(store, "last_runs"):
+        return dict(store.last_runs(job_ids, until=now, skip=("pending", "retry_wait")))
+    last = {}  # a store without the bulk read: one query a job, as `chronoctl list` does
+    for job_id in job_ids:
+        done = [r for r in store.runs(job_id, until=now, limit=5) if r.state not in ("pending", "retry_wait")]
+        if done:
+            last[job_id] = done[0]
+    return last
+
+
+def _last_matches(run: Any, row: Any, state: str, in_force: Any) -> bool:
+    from chronod.store.status import FAILING, held_jobs
+
     if state == "never":
-        return row["last_state"] is None
-    if state == "disabled":
-        return not row["enabled"]
-    return row["last_state"] == "succeeded" and row["held"] is None
+        return run is None
+    if state == "failing":
+        return run is not None and run.state in FAILING
+    return run is not None and run.state == "succeeded" and row.job_id not in held_jobs([row], in_force)
 
 
 # --- a job ----------------------------------------------------------------------------------

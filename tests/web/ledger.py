@@ -85,7 +85,7 @@ def build(url: str, now: datetime, *, pid: int, node: str = "web-n1", live_dir: 
                     continue
                 bad = s.id == NIGHTLY and failed_night(back)
                 if s.id == HOSTILE_JOB:
-                    bad = back == 1
+                    bad = o is occs[-1]  # its latest run failed: the job is failing
                 start = o.fire_at + timedelta(seconds=1)
                 end = start + timedelta(seconds=42)
                 out = f"exported {back} rows\n" if not bad else f"error: {HOSTILE}\n"
