@@ -10,7 +10,7 @@ report of the job, its heat map, did-it-run, missed and the last runs). Pages ar
 through Flask's test client in this process, so the figures are the server's time (Python,
 SQL and templates), without the network. Best and median of --repeat requests after a warm-up.
 
-    .venv/bin/python bench/bench_web.py [--dir /tmp/chrono-bench] [--pg URL] [--skip-pg] [--reuse] [--repeat N]
+    .venv/bin/python bench/bench_web.py [--dir /tmp/chrono-bench] [--pg URL] [--skip-pg] [--reuse] [--reuse-pg] [--repeat N]
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def bench(label: str, overview_url: str, history_url: str, repeat: int) -> list[
     out = []
     store = open_store(overview_url)
     c = create_app(store).test_client()
-    out.append((f"{label}: overview of {JOBS:,} jobs (first page of 500)", timed(c, "/", repeat)))
+    out.append((f"{label}: overview of {JOBS:,} jobs (first page of 200)", timed(c, "/", repeat)))
     out.append((f"{label}: overview filtered to tag svc-07 (100 jobs)", timed(c, "/?tag=svc-07", repeat)))
     store.close()
     store = open_store(history_url)
@@ -120,7 +120,8 @@ def main() -> None:
     ap.add_argument("--dir", default="/tmp/chrono-bench")
     ap.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432/chrono_bench_web")
     ap.add_argument("--skip-pg", action="store_true")
-    ap.add_argument("--reuse", action="store_true", help="keep databases filled before")
+    ap.add_argument("--reuse", action="store_true", help="keep the SQLite databases filled before")
+    ap.add_argument("--reuse-pg", action="store_true", help="keep the PostgreSQL databases filled before")
     ap.add_argument("--repeat", type=int, default=5)
     a = ap.parse_args()
     d = Path(a.dir)
@@ -135,7 +136,7 @@ def main() -> None:
     results = bench("SQLite", str(ov), str(hist), a.repeat)
     if not a.skip_pg:
         ov_pg, hist_pg = a.pg + "_ov", a.pg + "_hist"
-        if not a.reuse:
+        if not a.reuse_pg:
             bench_history._recreate_pg(ov_pg)
             bench_history._recreate_pg(hist_pg)
             print(f"  filled PostgreSQL overview in {fill_overview(ov_pg):.0f}s", file=sys.stderr)

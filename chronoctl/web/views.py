@@ -10,6 +10,7 @@ from flask import Flask, abort, current_app, g, jsonify, redirect, render_templa
 
 from chronoctl.web import heatmap
 from chronoctl.web.app import LIVE_CHUNK, PAGE, STATES, check_csrf, day_bounds
+from chronod.core.escape import escape_control
 
 
 def _store() -> Any:
@@ -288,6 +289,7 @@ def run_live(run_id: str) -> Any:
     elif attempt >= 1:
         tail, total = output.stored(store, run, attempt)
         shown, lost = output.missing_part(tail, total, offset)
+        shown = escape_control(shown)
         return jsonify(
             {
                 "text": shown,
@@ -297,8 +299,19 @@ def run_live(run_id: str) -> Any:
                 "note": f"{lost} bytes not kept" if lost else "",
             }
         )
-    text = data.decode("utf-8", "backslashreplace")
+    data = _whole_characters(data)
+    text = escape_control(data.decode("utf-8", "backslashreplace"))
     return jsonify({"text": text, "offset": offset + len(data), "state": run.state, "done": False, "note": note})
+
+
+def _whole_characters(data: bytes) -> bytes:
+    """`data` without a UTF-8 character cut at its end (the next poll reads it whole)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.reason == "unexpected end of data":
+            return data[: e.start]
+    return data
 
 
 # --- missed and backfills -------------------------------------------------------------------

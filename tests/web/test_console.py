@@ -145,14 +145,16 @@ def test_a_running_runs_output_is_read_live_from_its_file(store, db):
     url, ids, state = db
     path = live_output(str(state), ids["running"], 1)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_bytes(b"line one\n<b>two</b>\n")
+    Path(path).write_bytes(b"line one\n<b>two</b>\n\x1b[31mred \xe2\x82")  # a colour, half a euro sign
     c = client(store)
     html = text(c.get(f"/run/{ids['running']}"))
     assert 'id="live-output"' in html and 'data-live="/run/' in html
     got = c.get(f"/run/{ids['running']}/live?attempt=1&offset=0").get_json()
-    assert got["text"] == "line one\n<b>two</b>\n" and got["state"] == "running" and not got["done"]
+    assert got["text"] == "line one\n<b>two</b>\n\\x1b[31mred " and got["state"] == "running" and not got["done"]
+    with open(path, "ab") as f:
+        f.write(b"\xac\n")
     more = c.get(f"/run/{ids['running']}/live?attempt=1&offset={got['offset']}").get_json()
-    assert more["text"] == ""
+    assert more["text"] == "\u20ac\n"  # the euro sign read whole once its last byte came
 
 
 def test_missed_and_backfills_views(store):
