@@ -168,6 +168,13 @@ def test_overview_heat_map_live_output_and_a_pause_through_the_ui(console, brows
     drv.find_element(By.ID, "resume").click()
     wait_for(drv, lambda d: "not paused" in d.find_element(By.ID, "held").text, what="the resume")
 
+    for page in ("missed", "backfills"):
+        drv.get(f"{base}/{page}?since=7d")
+        wait_for(drv, lambda d: d.find_elements(By.TAG_NAME, "h1"), what=f"the {page} page")
+        drv.save_screenshot(str(shots / f"{page}.png"))
+    drv.get(f"{base}/missed?since=30d")
+    assert "no record" in drv.page_source  # the night the nightly job has no row for
+
     # the read-only console offers no action (and the session of the other one is not its)
     sign_in(drv, console["ro_url"])
     drv.get(console["ro_url"] + "/job/billing-export")

@@ -16,6 +16,7 @@ from chronod.paths import live_output
 from chronod.store.sql import SqlStore
 from tests.web import ledger
 
+pytestmark = pytest.mark.xdist_group("web-console")  # one ledger for the module, built once
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
 TOKEN = "s3cret-token-for-the-console-0001"
 

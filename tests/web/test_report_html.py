@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from chronoctl.main import build_app
 from tests.web import ledger
 
+pytestmark = pytest.mark.xdist_group("web-report")  # one report for the module, made once
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
 FROM = (NOW.date() - timedelta(days=ledger.QUARTER - 1)).isoformat()
 TO = NOW.date().isoformat()
