@@ -128,12 +128,20 @@ def overview() -> Any:
 
 
 def _jobs(store: Any) -> list[Any]:
-    """The registered jobs, sorted by id; specs unchanged since the last request are reused
-    (the store compares their hashes) rather than parsed again."""
+    """The registered jobs, sorted by id. While the jobs table is unchanged (the store's
+    `jobs_version`: any definition, removal or pause changes it) and no pause read has
+    since run out, the rows of the last request are reused; otherwise the specs unchanged
+    since then are (the store compares their hashes) rather than parsed again."""
     chrono = current_app.extensions["chrono"]
-    rows = store.jobs(known=chrono.get("specs"))
-    chrono["specs"] = {r.job_id: r.spec for r in rows}
-    return sorted(rows, key=lambda r: r.job_id)
+    version = store.jobs_version() if hasattr(store, "jobs_version") else None
+    cached = chrono.get("jobs")
+    if version is not None and cached is not None and cached[0] == version:
+        if not any(r.paused and r.paused_until is not None and r.paused_until <= g.now for r in cached[1]):
+            return list(cached[1])
+    known = {r.job_id: r.spec for r in cached[1]} if cached else None
+    rows = sorted(store.jobs(known=known), key=lambda r: r.job_id)
+    chrono["jobs"] = (version, rows)
+    return list(rows)
 
 
 def _last_runs(store: Any, job_ids: list[str], now: datetime) -> dict[str, Any]:
