@@ -10,6 +10,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Iterable
 
 DAYS = 90
+ZERO = timedelta(0)
 
 # worst first: the colour class of each report category (chronod.core.report.CATEGORY)
 LEVELS = ("bad", "warn", "held", "running", "pruned", "ok", "future", "none")
@@ -66,18 +67,19 @@ def level_of(line: Any) -> str:
 
 def days(lines: Iterable[Any], start: datetime, end: datetime) -> list[Day]:
     """One Day per UTC date of [start, end), oldest first."""
-    counts: dict[date, Counter[str]] = {}
-    levels: dict[date, set[str]] = {}
+    by_day: dict[date, list[Any]] = {}
     for line in lines:
-        d = line.scheduled_at.astimezone(timezone.utc).date()
-        counts.setdefault(d, Counter())[line.state] += 1
-        levels.setdefault(d, set()).add(level_of(line))
+        at = line.scheduled_at
+        d = at.date() if at.utcoffset() == ZERO else at.astimezone(timezone.utc).date()
+        by_day.setdefault(d, []).append(line)
     out = []
     d = start.date()
     while d < end.date():
-        found = levels.get(d, set())
-        level = next((lv for lv in LEVELS if lv in found), "none")
-        out.append(Day(d, level, dict(counts.get(d, Counter()).most_common())))
+        found = by_day.get(d, [])
+        cats = {line.category for line in found}
+        levels = {LEVEL_OF_CATEGORY.get(c, "warn") for c in cats}
+        level = next((lv for lv in LEVELS if lv in levels), "none")
+        out.append(Day(d, level, dict(Counter(line.state for line in found).most_common())))
         d += timedelta(days=1)
     return out
 
