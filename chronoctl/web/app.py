@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from flask import Flask, abort, g, jsonify, redirect, request, session, url_for
+from flask import Flask, abort, g, redirect, request, session, url_for
 from markupsafe import Markup
 
 from chronoctl.web import heatmap
@@ -167,13 +167,6 @@ def _took(seconds: float | None) -> str:
     return str(age(seconds))
 
 
-def today(now: datetime) -> date:
-    return now.date()
-
-
 def day_bounds(d: date) -> tuple[datetime, datetime]:
     start, _ = heatmap.period(d, 1)
     return start, start + timedelta(days=1)
-
-
-__all__ = ["create_app", "check_csrf", "jsonify"]

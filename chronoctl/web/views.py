@@ -177,7 +177,6 @@ def _row(job_id: str) -> Any:
 
 
 def job_page(job_id: str) -> Any:
-    from chronod.core import history
     from chronod.core.report import TooLong
     from chronod.store import audit, status
 
@@ -215,7 +214,6 @@ def job_page(job_id: str) -> Any:
         answer=answer,
         misses=misses,
         runs=runs,
-        no_record=history.NO_RECORD if hasattr(history, "NO_RECORD") else "no_record",
     )
 
 
