@@ -56,11 +56,16 @@ def start_console(db: str, token_file: Path, *extra: str) -> tuple[subprocess.Po
 
 
 @pytest.fixture(scope="module")
-def shots() -> Path:
+def shots(request) -> Path:
     d = Path(os.environ.get("CHRONO_SCREENSHOTS") or (Path(os.environ.get("TMPDIR", "/tmp")) / "chrono-web-shots"))
     d.mkdir(parents=True, exist_ok=True)
     yield d
-    print(f"\nscreenshots of the web console: {d}")
+    said = f"screenshots of the web console: {d}"
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:  # shown even when output is captured (not on an xdist worker)
+        reporter.write_line(said)
+    else:
+        print(said, file=sys.stderr)
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +105,14 @@ def browser(tmp_path_factory):
 
 
 def wait_for(drv, check, timeout: float = 10.0, what: str = "the page"):
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(drv, timeout, poll_frequency=0.1).until(lambda d: check(d), message=f"waiting for {what}")
+    # an element read while the browser replaces the page (a form's answer) is stale: look again
+    wait = WebDriverWait(
+        drv, timeout, poll_frequency=0.1, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)
+    )
+    return wait.until(lambda d: check(d), message=f"waiting for {what}")
 
 
 def sign_in(drv, base: str) -> None:
