@@ -41,10 +41,27 @@ def register(app: Flask) -> None:
     app.register_error_handler(405, _error)
     app.register_error_handler(409, _error)
     app.register_error_handler(421, _error)
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from chronod.store.api import StoreError
+
+    app.register_error_handler(StoreError, _store_failed)
+    app.register_error_handler(SQLAlchemyError, _store_failed)
 
 
 def _error(e: Any) -> Any:
     return render_template("error.html", code=e.code, message=e.description), e.code
+
+
+def _store_failed(e: Exception) -> Any:
+    """The database failed (unreachable, locked, a schema another chrono changed): say which
+    database and what it said, without its password; the next request tries again."""
+    from chronoctl.cmd_ops import _safe
+
+    first = (str(e).splitlines() or [type(e).__name__])[0]
+    message = f"the database {_store().url_safe} failed: {_safe(first)}"
+    current_app.logger.error(message)
+    return render_template("error.html", code=503, message=message), 503
 
 
 # --- the overview ---------------------------------------------------------------------------

@@ -328,3 +328,15 @@ def test_run_now_queues_a_manual_run_requested_by_the_signed_in_name(store):
     assert len(rows) == 1 and rows[0].kind == "trigger"
     payload = json.loads(rows[0].payload_json)
     assert payload["user"] == "alice" and payload["run_id"]
+
+
+def test_a_failing_database_is_a_503_that_names_it_without_its_password(store, monkeypatch):
+    from chronod.store.api import StoreError
+
+    def down(*a, **kw):
+        raise StoreError("connection refused: postgresql://chrono:hunter2@db/chrono")
+
+    monkeypatch.setattr(store, "jobs", down)
+    r = client(store).get("/")
+    assert r.status_code == 503
+    assert "failed: connection refused" in text(r) and "hunter2" not in text(r)
