@@ -74,7 +74,7 @@ def web(
         except OSError as exc:
             raise UsageError(f"--listen {listen}: {exc.strerror or exc}", "choose another port with --listen") from None
         shown = f"[{host}]" if ":" in host else host
-        real_port = server.effective_port  # type: ignore[union-attr]
+        real_port = server.effective_port
         how = "read-only" if not allow_actions else "actions allowed"
         who = "loopback, no sign-in" if not access.configured else "sign-in required"
         echo(f"chrono web console on http://{shown}:{real_port}/ ({how}; {who}); database {store.url_safe}", sys.stderr)

@@ -24,8 +24,14 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from chronoctl.errors import UsageError
+
+
+class _Headers(Protocol):
+    def get(self, key: str) -> str | None: ...
+
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
 TOKEN_MIN = 16  # characters: shorter tokens can be guessed over the network
@@ -51,11 +57,11 @@ class Access:
                 found = name
         return found
 
-    def proxy_user(self, remote_addr: str | None, headers: dict[str, str] | object) -> str | None:
+    def proxy_user(self, remote_addr: str | None, headers: _Headers) -> str | None:
         """The user name a trusted proxy passed, None when the request did not come from one."""
         if not self.user_header or remote_addr is None or _normal(remote_addr) not in self.proxies:
             return None
-        value = headers.get(self.user_header)  # type: ignore[attr-defined]
+        value = headers.get(self.user_header)
         value = (value or "").strip()
         return value if value and value.isprintable() and len(value) <= 128 else None
 
