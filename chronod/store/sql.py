@@ -1369,25 +1369,24 @@ class SqlStore(BackfillStore):
 
     def last_runs(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, Run]:
         """Added (the web console's overview): each job's latest run scheduled before
-        `until` whose state is not in `skip`, one index probe per job like `last_successes`."""
+        `until` whose state is not in `skip`: one index probe per job, driven by the jobs
+        table (one statement for any number of jobs, compiled once)."""
         ids = sorted(set(job_ids))
         if not ids:
             return {}
         skipped = list(skip)
-        r = s.runs.c
+        r, j = s.runs.c, s.jobs.c
         inner = s.runs.alias("latest")
+        where = [inner.c.job_id == j.job_id, inner.c.scheduled_at < until]
+        if skipped:
+            where.append(inner.c.state.not_in(skipped))
+        latest = (
+            sa.select(inner.c.run_id).where(*where).order_by(inner.c.scheduled_at.desc()).limit(1).scalar_subquery()
+        )
         out: dict[str, Run] = {}
-        for chunk in _chunks(ids, 400):  # SQLite allows 500 terms in one compound SELECT
-            wanted = sa.union_all(*(sa.select(sa.literal(i, sa.Text).label("job_id")) for i in chunk)).subquery(
-                "wanted"
-            )
-            where = [inner.c.job_id == wanted.c.job_id, inner.c.scheduled_at < until]
-            if skipped:
-                where.append(inner.c.state.not_in(skipped))
-            latest = (
-                sa.select(inner.c.run_id).where(*where).order_by(inner.c.scheduled_at.desc()).limit(1).scalar_subquery()
-            )
-            q = sa.select(s.runs).where(r.run_id.in_(sa.select(latest).select_from(wanted)))
+        for chunk in _chunks(ids, 900):  # under SQLite's default limit of bound parameters
+            wanted = sa.select(latest).where(j.job_id.in_(chunk))
+            q = sa.select(s.runs).where(r.run_id.in_(wanted))
             out.update((run.job_id, run) for run in self._select_runs(q))
         return out
 
