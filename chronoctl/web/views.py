@@ -12,6 +12,8 @@ from chronoctl.web import heatmap
 from chronoctl.web.app import LIVE_CHUNK, PAGE, STATES, check_csrf, day_bounds
 from chronod.core.escape import escape_control
 
+WAITING = ("pending", "retry_wait")  # not a run's outcome yet: `chronoctl list` looks past them
+
 
 def _store() -> Any:
     return current_app.extensions["chrono"]["store"]
@@ -104,15 +106,13 @@ def overview() -> Any:
         chosen = [r for r in chosen if r.job_id in running]
     elif state == "disabled":
         chosen = [r for r in chosen if not r.spec.enabled]
-    last: dict[str, Any] = {}
-    if state in ("failing", "ok", "never"):  # decided by each job's last run: read them all
-        last = _last_runs(store, [r.job_id for r in chosen], now)
-        chosen = [r for r in chosen if _last_matches(last.get(r.job_id), r, state, in_force)]
+    if state in ("failing", "ok", "never"):  # decided by each job's last run: its state, for them all
+        states = _last_states(store, [r.job_id for r in chosen], now)
+        chosen = [r for r in chosen if _last_matches(states.get(r.job_id), r, state, in_force)]
     pages = max(1, -(-len(chosen) // PAGE))
     page = min(page, pages)
     shown = chosen[(page - 1) * PAGE : page * PAGE]
-    if not last:
-        last = _last_runs(store, [r.job_id for r in shown], now)
+    last = _last_runs(store, [r.job_id for r in shown], now)
     shared = {
         "pauses": pauses(store),  # as `chronoctl list`: a pause holds the next fire it covers
         "node_names": sorted(n.name for n in nodes),
@@ -164,23 +164,30 @@ def _jobs(store: Any) -> list[Any]:
 def _last_runs(store: Any, job_ids: list[str], now: datetime) -> dict[str, Any]:
     """Each job's latest run that is not waiting, as `chronoctl list` shows it."""
     if hasattr(store, "last_runs"):
-        return dict(store.last_runs(job_ids, until=now, skip=("pending", "retry_wait")))
+        return dict(store.last_runs(job_ids, until=now, skip=WAITING))
     last = {}  # a store without the bulk read: one query a job, as `chronoctl list` does
     for job_id in job_ids:
-        done = [r for r in store.runs(job_id, until=now, limit=5) if r.state not in ("pending", "retry_wait")]
+        done = [r for r in store.runs(job_id, until=now, limit=5) if r.state not in WAITING]
         if done:
             last[job_id] = done[0]
     return last
 
 
-def _last_matches(run: Any, row: Any, state: str, in_force: Any) -> bool:
+def _last_states(store: Any, job_ids: list[str], now: datetime) -> dict[str, str]:
+    """The state of each job's run `_last_runs` gives."""
+    if hasattr(store, "last_states"):
+        return dict(store.last_states(job_ids, until=now, skip=WAITING))
+    return {job_id: run.state for job_id, run in _last_runs(store, job_ids, now).items()}
+
+
+def _last_matches(last_state: str | None, row: Any, state: str, in_force: Any) -> bool:
     from chronod.store.status import FAILING, held_jobs
 
     if state == "never":
-        return run is None
+        return last_state is None
     if state == "failing":
-        return run is not None and run.state in FAILING
-    return run is not None and run.state == "succeeded" and row.job_id not in held_jobs([row], in_force)
+        return last_state in FAILING
+    return last_state == "succeeded" and row.job_id not in held_jobs([row], in_force)
 
 
 # --- a job ----------------------------------------------------------------------------------

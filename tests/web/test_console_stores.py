@@ -35,7 +35,9 @@ def test_last_runs_is_each_jobs_latest_run_as_a_per_job_read_finds_it(filled):
     for job_id in ids:
         done = [r for r in store.runs(job_id, until=NOW, limit=5) if r.state not in ("pending", "retry_wait")]
         assert (bulk.get(job_id).run_id if job_id in bulk else None) == (done[0].run_id if done else None), job_id
-    assert store.last_runs([], until=NOW) == {}
+    states = store.last_states(ids, until=NOW, skip=("pending", "retry_wait"))
+    assert states == {job_id: run.state for job_id, run in bulk.items()}
+    assert store.last_runs([], until=NOW) == {} and store.last_states([], until=NOW) == {}
     assert store.last_runs(ids, until=NOW - timedelta(days=400)) == {}
 
 
