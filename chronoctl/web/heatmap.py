@@ -17,6 +17,7 @@ LEVELS = ("bad", "warn", "held", "running", "pruned", "ok", "future", "none")
 LEVEL_OF_CATEGORY = {
     "failure": "bad",
     "missing": "bad",
+    "account": "bad",  # a locked or expired account: the job runs no more until it is fixed
     "outage": "warn",
     "resource": "warn",
     "policy": "warn",
@@ -28,7 +29,7 @@ LEVEL_OF_CATEGORY = {
     "not due": "future",
 }
 LEVEL_WORDS = {
-    "bad": "failed or missing",
+    "bad": "failed, missing, or its account locked or expired",
     "warn": "skipped (outage, resource, overlap) or cancelled",
     "held": "paused or in a maintenance window",
     "running": "not finished",
