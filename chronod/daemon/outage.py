@@ -15,7 +15,6 @@ from pathlib import Path
 from chronod.core import accounts, policy
 from chronod.core.clock import Clock
 from chronod.core.model import RunState
-from chronod.daemon.accounts import NoAccounts
 from chronod.daemon.occurrences import Occurrences
 from chronod.daemon.registry import Registry
 from chronod.daemon.runs import Active, Job
@@ -50,7 +49,7 @@ class Connectivity:
         occurrences: Occurrences,
         timeline: Timeline,
         starter: Starter,
-        accounts: Accounts | None = None,
+        accounts: Accounts,
     ) -> None:
         self.clock, self.store, self.node, self.lease, self.log = clock, store, node, lease, log
         self.metrics, self.rng, self.fleet, self.lease_ttl_s = metrics, rng, fleet, lease_ttl_s
@@ -62,7 +61,7 @@ class Connectivity:
         self._takeover_after = 0.0  # monotonic; no takeovers before (see `reconnecting`)
         self._reload_wanted = False  # a reload or request arrived during an outage
         self._spool = Spool(spool_path)
-        self.accounts = accounts or NoAccounts()
+        self.accounts = accounts
 
     @property
     def offline(self) -> bool:

@@ -75,6 +75,7 @@ def assemble(
     accounts: Accounts | None = None,
 ) -> Parts:
     """Build the objects, each with what it is given (the order is what each needs)."""
+    accounts = accounts or NoAccounts()  # no account known, none refused (the simulation)
     reg = Registry(
         clock=clock,
         store=store,
@@ -135,7 +136,7 @@ def assemble(
         ledger=ledger,
         starter=starter,
         placement=view,
-        accounts=accounts or NoAccounts(),
+        accounts=accounts,
     )
     dispatch = Dispatch(
         clock=clock,
