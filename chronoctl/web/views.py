@@ -4,13 +4,16 @@ use and hands their answers to a template."""
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask, abort, current_app, g, jsonify, redirect, render_template, request, session, url_for
 
 from chronoctl.web import heatmap
 from chronoctl.web.app import LIVE_CHUNK, PAGE, STATES, check_csrf, day_bounds
 from chronod.core.escape import escape_control
+
+if TYPE_CHECKING:
+    from chronod.store.api import Store
 
 WAITING = ("pending", "retry_wait")  # not a run's outcome yet: `chronoctl list` looks past them
 
@@ -161,23 +164,14 @@ def _jobs(store: Any) -> list[Any]:
     return list(rows)
 
 
-def _last_runs(store: Any, job_ids: list[str], now: datetime) -> dict[str, Any]:
+def _last_runs(store: "Store", job_ids: list[str], now: datetime) -> dict[str, Any]:
     """Each job's latest run that is not waiting, as `chronoctl list` shows it."""
-    if hasattr(store, "last_runs"):
-        return dict(store.last_runs(job_ids, until=now, skip=WAITING))
-    last = {}  # a store without the bulk read: one query a job, as `chronoctl list` does
-    for job_id in job_ids:
-        done = [r for r in store.runs(job_id, until=now, limit=5) if r.state not in WAITING]
-        if done:
-            last[job_id] = done[0]
-    return last
+    return dict(store.last_runs(job_ids, until=now, skip=WAITING))
 
 
-def _last_states(store: Any, job_ids: list[str], now: datetime) -> dict[str, str]:
+def _last_states(store: "Store", job_ids: list[str], now: datetime) -> dict[str, str]:
     """The state of each job's run `_last_runs` gives."""
-    if hasattr(store, "last_states"):
-        return dict(store.last_states(job_ids, until=now, skip=WAITING))
-    return {job_id: run.state for job_id, run in _last_runs(store, job_ids, now).items()}
+    return dict(store.last_states(job_ids, until=now, skip=WAITING))
 
 
 def _last_matches(last_state: str | None, row: Any, state: str, in_force: Any) -> bool:

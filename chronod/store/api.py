@@ -464,6 +464,13 @@ class Store(Protocol):
         """job_id -> its latest succeeded run scheduled before `until`, for many jobs in one
         query (jobs that never succeeded are left out)."""
 
+    def last_runs(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, Run]:
+        """Each job's latest run scheduled before `until` whose state is not in `skip`
+        (jobs without one are left out), for many jobs in one read."""
+
+    def last_states(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, str]:
+        """The state of the run `last_runs` would give each job, without reading the runs."""
+
     def database_bytes(self) -> int | None:
         """The size of the database on disk (None when the database will not say)."""
 
