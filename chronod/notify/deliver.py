@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
+import signal
 import subprocess
 import time
 import urllib.error
@@ -44,32 +46,116 @@ def command_env(payload: dict[str, Any]) -> dict[str, str]:
 def run_command(route: dict[str, Any], payload: dict[str, Any]) -> None:
     """Run the route's command (a string through /bin/sh, a list exec'd) with the notice in
     its environment and the run's output tail on stdin; non-zero exit or timeout fail.
-    A root daemon runs it with exactly the job's credentials (see `_credentials`)."""
+    A root daemon runs it with exactly the job's credentials (see `_credentials`).
+
+    Bounded whatever the command does: its stdout and stderr are drained as they come and
+    at most COMMAND_KEEP_BYTES of each is kept (a command printing gigabytes costs the
+    daemon nothing but the reading), and at `timeout_s` its whole process group is killed."""
     cmd = route["command"]
     argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
     env = command_env(payload)
     ids = _credentials(route, cmd, env)
     timeout = route.get("timeout_s", 10)
     try:
-        res = subprocess.run(
+        proc = subprocess.Popen(
             argv,
-            input=(payload.get("output_tail") or "").encode(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=env,
             cwd="/",
-            capture_output=True,
-            timeout=timeout,
             start_new_session=True,
             **ids,
         )
-    except subprocess.TimeoutExpired:
-        raise DeliveryError(f"notify command {_short(cmd)} did not finish within {timeout}s") from None
     except OSError as e:
         raise DeliveryError(f"notify command {_short(cmd)} could not start: {e.strerror or e}") from None
-    if res.returncode != 0:
-        err = res.stderr.decode(errors="replace").strip().splitlines()
+    try:
+        done, err = _bounded_wait(proc, (payload.get("output_tail") or "").encode(), time.monotonic() + timeout)
+    finally:
+        _kill_group(proc)  # a command's leftovers (`cmd &`) never outlive its delivery
+    if not done:
+        raise DeliveryError(f"notify command {_short(cmd)} did not finish within {timeout}s (killed)")
+    if proc.returncode != 0:
+        lines = err.decode(errors="replace").strip().splitlines()
         raise DeliveryError(
-            f"notify command {_short(cmd)} exited {res.returncode}" + (f": {err[-1][:200]}" if err else "")
+            f"notify command {_short(cmd)} exited {proc.returncode}" + (f": {lines[-1][:200]}" if lines else "")
         )
+
+
+COMMAND_KEEP_BYTES = 64 * 1024  # of a notify command's stderr, kept for the failure's reason
+_READ_CHUNK = 64 * 1024
+
+
+def _bounded_wait(proc: subprocess.Popen[bytes], stdin: bytes, deadline: float) -> tuple[bool, bytes]:
+    """Feed `stdin`, drain stdout and stderr until both close and the process exits, or
+    until `deadline` (monotonic). Returns (finished in time, the last COMMAND_KEEP_BYTES of
+    stderr); stdout is read and discarded."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    err = bytearray()
+    sel = selectors.DefaultSelector()
+    try:
+        for f in (proc.stdout, proc.stderr):
+            os.set_blocking(f.fileno(), False)
+            sel.register(f, selectors.EVENT_READ)
+        if stdin:
+            os.set_blocking(proc.stdin.fileno(), False)
+            sel.register(proc.stdin, selectors.EVENT_WRITE)
+        else:
+            proc.stdin.close()
+        pending = memoryview(stdin)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False, bytes(err)
+            for key, _ in sel.select(min(left, 1.0)):
+                f = key.fileobj
+                if f is proc.stdin:
+                    try:
+                        pending = pending[os.write(proc.stdin.fileno(), pending[:_READ_CHUNK]) :]
+                    except BrokenPipeError:
+                        pending = pending[:0]
+                    except BlockingIOError:
+                        continue
+                    if not pending:
+                        sel.unregister(f)
+                        proc.stdin.close()
+                    continue
+                try:
+                    data = os.read(key.fd, _READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    sel.unregister(f)
+                    continue
+                if f is proc.stderr:
+                    err += data
+                    if len(err) > COMMAND_KEEP_BYTES:
+                        del err[: len(err) - COMMAND_KEEP_BYTES]
+        try:
+            proc.wait(max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            return False, bytes(err)
+        return True, bytes(err)
+    finally:
+        sel.close()
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f is not None and not f.closed:
+                try:
+                    f.close()
+                except OSError:
+                    pass
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the command's process group (its own session) and reap the command."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def _credentials(route: dict[str, Any], cmd: Any, env: dict[str, str]) -> dict[str, Any]:
