@@ -1,4 +1,4 @@
-"""The two notification channels: a command, and a webhook (HTTP POST of JSON, urllib only).
+"""The two notification channels: a command, and a webhook (HTTP POST of JSON, http.client only).
 
 Both raise `DeliveryError` with a one-line reason an operator can act on; the service logs
 it, counts it and tries the row again later.
@@ -6,14 +6,16 @@ it, counts it and tries the row again later.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import selectors
 import signal
+import socket
 import subprocess
+import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from typing import Any, Callable
 
 WEBHOOK_TRIES = 3
@@ -94,9 +96,9 @@ def _bounded_wait(proc: subprocess.Popen[bytes], stdin: bytes, deadline: float) 
     err = bytearray()
     sel = selectors.DefaultSelector()
     try:
-        for f in (proc.stdout, proc.stderr):
-            os.set_blocking(f.fileno(), False)
-            sel.register(f, selectors.EVENT_READ)
+        for out in (proc.stdout, proc.stderr):
+            os.set_blocking(out.fileno(), False)
+            sel.register(out, selectors.EVENT_READ)
         if stdin:
             os.set_blocking(proc.stdin.fileno(), False)
             sel.register(proc.stdin, selectors.EVENT_WRITE)
@@ -108,7 +110,7 @@ def _bounded_wait(proc: subprocess.Popen[bytes], stdin: bytes, deadline: float) 
             if left <= 0:
                 return False, bytes(err)
             for key, _ in sel.select(min(left, 1.0)):
-                f = key.fileobj
+                f: Any = key.fileobj
                 if f is proc.stdin:
                     try:
                         pending = pending[os.write(proc.stdin.fileno(), pending[:_READ_CHUNK]) :]
@@ -181,33 +183,92 @@ def _credentials(route: dict[str, Any], cmd: Any, env: dict[str, str]) -> dict[s
     return {"user": creds.uid, "group": creds.gid, "extra_groups": list(creds.groups)}
 
 
+WEBHOOK_RESPONSE_BYTES = 64 * 1024  # of a webhook's answer read (status, headers, body): the rest is not
+
+
 def post_webhook(
     route: dict[str, Any], payload: dict[str, Any], *, sleep: Callable[[float], None] = time.sleep
 ) -> None:
     """POST the JSON body to the route's URL; up to WEBHOOK_TRIES tries with WEBHOOK_BACKOFF_S
-    between them; a 2xx answer is success, anything else (after the last try) fails."""
+    between them; a 2xx answer is success, anything else (after the last try) fails.
+
+    Each try is one exchange bounded as a whole: connecting, sending and reading the answer
+    share `timeout_s` (a server that answers a byte at a time cannot stretch it), and at most
+    WEBHOOK_RESPONSE_BYTES of the answer are read."""
     url, timeout = route["webhook"], route.get("timeout_s", 10)
     body = json.dumps(payload, sort_keys=True).encode()
+    headers = {"Content-Type": "application/json", "User-Agent": f"chrono/{payload.get('chrono_version', '')}"}
     last = ""
     for i in range(WEBHOOK_TRIES):
         if i:
             sleep(WEBHOOK_BACKOFF_S[min(i - 1, len(WEBHOOK_BACKOFF_S) - 1)])
-        req = urllib.request.Request(
-            url,
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/json", "User-Agent": f"chrono/{payload.get('chrono_version', '')}"},
-        )
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                if 200 <= resp.status < 300:
-                    return
-                last = f"HTTP {resp.status}"
-        except urllib.error.HTTPError as e:
-            last = f"HTTP {e.code} {e.reason}"
-        except (urllib.error.URLError, OSError) as e:
-            last = str(getattr(e, "reason", None) or e)
+            status, reason = _exchange(url, body, headers, float(timeout))
+        except _Deadline:
+            last = f"no complete answer within {timeout}s"
+            continue
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            last = str(getattr(e, "reason", None) or e) or type(e).__name__
+            continue
+        if 200 <= status < 300:
+            return
+        last = f"HTTP {status} {reason}".strip()
     raise DeliveryError(f"webhook {_safe_url(url)} failed after {WEBHOOK_TRIES} tries: {last}")
+
+
+class _Deadline(Exception):
+    """The exchange's deadline passed."""
+
+
+def _exchange(url: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, str]:
+    """One POST; (status, reason). A watchdog shuts the socket down at the deadline, so no
+    read or write can outlast it, however the server paces its bytes."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {_safe_url(url)}")
+    conn: http.client.HTTPConnection
+    if parts.scheme == "https":
+        conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout)
+    else:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    if parts.username is not None:
+        import base64
+
+        user = urllib.parse.unquote(parts.username)
+        secret = urllib.parse.unquote(parts.password or "")
+        headers = {**headers, "Authorization": "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()}
+    expired = threading.Event()
+
+    def cut() -> None:
+        expired.set()
+        sock = conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    watchdog = threading.Timer(timeout, cut)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        conn.connect()  # bounded by `timeout` itself (the watchdog sees no socket before it)
+        if expired.is_set():
+            raise _Deadline()
+        conn.request("POST", path, body=body, headers={**headers, "Connection": "close"})
+        resp = conn.getresponse()
+        resp.read(WEBHOOK_RESPONSE_BYTES)  # the answer's body matters not; a bounded part of it is read
+        if expired.is_set():
+            raise _Deadline()
+        return resp.status, resp.reason or ""
+    except (OSError, http.client.HTTPException):
+        if expired.is_set():
+            raise _Deadline() from None
+        raise
+    finally:
+        watchdog.cancel()
+        conn.close()
 
 
 def deliver(route: dict[str, Any], payload: dict[str, Any]) -> None:

@@ -40,7 +40,8 @@ LAUNCH_QUIET_S = 0.3  # a round waits until the loop has started nothing for thi
 LAUNCH_YIELD_MAX_S = 2.0  # ...but never longer than this: notices are late, never lost
 UNCLAIMED_LOOKBACK_S = 3600
 RETRY_BASE_S, RETRY_MAX_S = 60, 3600
-WORKERS = 4
+WORKERS = 4  # the daemon user's lane (jobs without `user:`): root's notices
+LANE_WORKERS = 2  # every other account's lane: one owner's slow endpoint holds only these
 
 
 def job_state_name(job_id: str) -> str:
@@ -70,9 +71,13 @@ class NotifyService:
         self.outbox = Outbox(store)
         self.metrics, self.version, self.send = metrics, version, send
         self.reconcile_every_s = reconcile_every_s
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chrono-notify")
+        # One lane of workers per account a job runs as (its `user:`, "" for the daemon's
+        # own): a lane has its own threads and a cap on deliveries in flight, so one owner's
+        # slow webhook or command waits in its own lane, never in root's or another owner's.
+        self.lanes: dict[str, ThreadPoolExecutor] = {}
         self.workers = workers
-        self.inflight: set[int] = set()
+        self.inflight: dict[int, str] = {}  # row id -> lane
+        self._lane_of_job: dict[str, str] = {}  # job id -> lane, learned from the rows claimed
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -124,7 +129,8 @@ class NotifyService:
         self._wake.set()
         if self.thread is not None:
             self.thread.join(wait_s)
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        for pool in list(self.lanes.values()):
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def run(self) -> None:
         """The thread body: step, then sleep until the next deadline (at most MAX_SLEEP_S) or a wake."""
@@ -369,17 +375,47 @@ class NotifyService:
                 for r in rows:
                     self.metrics.notices.labels(r["event"]).inc()
 
+    def lane_cap(self, lane: str) -> int:
+        """Deliveries one lane may have in flight: the daemon user's lane keeps a queue of
+        its workers' size, every other lane only its workers."""
+        return self.workers * 2 if lane == "" else min(LANE_WORKERS, self.workers)
+
+    def _lane(self, lane: str) -> ThreadPoolExecutor:
+        pool = self.lanes.get(lane)
+        if pool is None:
+            size = self.workers if lane == "" else min(LANE_WORKERS, self.workers)
+            pool = self.lanes[lane] = ThreadPoolExecutor(max_workers=size, thread_name_prefix="chrono-notify")
+        return pool
+
     def _dispatch(self, now: datetime) -> None:
         with self._lock:
-            room = self.workers * 2 - len(self.inflight)
-        if room <= 0:
-            return
-        for row in self.outbox.claim(self.node, now, limit=room):
-            with self._lock:
-                if row.id in self.inflight:
-                    continue
-                self.inflight.add(row.id)
-            self.pool.submit(self._deliver, row)
+            busy: dict[str, int] = {}
+            for lane in self.inflight.values():
+                busy[lane] = busy.get(lane, 0) + 1
+        # Rows of a full lane are skipped by job; a job not known yet is learned from the
+        # rows claimed (and those given back), and the claim tried again without it.
+        for _ in range(4):
+            full = {lane for lane, n in busy.items() if n >= self.lane_cap(lane)}
+            skip = {j for j, lane in self._lane_of_job.items() if lane in full}
+            if self._jobs is not None:
+                skip |= {j for j, spec in self._jobs[2].items() if (spec.user or "") in full}
+            released: list[int] = []
+            rows = self.outbox.claim(self.node, now, limit=self.workers * 2, skip_jobs=skip)
+            for row in rows:
+                lane = lane_of(row.route)
+                self._lane_of_job[row.job_id] = lane
+                with self._lock:
+                    if row.id in self.inflight:
+                        continue
+                    if busy.get(lane, 0) >= self.lane_cap(lane):
+                        released.append(row.id)  # its lane is full: left for when it is not
+                        continue
+                    busy[lane] = busy.get(lane, 0) + 1
+                    self.inflight[row.id] = lane
+                self._lane(lane).submit(self._deliver, row)
+            if not released:
+                return
+            self.outbox.release(released, self.node)
 
     def _deliver(self, row: Outgoing) -> None:
         try:
@@ -404,7 +440,8 @@ class NotifyService:
             self.log("notify.record_failed", "error", job=row.job_id, notice=row.event, error=str(e))
         finally:
             with self._lock:
-                self.inflight.discard(row.id)
+                self.inflight.pop(row.id, None)
+            self._wake.set()  # a lane has room again: the next round hands it its next row
 
     def _failed(self, row: Outgoing, error: str) -> None:
         delay = min(RETRY_BASE_S * 2**row.attempts, RETRY_MAX_S)
@@ -477,6 +514,11 @@ class SilenceDeadlines:
         while self._heap and self._at.get(self._heap[0][1]) != self._heap[0][0]:
             heapq.heappop(self._heap)
         return self._heap[0][0] if self._heap else None
+
+
+def lane_of(route: Mapping[str, Any]) -> str:
+    """The delivery lane of a notice: the account its job runs as ("" for the daemon's)."""
+    return str(route.get("user") or "")
 
 
 def route_json(spec: Any, index: int) -> dict[str, Any]:

@@ -1,10 +1,16 @@
 """What a job file controls in its notifications is bounded: a notify command's output and
-time (a real chronod, a command printing gigabytes, the daemon's memory read from /proc)."""
+time (a real chronod, a command printing gigabytes, the daemon's memory read from /proc),
+a webhook's whole exchange and answer (real socket servers), and the lanes that keep one
+owner's slow endpoint from holding anyone else's notices."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
+import socket
+import threading
+from datetime import datetime, timezone
 
 import pytest
 
@@ -74,3 +80,143 @@ def test_a_notify_command_printing_gigabytes_leaves_the_daemons_memory_flat_and_
         assert d.proc.poll() is None
     finally:
         d.stop()
+
+
+class DripServer:
+    """An HTTP endpoint on loopback that answers one byte every 2 s, forever."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(100)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/slow"
+        self.connections = 0
+        self.closed = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while not self.closed.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn):
+        with conn:
+            try:
+                conn.recv(65536)
+                for b in itertools.cycle(b"HTTP/1.1 200 OK\r\nX-Slow: "):
+                    conn.sendall(bytes([b]))
+                    if self.closed.wait(2):
+                        return
+            except OSError:
+                return
+
+    def close(self):
+        self.closed.set()
+        self.sock.close()
+
+
+def test_a_webhook_answering_a_byte_every_two_seconds_fails_at_its_deadline_not_never():
+    from chronod.notify.deliver import DeliveryError, post_webhook
+
+    slow = DripServer()
+    naps = []
+    try:
+        with pytest.raises(DeliveryError, match=r"failed after 3 tries: no complete answer within 2s"):
+            post_webhook({"webhook": slow.url, "timeout_s": 2}, {"event": "failed"}, sleep=naps.append)
+    finally:
+        slow.close()
+    # per socket read, the drip would have kept each try alive forever
+    assert slow.connections == 3 and naps == [1.0, 4.0]
+
+
+def test_a_webhook_answer_is_read_up_to_its_cap_and_no_further():
+    from chronod.notify.deliver import WEBHOOK_RESPONSE_BYTES, post_webhook
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(5)
+    sent = []
+
+    def serve():
+        conn, _ = srv.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n")
+            n = 0
+            try:
+                while n < 200 * WEBHOOK_RESPONSE_BYTES:
+                    n += conn.send(b"x" * 65536)
+            except OSError:
+                pass
+            sent.append(n)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    post_webhook({"webhook": f"http://127.0.0.1:{srv.getsockname()[1]}/", "timeout_s": 10}, {"event": "failed"})
+    t.join(10)
+    srv.close()
+    # the daemon hung up after its cap: the server could not push its gigabyte
+    assert sent and sent[0] < 200 * WEBHOOK_RESPONSE_BYTES
+
+
+def test_one_owners_slow_webhooks_hold_only_their_own_lane_and_roots_notice_goes_out_at_once(store_url, tmp_path):
+    """Twenty notices of a delegated owner's jobs to a server that drips, queued before
+    one of root's: root's is delivered while every slow one is still in its first try."""
+    from chronod.core.clock import Clock
+    from chronod.notify.service import LANE_WORKERS, NotifyService
+    from chronod.store.api import open_store
+    from chronod.store.outbox import Outbox
+
+    store = open_store(store_url)
+    slow = DripServer()
+    got = []
+    fast = socket.socket()
+    fast.bind(("127.0.0.1", 0))
+    fast.listen(5)
+
+    def answer():
+        conn, _ = fast.accept()
+        with conn:
+            got.append(conn.recv(65536))
+            conn.sendall(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+
+    threading.Thread(target=answer, daemon=True).start()
+    fast_url = f"http://127.0.0.1:{fast.getsockname()[1]}/page"
+    now = datetime.now(timezone.utc)
+
+    def row(job, user, url, n):
+        route = {"index": 0, "command": None, "webhook": url, "timeout_s": 5, "user": user, "group": None}
+        body = {"event": "failed", "job_id": job, "owner": "t", "run_id": f"{job}-{n}", "state": "failed"}
+        return dict(
+            job_id=job,
+            event="failed",
+            state="failed",
+            run_id=f"{job}-{n}",
+            dedupe_key=f"{job}|{n}",
+            route=route,
+            payload=body,
+        )
+
+    outbox = Outbox(store)
+    outbox.add([row(f"nb.tick{j}", "nobody", slow.url, n) for n in range(4) for j in range(5)], now)
+    outbox.add([row("rootjob", None, fast_url, 0)], now)
+    svc = NotifyService(store, Clock(), lambda *a, **k: None, "n1")
+    try:
+        svc._dispatch(svc.clock.now())
+        wait_until(lambda: got, timeout=60, what="root's notice at its endpoint")
+        rows = {r.job_id + r.run_id: r for r in outbox.notices()}
+        wait_until(lambda: outbox.notices("rootjob")[0].sent_at is not None, what="root's notice recorded sent")
+        slow_rows = [r for r in outbox.notices() if r.job_id != "rootjob"]
+        assert all(r.sent_at is None and r.attempts == 0 for r in slow_rows)
+        # the delegated owner holds exactly its lane's workers, the rest of its rows wait unclaimed
+        assert slow.connections <= LANE_WORKERS
+        assert sum(r.claimed_by == "n1" for r in slow_rows) == LANE_WORKERS
+        assert rows
+    finally:
+        svc.stop(0)
+        slow.close()
+        fast.close()
