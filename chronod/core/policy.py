@@ -14,6 +14,7 @@ then acts. The rules, one function each:
 - `start_admission`: the node's start limit (starts per second): which due runs start
   now (tightest tolerance first), which wait for the next second, and which the
   catch-up rule skips because they waited too long or a newer occurrence replaced them;
+  the starts there are are shared fairly between owners, then jobs (`chronod.core.shares`);
 - `next_wake`: the earliest deadline the loop must wake for (fires, retries, heartbeat,
   watchdog, reconcile, outage retry).
 """
@@ -21,11 +22,12 @@ then acts. The rules, one function each:
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Iterable, Sequence
+from typing import Hashable, Iterable, Mapping, Sequence
 
+from chronod.core import shares
 from chronod.core.model import JobSpec, RunState
 
 # An occurrence picked up this long after its fire time still counts as on time: a
@@ -201,6 +203,7 @@ class Admission:
     skip: tuple[tuple[Candidate, str], ...]
     budget: Budget
     retry_at: float | None
+    served: Mapping[Hashable, int] = field(default_factory=dict)  # shares' turns to merge in
 
 
 def start_deadline(c: Candidate) -> datetime:
@@ -216,7 +219,12 @@ def refill(budget: Budget, rate: float, mono: float) -> Budget:
 
 
 def start_admission(
-    rate: float | None, budget: Budget, line: Sequence[Candidate], now: datetime, mono: float
+    rate: float | None,
+    budget: Budget,
+    line: Sequence[Candidate],
+    now: datetime,
+    mono: float,
+    served: Mapping[Hashable, int] | None = None,
 ) -> Admission:
     """The start limit: at most `rate` starts a second on this node (a burst of one
     second's worth), so that past its ceiling a node starts what it can instead of
@@ -246,12 +254,16 @@ def start_admission(
     budget = refill(budget, rate, mono)
     n = min(int(budget.tokens), len(live))
     budget = Budget(budget.tokens - n, mono)
-    wait = tuple(live[n:])
+    # Starts are scarce: shared round-robin between the accounts the jobs run as, then
+    # between each account's jobs (`shares.fair_order`), so no owner's flood starves another.
+    # `served` (when each account and job last started) carries the turn across wake-ups.
+    go, rest, turns = shares.fair_split(live, n, lambda c: shares.principal(c.spec.user), lambda c: c.spec.id, served)
+    wait = tuple(rest)
     # wake again when a tenth of a second's worth (or the whole line) may start: one
     # wake-up per token would sort the line a thousand times a second
     want = min(len(wait), max(1.0, rate / 10))
     retry_at = mono + max(want - budget.tokens, 0.0) / rate if wait else None
-    return Admission(tuple(live[:n]), wait, tuple(skips), budget, retry_at)
+    return Admission(tuple(go), wait, tuple(skips), budget, retry_at, turns)
 
 
 def _admission_skip(c: Candidate, newest: datetime, now: datetime, rate: float | None) -> str | None:

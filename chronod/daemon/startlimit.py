@@ -6,7 +6,7 @@ node past its ceiling fell further behind each second and started less and less.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Collection
+from typing import Collection, Hashable
 
 from chronod.core import policy
 from chronod.core.clock import Clock
@@ -32,6 +32,7 @@ class StartLimit:
         self.skipped = 0  # runs skipped since the last summary
         self.limited_logged = float("-inf")  # the first summary at once
         self.owed_since: float | None = None  # monotonic: since when admitted runs wait to start
+        self.served: dict[Hashable, int] = {}  # fair shares: when each account and job last started
 
     def admit_starts(
         self, claims: list[tuple[Job, Run]], settles: list[tuple[str, str, str | None]]
@@ -43,8 +44,11 @@ class StartLimit:
             return []
         by_id = {run.run_id: (job, run) for job, run in claims}
         line = [candidate(job, run) for job, run in claims]
-        a = policy.start_admission(self.max_starts, self.budget, line, self.clock.now(), self.clock.monotonic())
+        a = policy.start_admission(
+            self.max_starts, self.budget, line, self.clock.now(), self.clock.monotonic(), self.served
+        )
         self.budget, self.admit_retry = a.budget, a.retry_at
+        self.served.update(a.served)
         for c, why in a.skip:
             settles.append((c.run_id, RunState.SKIPPED_OUTAGE, why))
             self.metrics.runs.labels(c.spec.id, RunState.SKIPPED_OUTAGE).inc()
