@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import builtins
 import heapq
+import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
@@ -74,7 +74,7 @@ class NotifyService:
         # One lane of workers per account a job runs as (its `user:`, "" for the daemon's
         # own): a lane has its own threads and a cap on deliveries in flight, so one owner's
         # slow webhook or command waits in its own lane, never in root's or another owner's.
-        self.lanes: dict[str, ThreadPoolExecutor] = {}
+        self.lanes: dict[str, Lane] = {}
         self.workers = workers
         self.inflight: dict[int, str] = {}  # row id -> lane
         self._lane_of_job: dict[str, str] = {}  # job id -> lane, learned from the rows claimed
@@ -130,7 +130,7 @@ class NotifyService:
         if self.thread is not None:
             self.thread.join(wait_s)
         for pool in list(self.lanes.values()):
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown()
 
     def run(self) -> None:
         """The thread body: step, then sleep until the next deadline (at most MAX_SLEEP_S) or a wake."""
@@ -380,11 +380,11 @@ class NotifyService:
         its workers' size, every other lane only its workers."""
         return self.workers * 2 if lane == "" else min(LANE_WORKERS, self.workers)
 
-    def _lane(self, lane: str) -> ThreadPoolExecutor:
+    def _lane(self, lane: str) -> "Lane":
         pool = self.lanes.get(lane)
         if pool is None:
             size = self.workers if lane == "" else min(LANE_WORKERS, self.workers)
-            pool = self.lanes[lane] = ThreadPoolExecutor(max_workers=size, thread_name_prefix="chrono-notify")
+            pool = self.lanes[lane] = Lane(size)
         return pool
 
     def _dispatch(self, now: datetime) -> None:
@@ -483,6 +483,37 @@ class NotifyService:
                 for p in groups
             )
         }
+
+
+class Lane:
+    """A delivery lane: `size` worker threads taking deliveries in order. The threads are
+    daemon threads: a delivery still waiting on a slow endpoint when chronod stops does
+    not hold its exit (the row's claim is released at the next start and it is sent then)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._queue: queue.SimpleQueue[tuple[Callable[[Any], None], Any] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, fn: Callable[[Any], None], arg: Any) -> None:
+        if len(self._threads) < self.size:
+            t = threading.Thread(target=self._work, name="chrono-notify", daemon=True)
+            self._threads.append(t)
+            t.start()
+        self._queue.put((fn, arg))
+
+    def shutdown(self) -> None:
+        """The workers end after the delivery each is in (none is waited for)."""
+        for _ in self._threads:
+            self._queue.put(None)
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            fn, arg = item
+            try:
+                fn(arg)
+            except Exception:  # noqa: S110 -- a delivery records its own failures; the lane goes on
+                pass
 
 
 class SilenceDeadlines:

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import pwd
 import re
 import socket
+import subprocess
 import threading
 from datetime import datetime, timezone
 
@@ -91,6 +94,8 @@ class DripServer:
         self.sock.listen(100)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/slow"
         self.connections = 0
+        self.open = self.most = 0  # connections open now, and at most at once
+        self._lock = threading.Lock()
         self.closed = threading.Event()
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -104,6 +109,16 @@ class DripServer:
             threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
 
     def _drip(self, conn):
+        with self._lock:
+            self.open += 1
+            self.most = max(self.most, self.open)
+        try:
+            self._drip_on(conn)
+        finally:
+            with self._lock:
+                self.open -= 1
+
+    def _drip_on(self, conn):
         with conn:
             try:
                 conn.recv(65536)
@@ -218,5 +233,82 @@ def test_one_owners_slow_webhooks_hold_only_their_own_lane_and_roots_notice_goes
         assert rows
     finally:
         svc.stop(0)
+        slow.close()
+        fast.close()
+
+
+USER = "chr-bounds-2"
+
+
+@pytest.fixture
+def delegate():
+    if os.geteuid() != 0:
+        pytest.skip("NOT RUN: a delegated file needs root (the test creates a user)")
+    made = subprocess.run(["getent", "passwd", USER], capture_output=True).returncode != 0
+    if made:
+        subprocess.run(["useradd", "--system", "--no-create-home", USER], check=True)
+    try:
+        yield pwd.getpwnam(USER)
+    finally:
+        if made:
+            subprocess.run(["userdel", USER], check=False)
+
+
+def _hook_job(id_: str, command: str, url: str, on: list[str], user: str | None = None) -> str:
+    lines = [
+        f"  - id: {id_}",
+        "    owner: team",
+        '    schedule: "@every 1s"',
+        f"    command: {json.dumps(command)}",
+        "    idempotency_class: idempotent",
+        "    tolerance_s: 0",
+        "    tolerance_reason: tests need exact times",
+        "    max_silence_s: 3600",
+    ]
+    if user:
+        lines.append(f"    user: {user}")
+    lines += [
+        "    notify:",
+        f"      - on: {json.dumps(on)}",
+        f"        webhook: {json.dumps(url)}",
+        "        timeout_s: 5",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.root
+@pytest.mark.xdist_group("users")
+@pytest.mark.slow
+def test_five_delegated_jobs_webhooking_a_dripping_server_leave_roots_failed_notice_on_time(tmp_path, delegate):
+    """The report's case, on a real chronod: five delegated every-second jobs notify each
+    success to a server answering a byte every 2 s (timeout_s 5); root's job fails and
+    its `failed` notice reaches root's endpoint while the slow ones are still queued."""
+    from chronod.notify.service import LANE_WORKERS
+    from tests.integration.test_notify import Receiver
+
+    slow, fast = DripServer(), Receiver()
+    reg = tmp_path / "jobs.d"
+    reg.mkdir(mode=0o755)
+    os.chmod(tmp_path, 0o755)
+    theirs = reg / "theirs.yaml"
+    write_jobs(
+        theirs, "jobs:\n" + "".join(_hook_job(f"nb{i}", "true", slow.url, ["succeeded"], USER) for i in range(5))
+    )
+    os.chown(theirs, delegate.pw_uid, delegate.pw_gid)
+    d = Chronod(reg, str(tmp_path / "chrono.db"), tmp_path / "chronod.log").start()
+    try:
+        # the flood first: dozens of the delegated notices wait before root's job exists
+        wait_until(lambda: slow.connections >= 2, timeout=30, what="the delegated lane busy with the drip")
+        wait_until(
+            lambda: d.log_since_start().count("event=notify.notice job=nb") >= 30,
+            timeout=30,
+            what="thirty delegated notices queued",
+        )
+        write_jobs(reg / "root.yaml", "jobs:\n" + _hook_job("pager", "exit 3", fast.url, ["failed"]))
+        wait_until(lambda: fast.events("pager") == ["failed"], timeout=30, what="root's failed notice delivered")
+        assert slow.most <= LANE_WORKERS  # the delegated account never had more than its lane
+        assert d.proc.poll() is None
+    finally:
+        d.stop()
         slow.close()
         fast.close()
