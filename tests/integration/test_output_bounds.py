@@ -89,3 +89,47 @@ def test_output_that_does_not_fit_the_database_is_dropped_with_a_note_and_roots_
         assert d.proc.poll() is None
     finally:
         d.stop()
+
+
+@pytest.mark.slow
+def test_a_database_volume_filled_to_the_last_byte_by_something_else_degrades_only_the_job_with_output(
+    tmp_path, small_fs, delegate
+):
+    """Something else fills the volume to its last byte while a delegated job prints 7 MB
+    a run: root's every-second job goes on being recorded while the volume is full and
+    after the space returns, with nothing done to the daemon; each big run is recorded
+    once, its output dropped with the note (no write is retried)."""
+    reg = tmp_path / "jobs.d"
+    reg.mkdir(mode=0o755)
+    os.chmod(tmp_path, 0o755)
+    write_jobs(reg / "root.yaml", jobs_file(job("tick", "@every 1s", "true")))
+    theirs = reg / "theirs.yaml"
+    big = "head -c 7000000 /dev/zero | tr '\\0' x"
+    write_jobs(theirs, jobs_file(job("big", "@every 2s", big, output_limit_kb=16384, user=USER)))
+    os.chown(theirs, delegate.pw_uid, delegate.pw_gid)
+    db = str(small_fs / "chrono.db")
+    env = {"CHRONO_OUTPUT_BUDGET": "16M", "CHRONO_STATE_DIR": str(tmp_path / "state")}
+    d = Chronod(reg, db, tmp_path / "chronod.log", env=env).start()
+    filler = small_fs / "filler"
+
+    def ticks() -> int:
+        return len([r for r in runs_json("tick", db) if r["state"] == "succeeded"])
+
+    try:
+        wait_until(lambda: "event=store.full" in d.log_since_start(), timeout=60, what="a big run's output dropped")
+        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)  # until ENOSPC
+        assert os.statvfs(small_fs).f_bavail == 0
+        full = ticks()
+        wait_until(lambda: ticks() >= full + 5, timeout=60, what="five more successes of tick on a full volume")
+        filler.unlink()
+        back = ticks()
+        wait_until(lambda: ticks() >= back + 3, timeout=60, what="tick recorded after the space returned")
+        big_runs = [r for r in runs_json("big", db) if r["state"] not in ("pending", "running")]
+        dropped = [r for r in big_runs if "output dropped: database full" in (r.get("error") or "")]
+        assert dropped and all(r["state"] == "succeeded" for r in big_runs)
+        # one fallback per run that did not fit: no write is tried again and again
+        assert d.log_since_start().count("event=store.full") == len(dropped)
+        assert d.proc.poll() is None
+    finally:
+        d.stop()
+        filler.unlink(missing_ok=True)
