@@ -71,6 +71,8 @@ def run_command(route: dict[str, Any], payload: dict[str, Any]) -> None:
         )
     except OSError as e:
         raise DeliveryError(f"notify command {_short(cmd)} could not start: {e.strerror or e}") from None
+    with _running_lock:
+        _running.add(proc.pid)
     try:
         done, err = _bounded_wait(proc, (payload.get("output_tail") or "").encode(), time.monotonic() + timeout)
     finally:
@@ -148,6 +150,10 @@ def _bounded_wait(proc: subprocess.Popen[bytes], stdin: bytes, deadline: float) 
                     pass
 
 
+_running: set[int] = set()  # process groups of the notify commands running now
+_running_lock = threading.Lock()
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the command's process group (its own session) and reap the command."""
     try:
@@ -158,6 +164,21 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(5)
     except subprocess.TimeoutExpired:
         pass
+    with _running_lock:
+        _running.discard(proc.pid)
+
+
+def kill_running() -> int:
+    """SIGKILL every notify command still running (chronod is stopping: none outlives it;
+    its notice is sent again after the next start). Returns how many."""
+    with _running_lock:
+        groups = list(_running)
+    for pgid in groups:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return len(groups)
 
 
 def _credentials(route: dict[str, Any], cmd: Any, env: dict[str, str]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from chronod.core.history import known_since
 from chronod.core.model import RunState
 from chronod.core.schedule import compile_schedule
 from chronod.notify import core
-from chronod.notify.deliver import TAIL_BYTES, DeliveryError, deliver
+from chronod.notify.deliver import TAIL_BYTES, DeliveryError, deliver, kill_running
 from chronod.store.outbox import CURSOR, Outbox, Outgoing
 
 MAX_SLEEP_S = 60.0  # the loop wakes us after every outcome; this bounds retries and reconciles
@@ -131,6 +131,8 @@ class NotifyService:
             self.thread.join(wait_s)
         for pool in list(self.lanes.values()):
             pool.shutdown()
+        if self.send is deliver:
+            kill_running()  # a notify command never outlives the daemon that ran it
 
     def run(self) -> None:
         """The thread body: step, then sleep until the next deadline (at most MAX_SLEEP_S) or a wake."""
