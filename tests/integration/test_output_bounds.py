@@ -133,3 +133,30 @@ def test_a_database_volume_filled_to_the_last_byte_by_something_else_degrades_on
     finally:
         d.stop()
         filler.unlink(missing_ok=True)
+
+
+def test_the_hosts_output_budget_caps_what_a_run_stores_whatever_its_file_asks(tmp_path):
+    """output_limit_kb 64, CHRONO_OUTPUT_BUDGET=1K: a run printing 20,000 bytes stores its
+    last 1,024, counts all 20,000, and says that the host's budget cut it."""
+    from chronod.store.api import open_store
+
+    reg = tmp_path / "jobs.d"
+    reg.mkdir()
+    write_jobs(
+        reg / "a.yaml",
+        jobs_file(job("chatty", "@every 1s", "head -c 19996 /dev/zero | tr '\\0' x; echo END", output_limit_kb=64)),
+    )
+    db = str(tmp_path / "chrono.db")
+    d = Chronod(reg, db, tmp_path / "chronod.log", env={"CHRONO_OUTPUT_BUDGET": "1K"}).start()
+    try:
+        run = wait_until(
+            lambda: next((r for r in runs_json("chatty", db) if r["state"] == "succeeded"), None),
+            timeout=30,
+            what="a run of chatty",
+        )
+    finally:
+        d.stop()
+    stored = open_store(db).get_run(run["run_id"])
+    assert stored.output_bytes == 20000
+    assert len(stored.output_tail.encode()) == 1024 and stored.output_tail == "x" * 1020 + "END\n"
+    assert "host's output budget (1024 bytes a run, CHRONO_OUTPUT_BUDGET)" in stored.error
