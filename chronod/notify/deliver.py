@@ -204,6 +204,10 @@ def _credentials(route: dict[str, Any], cmd: Any, env: dict[str, str]) -> dict[s
     return {"user": creds.uid, "group": creds.gid, "extra_groups": list(creds.groups)}
 
 
+MAX_TIMEOUT_S = 300  # the largest timeout_s a route may set (chronod.core.validate)
+# The longest one delivery can take, every try at its deadline: a claim on a notice
+# outlives it, so that no other node sends the notice while this one still may.
+LONGEST_DELIVERY_S = WEBHOOK_TRIES * MAX_TIMEOUT_S + sum(WEBHOOK_BACKOFF_S) + 30
 WEBHOOK_RESPONSE_BYTES = 64 * 1024  # of a webhook's answer read (status, headers, body): the rest is not
 
 

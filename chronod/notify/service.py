@@ -25,7 +25,7 @@ from chronod.core.history import known_since
 from chronod.core.model import RunState
 from chronod.core.schedule import compile_schedule
 from chronod.notify import core
-from chronod.notify.deliver import TAIL_BYTES, DeliveryError, deliver, kill_running
+from chronod.notify.deliver import LONGEST_DELIVERY_S, TAIL_BYTES, DeliveryError, deliver, kill_running
 from chronod.store.outbox import CURSOR, Outbox, Outgoing
 
 MAX_SLEEP_S = 60.0  # the loop wakes us after every outcome; this bounds retries and reconciles
@@ -402,7 +402,7 @@ class NotifyService:
             if self._jobs is not None:
                 skip |= {j for j, spec in self._jobs[2].items() if (spec.user or "") in full}
             released: list[int] = []
-            rows = self.outbox.claim(self.node, now, limit=self.workers * 2, skip_jobs=skip)
+            rows = self.outbox.claim(self.node, now, limit=self.workers * 2, skip_jobs=skip, hold_s=LONGEST_DELIVERY_S)
             for row in rows:
                 lane = lane_of(row.route)
                 self._lane_of_job[row.job_id] = lane
