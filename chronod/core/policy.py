@@ -22,7 +22,7 @@ then acts. The rules, one function each:
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Hashable, Iterable, Mapping, Sequence
@@ -179,6 +179,9 @@ class Budget:
 
     tokens: float
     at: float
+    # fair shares' turns (`shares.fair_split`): when each account and job last started.
+    # Carried from budget to budget by reference, merged by the budget's owner (StartLimit).
+    turns: dict[Hashable, int] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -215,7 +218,7 @@ def start_deadline(c: Candidate) -> datetime:
 def refill(budget: Budget, rate: float, mono: float) -> Budget:
     """The budget at `mono`: `rate` tokens a second, at most one second's worth kept."""
     tokens = min(float(rate), budget.tokens + max(mono - budget.at, 0.0) * rate)
-    return Budget(tokens, mono)
+    return replace(budget, tokens=tokens, at=mono)
 
 
 def start_admission(
@@ -224,7 +227,6 @@ def start_admission(
     line: Sequence[Candidate],
     now: datetime,
     mono: float,
-    served: Mapping[Hashable, int] | None = None,
 ) -> Admission:
     """The start limit: at most `rate` starts a second on this node (a burst of one
     second's worth), so that past its ceiling a node starts what it can instead of
@@ -253,11 +255,13 @@ def start_admission(
         return Admission(tuple(live), (), tuple(skips), budget, None)
     budget = refill(budget, rate, mono)
     n = min(int(budget.tokens), len(live))
-    budget = Budget(budget.tokens - n, mono)
+    budget = replace(budget, tokens=budget.tokens - n, at=mono)
     # Starts are scarce: shared round-robin between the accounts the jobs run as, then
     # between each account's jobs (`shares.fair_order`), so no owner's flood starves another.
-    # `served` (when each account and job last started) carries the turn across wake-ups.
-    go, rest, turns = shares.fair_split(live, n, lambda c: shares.principal(c.spec.user), lambda c: c.spec.id, served)
+    # The budget's `turns` (when each account and job last started) carry the turn across wake-ups.
+    go, rest, turns = shares.fair_split(
+        live, n, lambda c: shares.principal(c.spec.user), lambda c: c.spec.id, budget.turns
+    )
     wait = tuple(rest)
     # wake again when a tenth of a second's worth (or the whole line) may start: one
     # wake-up per token would sort the line a thousand times a second

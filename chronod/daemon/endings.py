@@ -41,8 +41,7 @@ class Endings:
     ) -> None:
         self.clock, self.store, self.lease, self.log, self.metrics = clock, store, lease, log, metrics
         self.rng, self.timeline = rng, timeline
-        budget = outputs.parse_budget(os.environ.get("CHRONO_OUTPUT_BUDGET"))
-        if budget is None:
+        if outputs.parse_budget(os.environ.get("CHRONO_OUTPUT_BUDGET")) is None:
             log(
                 "config.invalid",
                 "warning",
@@ -51,8 +50,6 @@ class Endings:
                 why="not a size (bytes, or a number with K, M or G)",
                 using=outputs.DEFAULT_OUTPUT_BUDGET,
             )
-            budget = outputs.DEFAULT_OUTPUT_BUDGET
-        self.output_budget = budget
 
     def record_outcomes(self, ended: list[tuple[Job, Run, Outcome]]) -> set[str]:
         """Retries and unknown outcomes one by one; every final outcome in one transaction.
@@ -73,7 +70,7 @@ class Endings:
             return kept
         endings = []
         for _, run, outcome in final:
-            tail, note = outputs.within_budget(outcome.output_tail, self.output_budget)
+            tail, note = outputs.within_budget(outcome.output_tail, output_budget())
             endings.append(
                 Ending(
                     run.run_id,
@@ -112,7 +109,7 @@ class Endings:
     def schedule_retry(self, job: Job, run: Run, outcome: Outcome) -> bool:
         delay = policy.retry_delay_s(job.spec, run.attempts, self.rng)
         at = self.clock.now() + timedelta(seconds=delay)
-        tail, note = outputs.within_budget(outcome.output_tail, self.output_budget)
+        tail, note = outputs.within_budget(outcome.output_tail, output_budget())
 
         def write(tail: str | None, note: str | None) -> bool:
             return bool(

@@ -5,8 +5,9 @@ node past its ceiling fell further behind each second and started less and less.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
-from typing import Collection, Hashable
+from typing import Collection
 
 from chronod.core import policy
 from chronod.core.clock import Clock
@@ -32,7 +33,6 @@ class StartLimit:
         self.skipped = 0  # runs skipped since the last summary
         self.limited_logged = float("-inf")  # the first summary at once
         self.owed_since: float | None = None  # monotonic: since when admitted runs wait to start
-        self.served: dict[Hashable, int] = {}  # fair shares: when each account and job last started
 
     def admit_starts(
         self, claims: list[tuple[Job, Run]], settles: list[tuple[str, str, str | None]]
@@ -44,11 +44,9 @@ class StartLimit:
             return []
         by_id = {run.run_id: (job, run) for job, run in claims}
         line = [candidate(job, run) for job, run in claims]
-        a = policy.start_admission(
-            self.max_starts, self.budget, line, self.clock.now(), self.clock.monotonic(), self.served
-        )
+        a = policy.start_admission(self.max_starts, self.budget, line, self.clock.now(), self.clock.monotonic())
         self.budget, self.admit_retry = a.budget, a.retry_at
-        self.served.update(a.served)
+        self.budget.turns.update(a.served)  # the fair shares' turns, carried by the budget
         for c, why in a.skip:
             settles.append((c.run_id, RunState.SKIPPED_OUTAGE, why))
             self.metrics.runs.labels(c.spec.id, RunState.SKIPPED_OUTAGE).inc()
@@ -90,7 +88,7 @@ class StartLimit:
         them): their starts go back to the budget, or a line full of runs the other nodes
         took would spend it all and start nothing."""
         if n > 0 and self.max_starts is not None:
-            self.budget = policy.Budget(min(self.budget.tokens + n, self.max_starts), self.budget.at)
+            self.budget = dataclasses.replace(self.budget, tokens=min(self.budget.tokens + n, self.max_starts))
 
     def backlog_wake(self, now: datetime) -> datetime | None:
         """When the loop must wake for the runs waiting to start (None: none wait)."""

@@ -71,14 +71,13 @@ def test_under_the_start_limit_roots_job_starts_every_second_whatever_a_delegate
     flood = [_spec(f"nb.t{i:03d}", "nobody") for i in range(400)]
     root = _spec("zz.root", None)  # sorts last by id: line order alone would never reach it
     budget = policy.Budget(10.0, 0.0)
-    served: dict = {}
     started = Counter()
     for second in range(60):
         at = NOW + timedelta(seconds=second)
         line = [policy.Candidate(f"{s.id}@{second}", s, at, at) for s in [*flood, root]]
-        a = policy.start_admission(10, budget, line, at, float(second), served)
+        a = policy.start_admission(10, budget, line, at, float(second))
         budget = a.budget
-        served.update(a.served)
+        budget.turns.update(a.served)
         assert len(a.start) == 10
         started.update(c.spec.id for c in a.start)
     assert started["zz.root"] == 60
