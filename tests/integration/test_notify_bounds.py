@@ -10,9 +10,11 @@ import json
 import os
 import pwd
 import re
+import select
 import socket
 import subprocess
 import threading
+import time
 from datetime import datetime, timezone
 
 import pytest
@@ -149,13 +151,22 @@ class DripServer:
             with self._lock:
                 self.open -= 1
 
+    def _wait_open(self, conn, seconds: float) -> bool:
+        """Wait `seconds`, reading what the client still sends; False once it hung up."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0 and not self.closed.is_set():
+            ready, _, _ = select.select([conn], [], [], min(left, 0.2))
+            if ready and not conn.recv(65536):
+                return False
+        return not self.closed.is_set()
+
     def _drip_on(self, conn):
         with conn:
             try:
                 conn.recv(65536)
                 for b in itertools.cycle(b"HTTP/1.1 200 OK\r\nX-Slow: "):
                     conn.sendall(bytes([b]))
-                    if self.closed.wait(2):
+                    if not self._wait_open(conn, 2.0):
                         return
             except OSError:
                 return
