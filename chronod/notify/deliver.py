@@ -50,9 +50,10 @@ def run_command(route: dict[str, Any], payload: dict[str, Any]) -> None:
     its environment and the run's output tail on stdin; non-zero exit or timeout fail.
     A root daemon runs it with exactly the job's credentials (see `_credentials`).
 
-    Bounded whatever the command does: its stdout and stderr are drained as they come and
-    at most COMMAND_KEEP_BYTES of each is kept (a command printing gigabytes costs the
-    daemon nothing but the reading), and at `timeout_s` its whole process group is killed."""
+    Bounded whatever the command does: its stdout and stderr are drained as they come,
+    stdout discarded and the last COMMAND_KEEP_BYTES of stderr kept (a command printing
+    gigabytes costs the daemon nothing but the reading), and at `timeout_s` its whole
+    process group is killed."""
     cmd = route["command"]
     argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
     env = command_env(payload)
@@ -135,10 +136,12 @@ def _bounded_wait(proc: subprocess.Popen[bytes], stdin: bytes, deadline: float) 
                     err += data
                     if len(err) > COMMAND_KEEP_BYTES:
                         del err[: len(err) - COMMAND_KEEP_BYTES]
-        try:
-            proc.wait(max(deadline - time.monotonic(), 0.0))
-        except subprocess.TimeoutExpired:
-            return False, bytes(err)
+        # Exited, but not reaped: while the command is a zombie its pid (its group's id)
+        # cannot be reused, so killing the group after it never reaches another process.
+        while not _exited(proc.pid):
+            if time.monotonic() >= deadline:
+                return False, bytes(err)
+            time.sleep(0.02)
         return True, bytes(err)
     finally:
         sel.close()
@@ -154,8 +157,18 @@ _running: set[int] = set()  # process groups of the notify commands running now
 _running_lock = threading.Lock()
 
 
+def _exited(pid: int) -> bool:
+    """Whether the child `pid` has exited, leaving it unreaped."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the command's process group (its own session) and reap the command."""
+    """SIGKILL the command's process group (its own session), then reap the command: it is
+    reaped only here, so its pid, the group's id, is not yet free for another process."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
