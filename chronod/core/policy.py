@@ -251,17 +251,18 @@ def start_admission(
         else:
             live.append(c)
     live.sort(key=lambda c: (start_deadline(c), c.fire_at, c.run_id))
+    owner, job = (lambda c: shares.principal(c.spec.user)), (lambda c: c.spec.id)
     if rate is None:
-        return Admission(tuple(live), (), tuple(skips), budget, None)
+        # every run starts, in fair order: a wake-up whose time slice runs out part-way
+        # has started each owner's first runs before any owner's hundredth
+        return Admission(tuple(shares.fair_order(live, owner, job, budget.turns)), (), tuple(skips), budget, None)
     budget = refill(budget, rate, mono)
     n = min(int(budget.tokens), len(live))
     budget = replace(budget, tokens=budget.tokens - n, at=mono)
     # Starts are scarce: shared round-robin between the accounts the jobs run as, then
     # between each account's jobs (`shares.fair_order`), so no owner's flood starves another.
     # The budget's `turns` (when each account and job last started) carry the turn across wake-ups.
-    go, rest, turns = shares.fair_split(
-        live, n, lambda c: shares.principal(c.spec.user), lambda c: c.spec.id, budget.turns
-    )
+    go, rest, turns = shares.fair_split(live, n, owner, job, budget.turns)
     wait = tuple(rest)
     # wake again when a tenth of a second's worth (or the whole line) may start: one
     # wake-up per token would sort the line a thousand times a second
