@@ -41,21 +41,28 @@ def fair_order(
     Every prefix of the result is a fair share: an owner present in the line gets its
     first entry within the first (number of owners) entries, whatever the others ask."""
     served = served or {}
-    first: dict[Hashable, int] = {}
-    jobs_of: dict[Hashable, dict[Hashable, list[T]]] = {}
-    for i, item in enumerate(line):
+    jobs_of: dict[Hashable, dict[Hashable, list[T]]] = {}  # in order of first entry (dicts keep it)
+    for item in line:
         o, j = owner(item), job(item)
-        first.setdefault(("owner", o), i)
-        first.setdefault(("job", j), i)
-        jobs_of.setdefault(o, {}).setdefault(j, []).append(item)
-
-    def turn(key: Hashable) -> tuple[int, int]:
-        return served.get(key, NEVER), first[key]
-
+        jobs = jobs_of.get(o)
+        if jobs is None:
+            jobs = jobs_of[o] = {}
+        same = jobs.get(j)
+        if same is None:
+            jobs[j] = [item]
+        else:
+            same.append(item)
+    owners = list(jobs_of)
+    if served:  # least recently served first; a stable sort keeps ties in line order
+        owners.sort(key=lambda o: served.get(("owner", o), NEVER))
     per_owner = []
-    for o in sorted(jobs_of, key=lambda o: turn(("owner", o))):
-        jobs = jobs_of[o]
-        per_owner.append(_round_robin([jobs[j] for j in sorted(jobs, key=lambda j: turn(("job", j)))]))
+    for o in owners:
+        queues = list(jobs_of[o].values())
+        if served:
+            keys = list(jobs_of[o])
+            order = sorted(range(len(keys)), key=lambda i: served.get(("job", keys[i]), NEVER))
+            queues = [queues[i] for i in order]
+        per_owner.append(_round_robin(queues))
     return _round_robin(per_owner)
 
 
@@ -83,8 +90,19 @@ def fair_split(
 
 
 def _round_robin(queues: list[list[T]]) -> list[T]:
+    """One of each queue in turn, round after round; the queues that run dry drop out."""
+    if len(queues) == 1:
+        return queues[0]
+    if all(len(q) == 1 for q in queues):  # the common line: one run per job
+        return [q[0] for q in queues]
+    active = [q for q in queues if q]
     out: list[T] = []
-    depth = max((len(q) for q in queues), default=0)
-    for i in range(depth):
-        out.extend(q[i] for q in queues if i < len(q))
+    i = 0
+    while len(active) > 1:
+        out.extend(q[i] for q in active)
+        i += 1
+        if any(len(q) <= i for q in active):
+            active = [q for q in active if len(q) > i]
+    if active:
+        out.extend(active[0][i:])
     return out
