@@ -181,15 +181,20 @@ class Outbox:
                 new += c.execute(stmt.returning(s.notifications.c.id)).first() is not None
         return new
 
-    def claim(self, node: str, now: datetime, *, limit: int = 20, hold_s: float = 300) -> list[Outgoing]:
-        """Take up to `limit` unsent rows that are due and not held by a live claim."""
+    def claim(
+        self, node: str, now: datetime, *, limit: int = 20, hold_s: float = 300, skip_jobs: Iterable[str] = ()
+    ) -> list[Outgoing]:
+        """Take up to `limit` unsent rows that are due and not held by a live claim, none
+        of the jobs in `skip_jobs` (their delivery lane is full)."""
         n = s.notifications.c
         free = sa.and_(
             n.sent_at.is_(None),
             sa.or_(n.claimed_until.is_(None), n.claimed_until < now),
             sa.or_(n.next_try_at.is_(None), n.next_try_at <= now),
         )
-        pick = sa.select(n.id).where(free).order_by(n.id).limit(limit)
+        skip = sorted(set(skip_jobs))
+        where = sa.and_(free, n.job_id.notin_(skip)) if skip else free
+        pick = sa.select(n.id).where(where).order_by(n.id).limit(limit)
         if self.store.dialect == "postgresql":
             pick = pick.with_for_update(skip_locked=True)
         with self.store._tx(patience_s=PATIENCE_S) as c:
@@ -219,6 +224,17 @@ class Outbox:
                     .where(n.claimed_by == node, n.sent_at.is_(None))
                     .values(claimed_by=None, claimed_until=None)
                 ).rowcount
+            )
+
+    def release(self, notice_ids: Iterable[int], node: str) -> None:
+        """Give back rows this node claimed and will not deliver now: they are free at once."""
+        ids = list(notice_ids)
+        n = s.notifications.c
+        with self.store._tx() as c:
+            c.execute(
+                s.notifications.update()
+                .where(n.id.in_(ids), n.claimed_by == node, n.sent_at.is_(None))
+                .values(claimed_by=None, claimed_until=None)
             )
 
     def mark_sent(self, notice_id: int, node: str, now: datetime) -> bool:
