@@ -159,16 +159,33 @@ def edit(
         if specs is None:
             return
         if source.read_bytes() != original:
-            kept = Path(tempfile.mkstemp(prefix=f"{source.name}.", suffix=".edited")[1])
-            kept.write_bytes(copy.read_bytes())
             raise CliError(
                 f"{source} changed while you were editing it; it was left as it is",
-                f"your version is in {kept}: merge it and run `chronoctl edit {job}` again",
+                f"your version is in {_keep(copy, source)}: merge it and run `chronoctl edit {job}` again",
             )
         cmd_registry.write_atomically(source, copy.read_bytes())
     hashes = {s.id: s.spec_hash() for s in specs}
     outcome = cmd_registry._reload_and_confirm(db, lambda store, now: cmd_registry._took(store, hashes), wait)
-    cmd_registry._report("edited", source, sorted(hashes), [], outcome, False)
+    cmd_registry._report("edited", source, _changed(original, source, specs, now), [], outcome, False)
+
+
+def _changed(original: bytes, source: Path, specs: tuple["JobSpec", ...], now: datetime) -> list[str]:
+    """The ids of the jobs the edit added or changed, then those it removed (`-id`): what
+    `edited ...` names, rather than every job of the file."""
+    from chronod.specfile import load_as_owned_by
+
+    before = {s.id: s.spec_hash() for s in load_as_owned_by(original, str(source), 0, now=now).specs}
+    after = {s.id: s.spec_hash() for s in specs}
+    changed = sorted(i for i, h in after.items() if before.get(i) != h)
+    return changed + [f"-{i}" for i in sorted(set(before) - set(after))] or ["no job definition (comments or layout)"]
+
+
+def _keep(copy: Path, source: Path) -> Path:
+    """A lasting copy of the edited file (mode 0600, in $TMPDIR) when it cannot be written."""
+    fd, name = tempfile.mkstemp(prefix=f"{source.name}.", suffix=".edited")
+    with os.fdopen(fd, "wb") as f:
+        f.write(copy.read_bytes())
+    return Path(name)
 
 
 def _edit_until_valid(copy: Path, reg_dir: Path, source: Path, now: datetime) -> tuple["JobSpec", ...] | None:
@@ -190,7 +207,7 @@ def _edit_until_valid(copy: Path, reg_dir: Path, source: Path, now: datetime) ->
         if not (sys.stdin.isatty() and _ask("edit again? [Y/n] ")):
             raise InvalidInput(
                 f"the edited file is not valid; {source} was left as it is",
-                "run `chronoctl edit` again, or fix the file and `chronoctl validate` it",
+                f"your version is in {_keep(copy, source)}: fix it, `chronoctl validate` it and copy it over {source}",
             )
 
 

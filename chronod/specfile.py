@@ -471,9 +471,18 @@ def load_registry(
 
 
 def merge_order(files: dict[str, FileResult]) -> list[FileResult]:
-    """Root-owned files first, then delegated ones, each group in name order: whatever a
-    delegated file is called, a root file's definitions come first and win."""
-    return sorted(files.values(), key=lambda f: (not f.trusted, f.path))
+    """Root-owned files first, then delegated ones, each group oldest file first (then by
+    name): whatever a delegated file is called, a root file's definitions come first and
+    win; and of two files defining one id, the one that was there first keeps it, so that
+    after `cp a.yaml a-copy.yaml` the copy is the duplicate, not the original."""
+    return sorted(files.values(), key=lambda f: (not f.trusted, _mtime_ns(f.path), f.path))
+
+
+def _mtime_ns(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
 
 
 def _default_secure(secure: bool | None) -> bool:

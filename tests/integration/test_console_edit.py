@@ -36,6 +36,10 @@ def test_edit_with_an_invalid_result_leaves_the_file_unchanged_and_says_why(tmp_
     assert res.returncode == 1, res.stderr
     assert (reg / "a.yaml").read_bytes() == before
     assert "a.yaml:" in res.stderr and "every 99" in res.stderr and "left as it is" in res.stderr
+    # no terminal to edit again at: the edited version is kept, private, and named
+    kept = res.stderr.split("your version is in ", 1)[1].split(":", 1)[0]
+    assert b"every 99" in open(kept, "rb").read() and os.stat(kept).st_mode & 0o777 == 0o600
+    os.unlink(kept)
 
 
 @pytest.mark.slow
@@ -47,7 +51,7 @@ def test_edit_with_a_valid_result_is_run_by_the_daemon(tmp_path, reg):
         env = {"EDITOR": _editor(tmp_path, "good.sh", "s/echo old-version/echo new-version/"), "VISUAL": ""}
         res = chronoctl("edit", "say", "--registry", str(reg), db=db, env=env)
         assert res.returncode == 0, res.stderr + res.stdout
-        assert "edited other, say" in res.stdout and "took it" in res.stdout
+        assert "edited say (" in res.stdout and "took it" in res.stdout  # only the job that changed
         assert b"new-version" in (reg / "a.yaml").read_bytes()
 
         def ran_new() -> bool:

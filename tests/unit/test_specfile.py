@@ -274,3 +274,14 @@ def test_resources_with_one_name_must_agree_across_files(tmp_path):
     result = load_registry([tmp_path], now=NOW, secure=False)
     assert "resource 'db' has max_concurrency 2 here but 1 in another file" in only_error(result)
     assert result.resources["db"].max_concurrency == 1
+
+
+def test_of_two_files_defining_an_id_the_newer_one_is_the_duplicate(tmp_path):
+    write(tmp_path, "a.yaml", job_id="same")
+    write(tmp_path, "a-copy.yaml", job_id="same")  # `cp a.yaml a-copy.yaml`: sorts first, is newer
+    os.utime(tmp_path / "a.yaml", ns=(1_000_000_000, 1_000_000_000))
+    result = load_registry([tmp_path], now=NOW, secure=False)
+    assert result.jobs["same"].source_file == str(tmp_path / "a.yaml")
+    assert only_error(result).startswith(
+        f"{tmp_path}/a-copy.yaml:2: error: job 'same': id: id 'same' is already defined at {tmp_path}/a.yaml:2"
+    )
