@@ -195,6 +195,7 @@ def test_fifty_megabytes_of_output_are_counted_exactly_and_only_the_tail_is_kept
             {},
         )
     )
+    wait_started(runner, handle)  # the supervisor is up (its interpreter's own start is not growth)
     samples = []
     poller = select.poll()
     poller.register(handle.fd, select.POLLIN)
