@@ -4,6 +4,7 @@ took, terminate what another node now owns), and the runs of expired nodes (take
 
 from __future__ import annotations
 
+import os
 from typing import Mapping
 
 from chronod.core import policy
@@ -97,7 +98,7 @@ class Recovery:
         """A result file for an attempt already settled: recorded before a crash (nothing
         to do), or the real outcome of an attempt settled `lost`, which is stored as what
         happened next to the `lost` (never dropped, never overwriting it)."""
-        record = files.read_json(files.path_of(self.runner.state_dir, run.run_id, attempt, files.RESULT))
+        record = files.read_json(files.path_of(os.fspath(self.runner.state_dir), run.run_id, attempt, files.RESULT))
         if record is None or record.get("state") in (None, RunState.LOST):
             return
         code = record.get("exit_code")

@@ -1221,9 +1221,7 @@ class SqlStore(BackfillStore):
     def note_late_outcome(self, run_id: str, attempt: int, text: str) -> bool:
         a, r = s.attempts.c, s.runs.c
         with self._tx() as c:
-            row = c.execute(
-                sa.select(a.state, a.error).where(a.run_id == run_id, a.attempt == attempt)
-            ).first()
+            row = c.execute(sa.select(a.state, a.error).where(a.run_id == run_id, a.attempt == attempt)).first()
             if row is None or row.state != RunState.LOST or text in (row.error or ""):
                 return False
             error = f"{row.error}; {text}" if row.error else text
