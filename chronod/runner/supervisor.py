@@ -448,7 +448,7 @@ def _verdict(plan: Plan, status: int, reason: str | None) -> tuple[str, int | No
     if reason == RunState.TIMED_OUT:
         return RunState.TIMED_OUT, code, sig, f"killed after timeout {plan.timeout_s}s"
     if reason == RunState.CANCELLED:
-        return RunState.CANCELLED, code, sig, "cancelled: the process group was sent SIGTERM"
+        return RunState.CANCELLED, code, sig, "cancelled: every process of the run was sent SIGTERM"
     if code == 0:
         return RunState.SUCCEEDED, 0, None, None
     if sig is not None:
