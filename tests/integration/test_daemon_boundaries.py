@@ -12,7 +12,15 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from tests.integration.daemon_helpers import Chronod, job, jobs_file, runs_json, wait_until, write_jobs
+from tests.integration.daemon_helpers import (
+    Chronod,
+    job,
+    jobs_file,
+    runs_json,
+    wait_until,
+    write_jobs,
+    write_once_soon,
+)
 
 
 def _env(tmp_path: Path) -> tuple[Path, str, Path]:
@@ -135,3 +143,26 @@ def _with_arg_pid(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rfind(")") + 2] not in "ZX"
+
+
+def test_a_killed_launchers_setsid_worker_is_dead_before_attempt_2_starts(tmp_path):
+    """An idempotent job whose worker runs under `setsid ... & wait`; the launcher is
+    killed -9: attempt 1's worker never finishes, and attempt 2 runs alone."""
+    reg, db, log = _env(tmp_path)
+    w = tmp_path / "witness"
+    worker = f"echo start $CHRONO_ATTEMPT >> {w}; sleep 4; echo end $CHRONO_ATTEMPT >> {w}"
+    d = Chronod(reg, db, log).start()
+    assert d.proc is not None
+    make = lambda schedule: jobs_file(job("work", schedule, f"setsid sh -c '{worker}' & wait"))  # noqa: E731
+    write_once_soon(reg / "a.yaml", make, "work", [d], db)
+    try:
+        wait_until(lambda: w.exists() and "start 1" in w.read_text(), timeout=30, what="attempt 1's worker")
+        (launcher,) = _children(d.proc.pid, "launchloop")
+        os.kill(launcher, signal.SIGKILL)
+        wait_until(lambda: "start 2" in w.read_text(), timeout=30, what="attempt 2")
+        wait_until(lambda: "end 2" in w.read_text(), timeout=30, what="attempt 2 to end")
+    finally:
+        d.stop()
+    lines = w.read_text().splitlines()
+    assert "end 1" not in lines, f"attempt 1's worker outlived its launcher and ran beside attempt 2: {lines}"
+    assert lines == ["start 1", "start 2", "end 2"]
