@@ -103,6 +103,7 @@ class Loop:
         self.remover = threading.Thread(target=_remove_files, args=(self.discards,), daemon=True)
         self.remover.start()
         self.daemon_gone = False
+        self.daemon_pid = os.getppid()  # the chronod that spawned us: once it is gone, start nothing more
         self.own_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
         # posix_spawn resets caught signals itself; naming only the ignored ones spares
         # the child a sigaction for each of the 64 signals
@@ -219,6 +220,13 @@ class Loop:
     # -- one run ----------------------------------------------------------------------
 
     def _launch(self, plan: Plan, end_fd: int) -> None:
+        if os.getppid() != self.daemon_pid:
+            # read from the socket after the daemon died (we were stopped, or swamped): the
+            # next chronod settles this run (`lost`, or a new attempt), so it never starts
+            os.close(end_fd)
+            os.write(2, f"chrono launcher: run {plan.run_id} attempt {plan.attempt} not started: "
+                        f"the chronod that asked for it (pid {self.daemon_pid}) is gone\n".encode())  # fmt: skip
+            return
         with fence.StartGate(plan.state_dir, self._gate(plan.state_dir)) as gate:
             if gate.fenced(plan.generation):
                 # queued by a daemon a newer one replaced, which has settled this run
