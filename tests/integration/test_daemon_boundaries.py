@@ -63,11 +63,11 @@ def _children(pid: int, marker: str) -> list[int]:
 def test_overlap_replace_and_timeout_leave_no_setsid_descendant(tmp_path):
     reg, db, log = _env(tmp_path)
     tag = f"{6000 + os.getpid() % 1000}.{uuid.uuid4().int % 10**6}"  # a sleep of ~6000 s no one else runs
-    replaced, timed = f"3{tag}", f"1{tag}"
+    replaced, timed, own = f"3{tag}", f"1{tag}", f"4{tag}"
     write_jobs(
         reg / "a.yaml",
         jobs_file(
-            job("rep", "@every 2s", f"(setsid sleep {replaced} &); sleep 6004", overlap="replace"),
+            job("rep", "@every 2s", f"(setsid sleep {replaced} &); sleep {own}", overlap="replace"),
             job("tmo", "@every 5s", f"setsid sleep {timed} & sleep 6005", timeout_s=2, kill_grace_s=1),
         ),
     )
@@ -84,7 +84,7 @@ def test_overlap_replace_and_timeout_leave_no_setsid_descendant(tmp_path):
         wait_until(lambda: not _with_arg(timed), timeout=10, what="the timed-out run's setsid child to go")
     finally:
         d.stop()
-    for pid in _with_arg(replaced) + _with_arg(timed):
+    for pid in _with_arg(replaced) + _with_arg(timed) + _with_arg(own):
         os.kill(pid, signal.SIGKILL)  # the run still going when the daemon stopped (not a finding)
 
 
