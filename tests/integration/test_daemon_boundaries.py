@@ -5,6 +5,7 @@ nothing the new daemon already settled."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -166,3 +167,45 @@ def test_a_killed_launchers_setsid_worker_is_dead_before_attempt_2_starts(tmp_pa
     lines = w.read_text().splitlines()
     assert "end 1" not in lines, f"attempt 1's worker outlived its launcher and ran beside attempt 2: {lines}"
     assert lines == ["start 1", "start 2", "end 2"]
+
+
+def test_a_result_that_arrives_after_its_run_was_settled_lost_is_stored_not_dropped(tmp_path):
+    """An unsafe run is settled `lost` (its launcher killed -9); a result for that very
+    attempt then appears in the state directory (what a late outcome leaves): the next
+    chronod stores it next to the `lost`, and did-it-run shows it."""
+    reg, db, log = _env(tmp_path)
+    d = Chronod(reg, db, log).start()
+    assert d.proc is not None
+    make = lambda schedule: jobs_file(job("once", schedule, "sleep 30", idempotency_class="unsafe"))  # noqa: E731
+    write_once_soon(reg / "a.yaml", make, "once", [d], db)
+    (run,) = wait_until(
+        lambda: [r for r in runs_json("once", db) if r["state"] == "running"], timeout=30, what="the run"
+    )
+    (launcher,) = _children(d.proc.pid, "launchloop")
+    os.kill(launcher, signal.SIGKILL)
+    wait_until(
+        lambda: [r for r in runs_json("once", db) if r["state"] == "lost"], timeout=30, what="the run to be lost"
+    )
+    d.stop()
+    late = {
+        "run_id": run["run_id"],
+        "attempt": 1,
+        "state": "succeeded",
+        "exit_code": 0,
+        "signal": None,
+        "started_at": run["started_at"],
+        "finished_at": run["started_at"],
+        "output_tail": "",
+        "output_bytes": 0,
+        "error": None,
+        "pid": None,
+    }
+    state_dir = Path(db + ".state")
+    (state_dir / f"{run['run_id']}.1.result.json").write_text(json.dumps(late))
+    d = Chronod(reg, db, log).start()
+    assert "event=run.late_outcome" in d.log_since_start()
+    d.stop()
+    (after,) = [r for r in runs_json("once", db) if r["run_id"] == run["run_id"]]
+    assert after["state"] == "lost"
+    assert "late result, after this attempt was settled lost: succeeded (exit code 0)" in after["error"]
+    assert not (state_dir / f"{run['run_id']}.1.result.json").exists()
