@@ -2,7 +2,8 @@
 
 Spawned once by the daemon (chronod.runner.launcher), in a session of its own, it does for
 every run what a per-attempt supervisor did (chronod.runner.supervisor): starts the job
-in its own process group (posix_spawn, or fork + exec when the job changes user), drains
+in its own process group and its own cgroup (chronod.runner.contain; posix_spawn without
+cgroups, else fork + exec, which also serves a job that changes user), drains
 its output into a bounded tail while counting every byte, enforces the timeout, obeys a
 cancel, reaps the job and writes its `started` and `result` files. One epoll watches every
 output pipe and every job's pidfd; timeouts sit in one heap.
@@ -11,6 +12,10 @@ Results are made durable in batches: every result the loop produced in one turn 
 written to its temporary file, the file system is flushed once (`syncfs`), then each is
 renamed into place and the directory is flushed once. Only then is the run's end pipe
 closed, the daemon's signal that the result is on disk.
+
+Every start happens under the fence of chronod.runner.fence: a request of a daemon that
+is gone, or that a newer one replaced, is never started. The loop is a child subreaper:
+the orphans of its jobs are its children, reaped here and killed with their run.
 
 The loop outlives the daemon: when the daemon's socket closes it launches nothing more,
 finishes the runs it owns and exits. A later daemon reaches it through an abstract Unix
