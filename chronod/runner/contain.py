@@ -12,9 +12,9 @@ that its descendants cannot leave:
   `cgroup.procs` on kernels without it, until none is left).
 - **subreaper** (no writable cgroup v2): the launcher (or per-run supervisor) is a child
   subreaper (`PR_SET_CHILD_SUBREAPER`), so the orphans of its jobs become its children and
-  are reaped by it; a run's processes are found by the `CHRONO_RUN_ID` and
-  `CHRONO_ATTEMPT` of their environment, which every descendant inherits unless it
-  clears its environment.
+  are reaped by it; a run's processes are found by the `CHRONO_RUN_TAG` of their
+  environment (`tag_of`), which every descendant inherits unless it clears its
+  environment.
 
 `detect` decides once per daemon; its `describe()` is what `chronoctl status` shows.
 """
@@ -72,8 +72,7 @@ def detect(state_dir: str | os.PathLike[str], *, mountinfo: str = "/proc/self/mo
     if own is None:
         return subreaper_only("this process has no cgroup v2 path in /proc/self/cgroup")
     here = os.path.join(mount, own.lstrip("/"))
-    tag = hashlib.sha256(str(Path(state_dir).absolute()).encode()).hexdigest()[:12]
-    base = os.path.join(here, f"chrono-runs.{tag}")
+    base = os.path.join(here, f"chrono-runs.{_dir_tag(state_dir)}")
     try:
         os.makedirs(base, exist_ok=True)
     except OSError as e:
@@ -227,11 +226,26 @@ def become_subreaper() -> bool:
         return False
 
 
-def tagged(run_id: str, attempt: int, *, skip: int | None = None) -> list[int]:
-    """Every process whose environment names this attempt (CHRONO_RUN_ID and
-    CHRONO_ATTEMPT, inherited by each descendant of the job)."""
-    want_id = f"CHRONO_RUN_ID={run_id}".encode()
-    want_attempt = f"CHRONO_ATTEMPT={attempt}".encode()
+TAG = "CHRONO_RUN_TAG"
+
+
+def tag_of(state_dir: str | os.PathLike[str], run_id: str, attempt: int) -> str:
+    """What every process of one attempt carries in its environment as CHRONO_RUN_TAG:
+    the state directory (two daemons on one host may have runs with the same id: the id
+    is a hash of the job and its time), the run id and the attempt."""
+    return f"{_dir_tag(state_dir)}.{run_id}.{attempt}"
+
+
+def _dir_tag(state_dir: str | os.PathLike[str]) -> str:
+    return hashlib.sha256(str(Path(state_dir).absolute()).encode()).hexdigest()[:12]
+
+
+def tagged(tag: str) -> list[int]:
+    """Every process whose environment carries CHRONO_RUN_TAG=`tag` (inherited by each
+    descendant of the job that keeps its environment)."""
+    if not tag:
+        return []
+    want = f"{TAG}={tag}".encode()
     me = os.getpid()
     found = []
     try:
@@ -239,23 +253,20 @@ def tagged(run_id: str, attempt: int, *, skip: int | None = None) -> list[int]:
     except OSError:
         return []
     for name in entries:
-        if not name.isdigit():
-            continue
-        pid = int(name)
-        if pid in (me, skip):
+        if not name.isdigit() or int(name) == me:
             continue
         try:
             with open(f"/proc/{name}/environ", "rb") as f:
                 env = f.read().split(b"\0")
         except OSError:
             continue
-        if want_id in env and want_attempt in env:
-            found.append(pid)
+        if want in env:
+            found.append(int(name))
     return found
 
 
-def signal_tagged(run_id: str, attempt: int, sig: int) -> int:
-    found = tagged(run_id, attempt)
+def signal_tagged(tag: str, sig: int) -> int:
+    found = tagged(tag)
     for pid in found:
         try:
             os.kill(pid, sig)
@@ -264,13 +275,13 @@ def signal_tagged(run_id: str, attempt: int, sig: int) -> int:
     return len(found)
 
 
-def kill_tagged(run_id: str, attempt: int, wait_s: float = KILL_WAIT_S) -> bool:
+def kill_tagged(tag: str, wait_s: float = KILL_WAIT_S) -> bool:
     """SIGKILL every process of the attempt found by its environment, until none is left
     (a process that cleared its environment escapes: the cgroup does not let it)."""
     had = False
     end = time.monotonic() + wait_s
     while time.monotonic() < end:
-        found = [p for p in tagged(run_id, attempt) if not _zombie(p)]
+        found = [p for p in tagged(tag) if not _zombie(p)]
         if not found:
             return had
         had = True
@@ -294,7 +305,7 @@ def _zombie(pid: int) -> bool:
 # ---------------------------------------------------------------- one run, either kind
 
 
-def stop_run(cgroup: str | None, run_id: str, attempt: int, pgid: int, sig: int) -> None:
+def stop_run(cgroup: str | None, tag: str, pgid: int, sig: int) -> None:
     """`sig` to the job's process group and to every other process of the run."""
     try:
         os.killpg(pgid, sig)
@@ -306,11 +317,11 @@ def stop_run(cgroup: str | None, run_id: str, attempt: int, pgid: int, sig: int)
         else:
             signal_all(cgroup, sig)
     else:
-        signal_tagged(run_id, attempt, sig)
+        signal_tagged(tag, sig)
 
 
-def kill_run(cgroup: str | None, run_id: str, attempt: int, wait_s: float = KILL_WAIT_S) -> bool:
+def kill_run(cgroup: str | None, tag: str, wait_s: float = KILL_WAIT_S) -> bool:
     """SIGKILL every process of the run and wait until none is left; True if any was."""
     if cgroup is not None and os.path.isdir(cgroup):
         return kill(cgroup, wait_s)
-    return kill_tagged(run_id, attempt, wait_s)
+    return kill_tagged(tag, wait_s)

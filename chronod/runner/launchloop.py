@@ -579,7 +579,7 @@ def _unlink(path: str) -> None:
 
 def _stop(run: _Run, sig: int) -> None:
     """`sig` to the job's group and every other process of its run (contain.stop_run)."""
-    contain.stop_run(run.plan.cgroup, run.plan.run_id, run.plan.attempt, run.pid, sig)
+    contain.stop_run(run.plan.cgroup, run.plan.env.get(contain.TAG, ""), run.pid, sig)
 
 
 _SELF: tuple[int | None, str] = (None, "")

@@ -142,8 +142,7 @@ class Runner:
         creds, account, error = self._identity(spec.user, spec.group)
         argv, what = command_argv(spec)
         env = job_environment(account, spec, req.env)
-        if "CHRONO_RUN_ID" not in req.env:  # how the fallback finds the run's processes
-            env["CHRONO_RUN_ID"], env["CHRONO_ATTEMPT"] = req.run_id, str(req.attempt)
+        env[contain.TAG] = contain.tag_of(self.state_dir, req.run_id, req.attempt)  # the fallback's handle on the run
         return Plan(
             run_id=req.run_id,
             attempt=req.attempt,
@@ -293,7 +292,7 @@ class Runner:
         killed = _kill_leftover_job(started)
         cgroup = started.get("cgroup") or self.containment.run_cgroup(run_id, attempt)
         if started.get("boot_id", files.boot_id()) == files.boot_id():
-            killed = contain.kill_run(cgroup, run_id, attempt) or killed
+            killed = contain.kill_run(cgroup, contain.tag_of(self.state_dir, run_id, attempt)) or killed
         contain.remove(cgroup)
         return killed
 

@@ -414,7 +414,7 @@ class _Watch:
         # The leader is gone; whatever else is left of a run we were told to stop goes now,
         # in its group or not.
         if self.reason is not None:
-            contain.kill_run(self.plan.cgroup, self.plan.run_id, self.plan.attempt)
+            contain.kill_run(self.plan.cgroup, self.plan.env.get(contain.TAG, ""))
 
     def _wait_ms(self, now: float) -> int:
         times = [t for t in (None if self.reason else self.deadline, self.kill_at) if t is not None]
@@ -438,7 +438,7 @@ def _open_live(plan: Plan) -> int | None:
 def _stop(plan: Plan, pgid: int, sig: int) -> None:
     """`sig` to the job's group and every other process of the run (its cgroup, or in the
     fallback every process whose environment names the attempt)."""
-    contain.stop_run(plan.cgroup, plan.run_id, plan.attempt, pgid, sig)
+    contain.stop_run(plan.cgroup, plan.env.get(contain.TAG, ""), pgid, sig)
 
 
 def _verdict(plan: Plan, status: int, reason: str | None) -> tuple[str, int | None, int | None, str | None]:
