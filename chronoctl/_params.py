@@ -134,6 +134,8 @@ def install() -> bool:
         return True
 
     class Plain(RuntimeParam):
+        convert: Callable[[Any], Any]
+
         def __init__(self, parameter_info: Any, annotation: Any, convert: Callable[[Any], Any]):
             object.__setattr__(self, "parameter_info", parameter_info)
             object.__setattr__(self, "annotation", annotation)
@@ -154,5 +156,5 @@ def install() -> bool:
         return original(self)
 
     get_runtime_param.plain_converters = True  # type: ignore[attr-defined]
-    _TyperParameter.get_runtime_param = get_runtime_param
+    _TyperParameter.get_runtime_param = get_runtime_param  # type: ignore[method-assign]
     return True

@@ -10,11 +10,16 @@ the database is newer than this chrono), 3 when the database cannot be reached.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from chronoctl.errors import EXIT_NO, Unreachable
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from chronod.store.api import Store
 
 DB_HELP = "Database: an SQLAlchemy URL or an SQLite file path (default: CHRONO_DB, else the per-user default)."
 
@@ -47,7 +52,7 @@ def _status(revision: str | None, head: str, known: tuple[str, ...]) -> str:
     return "upgrade_pending" if revision is None or revision in known else "too_new"
 
 
-def _open(url: str):
+def _open(url: str) -> "Store":
     from chronod.store.api import StoreError, open_store
 
     try:
@@ -172,7 +177,7 @@ def prune(
     _prune_report(before, kept_s, dry_run, counts, as_json)
 
 
-def _prune_job(store: Any, job_id: str, before: Any, kept_s: int) -> int:
+def _prune_job(store: "Store", job_id: str, before: datetime, kept_s: int) -> int:
     total = 0
     while True:
         n = store.prune_runs(job_id, before, kept_s=kept_s, limit=PRUNE_BATCH)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import typer
 
@@ -678,8 +678,10 @@ def logs(
                 raise UsageError("--follow streams the run as it goes: it takes no --attempt or --json")
             if job is not None:
                 raise typer.Exit(output.follow_job(store, job, run, url))
+            assert run is not None  # only a followed job may have no run yet
             output.print_header(store, run, None)
             raise typer.Exit(output.Follower(store, run, url).follow())
+        assert run is not None  # only a followed job may have no run yet
         if as_json:
             return _print_json(output.json_of(store, run, attempt, url))
         text, note = output.show(store, run, attempt, url)
@@ -838,7 +840,7 @@ def _by_owner(misses: list[Any], silent: list[Any]) -> dict[str, tuple[list[Any]
     """owner -> (its misses, its silent jobs), owners in order."""
     from chronod.core.history import group_by_owner
 
-    groups = {o: (ms, []) for o, ms in group_by_owner(misses).items()}
+    groups: dict[str, tuple[list[Any], list[Any]]] = {o: (ms, []) for o, ms in group_by_owner(misses).items()}
     for q in silent:
         groups.setdefault(q.owner, ([], []))[1].append(q)
     return dict(sorted(groups.items()))
@@ -862,7 +864,7 @@ def _print_misses(
     now: datetime,
     as_json: bool,
     wide: bool = False,
-    pruned: list[Any] = (),
+    pruned: Sequence[Any] = (),
     each: bool = False,
 ) -> None:
     groups = _by_owner(misses, silent)
@@ -970,7 +972,7 @@ def _print_grouped(ms: list[Any], title: str, now: datetime, wide: bool) -> None
     )
 
 
-def _print_pruned(pruned: list[Any], now: datetime) -> None:
+def _print_pruned(pruned: Sequence[Any], now: datetime) -> None:
     """One line per job whose pruned history reaches into the window: not judged, not missed."""
     from chronoctl.render import echo, escape_line, human_time
     from chronod.core.retention import pruned_reason

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional
+from typing import AbstractSet, Any, Optional
 
 import typer
 
@@ -229,7 +229,7 @@ def collect_sources(
             from chronoctl.limits import read_stream
 
             text = read_stream(sys.stdin.buffer, "standard input").decode("utf-8", errors="surrogateescape")
-        the_user = user or _current_user()
+        the_user: str | None = user or _current_user()
         the_fmt = fmt or "user"
         return [
             Source(
@@ -288,7 +288,7 @@ def _existing_ids(registry: Path, ours: set[str]) -> set[str]:
 
 
 def run_import(
-    sources: list[Source], options: ImportOptions, now: datetime, taken: set[str] = frozenset()
+    sources: list[Source], options: ImportOptions, now: datetime, taken: AbstractSet[str] = frozenset()
 ) -> ImportResult:
     """Parse, name, build, check and render every source. Pure apart from the schedule math."""
     result = ImportResult()

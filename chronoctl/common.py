@@ -17,6 +17,8 @@ from chronoctl.errors import InvalidInput, UnknownJob, UsageError
 if TYPE_CHECKING:
     from chronod.core.model import JobSpec
     from chronod.core.occurrence import Placement
+    from chronod.core.schedule import Schedule
+    from chronod.specfile import RegistryResult
 
 
 def now_utc() -> datetime:
@@ -57,7 +59,7 @@ def check_paths_exist(paths: list[Path], what: str = "path") -> None:
             raise UsageError(f"{what} {str(p)!r} does not exist", "give a job file or a directory of *.yaml files")
 
 
-def load(paths: list[Path], now: datetime, secure: bool | None = False):
+def load(paths: list[Path], now: datetime, secure: bool | None = False) -> "RegistryResult":
     """`chronod.specfile.load_registry` with I/O failures turned into operator errors."""
     from chronod.specfile import load_registry
 
@@ -99,7 +101,7 @@ def find_job_in(registry: Path, job_id: str, now: datetime) -> tuple["JobSpec", 
     raise UnknownJob(job_id, f"registry {registry}", registry_hint(registry), known=result.jobs)
 
 
-def compile_or_fail(expr: str, tz: str, dst_gap: str = "shift", dst_repeat: str = "first"):
+def compile_or_fail(expr: str, tz: str, dst_gap: str = "shift", dst_repeat: str = "first") -> "Schedule":
     """The compiled schedule, or InvalidInput (exit 1) with the schedule engine's hint."""
     from chronod.core.schedule import ScheduleError, compile_schedule
 
@@ -109,7 +111,7 @@ def compile_or_fail(expr: str, tz: str, dst_gap: str = "shift", dst_repeat: str 
         raise InvalidInput(f"schedule {expr!r} (zone {tz}): {exc.message}", exc.hint or None) from exc
 
 
-def schedule_of(spec: "JobSpec"):
+def schedule_of(spec: "JobSpec") -> "Schedule":
     """The compiled schedule of a job, with its DST policy."""
     return compile_or_fail(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
 

@@ -742,8 +742,7 @@ def compare_with_cron(
     # a crontab repeats its schedules (every `0 * * * *` of a file): compare each once.
     # compile_schedule returns one object per expression and zone, so its `fires` names it.
     cron_zone = cron_tz or tz
-    key = (entry.cron_schedule, getattr(chrono_fires, "__self__", chrono_fires), tz, cron_zone, now, days)
-    key = key + (entry.flavor,)
+    key = (entry.cron_schedule, getattr(chrono_fires, "__self__", chrono_fires), tz, cron_zone, now, days, entry.flavor)
     if key not in _COMPARED:
         _COMPARED[key] = _compare(
             entry.cron_schedule, cron_zone, now, now + timedelta(days=days), chrono_fires, tz, entry.flavor

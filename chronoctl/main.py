@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import typer
 
@@ -114,7 +115,7 @@ def build_app(command: str | None = None) -> typer.Typer:
     return target
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     # `from chronoctl.main import app`: the full app, built on first use.
     if name == "app":
         globals()["app"] = full = build_app()

@@ -23,9 +23,12 @@ import sys
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TextIO
 
-from chronod.core.escape import escape_control
+from chronod.core.escape import escape_control as escape_control  # re-exported for the commands
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def escape_line(text: Any) -> str:
@@ -162,7 +165,7 @@ def color_enabled(stream: TextIO | None = None) -> bool:
     return is_terminal(stream)
 
 
-def console(stream: TextIO | None = None):
+def console(stream: TextIO | None = None) -> "Console":
     """A rich Console for `stream` (default stdout) with markup, emoji and highlighting off,
     so that data is printed as it is; rich is imported here, not before."""
     from rich.console import Console
@@ -285,7 +288,7 @@ class Column:
         return escape_line(text)
 
 
-ColumnSpec = Column | str | tuple
+ColumnSpec = Column | str | tuple[Any, ...]
 
 
 def _columns(columns: Iterable[ColumnSpec]) -> list[Column]:
@@ -388,7 +391,7 @@ def _rich_table(rows: Sequence[Mapping[str, Any]], cols: list[Column], title: st
         widest = max(len(t) for t in [c.title()] + [c.cell(r) for r in rows])
         table.add_column(
             c.title(),
-            justify=c.justify,
+            justify="right" if c.justify == "right" else "left",
             no_wrap=not c.wrap,
             overflow="fold" if c.wrap else "ellipsis",
             min_width=None if c.wrap else widest,
@@ -396,7 +399,7 @@ def _rich_table(rows: Sequence[Mapping[str, Any]], cols: list[Column], title: st
             header_style="bold",
         )
     for r in rows:
-        table.add_row(*(Text(c.cell(r), style=_cell_style(c, r)) for c in cols))
+        table.add_row(*(Text(c.cell(r), style=_cell_style(c, r) or "") for c in cols))
     con.print(table)
 
 

@@ -501,6 +501,11 @@ class Store(Protocol):
         or an ended run opened again with its attempts kept) and count it started, in one
         transaction. None when it is in flight already or the backfill moved on."""
 
+    def cancel_backfill(self, backfill_id: int, why: str) -> tuple[bool, list[str]]:
+        """Cancel a running backfill: none of its occurrences starts any more, those opened
+        and not started end `cancelled`. Returns whether it was running and the run ids
+        it cancelled."""
+
     def end_backfill(self, backfill_id: int, state: str, error: str | None = None) -> bool:
         """A running backfill ends (`done` or `cancelled`); False if it was not running."""
 

@@ -51,3 +51,102 @@ def test_terminal_runs_read_whole_rows_of_the_ended_runs_among_the_ids_in_change
     store.insert_runs(many)
     assert len(Outbox(store).terminal_runs([r.run_id for r in many])) == 1200
     assert Outbox(store).terminal_runs([]) == []
+
+
+# --- notifier state and the outbox's delivery bookkeeping ---------------------------------
+
+
+def notice(key: str, job: str = "backup") -> dict:
+    return dict(
+        job_id=job,
+        event="run_ended",
+        state="failed",
+        run_id=f"run-{key}",
+        dedupe_key=key,
+        route={"kind": "command", "command": "true"},
+        payload={"text": f"{job} failed"},
+    )
+
+
+def test_a_notice_is_stored_once_per_dedupe_key(store):
+    box = Outbox(store)
+    assert box.add([notice("a"), notice("b")], T0) == 2
+    assert box.add([notice("a"), notice("c", job="report")], T0) == 1  # "a" was computed again
+    rows = box.notices()
+    assert [r.dedupe_key for r in rows] == ["a", "b", "c"]
+    assert rows[0].route == {"kind": "command", "command": "true"} and rows[0].payload == {"text": "backup failed"}
+    assert [r.dedupe_key for r in box.notices("report")] == ["c"]
+
+
+def test_one_claim_at_a_time_and_a_lost_claim_cannot_mark_the_notice(store):
+    box = Outbox(store)
+    box.add([notice("a"), notice("b"), notice("c")], T0)
+    mine = box.claim("n1", T0, limit=2, hold_s=60)
+    assert [r.dedupe_key for r in mine] == ["a", "b"] and all(r.claimed_by == "n1" for r in mine)
+    assert [r.dedupe_key for r in box.claim("n2", T0, hold_s=60)] == ["c"]  # the rest, not n1's
+    assert box.claim("n2", T0 + timedelta(seconds=30)) == []  # n1's claim still holds
+
+    later = T0 + timedelta(seconds=61)  # every claim lapsed: n2 takes n1's "a" and "b" over
+    assert [r.dedupe_key for r in box.claim("n2", later, hold_s=60)] == ["a", "b", "c"]
+    assert box.mark_sent(mine[0].id, "n1", later) is False  # n1 lost it: n2 sends
+    assert box.mark_sent(mine[0].id, "n2", later) is True
+    assert box.mark_sent(mine[0].id, "n2", later) is False  # once
+    sent = {r.dedupe_key: r for r in box.notices()}["a"]
+    assert (sent.sent_at, sent.attempts, sent.last_error) == (later, 1, None)
+
+
+def test_a_failed_delivery_waits_for_its_retry_time_and_keeps_the_error(store):
+    box = Outbox(store)
+    box.add([notice("a")], T0)
+    [row] = box.claim("n1", T0)
+    retry_at = T0 + timedelta(minutes=5)
+    box.mark_failed(row.id, "n1", "connection refused " + "x" * 3000, retry_at)
+    [failed] = box.notices()
+    assert failed.attempts == 1 and failed.claimed_by is None and failed.sent_at is None
+    assert failed.last_error.startswith("connection refused") and len(failed.last_error) == 2000
+    assert box.claim("n1", retry_at - timedelta(seconds=1)) == []
+    assert [r.id for r in box.claim("n1", retry_at)] == [row.id]
+
+
+def test_a_restarted_node_releases_what_its_dead_process_had_claimed(store):
+    box = Outbox(store)
+    box.add([notice("a"), notice("b")], T0)
+    a, b = box.claim("n1", T0, hold_s=300)
+    box.mark_sent(a.id, "n1", T0)
+    assert box.release_claims("n2") == 0
+    assert box.release_claims("n1") == 1  # only the unsent one
+    assert [r.dedupe_key for r in box.claim("n1", T0 + timedelta(seconds=1))] == ["b"]
+
+
+def test_notifier_state_is_kept_per_name_and_replaced_whole(store):
+    box = Outbox(store)
+    assert box.get_state("cursor") == {} and box.get_states(["cursor", "x"]) == {}
+    box.set_states({"cursor": {"at": "2026-03-01T12:00:00+00:00"}, "silence:backup": {"n": 1}}, T0)
+    box.set_states({"silence:backup": {"n": 2}}, T0 + timedelta(seconds=1))
+    box.set_states({}, T0)  # nothing to write: nothing changes
+    assert box.get_state("cursor") == {"at": "2026-03-01T12:00:00+00:00"}
+    assert box.get_states(["silence:backup", "nope"]) == {"silence:backup": {"n": 2}}
+    many = {f"k{i}": {"i": i} for i in range(1100)}  # more names than one IN list holds
+    box.set_states(many, T0)
+    assert box.get_states(many) == many
+
+
+def test_the_chain_reads_latest_first_and_waiting(store):
+    at = T0 + timedelta(hours=1)
+    store.insert_runs(
+        [
+            run(1, "succeeded", at),
+            run(2, "failed", at),
+            run(3, "pending", at),
+            Run(run_id="x-1", job_id="other", job_key="other", scheduled_at=T0, fire_at=T0, state="retry_wait"),
+            Run(run_id="y-1", job_id="done", job_key="done", scheduled_at=T0, fire_at=T0, state="succeeded"),
+        ]
+    )
+    box = Outbox(store)
+    assert box.waiting_keys() == {"backup", "other"}
+    assert box.latest_runs() == {
+        "backup": ("r-0003", T0 + timedelta(minutes=3)),
+        "other": ("x-1", T0),
+        "done": ("y-1", T0),
+    }
+    assert box.first_seen() == {"backup": T0 + timedelta(minutes=1), "other": T0, "done": T0}

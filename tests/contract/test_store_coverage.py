@@ -1,0 +1,91 @@
+"""The contract names every store method: each public method of the `Store` protocol and of
+the notification outbox is called somewhere in tests/contract, and the ones no other
+contract file reached are tested here, on every backend.
+
+The daemon and chronoctl reach the store only through the protocol (mypy --strict checks
+every call against it), so a method missing from this suite is a method whose behaviour
+on one backend nobody pins down."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+
+from chronod.store.api import Store
+from chronod.store.outbox import Outbox
+from tests.contract.test_store_contract import T0, acquire, expire_lease, run, spec
+
+CONTRACT = Path(__file__).parent
+
+
+def _public_methods(cls: type) -> list[str]:
+    return sorted(n for n, v in vars(cls).items() if callable(v) and not n.startswith("_"))
+
+
+def test_every_store_and_outbox_method_is_called_by_the_contract_suite():
+    text = "\n".join(p.read_text() for p in sorted(CONTRACT.glob("test_*.py")) if p.name != Path(__file__).name)
+    text += Path(__file__).read_text().split("# --- the methods", 1)[1]
+    untested = [
+        f"{cls.__name__}.{name}"
+        for cls in (Store, Outbox)
+        for name in _public_methods(cls)
+        if not re.search(rf"\.{name}\(", text)
+    ]
+    assert len(_public_methods(Store)) > 60  # the protocol was read, not an empty class
+    assert untested == [], f"no contract test calls {untested}: add one to tests/contract"
+
+
+# --- the methods no other contract file calls ---------------------------------------------
+
+
+def test_jobs_version_changes_with_a_definition_a_pause_and_a_removal(store):
+    acquire(store)
+    before = store.jobs_version()
+    store.sync_jobs("n1", [spec("backup"), spec("report")])
+    added = store.jobs_version()
+    assert added[0] == before[0] + 2 and added != before
+    assert store.jobs_version() == added  # reading changes nothing
+
+    store.set_paused("report", True, "disk swap", by="ops")
+    paused = store.jobs_version()
+    assert paused != added
+
+    store.sync_jobs("n1", [spec("backup")])  # report removed (the row stays, marked)
+    removed = store.jobs_version()
+    assert removed != paused and removed[0] == added[0]
+
+
+def test_revive_reopens_only_occurrences_cancelled_before_they_started(store):
+    token = acquire(store)
+    store.sync_jobs("n1", [spec("backup")])
+    store.insert_runs([run(1), run(2)])
+    store.dispatch("backup-000001", "n1", token, None)  # it started: never revived
+    store.sync_jobs("n1", [])  # the job leaves the registry: its pending occurrence is cancelled
+    assert store.get_run("backup-000002").state == "cancelled"
+
+    assert store.revive(["backup-000001", "backup-000002", "no-such-run"]) == 1
+    back = store.get_run("backup-000002")
+    assert (back.state, back.error, back.finished_at) == ("pending", None, None)
+    assert store.get_run("backup-000001").state == "running"
+    assert store.revive([]) == 0
+    assert store.revive(["backup-000002"]) == 0  # pending already: nothing to do
+
+
+def test_note_held_says_why_pending_rows_wait_and_a_stale_token_writes_nothing(store):
+    token = acquire(store)
+    store.insert_runs([run(1), run(2), run(3)])
+    store.dispatch("backup-000003", "n1", token, None)
+    until = T0 + timedelta(hours=2)
+
+    held = store.note_held(["backup-000001", "backup-000003"], "window nightly-freeze", until, node="n1", token=token)
+    assert held == 1  # the running one is not held
+    first = store.get_run("backup-000001")
+    assert (first.state, first.error, first.next_attempt_at) == ("pending", "window nightly-freeze", until)
+    assert store.get_run("backup-000002").error is None
+
+    expire_lease(store, "n1")
+    fresh = acquire(store, "n2")
+    assert store.note_held(["backup-000002"], "window other", until, node="n1", token=token) == 0
+    assert store.get_run("backup-000002").error is None
+    assert store.note_held(["backup-000002"], "window other", until, node="n2", token=fresh) == 1
