@@ -4,7 +4,8 @@ A launcher (or per-run supervisor) outlives the daemon that started it, and requ
 that daemon queued may still be waiting in its socket when a new daemon takes over and
 settles those runs (`lost`, or a new attempt). So every launch request carries the
 generation of the daemon that sent it (its fencing token), and the state directory holds
-the generation of the daemon that owns it now:
+the generation of the daemon that owns it now (the last one to take it over: two live
+daemons never share a state directory, the node lease sees to that):
 
     <state_dir>/generation    the current owner's generation, as decimal text
 
@@ -12,8 +13,8 @@ A launcher starts a job only under a shared lock on that file, after checking th
 newer generation owns the directory, and writes the run's `started` file before it lets
 go. A new daemon writes its generation under the exclusive lock (`take_over`) before it
 settles any run: once it holds the lock, every start already under way has its `started`
-file (the run is adopted, not settled), and every later one sees the new generation and
-is refused. A launcher that holds the lock and does not let go (stopped with SIGSTOP in
+file (the run is adopted, not settled), and every later request of another generation is
+refused. A launcher that holds the lock and does not let go (stopped with SIGSTOP in
 the middle of a start) is killed: its runs are then settled as the runs of a dead
 launcher are, their processes killed first.
 """
@@ -66,8 +67,10 @@ class StartGate:
         return self
 
     def fenced(self, generation: int) -> bool:
-        """Whether a daemon newer than `generation` owns the state directory."""
-        return self.current > generation
+        """Whether another daemon than the one of `generation` owns the state directory
+        (not only a greater number: a database restored or recreated next to its state
+        directory starts its tokens again from 1)."""
+        return self.current != 0 and self.current != generation
 
     def __exit__(self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         if self.fd is None:
@@ -106,7 +109,7 @@ def take_over(state_dir: str, generation: int, wait_s: float = TAKE_OVER_WAIT_S)
                         pass
             fcntl.flock(fd, fcntl.LOCK_EX)  # the holders are gone: their locks went with them
             break
-        if _read(fd) < generation:
+        if _read(fd) != generation:
             data = str(generation).encode()
             os.ftruncate(fd, 0)
             os.pwrite(fd, data, 0)

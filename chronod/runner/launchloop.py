@@ -234,11 +234,11 @@ class Loop:
             return
         with fence.StartGate(plan.state_dir, self._gate(plan.state_dir)) as gate:
             if gate.fenced(plan.generation):
-                # queued by a daemon a newer one replaced, which has settled this run
+                # queued by a daemon another one replaced, which has settled this run
                 # already (`lost`, or a new attempt): it must never start now
                 os.close(end_fd)
                 os.write(2, f"chrono launcher: run {plan.run_id} attempt {plan.attempt} not started: "
-                            f"a newer chronod (generation {gate.current}) owns {plan.state_dir}\n".encode())  # fmt: skip
+                            f"another chronod (generation {gate.current}) owns {plan.state_dir}\n".encode())  # fmt: skip
                 return
             self._launch_gated(plan, end_fd)
 

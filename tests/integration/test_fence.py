@@ -91,11 +91,16 @@ def test_a_launcher_stuck_in_the_middle_of_a_start_is_killed_by_the_new_daemon(t
             holder.wait()
 
 
-def test_a_daemon_never_goes_back_to_an_older_generation(tmp_path):
+def test_the_last_daemon_to_take_over_owns_the_directory_whatever_its_number(tmp_path):
+    """A database restored or recreated next to its state directory starts its tokens
+    again from 1: that daemon owns the directory, and the launcher of the one before
+    (a greater number) starts nothing more."""
     state = tmp_path / "state"
     state.mkdir()
-    fence.take_over(str(state), 9)
-    fence.take_over(str(state), 3)
-    assert fence.current(str(state)) == 9
     with fence.StartGate(str(state)) as gate:
-        assert gate.fenced(3) and not gate.fenced(9)
+        assert not gate.fenced(0) and not gate.fenced(7), "a directory nobody fenced refuses nothing"
+    fence.take_over(str(state), 9)
+    fence.take_over(str(state), 1)
+    assert fence.current(str(state)) == 1
+    with fence.StartGate(str(state)) as gate:
+        assert gate.fenced(9) and gate.fenced(0) and not gate.fenced(1)
