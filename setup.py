@@ -11,5 +11,5 @@ setup(
     packages=find_packages(include=["chronod", "chronod.*", "chronoctl", "chronoctl.*"])
     + [MIGRATIONS, f"{MIGRATIONS}.versions"],
     package_dir={MIGRATIONS: "migrate"},
-    package_data={MIGRATIONS: ["script.py.mako"]},
+    package_data={MIGRATIONS: ["script.py.mako"], "chronoctl.web": ["templates/*.html", "static/*"]},
 )

@@ -56,7 +56,7 @@ def _open(url: str) -> "Store":
     from chronod.store.api import StoreError, open_store
 
     try:
-        return open_store(url)
+        return open_store(url, cli=True)
     except StoreError as exc:
         raise Unreachable(str(exc), "check --db / CHRONO_DB") from None
 

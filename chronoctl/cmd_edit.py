@@ -2,8 +2,10 @@
 
 `edit` opens $VISUAL / $EDITOR on a copy of the job's file, validates the copy when the
 editor exits, offers to edit again when it is invalid (an invalid file is never written),
-then writes it through the registry's one writer (`cmd_registry.write_atomically`) and
-has the daemon reload, as `register` does.
+then writes it through the registry's one writer (`cmd_registry.write_atomically`: the
+file keeps its owner and mode, and an edit that the daemon would refuse in a file of that
+owner is not written) and has the daemon reload, as `register` does. Both commands warn
+of what the daemon refuses in the job's file.
 """
 
 from __future__ import annotations
@@ -51,12 +53,28 @@ def show(
     jitter offset on each node, its resource and its notify routes."""
     now = common.now_utc()
     spec = common.find_job(common.registry_dir(registry), job, now)
+    warn_refusals(spec)
     data = described(spec, _node_names(db, now))
     if as_json:
         from chronoctl.render import print_json
 
         return print_json(data)
     _print_show(data)
+
+
+def warn_refusals(spec: "JobSpec") -> None:
+    """Say on stderr what the daemon refuses in the job's file (a root daemon's file
+    checks: owner, mode, links, delegation), so that what `show` prints is not taken
+    for what runs."""
+    from chronoctl.render import escape_line
+    from chronod.specfile import refusals
+
+    for p in refusals(spec.source_file, now=common.now_utc()):
+        job = f" job {p.job_id}:" if p.job_id else ""
+        where = f"{p.file}:{p.line}" if p.line else p.file
+        sys.stderr.write(escape_line(f"chronoctl: warning: chronod refuses {where}:{job} {p.message}") + "\n")
+        if p.hint:
+            sys.stderr.write("  hint: " + escape_line(p.hint) + "\n")
 
 
 def _node_names(db: str | None, now: datetime) -> list[str]:
@@ -131,6 +149,7 @@ def edit(
     now = common.now_utc()
     reg_dir = common.registry_dir(registry)
     spec = common.find_job(reg_dir, job, now)
+    warn_refusals(spec)
     source = Path(spec.source_file)
     original = source.read_bytes()
     with tempfile.TemporaryDirectory(prefix="chronoctl-edit-") as tmp:
@@ -178,9 +197,11 @@ def _edit_until_valid(copy: Path, reg_dir: Path, source: Path, now: datetime) ->
 def _problems(copy: Path, reg_dir: Path, source: Path, now: datetime) -> list[str]:
     """What is wrong with the edited copy, as lines naming the file (the registry's), line and job."""
     from chronoctl.render import escape_line
-    from chronod.specfile import load_file
+    from chronod.specfile import load_as_owned_by, load_file
 
     loaded = load_file(copy, now=now, secure=False)
+    if loaded.ok:  # as the daemon will read it: from a file that keeps its owner
+        loaded = load_as_owned_by(copy.read_bytes(), str(copy), os.stat(source).st_uid, now=now)
     out = []
     for p in loaded.problems:
         if p.severity != "error":

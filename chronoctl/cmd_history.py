@@ -673,6 +673,8 @@ def logs(
     with cmd_ops.opened(db) as store:
         job = store.get_job(target)
         run = _run_or_latest(store, target, waiting_ok=follow and job is not None)
+        owner_row = job if job is not None or run is None else store.get_job(run.job_id)
+        cmd_ops.check_may_read_output(store, url, owner_row)
         if follow:
             if attempt is not None or as_json:
                 raise UsageError("--follow streams the run as it goes: it takes no --attempt or --json")

@@ -950,8 +950,11 @@ def import_cmd(
     would = [str(reg / name) for name in sorted(result.files)]
     written: list[str] = []
     if not dry_run:
+        from chronoctl.cmd_registry import check_write
         from chronoctl.cutover import write_registry_file
 
+        for name, text in sorted(result.files.items()):  # all or none: refusals come first
+            check_write(reg / name, text.encode())
         for name, text in sorted(result.files.items()):
             write_registry_file(reg / name, text.encode())
             written.append(str(reg / name))

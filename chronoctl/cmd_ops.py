@@ -14,6 +14,7 @@ import socket
 import time
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import typer
@@ -68,6 +69,58 @@ def check_db_kind(url: str) -> None:
         )
 
 
+def check_readable(path: Path) -> None:
+    """A private database (0600 in a 0700 directory, docs/reference.md, Security model)
+    that this user may not open is said as such, with the fix, before SQLite says
+    `unable to open database file`."""
+
+    def refuse(what: Path) -> None:
+        raise Unreachable(
+            f"permission denied: {what} is private to its owner (the ledger holds every job's output and env)",
+            "run this command as root (sudo chronoctl ...) or as the user who runs chronod",
+        )
+
+    for parent in reversed(path.absolute().parents):
+        try:
+            os.stat(parent)
+        except PermissionError:
+            refuse(parent)
+        except OSError:
+            return
+        if parent.is_dir() and not os.access(parent, os.X_OK):
+            refuse(parent)
+    if path.exists() and not os.access(path, os.R_OK):
+        refuse(path)
+
+
+def check_may_read_output(store: "Store", url: str, job: "JobRow | None") -> None:
+    """A job's output is for root, the user the job runs as, and the owner of the ledger
+    (a per-user daemon's own database): the same people who may read its file. Anyone
+    else who can open the database (a group given read access) is refused."""
+    import pwd
+
+    from chronod.paths import sqlite_path
+
+    me = os.geteuid()
+    if me == 0 or job is None:
+        return
+    path = sqlite_path(url)
+    try:
+        if path is not None and os.stat(path).st_uid == me:
+            return
+        name = pwd.getpwuid(me).pw_name
+    except (OSError, KeyError):
+        name = str(me)
+    runs_as = job.spec.user or "the user who runs chronod"
+    if job.spec.user == name:
+        return
+    raise CliError(
+        f"permission denied: job {job.job_id!r} runs as {runs_as}; its output is for that user and root",
+        f"run this command as root (sudo chronoctl logs {job.job_id})",
+        EXIT_UNREACHABLE,
+    )
+
+
 @contextmanager
 def opened(option: str | None) -> Iterator["Store"]:
     """The store at `--db`, schema checked; store failures become exit 3 with the URL
@@ -83,12 +136,14 @@ def opened(option: str | None) -> Iterator["Store"]:
             f"the database {path} is a directory, not a database file",
             "give the file inside it (e.g. chrono.db) with --db PATH or CHRONO_DB",
         )
+    if path is not None:
+        check_readable(path)
     if path is not None and not path.exists():
         raise Unreachable(
             f"no database at {path}", "chronod creates it on its first start; or give --db URL / CHRONO_DB"
         )
     try:
-        store = open_store(url)
+        store = open_store(url, cli=True)
     except StoreError as exc:
         raise Unreachable(f"cannot open the database {_safe(url)}: {_safe(str(exc))}") from exc
     try:

@@ -2,8 +2,10 @@
 jobs out, then making the daemon reload and confirming that it took the change.
 
 Files are written the way the root daemon's checks want them (docs/reference.md, What a root daemon accepts): a temporary
-dotfile in the registry directory (the daemon skips dotfiles), fsync, mode 0644, owned by
-root when we are root, then an atomic rename and an fsync of the directory.
+dotfile in the registry directory (the daemon skips dotfiles), fsync, the owner and mode
+the file had (a new file: those of the file registered, else root and 0644), then an
+atomic rename and an fsync of the directory. What is written is first read as the daemon
+would read it from a file of that owner: a rewrite never hands a user's jobs to root.
 
 `unregister` removes the job's file when the job is its only one. A file with several jobs
 is rewritten only with `--force`, because rewriting YAML loses its comments and layout:
@@ -12,6 +14,7 @@ without it the command refuses and says which file to edit.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -50,9 +53,61 @@ def _wait_option() -> Any:
 # --- writing files ------------------------------------------------------------------------
 
 
-def write_atomically(target: Path, data: bytes) -> None:
-    """Replace `target` with `data` durably: mode 0644, root-owned when we are root."""
-    fsutil.write_atomically(target, data, mode=0o644, owner=(0, 0))
+def write_atomically(target: Path, data: bytes, *, like: os.stat_result | None = None, check: bool = True) -> None:
+    """Replace `target` with `data` durably, never widening what the file may do.
+
+    An existing file keeps its owner and mode (less group and world write, which the
+    daemon refuses); a new one takes the owner and mode of `like` (the file `register`
+    copies), else root and 0644. Before writing, `data` is read as a root daemon would
+    read it from a file of that owner (`check`): a file owned by a user may only hold
+    that user's jobs, so a rewrite can never hand a delegated file's jobs to root.
+    A link in the registry is refused, as the daemon refuses it."""
+    mode, owner = check_write(target, data, like=like, check=check)
+    fsutil.write_atomically(target, data, mode=mode, owner=owner)
+
+
+def check_write(
+    target: Path, data: bytes, *, like: os.stat_result | None = None, check: bool = True
+) -> tuple[int, tuple[int, int]]:
+    """The (mode, (uid, gid)) `write_atomically` gives `target`, after its checks (raises
+    CliError when the write must not happen); `import` asks it of every file first."""
+    import stat as _stat
+
+    try:
+        st: os.stat_result | None = os.lstat(target)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not _stat.S_ISREG(st.st_mode):
+        raise CliError(
+            f"{target} is not a regular file (a link?); chronod refuses it and chronoctl will not write through it",
+            "replace it with a regular file, or remove it",
+        )
+    shape = st or like
+    if shape is not None:
+        mode, owner = _stat.S_IMODE(shape.st_mode) & ~0o022, (shape.st_uid, shape.st_gid)
+    else:
+        mode, owner = 0o644, (0, 0)
+    if check:
+        _check_as_owned(target, data, owner[0])
+    return mode, owner
+
+
+def _check_as_owned(target: Path, data: bytes, uid: int) -> None:
+    from chronod.specfile import load_as_owned_by
+
+    refused = [
+        p
+        for p in load_as_owned_by(data, str(target), uid, now=common.now_utc()).problems
+        if p.severity == "error" and p.path in ("user", "group")
+    ]
+    if refused:
+        from chronoctl.render import escape_line
+
+        p = refused[0]
+        raise InvalidInput(
+            escape_line(f"{target}:{p.line}: job {p.job_id}: {p.message}; nothing was written"),
+            escape_line(p.hint) if p.hint else None,
+        )
 
 
 def _remove(target: Path) -> None:
@@ -95,7 +150,7 @@ def register_file(
         )
     takeover = _collisions(reg_dir, target, loaded.specs, now, replace)
     reg_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
-    write_atomically(target, file.read_bytes())
+    write_atomically(target, file.read_bytes(), like=os.stat(file))
     for other in takeover:
         _remove(other)
     ids = {s.id: s.spec_hash() for s in loaded.specs}

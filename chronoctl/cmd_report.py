@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from chronod.core.model import JobSpec
     from chronod.store.api import Store
 
-FORMATS = ("md", "json")
+FORMATS = ("md", "json", "html")
 
 
 def register(app: typer.Typer) -> None:
@@ -38,8 +38,9 @@ def report(
     fmt: Optional[str] = typer.Option(
         None,
         "--format",
-        metavar="md|json",
-        help="Markdown or JSON (default: a table fitted to the terminal, Markdown when piped).",
+        metavar="md|json|html",
+        help="Markdown, JSON, or one printable HTML file (default: a table fitted to the terminal, Markdown when "
+        "piped).",
     ),
     db: Optional[str] = db_option(),
     registry: Optional[Path] = typer.Option(
@@ -55,12 +56,18 @@ def report(
             "give a JOB or --tag TAG (one of them)", "chronoctl report purge --from 2026-03-01 --to 2026-03-31"
         )
     if fmt is not None and fmt not in FORMATS:
-        raise UsageError(f"--format {fmt!r} is not one of md, json")
+        raise UsageError(f"--format {fmt!r} is not one of md, json, html")
     since, until = period(start, end)
     now = common.now_utc()
     with cmd_ops.opened(db) as store:
         specs = _specs(store, registry, job, tag, now)
         reports = [_report(store, spec, since, until, now) for spec in specs]
+        database = store.url_safe
+    if fmt == "html":
+        from chronoctl.web.report_html import render
+
+        typer.echo(render(reports, now=now, since=since, until=until, database=database), nl=False)
+        return
     _print(reports, fmt, now, since, until, not_due)
 
 

@@ -374,13 +374,15 @@ def _switch(migrations: list[Migration], daemon: Daemon, sw: Switch, clock: Cloc
     return sw
 
 
-def write_registry_file(path: Path, data: bytes) -> None:
-    """Put `data` into the registry at `path` as the daemon's checks want it (mode 0644,
-    root-owned when we are root, atomic and durable), creating the registry directory (0755)."""
+def write_registry_file(path: Path, data: bytes, *, restore: bool = False) -> None:
+    """Put `data` into the registry at `path` as the daemon's checks want it (a new file
+    0644 and root-owned when we are root, an existing one keeping its owner and mode;
+    atomic and durable), creating the registry directory (0755). `restore` puts back
+    what was there before, as it was, without judging it again."""
     from chronoctl.cmd_registry import write_atomically
 
     path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    write_atomically(path, data)
+    write_atomically(path, data, check=not restore)
 
 
 def _undo_registration(migrations: list[Migration], daemon: Daemon, clock: Clock) -> None:
@@ -388,7 +390,7 @@ def _undo_registration(migrations: list[Migration], daemon: Daemon, clock: Clock
         if m.previous is None:
             _remove(m.registry_file)
         else:
-            write_registry_file(m.registry_file, m.previous)
+            write_registry_file(m.registry_file, m.previous, restore=True)
     daemon.ask_reload()
     ids = [s.id for m in migrations if m.previous is None for s in m.specs]
     _wait_until(lambda: daemon.dropped(ids), clock() + timedelta(seconds=10), clock)

@@ -60,6 +60,7 @@ COMMAND_MODULES = {
     "report": "chronoctl.cmd_report",
     "show": "chronoctl.cmd_edit",
     "edit": "chronoctl.cmd_edit",
+    "web": "chronoctl.cmd_web",
 }
 
 

@@ -182,7 +182,7 @@ def _put_back(target: Path, previous: bytes | None, daemon: Any) -> None:
     if previous is None:
         target.unlink(missing_ok=True)
     else:
-        co.write_registry_file(target, previous)
+        co.write_registry_file(target, previous, restore=True)
     daemon.ask_reload()
 
 

@@ -410,6 +410,23 @@ def load_file(
     return fres
 
 
+def load_as_owned_by(data: bytes, name: str, owner: int, *, now: datetime) -> FileResult:
+    """How a root daemon would read `data` in a file owned by `owner` (a tool about to
+    write a registry file asks this first): validated, and, when `owner` is not root,
+    held to the delegation rules (`_check_owner_runs_as`)."""
+    fres = _validate(data, name, hashlib.sha256(data).hexdigest(), now)
+    if owner not in _trusted_owners():
+        fres.delegated = _user_name(owner)
+        _check_owner_runs_as(fres, owner)
+    return fres
+
+
+def refusals(path: Path | str, *, now: datetime) -> list[Problem]:
+    """The errors a daemon of this user (a root one applies the file checks) finds in the
+    file at `path`, for `show` and `edit` to warn of what would not run."""
+    return [p for p in load_file(path, now=now, secure=None).problems if p.severity == ERROR]
+
+
 def _validate(data: bytes, name: str, digest: str, now: datetime) -> FileResult:
     doc = parse_text(data, name)
     if doc.data is None and doc.problems:  # refused before there was anything to validate

@@ -211,6 +211,8 @@ def _describe(run: Any, now: datetime, spec: JobSpec | None) -> str:
     if s == RunState.SKIPPED_RESOURCE:
         res = f" {spec.resource!r}" if spec and spec.resource else ""
         return f"skipped: it waited for a slot of its resource{res} and got none inside its catch-up window{err}"
+    if s == RunState.SKIPPED_ACCOUNT:
+        return f"skipped: {run.error or 'its account is locked or expired'}"
     if s == RunState.LOST:
         return f"lost: the outcome cannot be known (its node died mid-run){err}"
     if s == RunState.RUNNING:

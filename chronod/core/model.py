@@ -191,6 +191,7 @@ class RunState(StrEnum):
     SKIPPED_PAUSED = "skipped_paused"
     SKIPPED_BLACKOUT = "skipped_blackout"
     SKIPPED_RESOURCE = "skipped_resource"
+    SKIPPED_ACCOUNT = "skipped_account"
     LOST = "lost"
 
 
@@ -216,6 +217,7 @@ TERMINAL_STATES: tuple[str, ...] = tuple(
         RunState.SKIPPED_PAUSED,
         RunState.SKIPPED_BLACKOUT,
         RunState.SKIPPED_RESOURCE,
+        RunState.SKIPPED_ACCOUNT,
         RunState.LOST,
     )
 )

@@ -58,7 +58,10 @@ def utc_stamp(at: datetime) -> str:
     """`YYYY-MM-DDTHH:MM:SSZ` of an aware datetime, in UTC."""
     if at.tzinfo is None:
         raise ValueError("run identity needs an aware datetime")
-    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    u = at if at.tzinfo is timezone.utc else at.astimezone(timezone.utc)
+    # what strftime("%Y-%m-%dT%H:%M:%SZ") gives (glibc leaves a year under 1000 unpadded),
+    # at a third of its cost: a month's report of a 5-minute job makes 8,640 of these
+    return f"{u.year}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}Z"
 
 
 def run_id(key: str, scheduled_at: datetime) -> str:

@@ -14,6 +14,7 @@ then acts. The rules, one function each:
 - `start_admission`: the node's start limit (starts per second): which due runs start
   now (tightest tolerance first), which wait for the next second, and which the
   catch-up rule skips because they waited too long or a newer occurrence replaced them;
+  the starts there are are shared fairly between owners, then jobs (`chronod.core.shares`);
 - `next_wake`: the earliest deadline the loop must wake for (fires, retries, heartbeat,
   watchdog, reconcile, outage retry).
 """
@@ -21,11 +22,12 @@ then acts. The rules, one function each:
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Iterable, Sequence
+from typing import Hashable, Iterable, Mapping, Sequence
 
+from chronod.core import shares
 from chronod.core.model import JobSpec, RunState
 
 # An occurrence picked up this long after its fire time still counts as on time: a
@@ -177,6 +179,9 @@ class Budget:
 
     tokens: float
     at: float
+    # fair shares' turns (`shares.fair_split`): when each account and job last started.
+    # Carried from budget to budget by reference, merged by the budget's owner (StartLimit).
+    turns: dict[Hashable, int] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -201,6 +206,7 @@ class Admission:
     skip: tuple[tuple[Candidate, str], ...]
     budget: Budget
     retry_at: float | None
+    served: Mapping[Hashable, int] = field(default_factory=dict)  # shares' turns to merge in
 
 
 def start_deadline(c: Candidate) -> datetime:
@@ -212,11 +218,15 @@ def start_deadline(c: Candidate) -> datetime:
 def refill(budget: Budget, rate: float, mono: float) -> Budget:
     """The budget at `mono`: `rate` tokens a second, at most one second's worth kept."""
     tokens = min(float(rate), budget.tokens + max(mono - budget.at, 0.0) * rate)
-    return Budget(tokens, mono)
+    return replace(budget, tokens=tokens, at=mono)
 
 
 def start_admission(
-    rate: float | None, budget: Budget, line: Sequence[Candidate], now: datetime, mono: float
+    rate: float | None,
+    budget: Budget,
+    line: Sequence[Candidate],
+    now: datetime,
+    mono: float,
 ) -> Admission:
     """The start limit: at most `rate` starts a second on this node (a burst of one
     second's worth), so that past its ceiling a node starts what it can instead of
@@ -241,17 +251,24 @@ def start_admission(
         else:
             live.append(c)
     live.sort(key=lambda c: (start_deadline(c), c.fire_at, c.run_id))
+    owner, job = (lambda c: shares.principal(c.spec.user)), (lambda c: c.spec.id)
     if rate is None:
-        return Admission(tuple(live), (), tuple(skips), budget, None)
+        # every run starts, in fair order: a wake-up whose time slice runs out part-way
+        # has started each owner's first runs before any owner's hundredth
+        return Admission(tuple(shares.fair_order(live, owner, job, budget.turns)), (), tuple(skips), budget, None)
     budget = refill(budget, rate, mono)
     n = min(int(budget.tokens), len(live))
-    budget = Budget(budget.tokens - n, mono)
-    wait = tuple(live[n:])
+    budget = replace(budget, tokens=budget.tokens - n, at=mono)
+    # Starts are scarce: shared round-robin between the accounts the jobs run as, then
+    # between each account's jobs (`shares.fair_order`), so no owner's flood starves another.
+    # The budget's `turns` (when each account and job last started) carry the turn across wake-ups.
+    go, rest, turns = shares.fair_split(live, n, owner, job, budget.turns)
+    wait = tuple(rest)
     # wake again when a tenth of a second's worth (or the whole line) may start: one
     # wake-up per token would sort the line a thousand times a second
     want = min(len(wait), max(1.0, rate / 10))
     retry_at = mono + max(want - budget.tokens, 0.0) / rate if wait else None
-    return Admission(tuple(live[:n]), wait, tuple(skips), budget, retry_at)
+    return Admission(tuple(go), wait, tuple(skips), budget, retry_at, turns)
 
 
 def _admission_skip(c: Candidate, newest: datetime, now: datetime, rate: float | None) -> str | None:

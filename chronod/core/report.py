@@ -34,6 +34,7 @@ CATEGORY = {
     RunState.SKIPPED_PAUSED: "paused",
     RunState.SKIPPED_BLACKOUT: "maintenance",
     RunState.SKIPPED_RESOURCE: "resource",
+    RunState.SKIPPED_ACCOUNT: "account",
     MISSING: "missing",
     PRUNED: "pruned",
     RunState.PENDING: "not finished",
@@ -88,6 +89,7 @@ class JobReport:
             RunState.SKIPPED_PAUSED,
             RunState.SKIPPED_BLACKOUT,
             RunState.SKIPPED_RESOURCE,
+            RunState.SKIPPED_ACCOUNT,
             MISSING,
             PRUNED,
             RunState.PENDING,
@@ -149,8 +151,13 @@ def job_report(
 
 def _refuse_a_huge_period(spec: JobSpec, schedule: Any, start: datetime, end: datetime) -> None:
     """Refuse before walking a period of more than MAX_LINES occurrences (ten years of a job
-    that fires every second would hold hundreds of millions in memory)."""
+    that fires every second would hold hundreds of millions in memory). A cron schedule
+    that cannot fire that often in the period is not walked at all: walking it with a limit
+    costs several times what listing its occurrences does."""
     if schedule.kind == "reboot":
+        return
+    most = _most_per_day(schedule)
+    if most is not None and 2 * most * ((end - start).days + 2) <= MAX_LINES:
         return
     fires = schedule.fires(start, end, limit=MAX_LINES + 1)
     if len(fires) > MAX_LINES:
@@ -160,6 +167,15 @@ def _refuse_a_huge_period(spec: JobSpec, schedule: Any, start: datetime, end: da
             f"{(start + timedelta(microseconds=1)).strftime('%Y-%m-%dT%H:%M:%SZ')}: report a shorter period, "
             f"e.g. --to {last}"
         )
+
+
+def _most_per_day(schedule: Any) -> int | None:
+    """At most how many times a cron schedule fires in a day (its seconds x minutes x hours;
+    a fall-back day's repeated hour adds less than a day's worth), None for other kinds."""
+    fields = getattr(schedule, "fields", None)
+    if fields is None:
+        return None
+    return len(fields.seconds) * len(fields.minutes) * len(fields.hours)
 
 
 def _line(occ: Occurrence, run: Any | None, now: datetime, spec: JobSpec, pruned: Any | None) -> Line:

@@ -1,5 +1,6 @@
 """A run's way to its start: pauses and windows (the `Gate`'s answer), the overlap rule,
-the catch-up line, the resource's line, the fleet's version, then the claim (`Starter`).
+the catch-up line, the resource's line, the fleet's version, the account's check (a
+locked or expired account: `chronod.core.accounts`), then the claim (`Starter`).
 
 `Admission` holds no state of its own: it asks the parts that own it and acts on their
 answers (values from chronod.core.policy, chronod.daemon.gate and chronod.daemon.waits).
@@ -7,7 +8,7 @@ answers (values from chronod.core.policy, chronod.daemon.gate and chronod.daemon
 
 from __future__ import annotations
 
-from chronod.core import blackout, policy
+from chronod.core import accounts, blackout, policy
 from chronod.core.clock import Clock
 from chronod.core.durations import format_duration
 from chronod.core.model import RunState, Trigger
@@ -16,7 +17,7 @@ from chronod.daemon.gate import Gate, Hold, Skip, Start, Wait
 from chronod.daemon.ledger import Ledger
 from chronod.daemon.registry import Registry
 from chronod.daemon.runs import Job
-from chronod.daemon.seams import Log
+from chronod.daemon.seams import Accounts, Log
 from chronod.daemon.starter import Starter
 from chronod.daemon.timeline import Timeline
 from chronod.daemon.waits import Lines
@@ -42,10 +43,12 @@ class Admission:
         ledger: Ledger,
         starter: Starter,
         placement: FleetView,
+        accounts: Accounts,
     ) -> None:
         self.clock, self.store, self.node, self.lease, self.log = clock, store, node, lease, log
         self.registry, self.timeline, self.gate, self.lines = registry, timeline, gate, lines
         self.ledger, self.starter, self.placement = ledger, starter, placement
+        self.accounts = accounts
 
     def start_or_queue(self, job: Job, run: Run, next_run: Run | None = None) -> None:
         """Apply pause, overlap and resource limits, then dispatch and launch."""
@@ -200,6 +203,7 @@ class Admission:
         ]
         lease_ok = self.starter.lease_ok() if runs else self.lease.ok()
         runs = [(j, r) for j, r in runs if not self.placement.outvoted_here(j)]
+        runs = [(j, r) for j, r in runs if not self.account_refuses(j, r, None)]
         if not runs or not lease_ok:
             for job, run in runs:
                 self.log("launch.refused", "warning", job=job.spec.id, run=run.run_id, why="lease may have lapsed")
@@ -222,6 +226,8 @@ class Admission:
         if self.placement.outvoted_here(job):
             self.ledger.store_runs([next_run])
             return  # the nodes with the fleet's version of this job dispatch it
+        if self.account_refuses(job, run, next_run):
+            return
         if self.ledger.collecting() and not job.spec.resource:
             self.ledger.claim(job, run)
             self.ledger.store_runs([next_run])
@@ -231,6 +237,18 @@ class Admission:
             self.lines.back_in_front(job, run, self.clock.now())
         elif claimed is not None:
             self.starter.start_process(job, claimed)
+
+    def account_refuses(self, job: Job, run: Run, next_run: Run | None) -> bool:
+        """cron's PAM account check, before each launch: the run of a job whose account is
+        locked or expired ends skipped_account, saying why (`accounts.refusal`)."""
+        user = job.spec.user
+        if not user:
+            return False
+        why = accounts.refusal(self.accounts.account(user), self.clock.now())
+        if why is None:
+            return False
+        self.ledger.settle(run, RunState.SKIPPED_ACCOUNT, why, next_run)
+        return True
 
     def admit_all(self) -> None:
         """Let every line move: after runs ended, and on every wake-up (deadlines pass)."""

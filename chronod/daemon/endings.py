@@ -3,10 +3,12 @@ the lot), schedule retries and re-dispatch unknown outcomes of idempotent jobs."
 
 from __future__ import annotations
 
+import os
 import random
+from dataclasses import replace
 from datetime import timedelta
 
-from chronod.core import policy
+from chronod.core import outputs, policy
 from chronod.core.clock import Clock
 from chronod.core.model import RunState
 from chronod.daemon.runs import Job
@@ -15,6 +17,12 @@ from chronod.daemon.timeline import Timeline
 from chronod.fleet.lease import Lease
 from chronod.runner.api import Outcome
 from chronod.store.api import Ending, Run, Store
+
+
+def output_budget() -> int:
+    """The host's output budget (CHRONO_OUTPUT_BUDGET, bytes of output stored per run);
+    the default when unset or not a size (Endings says so in the log at start)."""
+    return outputs.parse_budget(os.environ.get("CHRONO_OUTPUT_BUDGET")) or outputs.DEFAULT_OUTPUT_BUDGET
 
 
 class Endings:
@@ -33,6 +41,15 @@ class Endings:
     ) -> None:
         self.clock, self.store, self.lease, self.log, self.metrics = clock, store, lease, log, metrics
         self.rng, self.timeline = rng, timeline
+        if outputs.parse_budget(os.environ.get("CHRONO_OUTPUT_BUDGET")) is None:
+            log(
+                "config.invalid",
+                "warning",
+                what="CHRONO_OUTPUT_BUDGET",
+                value=os.environ.get("CHRONO_OUTPUT_BUDGET"),
+                why="not a size (bytes, or a number with K, M or G)",
+                using=outputs.DEFAULT_OUTPUT_BUDGET,
+            )
 
     def record_outcomes(self, ended: list[tuple[Job, Run, Outcome]]) -> set[str]:
         """Retries and unknown outcomes one by one; every final outcome in one transaction.
@@ -51,23 +68,40 @@ class Endings:
                 final.append((job, run, outcome))
         if not final:
             return kept
-        done = self.store.finish_many(
-            [
+        endings = []
+        for _, run, outcome in final:
+            tail, note = outputs.within_budget(outcome.output_tail, output_budget())
+            endings.append(
                 Ending(
                     run.run_id,
                     run.attempts,
                     outcome.state,
                     exit_code=outcome.exit_code,
                     signal=outcome.signal,
-                    output_tail=outcome.output_tail,
+                    output_tail=tail,
                     output_bytes=outcome.output_bytes,
-                    error=outcome.error,
+                    error=outputs.with_note(outcome.error, note),
                     finished_at=outcome.finished_at,
                 )
-                for _, run, outcome in final
-            ],
-            self.lease.token,
-        )
+            )
+        try:
+            done = self.store.finish_many(endings, self.lease.token)
+        except Exception as e:
+            if not outputs.is_database_full(e):
+                raise
+            # A full database degrades the runs with output, not the host: their outcomes
+            # are stored without it, with a note; were even that refused, the outage path
+            # retries a write that is small.
+            self.log("store.full", "warning", runs=len(endings), what="run output dropped, outcomes kept")
+            done = self.store.finish_many(
+                [
+                    replace(e, output_tail=None, error=outputs.with_note(e.error, outputs.DB_FULL_NOTE))
+                    if e.output_tail
+                    else e
+                    for e in endings
+                ],
+                self.lease.token,
+            )
         for job, run, outcome in final:
             self.recorded(job, run, outcome, run.run_id in done)
         return kept | done
@@ -75,17 +109,31 @@ class Endings:
     def schedule_retry(self, job: Job, run: Run, outcome: Outcome) -> bool:
         delay = policy.retry_delay_s(job.spec, run.attempts, self.rng)
         at = self.clock.now() + timedelta(seconds=delay)
-        if self.store.schedule_retry(
-            run.run_id,
-            run.attempts,
-            at,
-            exit_code=outcome.exit_code,
-            signal=outcome.signal,
-            error=outcome.error,
-            token=self.lease.token,
-            output_tail=outcome.output_tail,
-            output_bytes=outcome.output_bytes,
-        ):
+        tail, note = outputs.within_budget(outcome.output_tail, output_budget())
+
+        def write(tail: str | None, note: str | None) -> bool:
+            return bool(
+                self.store.schedule_retry(
+                    run.run_id,
+                    run.attempts,
+                    at,
+                    exit_code=outcome.exit_code,
+                    signal=outcome.signal,
+                    error=outputs.with_note(outcome.error, note),
+                    token=self.lease.token,
+                    output_tail=tail,
+                    output_bytes=outcome.output_bytes,
+                )
+            )
+
+        try:
+            ok = write(tail, note)
+        except Exception as e:
+            if not outputs.is_database_full(e) or not tail:
+                raise
+            self.log("store.full", "warning", runs=1, what="run output dropped, outcome kept")
+            ok = write(None, outputs.DB_FULL_NOTE)
+        if ok:
             run.state, run.next_attempt_at = RunState.RETRY_WAIT, at
             self.timeline.track(run)
             self.log(

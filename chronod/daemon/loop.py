@@ -41,7 +41,7 @@ from chronod.core.clock import Clock
 from chronod.daemon.parts import assemble
 from chronod.daemon.registry import Changes
 from chronod.daemon.runs import Active, Job
-from chronod.daemon.seams import Log, Metrics, Notifier, NotifyService, Reloads, Runner, Waker
+from chronod.daemon.seams import Accounts, Log, Metrics, Notifier, NotifyService, Reloads, Runner, Waker
 from chronod.daemon.waker import Wakeups
 from chronod.fleet.lease import Lease
 from chronod.runner.api import Handle
@@ -74,6 +74,7 @@ class Daemon:
         reloads: Reloads | None = None,
         max_starts_per_s: float | None = None,
         notify_service: NotifyService | None = None,
+        accounts: Accounts | None = None,
     ):
         self.clock, self.store, self.node, self.log = clock, store, node, log
         self.metrics, self.notifier, self.waker, self.runner = metrics, notifier, waker, runner
@@ -96,6 +97,7 @@ class Daemon:
             reloads=reloads,
             max_starts_per_s=max_starts_per_s,
             notify_service=notify_service,
+            accounts=accounts,
         )
         self.registry, self.occurrences, self.timeline = parts.registry, parts.occurrences, parts.timeline
         self.gate, self.lines, self.limit, self.starter = parts.gate, parts.lines, parts.limit, parts.starter

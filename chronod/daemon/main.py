@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from chronod import __version__, fsutil, paths
+from chronod import __version__, fsutil, paths, private
 
 if TYPE_CHECKING:
     from chronod.core.clock import Clock
@@ -169,6 +169,7 @@ def start(
     notifier, the pruner), all running."""
     from chronod.core.clock import Clock
     from chronod.daemon import kernel
+    from chronod.daemon.accounts import NoAccounts, ShadowAccounts
     from chronod.daemon.log import Log
     from chronod.daemon.loop import Daemon
     from chronod.daemon.metrics import AddressError, Metrics
@@ -186,6 +187,12 @@ def start(
     log = Log(timestamps="JOURNAL_STREAM" not in os.environ)
     clock = Clock()
     secure = os.geteuid() == 0 and not args.insecure_registry
+    db_file = paths.sqlite_path(db)
+    try:
+        if db_file is not None:
+            private.secure_db_file(db_file)
+    except private.NotPrivate as e:
+        raise StartupError(str(e), EXIT_CONFIG) from None
     try:
         store = open_store(db)
         try:
@@ -199,13 +206,9 @@ def start(
     # absolute: supervisors run in the job's workdir and must still find their files
     state_dir = (args.state_dir or paths.default_state_dir(db)).absolute()
     try:
-        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as e:
-        raise StartupError(
-            f"state directory {state_dir} cannot be created ({e.strerror}): "
-            f"pass --state-dir DIR or fix its parent's permissions",
-            EXIT_CONFIG,
-        ) from None
+        private.own_directory(state_dir)
+    except private.NotPrivate as e:
+        raise StartupError(str(e), EXIT_CONFIG) from None
     ttl = args.lease_ttl or (600.0 if store.dialect == "sqlite" else 15.0)
     metrics = Metrics()
     files = FileCache()  # a reload re-validates only the files that changed
@@ -236,6 +239,7 @@ def start(
         lease_ttl_s=ttl,
         max_starts_per_s=DEFAULT_MAX_STARTS_PER_S if args.max_starts is None else args.max_starts,
         notify_service=notifier,  # the loop wakes it after recording outcomes
+        accounts=ShadowAccounts() if os.geteuid() == 0 else NoAccounts(),
     )
     log(
         "daemon.starting",

@@ -35,7 +35,7 @@ class Metrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
         )
         # The `job` label is bounded by the registry: one series per job and terminal state
-        # (at most jobs x 9), the same bound as chrono_last_success_timestamp_seconds.
+        # (at most jobs x 10), the same bound as chrono_last_success_timestamp_seconds.
         self.runs = Counter(
             "chrono_runs_total",
             "Occurrences that reached a terminal state, by job and state",

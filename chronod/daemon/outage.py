@@ -11,14 +11,16 @@ from __future__ import annotations
 import random
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from chronod.core import policy
+from chronod.core import accounts, outputs, policy
 from chronod.core.clock import Clock
 from chronod.core.model import RunState
+from chronod.daemon.endings import output_budget
 from chronod.daemon.occurrences import Occurrences
 from chronod.daemon.registry import Registry
 from chronod.daemon.runs import Active, Job
-from chronod.daemon.seams import Log, Metrics
+from chronod.daemon.seams import Accounts, Log, Metrics
 from chronod.daemon.starter import Starter
 from chronod.daemon.timeline import Timeline
 from chronod.fleet.lease import Lease
@@ -49,6 +51,7 @@ class Connectivity:
         occurrences: Occurrences,
         timeline: Timeline,
         starter: Starter,
+        accounts: Accounts,
     ) -> None:
         self.clock, self.store, self.node, self.lease, self.log = clock, store, node, lease, log
         self.metrics, self.rng, self.fleet, self.lease_ttl_s = metrics, rng, fleet, lease_ttl_s
@@ -60,6 +63,7 @@ class Connectivity:
         self._takeover_after = 0.0  # monotonic; no takeovers before (see `reconnecting`)
         self._reload_wanted = False  # a reload or request arrived during an outage
         self._spool = Spool(spool_path)
+        self.accounts = accounts
 
     @property
     def offline(self) -> bool:
@@ -153,6 +157,10 @@ class Connectivity:
                 error="previous run still running; overlap: forbid (database unreachable)",
             )
             return
+        why = accounts.refusal(self.accounts.account(spec.user), now) if spec.user else None
+        if why is not None:  # the account check is the one online (Admission.account_refuses)
+            self._spool.append("skip", run=run.as_dict(), state=RunState.SKIPPED_ACCOUNT, error=why)
+            return
         if action == policy.Overlap.REPLACE:
             self.starter.cancel(self.starter.running(spec.id), by=run)
         run.attempts += 1
@@ -168,6 +176,7 @@ class Connectivity:
 
     def spool_outcome(self, active: Active, outcome: Outcome) -> None:
         run = active.run
+        tail, note = outputs.within_budget(outcome.output_tail, output_budget())
         self._spool.append(
             "finish",
             run_id=run.run_id,
@@ -175,9 +184,9 @@ class Connectivity:
             state=outcome.state,
             exit_code=outcome.exit_code,
             signal=outcome.signal,
-            output_tail=outcome.output_tail,
+            output_tail=tail,
             output_bytes=outcome.output_bytes,
-            error=outcome.error,
+            error=outputs.with_note(outcome.error, note),
             finished_at=outcome.finished_at or self.clock.now(),
         )
         self.log(
@@ -189,6 +198,34 @@ class Connectivity:
             exit_code=outcome.exit_code,
             spooled=True,
         )
+
+    def replay_finish(self, rec: dict[str, Any]) -> bool:
+        """Store one spooled outcome; in a database that is full, without its output (a
+        note says so), so that a replay never retries a large write forever."""
+
+        def write(tail: str | None, error: str | None) -> bool:
+            return bool(
+                self.store.finish(
+                    rec["run_id"],
+                    rec["attempt"],
+                    rec["state"],
+                    exit_code=rec["exit_code"],
+                    signal=rec["signal"],
+                    output_tail=tail,
+                    output_bytes=rec["output_bytes"],
+                    error=error,
+                    token=self.lease.token,
+                    finished_at=rec["finished_at"],
+                )
+            )
+
+        try:
+            return write(rec["output_tail"], rec["error"])
+        except Exception as e:
+            if not rec["output_tail"] or not outputs.is_database_full(e):
+                raise
+            self.log("store.full", "warning", runs=1, what="run output dropped, outcome kept")
+            return write(None, outputs.with_note(rec["error"], outputs.DB_FULL_NOTE))
 
     def replay_spool(self) -> None:
         """Write what happened while the database was unreachable, oldest first."""
@@ -205,18 +242,7 @@ class Connectivity:
                     self.starter.stored_offline(run.run_id)
             elif kind == "finish":
                 self.store.adopt(rec["run_id"], rec["attempt"], node=self.node, token=self.lease.token)
-                ok = self.store.finish(
-                    rec["run_id"],
-                    rec["attempt"],
-                    rec["state"],
-                    exit_code=rec["exit_code"],
-                    signal=rec["signal"],
-                    output_tail=rec["output_tail"],
-                    output_bytes=rec["output_bytes"],
-                    error=rec["error"],
-                    token=self.lease.token,
-                    finished_at=rec["finished_at"],
-                )
+                ok = self.replay_finish(rec)
                 if ok:
                     stored = self.store.get_run(rec["run_id"])
                     self.metrics.runs.labels(stored.job_id if stored else "", rec["state"]).inc()

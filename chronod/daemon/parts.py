@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from chronod.core.clock import Clock
+from chronod.daemon.accounts import NoAccounts
 from chronod.daemon.admission import Admission
 from chronod.daemon.backfills import Backfills
 from chronod.daemon.dispatch import Dispatch
@@ -23,7 +24,7 @@ from chronod.daemon.outage import Connectivity
 from chronod.daemon.recovery import Recovery
 from chronod.daemon.registry import Registry
 from chronod.daemon.reloads import InlineReloads
-from chronod.daemon.seams import Log, Metrics, NotifyService, Reloads, Runner, Waker
+from chronod.daemon.seams import Accounts, Log, Metrics, NotifyService, Reloads, Runner, Waker
 from chronod.daemon.starter import Starter
 from chronod.daemon.startlimit import StartLimit
 from chronod.daemon.timeline import Timeline
@@ -71,8 +72,10 @@ def assemble(
     reloads: Reloads | None,
     max_starts_per_s: float | None,
     notify_service: NotifyService | None,
+    accounts: Accounts | None = None,
 ) -> Parts:
     """Build the objects, each with what it is given (the order is what each needs)."""
+    accounts = accounts or NoAccounts()  # no account known, none refused (the simulation)
     reg = Registry(
         clock=clock,
         store=store,
@@ -134,6 +137,7 @@ def assemble(
         ledger=ledger,
         starter=starter,
         placement=view,
+        accounts=accounts,
     )
     dispatch = Dispatch(
         clock=clock,
@@ -182,6 +186,7 @@ def assemble(
         occurrences=occ,
         timeline=tl,
         starter=starter,
+        accounts=accounts,
     )
     backfills = Backfills(
         clock=clock,

@@ -9,7 +9,8 @@ real kinds are built by the composition root (chronod.daemon.main); the simulati
 - `Metrics`: the Prometheus instruments (chronod.daemon.metrics.Metrics; NullMetrics);
 - `Reloads`: where a reload's heavy half runs (chronod.daemon.reloads);
 - `NotifyService`: the notifier thread the loop wakes (chronod.notify.service);
-- `Log`: a structured log line (chronod.daemon.log.Log).
+- `Log`: a structured log line (chronod.daemon.log.Log);
+- `Accounts`: what the shadow file says of a job's account (chronod.daemon.accounts).
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from chronod.daemon.waker import Wakeups
 from chronod.runner.api import Handle, LaunchRequest, Outcome
 
 if TYPE_CHECKING:
+    from chronod.core.accounts import Account
     from chronod.daemon.registry import Prepared
+
+
+class Accounts(Protocol):
+    def account(self, user: str) -> "Account | None":
+        """The account `user` as the shadow file says it (None: not known, or not readable)."""
+        ...
 
 
 class Log(Protocol):

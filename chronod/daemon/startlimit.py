@@ -5,6 +5,7 @@ node past its ceiling fell further behind each second and started less and less.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 from typing import Collection
 
@@ -45,6 +46,7 @@ class StartLimit:
         line = [candidate(job, run) for job, run in claims]
         a = policy.start_admission(self.max_starts, self.budget, line, self.clock.now(), self.clock.monotonic())
         self.budget, self.admit_retry = a.budget, a.retry_at
+        self.budget.turns.update(a.served)  # the fair shares' turns, carried by the budget
         for c, why in a.skip:
             settles.append((c.run_id, RunState.SKIPPED_OUTAGE, why))
             self.metrics.runs.labels(c.spec.id, RunState.SKIPPED_OUTAGE).inc()
@@ -86,7 +88,7 @@ class StartLimit:
         them): their starts go back to the budget, or a line full of runs the other nodes
         took would spend it all and start nothing."""
         if n > 0 and self.max_starts is not None:
-            self.budget = policy.Budget(min(self.budget.tokens + n, self.max_starts), self.budget.at)
+            self.budget = dataclasses.replace(self.budget, tokens=min(self.budget.tokens + n, self.max_starts))
 
     def backlog_wake(self, now: datetime) -> datetime | None:
         """When the loop must wake for the runs waiting to start (None: none wait)."""

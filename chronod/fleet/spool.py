@@ -35,7 +35,8 @@ class Spool:
     def append(self, kind: str, **record: Any) -> None:
         """Add one record durably (`kind`: start, finish, skip)."""
         line = json.dumps({"kind": kind, **record}, default=_default, sort_keys=True) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        # never through a link: the spool lives in the daemon's own state directory
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             os.write(fd, line.encode())
             os.fsync(fd)
@@ -45,9 +46,11 @@ class Spool:
     def records(self) -> list[dict[str, Any]]:
         """Every record, oldest first; a torn last line (crash mid-write) is dropped."""
         try:
-            text = self.path.read_text()
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
             return []
+        with open(fd, encoding="utf-8", errors="replace") as f:
+            text = f.read()
         out = []
         for line in text.splitlines():
             try:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import builtins
 import heapq
+import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
 
@@ -25,7 +25,7 @@ from chronod.core.history import known_since
 from chronod.core.model import RunState
 from chronod.core.schedule import compile_schedule
 from chronod.notify import core
-from chronod.notify.deliver import TAIL_BYTES, DeliveryError, deliver
+from chronod.notify.deliver import LONGEST_DELIVERY_S, TAIL_BYTES, DeliveryError, deliver, kill_running
 from chronod.store.outbox import CURSOR, Outbox, Outgoing
 
 MAX_SLEEP_S = 60.0  # the loop wakes us after every outcome; this bounds retries and reconciles
@@ -40,7 +40,9 @@ LAUNCH_QUIET_S = 0.3  # a round waits until the loop has started nothing for thi
 LAUNCH_YIELD_MAX_S = 2.0  # ...but never longer than this: notices are late, never lost
 UNCLAIMED_LOOKBACK_S = 3600
 RETRY_BASE_S, RETRY_MAX_S = 60, 3600
-WORKERS = 4
+WORKERS = 4  # the daemon user's lane (jobs without `user:`): root's notices
+LANE_WORKERS = 2  # every other account's lane: one owner's slow endpoint holds only these
+MAX_SKIPPED_JOBS = 10_000  # job ids a claim may leave out by name (SQL parameters are finite)
 
 
 def job_state_name(job_id: str) -> str:
@@ -70,9 +72,13 @@ class NotifyService:
         self.outbox = Outbox(store)
         self.metrics, self.version, self.send = metrics, version, send
         self.reconcile_every_s = reconcile_every_s
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chrono-notify")
+        # One lane of workers per account a job runs as (its `user:`, "" for the daemon's
+        # own): a lane has its own threads and a cap on deliveries in flight, so one owner's
+        # slow webhook or command waits in its own lane, never in root's or another owner's.
+        self.lanes: dict[str, Lane] = {}
         self.workers = workers
-        self.inflight: set[int] = set()
+        self.inflight: dict[int, str] = {}  # row id -> lane
+        self._lane_of_job: dict[str, str] = {}  # job id -> lane, learned from the rows claimed
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -124,7 +130,10 @@ class NotifyService:
         self._wake.set()
         if self.thread is not None:
             self.thread.join(wait_s)
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        for pool in list(self.lanes.values()):
+            pool.shutdown()
+        if self.send is deliver:
+            kill_running()  # a notify command never outlives the daemon that ran it
 
     def run(self) -> None:
         """The thread body: step, then sleep until the next deadline (at most MAX_SLEEP_S) or a wake."""
@@ -369,17 +378,51 @@ class NotifyService:
                 for r in rows:
                     self.metrics.notices.labels(r["event"]).inc()
 
+    def lane_cap(self, lane: str) -> int:
+        """Deliveries one lane may have in flight: the daemon user's lane keeps a queue of
+        its workers' size, every other lane only its workers."""
+        return self.workers * 2 if lane == "" else min(LANE_WORKERS, self.workers)
+
+    def _lane(self, lane: str) -> "Lane":
+        pool = self.lanes.get(lane)
+        if pool is None:
+            size = self.workers if lane == "" else min(LANE_WORKERS, self.workers)
+            pool = self.lanes[lane] = Lane(size)
+        return pool
+
     def _dispatch(self, now: datetime) -> None:
         with self._lock:
-            room = self.workers * 2 - len(self.inflight)
-        if room <= 0:
-            return
-        for row in self.outbox.claim(self.node, now, limit=room):
-            with self._lock:
-                if row.id in self.inflight:
-                    continue
-                self.inflight.add(row.id)
-            self.pool.submit(self._deliver, row)
+            busy: dict[str, int] = {}
+            for lane in self.inflight.values():
+                busy[lane] = busy.get(lane, 0) + 1
+        # Rows of a full lane are skipped by job; a job not known yet is learned from the
+        # rows claimed (and those given back), and the claim tried again without it.
+        for _ in range(4):
+            full = {lane for lane, n in busy.items() if n >= self.lane_cap(lane)}
+            skip: set[str] = set()
+            if full:
+                skip = {j for j, lane in self._lane_of_job.items() if lane in full}
+                if self._jobs is not None:
+                    skip |= {j for j, spec in self._jobs[2].items() if (spec.user or "") in full}
+                if len(skip) > MAX_SKIPPED_JOBS:  # beyond what one statement may list:
+                    skip = set()  # claim as before and give back what a full lane cannot take
+            released: list[int] = []
+            rows = self.outbox.claim(self.node, now, limit=self.workers * 2, skip_jobs=skip, hold_s=LONGEST_DELIVERY_S)
+            for row in rows:
+                lane = lane_of(row.route)
+                self._lane_of_job[row.job_id] = lane
+                with self._lock:
+                    if row.id in self.inflight:
+                        continue
+                    if busy.get(lane, 0) >= self.lane_cap(lane):
+                        released.append(row.id)  # its lane is full: left for when it is not
+                        continue
+                    busy[lane] = busy.get(lane, 0) + 1
+                    self.inflight[row.id] = lane
+                self._lane(lane).submit(self._deliver, row)
+            if not released:
+                return
+            self.outbox.release(released, self.node)
 
     def _deliver(self, row: Outgoing) -> None:
         try:
@@ -404,7 +447,8 @@ class NotifyService:
             self.log("notify.record_failed", "error", job=row.job_id, notice=row.event, error=str(e))
         finally:
             with self._lock:
-                self.inflight.discard(row.id)
+                self.inflight.pop(row.id, None)
+            self._wake.set()  # a lane has room again: the next round hands it its next row
 
     def _failed(self, row: Outgoing, error: str) -> None:
         delay = min(RETRY_BASE_S * 2**row.attempts, RETRY_MAX_S)
@@ -448,6 +492,37 @@ class NotifyService:
         }
 
 
+class Lane:
+    """A delivery lane: `size` worker threads taking deliveries in order. The threads are
+    daemon threads: a delivery still waiting on a slow endpoint when chronod stops does
+    not hold its exit (the row's claim is released at the next start and it is sent then)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._queue: queue.SimpleQueue[tuple[Callable[[Any], None], Any] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, fn: Callable[[Any], None], arg: Any) -> None:
+        if len(self._threads) < self.size:
+            t = threading.Thread(target=self._work, name="chrono-notify", daemon=True)
+            self._threads.append(t)
+            t.start()
+        self._queue.put((fn, arg))
+
+    def shutdown(self) -> None:
+        """The workers end after the delivery each is in (none is waited for)."""
+        for _ in self._threads:
+            self._queue.put(None)
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            fn, arg = item
+            try:
+                fn(arg)
+            except Exception:  # noqa: S110 -- a delivery records its own failures; the lane goes on
+                pass
+
+
 class SilenceDeadlines:
     """Each job's silence deadline, earliest first: a heap whose stale entries (a job
     decided on again since) are dropped when they reach the top."""
@@ -477,6 +552,11 @@ class SilenceDeadlines:
         while self._heap and self._at.get(self._heap[0][1]) != self._heap[0][0]:
             heapq.heappop(self._heap)
         return self._heap[0][0] if self._heap else None
+
+
+def lane_of(route: Mapping[str, Any]) -> str:
+    """The delivery lane of a notice: the account its job runs as ("" for the daemon's)."""
+    return str(route.get("user") or "")
 
 
 def route_json(spec: Any, index: int) -> dict[str, Any]:

@@ -11,6 +11,7 @@ before a reboot, is never mistaken for a live supervisor.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -45,7 +46,7 @@ def write_atomic(path: str, data: bytes, durable: bool) -> None:
     that follows it, a `started` file is worthless after a reboot anyway.
     """
     tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    fd = open_new(tmp)
     try:
         view = memoryview(data)
         while view:
@@ -63,6 +64,19 @@ def write_atomic(path: str, data: bytes, durable: bool) -> None:
             os.close(dfd)
 
 
+NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_new(path: str, flags: int = 0) -> int:
+    """A new file at `path`, mode 0600, created here and now: never a file or link found
+    in its place (one is removed first; the directory is the daemon's own, 0700)."""
+    try:
+        return os.open(path, NEW_FILE | flags, 0o600)
+    except FileExistsError:
+        os.unlink(path)  # a leftover of a crash, or a planted link: unlink never follows it
+        return os.open(path, NEW_FILE | flags, 0o600)
+
+
 def write_json(path: str, record: dict[str, Any], durable: bool) -> None:
     """`write_atomic` of a JSON object."""
     write_atomic(path, json.dumps(record, sort_keys=True).encode(), durable)
@@ -71,11 +85,16 @@ def write_json(path: str, record: dict[str, Any], durable: bool) -> None:
 def read_json(path: str) -> dict[str, Any] | None:
     """The JSON object in `path`, or None when there is no such file."""
     try:
-        with open(path, "rb") as f:
-            data: dict[str, Any] = json.loads(f.read())
-            return data
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:  # a link is never ours: as good as no file
+            return None
+        raise
+    with open(fd, "rb") as f:
+        data: dict[str, Any] = json.loads(f.read())
+        return data
 
 
 LIVE_MIN_BYTES = 1 << 20

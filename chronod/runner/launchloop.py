@@ -514,10 +514,8 @@ def _append_live(run: _Run, data: bytes) -> None:
         return
     try:
         if run.live is None:
-            run.live = os.open(
-                files.live_path(run.plan.state_dir, run.plan.run_id, run.plan.attempt),
-                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC,
-                0o600,
+            run.live = files.open_new(
+                files.live_path(run.plan.state_dir, run.plan.run_id, run.plan.attempt), os.O_APPEND
             )
         os.write(run.live, data[:room])
         if room <= len(data):
@@ -528,7 +526,7 @@ def _append_live(run: _Run, data: bytes) -> None:
 
 
 def _write(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    fd = files.open_new(path)
     try:
         view = memoryview(data)
         while view:

@@ -426,11 +426,7 @@ class _Watch:
 def _open_live(plan: Plan) -> int | None:
     """The live output file of this attempt, opened for appending (None if it cannot be)."""
     try:
-        return os.open(
-            files.live_path(plan.state_dir, plan.run_id, plan.attempt),
-            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC,
-            0o600,
-        )
+        return files.open_new(files.live_path(plan.state_dir, plan.run_id, plan.attempt), os.O_APPEND)
     except OSError:
         return None
 

@@ -35,6 +35,7 @@ TERMINAL = {
     RunState.SKIPPED_PAUSED,
     RunState.SKIPPED_BLACKOUT,
     RunState.SKIPPED_RESOURCE,
+    RunState.SKIPPED_ACCOUNT,
 }
 RAN = {RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.CANCELLED, RunState.LOST}
 

@@ -470,6 +470,13 @@ class Store(Protocol):
         """job_id -> its latest succeeded run scheduled before `until`, for many jobs in one
         query (jobs that never succeeded are left out)."""
 
+    def last_runs(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, Run]:
+        """Each job's latest run scheduled before `until` whose state is not in `skip`
+        (jobs without one are left out), for many jobs in one read."""
+
+    def last_states(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, str]:
+        """The state of the run `last_runs` would give each job, without reading the runs."""
+
     def database_bytes(self) -> int | None:
         """The size of the database on disk (None when the database will not say)."""
 
@@ -531,8 +538,9 @@ class Store(Protocol):
         """Current registry errors of every node."""
 
 
-def open_store(url: str) -> Store:
-    """Open the store at an SQLAlchemy URL or a plain SQLite file path (lazy imports)."""
-    from chronod.store.sql import SqlStore
+def open_store(url: str, *, cli: bool = False) -> Store:
+    """Open the store at an SQLAlchemy URL or a plain SQLite file path (lazy imports).
+    `cli`: chronoctl's, whose SQLite writes wait longer for the lock than the daemon's."""
+    from chronod.store.sql import CLI_BUSY_TIMEOUT_S, DAEMON_BUSY_TIMEOUT_S, SqlStore
 
-    return SqlStore(url)
+    return SqlStore(url, busy_timeout_s=CLI_BUSY_TIMEOUT_S if cli else DAEMON_BUSY_TIMEOUT_S)

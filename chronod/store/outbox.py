@@ -25,6 +25,8 @@ from chronod.core.model import TERMINAL_STATES, RunState
 from chronod.store import schema as s
 from chronod.store.api import Run
 
+PATIENCE_S = 120.0  # the notifier's writes wait out a burst of chronoctl writes: late is fine, failing is noise
+
 CURSOR = "cursor"
 
 
@@ -89,7 +91,7 @@ class Outbox:
         stmt = ins.on_conflict_do_update(
             index_elements=["name"], set_=dict(state_json=ins.excluded.state_json, updated_at=ins.excluded.updated_at)
         )
-        with self.store._tx() as c:
+        with self.store._tx(patience_s=PATIENCE_S) as c:
             c.execute(stmt, rows)
 
     # --- what changed -------------------------------------------------------------------
@@ -161,7 +163,7 @@ class Outbox:
         """Insert notice rows (keys: job_id, event, state, run_id, dedupe_key, route,
         payload); rows whose dedupe key exists are ignored. Returns how many were new."""
         new = 0
-        with self.store._tx() as c:
+        with self.store._tx(patience_s=PATIENCE_S) as c:
             for row in rows:
                 values = dict(
                     job_id=row["job_id"],
@@ -179,18 +181,23 @@ class Outbox:
                 new += c.execute(stmt.returning(s.notifications.c.id)).first() is not None
         return new
 
-    def claim(self, node: str, now: datetime, *, limit: int = 20, hold_s: float = 300) -> list[Outgoing]:
-        """Take up to `limit` unsent rows that are due and not held by a live claim."""
+    def claim(
+        self, node: str, now: datetime, *, limit: int = 20, hold_s: float = 300, skip_jobs: Iterable[str] = ()
+    ) -> list[Outgoing]:
+        """Take up to `limit` unsent rows that are due and not held by a live claim, none
+        of the jobs in `skip_jobs` (their delivery lane is full)."""
         n = s.notifications.c
         free = sa.and_(
             n.sent_at.is_(None),
             sa.or_(n.claimed_until.is_(None), n.claimed_until < now),
             sa.or_(n.next_try_at.is_(None), n.next_try_at <= now),
         )
-        pick = sa.select(n.id).where(free).order_by(n.id).limit(limit)
+        skip = sorted(set(skip_jobs))
+        where = sa.and_(free, n.job_id.notin_(skip)) if skip else free
+        pick = sa.select(n.id).where(where).order_by(n.id).limit(limit)
         if self.store.dialect == "postgresql":
             pick = pick.with_for_update(skip_locked=True)
-        with self.store._tx() as c:
+        with self.store._tx(patience_s=PATIENCE_S) as c:
             ids = list(c.execute(pick).scalars())
             if not ids:
                 return []
@@ -210,7 +217,7 @@ class Outbox:
         """Free the rows a previous process of `node` claimed and did not finish (it is dead:
         its lease passed to us); they are sent again, at least once."""
         n = s.notifications.c
-        with self.store._tx() as c:
+        with self.store._tx(patience_s=PATIENCE_S) as c:
             return int(
                 c.execute(
                     s.notifications.update()
@@ -219,10 +226,21 @@ class Outbox:
                 ).rowcount
             )
 
+    def release(self, notice_ids: Iterable[int], node: str) -> None:
+        """Give back rows this node claimed and will not deliver now: they are free at once."""
+        ids = list(notice_ids)
+        n = s.notifications.c
+        with self.store._tx() as c:
+            c.execute(
+                s.notifications.update()
+                .where(n.id.in_(ids), n.claimed_by == node, n.sent_at.is_(None))
+                .values(claimed_by=None, claimed_until=None)
+            )
+
     def mark_sent(self, notice_id: int, node: str, now: datetime) -> bool:
         """Record a delivery; False when the claim was lost meanwhile (someone else sends)."""
         n = s.notifications.c
-        with self.store._tx() as c:
+        with self.store._tx(patience_s=PATIENCE_S) as c:
             res = c.execute(
                 s.notifications.update()
                 .where(n.id == notice_id, n.claimed_by == node, n.sent_at.is_(None))
@@ -233,7 +251,7 @@ class Outbox:
     def mark_failed(self, notice_id: int, node: str, error: str, retry_at: datetime) -> None:
         """Record a failed delivery and release the row for a new try at `retry_at`."""
         n = s.notifications.c
-        with self.store._tx() as c:
+        with self.store._tx(patience_s=PATIENCE_S) as c:
             c.execute(
                 s.notifications.update()
                 .where(n.id == notice_id, n.claimed_by == node, n.sent_at.is_(None))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 import zlib
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -32,6 +33,7 @@ from sqlalchemy.engine import Connection, make_url
 from chronod.core.history import Mark
 from chronod.core.model import TERMINAL_STATES, JobSpec, RunState
 from chronod.fsutil import same_process
+from chronod.private import create_db_file
 from chronod.store import pgbatch
 from chronod.store import schema as s
 from chronod.store.api import (
@@ -51,6 +53,8 @@ from chronod.store.api import (
 from chronod.store.backfills import BackfillStore
 
 WAITING = (RunState.PENDING, RunState.RETRY_WAIT)
+DAEMON_BUSY_TIMEOUT_S = 15.0  # the loop waits this long for SQLite's write lock (the watchdog pings at 30 s)
+CLI_BUSY_TIMEOUT_S = 30.0  # chronoctl's writes wait longer: a burst of 150 at once all pass
 BATCH = 5000
 _ADVISORY_LOCK_KEY = 0x6368726F6E6F  # "chrono": serializes migrations across a fleet
 _ALEMBIC_LOCK = threading.Lock()  # alembic keeps its running context in module globals
@@ -124,8 +128,11 @@ class SqlStore(BackfillStore):
     for leases); it must return aware UTC datetimes.
     """
 
-    def __init__(self, url: str, *, now: Callable[[], datetime] | None = None):
+    def __init__(
+        self, url: str, *, now: Callable[[], datetime] | None = None, busy_timeout_s: float = DAEMON_BUSY_TIMEOUT_S
+    ):
         self.url_safe = mask_url(url)
+        self.busy_timeout_s = busy_timeout_s
         if ambiguous_password(url):
             raise StoreError(
                 f"database {self.url_safe}: the password holds an '@'; write it as %40, or leave the "
@@ -152,6 +159,7 @@ class SqlStore(BackfillStore):
                 raise StoreError(
                     f"cannot create {folder} for the database {self.url_safe}: {e.strerror or e}"
                 ) from None
+            create_db_file(Path(parsed.database))  # 0600 before SQLite makes it 0644
         try:
             self.engine = self._create_engine(parsed)
         except exc.SQLAlchemyError as e:
@@ -166,9 +174,9 @@ class SqlStore(BackfillStore):
             # daemon treats that like any outage (offline, retry) and the pool, seeing a
             # disconnect, drops every pooled connection at once.
             return sa.create_engine(parsed, pool_size=5, max_overflow=5, connect_args=connect_args)
-        engine = sa.create_engine(parsed)
-        event.listen(engine, "connect", _sqlite_on_connect)
-        event.listen(engine, "begin", _sqlite_on_begin)
+        engine = sa.create_engine(parsed, connect_args={"timeout": self.busy_timeout_s})
+        event.listen(engine, "connect", _sqlite_on_connect(self.busy_timeout_s))
+        event.listen(engine, "begin", _sqlite_on_begin(self.busy_timeout_s))
         return engine
 
     def _error(self, e: BaseException) -> StoreError:
@@ -179,12 +187,14 @@ class SqlStore(BackfillStore):
         return StoreError(f"database {self.url_safe}: {reason}")
 
     @contextmanager
-    def _tx(self, write: bool = True) -> Iterator[Connection]:
-        """One transaction; SQLite writers take the write lock up front (BEGIN IMMEDIATE)."""
+    def _tx(self, write: bool = True, patience_s: float | None = None) -> Iterator[Connection]:
+        """One transaction; SQLite writers take the write lock up front (BEGIN IMMEDIATE),
+        waiting for it up to the busy timeout, or `patience_s` (a background thread's
+        writes, which nothing waits on, outwait a burst of chronoctl writes)."""
         try:
             with self.engine.connect() as conn:
                 if write:
-                    conn.execution_options(chrono_write=True)
+                    conn.execution_options(chrono_write=True, chrono_patience=patience_s or self.busy_timeout_s)
                 with conn.begin():
                     yield conn
         except exc.SQLAlchemyError as e:
@@ -1382,6 +1392,45 @@ class SqlStore(BackfillStore):
             out.update((run.job_id, run) for run in self._select_runs(q))
         return out
 
+    def _latest_of_each_job(self, until: datetime, skip: list[str], column: str) -> Any:
+        """For the row of `jobs` it sits in: `column` of that job's latest run scheduled
+        before `until` whose state is not in `skip` (one index probe, backwards)."""
+        j = s.jobs.c
+        inner = s.runs.alias("latest")
+        where = [inner.c.job_id == j.job_id, inner.c.scheduled_at < until]
+        if skip:
+            where.append(inner.c.state.not_in(skip))
+        return sa.select(inner.c[column]).where(*where).order_by(inner.c.scheduled_at.desc()).limit(1).scalar_subquery()
+
+    def last_runs(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, Run]:
+        """Added (the web console's overview): each job's latest run scheduled before
+        `until` whose state is not in `skip`: one index probe per job, driven by the jobs
+        table (one statement for any number of jobs, compiled once)."""
+        ids = sorted(set(job_ids))
+        latest = self._latest_of_each_job(until, list(skip), "run_id")
+        out: dict[str, Run] = {}
+        for chunk in _chunks(ids, 900):  # under SQLite's default limit of bound parameters
+            # the ids first, then their rows: two index-driven reads whatever the planner
+            # thinks of the runs table's size (in one statement PostgreSQL may hash it whole)
+            with self._tx(write=False) as c:
+                found = [rid for rid in c.execute(sa.select(latest).where(s.jobs.c.job_id.in_(chunk))).scalars() if rid]
+            if found:
+                runs = self._select_runs(sa.select(s.runs).where(s.runs.c.run_id.in_(found)))
+                out.update((run.job_id, run) for run in runs)
+        return out
+
+    def last_states(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, str]:
+        """Added (the web console's filters): the state of each job's run `last_runs` would
+        give, without reading the runs themselves (jobs without one are left out)."""
+        ids = sorted(set(job_ids))
+        state = self._latest_of_each_job(until, list(skip), "state")
+        out: dict[str, str] = {}
+        for chunk in _chunks(ids, 900):
+            with self._tx(write=False) as c:
+                rows = c.execute(sa.select(s.jobs.c.job_id, state).where(s.jobs.c.job_id.in_(chunk)))
+                out.update((job_id, st) for job_id, st in rows if st is not None)
+        return out
+
     def database_bytes(self) -> int | None:
         try:
             with self._tx(write=False) as c:
@@ -1529,15 +1578,37 @@ def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[i : i + size]
 
 
-def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
-    # Let the begin event below issue BEGIN itself (pysqlite's own is deferred and late).
-    dbapi_conn.isolation_level = None
-    cur = dbapi_conn.cursor()
-    for pragma in ("journal_mode=WAL", "busy_timeout=5000", "synchronous=NORMAL", "foreign_keys=ON"):
-        cur.execute(f"PRAGMA {pragma}")
-    cur.close()
+def _sqlite_on_connect(busy_timeout_s: float) -> Callable[[Any, Any], None]:
+    def on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let the begin event below issue BEGIN itself (pysqlite's own is deferred and late).
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        # the busy timeout first: switching to WAL takes a lock too
+        for pragma in (f"busy_timeout={int(busy_timeout_s * 1000)}", "journal_mode=WAL", "synchronous=NORMAL"):
+            cur.execute(f"PRAGMA {pragma}")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    return on_connect
 
 
-def _sqlite_on_begin(conn: Connection) -> None:
-    immediate = conn.get_execution_options().get("chrono_write")
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+def _sqlite_on_begin(busy_timeout_s: float) -> Callable[[Connection], None]:
+    def on_begin(conn: Connection) -> None:
+        immediate = conn.get_execution_options().get("chrono_write")
+        if not immediate:
+            conn.exec_driver_sql("BEGIN")
+            return
+        # A writer waits for the lock: SQLite's busy handler waits up to the busy timeout,
+        # and a BEGIN IMMEDIATE refused early anyway (the handler is not always asked) is
+        # tried again until that long has passed. Nothing ran yet: a retry is safe.
+        deadline = time.monotonic() + max(busy_timeout_s, conn.get_execution_options().get("chrono_patience", 0))
+        while True:
+            try:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                return
+            except exc.OperationalError as e:
+                if "locked" not in str(e.orig) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
+
+    return on_begin

@@ -26,7 +26,7 @@ from chronod.store.audit import node_names, pauses, schedule_of
 
 LAST_RUNS = 10  # the runs `status JOB` shows
 STREAK_SCAN = 100  # how far back a success streak is counted
-FAILING = ("failed", "timed_out", "lost")
+FAILING = ("failed", "timed_out", "lost", "skipped_account")  # a locked account's job runs no more: say so
 DESIGNED_HOLDS = ("skipped_paused", "skipped_blackout")  # not an outcome: a failing job stays failing
 CANCELLED_SHOWN = timedelta(days=1)  # how long `status` keeps showing a cancelled backfill
 

@@ -89,3 +89,23 @@ def test_note_held_says_why_pending_rows_wait_and_a_stale_token_writes_nothing(s
     assert store.note_held(["backup-000002"], "window other", until, node="n1", token=token) == 0
     assert store.get_run("backup-000002").error is None
     assert store.note_held(["backup-000002"], "window other", until, node="n2", token=fresh) == 1
+
+
+def test_last_runs_and_states_give_each_jobs_latest_run_before_until_skipping_states(store):
+    token = acquire(store)
+    store.sync_jobs("n1", [spec("backup"), spec("report"), spec("idle")])
+    store.insert_runs([run(1), run(2), run(3), run(1, job="report"), run(9, job="report")])
+    store.dispatch("backup-000001", "n1", token, None)
+    store.settle("backup-000002", "skipped_overlap", error="a run was running", next_run=None)
+    until = T0 + timedelta(minutes=5)
+    ids = ["backup", "report", "idle", "no-such-job"]
+
+    latest = store.last_runs(ids, until)
+    assert {j: r.run_id for j, r in latest.items()} == {"backup": "backup-000003", "report": "report-000001"}
+    assert store.last_states(ids, until) == {"backup": "pending", "report": "pending"}
+
+    waiting = ("pending", "retry_wait")
+    done = store.last_runs(ids, until, skip=waiting)
+    assert {j: r.run_id for j, r in done.items()} == {"backup": "backup-000002"}
+    assert store.last_states(ids, until, skip=waiting) == {"backup": "skipped_overlap"}
+    assert store.last_runs([], until) == {} and store.last_states(ids, T0) == {}

@@ -118,6 +118,19 @@ def test_a_restarted_node_releases_what_its_dead_process_had_claimed(store):
     assert [r.dedupe_key for r in box.claim("n1", T0 + timedelta(seconds=1))] == ["b"]
 
 
+def test_a_claim_skips_the_jobs_of_a_full_lane_and_rows_given_back_are_free_at_once(store):
+    box = Outbox(store)
+    box.add([notice("a", "slow1"), notice("b", "slow2"), notice("c", "root"), notice("d", "slow1")], T0)
+    got = box.claim("n1", T0, limit=2, hold_s=600, skip_jobs=["slow1", "slow2"])
+    assert [r.dedupe_key for r in got] == ["c"]  # the oldest rows belong to jobs whose lane is full
+    mine = box.claim("n1", T0, limit=2, hold_s=600)
+    assert [r.dedupe_key for r in mine] == ["a", "b"]
+    box.release([mine[1].id], "n2")  # another node cannot give back what n1 holds
+    assert [r.dedupe_key for r in box.claim("n2", T0)] == ["d"]
+    box.release([mine[1].id], "n1")
+    assert [r.dedupe_key for r in box.claim("n2", T0)] == ["b"]  # free before its claim would lapse
+
+
 def test_notifier_state_is_kept_per_name_and_replaced_whole(store):
     box = Outbox(store)
     assert box.get_state("cursor") == {} and box.get_states(["cursor", "x"]) == {}

@@ -119,6 +119,17 @@ def test_systemd_analyze_verify_accepts_the_installed_unit(installed):
     assert "chronod.service" not in res.stderr, res.stderr
 
 
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed (.ci/run installs systemd)"
+)
+def test_the_web_console_unit_is_installed_valid_and_not_enabled(installed):
+    web = UNIT.with_name("chrono-web.service")
+    res = sh("systemd-analyze", "verify", str(web), check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "chrono-web.service" not in res.stderr, res.stderr
+    assert not list(Path("/etc/systemd/system").rglob("chrono-web.service")), "the package must not enable it"
+
+
 def unit_command() -> tuple[list[str], dict[str, str]]:
     """ExecStart and Environment= of the installed unit, as systemd would start it."""
     argv, env = None, {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
@@ -149,6 +160,14 @@ def talk(installed, tmp_path_factory) -> sdnotify.Conversation:
 def test_the_installed_daemon_is_ready_after_its_first_load(talk):
     assert talk.messages[talk.ready][1].get("STATUS", "").startswith("1 jobs"), talk.messages
     assert Path("/var/lib/chrono/chrono.db").is_file()
+
+
+def test_the_installed_ledger_is_readable_by_root_alone(talk):
+    assert STATE.stat().st_mode & 0o777 == 0o700
+    for name in ("chrono.db", "chrono.db-wal", "chrono.db-shm"):
+        if (STATE / name).exists():
+            assert (STATE / name).stat().st_mode & 0o777 == 0o600, name
+    assert (STATE / "chrono.db.state").stat().st_mode & 0o777 == 0o700
 
 
 def test_the_installed_idle_daemon_pings_the_watchdog_every_half_interval(talk):

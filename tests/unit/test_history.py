@@ -595,6 +595,25 @@ def test_an_audit_report_of_more_occurrences_than_it_can_list_is_refused_before_
     assert counting.produced <= report.MAX_LINES + 1
 
 
+def test_a_cron_schedule_that_cannot_exceed_the_limit_is_walked_once_not_twice():
+    from chronod.core import report
+
+    five = spec(id="rollup", schedule="*/5 * * * *")
+    counting = CountingSchedule("*/5 * * * *")
+    r = report.job_report(five, counting, [], start=T("2026-01-01 00:00"), end=T("2026-04-01 00:00"), now=NOW)
+    assert len(r.lines) == 90 * 288 and counting.produced == len(r.lines)
+    every_minute = CountingSchedule("* * * * *")  # a year of it could exceed the limit: counted first
+    with pytest.raises(report.TooLong):
+        report.job_report(
+            spec(id="m", schedule="* * * * *"),
+            every_minute,
+            [],
+            start=T("2025-01-01 00:00"),
+            end=T("2026-06-01 00:00"),
+            now=NOW,
+        )
+
+
 def test_an_occurrence_an_edit_withdrew_before_it_fell_due_is_not_missed():
     """The README's tour: `edit` changes the schedule, the daemon cancels the pending
     occurrence the old schedule had stored, and `missed` must not call that a miss."""

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chronod.core import occurrence
 from chronod.core.model import JobSpec, RunOn
@@ -121,3 +124,12 @@ def test_a_bare_expression_is_its_own_key_without_jitter():
 @pytest.mark.parametrize("key, node", [("nightly", None), ("nightly@web1", "web1"), ("a@b@c", "b@c")])
 def test_the_node_of_a_key_is_what_follows_the_first_at_sign(key, node):
     assert occurrence.node_of_key(key) == node
+
+
+@given(
+    at=st.datetimes(min_value=datetime(1000, 1, 2), max_value=datetime(9999, 12, 30)),
+    zone=st.sampled_from(["UTC", "America/New_York", "Asia/Kolkata", "Pacific/Chatham"]),
+)
+def test_the_run_id_stamp_is_the_utc_strftime_whatever_the_zone(at, zone):
+    aware = at.replace(tzinfo=ZoneInfo(zone))
+    assert occurrence.utc_stamp(aware) == aware.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

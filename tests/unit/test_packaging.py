@@ -71,3 +71,11 @@ def test_an_installed_chrono_upgrades_a_database_from_its_own_copy_of_the_migrat
     where, revision = res.stdout.split()
     assert Path(where) == built / "chronod" / "_migrate"
     assert revision == schema.HEAD_REVISION
+
+
+def test_a_built_chrono_carries_the_web_consoles_templates_and_assets(built):
+    """The console works offline from an installed package: every template, the stylesheet
+    and the script ship inside chronoctl.web (package_data), nothing is fetched."""
+    for folder in ("templates", "static"):
+        shipped = sorted(p.name for p in (built / "chronoctl" / "web" / folder).iterdir())
+        assert shipped == sorted(p.name for p in (ROOT / "chronoctl" / "web" / folder).iterdir()), folder
