@@ -407,6 +407,7 @@ def _node_json(n: Any, info: Any, now: datetime) -> dict[str, Any]:
         "lease_expires_at": cmd_ops.iso(n.lease_expires_at),
         "registry_loaded_at": info.get("registry_loaded_at"),
         "jobs": info.get("jobs"),
+        "containment": info.get("containment"),
     }
 
 
@@ -458,6 +459,8 @@ def _print_overview(d: dict[str, Any], now: datetime, fleet: bool, wide: bool) -
     for n in d["nodes"]:
         if n["state"] == "down":
             echo_wrapped(escape_line(f"{n['name']}: down ({_local_times(n['why'], now)})"), "  ")
+        elif n["state"] == "up" and n.get("containment"):
+            echo_wrapped(escape_line(f"{n['name']}: runs contained by {n['containment']}"), "  ")
     echo()
     if d["spec_disagreements"]:
         rows = [

@@ -132,6 +132,7 @@ class Daemon:
         """Take the lease, load the registry, adopt orphaned runs, materialize, report READY."""
         self.recovery.acquire()
         self.log("node.acquired", node=self.node, token=self.lease.token)
+        self.fence_launchers()
         if self.placement.fleet:
             self.lease.start_thread()
         self.reload(initial=True)
@@ -147,6 +148,23 @@ class Daemon:
         self.next_watchdog = policy.watchdog_ping_at(self.notifier.watchdog_interval_s, None, self.clock.monotonic())
         self.log(
             "daemon.ready", node=self.node, jobs=len(self.jobs), pending=len(self.timeline), running=len(self.starter)
+        )
+
+    def fence_launchers(self) -> None:
+        """Own the state directory under this daemon's token before settling any run: the
+        launchers of an earlier chronod start nothing they still have queued (their runs
+        are settled as lost or started again here), and one stuck in the middle of a start
+        is killed (chronod.runner.fence)."""
+        fence = getattr(self.runner, "fence", None)
+        if fence is None:
+            return
+        killed = fence(self.lease.token)
+        containment = getattr(self.runner, "containment", None)
+        self.log(
+            "runner.fenced",
+            generation=self.lease.token,
+            containment=containment.describe() if containment is not None else None,
+            killed_launchers=killed or None,
         )
 
     def run_forever(self) -> None:

@@ -86,6 +86,7 @@ def assemble(
         load=load_registry,
         reloads=reloads or InlineReloads(),
         state_dir=str(runner.state_dir),
+        containment=_containment(runner),
     )
     tl = Timeline()
     gate = Gate(store)
@@ -226,3 +227,9 @@ def assemble(
         backfills=backfills,
         heartbeat=heartbeat,
     )
+
+
+def _containment(runner: Runner) -> str | None:
+    """What keeps a run's processes together (`chronoctl status` shows it)."""
+    found = getattr(runner, "containment", None)
+    return found.describe() if found is not None else None

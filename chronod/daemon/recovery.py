@@ -4,6 +4,7 @@ took, terminate what another node now owns), and the runs of expired nodes (take
 
 from __future__ import annotations
 
+import os
 from typing import Mapping
 
 from chronod.core import policy
@@ -16,6 +17,7 @@ from chronod.daemon.seams import Log, Metrics, Runner
 from chronod.daemon.starter import Starter
 from chronod.daemon.timeline import Timeline
 from chronod.fleet.lease import Lease
+from chronod.runner import files
 from chronod.runner.api import Handle
 from chronod.store.api import Run, Store
 
@@ -88,7 +90,25 @@ class Recovery:
         for rid, attempt in self.runner.orphans(known=self.starter.known()):
             row = self.store.get_run(rid)
             if row is None or row.state != RunState.RUNNING or row.attempts != attempt:
-                self.runner.discard(rid, attempt)  # already recorded before a crash
+                if row is not None:
+                    self.late_outcome(row, attempt)
+                self.runner.discard(rid, attempt)  # recorded before a crash, or noted just now
+
+    def late_outcome(self, run: Run, attempt: int) -> None:
+        """A result file for an attempt already settled: recorded before a crash (nothing
+        to do), or the real outcome of an attempt settled `lost`, which is stored as what
+        happened next to the `lost` (never dropped, never overwriting it)."""
+        record = files.read_json(files.path_of(os.fspath(self.runner.state_dir), run.run_id, attempt, files.RESULT))
+        if record is None or record.get("state") in (None, RunState.LOST):
+            return
+        code = record.get("exit_code")
+        text = (
+            f"late result, after this attempt was settled lost: {record['state']}"
+            + (f" (exit code {code})" if code is not None else "")
+            + (f", finished at {record['finished_at']}" if record.get("finished_at") else "")
+        )
+        if self.store.note_late_outcome(run.run_id, attempt, text):
+            self.log("run.late_outcome", "error", job=run.job_id, run=run.run_id, attempt=attempt, result=text)
 
     def job_from_store(self, job_id: str) -> Job | None:
         row = self.store.get_job(job_id)

@@ -68,12 +68,14 @@ class Registry:
         load: Callable[[], RegistryResult],
         reloads: Reloads,
         state_dir: str,
+        containment: str | None = None,
     ) -> None:
         self.clock, self.store, self.node, self.lease, self.log = clock, store, node, lease, log
         self.metrics, self._load, self.reloads = metrics, load, reloads
         # jobs whose definition raised at run time, set aside (listed with the registry errors)
         self.quarantine = Quarantine(log, metrics.quarantined, (StoreError,), self.report_problems)
         self.state_dir = state_dir
+        self.containment = containment
         self._jobs: dict[str, Job] = {}
         self._file_specs: dict[str, list[JobSpec]] = {}  # last good version of each file
         self._file_windows: dict[str, list[Window]] = {}  # last good windows of each file
@@ -167,6 +169,7 @@ class Registry:
             "registry_errors": len(errors),
             "pid": os.getpid(),
             "state_dir": self.state_dir or None,
+            "containment": self.containment,
         }
         self.store.set_node_info(self.node, self.lease.token, self.synced.node_info_json(info, jobs))
         return Prepared(specs, carried, jobs, build, fresh, gone, errors, resources, result)

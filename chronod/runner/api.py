@@ -5,7 +5,8 @@ INTERFACE — see docs/architecture.md and docs/launcher.md. chronod launches at
 through the launcher, one long-lived process that supervises many runs; a small
 supervisor process per attempt is the fallback. Either way the job's parent starts it in
 its own process group, drains its output (keeping the tail, counting every byte),
-enforces `timeout_s` (SIGTERM to the group, SIGKILL after `kill_grace_s`), waits for it,
+enforces `timeout_s` (SIGTERM to every process of the run: its cgroup, or the fallback's
+subreaper view; SIGKILL after `kill_grace_s`), waits for it,
 and writes a result file atomically into the state directory. The daemon watches each
 attempt through a descriptor that becomes readable when the outcome is on disk; a new
 daemon adopts the attempts left by a dead one."""

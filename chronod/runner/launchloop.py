@@ -2,7 +2,8 @@
 
 Spawned once by the daemon (chronod.runner.launcher), in a session of its own, it does for
 every run what a per-attempt supervisor did (chronod.runner.supervisor): starts the job
-in its own process group (posix_spawn, or fork + exec when the job changes user), drains
+in its own process group and its own cgroup (chronod.runner.contain; posix_spawn without
+cgroups, else fork + exec, which also serves a job that changes user), drains
 its output into a bounded tail while counting every byte, enforces the timeout, obeys a
 cancel, reaps the job and writes its `started` and `result` files. One epoll watches every
 output pipe and every job's pidfd; timeouts sit in one heap.
@@ -11,6 +12,10 @@ Results are made durable in batches: every result the loop produced in one turn 
 written to its temporary file, the file system is flushed once (`syncfs`), then each is
 renamed into place and the directory is flushed once. Only then is the run's end pipe
 closed, the daemon's signal that the result is on disk.
+
+Every start happens under the fence of chronod.runner.fence: a request of a daemon that
+is gone, or that a newer one replaced, is never started. The loop is a child subreaper:
+the orphans of its jobs are its children, reaped here and killed with their run.
 
 The loop outlives the daemon: when the daemon's socket closes it launches nothing more,
 finishes the runs it owns and exits. A later daemon reaches it through an abstract Unix
@@ -36,7 +41,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from chronod.core.model import RunState
-from chronod.runner import files, supervisor
+from chronod.runner import contain, fence, files, supervisor
 from chronod.runner.supervisor import Plan
 
 DRAIN_AFTER_EXIT_S = supervisor.DRAIN_AFTER_EXIT_S
@@ -80,11 +85,18 @@ class _Run:
 class Loop:
     """The launcher's state: its runs, its epoll, its timers, the results to flush."""
 
-    def __init__(self, ctl: socket.socket, listener: socket.socket):
+    def __init__(self, ctl: socket.socket, listener: socket.socket, child_wake: int = -1):
         self.ctl, self.listener = ctl, listener
         self.ep = select.epoll()
         self.ep.register(ctl.fileno(), select.EPOLLIN)
         self.ep.register(listener.fileno(), select.EPOLLIN)
+        if child_wake >= 0:
+            self.ep.register(child_wake, select.EPOLLIN)
+        self.child_wake = child_wake
+        self.leaders: dict[int, _Run] = {}  # job pid -> its run, until reaped
+        self.reaped: dict[int, int] = {}  # job pid -> wait status, reaped with the orphans
+        self.gates: dict[str, int] = {}  # state dir -> its generation file, open
+        self.lingering: set[str] = set()  # cgroups of ended runs a background process still holds
         self.runs: dict[tuple[str, int], _Run] = {}
         self.by_fd: dict[int, tuple[str, _Run]] = {}
         self.timers: list[tuple[float, int, str, _Run]] = []
@@ -96,6 +108,7 @@ class Loop:
         self.remover = threading.Thread(target=_remove_files, args=(self.discards,), daemon=True)
         self.remover.start()
         self.daemon_gone = False
+        self.daemon_pid = os.getppid()  # the chronod that spawned us: once it is gone, start nothing more
         self.own_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
         # posix_spawn resets caught signals itself; naming only the ignored ones spares
         # the child a sigaction for each of the 64 signals
@@ -123,6 +136,9 @@ class Loop:
         if fd == self.listener.fileno():
             self._visitor()
             return
+        if fd == self.child_wake:
+            self._reap_orphans()
+            return
         kind, run = self.by_fd[fd]
         if kind == "out":
             self._read(run)
@@ -149,7 +165,7 @@ class Loop:
                 self._start_kill(run, RunState.TIMED_OUT, now)
             elif kind == "kill" and run.kill_at is not None and run.status is None:
                 run.kill_at = None
-                _killpg(run.pid, signal.SIGKILL)
+                _stop(run, signal.SIGKILL)
             elif kind == "drain":
                 self._end(run)
 
@@ -209,10 +225,38 @@ class Loop:
     # -- one run ----------------------------------------------------------------------
 
     def _launch(self, plan: Plan, end_fd: int) -> None:
+        if os.getppid() != self.daemon_pid:
+            # read from the socket after the daemon died (we were stopped, or swamped): the
+            # next chronod settles this run (`lost`, or a new attempt), so it never starts
+            os.close(end_fd)
+            os.write(2, f"chrono launcher: run {plan.run_id} attempt {plan.attempt} not started: "
+                        f"the chronod that asked for it (pid {self.daemon_pid}) is gone\n".encode())  # fmt: skip
+            return
+        with fence.StartGate(plan.state_dir, self._gate(plan.state_dir)) as gate:
+            if gate.fenced(plan.generation):
+                # queued by a daemon another one replaced, which has settled this run
+                # already (`lost`, or a new attempt): it must never start now
+                os.close(end_fd)
+                os.write(2, f"chrono launcher: run {plan.run_id} attempt {plan.attempt} not started: "
+                            f"another chronod (generation {gate.current}) owns {plan.state_dir}\n".encode())  # fmt: skip
+                return
+            self._launch_gated(plan, end_fd)
+
+    def _gate(self, state_dir: str) -> int | None:
+        fd = self.gates.get(state_dir)
+        if fd is None:
+            try:
+                fd = self.gates[state_dir] = fence._open(state_dir)
+            except OSError:
+                return None
+        return fd
+
+    def _launch_gated(self, plan: Plan, end_fd: int) -> None:
         run = _Run(plan, end_fd)
         if run.key in self.runs:
             os.close(end_fd)  # the daemon never sends one twice; if it did, it learns nothing
             return
+        self._tidy_cgroups()
         for stale in (files.path_of(plan.state_dir, *run.key, files.RESULT), files.live_path(plan.state_dir, *run.key)):
             _unlink(stale)  # of an earlier life of this attempt (a restored database): never its outcome
         self.runs[run.key] = run
@@ -235,7 +279,7 @@ class Loop:
         out_r, out_w = os.pipe()
         stdin_fd = supervisor._stdin_fd(plan.stdin)
         try:
-            if plan.creds is not None:
+            if plan.creds is not None or plan.cgroup is not None:
                 pid, failure = supervisor._fork_exec(plan, stdin_fd, out_w)
             else:
                 pid, failure = self._spawn(plan, stdin_fd, out_w)
@@ -246,6 +290,7 @@ class Loop:
             os.close(out_r)
             return failure
         run.pid, run.out_r = pid, out_r
+        self.leaders[pid] = run
         return None
 
     def _spawn(self, plan: Plan, stdin_fd: int, out_w: int) -> tuple[int, tuple[str, int] | None]:
@@ -290,13 +335,15 @@ class Loop:
             del run.tail[:excess]
 
     def _exited(self, run: _Run) -> None:
-        _, run.status = os.waitpid(run.pid, 0)
+        self.leaders.pop(run.pid, None)
+        status = self.reaped.pop(run.pid, None)
+        run.status = status if status is not None else os.waitpid(run.pid, 0)[1]
         self.ep.unregister(run.pidfd)
         del self.by_fd[run.pidfd]
         os.close(run.pidfd)
         run.pidfd = -1
         if run.reason is not None:
-            _killpg(run.pid, signal.SIGKILL)  # what is left of a group we were told to stop
+            _stop(run, signal.SIGKILL)  # what is left of a run we were told to stop, in its group or not
         if run.out_r < 0:
             self._end(run)
         else:
@@ -304,7 +351,7 @@ class Loop:
 
     def _start_kill(self, run: _Run, reason: str, now: float) -> None:
         run.reason = reason
-        _killpg(run.pid, signal.SIGTERM)
+        _stop(run, signal.SIGTERM)
         run.kill_at = now + run.plan.kill_grace_s
         self._timer(run.kill_at, "kill", run)
 
@@ -382,6 +429,32 @@ class Loop:
                 os.close(fd)
             run.ends = []
             self.runs.pop(run.key, None)
+            if run.plan.cgroup is not None and not contain.remove(run.plan.cgroup):
+                self.lingering.add(run.plan.cgroup)
+
+    # -- what is left of runs -----------------------------------------------------------
+
+    def _reap_orphans(self) -> None:
+        """Reap every child that exited: the jobs' orphans adopted by this subreaper, and
+        job leaders (their status kept for `_exited`, which their pidfd wakes)."""
+        try:
+            os.read(self.child_wake, 512)
+        except BlockingIOError:
+            pass
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in self.leaders:
+                self.reaped[pid] = status
+
+    def _tidy_cgroups(self) -> None:
+        """Remove the cgroups of ended runs whose background processes have gone since."""
+        if self.lingering:
+            self.lingering = {path for path in self.lingering if not contain.remove(path)}
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -428,6 +501,7 @@ def _write_started(run: _Run) -> None:
         "pid_start_ticks": files.proc_start_ticks(run.pid),
         "started_at": run.started_at.isoformat(),
         "boot_id": _SELF[1],
+        "cgroup": run.plan.cgroup,
     }
     path = files.path_of(run.plan.state_dir, run.plan.run_id, run.plan.attempt, files.STARTED)
     files.write_json(path, record, durable=False)
@@ -501,11 +575,9 @@ def _unlink(path: str) -> None:
         pass
 
 
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
+def _stop(run: _Run, sig: int) -> None:
+    """`sig` to the job's group and every other process of its run (contain.stop_run)."""
+    contain.stop_run(run.plan.cgroup, run.plan.env.get(contain.TAG, ""), run.pid, sig)
 
 
 _SELF: tuple[int | None, str] = (None, "")
@@ -529,7 +601,11 @@ def serve(fd: int) -> None:
     listener.bind(address(os.getpid(), _SELF[0]))
     listener.listen(64)
     listener.setblocking(False)
-    Loop(ctl, listener).serve()
+    contain.become_subreaper()  # the jobs' orphans become ours: reaped, and killed with their run
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    Loop(ctl, listener, wake_r).serve()
 
 
 def address(pid: int, ticks: int | None) -> str:

@@ -33,7 +33,7 @@ from typing import Any
 
 from chronod.core.clock import Clock
 from chronod.core.model import JobSpec, RunState
-from chronod.runner import files, launcher, supervisor
+from chronod.runner import contain, fence, files, launcher, supervisor
 from chronod.runner.api import Handle, LaunchRequest, Outcome
 from chronod.runner.launcher import Launcher, LauncherError
 from chronod.runner.supervisor import Credentials, Plan
@@ -49,8 +49,19 @@ IDENTITY_TTL_S = 1.0  # a user or group looked up once serves the launches of th
 class Runner:
     """Launches attempts under supervisors that write into `state_dir`."""
 
-    def __init__(self, state_dir: Path, clock: Clock | None = None, *, zygote: bool = False, many: bool = False):
+    def __init__(
+        self,
+        state_dir: Path,
+        clock: Clock | None = None,
+        *,
+        zygote: bool = False,
+        many: bool = False,
+        containment: contain.Containment | None = None,
+    ):
         self.state_dir = Path(state_dir).absolute()  # the launcher and supervisors change directory
+        # every run in a cgroup of its own, or the subreaper fallback (chronod.runner.contain)
+        self.containment = containment or contain.detect(self.state_dir)
+        self.generation = 0  # this daemon's, once `fence` made it the owner of the state directory
         self._use_zygote = zygote
         self._zygote: Zygote | None = None
         self._use_launcher = many
@@ -130,12 +141,14 @@ class Runner:
         spec = req.spec
         creds, account, error = self._identity(spec.user, spec.group)
         argv, what = command_argv(spec)
+        env = job_environment(account, spec, req.env)
+        env[contain.TAG] = contain.tag_of(self.state_dir, req.run_id, req.attempt)  # the fallback's handle on the run
         return Plan(
             run_id=req.run_id,
             attempt=req.attempt,
             argv=argv,
             what=what,
-            env=job_environment(account, spec, req.env),
+            env=env,
             workdir=spec.workdir,
             stdin=spec.stdin.encode() if spec.stdin is not None else None,
             creds=creds,
@@ -145,6 +158,8 @@ class Runner:
             nofile=self._nofile,
             state_dir=str(self.state_dir),
             error=error,
+            cgroup=self.containment.run_cgroup(req.run_id, req.attempt),
+            generation=self.generation,
         )
 
     def _identity(self, user: str | None, group: str | None) -> tuple[Any, ...]:
@@ -225,8 +240,8 @@ class Runner:
         started = files.read_json(self._path(handle.run_id, handle.attempt, files.STARTED)) or {}
         pid = started.get("pid") or handle.pid
         error = LOST_ERROR
-        if pid and _kill_leftover_job(started):
-            error += f"; its job (process group {pid}) was still running and has been killed"
+        if self._kill_leftovers(handle.run_id, handle.attempt, started):
+            error += f"; its job (pid {pid}) was still running and has been killed, with every process it started"
         return Outcome(
             handle.run_id,
             handle.attempt,
@@ -266,10 +281,32 @@ class Runner:
         record = files.read_json(self._path(run_id, attempt, files.RESULT))
         if record is not None:
             return files.outcome_from_json(record)
-        if started:
-            _kill_leftover_job(started)
+        self._kill_leftovers(run_id, attempt, started or {})
         files.remove(self.state_dir, run_id, attempt)
         return None
+
+    def _kill_leftovers(self, run_id: str, attempt: int, started: dict[str, Any]) -> bool:
+        """Kill every process left of an attempt whose supervisor is gone (its group, its
+        cgroup, or in the fallback every process whose environment names it), and wait
+        until none is left: a new attempt never runs beside an old one. True if any was."""
+        killed = _kill_leftover_job(started)
+        cgroup = started.get("cgroup") or self.containment.run_cgroup(run_id, attempt)
+        if started.get("boot_id", files.boot_id()) == files.boot_id():
+            killed = contain.kill_run(cgroup, contain.tag_of(self.state_dir, run_id, attempt)) or killed
+        contain.remove(cgroup)
+        return killed
+
+    # -- the fence ----------------------------------------------------------------------
+
+    def fence(self, generation: int) -> list[int]:
+        """Own the state directory as `generation` (the daemon's fencing token), before
+        any run is settled: no launcher of an earlier daemon starts anything afterwards
+        (chronod.runner.fence). Returns the pids of launchers killed because they were
+        stuck in the middle of a start."""
+        self.generation = generation
+        killed = fence.take_over(str(self.state_dir), generation)
+        contain.sweep(self.containment.base)
+        return killed
 
     def _watch_live(self, run_id: str, attempt: int, started: dict[str, Any]) -> Handle | None:
         if started.get("boot_id") != files.boot_id():
@@ -332,6 +369,8 @@ class Runner:
         if self._zygote is not None:
             self._zygote.close()
             self._zygote = None
+        contain.sweep(self.containment.base)  # the cgroups of ended runs; the subtree too once empty
+        contain.remove(self.containment.base)
 
     def _path(self, run_id: str, attempt: int, kind: str) -> str:
         return files.path_of(self.state_dir, run_id, attempt, kind)

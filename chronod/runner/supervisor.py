@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from types import FrameType
 
 from chronod.core.model import RunState
-from chronod.runner import files
+from chronod.runner import contain, fence, files
 
 CANCEL_SIGNAL = signal.SIGUSR1
 IGNORED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -65,6 +65,8 @@ class Plan:
     nofile: tuple[int, int]  # RLIMIT_NOFILE to give the job (the daemon may have raised its own)
     state_dir: str
     error: str | None = None
+    cgroup: str | None = None  # the run's own cgroup (chronod.runner.contain), None: the subreaper fallback
+    generation: int = 0  # the launching daemon's: a newer one fenced it off (chronod.runner.fence) and nothing starts
 
 
 def run(plan: Plan) -> None:
@@ -84,6 +86,7 @@ def run(plan: Plan) -> None:
 def _detach() -> None:
     gc.disable()
     os.setsid()
+    contain.become_subreaper()  # orphans of the job are ours to kill and reap
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
@@ -122,22 +125,27 @@ def _supervise(plan: Plan, wake_r: int) -> None:
         return
     out_r, out_w = os.pipe()
     stdin_fd = _stdin_fd(plan.stdin)
-    start = _fork_exec if plan.creds is not None else _spawn
-    pid, failure = start(plan, stdin_fd, out_w)
-    os.close(out_w)
-    os.close(stdin_fd)
+    start = _fork_exec if plan.creds is not None or plan.cgroup is not None else _spawn
+    with fence.StartGate(plan.state_dir) as gate:
+        if gate.fenced(plan.generation):
+            return  # a newer daemon settled this run: never start it (no result: it did not run)
+        pid, failure = start(plan, stdin_fd, out_w)
+        os.close(out_w)
+        os.close(stdin_fd)
+        if failure is None:
+            try:
+                _write_started(plan, pid, started_at)
+            except OSError:
+                pass  # only adoption by a later daemon needs it; the result still gets written
     if failure is not None:
         _write_result(plan, RunState.FAILED, started_at, error=_describe(plan, *failure))
         return
-    try:
-        _write_started(plan, pid, started_at)
-    except OSError:
-        pass  # only adoption by a later daemon needs it; the result still gets written
     watch = _Watch(plan, pid, out_r, wake_r)
     status = watch.until_exit()
     watch.drain_briefly()
     state, code, sig, error = _verdict(plan, status, watch.reason)
     _write_result(plan, state, started_at, code=code, sig=sig, error=error, pid=pid, tail=watch.tail, total=watch.total)
+    contain.remove(plan.cgroup)  # busy while a background process of a job that ended well lives on
 
 
 def _stdin_fd(text: bytes | None) -> int:
@@ -188,7 +196,13 @@ def _spawn(
 
 
 def _fork_exec(plan: Plan, stdin_fd: int, out_w: int) -> tuple[int, tuple[str, int] | None]:
-    """Start the job in a forked child that switches user before exec."""
+    """Start the job in a forked child that enters the run's cgroup and switches user
+    before exec."""
+    if plan.cgroup is not None:
+        try:
+            contain.create(plan.cgroup)
+        except OSError as e:
+            return 0, ("cgroup", e.errno or 0)
     err_r, err_w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -203,8 +217,11 @@ def _fork_exec(plan: Plan, stdin_fd: int, out_w: int) -> tuple[int, tuple[str, i
 def _exec_job(plan: Plan, stdin_fd: int, out_w: int, err_w: int) -> None:
     """In the job's child: new session, credentials (supplementary groups, gid, uid, in
     that order), workdir as the new user, descriptors, signals, exec. Never returns."""
-    step = "session"
+    step = "cgroup"
     try:
+        if plan.cgroup is not None:
+            contain.enter(plan.cgroup)  # before anything it starts can leave
+        step = "session"
         os.setsid()
         if plan.creds is not None:
             step = "credentials"
@@ -275,6 +292,8 @@ def _describe(plan: Plan, step: str, num: int) -> str:
         if num == errno.ENOEXEC:
             return f"not an executable file: {name} (missing '#!' line?)"
         return f"cannot execute {name}{who}: {reason}"
+    if step == "cgroup":
+        return f"cannot place the job in its cgroup {plan.cgroup}: {reason}"
     if step == "credentials" and plan.creds is not None:
         return f"cannot switch to user '{plan.creds.user}' (uid {plan.creds.uid}, gid {plan.creds.gid}): {reason}"
     return f"cannot start the job ({step}): {reason}"
@@ -291,6 +310,7 @@ def _write_started(plan: Plan, pid: int, started_at: datetime) -> None:
         "pid_start_ticks": files.proc_start_ticks(pid),
         "started_at": started_at.isoformat(),
         "boot_id": files.boot_id(),
+        "cgroup": plan.cgroup,
     }
     files.write_json(files.path_of(plan.state_dir, plan.run_id, plan.attempt, files.STARTED), record, durable=False)
 
@@ -383,17 +403,18 @@ class _Watch:
             self._start_kill(RunState.TIMED_OUT, now)
         if self.kill_at is not None and now >= self.kill_at:
             self.kill_at = None
-            _killpg(self.pid, signal.SIGKILL)
+            _stop(self.plan, self.pid, signal.SIGKILL)
 
     def _start_kill(self, reason: str, now: float) -> None:
         self.reason = reason
-        _killpg(self.pid, signal.SIGTERM)
+        _stop(self.plan, self.pid, signal.SIGTERM)
         self.kill_at = now + self.plan.kill_grace_s
 
     def _finish_kill(self) -> None:
-        # The leader is gone; whatever else is left of a group we were told to stop goes now.
+        # The leader is gone; whatever else is left of a run we were told to stop goes now,
+        # in its group or not.
         if self.reason is not None:
-            _killpg(self.pid, signal.SIGKILL)
+            contain.kill_run(self.plan.cgroup, self.plan.env.get(contain.TAG, ""))
 
     def _wait_ms(self, now: float) -> int:
         times = [t for t in (None if self.reason else self.deadline, self.kill_at) if t is not None]
@@ -410,11 +431,10 @@ def _open_live(plan: Plan) -> int | None:
         return None
 
 
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
+def _stop(plan: Plan, pgid: int, sig: int) -> None:
+    """`sig` to the job's group and every other process of the run (its cgroup, or in the
+    fallback every process whose environment names the attempt)."""
+    contain.stop_run(plan.cgroup, plan.env.get(contain.TAG, ""), pgid, sig)
 
 
 def _verdict(plan: Plan, status: int, reason: str | None) -> tuple[str, int | None, int | None, str | None]:
@@ -424,7 +444,7 @@ def _verdict(plan: Plan, status: int, reason: str | None) -> tuple[str, int | No
     if reason == RunState.TIMED_OUT:
         return RunState.TIMED_OUT, code, sig, f"killed after timeout {plan.timeout_s}s"
     if reason == RunState.CANCELLED:
-        return RunState.CANCELLED, code, sig, "cancelled: the process group was sent SIGTERM"
+        return RunState.CANCELLED, code, sig, "cancelled: every process of the run was sent SIGTERM"
     if code == 0:
         return RunState.SUCCEEDED, 0, None, None
     if sig is not None:

@@ -436,6 +436,12 @@ class Store(Protocol):
     def attempts(self, run_id: str) -> list[Attempt]:
         """Every attempt of a run, in order."""
 
+    def note_late_outcome(self, run_id: str, attempt: int, text: str) -> bool:
+        """An attempt settled `lost` whose result arrived afterwards: `text` (what the
+        result says) is added to its error, and to the run's while that attempt is the
+        run's latest; its state stays `lost`. False when the attempt is not `lost`, or
+        carries the note already."""
+
     def delete_run(self, run_id: str) -> bool:
         """Remove a run and its attempts (tests, operator repair); False if there was none."""
 

@@ -1228,6 +1228,21 @@ class SqlStore(BackfillStore):
             parse = datetime.fromisoformat
             return [new(Mark, (a, b, k, parse(t + "+00:00"), st, tr)) for a, b, k, t, st, tr in cur.fetchall()]
 
+    def note_late_outcome(self, run_id: str, attempt: int, text: str) -> bool:
+        a, r = s.attempts.c, s.runs.c
+        with self._tx() as c:
+            row = c.execute(sa.select(a.state, a.error).where(a.run_id == run_id, a.attempt == attempt)).first()
+            if row is None or row.state != RunState.LOST or text in (row.error or ""):
+                return False
+            error = f"{row.error}; {text}" if row.error else text
+            c.execute(s.attempts.update().where(a.run_id == run_id, a.attempt == attempt).values(error=error))
+            c.execute(
+                s.runs.update()
+                .where(r.run_id == run_id, r.attempts == attempt, r.state == RunState.LOST)
+                .values(error=error, updated_at=self._ts())
+            )
+            return True
+
     def attempts(self, run_id: str) -> list[Attempt]:
         a = s.attempts.c
         with self._tx(write=False) as c:

@@ -954,3 +954,28 @@ def test_run_marks_are_utc_whatever_the_sessions_time_zone(store):
     marks = store.run_marks(since=T0, until=T0 + timedelta(minutes=3))
     assert len(marks) == 3 and all(m.scheduled_at.utcoffset() == timedelta(0) for m in marks)
     assert {m.scheduled_at for m in marks} == {T0 + timedelta(minutes=i) for i in range(3)}
+
+
+def test_a_late_result_of_an_attempt_settled_lost_is_kept_next_to_the_lost(store):
+    """An outcome that arrives after its attempt was settled `lost` is stored as what
+    happened: added to the attempt's (and the run's) error, the state stays `lost`, once."""
+    old = acquire(store)
+    store.insert_runs([run(1)])
+    store.dispatch("backup-000001", "n1", old, None)
+    new = acquire(store)
+    assert store.reclaim("backup-000001", 1, node="n1", token=new, state="lost", error="outcome unknown")
+    late = "late result, after this attempt was settled lost: succeeded (exit code 0)"
+    assert store.note_late_outcome("backup-000001", 1, late) is True
+    assert store.note_late_outcome("backup-000001", 1, late) is False  # once
+    got = store.get_run("backup-000001")
+    assert got is not None and got.state == "lost" and got.error == f"outcome unknown; {late}"
+    (attempt,) = store.attempts("backup-000001")
+    assert attempt.state == "lost" and attempt.error == f"outcome unknown; {late}"
+
+
+def test_a_late_result_never_touches_an_attempt_that_was_not_lost(store):
+    tok = acquire(store)
+    store.insert_runs([run(1)])
+    store.dispatch("backup-000001", "n1", tok, None)
+    assert store.note_late_outcome("backup-000001", 1, "late result") is False
+    assert store.note_late_outcome("backup-000001", 7, "late result") is False

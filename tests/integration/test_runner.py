@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from chronod.core.model import JobSpec
-from chronod.runner import files
+from chronod.runner import contain, files
 from chronod.runner.api import Handle, LaunchRequest, Outcome
 from chronod.runner.runner import LOST_ERROR, Runner
 
@@ -98,7 +98,10 @@ def test_the_job_sees_the_minimal_environment_plus_chrono_and_spec_variables(run
         LaunchRequest(
             "r1",
             1,
-            spec(("/usr/bin/env",), env=(("GREETING", "hello world"), ("CHRONO_RUN_ID", "forged"))),
+            spec(
+                ("/usr/bin/env",),
+                env=(("GREETING", "hello world"), ("CHRONO_RUN_ID", "forged"), ("CHRONO_RUN_TAG", "forged")),
+            ),
             {"CHRONO_RUN_ID": "r1", "CHRONO_ATTEMPT": "1"},
         )
     )
@@ -116,6 +119,7 @@ def test_the_job_sees_the_minimal_environment_plus_chrono_and_spec_variables(run
         "GREETING": "hello world",
         "CHRONO_RUN_ID": "r1",
         "CHRONO_ATTEMPT": "1",
+        "CHRONO_RUN_TAG": contain.tag_of(runner.state_dir, "r1", 1),  # what the subreaper fallback finds
     }
 
 
@@ -195,6 +199,7 @@ def test_fifty_megabytes_of_output_are_counted_exactly_and_only_the_tail_is_kept
             {},
         )
     )
+    wait_started(runner, handle)  # the supervisor is up (its interpreter's own start is not growth)
     samples = []
     poller = select.poll()
     poller.register(handle.fd, select.POLLIN)
