@@ -124,12 +124,13 @@ def test_a_database_volume_filled_to_the_last_byte_by_something_else_degrades_on
         filler.unlink()
         back = ticks()
         wait_until(lambda: ticks() >= back + 3, timeout=60, what="tick recorded after the space returned")
+        assert d.proc.poll() is None
+        d.stop()  # so that the runs and the log below describe the same moment
         big_runs = [r for r in runs_json("big", db) if r["state"] not in ("pending", "running")]
         dropped = [r for r in big_runs if "output dropped: database full" in (r.get("error") or "")]
         assert dropped and all(r["state"] == "succeeded" for r in big_runs)
         # one fallback per run that did not fit: no write is tried again and again
         assert d.log_since_start().count("event=store.full") == len(dropped)
-        assert d.proc.poll() is None
     finally:
         d.stop()
         filler.unlink(missing_ok=True)
