@@ -289,6 +289,7 @@ class Daemon:
     def apply(self, changes: Changes) -> None:
         """Hand a reload's changes to the parts that follow the jobs."""
         self.gate.set_windows(changes.windows)
+        self.occurrences.cancel_removed(changes.gone)
         self.forget(changes.gone)
         for job_id in sorted(changes.gone):
             self.log("job.removed", job=job_id)

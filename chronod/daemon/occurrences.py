@@ -71,6 +71,24 @@ class Occurrences:
         """Jobs removed or set aside: their tracked occurrences go (the rows stay)."""
         self.timeline.drop(job_ids)
 
+    def cancel_removed(self, job_ids: frozenset[str]) -> None:
+        """Jobs removed from the registry. Storing the definitions (a reload's preparation,
+        off the loop's thread) cancelled their waiting rows, but the loop may have stored
+        one since, before the swap (the next occurrence, written with a start): cancel
+        what is still tracked, then forget them. A row cancelled already is left as it is;
+        so is a job the store still carries (another node of a fleet defines it)."""
+        removed = {j for j in job_ids if (row := self.store.get_job(j)) is None or row.removed_at is not None}
+        for run in [r for r in self.timeline.runs() if r.job_id in removed]:
+            self.store.settle(
+                run.run_id,
+                RunState.CANCELLED,
+                error="job removed from the registry",
+                next_run=None,
+                node=self.node,
+                token=self.lease.token,
+            )
+        self.forget(job_ids)
+
     def load(self, only: list[Job] | None = None, edited: set[str] | None = None) -> None:
         """Read stored pending occurrences of carried jobs (or of the jobs in `only`, whose
         definitions changed); drop ones whose schedule changed. `edited`: the job ids whose

@@ -144,3 +144,54 @@ def test_the_node_info_encoded_in_slices_is_the_plain_json_text():
             "state_dir": '/odd "spec_hashes": null',
         }
         assert _node_info_json(info) == json.dumps(info, sort_keys=True, default=str), n
+
+
+def test_a_job_removed_while_the_loop_fires_it_leaves_no_pending_occurrence(tmp_path):
+    """The reload's preparation stores the definitions (cancelling the removed job's waiting
+    rows) on its thread; the loop, still carrying the job until the swap, fires it and
+    stores its next occurrence. After the swap no occurrence of the removed job may wait:
+    nothing would ever start or settle it, and `missed` would list it."""
+    reg = tmp_path / "jobs.d"
+    reg.mkdir()
+    write_jobs(reg / "tick.yaml", jobs_file(job("tick", "@every 1s", "true")))
+    write_jobs(reg / "stays.yaml", jobs_file(job("stays", "0 4 * * *", "true")))
+    clock = FakeClock(START, mono=1000.0)
+    world = World(clock, random.Random(1))
+    world.durations["tick"] = lambda rng: (0.2, 0)
+    store = SqlStore(str(tmp_path / "chrono.db"), now=clock.now)
+    store.upgrade()
+    stored, release = threading.Event(), threading.Event()
+    real_sync = store.sync_jobs
+
+    def sync_then_wait(node, specs):
+        real_sync(node, specs)
+        if threading.current_thread() is not threading.main_thread():
+            stored.set()  # the definitions are stored: the loop fires on before the swap
+            release.wait(10)
+
+    store.sync_jobs = sync_then_wait  # type: ignore[method-assign]
+    runner, waker = SimRunner(world, "a", str(tmp_path)), SteppedWaker()
+    load = lambda: load_registry([reg], now=clock.now(), secure=False)  # noqa: E731
+    d = stepped_daemon(store, runner, clock, load, waker, reloads=ThreadReloads(waker.poke))
+    d.start()
+
+    def step(reload: bool = False) -> None:
+        clock.advance(0.5)
+        d.tick(Wakeups(reload=reload, children=runner.ended([a.handle for a in d.active.values()])))
+
+    for _ in range(4):
+        step()
+    (reg / "tick.yaml").unlink()
+    step(reload=True)
+    assert stored.wait(10), "the reload's preparation did not store the definitions"
+    for _ in range(4):
+        step()  # the loop still carries tick: it fires and stores the next occurrence
+    release.set()
+    waker.poked.wait(10)
+    for _ in range(4):
+        step()
+    assert "tick" not in d.jobs
+    waiting = [(r.run_id, r.state) for r in store.pending(["tick"])]
+    assert waiting == [], "an occurrence of the removed job still waits"
+    runs = store.runs("tick", limit=100)
+    assert any(r.state == "cancelled" and r.error == "job removed from the registry" for r in runs)
