@@ -963,10 +963,10 @@ def _print_grouped(ms: list[Any], title: str, now: datetime, wide: bool) -> None
         (
             "job",
             Column("n", "N", "right"),
-            Column("first", drop=2),
+            Column("first", drop=3),  # goes first: LATEST's id is what `logs` takes
             Column("last", "LAST"),
             Column("state", drop=1),
-            Column("run_id", "LATEST", drop=3),
+            Column("run_id", "LATEST", drop=2),
             Column("why", "WHY (LATEST)", wrap=True),
         ),
         title=escape_line(title),
