@@ -122,8 +122,8 @@ def sign_in(drv, base: str) -> None:
     wait_for(drv, lambda d: d.find_elements(By.ID, "token"), what="the sign-in form")
     drv.find_element(By.ID, "token").send_keys(TOKEN)
     drv.find_element(By.ID, "signin").click()
-    try:
-        wait_for(drv, lambda d: "Jobs" in d.find_element(By.TAG_NAME, "h1").text, what="the overview")
+    try:  # a console's first overview reads every spec: on a loaded CI host that took over 10 s
+        wait_for(drv, lambda d: "Jobs" in d.find_element(By.TAG_NAME, "h1").text, timeout=45, what="the overview")
     except Exception:
         raise AssertionError(f"not signed in at {drv.current_url}: {drv.page_source[-1500:]}") from None
 
