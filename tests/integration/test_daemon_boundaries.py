@@ -5,6 +5,7 @@ nothing the new daemon already settled."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -126,7 +127,8 @@ def test_a_stopped_launcher_replaced_by_a_new_daemon_runs_nothing_it_settled(tmp
         )
         time.sleep(2)
     finally:
-        os.kill(launcher, signal.SIGCONT)
+        with contextlib.suppress(ProcessLookupError):  # the new daemon may have ended it already
+            os.kill(launcher, signal.SIGCONT)
     wait_until(lambda: not _with_arg_pid(launcher), timeout=30, what="the old launcher to drain and exit")
     time.sleep(1)
     new.stop()
