@@ -1,5 +1,5 @@
-"""Drive the real `Daemon` through simulated weeks: build it on the real SQLite store
-with a fake clock, a simulated runner and a fake waker, inject the faults the seed
+"""Drive the real `Daemon` through simulated weeks: build it on the memory store (or the
+real SQLite store, `Config.store`) with a fake clock, a simulated runner and a fake waker, inject the faults the seed
 draws, rebuild it after each crash on the same database, and keep the simulation's
 own record of what happened for the invariants (chronod.sim.invariants)."""
 
@@ -32,7 +32,8 @@ from chronod.sim.world import (
     World,
 )
 from chronod.specfile import load_registry
-from chronod.store.api import StoreError
+from chronod.store.api import Store, StoreError
+from chronod.store.memory import MemoryStore
 from chronod.store.sql import SqlStore
 
 NODE = "sim-a"
@@ -55,7 +56,7 @@ class Outcome:
 
     cfg: Config
     world: World
-    store: SqlStore
+    store: Store
     versions: dict[str, list[Version]]
     paused: dict[str, list[tuple[datetime, datetime | None]]]
     manual: dict[str, str]  # run_id -> job_id of the triggers the simulation requested
@@ -123,7 +124,7 @@ class Simulation:
         self.start = start_time(cfg, self.rng)
         self.clock = FakeClock(self.start, mono=1000.0)
         self.world = World(self.clock, random.Random(self.rng.random()))
-        self.store = memory_store(self.clock)
+        self.store = sim_store(cfg, self.clock, "sqlite")
         self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), "dst" in cfg.faults)
         self.registry.blackouts = cfg.blackouts
         self.registry.build(cfg.jobs, cfg.job_docs, cfg.mean_s)
@@ -375,6 +376,20 @@ class Simulation:
         w.disturbed("down", start, w.mono() + 1)
 
 
+STORES = ("memory", "sqlite")
+
+
+def sim_store(cfg: Config, clock: FakeClock, dialect: str) -> Store:
+    """The store the simulation's daemons run on: the memory store by default, its time the
+    simulation's clock, telling the daemon it runs on `dialect`; or (`cfg.store` "sqlite")
+    the real SQLite store, in memory."""
+    if cfg.store == "sqlite":
+        return memory_store(clock)
+    if cfg.store != "memory":
+        raise ValueError(f"no store {cfg.store!r} to simulate on: choose from {', '.join(STORES)}")
+    return MemoryStore(now=clock.now, name="sim", dialect=dialect)
+
+
 def memory_store(clock: FakeClock) -> SqlStore:
     """The real store on an in-memory SQLite database, its lease time the simulation's
     clock. Nothing of the daemon's differs from a file but the file: no fsync, and no
@@ -385,8 +400,11 @@ def memory_store(clock: FakeClock) -> SqlStore:
     return store
 
 
-def snapshot(store: SqlStore, path: Path) -> None:
-    """Copy the in-memory database to `path`, for the audit commands that open a file."""
+def snapshot(store: Store, path: Path) -> None:
+    """Copy the in-memory database to `path`, for the audit commands that open a file (the
+    memory store has no database to copy)."""
+    if not isinstance(store, SqlStore):
+        return
     raw = store.engine.raw_connection()
     try:
         with sqlite3.connect(path) as dst:

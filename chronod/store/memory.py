@@ -30,7 +30,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from chronod.core.history import Mark
 from chronod.core.model import TERMINAL_STATES, JobSpec, RunState
@@ -46,6 +46,9 @@ from chronod.store.api import (
     Request,
     Run,
 )
+
+if TYPE_CHECKING:
+    from chronod.store.api import Store
 from chronod.store.backfills import Backfill
 from chronod.store.outbox import Outgoing
 
@@ -249,12 +252,14 @@ class _Tables:
 class MemoryStore:
     """The `Store` protocol over Python dicts (see the module docstring: simulation only).
 
-    `now` is the clock of leases and timestamps; it must return aware UTC datetimes."""
+    `now` is the clock of leases and timestamps; it must return aware UTC datetimes.
+    `dialect` is what the daemon is told it runs on: "memory", or the dialect of the store
+    this one stands in for (the simulation of one node says "sqlite", so the daemon takes
+    the code paths it takes on SQLite). The store's own rules do not change with it."""
 
-    dialect = "memory"
-
-    def __init__(self, *, now: Callable[[], datetime] | None = None, name: str = "memory"):
+    def __init__(self, *, now: Callable[[], datetime] | None = None, name: str = "memory", dialect: str = "memory"):
         self.url_safe = f"memory://{name}"
+        self.dialect = dialect
         self._now = now or _utcnow
         self.stale_rejections = 0
         self._lock = threading.RLock()
@@ -1441,3 +1446,9 @@ def _outgoing(n: _Notice) -> Outgoing:
         last_error=n.last_error,
         claimed_by=n.claimed_by,
     )
+
+
+if TYPE_CHECKING:
+
+    def _implements(store: MemoryStore) -> Store:
+        return store  # mypy --strict checks the memory store against the Store protocol here
