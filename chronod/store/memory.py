@@ -231,6 +231,7 @@ class _Tables:
 
     nodes: dict[str, _Node] = field(default_factory=dict)
     jobs: dict[str, _Job] = field(default_factory=dict)
+    paused: dict[str, None] = field(default_factory=dict)  # jobs whose own pause flag is set (in job id order)
     known: dict[str, list[list[datetime | None]]] = field(default_factory=dict)  # job_id -> [[from, until]]
     group_pauses: dict[tuple[str, str], PauseRow] = field(default_factory=dict)
     runs: dict[str, Run] = field(default_factory=dict)
@@ -568,6 +569,10 @@ class MemoryStore:
             r.paused_by = by if paused else None
             r.paused_until = _utc(until) if paused else None
             r.updated_at = now
+            if paused:
+                self._t.paused = dict.fromkeys(sorted({**self._t.paused, job_id: None}))
+            else:
+                self._t.paused.pop(job_id, None)
             self._jobs_version = None
             return True
 
@@ -576,10 +581,11 @@ class MemoryStore:
 
     def paused_jobs(self) -> dict[str, str | None]:
         with self._lock:
+            jobs = self._t.jobs
             return {
-                j: r.paused_reason
-                for j, r in self._t.jobs.items()
-                if r.paused and r.removed_at is None and self._pause_live(r.paused_until)
+                j: jobs[j].paused_reason
+                for j in self._t.paused
+                if jobs[j].removed_at is None and self._pause_live(jobs[j].paused_until)
             }
 
     def set_group_pause(
@@ -595,10 +601,11 @@ class MemoryStore:
 
     def pauses(self, include_removed: bool = False) -> list[PauseRow]:
         with self._lock:
+            jobs = self._t.jobs
             own = [
                 PauseRow("job", j, r.paused_reason or "", r.paused_by, r.paused_at, r.paused_until)
-                for j, r in self._t.jobs.items()
-                if r.paused and self._pause_live(r.paused_until) and (include_removed or r.removed_at is None)
+                for j, r in ((j, jobs[j]) for j in self._t.paused)
+                if self._pause_live(r.paused_until) and (include_removed or r.removed_at is None)
             ]
             return own + [p for p in self._t.group_pauses.values() if self._pause_live(p.until)]
 
