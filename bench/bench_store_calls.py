@@ -65,9 +65,7 @@ def measure(store: Any, calls: int, history: int) -> dict[str, float]:
         OPS[3]: timed(calls, lambda i: store.finish_many([Ending(f"r{i:08d}", 1, "succeeded", exit_code=0)], token)),
     }
     store.insert_runs([occurrence("w", 0)])
-    out[OPS[4]] = timed(
-        calls, lambda i: store.commit_wakeup([occurrence("w", i + 1)], [], [f"w{i:08d}"], "n1", token)
-    )
+    out[OPS[4]] = timed(calls, lambda i: store.commit_wakeup([occurrence("w", i + 1)], [], [f"w{i:08d}"], "n1", token))
     assert store.get_run(f"r{calls - 1:08d}").state == "succeeded"
     assert store.get_run(f"w{calls - 1:08d}").state == "running"
     assert store.stale_rejections == 0
@@ -96,7 +94,11 @@ def main() -> None:
         results["postgresql"] = measure(sql, args.calls, args.history)
         sql.close()
     names = list(results)
-    print(f"{args.calls} calls each, {args.history} runs stored before; µs per call (ratio to memory)")
+    load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else ["?"] * 3
+    print(
+        f"{args.calls} calls each, {args.history} runs stored before; µs per call (ratio to memory); "
+        f"load average {' '.join(load)} at the end"
+    )
     print(f"{'':<24}" + "".join(f"{n:>22}" for n in names))
     for op in OPS:
         base = results["memory"][op]
