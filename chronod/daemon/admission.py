@@ -8,6 +8,8 @@ answers (values from chronod.core.policy, chronod.daemon.gate and chronod.daemon
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from chronod.core import accounts, blackout, policy
 from chronod.core.clock import Clock
 from chronod.core.durations import format_duration
@@ -157,6 +159,18 @@ class Admission:
         self.ledger.store_runs([next_run])  # the chain must not wait for the slot
         self.lines.wait_for_slot(job, run)
         self.admit(job.spec.resource)
+        if self.lines.in_line(job.spec.resource, run.run_id):
+            self.note_wait(job, run)
+
+    def note_wait(self, job: Job, run: Run) -> None:
+        """A run left waiting for a slot: its row says which resource holds it and since
+        when, until when at the latest (for did-it-run, missed, status), as a window's hold does."""
+        resource = job.spec.resource
+        assert resource, "only a job with a resource waits for a slot"
+        why = blackout.slot_wait(resource, self.registry.limit(resource), self.clock.now())
+        until = run.fire_at + timedelta(seconds=job.spec.catchup_window_s)
+        run.error = why
+        self.store.note_held([run.run_id], why, until, node=self.node, token=self.lease.token)
 
     def admit(self, resource: str) -> None:
         """Give the resource's free slots to the runs waiting longest (`resource_admission`)."""

@@ -271,6 +271,7 @@ class JobStatus:
     runs: list[Run]
     backfills: list[Any]
     health: core_health.Health
+    waiting: list[tuple[Run, Hold]] = field(default_factory=list)  # due occurrences waiting for a resource slot
 
     @property
     def spec(self) -> JobSpec:
@@ -323,6 +324,7 @@ def job_status(
         runs=recent[:LAST_RUNS],
         backfills=backfills_shown(store, now, spec.id),
         health=job_health(store, row, now, host),
+        waiting=[(r, h) for r in recent if (h := history.hold_of(r, None, (), now)) is not None and h.kind == "resource"],
     )
 
 
