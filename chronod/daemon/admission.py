@@ -223,6 +223,7 @@ class Admission:
                 self.log("launch.refused", "warning", job=job.spec.id, run=run.run_id, why="lease may have lapsed")
                 self.timeline.track(run)
             return
+        self.ledger.store_now([r for _, r in runs])  # claimed at once: their rows must exist first
         got = self.starter.claim_group(resource, self.registry.limit(resource), runs)
         for job, run in reversed(runs):
             if run.run_id not in got:
@@ -246,6 +247,7 @@ class Admission:
             self.ledger.claim(job, run)
             self.ledger.store_runs([next_run])
             return
+        self.ledger.store_now([run])  # claimed at once: its row must exist first
         claimed, full = self.starter.claim(job, run, next_run, self.registry.limit(job.spec.resource or ""))
         if full:
             self.lines.back_in_front(job, run, self.clock.now())
