@@ -673,8 +673,15 @@ def silence(
     start = last_success_at or known_since
     age = (now - start).total_seconds() if start else None
     limit = spec.max_silence_s
-    silent = bool(limit is not None and age is not None and age > limit)
+    silent = bool(limit is not None and age is not None and age > silence_limit_s(spec))
     return Silence(last_success_at, age, limit, silent)
+
+
+def silence_limit_s(spec: JobSpec) -> float:
+    """How long the job may go without a success before it is silent: `max_silence_s`
+    plus its `tolerance_s` (a run started late inside its tolerance is on time, so the gap
+    it leaves is no silence). The notifier's dead man's switch and `status` both use it."""
+    return float((spec.max_silence_s or 0) + spec.tolerance_s)
 
 
 def latest_successes(runs: Iterable[Any]) -> dict[str, datetime]:
@@ -749,7 +756,7 @@ def silent_jobs(
                     q.last_success,
                     q.age_s,
                     j.spec.max_silence_s,
-                    basis + timedelta(seconds=j.spec.max_silence_s),
+                    basis + timedelta(seconds=silence_limit_s(j.spec)),
                 )
             )
     return out
