@@ -351,10 +351,9 @@ def _db_state(db: str | None, now: datetime, specs: dict[str, Any]) -> dict[str,
         with cmd_ops.opened(db) as store:
             for row in store.jobs():
                 specs.setdefault(row.job_id, (row.spec, "database"))
+            from chronod.core.history import hold_of
             from chronod.store import status as views
             from chronod.store.audit import pauses
-
-            from chronod.core.history import hold_of
 
             paused = store.paused_jobs()
             last, waiting = {}, {}

@@ -168,7 +168,6 @@ def start(
     """Open the store, listen for metrics, build the daemon and run its start-up (lease,
     first load, adoption, READY=1). Returns the daemon and its background services (the
     notifier, the pruner), all running."""
-    from chronod.core.blackout import Window
     from chronod.core.clock import Clock
     from chronod.daemon import kernel
     from chronod.daemon.accounts import NoAccounts, ShadowAccounts

@@ -11,9 +11,9 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from typing import Any
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from chronod.core import blackout, identity
 from chronod.core.model import JobSpec, RunState
@@ -491,7 +491,9 @@ def silence_truth(f: Facts) -> list[Counterexample]:
     from chronod.notify import core as notify
 
     w = f.out.world
-    lives = [(w.wall_at(life.started), w.wall_at(life.ended if life.ended is not None else w.mono())) for life in w.lives]
+    lives = [
+        (w.wall_at(life.started), w.wall_at(life.ended if life.ended is not None else w.mono())) for life in w.lives
+    ]
     downs = [(a[1], b[0]) for a, b in itertools.pairwise(lives) if b[0] > a[1]]
     wins: dict[str, list[datetime]] = defaultdict(list)
     for p in f.procs:

@@ -324,7 +324,9 @@ def job_status(
         runs=recent[:LAST_RUNS],
         backfills=backfills_shown(store, now, spec.id),
         health=job_health(store, row, now, host),
-        waiting=[(r, h) for r in recent if (h := history.hold_of(r, None, (), now)) is not None and h.kind == "resource"],
+        waiting=[
+            (r, h) for r in recent if (h := history.hold_of(r, None, (), now)) is not None and h.kind == "resource"
+        ],
     )
 
 
