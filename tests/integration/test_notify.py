@@ -726,3 +726,54 @@ def test_a_five_second_restart_sends_neither_silence_nor_recovered(store_url, tm
     finally:
         after.stop()
         store.close()
+
+
+def test_a_real_chronod_sends_no_silence_for_a_window_nor_for_a_five_second_restart(env, hook):
+    """The issue as an operator met it, on a real daemon: a window holds the job past its
+    max_silence_s, then chronod restarts with 5 s down; neither is a silence, and so
+    nothing recovers either."""
+    path = env["reg"] / "a.yaml"
+    beat = job("beat", "true", hook.url, on=("silence", "recovered"), max_silence_s=6)
+    write_jobs(path, jobs_file(beat))
+    store_path = env["db"]
+    d = chronod(env).start()
+    try:
+        wait_until(lambda: _successes(store_path, "beat"), timeout=30, what="a first success")
+        opens = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=2)
+        closes = opens + timedelta(seconds=15)
+        window = (
+            "blackouts:\n  - name: swap\n    reason: CHG-3\n    timezone: UTC\n"
+            f"    from: {opens:%Y-%m-%d %H:%M:%S}\n    to: {closes:%Y-%m-%d %H:%M:%S}\n    jobs: [beat]\n"
+        )
+        write_jobs(path, window + jobs_file(beat))
+        wait_until(
+            lambda: any(at > closes for at in _successes(store_path, "beat")),
+            timeout=40,
+            what="a success after the window",
+        )
+        inside = [at for at in _successes(store_path, "beat") if opens + timedelta(seconds=1) < at < closes]
+        assert not inside, f"the window did not hold the job: {inside}"
+        settle(3)
+    finally:
+        d.stop()
+    time.sleep(5)
+    back = datetime.now(timezone.utc)
+    d = chronod(env).start()
+    try:
+        wait_until(
+            lambda: any(at > back for at in _successes(store_path, "beat")), timeout=30, what="a success after restart"
+        )
+        settle(4)
+    finally:
+        d.stop()
+    assert hook.events("beat") == []
+
+
+def _successes(db, job_id):
+    from chronod.store.api import open_store
+
+    store = open_store(db)
+    try:
+        return [r.finished_at for r in store.runs(job_id, states=["succeeded"], limit=50) if r.finished_at]
+    finally:
+        store.close()
