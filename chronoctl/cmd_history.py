@@ -126,7 +126,7 @@ def status(
     with cmd_ops.opened(db) as store:
         fleet = cmd_ops.is_fleet(store)
         if job is None:
-            over = views.overview(store, now)
+            over = views.overview(store, now, windows=_registry_windows(now))
             data = _overview_json(store, over)
             verdict = over.health
         else:
@@ -360,7 +360,12 @@ def _silent(store: "Store", rows: list["JobRow"], now: datetime, recent: list[An
     from chronod.store import status as views
 
     in_force = views.pauses_in_force(store, rows, now)
-    return views.silent(store, rows, now, recent, views.held_jobs(rows, in_force))
+    held = views.held_jobs(rows, in_force)
+    found = views.silent(store, rows, now, recent, held)
+    if not found:
+        return found  # the registry is read only when a window could matter
+    windows = _registry_windows(now)
+    return views.silent(store, rows, now, recent, held, windows) if windows else found
 
 
 def _silent_json(q: Any) -> dict[str, Any]:
