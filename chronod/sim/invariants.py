@@ -497,7 +497,9 @@ def silence_truth(f: Facts) -> list[Counterexample]:
     downs = [(a[1], b[0]) for a, b in itertools.pairwise(lives) if b[0] > a[1]]
     wins: dict[str, list[datetime]] = defaultdict(list)
     for p in f.procs:
-        if p.final_state() == S.SUCCEEDED and p.end_mono() <= w.mono():
+        row = f.rows.get(p.run_id)
+        # a success chronod never learned of (an unsafe run recorded lost) is one_terminal_state's
+        if p.final_state() == S.SUCCEEDED and p.end_mono() <= w.mono() and row is not None and row.state == S.SUCCEEDED:
             wins[p.job_id].append(w.wall_at(p.end_mono()))
     rows_by_job: dict[str, list[Any]] = defaultdict(list)
     for r in f.rows.values():
@@ -648,7 +650,11 @@ def audit_truth(f: Facts) -> list[Counterexample]:
                     p.at, p.job, p.run_id, f"`did-it-run` says {p.state} ({p.reason!r}) while {truth[2]} held it"
                 )
             )
-        elif p.hold_kind == "resource" and (p.hold_name != p.resource or p.going < p.limit):
+        elif (
+            p.hold_kind == "resource"
+            and (p.hold_name != p.resource or p.going < p.limit)
+            and not f.disturbed(p.fire_at - timedelta(seconds=1), p.at)
+        ):
             out.append(
                 Counterexample(
                     p.at,
@@ -661,6 +667,12 @@ def audit_truth(f: Facts) -> list[Counterexample]:
     return sorted(out, key=lambda c: c.at)
 
 
+def _in_window(f: Facts, p: Any) -> bool:
+    versions = f.out.versions.get(p.job, [])
+    spec = versions[-1].spec if versions else None
+    return spec is not None and f.blacked_out(spec, p.fire_at - timedelta(seconds=1), p.at + timedelta(seconds=1))
+
+
 def _holder(f: Facts, p: Any) -> tuple[str, str, str] | None:
     """(hold kind, name, in words) of what held a probed occurrence by the record, when it
     is unambiguous (None: nothing did, or the record cannot tell)."""
@@ -668,6 +680,8 @@ def _holder(f: Facts, p: Any) -> tuple[str, str, str] | None:
         return ("pause", "job", "a pause of the job")
     if f.disturbed(p.fire_at - timedelta(seconds=1), p.at):
         return None  # a daemon restarted or stalled since: it may not have reached it yet
+    if p.hold_kind == "window" or (f.windows and _in_window(f, p)):
+        return None  # a window's deferral (blackout_honoured and the audit's own tests)
     if p.resource and p.going >= p.limit and not p.job_going and not p.earlier_pending:
         return ("resource", p.resource, f"every slot of resource {p.resource} taken")
     return None
