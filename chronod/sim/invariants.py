@@ -604,7 +604,7 @@ def _false_silence(
     down = sum(max(0.0, (min(b, at) - max(a, basis)).total_seconds()) for a, b in downs)
     quiet = (at - basis).total_seconds() - down
     allowed = (spec.max_silence_s or 0) + spec.tolerance_s
-    if quiet <= allowed:
+    if quiet < allowed - 0.001:  # at the instant the allowance runs out the switch may trip
         return (
             f"after {quiet:.1f}s without a success (max_silence_s {spec.max_silence_s} + tolerance_s "
             f"{spec.tolerance_s}; chronod down {down:.1f}s of it, the last success or hold end at {basis:%H:%M:%S})"
