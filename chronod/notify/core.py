@@ -200,14 +200,15 @@ def decide(
     told (`state`), and the new state to persist. `runs` may repeat runs already seen;
     they are skipped. `known_since` starts the silence clock of a job that never succeeded;
     `paused`/`resumed` say the job is held now or was until just now (`check_silence`);
-    `down_s` is how long no notifier was deciding before this one started (`excuse_downtime`)."""
-    state = excuse_downtime(spec, state, down_s, now)
+    `down_s` is how long no notifier was deciding before this round (`excuse_downtime`,
+    applied after the runs that ended meanwhile)."""
     if state.basis is None and known_since is not None:
         state = replace(state, basis=known_since)
     out: list[Notice] = []
     for run in unseen(runs, state):
         more, state = after_run(spec, run, state)
         out += more
+    state = excuse_downtime(spec, state, down_s, now)
     more, state = check_silence(spec, state, now, paused=paused, resumed=resumed)
     return out + more, state
 
@@ -215,12 +216,14 @@ def decide(
 def excuse_downtime(spec: JobSpec, state: NotifyState, down_s: float, now: datetime) -> NotifyState:
     """The silence clock does not run while chronod itself is down: a job cannot succeed
     while nothing runs it, and a restart's catch-up runs it at once. After `down_s` seconds
-    without a deciding notifier (a restart, a node taking over), a silence not yet called
-    counts from `down_s` later. A crash loop still trips the switch: only the time down is
-    forgiven, never the time up."""
+    without a deciding notifier (a restart, a node taking over: the `down_s` before `now`),
+    a silence not yet called counts without the part of them after its start (a success
+    that ended while chronod was down starts it when chronod is back). A crash loop still
+    trips the switch: only the time down is forgiven, never the time up."""
     if down_s <= 0 or state.silent or state.basis is None or not spec.max_silence_s:
         return state
-    return replace(state, basis=min(state.basis + timedelta(seconds=down_s), now))
+    after = max(0.0, min(down_s, (now - state.basis).total_seconds()))
+    return replace(state, basis=state.basis + timedelta(seconds=after))
 
 
 def unclaimed(

@@ -562,9 +562,9 @@ def _silences(
         k = life_of(t)
         if k is None:
             return  # no daemon, no notifier
-        down = 0.0
-        if last_round is not None and life_of(last_round) != k:
-            down = max(0.0, (lives[k][0] - lives[k - 1][1]).total_seconds())
+        down, before = 0.0, life_of(last_round) if last_round is not None else None
+        if before is not None and before != k:  # none decided since the life of the last round ended
+            down = max(0.0, (lives[k][0] - lives[before][1]).total_seconds())
         ended = []
         while i < len(rows) and rows[i].finished_at <= t:
             ended.append(rows[i])
