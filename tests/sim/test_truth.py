@@ -120,3 +120,25 @@ def test_an_audit_that_calls_a_resource_wait_late_is_caught(monkeypatch):
     monkeypatch.setattr(history, "hold_of", forgets_resources)
     found, _ = _resource_run()
     assert found and all("every slot of resource db taken" in c.what for c in found), found
+
+
+def test_a_file_broken_after_it_loaded_keeps_its_resources_limits_with_its_jobs():
+    """A file with errors keeps its last good jobs; it kept its resources too only by luck:
+    without them a kept job's resource fell back to one slot (audit_truth saw a run of
+    `net`, two slots, waiting beside one run)."""
+    from chronod.sim.world import Life
+
+    cfg = Config(days=0.01, jobs=1, seed=1, faults=frozenset(), job_docs=(_job("load", "* * * * *", resource="net"),))
+    sim = Simulation(cfg)
+    life = Life("sim-a", sim.world.mono())
+    sim.world.lives.append(life)
+    d = sim.daemon(life)
+    try:
+        d.start()
+        assert d.registry.limit("net") == 2
+        (name,) = sim.registry.files
+        sim.registry.write(name, bad=True)
+        d.registry.reload()
+        assert "load" in d.registry.jobs and d.registry.limit("net") == 2
+    finally:
+        sim.store.close()
