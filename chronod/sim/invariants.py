@@ -547,7 +547,14 @@ def _silences(
 ) -> list[tuple[datetime, str]]:
     """The notifier's rounds for one job over [start, end]: (round time, detail) of each
     silence notice its decision gives."""
-    edges = sorted({*(r.finished_at for r in rows), *(t for a, b, _ in holds for t in (a, b)), start})
+    edges = sorted(
+        {
+            *(r.finished_at for r in rows),
+            *(t for a, b, _ in holds for t in (a, b)),
+            *(a for a, _ in lives if start <= a <= end),  # each daemon's notifier decides as it starts
+            start,
+        }
+    )
     edges += [end]
     state = notify.NotifyState()
     said: list[tuple[datetime, str]] = []
