@@ -142,3 +142,40 @@ def test_a_file_broken_after_it_loaded_keeps_its_resources_limits_with_its_jobs(
         assert "load" in d.registry.jobs and d.registry.limit("net") == 2
     finally:
         sim.store.close()
+
+
+def _edit_run():
+    """An hourly job at :30 whose schedule is edited to :45 at 00:10, while its 00:30
+    occurrence is stored and pending: the edit withdraws it before it falls due."""
+    cfg = Config(days=0.2, jobs=1, seed=2, faults=frozenset(), job_docs=(_job("hourly", "30 * * * *"),), start=START)
+    sim = Simulation(cfg)
+
+    def edit() -> str:
+        (name,) = sim.registry.files
+        plan = sim.registry.files[name][0]
+        plan.doc = {**plan.doc, "schedule": "45 * * * *"}
+        sim.registry.write(name)
+        return "changed hourly to '45 * * * *'"
+
+    sim.registry.edit = edit  # type: ignore[method-assign]
+    sim.events = [Event(sim.t0 + 600, "registry", {})]
+    out = sim.run()
+    try:
+        withdrawn = [r for r in out.store.runs("hourly") if r.state == "cancelled" and r.started_at is None]
+        return check(out, ["audit_truth"])["audit_truth"], withdrawn
+    finally:
+        out.close()
+
+
+def test_audit_truth_holds_when_an_edit_withdraws_a_pending_occurrence():
+    found, withdrawn = _edit_run()
+    assert withdrawn, "the edit withdrew nothing: the scenario asks nothing"
+    assert found == []
+
+
+def test_a_missed_that_lists_an_occurrence_an_edit_withdrew_is_caught(monkeypatch):
+    from chronod.core import history
+
+    monkeypatch.setattr(history, "withdrawn", lambda run: False)
+    found, _ = _edit_run()
+    assert found and "withdrew it" in found[0].what, found
