@@ -37,6 +37,7 @@ from chronod.store.memory import MemoryStore
 from chronod.store.sql import SqlStore
 
 NODE = "sim-a"
+PROBE_EVERY_S = 600.0
 MAX_DOWNTIME_S = 1800.0
 
 
@@ -68,6 +69,7 @@ class Outcome:
     tmp: Path | None = None
     nodes: tuple[str, ...] = (NODE,)
     backfills: list[int] = field(default_factory=list)  # ids of the backfills the simulation stored
+    probes: list[Any] = field(default_factory=list)  # the audit asked while the daemons ran (chronod.sim.audit.Probe)
 
     @property
     def db_path(self) -> Path:
@@ -140,6 +142,10 @@ class Simulation:
         self.log_counts: dict[str, int] = {}
         self.first_load = True
         self.died: datetime | None = None  # wall time the last daemon died
+        # the audit is asked about waiting occurrences every PROBE_EVERY_S while a daemon lives
+        # (read-only, outside the daemon's store door: it changes nothing the seed decides)
+        self.probes: list[Any] = []
+        self.next_probe = self.t0 + PROBE_EVERY_S
         self.life: Life | None = None
 
     # --- what the daemon is given ------------------------------------------------------
@@ -184,6 +190,11 @@ class Simulation:
         return self.events[0].at if self.events else float("inf")
 
     def due_events(self, mono: float) -> list[Event]:
+        if mono >= self.next_probe:
+            from chronod.sim.audit import probe
+
+            self.probes += probe(self, self.clock.now())
+            self.next_probe = mono + PROBE_EVERY_S
         out = []
         while self.events and self.events[0].at <= mono:
             out.append(self.events.pop(0))
@@ -358,6 +369,7 @@ class Simulation:
             self.tmp,
         )
         out.backfills = list(self.backfills)
+        out.probes = list(self.probes)
         return out
 
     def down(self, seconds: float) -> None:

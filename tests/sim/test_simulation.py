@@ -362,3 +362,33 @@ def test_a_schedule_edited_to_fire_sooner_than_its_stored_next_occurrence_skips_
         assert not broken(check(out, ["one_terminal_state"]))
     finally:
         out.close()
+
+
+@pytest.mark.parametrize("downtime", [800.0, 812.5])
+def test_an_occurrence_of_a_resource_job_that_fell_due_unseen_while_chronod_was_down_runs_after_the_restart(downtime):
+    """Seed 7331: down 14 minutes, a `*/30 s` job with a resource came back with 27
+    occurrences that fell due unseen; the newest, on time, went to its resource's line and
+    was claimed at once, before the wake-up had written its row: the claim found no row
+    ("lost to another node") and the occurrence stayed pending for good."""
+    job = {
+        "id": "poll",
+        "owner": "ops",
+        "schedule": "*/30 * * * * *",
+        "command": "true",
+        "idempotency_class": "idempotent",
+        "catchup": "none",
+        "resource": "net",
+        "tolerance_s": 0,
+        "tolerance_reason": "exact times",
+    }
+    start = datetime.fromisoformat("2025-10-26T17:00:00+00:00")
+    cfg = Config(days=0.1, jobs=1, seed=7331, faults=frozenset(), job_docs=(job,), mean_s=1.0, start=start)
+    sim = Simulation(cfg)
+    sim.events = [Event(sim.t0 + 600, "crash", {"calls": 0, "downtime": downtime})]
+    out = sim.run()
+    try:
+        assert not broken(check(out, ["one_terminal_state"]))
+        after = [p for p in out.world.procs.values() if p.started_wall > start + timedelta(seconds=600 + downtime)]
+        assert after, "nothing ran after the restart"
+    finally:
+        out.close()
