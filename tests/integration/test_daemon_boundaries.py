@@ -167,12 +167,16 @@ def test_a_stopped_launcher_replaced_by_a_new_daemon_runs_nothing_it_settled(tmp
     assert not late, f"attempt 1 of a tick run started after it was settled (run, started, settled): {late}"
     tries = Counter((rid, a) for rid, a, _ in tick)
     assert all(n == 1 for n in tries.values()), f"an attempt of a tick run ran twice: {tries}"
-    assert "not started: " in Path(log).read_text(), "nothing was queued: the test proved nothing"
+    # the launcher read what was queued and refused it; or, stopped holding the start lock,
+    # it was killed by the new daemon and its queue went with it (its runs settled as a
+    # dead launcher's: those it had started did run, before)
+    text = Path(log).read_text()
+    queued, killed = "not started: " in text, "killed_launchers=" in text
+    assert queued or killed, "nothing was queued and no launcher was stopped mid-start: the test proved nothing"
     # what the run left to tell (pytest -s): how many ran before they were settled
     print(
         f"lost={len(lost)} ran-before-lost={len({r for r, _, _ in unsafe} & set(lost))} re-run={len(settled)} "
-        f"attempt-1-ran-before-settled={len(first)} "
-        f"launcher-killed-mid-start={'killed_launchers=' in Path(log).read_text()}"
+        f"attempt-1-ran-before-settled={len(first)} launcher-killed-mid-start={killed}"
     )
 
 
