@@ -280,7 +280,8 @@ class Loop:
         stdin_fd = supervisor._stdin_fd(plan.stdin)
         try:
             if plan.creds is not None or plan.cgroup is not None:
-                pid, failure = supervisor._fork_exec(plan, stdin_fd, out_w)
+                hold = self.gates.get(plan.state_dir, -1)  # the start lock, let go by the job's exec
+                pid, failure = supervisor._fork_exec(plan, stdin_fd, out_w, hold)
             else:
                 pid, failure = self._spawn(plan, stdin_fd, out_w)
         finally:

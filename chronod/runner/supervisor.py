@@ -125,11 +125,13 @@ def _supervise(plan: Plan, wake_r: int) -> None:
         return
     out_r, out_w = os.pipe()
     stdin_fd = _stdin_fd(plan.stdin)
-    start = _fork_exec if plan.creds is not None or plan.cgroup is not None else _spawn
     with fence.StartGate(plan.state_dir) as gate:
         if gate.fenced(plan.generation):
             return  # a newer daemon settled this run: never start it (no result: it did not run)
-        pid, failure = start(plan, stdin_fd, out_w)
+        if plan.creds is not None or plan.cgroup is not None:
+            pid, failure = _fork_exec(plan, stdin_fd, out_w, -1 if gate.fd is None else gate.fd)
+        else:
+            pid, failure = _spawn(plan, stdin_fd, out_w)
         os.close(out_w)
         os.close(stdin_fd)
         if failure is None:
@@ -195,9 +197,15 @@ def _spawn(
     return pid, None
 
 
-def _fork_exec(plan: Plan, stdin_fd: int, out_w: int) -> tuple[int, tuple[str, int] | None]:
+def _fork_exec(plan: Plan, stdin_fd: int, out_w: int, hold: int = -1) -> tuple[int, tuple[str, int] | None]:
     """Start the job in a forked child that enters the run's cgroup and switches user
-    before exec."""
+    before exec.
+
+    `hold` is the start gate's descriptor (chronod.runner.fence), close-on-exec: the child
+    keeps it open, so the start lock is let go by the exec itself. Should the caller be
+    killed in the middle of the start (stopped, and a new daemon took over), the new
+    daemon's exclusive lock waits for the child to have exec'd: by then the job is in its
+    cgroup and carries its run's tag, and it is killed with the run before it is settled."""
     if plan.cgroup is not None:
         try:
             contain.create(plan.cgroup)
@@ -206,7 +214,7 @@ def _fork_exec(plan: Plan, stdin_fd: int, out_w: int) -> tuple[int, tuple[str, i
     err_r, err_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        _exec_job(plan, stdin_fd, out_w, err_w)
+        _exec_job(plan, stdin_fd, out_w, err_w, hold)
     os.close(err_w)
     failure = _read_exec_failure(err_r)
     if failure is not None:
@@ -214,7 +222,7 @@ def _fork_exec(plan: Plan, stdin_fd: int, out_w: int) -> tuple[int, tuple[str, i
     return pid, failure
 
 
-def _exec_job(plan: Plan, stdin_fd: int, out_w: int, err_w: int) -> None:
+def _exec_job(plan: Plan, stdin_fd: int, out_w: int, err_w: int, hold: int = -1) -> None:
     """In the job's child: new session, credentials (supplementary groups, gid, uid, in
     that order), workdir as the new user, descriptors, signals, exec. Never returns."""
     step = "cgroup"
@@ -234,8 +242,7 @@ def _exec_job(plan: Plan, stdin_fd: int, out_w: int, err_w: int) -> None:
         os.dup2(stdin_fd, 0)
         os.dup2(out_w, 1)
         os.dup2(out_w, 2)
-        os.closerange(3, err_w)
-        os.closerange(err_w + 1, _MAX_FD)
+        _close_all_but(err_w, hold)  # both close-on-exec: the exec closes them
         _default_signals()
         resource.setrlimit(resource.RLIMIT_NOFILE, plan.nofile)
         step = "exec"
@@ -245,6 +252,15 @@ def _exec_job(plan: Plan, stdin_fd: int, out_w: int, err_w: int) -> None:
     except BaseException:
         os.write(err_w, f"{step}:0".encode())
     os._exit(127)
+
+
+def _close_all_but(*keep: int) -> None:
+    """Close every descriptor from 3 up except those in `keep`."""
+    low = 3
+    for fd in sorted(k for k in keep if k >= low):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, _MAX_FD)
 
 
 def _default_signals() -> None:

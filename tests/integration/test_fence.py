@@ -104,3 +104,53 @@ def test_the_last_daemon_to_take_over_owns_the_directory_whatever_its_number(tmp
     assert fence.current(str(state)) == 1
     with fence.StartGate(str(state)) as gate:
         assert gate.fenced(9) and gate.fenced(0) and not gate.fenced(1)
+
+
+_MID_START = r"""
+import os, resource, sys, time
+from chronod.runner import fence, supervisor
+from chronod.runner.supervisor import Plan
+
+state, marks = sys.argv[1], sys.argv[2]
+real_exec = os.execvpe
+
+
+def late_exec(*args):  # in the job's child, descriptors closed: the moment before its exec
+    open(os.path.join(marks, "forked"), "w").close()
+    time.sleep(1.5)
+    open(os.path.join(marks, "exec"), "w").close()
+    real_exec(*args)
+
+
+os.execvpe = late_exec
+plan = Plan(
+    "mid", 1, ("true",), "command", {"PATH": os.environ["PATH"]}, "/", None, None, None, 1, 1024,
+    resource.getrlimit(resource.RLIMIT_NOFILE), state, generation=1,
+)
+out_r, out_w = os.pipe()
+with fence.StartGate(state) as gate:
+    supervisor._fork_exec(plan, supervisor._stdin_fd(None), out_w, gate.fd)
+"""
+
+
+def test_a_launcher_killed_in_the_middle_of_a_start_holds_the_new_daemon_until_its_job_execd(tmp_path):
+    """A launcher stopped between the fork and the exec of a job, and killed by the new
+    daemon's take_over, leaves a child that has not exec'd yet: the start lock is let go by
+    that exec, not before, so the new daemon looks for what is left of the run only once
+    the job is in its cgroup and carries its tag (found and killed before the run is
+    settled, never started unseen afterwards)."""
+    state, marks = tmp_path / "state", tmp_path / "marks"
+    state.mkdir()
+    marks.mkdir()
+    fence.take_over(str(state), 1)
+    mid = subprocess.Popen([sys.executable, "-c", _MID_START, str(state), str(marks)])
+    try:
+        wait_until(lambda: (marks / "forked").exists(), timeout=60, what="the job's child to be forked")
+        mid.kill()  # as take_over kills a launcher stuck in a start
+        mid.wait(5)
+        fence.take_over(str(state), 2, wait_s=0.1)
+        assert (marks / "exec").exists(), "the new daemon took over before the started job had exec'd"
+    finally:
+        if mid.poll() is None:
+            mid.kill()
+            mid.wait()

@@ -230,7 +230,9 @@ def test_a_background_child_holding_the_output_pipe_does_not_hang_the_run(runner
 
 
 def test_no_descriptor_of_the_daemon_leaks_into_the_job(runner, tmp_path):
-    # Inheritable descriptors in the daemon: a socket, a file, the pidfd and pipe of another job.
+    # Inheritable descriptors in the daemon: a socket, a file, the pidfd and pipe of another job;
+    # and the start lock (chronod.runner.fence), which the job's child holds until its exec.
+    runner.fence(1)
     sock = socket.socket()
     sock.set_inheritable(True)
     leaky = os.open(tmp_path / "db", os.O_RDWR | os.O_CREAT)
