@@ -40,7 +40,7 @@ class OutcomesSql(SqlPart):
             return set()
         with self._tx() as c:
             if self.dialect == "postgresql" and len({s[0] for s in started}) == len(started) > 1:
-                done = pgbatch.set_processes(c, started, token)
+                done = pgbatch.set_processes(c, started, token, self._lease_live(pgbatch.token_param()))
                 self._rejected_many(c, token, len(started) - len(done))
                 return done
             held = self._held_many(c, [(run_id, attempt) for run_id, attempt, _, _ in started], token)
@@ -87,7 +87,7 @@ class OutcomesSql(SqlPart):
             return set()
         with self._tx() as c:
             if self.dialect == "postgresql" and len({e.run_id for e in endings}) == len(endings) > 1:
-                done = pgbatch.finish_many(c, endings, token)
+                done = pgbatch.finish_many(c, endings, token, self._lease_live(pgbatch.token_param()))
                 self._rejected_many(c, token, len(endings) - len(done))
                 return done
             held = self._held_many(c, [(e.run_id, e.attempt) for e in endings], token)
