@@ -26,6 +26,7 @@ from chronod.core.model import RunState
 from chronod.core.schedule import compile_schedule
 from chronod.notify import core
 from chronod.notify.deliver import LONGEST_DELIVERY_S, TAIL_BYTES, DeliveryError, deliver, kill_running
+from chronod.store.api import NoticeOutbox
 from chronod.store.outbox import CURSOR, Outbox, Outgoing
 
 MAX_SLEEP_S = 60.0  # the loop wakes us after every outcome; this bounds retries and reconciles
@@ -69,7 +70,7 @@ class NotifyService:
     ):
         self.store, self.clock, self.log, self.node = store, clock, log, node
         self.known_specs = known_specs  # the daemon's specs by id: shared, not parsed again
-        self.outbox = Outbox(store)
+        self.outbox: NoticeOutbox = Outbox(store)
         self.metrics, self.version, self.send = metrics, version, send
         self.reconcile_every_s = reconcile_every_s
         # One lane of workers per account a job runs as (its `user:`, "" for the daemon's
