@@ -68,3 +68,23 @@ def test_every_store_method_belongs_to_exactly_one_role():
     assert protocol_methods(api.Store) == set()  # Store adds nothing of its own: it is the roles
     public = {n for n in dir(SqlStore) if not n.startswith("_") and callable(getattr(SqlStore, n))}
     assert set(owners) <= public
+
+
+def test_the_architecture_document_lists_each_role_with_its_method_count_and_module():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    table = text.split("<!-- store roles:", 1)[1]
+    rows = re.findall(r"^\| `(\w+)`[^|]*\| (\d+) \| ([\w.]+) \|$", table, re.MULTILINE)
+    documented = {role: (int(count), module) for role, count, module in rows}
+    expected = {r.__name__: len(protocol_methods(r)) for r in (*api.STORE_ROLES, api.NoticeOutbox)}
+    assert {role: count for role, (count, _) in documented.items()} == expected
+    for role, (_, module) in documented.items():
+        source = (ROOT / "chronod" / "store" / module).read_text()
+        if role == "Schema":
+            implementer = "SqlStore"
+        elif role == "NoticeOutbox":
+            implementer = "Outbox"
+        else:
+            implementer = next(
+                c for c in SqlStore.__mro__ if f"`chronod.store.api.{role}`" in (c.__doc__ or "")
+            ).__name__
+        assert f"class {implementer}(" in source or f"class {implementer}:" in source, (role, module)
