@@ -123,9 +123,7 @@ class OccurrencesSql(SqlPart):
                 update = s.runs.update().where(r.run_id.in_(free), self._lease_live(token, node))
                 values = dict(state=state, error=error, finished_at=now, updated_at=now, next_attempt_at=None)
                 done += c.execute(update.values(token=token, node=node, **values)).rowcount
-        if done < len(settles) and not c.execute(sa.select(self._lease_live(token))).scalar():
-            with self._lock:
-                self.stale_rejections += len(settles) - done
+        self._rejected_many(c, token, len(settles) - done)
 
     def _claim(
         self,

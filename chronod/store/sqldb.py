@@ -11,7 +11,10 @@ other's transactions (a sync cancels occurrences, a backfill opens runs), every 
 write must reach the one `_lease_live` below (a test replaces it on `SqlStore` to break
 fencing on purpose), and `SqlStore` keeps its flat public methods without a layer of
 delegation. Each mixin owns one role's SQL; `SqlPart` holds only what several share: the
-transaction and clock shorthands, fencing, and reading and writing a run row.
+transaction and clock shorthands, fencing, and reading and writing a run row. Nor do the
+mixins share state: the store's state is the database. Its Python fields are the
+`Database` (set once) and the count of refused writes, `stale_rejections`, which only
+`SqlPart`'s fencing helpers write.
 
 One code path serves both databases; the differences are few and named here:
 
