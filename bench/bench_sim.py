@@ -2,7 +2,7 @@
 wall second. CI runs a handful of seeds (tests/sim/test_simulation.py); this runs them all.
 
     .venv/bin/python bench/bench_sim.py [--seeds 1-20] [--days 0.1] [--jobs 20]
-        [--faults crash,stall,clock,outage,registry,dst] [--procs 2]
+        [--faults crash,stall,clock,outage,registry,dst] [--procs 2] [--store memory|sqlite]
 
 Each seed runs in its own process (`--procs` at once). Exits 1 when any invariant broke on
 any seed, after printing the seed, the invariant and its first counterexample."""
@@ -28,7 +28,7 @@ def seeds(text: str) -> list[int]:
 
 def one(seed: int, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, "-m", "chronod.sim", "--days", str(args.days), "--jobs", str(args.jobs)]
-    cmd += ["--seed", str(seed), "--json"]
+    cmd += ["--seed", str(seed), "--store", args.store, "--json"]
     if args.faults is not None:
         cmd += ["--faults", args.faults]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -44,6 +44,7 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=20)
     p.add_argument("--faults", default=None, help="default: every fault the simulation knows")
     p.add_argument("--procs", type=int, default=2)
+    p.add_argument("--store", choices=("memory", "sqlite"), default="memory", help="the store under the daemons")
     args = p.parse_args()
     load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else ["?"] * 3
     began = time.monotonic()

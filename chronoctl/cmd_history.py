@@ -126,7 +126,7 @@ def status(
     with cmd_ops.opened(db) as store:
         fleet = cmd_ops.is_fleet(store)
         if job is None:
-            over = views.overview(store, now)
+            over = views.overview(store, now, windows=_registry_windows(now))
             data = _overview_json(store, over)
             verdict = over.health
         else:
@@ -203,6 +203,9 @@ def _job_status_json(store: "Store", js: Any) -> dict[str, Any]:
         "history_days": spec.history_days,
         "pruned_through": cmd_ops.iso(js.pruned_through),
         "runs": [cmd_ops.run_json(r) for r in js.runs],
+        "waiting": [
+            {"run_id": r.run_id, "fire_at": cmd_ops.iso(r.fire_at), "held": cmd_ops.hold_json(h)} for r, h in js.waiting
+        ],
         "backfills": _backfills_json(store, js.backfills),
         "health": _health_json(js.health),
     }
@@ -240,6 +243,9 @@ def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime, fle
     _print_backfills(d["backfills"])
     if d["run_on"] == "each":
         _print_each_next(d, now)
+    for w in d["waiting"]:
+        due = human_time(datetime.fromisoformat(w["fire_at"]), now)
+        echo_field("waiting", f"run {w['run_id'][:8]} due {due}: {cmd_ops.held_text(w['held'], now)}")
     for i, n in enumerate(d["next"] if d["run_on"] != "each" else []):
         when = human_time(datetime.fromisoformat(n["fire_at"]), now)
         echo_field("next" if i == 0 else "", when + (f": {cmd_ops.held_text(n['held'], now)}" if n["held"] else ""))
@@ -354,7 +360,12 @@ def _silent(store: "Store", rows: list["JobRow"], now: datetime, recent: list[An
     from chronod.store import status as views
 
     in_force = views.pauses_in_force(store, rows, now)
-    return views.silent(store, rows, now, recent, views.held_jobs(rows, in_force))
+    held = views.held_jobs(rows, in_force)
+    found = views.silent(store, rows, now, recent, held)
+    if not found:
+        return found  # the registry is read only when a window could matter
+    windows = _registry_windows(now)
+    return views.silent(store, rows, now, recent, held, windows) if windows else found
 
 
 def _silent_json(q: Any) -> dict[str, Any]:
@@ -930,7 +941,7 @@ def _print_misses(
     _print_pruned(pruned, now)
 
 
-DESIGNED = ("skipped_overlap", "skipped_paused", "skipped_blackout", "deferred", "paused")
+DESIGNED = ("skipped_overlap", "skipped_paused", "skipped_blackout", "deferred", "paused", "waiting")
 """States that are a job's own policy at work, not a failure: `missed` lists them apart."""
 
 

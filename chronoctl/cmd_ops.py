@@ -256,11 +256,16 @@ def run_json(run: "Run") -> dict[str, Any]:
 
 def hold_json(h: Any) -> dict[str, Any] | None:
     """What holds an occurrence, as every command's `--json` carries it (`held`): a window
-    (`kind` window, `name`, `reason`, `until` its end) or a pause (`kind` pause, `name` its
-    scope: job, tag T or resource R; `by`; `until` null until resumed)."""
+    (`kind` window, `name`, `reason`, `until` its end), a pause (`kind` pause, `name` its
+    scope: job, tag T or resource R; `by`; `until` null until resumed), or the line of a
+    resource (`kind` resource, `name` the resource, `since` when the wait began, `until`
+    when it gives up)."""
     if h is None:
         return None
-    return {"kind": h.kind, "name": h.name, "reason": h.reason, "by": h.by, "until": iso(h.until)}
+    out = {"kind": h.kind, "name": h.name, "reason": h.reason, "by": h.by, "until": iso(h.until)}
+    if h.kind == "resource":
+        out["since"] = iso(h.since)
+    return out
 
 
 def held_text(h: dict[str, Any], now: datetime) -> str:
@@ -269,6 +274,11 @@ def held_text(h: dict[str, Any], now: datetime) -> str:
     from chronoctl.render import escape_line, relative, short_time
 
     until = datetime.fromisoformat(h["until"]) if h["until"] else None
+    if h["kind"] == "resource":
+        since = datetime.fromisoformat(h["since"]) if h.get("since") else None
+        began = f" since {short_time(since, now)} ({relative(since, now)})" if since else ""
+        gives_up = f", skipped at {short_time(until, now)} without one" if until else ""
+        return escape_line(f"waiting for a slot of resource {h['name']}{began} ({h['reason']}){gives_up}")
     end = f"until {short_time(until, now)} ({relative(until, now)})" if until else "until resumed"
     if h["kind"] == "window":
         return escape_line(f"window {h['name']} {end}: {h['reason']}")

@@ -351,16 +351,22 @@ def _db_state(db: str | None, now: datetime, specs: dict[str, Any]) -> dict[str,
         with cmd_ops.opened(db) as store:
             for row in store.jobs():
                 specs.setdefault(row.job_id, (row.spec, "database"))
+            from chronod.core.history import hold_of
             from chronod.store import status as views
             from chronod.store.audit import pauses
 
             paused = store.paused_jobs()
-            last = {}
+            last, waiting = {}, {}
             for job_id in specs:
                 found = store.runs(job_id, until=now, limit=5)
                 done = [r for r in found if r.state not in ("pending", "retry_wait")]
                 if done:
                     last[job_id] = done[0]
+                for r in found:  # an occurrence due and waiting in its resource's line
+                    hold = hold_of(r, None, (), now)
+                    if hold is not None and hold.kind == "resource":
+                        waiting[job_id] = hold
+                        break
             nodes = store.nodes()
             health = views.health(store, now)
             return {
@@ -368,6 +374,7 @@ def _db_state(db: str | None, now: datetime, specs: dict[str, Any]) -> dict[str,
                 "pauses": pauses(store),
                 "health": health,
                 "last": last,
+                "waiting": waiting,
                 "alive": health.exit_code != 3,
                 "nodes": len(nodes),
                 "node_names": sorted(n.name for n in nodes),
@@ -388,6 +395,7 @@ def _list_row(spec: Any, where: str, state: dict[str, Any], now: datetime) -> di
     nxt = min(upcoming, key=lambda o: o.fire_at) if upcoming else None
     last = state["last"].get(spec.id)
     hold = held(spec, state["pauses"], state.get("windows", ()), nxt.fire_at) if nxt else None
+    hold = hold or state.get("waiting", {}).get(spec.id)  # a due occurrence waits for a slot
     return {
         "job_id": spec.id,
         "owner": spec.owner,
@@ -425,7 +433,7 @@ def _table_row(r: dict[str, Any], now: datetime) -> dict[str, Any]:
     hold = r["held"]
     when = "disabled" if not r["enabled"] else (relative(nxt, now) if nxt else "never")
     if hold:
-        when = "HELD" if hold["kind"] == "pause" else "WINDOW"
+        when = {"pause": "HELD", "resource": "WAITING"}.get(hold["kind"], "WINDOW")
     elif nxt and r["next_node"]:
         when += f" on {r['next_node']}"  # a job on each node: the node that fires first
     return dict(

@@ -32,6 +32,7 @@ from chronod.core.schedule import Schedule, compile_schedule
 MAX_CHAIN = 64  # windows followed end to end when merging; more means a registry mistake
 PAUSE_KINDS = ("job", "tag", "resource")
 DEFERRED_BY = "deferred by maintenance window "  # how a held row's error begins
+WAITING_FOR = "waiting for a slot of resource "  # how the row of a run waiting in a resource's line begins
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,17 +144,24 @@ class Hit:
 @dataclass(frozen=True)
 class Hold:
     """Why a due occurrence has not started on purpose: a maintenance window deferred it
-    (`window`: its name and reason, `until` its end) or a pause holds its job (`pause`:
-    its scope such as "tag db", who set it, why, `until` None when it lasts until resumed)."""
+    (`window`: its name and reason, `until` its end), a pause holds its job (`pause`:
+    its scope such as "tag db", who set it, why, `until` None when it lasts until resumed),
+    or it waits in the line of its resource (`resource`: the resource's name, its limit,
+    `since` when it began waiting, `until` when it gives up: fire time + catchup_window_s)."""
 
-    kind: str  # window | pause
+    kind: str  # window | pause | resource
     name: str
     reason: str
     until: datetime | None
     by: str | None = None
+    since: datetime | None = None
 
     def describe(self, fire_at: datetime) -> str:
         due = f"due at {stamp(fire_at)}"
+        if self.kind == "resource":
+            since = f" since {stamp(self.since)}" if self.since else ""
+            end = f", or ends skipped_resource at {stamp(self.until)}" if self.until else ""
+            return f"waiting for a slot of resource {self.name} ({self.reason}){since}: {due}, it starts when a slot frees{end}"
         if self.kind == "window":
             return f"deferred by maintenance window {self.name} ({self.reason}) until {stamp(self.until)}: {due}, it starts when the window ends"  # type: ignore[arg-type]
         who = f" by {self.by}" if self.by else ""
@@ -248,6 +256,12 @@ def release(catchup: str, held: Sequence[datetime]) -> tuple[list[datetime], lis
     if catchup == "all":
         return held, []
     return held[-1:], held[:-1]
+
+
+def slot_wait(resource: str, limit: int, since: datetime) -> str:
+    """What the row of a run waiting for a slot of its resource says while it waits; the
+    audit reads the resource back from it (chronod.core.history.hold_of)."""
+    return f"{WAITING_FOR}{resource} (max_concurrency {limit}, every slot taken) since {stamp(since)}"
 
 
 def stamp(t: datetime) -> str:

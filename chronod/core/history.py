@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from chronod.core import occurrence, retention
-from chronod.core.blackout import DEFERRED_BY, Hold, pause_hold, paused
+from chronod.core.blackout import DEFERRED_BY, WAITING_FOR, Hold, pause_hold, paused
 from chronod.core.durations import format_duration
 from chronod.core.model import ACTIVE_STATES, JobSpec, RunState
 from chronod.core.occurrence import Occurrence, node_of_key
@@ -32,6 +32,7 @@ NO_OCCURRENCE = "no_occurrence"  # the schedule had nothing due in the question'
 NOT_REGISTERED = "not_registered"  # fell due while the job was not registered: never expected
 DEFERRED = "deferred"  # due, held by a maintenance window (blackout: defer) until it ends
 HELD_PAUSED = "paused"  # due, not started, and its job is paused: it will not start while the pause lasts
+WAITING = "waiting"  # due, not started: it waits in the line of its resource for a free slot
 MAX_WALK = 100_000  # did-it-run --since looks at most at this many of the latest occurrences
 
 Span = tuple[datetime, "datetime | None"]
@@ -61,7 +62,7 @@ class Miss:
     scheduled_at: datetime
     fire_at: datetime
     run_id: str
-    state: str  # a terminal state, "pending" (overdue), DEFERRED, HELD_PAUSED or NO_RECORD
+    state: str  # a terminal state, "pending" (overdue), DEFERRED, HELD_PAUSED, WAITING or NO_RECORD
     reason: str
     run: Any | None = None
     hold: Hold | None = None
@@ -137,19 +138,27 @@ def describe_unregistered(spans: Sequence[Span] | None, fire_at: datetime) -> st
 
 
 _DEFERRAL = re.compile(r"(?P<name>.*?) \((?P<reason>.*)\) until (?P<until>\S+)$", re.DOTALL)
+_SLOT_WAIT = re.compile(r"(?P<name>\S+) \((?P<reason>.*)\) since (?P<since>\S+)$", re.DOTALL)
 
 
 def hold_of(run: Any, spec: JobSpec | None, pauses: Iterable[Any], now: datetime) -> Hold | None:
     """Why a due occurrence that has not started waits on purpose, or None: a pause that
     holds its job now (`pauses`: chronod.core.blackout.Pause, a job's own first), else the
     maintenance window that deferred it, as the daemon wrote it on the row
-    (`blackout.Hit.deferral`, with the window's end in `next_attempt_at`)."""
+    (`blackout.Hit.deferral`, with the window's end in `next_attempt_at`), else the line of
+    the resource it waits in (`blackout.slot_wait`, its deadline in `next_attempt_at`)."""
     if run is None or run.state != RunState.PENDING or run.fire_at > now:
         return None
     p = paused(spec, pauses, now) if spec is not None else None
     if p is not None:
         return pause_hold(p)
     error = run.error or ""
+    if error.startswith(WAITING_FOR):
+        w = _SLOT_WAIT.match(error[len(WAITING_FOR) :])
+        if w is None:
+            return None
+        since = datetime.strptime(w["since"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        return Hold("resource", w["name"], w["reason"], run.next_attempt_at, since=since)
     m = _DEFERRAL.match(error[len(DEFERRED_BY) :]) if error.startswith(DEFERRED_BY) else None
     if m is None:
         return None
@@ -159,7 +168,7 @@ def hold_of(run: Any, spec: JobSpec | None, pauses: Iterable[Any], now: datetime
 
 def verdict(hold: Hold) -> str:
     """The audit's state for a held occurrence."""
-    return DEFERRED if hold.kind == "window" else HELD_PAUSED
+    return {"window": DEFERRED, "resource": WAITING}.get(hold.kind, HELD_PAUSED)
 
 
 def _attempts(n: int) -> str:
@@ -482,7 +491,7 @@ def missed(
     `pruned[job_id]`, the job's pruning watermark: occurrences up to it without a row were
     pruned, not missed (`pruned_in` names them).
     A due occurrence a window deferred, or whose job a pause in `pauses` holds, is listed
-    with its own state (DEFERRED, HELD_PAUSED) and its `hold`.
+    with its own state (DEFERRED, HELD_PAUSED), as is one waiting for a slot of its resource (WAITING).
     Runs of jobs missing from `specs` are reported under owner "".
     Sorted by owner, job, scheduled time.
     """
@@ -664,8 +673,15 @@ def silence(
     start = last_success_at or known_since
     age = (now - start).total_seconds() if start else None
     limit = spec.max_silence_s
-    silent = bool(limit is not None and age is not None and age > limit)
+    silent = bool(limit is not None and age is not None and age > silence_limit_s(spec))
     return Silence(last_success_at, age, limit, silent)
+
+
+def silence_limit_s(spec: JobSpec) -> float:
+    """How long the job may go without a success before it is silent: `max_silence_s`
+    plus its `tolerance_s` (a run started late inside its tolerance is on time, so the gap
+    it leaves is no silence). The notifier's dead man's switch and `status` both use it."""
+    return float((spec.max_silence_s or 0) + spec.tolerance_s)
 
 
 def latest_successes(runs: Iterable[Any]) -> dict[str, datetime]:
@@ -740,7 +756,7 @@ def silent_jobs(
                     q.last_success,
                     q.age_s,
                     j.spec.max_silence_s,
-                    basis + timedelta(seconds=j.spec.max_silence_s),
+                    basis + timedelta(seconds=silence_limit_s(j.spec)),
                 )
             )
     return out

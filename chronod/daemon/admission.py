@@ -8,6 +8,8 @@ answers (values from chronod.core.policy, chronod.daemon.gate and chronod.daemon
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from chronod.core import accounts, blackout, policy
 from chronod.core.clock import Clock
 from chronod.core.durations import format_duration
@@ -157,6 +159,18 @@ class Admission:
         self.ledger.store_runs([next_run])  # the chain must not wait for the slot
         self.lines.wait_for_slot(job, run)
         self.admit(job.spec.resource)
+        if self.lines.in_line(job.spec.resource, run.run_id):
+            self.note_wait(job, run)
+
+    def note_wait(self, job: Job, run: Run) -> None:
+        """A run left waiting for a slot: its row says which resource holds it and since
+        when, until when at the latest (for did-it-run, missed, status), as a window's hold does."""
+        resource = job.spec.resource
+        assert resource, "only a job with a resource waits for a slot"
+        why = blackout.slot_wait(resource, self.registry.limit(resource), self.clock.now())
+        until = run.fire_at + timedelta(seconds=job.spec.catchup_window_s)
+        run.error = why
+        self.store.note_held([run.run_id], why, until, node=self.node, token=self.lease.token)
 
     def admit(self, resource: str) -> None:
         """Give the resource's free slots to the runs waiting longest (`resource_admission`)."""
@@ -209,6 +223,7 @@ class Admission:
                 self.log("launch.refused", "warning", job=job.spec.id, run=run.run_id, why="lease may have lapsed")
                 self.timeline.track(run)
             return
+        self.ledger.store_now([r for _, r in runs])  # claimed at once: their rows must exist first
         got = self.starter.claim_group(resource, self.registry.limit(resource), runs)
         for job, run in reversed(runs):
             if run.run_id not in got:
@@ -232,6 +247,7 @@ class Admission:
             self.ledger.claim(job, run)
             self.ledger.store_runs([next_run])
             return
+        self.ledger.store_now([run])  # claimed at once: its row must exist first
         claimed, full = self.starter.claim(job, run, next_run, self.registry.limit(job.spec.resource or ""))
         if full:
             self.lines.back_in_front(job, run, self.clock.now())

@@ -73,6 +73,10 @@ class Gate:
         """The registry's windows after a reload."""
         self._windows = list(windows)
 
+    def windows(self) -> tuple[Window, ...]:
+        """The registry's windows now (read by the notifier's thread: a reload swaps the list)."""
+        return tuple(self._windows)
+
     def admit(self, spec: JobSpec, run: Run, now: datetime, pauses: bool = True) -> Verdict:
         """Whether a scheduled occurrence (or a retry) about to start may start now."""
         pause = blackout.paused(spec, self._pauses, now) if pauses else None

@@ -45,6 +45,18 @@ class Ledger:
             return set()
         return {r.run_id for j, r in self._batch.claims if j.spec.id == job_id}
 
+    def store_now(self, runs: list[Run]) -> None:
+        """Write now those of `runs` this wake-up holds among its occurrences to store. A run
+        claimed at once (a resource's slot is counted as it starts, not with the wake-up's
+        claims) must exist in the store before its claim: claimed first, it was "lost to
+        another node" and left pending for good, its row written just after."""
+        if self._batch is None:
+            return
+        ids = {r.run_id for r in runs}
+        held = [r for r in self._batch.inserts if r.run_id in ids]
+        if held:
+            self.store.insert_runs(held)
+
     def claim(self, job: Job, run: Run) -> None:
         """Start `run` with this wake-up's claims (only while collecting)."""
         assert self._batch is not None

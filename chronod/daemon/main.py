@@ -6,11 +6,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from chronod import __version__, fsutil, paths, private
 
 if TYPE_CHECKING:
+    from chronod.core.blackout import Window
     from chronod.core.clock import Clock
     from chronod.daemon.loop import Daemon
     from chronod.daemon.metrics import Metrics
@@ -222,7 +223,9 @@ def start(
     def carried() -> dict[str, Any]:  # the loop's specs, for the threads that read every job
         return {j.spec.id: j.spec for j in dict(daemon.jobs).values()}
 
-    notifier = notify_service(store, clock, log, node, metrics, known_specs=carried)
+    notifier = notify_service(
+        store, clock, log, node, metrics, known_specs=carried, known_windows=lambda: daemon.gate.windows()
+    )
     daemon = Daemon(
         clock=clock,
         store=store,
@@ -278,13 +281,24 @@ def notify_service(
     node: str,
     metrics: Metrics,
     known_specs: Callable[[], dict[str, Any]] | None = None,
+    known_windows: Callable[[], Sequence[Window]] | None = None,
 ) -> NotifyService:
     """The notifier (chronod.notify.service): its own thread, woken by the loop, never blocking it.
     It reads the fleet's jobs from the store and shares the specs this node carries
-    (`known_specs`, a copy of the loop's taken under the GIL) instead of parsing them again."""
+    (`known_specs`, a copy of the loop's taken under the GIL) instead of parsing them again,
+    and the registry's maintenance windows (`known_windows`): a job inside one is held, not silent."""
     from chronod.notify.service import NotifyService
 
-    return NotifyService(store, clock, log, node, metrics=metrics, version=__version__, known_specs=known_specs)
+    return NotifyService(
+        store,
+        clock,
+        log,
+        node,
+        metrics=metrics,
+        version=__version__,
+        known_specs=known_specs,
+        known_windows=known_windows,
+    )
 
 
 def run() -> None:

@@ -84,6 +84,7 @@ class Registry:
         self._file_specs: dict[str, list[JobSpec]] = {}  # last good version of each file
         self._file_windows: dict[str, list[Window]] = {}  # last good windows of each file
         self._resources: dict[str, int] = {}  # resource -> max_concurrency
+        self._file_resources: dict[str, dict[str, int]] = {}  # last good resources of each file
         self._problems: list[dict[str, Any]] = []  # the last reload's file errors
         self.synced = Synced()  # what the last reload stored (an unchanged reload skips it)
 
@@ -146,10 +147,16 @@ class Registry:
         for path in list(self._file_specs):
             if path not in result.files:
                 del self._file_specs[path]
+        # a file with errors keeps its last good resources, as it keeps its jobs and windows:
+        # without them a kept job's resource fell back to one slot
+        for fres in merge_order(result.files):
+            if fres.ok or fres.path not in self._file_resources:
+                self._file_resources[fres.path] = {n: r.max_concurrency for n, r in (fres.resources or {}).items()}
+        self._file_resources = {p: r for p, r in self._file_resources.items() if p in result.files}
         resources: dict[str, int] = {}
         for fres in merge_order(result.files):
-            for name, res in (fres.resources or {}).items():
-                resources.setdefault(name, res.max_concurrency)
+            for name, limit in self._file_resources.get(fres.path, {}).items():
+                resources.setdefault(name, limit)
         carried = {i: s for i, s in specs.items() if carries(s, self.node)}
         self.synced.sync(self.store, self.node, carried)  # nothing when nothing changed
         old = dict(self._jobs)  # one C-level copy: the loop may set a job aside meanwhile

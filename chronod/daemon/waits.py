@@ -47,6 +47,10 @@ class Lines:
             started &= set(going)
         return len(self._queued.get(job_id, ())) + len(started or ())
 
+    def in_line(self, resource: str, run_id: str) -> bool:
+        """Whether the run waits in the line of `resource`."""
+        return any(r.run_id == run_id for _, r in self._waiting.get(resource, ()))
+
     def queued_jobs(self) -> list[str]:
         return list(self._queued)
 

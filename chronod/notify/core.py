@@ -156,19 +156,24 @@ def silence_deadline(spec: JobSpec, state: NotifyState) -> datetime | None:
     """When the job goes silent if nothing succeeds first (None: never, or already silent)."""
     if state.silent or state.basis is None or not spec.max_silence_s or not spec.enabled:
         return None
-    return state.basis + timedelta(seconds=spec.max_silence_s)
+    return state.basis + timedelta(seconds=history.silence_limit_s(spec))
 
 
 def check_silence(
-    spec: JobSpec, state: NotifyState, now: datetime, *, paused: bool = False
+    spec: JobSpec, state: NotifyState, now: datetime, *, paused: bool = False, resumed: bool = False
 ) -> tuple[list[Notice], NotifyState]:
-    """A `silence` notice once the dead man's switch trips (not while paused)."""
+    """A `silence` notice once the dead man's switch trips: not while the job is held
+    (`paused`: a pause of its own, its tag's or its resource's, or a maintenance window
+    it is inside), and counted afresh from the moment a hold is seen to end (`resumed`)."""
     deadline = silence_deadline(spec, state)
     if deadline is not None and paused:
-        # A pause is deliberate: the silence clock restarts when the job is resumed.
+        # A hold is deliberate: the silence clock restarts when the job is resumed.
         assert spec.max_silence_s is not None and state.basis is not None  # a deadline needs both
         half = timedelta(seconds=spec.max_silence_s / 2)
         return [], (replace(state, basis=now) if now - state.basis > half else state)
+    if deadline is not None and resumed and state.basis is not None and state.basis < now:
+        state = replace(state, basis=now)
+        deadline = silence_deadline(spec, state)
     if deadline is None or now < deadline:
         return [], state
     assert state.basis is not None  # a deadline counts from it
@@ -188,18 +193,37 @@ def decide(
     *,
     known_since: datetime | None = None,
     paused: bool = False,
+    resumed: bool = False,
+    down_s: float = 0.0,
 ) -> tuple[list[Notice], NotifyState]:
     """Every notice the job's ended runs and the clock call for, given what was already
     told (`state`), and the new state to persist. `runs` may repeat runs already seen;
-    they are skipped. `known_since` starts the silence clock of a job that never succeeded."""
+    they are skipped. `known_since` starts the silence clock of a job that never succeeded;
+    `paused`/`resumed` say the job is held now or was until just now (`check_silence`);
+    `down_s` is how long no notifier was deciding before this round (`excuse_downtime`,
+    applied after the runs that ended meanwhile)."""
     if state.basis is None and known_since is not None:
         state = replace(state, basis=known_since)
     out: list[Notice] = []
     for run in unseen(runs, state):
         more, state = after_run(spec, run, state)
         out += more
-    more, state = check_silence(spec, state, now, paused=paused)
+    state = excuse_downtime(spec, state, down_s, now)
+    more, state = check_silence(spec, state, now, paused=paused, resumed=resumed)
     return out + more, state
+
+
+def excuse_downtime(spec: JobSpec, state: NotifyState, down_s: float, now: datetime) -> NotifyState:
+    """The silence clock does not run while chronod itself is down: a job cannot succeed
+    while nothing runs it, and a restart's catch-up runs it at once. After `down_s` seconds
+    without a deciding notifier (a restart, a node taking over: the `down_s` before `now`),
+    a silence not yet called counts without the part of them after its start (a success
+    that ended while chronod was down starts it when chronod is back). A crash loop still
+    trips the switch: only the time down is forgiven, never the time up."""
+    if down_s <= 0 or state.silent or state.basis is None or not spec.max_silence_s:
+        return state
+    after = max(0.0, min(down_s, (now - state.basis).total_seconds()))
+    return replace(state, basis=state.basis + timedelta(seconds=after))
 
 
 def unclaimed(

@@ -19,8 +19,9 @@ import queue
 import threading
 import time
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
+from chronod.core.blackout import Window, blackout_at
 from chronod.core.history import known_since
 from chronod.core.model import RunState
 from chronod.core.schedule import compile_schedule
@@ -44,6 +45,8 @@ RETRY_BASE_S, RETRY_MAX_S = 60, 3600
 WORKERS = 4  # the daemon user's lane (jobs without `user:`): root's notices
 LANE_WORKERS = 2  # every other account's lane: one owner's slow endpoint holds only these
 MAX_SKIPPED_JOBS = 10_000  # job ids a claim may leave out by name (SQL parameters are finite)
+ALIVE = "notifier:alive"  # when a deciding notifier last did a round (the silence clock skips the time after it)
+ALIVE_EVERY_S = 10.0  # ... written at most this often
 
 
 def job_state_name(job_id: str) -> str:
@@ -67,9 +70,12 @@ class NotifyService:
         send: Callable[[dict[str, Any], dict[str, Any]], None] = deliver,
         reconcile_every_s: float = RECONCILE_EVERY_S,
         known_specs: Callable[[], Mapping[str, Any]] | None = None,
+        known_windows: Callable[[], Sequence[Window]] | None = None,
     ):
         self.store, self.clock, self.log, self.node = store, clock, log, node
         self.known_specs = known_specs  # the daemon's specs by id: shared, not parsed again
+        self.known_windows = known_windows  # the registry's maintenance windows (they hold jobs too)
+        self._alive_at: datetime | None = None  # when this process last wrote ALIVE (None: never yet)
         self.outbox: NoticeOutbox = Outbox(store)
         self.metrics, self.version, self.send = metrics, version, send
         self.reconcile_every_s = reconcile_every_s
@@ -193,12 +199,17 @@ class NotifyService:
             # nothing new since the last round: deciding again for every job would only
             # burn CPU on an idle daemon; deliveries that wait for a retry still go out
             self._remember(keys, whole, now)
+            if self._alive_at is not None and (now - self._alive_at).total_seconds() >= ALIVE_EVERY_S:
+                self.outbox.set_states({ALIVE: {"at": now.isoformat()}}, now)
+                self._alive_at = now
             self._trusted = trusted
             self._dispatch(now)
             return self._deadline
         assert self._jobs is not None  # read above
         _, rows, specs, own_paused = self._jobs
-        paused = own_paused | self._held_by_groups(rows)
+        paused = own_paused | self._held_by_groups(rows) | self._held_by_windows(specs, now)
+        resumed = self._paused - paused  # held at the last round, not now: the silence clock restarts
+        down_s = self._down_s(now)
         by_job: dict[str, list[Any]] = {}
         for r in changed:
             by_job.setdefault(r.job_id, []).append(r)
@@ -209,6 +220,7 @@ class NotifyService:
         full = (
             not same_jobs
             or reconcile
+            or down_s > 0
             or self._deadline is None
             or paused != self._paused
             or not self._states.keys() >= specs.keys()
@@ -233,6 +245,8 @@ class NotifyService:
                 now,
                 known_since=known.get(job_id),
                 paused=job_id in paused,
+                resumed=job_id in resumed,
+                down_s=down_s,
             )
             notices += out
             if st != states[job_id]:
@@ -249,6 +263,9 @@ class NotifyService:
             save[CURSOR] = {"at": newest.isoformat()}
         elif cursor is None:
             save[CURSOR] = {"at": since.isoformat()}
+        if self._alive_at is None or (now - self._alive_at).total_seconds() >= ALIVE_EVERY_S:
+            save[ALIVE] = {"at": now.isoformat()}
+            self._alive_at = now
         self.outbox.set_states(save, now)
         self._remember(keys, whole, now)  # decided and recorded: not read again while in the overlap
         final = {**states, **new_states}
@@ -476,6 +493,22 @@ class NotifyService:
             return
         for job_id, st in states.items():
             self.metrics.job_silent.labels(job_id).set(1 if st.silent else 0)
+
+    def _down_s(self, now: datetime) -> float:
+        """On this process's first deciding round: how long no notifier decided before it
+        (since the last ALIVE any node wrote), the time the silence clock does not count."""
+        if self._alive_at is not None:
+            return 0.0
+        at = _parse(self.outbox.get_state(ALIVE).get("at"))
+        return max(0.0, (now - at).total_seconds()) if at is not None else 0.0
+
+    def _held_by_windows(self, specs: Mapping[str, Any], now: datetime) -> set[str]:
+        """Jobs inside one of their maintenance windows now: held on purpose, so their
+        silence clock does not run either (it restarts when the window ends)."""
+        windows = list(self.known_windows()) if self.known_windows is not None else []
+        if not windows:
+            return set()
+        return {job_id for job_id, spec in specs.items() if blackout_at(spec, windows, now) is not None}
 
     def _held_by_groups(self, rows: list[Any]) -> set[str]:
         """Jobs held by the pause of a tag or a resource (`chronoctl pause --tag/--resource`):

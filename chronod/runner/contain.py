@@ -151,7 +151,11 @@ def populated(path: str) -> bool:
 
 def signal_all(path: str, sig: int) -> int:
     """Send `sig` to every process of the cgroup; how many there were."""
-    found = pids(path)
+    return _send(pids(path), sig)
+
+
+def _send(found: list[int], sig: int) -> int:
+    """Send `sig` to each of `found` (one that already left is no error); how many."""
     for pid in found:
         try:
             os.kill(pid, sig)
@@ -266,13 +270,7 @@ def tagged(tag: str) -> list[int]:
 
 
 def signal_tagged(tag: str, sig: int) -> int:
-    found = tagged(tag)
-    for pid in found:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return len(found)
+    return _send(tagged(tag), sig)
 
 
 def kill_tagged(tag: str, wait_s: float = KILL_WAIT_S) -> bool:
@@ -285,11 +283,7 @@ def kill_tagged(tag: str, wait_s: float = KILL_WAIT_S) -> bool:
         if not found:
             return had
         had = True
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        _send(found, signal.SIGKILL)
         time.sleep(0.005)
     return had
 

@@ -45,6 +45,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"comma-separated, from {','.join(FAULTS)} (one node) or {','.join(FLEET_FAULTS)} (a fleet); "
         "default all; '' for none",
     )
+    p.add_argument(
+        "--store",
+        choices=("memory", "sqlite"),
+        default="memory",
+        help="the store under the daemons: memory (default, fast) or the real SQLite store",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p.parse_args(argv)
 
@@ -69,7 +75,7 @@ def config(args: argparse.Namespace) -> Config:
         raise ValueError(f"--jobs {args.jobs} is more than {MAX_JOBS:,}, the most a simulation holds")
     if args.nodes > MAX_NODES:
         raise ValueError(f"--nodes {args.nodes} is more than {MAX_NODES}, the largest fleet simulated")
-    return Config(days=args.days, jobs=args.jobs, nodes=args.nodes, seed=args.seed, faults=faults)
+    return Config(days=args.days, jobs=args.jobs, nodes=args.nodes, seed=args.seed, faults=faults, store=args.store)
 
 
 def run(cfg: Config) -> dict[str, Any]:
@@ -96,6 +102,7 @@ def run(cfg: Config) -> dict[str, Any]:
             "days": cfg.days,
             "jobs": cfg.jobs,
             "nodes": cfg.nodes,
+            "store": cfg.store,
             "faults": sorted(cfg.faults),
             "started_at": out.start.isoformat(),
             "wall_s": round(simulated, 2),
@@ -115,7 +122,7 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         (
             f"seed {result['seed']}: {result['days']} days, {result['jobs']} jobs, {result['nodes']} node"
-            f"{'s' if result['nodes'] > 1 else ''}, faults "
+            f"{'s' if result['nodes'] > 1 else ''} on the {result['store']} store, faults "
             f"{','.join(result['faults']) or 'none'}; {result['processes']} processes, "
             f"{result['daemon_lives']} daemon lives; {result['wall_s']}s "
             f"({result['days_per_s']} simulated days per second)"

@@ -8,6 +8,7 @@ left in chronoctl is parsing flags and printing."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,3 +44,75 @@ def did_it_run_at(out: Any, job_id: str, at: datetime) -> Any:
     if row is None:
         return None
     return audit.did_it_run(out.store, row, out.end, at=at)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """`did-it-run --at` asked, while a daemon ran, about an occurrence due and not started,
+    beside what the simulation knew then: whether a pause of the job was open, whether the
+    job's resource had every slot taken (`full`: runs of it going, of `limit`)."""
+
+    at: datetime
+    job: str
+    run_id: str
+    fire_at: datetime
+    state: str  # the answer's state
+    hold_kind: str | None
+    hold_name: str | None
+    reason: str
+    paused: bool
+    resource: str | None
+    going: int  # processes of the resource running at `at` (or ending in the last half second)
+    limit: int
+    job_going: bool  # a process of the job itself runs
+    earlier_pending: bool  # an older occurrence of the job is due and not started (a backlog)
+
+
+PROBE_LAG_S = 5.0  # an occurrence is asked about once it is this long past its fire time plus tolerance
+MAX_PROBED = 200  # occurrences asked about per probe
+
+
+def probe(sim: Any, now: datetime) -> list[Probe]:
+    """Ask the audit about every occurrence due and not started now (simulation `sim`,
+    a chronod.sim.driver.Simulation): what `did-it-run` says, and what the world was."""
+    from chronod.core.model import RunState
+    from chronod.sim.scenario import RESOURCES
+
+    store, w = sim.store, sim.world
+    rows = store.runs(since=now - timedelta(days=2), until=now, states=[RunState.PENDING])
+    mono = w.mono()
+    out: list[Probe] = []
+    live: list[Any] | None = None
+    for r in sorted(rows, key=lambda r: r.fire_at)[:MAX_PROBED]:
+        job = store.get_job(r.job_id)
+        if job is None or job.removed_at is not None:
+            continue
+        spec = job.spec
+        if r.fire_at + timedelta(seconds=spec.tolerance_s + PROBE_LAG_S) > now:
+            continue
+        answer = audit.did_it_run(store, job, now, at=r.scheduled_at)
+        if answer.occurrence is None or answer.occurrence.run_id != r.run_id:
+            continue
+        spans = sim.paused.get(r.job_id, [])
+        res = spec.resource
+        live = w.going(slack_s=0.5) if live is None else live
+        going = sum(1 for p in live if res and p.resource == res and p.started_mono <= mono)
+        out.append(
+            Probe(
+                now,
+                r.job_id,
+                r.run_id,
+                r.fire_at,
+                answer.state,
+                answer.hold.kind if answer.hold else None,
+                answer.hold.name if answer.hold else None,
+                answer.reason,
+                any(a <= now and b is None for a, b in spans),
+                res,
+                going,
+                RESOURCES.get(res, 0) if res else 0,
+                any(p.job_id == r.job_id and p.started_mono <= mono < p.end_mono() for p in live),
+                any(o.job_id == r.job_id and o.fire_at < r.fire_at for o in rows),
+            )
+        )
+    return out

@@ -1,5 +1,5 @@
-"""Drive the real `Daemon` through simulated weeks: build it on the real SQLite store
-with a fake clock, a simulated runner and a fake waker, inject the faults the seed
+"""Drive the real `Daemon` through simulated weeks: build it on the memory store (or the
+real SQLite store, `Config.store`) with a fake clock, a simulated runner and a fake waker, inject the faults the seed
 draws, rebuild it after each crash on the same database, and keep the simulation's
 own record of what happened for the invariants (chronod.sim.invariants)."""
 
@@ -32,10 +32,12 @@ from chronod.sim.world import (
     World,
 )
 from chronod.specfile import load_registry
-from chronod.store.api import StoreError
+from chronod.store.api import Store, StoreError
+from chronod.store.memory import MemoryStore
 from chronod.store.sql import SqlStore
 
 NODE = "sim-a"
+PROBE_EVERY_S = 600.0
 MAX_DOWNTIME_S = 1800.0
 
 
@@ -55,7 +57,7 @@ class Outcome:
 
     cfg: Config
     world: World
-    store: SqlStore
+    store: Store
     versions: dict[str, list[Version]]
     paused: dict[str, list[tuple[datetime, datetime | None]]]
     manual: dict[str, str]  # run_id -> job_id of the triggers the simulation requested
@@ -67,6 +69,7 @@ class Outcome:
     tmp: Path | None = None
     nodes: tuple[str, ...] = (NODE,)
     backfills: list[int] = field(default_factory=list)  # ids of the backfills the simulation stored
+    probes: list[Any] = field(default_factory=list)  # the audit asked while the daemons ran (chronod.sim.audit.Probe)
 
     @property
     def db_path(self) -> Path:
@@ -123,7 +126,7 @@ class Simulation:
         self.start = start_time(cfg, self.rng)
         self.clock = FakeClock(self.start, mono=1000.0)
         self.world = World(self.clock, random.Random(self.rng.random()))
-        self.store = memory_store(self.clock)
+        self.store = sim_store(cfg, self.clock, "sqlite")
         self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), "dst" in cfg.faults)
         self.registry.blackouts = cfg.blackouts
         self.registry.build(cfg.jobs, cfg.job_docs, cfg.mean_s)
@@ -139,6 +142,10 @@ class Simulation:
         self.log_counts: dict[str, int] = {}
         self.first_load = True
         self.died: datetime | None = None  # wall time the last daemon died
+        # the audit is asked about waiting occurrences every PROBE_EVERY_S while a daemon lives
+        # (read-only, outside the daemon's store door: it changes nothing the seed decides)
+        self.probes: list[Any] = []
+        self.next_probe = self.t0 + PROBE_EVERY_S
         self.life: Life | None = None
 
     # --- what the daemon is given ------------------------------------------------------
@@ -183,6 +190,11 @@ class Simulation:
         return self.events[0].at if self.events else float("inf")
 
     def due_events(self, mono: float) -> list[Event]:
+        if mono >= self.next_probe:
+            from chronod.sim.audit import probe
+
+            self.probes += probe(self, self.clock.now())
+            self.next_probe = mono + PROBE_EVERY_S
         out = []
         while self.events and self.events[0].at <= mono:
             out.append(self.events.pop(0))
@@ -357,6 +369,7 @@ class Simulation:
             self.tmp,
         )
         out.backfills = list(self.backfills)
+        out.probes = list(self.probes)
         return out
 
     def down(self, seconds: float) -> None:
@@ -375,6 +388,20 @@ class Simulation:
         w.disturbed("down", start, w.mono() + 1)
 
 
+STORES = ("memory", "sqlite")
+
+
+def sim_store(cfg: Config, clock: FakeClock, dialect: str) -> Store:
+    """The store the simulation's daemons run on: the memory store by default, its time the
+    simulation's clock, telling the daemon it runs on `dialect`; or (`cfg.store` "sqlite")
+    the real SQLite store, in memory."""
+    if cfg.store == "sqlite":
+        return memory_store(clock)
+    if cfg.store != "memory":
+        raise ValueError(f"no store {cfg.store!r} to simulate on: choose from {', '.join(STORES)}")
+    return MemoryStore(now=clock.now, name="sim", dialect=dialect)
+
+
 def memory_store(clock: FakeClock) -> SqlStore:
     """The real store on an in-memory SQLite database, its lease time the simulation's
     clock. Nothing of the daemon's differs from a file but the file: no fsync, and no
@@ -385,8 +412,11 @@ def memory_store(clock: FakeClock) -> SqlStore:
     return store
 
 
-def snapshot(store: SqlStore, path: Path) -> None:
-    """Copy the in-memory database to `path`, for the audit commands that open a file."""
+def snapshot(store: Store, path: Path) -> None:
+    """Copy the in-memory database to `path`, for the audit commands that open a file (the
+    memory store has no database to copy)."""
+    if not isinstance(store, SqlStore):
+        return
     raw = store.engine.raw_connection()
     try:
         with sqlite3.connect(path) as dst:

@@ -1,11 +1,11 @@
 """A simulated fleet: several real `Daemon`s on one real store, one fake clock.
 
 Each node is a real Daemon with its own simulated runner, state directory and lease; the
-store is the real SqlStore on an in-memory SQLite database whose lease time is the
-simulation's clock, so leases expire, fencing tokens go stale and takeovers happen exactly
+store is the memory store (or, `Config.store` "sqlite", the real SqlStore on an in-memory
+SQLite database) whose lease time is the simulation's clock, so leases expire, fencing tokens go stale and takeovers happen exactly
 as the store decides them. The daemons see the store as a fleet's (`dialect` postgresql:
-placement, takeover, version vote, per-node adoption); underneath, every call is SQLite's,
-one at a time, so the simulation interleaves the nodes at store-call granularity. The lease
+placement, takeover, version vote, per-node adoption); underneath, every call is the
+store's, one at a time, so the simulation interleaves the nodes at store-call granularity. The lease
 renewal thread is the one part left out: simulated work takes no time, so the loop's own
 heartbeat (every ttl/3) is what renews.
 
@@ -39,12 +39,11 @@ from chronod.core.clock import FakeClock
 from chronod.daemon.loop import Daemon
 from chronod.daemon.waker import Wakeups
 from chronod.runner.api import Handle
-from chronod.sim.driver import _fast_tmp, memory_store, snapshot
+from chronod.sim.driver import _fast_tmp, sim_store, snapshot
 from chronod.sim.scenario import Config, JobPlan, Registry, duration
 from chronod.sim.world import MIN_WAKE_S, Crash, Event, Life, NullMetrics, Proc, SimNotifier, SimRunner, World
 from chronod.specfile import load_registry
-from chronod.store.api import Run, StoreError
-from chronod.store.sql import SqlStore
+from chronod.store.api import Run, Store, StoreError
 
 FLEET_FAULTS = ("crash", "stall", "zombie", "outage")
 TTL_S = 15.0  # chronod's default lease on PostgreSQL
@@ -130,7 +129,7 @@ class NodeStore:
 
     dialect = "postgresql"
 
-    def __init__(self, store: SqlStore, sim: FleetSimulation, node: Node):
+    def __init__(self, store: Store, sim: FleetSimulation, node: Node):
         self._store, self._sim, self._node = store, sim, node
 
     def __getattr__(self, name: str) -> Any:
@@ -208,7 +207,7 @@ class FleetOutcome:
 
     cfg: Config
     world: World
-    store: SqlStore
+    store: Store
     plans: dict[str, JobPlan]
     start: datetime
     t0: float
@@ -247,7 +246,7 @@ class FleetSimulation:
         self.start = PLAIN_START + timedelta(hours=self.rng.randrange(0, 24 * 30))
         self.clock = FakeClock(self.start, mono=1000.0)
         self.world = World(self.clock, random.Random(self.rng.random()))
-        self.store = memory_store(self.clock)
+        self.store = sim_store(cfg, self.clock, "postgresql")
         self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), False)
         self.registry.root.mkdir(parents=True)
         plans: list[JobPlan] = [JobPlan(dict(d), cfg.mean_s, 0.0) for d in cfg.job_docs] or fleet_jobs(

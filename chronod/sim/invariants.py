@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from chronod.core import blackout, identity
 from chronod.core.model import JobSpec, RunState
@@ -473,6 +474,226 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
     return sorted(out, key=lambda c: c.at)
 
 
+# --- the truth of what the notifier and the audit say --------------------------------------
+
+
+def silence_truth(f: Facts) -> list[Counterexample]:
+    """No silence notice for a job held by a window or a pause, for a gap inside its
+    tolerance, or for time chronod itself was down.
+
+    The simulation runs no notifier thread: the notifier's own decision
+    (chronod.notify.core.decide) is replayed over each job's history as the store recorded
+    it, with rounds at every run's end, at every silence deadline and at each edge of a
+    hold, only while a daemon lives (a life's first round is told how long none lived).
+    Each silence it calls is judged against the simulation's record: the processes that
+    succeeded, its pauses and windows, the daemons' lives."""
+    from chronod.core.model import RunState as S
+    from chronod.notify import core as notify
+
+    w = f.out.world
+    lives = [
+        (w.wall_at(life.started), w.wall_at(life.ended if life.ended is not None else w.mono())) for life in w.lives
+    ]
+    downs = [(a[1], b[0]) for a, b in itertools.pairwise(lives) if b[0] > a[1]]
+    wins: dict[str, list[datetime]] = defaultdict(list)
+    for p in f.procs:
+        row = f.rows.get(p.run_id)
+        # a success chronod never learned of (an unsafe run recorded lost) is one_terminal_state's
+        if p.final_state() == S.SUCCEEDED and p.end_mono() <= w.mono() and row is not None and row.state == S.SUCCEEDED:
+            wins[p.job_id].append(w.wall_at(p.end_mono()))
+    rows_by_job: dict[str, list[Any]] = defaultdict(list)
+    for r in f.rows.values():
+        if r.finished_at is not None and r.state in TERMINAL:
+            rows_by_job[r.job_id].append(r)
+    out: list[Counterexample] = []
+    for job, versions in f.out.versions.items():
+        for v in versions:
+            spec = v.spec
+            if not spec.enabled or not spec.max_silence_s:
+                continue
+            until = v.until or f.out.end
+            ends = sorted(t for t in wins.get(job, []) if v.since <= t <= until)
+            limit = timedelta(seconds=spec.max_silence_s)
+            if all(b - a <= limit for a, b in itertools.pairwise([v.since, *ends, until])):
+                continue  # never a gap the switch could be asked about
+            holds = _holds(f, job, spec, v.since, until)
+            rows = sorted(
+                (r for r in rows_by_job.get(job, []) if v.since <= r.finished_at <= until),
+                key=lambda r: (r.finished_at, r.run_id),
+            )
+            for at, what in _silences(notify, spec, v.since, until, rows, holds, lives):
+                why = _false_silence(spec, at, ends, holds, downs, v.since)
+                if why:
+                    out.append(Counterexample(at, job, "-", f"silence notice ({what}) {why}"))
+                    break
+    return sorted(out, key=lambda c: c.at)
+
+
+def _holds(f: Facts, job: str, spec: JobSpec, start: datetime, end: datetime) -> list[tuple[datetime, datetime, str]]:
+    """(from, to, what) of every pause of the job and every window of its in [start, end]."""
+    spans = [(a, b or f.out.end, "a pause") for a, b in f.out.paused.get(job, [])]
+    spans += [(a, b, f"window {wd.name}") for wd, a, b in blackout.spans(spec, f.windows, start, end)]
+    return sorted(spans, key=lambda s: s[0])
+
+
+def _silences(
+    notify: Any,
+    spec: JobSpec,
+    start: datetime,
+    end: datetime,
+    rows: list[Any],
+    holds: list[tuple[datetime, datetime, str]],
+    lives: list[tuple[datetime, datetime]],
+) -> list[tuple[datetime, str]]:
+    """The notifier's rounds for one job over [start, end]: (round time, detail) of each
+    silence notice its decision gives."""
+    edges = sorted(
+        {
+            *(r.finished_at for r in rows),
+            *(t for a, b, _ in holds for t in (a, b)),
+            *(a for a, _ in lives if start <= a <= end),  # each daemon's notifier decides as it starts
+            start,
+        }
+    )
+    edges += [end]
+    state = notify.NotifyState()
+    said: list[tuple[datetime, str]] = []
+    was_held, last_round, i = False, None, 0
+    tick = timedelta(milliseconds=1)
+
+    def life_of(t: datetime) -> int | None:
+        return next((k for k, (a, b) in enumerate(lives) if a <= t <= b), None)
+
+    def round_at(t: datetime) -> None:
+        nonlocal state, was_held, last_round, i
+        k = life_of(t)
+        if k is None:
+            return  # no daemon, no notifier
+        down, before = 0.0, life_of(last_round) if last_round is not None else None
+        if before is not None and before != k:  # none decided since the life of the last round ended
+            down = max(0.0, (lives[k][0] - lives[before][1]).total_seconds())
+        ended = []
+        while i < len(rows) and rows[i].finished_at <= t:
+            ended.append(rows[i])
+            i += 1
+        held = any(a <= t < b for a, b, _ in holds)
+        notices, state = notify.decide(
+            spec, ended, state, t, known_since=start, paused=held, resumed=was_held and not held, down_s=down
+        )
+        said.extend((t, n.detail) for n in notices if n.event == "silence")
+        was_held, last_round = held, t
+
+    for t in edges:
+        while True:  # the rounds the silence deadline wakes before the next edge
+            deadline = notify.silence_deadline(spec, state)
+            if deadline is None or deadline + tick >= t or deadline < start:
+                break
+            round_at(deadline + tick)
+            if notify.silence_deadline(spec, state) == deadline:
+                break  # not decided (no daemon then): the next edge decides
+        round_at(t)
+    return said
+
+
+def _false_silence(
+    spec: JobSpec,
+    at: datetime,
+    wins: list[datetime],
+    holds: list[tuple[datetime, datetime, str]],
+    downs: list[tuple[datetime, datetime]],
+    since: datetime,
+) -> str | None:
+    """Why a silence called at `at` is false by the record, or None when it is true."""
+    hold = next((what for a, b, what in holds if a <= at < b), None)
+    if hold is not None:
+        return f"while {hold} held the job"
+    basis = max([since, *(t for t in wins if t <= at), *(b for a, b, _ in holds if b <= at)])
+    down = sum(max(0.0, (min(b, at) - max(a, basis)).total_seconds()) for a, b in downs)
+    quiet = (at - basis).total_seconds() - down
+    allowed = (spec.max_silence_s or 0) + spec.tolerance_s
+    if quiet < allowed - 0.001:  # at the instant the allowance runs out the switch may trip
+        return (
+            f"after {quiet:.1f}s without a success (max_silence_s {spec.max_silence_s} + tolerance_s "
+            f"{spec.tolerance_s}; chronod down {down:.1f}s of it, the last success or hold end at {basis:%H:%M:%S})"
+        )
+    return None
+
+
+def audit_truth(f: Facts) -> list[Counterexample]:
+    """What the audit says of occurrences is true, beyond audit_agrees (succeeded or not):
+    `missed` does not list an occurrence its job's definition withdrew before it fell due,
+    and `did-it-run`, asked while the daemons ran about an occurrence due and not started
+    (chronod.sim.audit.probe), says what holds it: the pause that was open, the resource
+    whose slots were all taken; it never calls a resource wait of a resource with a free
+    slot, nor a plain late occurrence, a wait."""
+    from chronod.sim.audit import missed_now
+
+    out = []
+    said = missed_now(f.out)
+    for rid, (job, _) in said.items():
+        row = f.rows.get(rid)
+        if row is None or row.state != RunState.CANCELLED or f.by_run.get(rid) or row.started_at is not None:
+            continue
+        changed = [
+            v.until
+            for v in f.out.versions.get(job, [])
+            if v.until is not None and row.fire_at - timedelta(days=1) <= v.until < row.fire_at
+        ]
+        if changed and row.finished_at is not None and row.finished_at < row.fire_at:
+            out.append(
+                Counterexample(
+                    row.fire_at,
+                    job,
+                    rid,
+                    f"`missed` lists it, but the job's definition changed at {changed[-1]:%H:%M:%S} "
+                    "before it fell due and withdrew it",
+                )
+            )
+    for p in f.out.probes:
+        truth = _holder(f, p)
+        if truth is not None and (p.hold_kind, p.hold_name) != truth[:2]:
+            out.append(
+                Counterexample(
+                    p.at, p.job, p.run_id, f"`did-it-run` says {p.state} ({p.reason!r}) while {truth[2]} held it"
+                )
+            )
+        elif (
+            p.hold_kind == "resource"
+            and (p.hold_name != p.resource or p.going < p.limit)
+            and not f.disturbed(p.fire_at - timedelta(seconds=1), p.at)
+        ):
+            out.append(
+                Counterexample(
+                    p.at,
+                    p.job,
+                    p.run_id,
+                    f"`did-it-run` says it waits for resource {p.hold_name}, but {p.going} of its "
+                    f"{p.limit} slots were taken",
+                )
+            )
+    return sorted(out, key=lambda c: c.at)
+
+
+def _in_window(f: Facts, p: Any) -> bool:
+    versions = f.out.versions.get(p.job, [])
+    spec = versions[-1].spec if versions else None
+    return spec is not None and f.blacked_out(spec, p.fire_at - timedelta(seconds=1), p.at + timedelta(seconds=1))
+
+
+def _holder(f: Facts, p: Any) -> tuple[str, str, str] | None:
+    """(hold kind, name, in words) of what held a probed occurrence by the record, when it
+    is unambiguous (None: nothing did, or the record cannot tell)."""
+    if p.paused:
+        return ("pause", "job", "a pause of the job")
+    if f.disturbed(p.fire_at - timedelta(seconds=1), p.at):
+        return None  # a daemon restarted or stalled since: it may not have reached it yet
+    if p.hold_kind == "window" or (f.windows and _in_window(f, p)):
+        return None  # a window's deferral (blackout_honoured and the audit's own tests)
+    if p.resource and p.going >= p.limit and not p.job_going and not p.earlier_pending:
+        return ("resource", p.resource, f"every slot of resource {p.resource} taken")
+    return None
+
+
 INVARIANTS: dict[str, Callable[[Facts], list[Counterexample]]] = {
     "one_terminal_state": one_terminal_state,
     "unsafe_at_most_once": unsafe_at_most_once,
@@ -483,6 +704,8 @@ INVARIANTS: dict[str, Callable[[Facts], list[Counterexample]]] = {
     "audit_agrees": audit_agrees,
     "blackout_honoured": blackout_honoured,
     "backfill_completes": backfill_completes,
+    "silence_truth": silence_truth,
+    "audit_truth": audit_truth,
 }
 
 

@@ -45,6 +45,7 @@ class Config:
     max_starts: float | None = None  # the daemon's start limit (runs a second; None: none)
     blackouts: tuple[dict[str, Any], ...] = ()  # maintenance windows, written in the first file
     start: datetime | None = None  # where the calendar starts (default: drawn from the seed)
+    store: str = "memory"  # the store under the daemons: "memory" (chronod.store.memory) or "sqlite"
 
 
 @dataclass

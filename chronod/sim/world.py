@@ -93,6 +93,7 @@ class World:
     def __init__(self, clock: FakeClock, rng: random.Random):
         self.clock, self.rng = clock, rng
         self.procs: dict[tuple[str, int], Proc] = {}
+        self.live: list[Proc] = []  # processes that may still run (`going` prunes those that ended)
         self.lives: list[Life] = []
         self.disturbances: list[Disturbance] = []
         self.steps: list[tuple[float, float]] = []  # (monotonic, seconds) of each wall-clock step
@@ -142,6 +143,13 @@ class World:
     def advance_to(self, mono: float) -> None:
         if mono > self.mono():
             self.clock.advance(mono - self.mono())
+
+    def going(self, slack_s: float = 0.0) -> list[Proc]:
+        """The processes running now, or that ended in the last `slack_s` seconds (a daemon
+        has not been told yet); cheap: only the processes started since the last that ran."""
+        mono = self.mono()
+        self.live = [p for p in self.live if p.end_mono() + slack_s > mono]
+        return self.live
 
     def running(self) -> list[Proc]:
         mono = self.mono()
@@ -206,6 +214,7 @@ class SimRunner:
             pid=w.next_pid,
         )
         w.procs[(req.run_id, req.attempt)] = proc
+        w.live.append(proc)
         handle = Handle(req.run_id, req.attempt, w.next_pid, w.next_pid, now, w.next_pid)
         self.watching[(req.run_id, req.attempt)] = handle
         return handle

@@ -19,7 +19,7 @@ from chronod import fsutil
 from chronod.core import agenda as agenda_core
 from chronod.core import health as core_health
 from chronod.core import history, occurrence
-from chronod.core.blackout import Hold, Pause, Window, held, pause_hold, paused
+from chronod.core.blackout import Hold, Pause, Window, blackout_at, held, pause_hold, paused
 from chronod.core.model import JobSpec
 from chronod.store.api import JobRow, Node, Run, Store
 from chronod.store.audit import node_names, pauses, schedule_of
@@ -156,8 +156,9 @@ class Overview:
     backfills: list[Any] = field(default_factory=list)
 
 
-def overview(store: Store, now: datetime, host: Host | None = None) -> Overview:
-    """Everything `status` shows, in a bounded number of queries (one day of runs)."""
+def overview(store: Store, now: datetime, host: Host | None = None, windows: Sequence[Window] = ()) -> Overview:
+    """Everything `status` shows, in a bounded number of queries (one day of runs);
+    `windows`: the registry's maintenance windows (a job inside one is held, not silent)."""
     from chronod.fleet import placement
 
     rows = store.jobs()
@@ -183,7 +184,7 @@ def overview(store: Store, now: datetime, host: Host | None = None) -> Overview:
             Failing(r, _owner(owners, r.job_id), _hold(owners.get(r.job_id), all_pauses, now))
             for r in failing_runs(day)
         ],
-        silent=silent(store, rows, now, day, held_ids),
+        silent=silent(store, rows, now, day, held_ids, windows),
         registry_errors=errors,
         running=running,
         database_bytes=summary.get("database_bytes"),
@@ -213,15 +214,22 @@ def failing_runs(runs: Iterable[Run]) -> list[Run]:
 
 
 def silent(
-    store: Store, rows: Sequence[JobRow], now: datetime, recent: Sequence[Any], held_ids: Iterable[str] = ()
+    store: Store,
+    rows: Sequence[JobRow],
+    now: datetime,
+    recent: Sequence[Any],
+    held_ids: Iterable[str] = (),
+    windows: Sequence[Window] = (),
 ) -> list[history.SilentJob]:
-    """The jobs silent now (no success for longer than `max_silence_s`), for `status` and
-    `missed` alike. A job a pause holds (its own, its tag's or its resource's) is never
-    silent: the pause is deliberate. `recent` are the runs or marks the caller read anyway:
+    """The jobs silent now (no success for longer than `max_silence_s` plus `tolerance_s`),
+    for `status` and `missed` alike, as the notifier judges them. A job a pause holds (its
+    own, its tag's or its resource's) or a maintenance window in `windows` holds now is
+    never silent: the hold is deliberate. `recent` are the runs or marks the caller read anyway:
     a job with a recent enough success in them is not silent, and only the others are
     looked up, in one query, for their latest success, however old."""
     skip = set(held_ids)
     suspects = [j for j in history.silence_suspects(rows, recent, now) if j.job_id not in skip]
+    suspects = [j for j in suspects if blackout_at(j.spec, windows, now) is None]
     if not suspects:
         return []
     ids = [j.job_id for j in suspects]
@@ -271,6 +279,7 @@ class JobStatus:
     runs: list[Run]
     backfills: list[Any]
     health: core_health.Health
+    waiting: list[tuple[Run, Hold]] = field(default_factory=list)  # due occurrences waiting for a resource slot
 
     @property
     def spec(self) -> JobSpec:
@@ -323,6 +332,9 @@ def job_status(
         runs=recent[:LAST_RUNS],
         backfills=backfills_shown(store, now, spec.id),
         health=job_health(store, row, now, host),
+        waiting=[
+            (r, h) for r in recent if (h := history.hold_of(r, None, (), now)) is not None and h.kind == "resource"
+        ],
     )
 
 

@@ -8,11 +8,15 @@ on one backend nobody pins down."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from datetime import timedelta
 from pathlib import Path
 
-from chronod.store.api import Store
+import pytest
+
+from chronod.store.api import Store, StoreError, open_store
+from chronod.store.memory import MemoryOutbox, MemoryStore
 from chronod.store.outbox import Outbox
 from tests.contract.test_store_contract import T0, acquire, expire_lease, run, spec
 
@@ -35,6 +39,36 @@ def test_every_store_and_outbox_method_is_called_by_the_contract_suite():
     ]
     assert len(_public_methods(Store)) > 60  # the protocol was read, not an empty class
     assert untested == [], f"no contract test calls {untested}: add one to tests/contract"
+
+
+@pytest.mark.parametrize(("protocol", "implementation"), [(Store, MemoryStore), (Outbox, MemoryOutbox)])
+def test_the_memory_store_implements_every_method_with_the_same_parameters(protocol, implementation):
+    """One suite runs on three stores: a method missing from the memory store, or taking
+    other parameters, would make the simulation run on a store the daemon does not use."""
+    missing, differ = [], []
+    for name in _public_methods(protocol):
+        mine = getattr(implementation, name, None)
+        if mine is None or not callable(mine):
+            missing.append(name)
+            continue
+        want = [(p.name, p.kind, p.default) for p in inspect.signature(getattr(protocol, name)).parameters.values()]
+        got = [(p.name, p.kind, p.default) for p in inspect.signature(mine).parameters.values()]
+        if want != got:
+            differ.append(f"{name}: {got} != {want}")
+    assert len(_public_methods(protocol)) > 10
+    assert missing == [], f"{implementation.__name__} lacks {missing}"
+    assert differ == [], differ
+    for attribute in ("url_safe", "dialect", "stale_rejections"):
+        if protocol is Store:
+            assert hasattr(MemoryStore(), attribute)
+
+
+def test_the_memory_store_is_never_a_database_url():
+    """The memory store is for the simulation: chronod's and chronoctl's --database (which
+    open through `open_store`) refuse it as a URL (a plain `memory` is an SQLite file so named)."""
+    for url in ("memory://", "memory://sim"):
+        with pytest.raises(StoreError, match="unsupported database|memory"):
+            open_store(url).schema_revision()
 
 
 # --- the methods no other contract file calls ---------------------------------------------

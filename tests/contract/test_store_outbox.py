@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from chronod.store.api import Run
-from chronod.store.outbox import Outbox
+from tests.contract.conftest import outbox
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -35,22 +35,22 @@ def test_changed_run_keys_name_the_terminal_runs_changed_in_the_window_oldest_fi
             run(6, "succeeded", at[0] - timedelta(microseconds=1)),  # before it
         ]
     )
-    keys = Outbox(store).changed_run_keys(at[0], at[5])
+    keys = outbox(store).changed_run_keys(at[0], at[5])
     assert keys == [("r-0002", at[1]), ("r-0004", at[1]), ("r-0001", at[3])]
 
 
 def test_terminal_runs_read_whole_rows_of_the_ended_runs_among_the_ids_in_change_order(store):
     at = [T0 + timedelta(seconds=s) for s in range(4)]
     store.insert_runs([run(1, "succeeded", at[3]), run(2, "failed", at[1]), run(3, "pending", at[2])])
-    got = Outbox(store).terminal_runs(["r-0001", "r-0002", "r-0003", "r-9999", "r-0001"])
+    got = outbox(store).terminal_runs(["r-0001", "r-0002", "r-0003", "r-9999", "r-0001"])
     assert [(r.run_id, r.state, r.updated_at) for r in got] == [
         ("r-0002", "failed", at[1]),
         ("r-0001", "succeeded", at[3]),
     ]
     many = [run(i, "succeeded", at[0]) for i in range(10, 1210)]  # more ids than one IN list
     store.insert_runs(many)
-    assert len(Outbox(store).terminal_runs([r.run_id for r in many])) == 1200
-    assert Outbox(store).terminal_runs([]) == []
+    assert len(outbox(store).terminal_runs([r.run_id for r in many])) == 1200
+    assert outbox(store).terminal_runs([]) == []
 
 
 # --- notifier state and the outbox's delivery bookkeeping ---------------------------------
@@ -69,7 +69,7 @@ def notice(key: str, job: str = "backup") -> dict:
 
 
 def test_a_notice_is_stored_once_per_dedupe_key(store):
-    box = Outbox(store)
+    box = outbox(store)
     assert box.add([notice("a"), notice("b")], T0) == 2
     assert box.add([notice("a"), notice("c", job="report")], T0) == 1  # "a" was computed again
     rows = box.notices()
@@ -79,7 +79,7 @@ def test_a_notice_is_stored_once_per_dedupe_key(store):
 
 
 def test_one_claim_at_a_time_and_a_lost_claim_cannot_mark_the_notice(store):
-    box = Outbox(store)
+    box = outbox(store)
     box.add([notice("a"), notice("b"), notice("c")], T0)
     mine = box.claim("n1", T0, limit=2, hold_s=60)
     assert [r.dedupe_key for r in mine] == ["a", "b"] and all(r.claimed_by == "n1" for r in mine)
@@ -96,7 +96,7 @@ def test_one_claim_at_a_time_and_a_lost_claim_cannot_mark_the_notice(store):
 
 
 def test_a_failed_delivery_waits_for_its_retry_time_and_keeps_the_error(store):
-    box = Outbox(store)
+    box = outbox(store)
     box.add([notice("a")], T0)
     [row] = box.claim("n1", T0)
     retry_at = T0 + timedelta(minutes=5)
@@ -109,7 +109,7 @@ def test_a_failed_delivery_waits_for_its_retry_time_and_keeps_the_error(store):
 
 
 def test_a_restarted_node_releases_what_its_dead_process_had_claimed(store):
-    box = Outbox(store)
+    box = outbox(store)
     box.add([notice("a"), notice("b")], T0)
     a, b = box.claim("n1", T0, hold_s=300)
     box.mark_sent(a.id, "n1", T0)
@@ -119,7 +119,7 @@ def test_a_restarted_node_releases_what_its_dead_process_had_claimed(store):
 
 
 def test_a_claim_skips_the_jobs_of_a_full_lane_and_rows_given_back_are_free_at_once(store):
-    box = Outbox(store)
+    box = outbox(store)
     box.add([notice("a", "slow1"), notice("b", "slow2"), notice("c", "root"), notice("d", "slow1")], T0)
     got = box.claim("n1", T0, limit=2, hold_s=600, skip_jobs=["slow1", "slow2"])
     assert [r.dedupe_key for r in got] == ["c"]  # the oldest rows belong to jobs whose lane is full
@@ -132,7 +132,7 @@ def test_a_claim_skips_the_jobs_of_a_full_lane_and_rows_given_back_are_free_at_o
 
 
 def test_notifier_state_is_kept_per_name_and_replaced_whole(store):
-    box = Outbox(store)
+    box = outbox(store)
     assert box.get_state("cursor") == {} and box.get_states(["cursor", "x"]) == {}
     box.set_states({"cursor": {"at": "2026-03-01T12:00:00+00:00"}, "silence:backup": {"n": 1}}, T0)
     box.set_states({"silence:backup": {"n": 2}}, T0 + timedelta(seconds=1))
@@ -155,7 +155,7 @@ def test_the_chain_reads_latest_first_and_waiting(store):
             Run(run_id="y-1", job_id="done", job_key="done", scheduled_at=T0, fire_at=T0, state="succeeded"),
         ]
     )
-    box = Outbox(store)
+    box = outbox(store)
     assert box.waiting_keys() == {"backup", "other"}
     assert box.latest_runs() == {
         "backup": ("r-0003", T0 + timedelta(minutes=3)),

@@ -101,6 +101,9 @@ def test_last_successes_answers_for_many_jobs_at_once(store):
 
 def test_the_database_knows_its_size(store):
     size = store.database_bytes()
+    if store.dialect == "memory":  # no database on disk: the protocol's "will not say"
+        assert size is None and store.metrics()["database_bytes"] is None
+        return
     assert isinstance(size, int) and size > 0
 
 
@@ -169,7 +172,7 @@ def test_the_pruner_keeps_each_job_its_own_history_days_and_unknown_jobs_the_def
     }
     assert ("retention.pruned", {"runs": 4}) in log.events
     assert metrics.pruned._value.get() == 4
-    assert metrics.database_bytes._value.get() > 0
+    assert metrics.database_bytes._value.get() > 0 or store.database_bytes() is None
     assert metrics.stored_runs.labels(state="failed")._value.get() == 3
     assert metrics.stored_runs.labels(state="running")._value.get() == 0
     assert pruner.step(now) == 0

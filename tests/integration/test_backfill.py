@@ -218,14 +218,18 @@ def test_in_a_fleet_a_backfill_goes_on_when_the_node_driving_it_is_killed(tmp_pa
 
 
 def test_a_cancelled_backfill_starts_nothing_more_and_its_running_occurrence_finishes(env):
-    d = start(env, job("hourly", "0 * * * *", f"sleep 6; echo $CHRONO_RUN_ID >> {env['w']}"))
+    gate = env["w"].with_name("gate")  # the first run holds until the cancel is through, however slow the host
+    d = start(
+        env, job("hourly", "0 * * * *", f"until [ -e {gate} ]; do sleep 0.05; done; echo $CHRONO_RUN_ID >> {env['w']}")
+    )
     store = SqlStore(env["db"])
     try:
-        args = ("--from", hours_ago(3).isoformat(), "--to", hours_ago(1).isoformat(), "--only", "all")
+        oldest = hours_ago(3)  # once: the hour may turn during the test
+        args = ("--from", oldest.isoformat(), "--to", (oldest + timedelta(hours=2)).isoformat(), "--only", "all")
         res = chronoctl("backfill", "hourly", *args, "--no-wait", "--json", db=env["db"])
         assert res.returncode == 0, res.stderr
         bf_id = json.loads(res.stdout)["id"]
-        first = run_id("hourly", hours_ago(3))
+        first = run_id("hourly", oldest)
         wait_until(lambda: (store.get_run(first) or {}) and store.get_run(first).state == "running", timeout=30)
         res = chronoctl("backfill", "--cancel", str(bf_id), "--reason", "wrong range", db=env["db"])
         assert res.returncode == 0, res.stderr
@@ -235,6 +239,7 @@ def test_a_cancelled_backfill_starts_nothing_more_and_its_running_occurrence_fin
         assert json.loads(chronoctl("status", "hourly", "--json", db=env["db"]).stdout)["backfills"][0]["state"] == (
             "cancelled"
         )
+        gate.touch()
         wait_until(lambda: store.get_run(first).state == "succeeded", timeout=30, what="the running one to finish")
         again = chronoctl("backfill", "--cancel", "hourly", "--json", db=env["db"])
         assert again.returncode == 1 and json.loads(again.stdout)["cancelled"] == []

@@ -169,7 +169,7 @@ def test_a_killed_launchers_setsid_worker_is_dead_before_attempt_2_starts(tmp_pa
         wait_until(lambda: w.exists() and "start 1" in w.read_text(), timeout=30, what="attempt 1's worker")
         (launcher,) = _children(d.proc.pid, "launchloop")
         os.kill(launcher, signal.SIGKILL)
-        wait_until(lambda: "start 2" in w.read_text(), timeout=30, what="attempt 2")
+        wait_until(lambda: "start 2" in w.read_text(), timeout=90, what="attempt 2")
         wait_until(lambda: "end 2" in w.read_text(), timeout=30, what="attempt 2 to end")
     finally:
         d.stop()

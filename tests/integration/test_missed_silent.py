@@ -230,3 +230,26 @@ def test_missed_names_the_window_or_the_pause_that_holds_a_due_occurrence(tmp_pa
     assert "deferred by maintenance window swap-disks (CHG-7 disk swap)" in text
     assert "held by a pause (tag db) by alice: INC-4 replica lag" in text
     assert "not started yet" not in text
+
+
+def test_a_job_inside_a_maintenance_window_is_not_silent_for_status_or_missed_as_for_the_notifier(tmp_path):
+    """The notifier keeps quiet about a job a window holds; `status` and `missed` do not call
+    it silent either (they read the windows from the registry, as the daemon does)."""
+    from chronod.core.blackout import Window
+    from chronod.store import status as views
+
+    db = str(tmp_path / "chrono.db")
+    now = datetime.now(timezone.utc)
+    _fill(db, now)
+    store = _store(db)
+    try:
+        rows = store.jobs()
+        recent = store.runs(since=now - timedelta(days=1), until=now)
+        swap = Window("swap", "CHG-4", start=now - timedelta(hours=1), end=now + timedelta(hours=1), jobs=(PURGE.id,))
+        other = Window("other", "CHG-5", start=now - timedelta(hours=1), end=now + timedelta(hours=1), jobs=("x",))
+        assert [q.job_id for q in views.silent(store, rows, now, recent)] == ["gdpr-purge"]
+        assert [q.job_id for q in views.silent(store, rows, now, recent, (), [other])] == ["gdpr-purge"]
+        assert views.silent(store, rows, now, recent, (), [swap]) == []
+        assert views.overview(store, now, windows=[swap]).silent == []
+    finally:
+        store.close()

@@ -649,3 +649,131 @@ def test_a_silence_deadline_wakes_a_round_for_its_own_job_only(store_url, tmp_pa
     finally:
         svc.stop()
         store.close()
+
+
+def test_a_job_held_by_a_maintenance_window_is_not_called_silent_and_its_clock_restarts_at_the_end(store_url, tmp_path):
+    """The dead man's switch fired ("silent") during a window the job was held by: a window
+    holds a job as a pause does."""
+    from chronod.core.blackout import Window
+    from chronod.notify.service import NotifyService
+
+    store = _spec_store(
+        store_url,
+        tmp_path,
+        jobs_file(
+            job("nightly", "true", "http://127.0.0.1:9/", on=("silence",), max_silence_s=60).replace(
+                '"@every 1s"', '"@every 1h"'
+            )
+        ),
+    )
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    window = Window(
+        "mw", "CHG-9 storage swap", start=now - timedelta(minutes=5), end=now + timedelta(minutes=10), jobs=("nightly",)
+    )
+    store.insert_runs([_run("nightly", now - timedelta(seconds=100), "succeeded")])  # its switch: now - 40 s
+    svc = NotifyService(
+        store,
+        __import__("chronod.core.clock", fromlist=["Clock"]).Clock(),
+        lambda *a, **k: None,
+        "n1",
+        send=lambda route, body: None,
+        known_windows=lambda: [window],
+    )
+    try:
+        svc.step(now)
+        svc.step(now + timedelta(minutes=5))
+        assert _said(store, "nightly") == [], "silent while a maintenance window held the job"
+        over = now + timedelta(minutes=10, seconds=1)
+        svc.step(over)  # the window is over: the clock counts from here
+        assert _said(store, "nightly") == []
+        svc.step(over + timedelta(seconds=62))
+        assert _said(store, "nightly") == [("silence", "silent")]
+    finally:
+        svc.stop()
+        store.close()
+
+
+def _said(store, job_id):
+    """The dead man's switch's notices of a job (not the reconciler's about its next occurrence)."""
+    return [(r.event, r.state) for r in _rows(store, job_id) if r.state in ("silent", "succeeded")]
+
+
+def test_a_five_second_restart_sends_neither_silence_nor_recovered(store_url, tmp_path):
+    """A restart's few seconds without chronod are not the job's silence: the notifier of the
+    new process does not count the time no notifier was deciding."""
+    store = _spec_store(
+        store_url,
+        tmp_path,
+        jobs_file(job("beat", "true", "http://127.0.0.1:9/", on=("silence", "recovered"), max_silence_s=3)),
+    )
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    store.insert_runs([_run("beat", now - timedelta(seconds=1), "succeeded")])  # ended now - 0.8 s
+    before = _service(store, "n1", [])
+    try:
+        before.step(now)
+    finally:
+        before.stop()
+    after = _service(store, "n1", [])  # the restarted daemon's notifier, 5 s later
+    try:
+        back = now + timedelta(seconds=5)
+        after.step(back)
+        store.insert_runs([_run("beat", back, "succeeded", took=timedelta(milliseconds=500))])  # the catch-up
+        after.step(back + timedelta(seconds=1))
+        assert _said(store, "beat") == []
+        # a job that stays quiet after the restart still goes silent, counted without the 5 s
+        after.step(back + timedelta(seconds=5))
+        assert _said(store, "beat") == [("silence", "silent")]
+    finally:
+        after.stop()
+        store.close()
+
+
+def test_a_real_chronod_sends_no_silence_for_a_window_nor_for_a_five_second_restart(env, hook):
+    """The issue as an operator met it, on a real daemon: a window holds the job past its
+    max_silence_s, then chronod restarts with 5 s down; neither is a silence, and so
+    nothing recovers either."""
+    path = env["reg"] / "a.yaml"
+    beat = job("beat", "true", hook.url, on=("silence", "recovered"), max_silence_s=6)
+    write_jobs(path, jobs_file(beat))
+    store_path = env["db"]
+    d = chronod(env).start()
+    try:
+        wait_until(lambda: _successes(store_path, "beat"), timeout=30, what="a first success")
+        opens = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=2)
+        closes = opens + timedelta(seconds=15)
+        window = (
+            "blackouts:\n  - name: swap\n    reason: CHG-3\n    timezone: UTC\n"
+            f"    from: {opens:%Y-%m-%d %H:%M:%S}\n    to: {closes:%Y-%m-%d %H:%M:%S}\n    jobs: [beat]\n"
+        )
+        write_jobs(path, window + jobs_file(beat))
+        wait_until(
+            lambda: any(at > closes for at in _successes(store_path, "beat")),
+            timeout=40,
+            what="a success after the window",
+        )
+        inside = [at for at in _successes(store_path, "beat") if opens + timedelta(seconds=1) < at < closes]
+        assert not inside, f"the window did not hold the job: {inside}"
+        settle(3)
+    finally:
+        d.stop()
+    time.sleep(5)
+    back = datetime.now(timezone.utc)
+    d = chronod(env).start()
+    try:
+        wait_until(
+            lambda: any(at > back for at in _successes(store_path, "beat")), timeout=30, what="a success after restart"
+        )
+        settle(4)
+    finally:
+        d.stop()
+    assert hook.events("beat") == []
+
+
+def _successes(db, job_id):
+    from chronod.store.api import open_store
+
+    store = open_store(db)
+    try:
+        return [r.finished_at for r in store.runs(job_id, states=["succeeded"], limit=50) if r.finished_at]
+    finally:
+        store.close()

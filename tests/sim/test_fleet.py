@@ -10,11 +10,12 @@ from chronod.sim.fleet import FLEET_FAULTS, FleetSimulation
 from chronod.sim.fleet_checks import check_fleet
 from chronod.sim.scenario import Config
 from chronod.store import schema
+from chronod.store.memory import MemoryStore
 from chronod.store.sql import SqlStore
 
 
-def fleet(seed: int, days: float = 0.03) -> Config:
-    return Config(days=days, jobs=12, nodes=3, seed=seed, faults=frozenset(FLEET_FAULTS), drain_s=600)
+def fleet(seed: int, days: float = 0.03, store: str = "memory") -> Config:
+    return Config(days=days, jobs=12, nodes=3, seed=seed, faults=frozenset(FLEET_FAULTS), drain_s=600, store=store)
 
 
 def simulate(cfg: Config):
@@ -25,9 +26,9 @@ def simulate(cfg: Config):
         out.close()
 
 
-@pytest.mark.parametrize("seed", [2, 4])
-def test_a_fleet_through_crashes_stops_zombies_and_outages_keeps_its_promises(seed):
-    out, results = simulate(fleet(seed))
+@pytest.mark.parametrize(("seed", "store"), [(2, "memory"), (4, "memory"), (2, "sqlite")])
+def test_a_fleet_through_crashes_stops_zombies_and_outages_keeps_its_promises(seed, store):
+    out, results = simulate(fleet(seed, store=store))
     assert not {name: bad[0] for name, bad in results.items() if bad}
     # the faults really happened: a zombie wrote after its lease lapsed, another node took over
     assert out.stale and out.takeovers
@@ -35,7 +36,16 @@ def test_a_fleet_through_crashes_stops_zombies_and_outages_keeps_its_promises(se
     assert {p.node for p in out.launches} == set(out.nodes)
 
 
-def test_a_store_whose_fencing_ignores_lease_expiry_is_caught(monkeypatch):
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_a_store_whose_fencing_ignores_lease_expiry_is_caught(monkeypatch, store):
+    def token_only_memory(self, token, node=None):
+        """The broken check, in the memory store."""
+        name = self._holders.get(token)
+        if name is None or (node is not None and name != node):
+            return False
+        held = self._t.nodes[name]
+        return held.token == token and held.stopped_at is None
+
     def token_only(self, token, node=None):
         """The broken check: the writer's token is current, but nobody asks whether its
         lease has expired."""
@@ -45,8 +55,11 @@ def test_a_store_whose_fencing_ignores_lease_expiry_is_caught(monkeypatch):
             cond.append(n.name == node)
         return sa.exists().where(*cond)
 
-    monkeypatch.setattr(SqlStore, "_lease_live", token_only)
-    _, results = simulate(fleet(5))
+    if store == "memory":
+        monkeypatch.setattr(MemoryStore, "_live", token_only_memory)
+    else:
+        monkeypatch.setattr(SqlStore, "_lease_live", token_only)
+    _, results = simulate(fleet(5, store=store))
     assert results["stale_writes_refused"] or results["takeover_bounded"]
     assert results["stale_writes_refused"], "a zombie's late write was accepted and not reported"
 

@@ -583,6 +583,25 @@ def test_a_due_occurrence_of_a_paused_job_says_who_paused_it_why_and_until_when(
     assert plain.state == "pending" and plain.hold is None and "not started yet" in plain.reason
 
 
+def test_a_due_occurrence_waiting_for_a_resource_slot_says_which_resource_and_since_when():
+    from chronod.core.blackout import slot_wait
+
+    sp = spec(resource="db", catchup_window_s=7200)
+    give_up = T("2026-03-10 04:00")
+    r = run(sp, "2026-03-10 02:00", "pending", error=slot_wait("db", 2, T("2026-03-10 02:00")), next_attempt_at=give_up)
+    a = h.did_it_run(sp, [r], now=NOW.replace(hour=3))
+    assert not a.yes and a.state == h.WAITING, a
+    assert (a.hold.kind, a.hold.name, a.hold.since, a.hold.until) == ("resource", "db", T("2026-03-10 02:00"), give_up)
+    assert a.reason.startswith(
+        "waiting for a slot of resource db (max_concurrency 2, every slot taken) since 2026-03-10T02:00:00Z"
+    ), a.reason
+    assert "late" not in a.reason and "ends skipped_resource at 2026-03-10T04:00:00Z" in a.reason
+    [m] = h.missed([sp], [r], since=NOW - timedelta(days=1), now=NOW.replace(hour=3))
+    assert m.state == h.WAITING and m.hold == a.hold and m.reason == a.reason
+    # a pause of the job comes first; the row's own description names the resource too
+    assert "resource db" in h.describe_run(r, NOW.replace(hour=3), sp)
+
+
 def test_an_audit_report_of_more_occurrences_than_it_can_list_is_refused_before_walking_them():
     from chronod.core import report
 

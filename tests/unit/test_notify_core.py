@@ -200,3 +200,66 @@ def test_a_disabled_job_never_goes_silent_nor_lacks_a_next_occurrence():
     notices, _ = decide(s, [], NotifyState(), T0 + timedelta(days=3), known_since=T0)
     missing, _ = core.no_next(s, sched, False, None, NotifyState(), T0)
     assert notices == [] and missing == []
+
+
+# --- silence inside planned holds and gaps chronod itself made ---------------------------------
+
+
+def test_a_gap_inside_the_jobs_tolerance_is_no_silence():
+    """A run may start up to tolerance_s late and be on time: the switch allows for it."""
+    s = spec(max_silence_s=300, tolerance_s=30)
+    _, state = decide(s, [run(0, "succeeded")], NotifyState(), T0 + timedelta(minutes=1))
+    last = T0 + timedelta(seconds=5)
+    assert core.silence_deadline(s, state) == last + timedelta(seconds=330)
+    inside, state = decide(s, [], state, last + timedelta(seconds=329))
+    past, _ = decide(s, [], state, last + timedelta(seconds=331))
+    assert inside == [] and events(past) == ["silence"]
+
+
+def test_a_hold_that_ends_restarts_the_silence_clock_from_its_end():
+    """Held by a window (or a pause) past max_silence_s: nothing while it holds, and the
+    clock counts afresh from the round that sees the hold over."""
+    s = spec(max_silence_s=120)
+    _, state = decide(s, [run(0, "succeeded")], NotifyState(), T0 + timedelta(seconds=10))
+    held, state = decide(s, [], state, T0 + timedelta(seconds=50), paused=True)  # under half: basis kept
+    assert held == [] and state.basis == T0 + timedelta(seconds=5)
+    over = T0 + timedelta(seconds=140)  # the window ended; the first round after it
+    after, state = decide(s, [], state, over, resumed=True)
+    assert after == [] and state.basis == over
+    late, _ = decide(s, [], state, over + timedelta(seconds=121))
+    assert events(late) == ["silence"]
+
+
+def test_a_short_restart_of_chronod_sends_neither_silence_nor_recovered():
+    """Down 5 s, its last success 2 s before it stopped, max_silence_s 3: the time chronod
+    was down is not the job's silence, so the first round after the restart is quiet and
+    the catch-up's success recovers nothing."""
+    s = spec(schedule="@every 1s", max_silence_s=3)
+    last = run(0, "succeeded")  # ended at T0+5s
+    _, state = decide(s, [last], NotifyState(), T0 + timedelta(seconds=7))  # the last round before the stop
+    back = T0 + timedelta(seconds=12)  # up again: 5 s after that round
+    first, state = decide(s, [], state, back, down_s=5.0)
+    assert first == []
+    ok = run(0, "succeeded")
+    ok = Run(**{**ok.as_dict(), "run_id": "catchup", "finished_at": back + timedelta(seconds=1)})
+    then, state = decide(s, [ok], state, back + timedelta(seconds=1.5))
+    assert then == [] and not state.silent
+    # without the excuse the same rounds page and then recover: what the operator saw
+    noisy, _ = decide(s, [], decide(s, [last], NotifyState(), T0 + timedelta(seconds=7))[1], back)
+    assert events(noisy) == ["silence"]
+
+
+def test_a_crash_loop_still_trips_the_switch():
+    """Only the time down is forgiven: a job that never succeeds between restarts goes silent."""
+    s = spec(schedule="@every 1s", max_silence_s=30)
+    _, state = decide(s, [run(0, "succeeded")], NotifyState(), T0 + timedelta(seconds=6))
+    at = T0 + timedelta(seconds=6)
+    said = []
+    for _ in range(10):  # up 10 s, down 5 s
+        at += timedelta(seconds=5)
+        out, state = decide(s, [], state, at, down_s=5.0)
+        said += out
+        at += timedelta(seconds=10)
+        out, state = decide(s, [], state, at)
+        said += out
+    assert events(said) == ["silence"]

@@ -1,0 +1,181 @@
+"""The truth invariants (chronod.sim.invariants.silence_truth, audit_truth): each holds over
+a scenario made to ask it, and each catches a notifier or an audit broken on purpose."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from chronod.sim.driver import Simulation
+from chronod.sim.invariants import check
+from chronod.sim.scenario import Config
+from chronod.sim.world import Event
+
+START = datetime.fromisoformat("2025-06-02T00:00:00+00:00")
+
+
+def _job(job_id: str, schedule: str, **fields) -> dict:
+    return {
+        "id": job_id,
+        "owner": "ops",
+        "schedule": schedule,
+        "command": "true",
+        "idempotency_class": "idempotent",
+        "tolerance_s": 0,
+        "tolerance_reason": "exact times",
+        **fields,
+    }
+
+
+WINDOW = {"name": "swap", "reason": "CHG-2: disk swap", "cron": "0 1 * * *", "duration": "1h", "jobs": ["beat"]}
+
+
+def _silence_run(names=("silence_truth",)):
+    """A job every minute a 1 h window holds (max_silence_s 150), one every 2 minutes whose
+    successes come max_silence_s apart give or take its runs' lengths (inside its
+    tolerance_s of 30), and chronod down 10 minutes at 03:00."""
+    jobs = (
+        _job("beat", "* * * * *", max_silence_s=150),
+        _job("even", "*/2 * * * *", max_silence_s=120, tolerance_s=30, tolerance_reason="a little late is fine"),
+    )
+    cfg = Config(
+        days=0.25, jobs=2, seed=3, faults=frozenset(), job_docs=jobs, mean_s=1.0, blackouts=(WINDOW,), start=START
+    )
+    sim = Simulation(cfg)
+    sim.events = [Event(sim.t0 + 3 * 3600, "crash", {"calls": 0, "downtime": 600.0})]
+    out = sim.run()
+    try:
+        return check(out, names)["silence_truth"]
+    finally:
+        out.close()
+
+
+def test_silence_truth_holds_through_a_window_a_tolerance_and_a_restart():
+    assert _silence_run() == []
+
+
+def _ignore_holds(monkeypatch):
+    from chronod.notify import core
+
+    real = core.check_silence
+    monkeypatch.setattr(core, "check_silence", lambda spec, state, now, **kw: real(spec, state, now))
+
+
+def _ignore_tolerance(monkeypatch):
+    from chronod.core import history
+
+    monkeypatch.setattr(history, "silence_limit_s", lambda spec: float(spec.max_silence_s or 0))
+
+
+def _count_downtime(monkeypatch):
+    from chronod.notify import core
+
+    monkeypatch.setattr(core, "excuse_downtime", lambda spec, state, down_s, now: state)
+
+
+@pytest.mark.parametrize(
+    "breaking, caught",
+    [
+        (_ignore_holds, "while window swap held the job"),
+        (_ignore_tolerance, "tolerance_s 30"),
+        (_count_downtime, "chronod down"),
+    ],
+)
+def test_a_notifier_that_pages_inside_a_hold_a_tolerance_or_a_restart_is_caught(monkeypatch, breaking, caught):
+    breaking(monkeypatch)
+    found = _silence_run()
+    assert found and any(caught in c.what for c in found), found
+
+
+def _resource_run():
+    """Two jobs share resource db (1 slot); runs take minutes, so occurrences wait in its line."""
+    jobs = (
+        _job("load", "*/5 * * * *", resource="db", catchup_window_s=3600, overlap="allow"),
+        _job("dump", "*/7 * * * *", resource="db", catchup_window_s=3600, overlap="allow"),
+    )
+    cfg = Config(days=0.2, jobs=2, seed=5, faults=frozenset(), job_docs=jobs, mean_s=240.0, start=START)
+    out = Simulation(cfg).run()
+    try:
+        return check(out, ["audit_truth"])["audit_truth"], len(out.probes)
+    finally:
+        out.close()
+
+
+def test_audit_truth_holds_while_occurrences_wait_for_a_resource():
+    found, probes = _resource_run()
+    assert probes, "the audit was never asked about a waiting occurrence"
+    assert found == []
+
+
+def test_an_audit_that_calls_a_resource_wait_late_is_caught(monkeypatch):
+    from chronod.core import history
+
+    real = history.hold_of
+
+    def forgets_resources(run, spec, pauses, now):
+        hold = real(run, spec, pauses, now)
+        return None if hold is not None and hold.kind == "resource" else hold
+
+    monkeypatch.setattr(history, "hold_of", forgets_resources)
+    found, _ = _resource_run()
+    assert found and all("every slot of resource db taken" in c.what for c in found), found
+
+
+def test_a_file_broken_after_it_loaded_keeps_its_resources_limits_with_its_jobs():
+    """A file with errors keeps its last good jobs; it kept its resources too only by luck:
+    without them a kept job's resource fell back to one slot (audit_truth saw a run of
+    `net`, two slots, waiting beside one run)."""
+    from chronod.sim.world import Life
+
+    cfg = Config(days=0.01, jobs=1, seed=1, faults=frozenset(), job_docs=(_job("load", "* * * * *", resource="net"),))
+    sim = Simulation(cfg)
+    life = Life("sim-a", sim.world.mono())
+    sim.world.lives.append(life)
+    d = sim.daemon(life)
+    try:
+        d.start()
+        assert d.registry.limit("net") == 2
+        (name,) = sim.registry.files
+        sim.registry.write(name, bad=True)
+        d.registry.reload()
+        assert "load" in d.registry.jobs and d.registry.limit("net") == 2
+    finally:
+        sim.store.close()
+
+
+def _edit_run():
+    """An hourly job at :30 whose schedule is edited to :45 at 00:10, while its 00:30
+    occurrence is stored and pending: the edit withdraws it before it falls due."""
+    cfg = Config(days=0.2, jobs=1, seed=2, faults=frozenset(), job_docs=(_job("hourly", "30 * * * *"),), start=START)
+    sim = Simulation(cfg)
+
+    def edit() -> str:
+        (name,) = sim.registry.files
+        plan = sim.registry.files[name][0]
+        plan.doc = {**plan.doc, "schedule": "45 * * * *"}
+        sim.registry.write(name)
+        return "changed hourly to '45 * * * *'"
+
+    sim.registry.edit = edit  # type: ignore[method-assign]
+    sim.events = [Event(sim.t0 + 600, "registry", {})]
+    out = sim.run()
+    try:
+        withdrawn = [r for r in out.store.runs("hourly") if r.state == "cancelled" and r.started_at is None]
+        return check(out, ["audit_truth"])["audit_truth"], withdrawn
+    finally:
+        out.close()
+
+
+def test_audit_truth_holds_when_an_edit_withdraws_a_pending_occurrence():
+    found, withdrawn = _edit_run()
+    assert withdrawn, "the edit withdrew nothing: the scenario asks nothing"
+    assert found == []
+
+
+def test_a_missed_that_lists_an_occurrence_an_edit_withdrew_is_caught(monkeypatch):
+    from chronod.core import history
+
+    monkeypatch.setattr(history, "withdrawn", lambda run: False)
+    found, _ = _edit_run()
+    assert found and "withdrew it" in found[0].what, found
