@@ -23,7 +23,7 @@ from chronoctl.errors import EXIT_NO, InvalidInput, Unreachable, UsageError
 
 if TYPE_CHECKING:
     from chronod.core.backfill import Choice
-    from chronod.store.api import JobRow, Store
+    from chronod.store.api import JobRow, Leases, Store
 
 POLL_S = 0.2
 BAR_WIDTH = 30
@@ -211,7 +211,7 @@ def _choose(store: "Store", row: "JobRow", t1: datetime, t2: datetime, only: str
         ) from None
 
 
-def _each_nodes(store: "Store", now: datetime) -> list[str]:
+def _each_nodes(store: "Leases", now: datetime) -> list[str]:
     """The nodes whose occurrences of a `run_on: each` job a backfill runs: the live ones
     (each runs its own); with none live (a dry run), every node the database knows."""
     live = [n.name for n in cmd_ops.live_nodes(store, now)]

@@ -14,7 +14,7 @@ finally comes up, surprises more than it helps.
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -22,6 +22,9 @@ from chronoctl import cmd_ops, common
 from chronoctl import complete as _complete
 from chronoctl.cmd_ops import WAIT_MAX_S, db_option, json_option
 from chronoctl.errors import CliError, UnknownJob, Unreachable, UsageError
+
+if TYPE_CHECKING:
+    from chronod.store.api import OperatorState, PauseRow
 
 
 def register(app: typer.Typer) -> None:
@@ -233,7 +236,7 @@ def _end(for_: str | None, until: str | None, now: datetime) -> datetime | None:
     return common.parse_instant(until, "UTC", "--until", now, direction="future", strict=True)
 
 
-def _current(store: Any, kind: str, target: str) -> Any:
+def _current(store: OperatorState, kind: str, target: str) -> PauseRow | None:
     """The pause that holds this job, tag or resource itself now, or None."""
     return next((p for p in store.pauses() if p.kind == kind and p.target == target), None)
 

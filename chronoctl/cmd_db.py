@@ -19,7 +19,7 @@ from chronoctl.errors import EXIT_NO, Unreachable
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from chronod.store.api import Store
+    from chronod.store.api import Retention, Store
 
 DB_HELP = "Database: an SQLAlchemy URL or an SQLite file path (default: CHRONO_DB, else the per-user default)."
 
@@ -177,7 +177,7 @@ def prune(
     _prune_report(before, kept_s, dry_run, counts, as_json)
 
 
-def _prune_job(store: "Store", job_id: str, before: datetime, kept_s: int) -> int:
+def _prune_job(store: "Retention", job_id: str, before: datetime, kept_s: int) -> int:
     total = 0
     while True:
         n = store.prune_runs(job_id, before, kept_s=kept_s, limit=PRUNE_BATCH)

@@ -19,7 +19,7 @@ from chronoctl.cmd_ops import db_option, json_option
 from chronoctl.errors import EXIT_NO, UsageError
 
 if TYPE_CHECKING:
-    from chronod.store.api import JobRow, Run, Store
+    from chronod.store.api import JobRow, Leases, Run, Store
 
 LAST_RUNS = 10
 STREAK_SCAN = 100
@@ -42,7 +42,7 @@ def _schedule(row: "JobRow") -> Any:
     return common.schedule_of(row.spec)
 
 
-def _node_names(store: "Store") -> list[str]:
+def _node_names(store: "Leases") -> list[str]:
     return [n.name for n in store.nodes()]
 
 

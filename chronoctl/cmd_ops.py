@@ -23,7 +23,7 @@ from chronoctl.errors import EXIT_UNREACHABLE, CliError, UnknownJob, Unreachable
 from chronod import fsutil
 
 if TYPE_CHECKING:
-    from chronod.store.api import JobRow, Node, Run, Store
+    from chronod.store.api import JobRow, Leases, Node, Run, Store
 
 DB_HELP = "Database: an SQLAlchemy URL or an SQLite file path (default: CHRONO_DB, else the per-user default)."
 JSON_HELP = "Print JSON (stable keys, ISO-8601 times with offsets) instead of a table."
@@ -294,12 +294,12 @@ def node_alive(node: "Node", now: datetime) -> bool:
     return node.stopped_at is None and node.lease_expires_at > now
 
 
-def live_nodes(store: "Store", now: datetime) -> list["Node"]:
+def live_nodes(store: "Leases", now: datetime) -> list["Node"]:
     """Every node whose lease is live."""
     return [n for n in store.nodes() if node_alive(n, now)]
 
 
-def local_daemon(store: "Store", now: datetime) -> "Node | None":
+def local_daemon(store: "Leases", now: datetime) -> "Node | None":
     """The live node on this host whose process exists (newest heartbeat first)."""
     here = {socket.gethostname(), socket.gethostname().split(".")[0]}
     for node in live_nodes(store, now):
@@ -350,7 +350,7 @@ def _set_utc(value: bool) -> bool:
     return value
 
 
-def is_fleet(store: "Store") -> bool:
+def is_fleet(store: "Leases") -> bool:
     """True when more than one node has used the database: only then do tables show
     which node ran what, and under which fencing token."""
     return len(store.nodes()) > 1

@@ -24,7 +24,7 @@ from chronod.daemon.starter import Starter
 from chronod.daemon.timeline import Timeline
 from chronod.daemon.waits import Lines
 from chronod.fleet.lease import Lease
-from chronod.store.api import Run, Store
+from chronod.store.api import Occurrences, Run
 
 
 class Admission:
@@ -34,7 +34,7 @@ class Admission:
         self,
         *,
         clock: Clock,
-        store: Store,
+        store: Occurrences,
         node: str,
         lease: Lease,
         log: Log,

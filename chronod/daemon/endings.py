@@ -16,7 +16,7 @@ from chronod.daemon.seams import Log, Metrics
 from chronod.daemon.timeline import Timeline
 from chronod.fleet.lease import Lease
 from chronod.runner.api import Outcome
-from chronod.store.api import Ending, Run, Store
+from chronod.store.api import Ending, Outcomes, Run
 
 
 def output_budget() -> int:
@@ -32,7 +32,7 @@ class Endings:
         self,
         *,
         clock: Clock,
-        store: Store,
+        store: Outcomes,
         lease: Lease,
         log: Log,
         metrics: Metrics,

@@ -11,7 +11,7 @@ from chronod.core.clock import Clock
 from chronod.daemon.runs import Job
 from chronod.daemon.seams import Log
 from chronod.fleet import placement
-from chronod.store.api import Store
+from chronod.store.api import Leases
 
 VERSION_CHECK_EVERY_S = 10.0
 
@@ -19,7 +19,7 @@ VERSION_CHECK_EVERY_S = 10.0
 class FleetView:
     """Placement and versions, refreshed at heartbeats and reloads."""
 
-    def __init__(self, store: Store, clock: Clock, node: str, log: Log, fleet: bool) -> None:
+    def __init__(self, store: Leases, clock: Clock, node: str, log: Log, fleet: bool) -> None:
         self.store, self.clock, self.node, self.log = store, clock, node, log
         self.fleet = fleet  # PostgreSQL: one node of a fleet
         self._outvoted: dict[str, str] = {}  # job_id -> the fleet's spec hash, when ours lost

@@ -20,7 +20,7 @@ from typing import Sequence
 from chronod.core import blackout
 from chronod.core.blackout import Pause, Window
 from chronod.core.model import JobSpec, RunState
-from chronod.store.api import Run, Store
+from chronod.store.api import OperatorState, Run
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ Verdict = Start | Skip | Hold | Wait
 class Gate:
     """The pauses that hold now and the registry's maintenance windows."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: OperatorState) -> None:
         self._store = store
         self._pauses: list[Pause] = []  # every pause that holds (job, tag, resource)
         self._paused: dict[str, str | None] = {}  # job_id -> reason of the job's own pause

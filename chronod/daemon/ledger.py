@@ -10,13 +10,13 @@ from chronod.core.model import RunState
 from chronod.daemon.runs import Batch, Job
 from chronod.daemon.seams import Log, Metrics
 from chronod.fleet.lease import Lease
-from chronod.store.api import Run, Store
+from chronod.store.api import Occurrences, Run
 
 
 class Ledger:
     """Settles and stores occurrences, with this wake-up's writes or now."""
 
-    def __init__(self, store: Store, node: str, lease: Lease, metrics: Metrics, log: Log) -> None:
+    def __init__(self, store: Occurrences, node: str, lease: Lease, metrics: Metrics, log: Log) -> None:
         self.store, self.node, self.lease, self.metrics, self.log = store, node, lease, metrics, log
         self._batch: Batch | None = None  # set while a wake-up collects its writes
 

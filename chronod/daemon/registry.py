@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from chronod.core.blackout import Window
 from chronod.core.clock import Clock
@@ -23,7 +23,11 @@ from chronod.daemon.seams import Log, Metrics, Reloads
 from chronod.daemon.synced import Synced
 from chronod.fleet.lease import Lease
 from chronod.specfile import RegistryResult, merge_order
-from chronod.store.api import Store, StoreError
+from chronod.store.api import Definitions, Leases, OperatorState, StoreError
+
+
+class RegistryStore(Definitions, Leases, OperatorState, Protocol):
+    """The store roles a registry writes: definitions, its node's info, its errors."""
 
 
 @dataclass
@@ -60,7 +64,7 @@ class Registry:
         self,
         *,
         clock: Clock,
-        store: Store,
+        store: RegistryStore,
         node: str,
         lease: Lease,
         log: Log,

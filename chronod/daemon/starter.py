@@ -20,7 +20,7 @@ from chronod.daemon.startlimit import StartLimit
 from chronod.daemon.timeline import Timeline
 from chronod.fleet.lease import Lease
 from chronod.runner.api import Handle, LaunchRequest, Outcome
-from chronod.store.api import Run, Store
+from chronod.store.api import Run, RunLedger
 
 CLAIM_CHUNK = 50  # runs claimed per transaction: the first ones start before the rest are claimed
 LAUNCH_SLICE_S = 0.5  # a wake-up starts runs for at most this long, then collects children again
@@ -35,7 +35,7 @@ class Starter:
         self,
         *,
         clock: Clock,
-        store: Store,
+        store: RunLedger,
         runner: Runner,
         node: str,
         lease: Lease,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from chronod.core.model import JobSpec
 
 if TYPE_CHECKING:
-    from chronod.store.api import Store
+    from chronod.store.api import Definitions
 
 HASHES_PER_CALL = 2000
 
@@ -52,7 +52,7 @@ class Synced:
                 return False
         return True
 
-    def sync(self, store: Store, node: str, carried: dict[str, JobSpec]) -> bool:
+    def sync(self, store: Definitions, node: str, carried: dict[str, JobSpec]) -> bool:
         """Store these definitions unless the last sync stored them; True if it wrote."""
         if self.same(carried) and store.jobs_version() == self.version:
             return False

@@ -27,6 +27,7 @@ from chronod.core.model import RunState
 from chronod.core.schedule import compile_schedule
 from chronod.notify import core
 from chronod.notify.deliver import LONGEST_DELIVERY_S, TAIL_BYTES, DeliveryError, deliver, kill_running
+from chronod.store.api import NoticeOutbox
 from chronod.store.outbox import CURSOR, Outbox, Outgoing
 
 MAX_SLEEP_S = 60.0  # the loop wakes us after every outcome; this bounds retries and reconciles
@@ -75,7 +76,7 @@ class NotifyService:
         self.known_specs = known_specs  # the daemon's specs by id: shared, not parsed again
         self.known_windows = known_windows  # the registry's maintenance windows (they hold jobs too)
         self._alive_at: datetime | None = None  # when this process last wrote ALIVE (None: never yet)
-        self.outbox = Outbox(store)
+        self.outbox: NoticeOutbox = Outbox(store)
         self.metrics, self.version, self.send = metrics, version, send
         self.reconcile_every_s = reconcile_every_s
         # One lane of workers per account a job runs as (its `user:`, "" for the daemon's

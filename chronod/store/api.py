@@ -21,6 +21,7 @@ from chronod.core.model import JobSpec, RunState
 
 if TYPE_CHECKING:
     from chronod.core.history import Mark
+    from chronod.store.outbox import Outgoing
 
 
 class StoreError(Exception):
@@ -173,14 +174,15 @@ class Request:
     created_at: datetime
 
 
-class Store(Protocol):
-    """What the daemon and chronoctl need from the database."""
+# --- the store by role (docs/architecture.md, "Store by role") ---------------------------
+
+
+class Schema(Protocol):
+    """The database itself: its schema revision, migrations, and its connections."""
 
     url_safe: str  # the URL with any password masked
     dialect: str  # "sqlite" | "postgresql"
-    stale_rejections: int
 
-    # --- schema -----------------------------------------------------------------
     def schema_revision(self) -> str | None:
         """The alembic revision the database is at (None: empty database)."""
 
@@ -193,7 +195,12 @@ class Store(Protocol):
     def close(self) -> None:
         """Release every connection."""
 
-    # --- nodes and leases -----------------------------------------------------------
+
+class Leases(Protocol):
+    """Nodes, their leases and fencing tokens: who may write, and how many writes were refused."""
+
+    stale_rejections: int  # fenced writes this process had refused (its token was no live lease)
+
     def acquire_node(
         self, name: str, *, pid: int, hostname: str, boot_id: str, ttl_s: float, pid_start: int | None = None
     ) -> int:
@@ -221,7 +228,10 @@ class Store(Protocol):
     def expired_nodes(self) -> list[Node]:
         """Nodes whose lease has expired (by database time) and that were not stopped cleanly."""
 
-    # --- job definitions --------------------------------------------------------------
+
+class Definitions(Protocol):
+    """Job definitions as registered: specs, their version, and when each was known."""
+
     def sync_jobs(self, node: str, specs: Iterable[JobSpec]) -> None:
         """Upsert these definitions (spec JSON + hash); jobs this node wrote before and no
         longer has get `removed_at` set and their pending occurrences cancelled."""
@@ -245,36 +255,10 @@ class Store(Protocol):
     def get_job(self, job_id: str) -> JobRow | None:
         """One job, removed or not; None if never registered."""
 
-    def set_paused(
-        self,
-        job_id: str,
-        paused: bool,
-        reason: str | None,
-        *,
-        by: str | None = None,
-        until: datetime | None = None,
-    ) -> bool:
-        """Pause (by a user, until a time or until resumed) or resume a job; False if no such job."""
 
-    def paused_jobs(self) -> dict[str, str | None]:
-        """job_id -> pause reason for every job whose own pause holds now (cheap: the
-        daemon asks on each wake); a pause past its `until` is over."""
+class Occurrences(Protocol):
+    """The run ledger's occurrences: stored, claimed for a node (fenced), settled, held, revived."""
 
-    def set_group_pause(
-        self, kind: str, target: str, reason: str, *, by: str | None = None, until: datetime | None = None
-    ) -> None:
-        """Pause every job with a tag (`kind` "tag") or in a resource ("resource"), replacing
-        an earlier pause of the same target."""
-
-    def clear_group_pause(self, kind: str, target: str) -> bool:
-        """Resume a tag or a resource; False if it was not paused."""
-
-    def pauses(self, include_removed: bool = False) -> list[PauseRow]:
-        """Every pause that holds now: jobs' own, then tags' and resources'. A removed job's
-        own pause only with `include_removed` (the daemon's: a reload prepared beside its
-        loop marks a job removed before the loop lets the job go)."""
-
-    # --- occurrences and runs ------------------------------------------------------------
     def insert_runs(self, runs: Iterable[Run]) -> int:
         """Insert many runs in one transaction, each in the state it carries (pending, or a
         terminal skipped_* record), ignoring run ids that exist; returns how many were new."""
@@ -332,6 +316,14 @@ class Store(Protocol):
         ids left alone), settle the waiting runs in `settles` (run_id, state, error), then
         claim the waiting runs in `claims` that no other node holds (skip locked: never
         waits). Settles and claims are fenced on `token`. Returns the claimed runs."""
+
+    def note_held(self, run_ids: Iterable[str], why: str, until: datetime, *, node: str, token: int) -> int:
+        """Record on pending rows that a maintenance window holds them (`why`) until `until`
+        (kept in `error` and `next_attempt_at` until the row is claimed or settled)."""
+
+
+class Outcomes(Protocol):
+    """The run ledger's outcomes: what became of a claimed attempt, and taking over a dead node's attempts (fenced)."""
 
     def set_processes(self, started: list[tuple[str, int, int, int]], token: int) -> set[str]:
         """Record the process ids of started attempts (run_id, attempt, pid, supervisor_pid)
@@ -399,6 +391,16 @@ class Store(Protocol):
         jobs, with finished_at now). The attempt row records `lost` and `error`. Fenced on
         `token` being live for `node`; False if the holder is still live or the run moved on."""
 
+    def note_late_outcome(self, run_id: str, attempt: int, text: str) -> bool:
+        """An attempt settled `lost` whose result arrived afterwards: `text` (what the
+        result says) is added to its error, and to the run's while that attempt is the
+        run's latest; its state stays `lost`. False when the attempt is not `lost`, or
+        carries the note already."""
+
+
+class RunHistory(Protocol):
+    """The run ledger read back: runs, attempts, and each job's latest run."""
+
     def running(self, node: str | None = None) -> list[Run]:
         """Runs in state running (optionally only those held by `node`)."""
 
@@ -424,10 +426,6 @@ class Store(Protocol):
     ) -> list[Run]:
         """Runs filtered by job, scheduled_at window and state."""
 
-    def note_held(self, run_ids: Iterable[str], why: str, until: datetime, *, node: str, token: int) -> int:
-        """Record on pending rows that a maintenance window holds them (`why`) until `until`
-        (kept in `error` and `next_attempt_at` until the row is claimed or settled)."""
-
     def run_marks(self, *, since: datetime, until: datetime) -> list[Mark]:
         """(run_id, job_id, job_key, scheduled_at, state, trigger) of every run scheduled in
         [since, until): the slim shape `chronoctl missed` needs to tell which occurrences
@@ -436,20 +434,21 @@ class Store(Protocol):
     def attempts(self, run_id: str) -> list[Attempt]:
         """Every attempt of a run, in order."""
 
-    def note_late_outcome(self, run_id: str, attempt: int, text: str) -> bool:
-        """An attempt settled `lost` whose result arrived afterwards: `text` (what the
-        result says) is added to its error, and to the run's while that attempt is the
-        run's latest; its state stays `lost`. False when the attempt is not `lost`, or
-        carries the note already."""
+    def last_successes(self, job_ids: Iterable[str], until: datetime) -> dict[str, Run]:
+        """job_id -> its latest succeeded run scheduled before `until`, for many jobs in one
+        query (jobs that never succeeded are left out)."""
 
-    def delete_run(self, run_id: str) -> bool:
-        """Remove a run and its attempts (tests, operator repair); False if there was none."""
+    def last_runs(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, Run]:
+        """Each job's latest run scheduled before `until` whose state is not in `skip`
+        (jobs without one are left out), for many jobs in one read."""
 
-    def metrics(self) -> dict[str, Any]:
-        """A cheap summary: {"runs_by_state": {state: n}, "jobs": n, "paused_jobs": n,
-        "stale_rejections": n (this process), "database_bytes": n or None}."""
+    def last_states(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, str]:
+        """The state of the run `last_runs` would give each job, without reading the runs."""
 
-    # --- retention ------------------------------------------------------------------------
+
+class Retention(Protocol):
+    """Removing history: pruning under a per-job watermark, and deleting a run outright."""
+
     def prune_runs(self, job_id: str, before: datetime, *, kept_s: int, limit: int) -> int:
         """Delete, oldest first, at most `limit` terminal runs of `job_id` (with their attempts)
         scheduled before `before`, never the job's latest success, and in the same transaction
@@ -466,21 +465,13 @@ class Store(Protocol):
     def pruned(self, job_ids: Iterable[str] | None = None) -> dict[str, Pruned]:
         """The pruning watermark of each job that was ever pruned (all when `job_ids` is None)."""
 
-    def last_successes(self, job_ids: Iterable[str], until: datetime) -> dict[str, Run]:
-        """job_id -> its latest succeeded run scheduled before `until`, for many jobs in one
-        query (jobs that never succeeded are left out)."""
+    def delete_run(self, run_id: str) -> bool:
+        """Remove a run and its attempts (tests, operator repair); False if there was none."""
 
-    def last_runs(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, Run]:
-        """Each job's latest run scheduled before `until` whose state is not in `skip`
-        (jobs without one are left out), for many jobs in one read."""
 
-    def last_states(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, str]:
-        """The state of the run `last_runs` would give each job, without reading the runs."""
+class Backfills(Protocol):
+    """Backfills (chronod.store.backfills): the stored request, its occurrences, how far it got."""
 
-    def database_bytes(self) -> int | None:
-        """The size of the database on disk (None when the database will not say)."""
-
-    # --- backfills (chronod.store.backfills) ---------------------------------------------
     def add_backfill(
         self,
         job_id: str,
@@ -516,26 +507,151 @@ class Store(Protocol):
     def end_backfill(self, backfill_id: int, state: str, error: str | None = None) -> bool:
         """A running backfill ends (`done` or `cancelled`); False if it was not running."""
 
-    # --- requests from chronoctl --------------------------------------------------------
+
+class OperatorState(Protocol):
+    """Requests and state: pauses, chronoctl's requests (run-now, reload), per job-key state, registry errors, and health figures."""
+
+    def set_paused(
+        self,
+        job_id: str,
+        paused: bool,
+        reason: str | None,
+        *,
+        by: str | None = None,
+        until: datetime | None = None,
+    ) -> bool:
+        """Pause (by a user, until a time or until resumed) or resume a job; False if no such job."""
+
+    def paused_jobs(self) -> dict[str, str | None]:
+        """job_id -> pause reason for every job whose own pause holds now (cheap: the
+        daemon asks on each wake); a pause past its `until` is over."""
+
+    def set_group_pause(
+        self, kind: str, target: str, reason: str, *, by: str | None = None, until: datetime | None = None
+    ) -> None:
+        """Pause every job with a tag (`kind` "tag") or in a resource ("resource"), replacing
+        an earlier pause of the same target."""
+
+    def clear_group_pause(self, kind: str, target: str) -> bool:
+        """Resume a tag or a resource; False if it was not paused."""
+
+    def pauses(self, include_removed: bool = False) -> list[PauseRow]:
+        """Every pause that holds now: jobs' own, then tags' and resources'. A removed job's
+        own pause only with `include_removed` (the daemon's: a reload prepared beside its
+        loop marks a job removed before the loop lets the job go)."""
+
     def add_request(self, kind: str, job_id: str | None, payload: dict[str, Any]) -> int:
         """Queue a request for the daemon(s); returns its id."""
 
     def take_requests(self, node: str) -> list[Request]:
         """Atomically take every queued request (each is taken by one node)."""
 
-    # --- per job-key state (boot id for @reboot, notified state) -----------------------
     def get_job_state(self, job_key: str) -> dict[str, Any]:
         """Small JSON state kept per job key ({} when none)."""
 
     def set_job_state(self, job_key: str, state: dict[str, Any]) -> None:
         """Replace the state kept for a job key."""
 
-    # --- registry errors ----------------------------------------------------------------
     def set_registry_errors(self, node: str, errors: list[dict[str, Any]]) -> None:
         """Replace this node's current registry errors (file, line, message)."""
 
     def registry_errors(self) -> list[dict[str, Any]]:
         """Current registry errors of every node."""
+
+    def metrics(self) -> dict[str, Any]:
+        """A cheap summary: {"runs_by_state": {state: n}, "jobs": n, "paused_jobs": n,
+        "stale_rejections": n (this process), "database_bytes": n or None}."""
+
+    def database_bytes(self) -> int | None:
+        """The size of the database on disk (None when the database will not say)."""
+
+
+class RunLedger(Occurrences, Outcomes, RunHistory, Protocol):
+    """The run ledger: occurrences, runs, attempts and outcomes."""
+
+
+class Store(Schema, Leases, Definitions, RunLedger, Retention, Backfills, OperatorState, Protocol):
+    """What the daemon and chronoctl need from the database: every role at once. A part that
+    needs only one or two roles may ask for those alone."""
+
+
+#: The roles whose union is `Store`, each method in exactly one (the outbox is not among
+#: them: `NoticeOutbox`, kept by `chronod.store.outbox.Outbox` beside the store).
+STORE_ROLES: tuple[type, ...] = (
+    Schema,
+    Leases,
+    Definitions,
+    Occurrences,
+    Outcomes,
+    RunHistory,
+    Retention,
+    Backfills,
+    OperatorState,
+)
+
+
+class NoticeOutbox(Protocol):
+    """The outbox: notices to deliver, claimed and marked by the nodes, and the notifier's
+    own state and cheap reads of the history (kept by `chronod.store.outbox.Outbox`)."""
+
+    def jobs_version(self) -> tuple[int, datetime | None]:
+        """(count, newest updated_at) of the jobs table: changes whenever a definition, a
+        removal or a pause does, so the notifier re-reads definitions only then."""
+
+    def get_state(self, name: str) -> dict[str, Any]:
+        """The JSON state kept under `name` ({} when none)."""
+
+    def get_states(self, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """State per name for many names at once (missing names are left out)."""
+
+    def set_states(self, states: dict[str, dict[str, Any]], now: datetime) -> None:
+        """Replace the state kept under each name, in one transaction."""
+
+    def changed_run_keys(self, since: datetime, until: datetime) -> list[tuple[str, datetime]]:
+        """(run id, updated_at) of the terminal runs whose row changed in [since, until),
+        oldest first: two narrow columns, so that a reader can tell what it has already
+        read without reading whole rows again."""
+
+    def terminal_runs(self, run_ids: Iterable[str]) -> list[Run]:
+        """The runs among `run_ids` that are in a terminal state, in (updated_at, run id) order."""
+
+    def waiting_keys(self) -> set[str]:
+        """Job keys with a pending, running or retrying run (the chain is alive)."""
+
+    def latest_runs(self) -> dict[str, tuple[str, datetime]]:
+        """job_id -> (run id, scheduled_at) of its latest scheduled run."""
+
+    def first_seen(self) -> dict[str, datetime]:
+        """job_id -> scheduled_at of its earliest run (when the history starts)."""
+
+    def last_successes(self, job_ids: Iterable[str]) -> dict[str, datetime]:
+        """job_id -> finish time of its latest success."""
+
+    def add(self, rows: Iterable[dict[str, Any]], now: datetime) -> int:
+        """Insert notice rows (keys: job_id, event, state, run_id, dedupe_key, route,
+        payload); rows whose dedupe key exists are ignored. Returns how many were new."""
+
+    def claim(
+        self, node: str, now: datetime, *, limit: int = 20, hold_s: float = 300, skip_jobs: Iterable[str] = ()
+    ) -> list[Outgoing]:
+        """Take up to `limit` unsent rows that are due and not held by a live claim, none
+        of the jobs in `skip_jobs` (their delivery lane is full)."""
+
+    def release_claims(self, node: str) -> int:
+        """Free the rows a previous process of `node` claimed and did not finish (it is dead:
+        its lease passed to us); they are sent again, at least once."""
+
+    def release(self, notice_ids: Iterable[int], node: str) -> None:
+        """Give back rows this node claimed and will not deliver now: they are free at once."""
+
+    def mark_sent(self, notice_id: int, node: str, now: datetime) -> bool:
+        """Record a delivery; False when the claim was lost meanwhile (someone else sends)."""
+
+    def mark_failed(self, notice_id: int, node: str, error: str, retry_at: datetime) -> None:
+        """Record a failed delivery and release the row for a new try at `retry_at`."""
+
+    def notices(self, job_id: str | None = None) -> list[Outgoing]:
+        """Every row (optionally of one job), oldest first: for status and tests."""
 
 
 def open_store(url: str, *, cli: bool = False) -> Store:

@@ -1,6 +1,6 @@
 """Backfills in the store: the stored request, its occurrences, and how far it got.
 
-Kept beside `sql.py` (a part of `SqlStore`, which inherits it). The database does the
+The backfills role of the SQL store (`SqlStore` inherits it). The database does the
 bookkeeping: an occurrence a backfill starts keeps its own run id; one with no row is
 inserted, one that ended is opened again (its attempts keep counting, so every attempt
 stays recorded against its occurrence), both with trigger `backfill`, and only when it is
@@ -13,16 +13,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ContextManager
+from typing import Any
 
 import sqlalchemy as sa
 
 from chronod.core.model import TERMINAL_STATES
 from chronod.store import schema as s
 from chronod.store.api import Run
-
-if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection
+from chronod.store.sqldb import SqlPart
 
 
 @dataclass
@@ -63,14 +61,8 @@ def _backfill(row: Any) -> Backfill:
     return Backfill(**data)
 
 
-class BackfillStore:
-    """The backfill part of chronod.store.sql.SqlStore (uses its `_tx`, `_ts`, `_insert_new`)."""
-
-    if TYPE_CHECKING:
-
-        def _tx(self, write: bool = True) -> ContextManager[Connection]: ...
-        def _ts(self) -> Any: ...
-        def _insert_new(self, c: Connection, run: Run | None) -> bool: ...
+class BackfillStore(SqlPart):
+    """`chronod.store.api.Backfills` over SQL."""
 
     def add_backfill(
         self,

@@ -1,7 +1,9 @@
-"""The notifications outbox and the notifier's state, over an SqlStore's engine.
+"""The notifications outbox and the notifier's state, over an SqlStore's database.
 
-Kept beside `sql.py` rather than inside it: the notifier is its only user. The database
-does the bookkeeping:
+The outbox role (`chronod.store.api.NoticeOutbox`), kept out of `SqlStore`: the notifier
+is its only user. It shares the store's database through a public seam, `OutboxHost`
+(the store's `Database`: its transactions, dialect and run rows), never the store's
+private members. The database does the bookkeeping:
 
 - one row per notice and route, `dedupe_key` UNIQUE, inserted with ON CONFLICT DO
   NOTHING: whichever node (or restarted daemon) computes a notice, one row exists;
@@ -17,13 +19,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
 
 import sqlalchemy as sa
 
 from chronod.core.model import TERMINAL_STATES, RunState
 from chronod.store import schema as s
 from chronod.store.api import Run
+from chronod.store.sqldb import Database
 
 PATIENCE_S = 120.0  # the notifier's writes wait out a burst of chronoctl writes: late is fine, failing is noise
 
@@ -49,31 +52,44 @@ class Outgoing:
     claimed_by: str | None = None
 
 
+class OutboxHost(Protocol):
+    """What the outbox needs of the store it shares a database with (an SqlStore)."""
+
+    @property
+    def database(self) -> Database:
+        """The store's engine, transactions and run rows."""
+        ...
+
+    def jobs_version(self) -> tuple[int, datetime | None]:
+        """`chronod.store.api.Definitions.jobs_version`."""
+        ...
+
+
 class Outbox:
     """Notifier storage on the same database as `store` (a chronod.store.sql.SqlStore)."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: OutboxHost):
         self.store = store
+        self.db = store.database
 
     # --- job definitions, cheaply ----------------------------------------------------------
     def jobs_version(self) -> tuple[int, datetime | None]:
         """(count, newest updated_at) of the jobs table: changes whenever a definition, a
         removal or a pause does, so the notifier re-reads definitions only then."""
-        version: tuple[int, datetime | None] = self.store.jobs_version()
-        return version
+        return self.store.jobs_version()
 
     # --- notifier state -----------------------------------------------------------------
     def get_state(self, name: str) -> dict[str, Any]:
         """The JSON state kept under `name` ({} when none)."""
         t = s.notify_state.c
-        with self.store._tx(write=False) as c:
+        with self.db.tx(write=False) as c:
             text = c.execute(sa.select(t.state_json).where(t.name == name)).scalar()
         return json.loads(text) if text else {}
 
     def get_states(self, names: Iterable[str]) -> dict[str, dict[str, Any]]:
         """State per name for many names at once (missing names are left out)."""
         t, names, out = s.notify_state.c, list(names), {}
-        with self.store._tx(write=False) as c:
+        with self.db.tx(write=False) as c:
             for i in range(0, len(names), 500):
                 for row in c.execute(sa.select(t.name, t.state_json).where(t.name.in_(names[i : i + 500]))):
                     out[row.name] = json.loads(row.state_json)
@@ -87,11 +103,11 @@ class Outbox:
             dict(name=k, state_json=json.dumps(v, sort_keys=True, default=str), updated_at=now)
             for k, v in states.items()
         ]
-        ins = self.store._insert(s.notify_state)
+        ins = self.db.insert(s.notify_state)
         stmt = ins.on_conflict_do_update(
             index_elements=["name"], set_=dict(state_json=ins.excluded.state_json, updated_at=ins.excluded.updated_at)
         )
-        with self.store._tx(patience_s=PATIENCE_S) as c:
+        with self.db.tx(patience_s=PATIENCE_S) as c:
             c.execute(stmt, rows)
 
     # --- what changed -------------------------------------------------------------------
@@ -105,7 +121,7 @@ class Outbox:
             .where(r.state.in_(TERMINAL_STATES), r.updated_at >= since, r.updated_at < until)
             .order_by(r.updated_at, r.run_id)
         )
-        with self.store._tx(write=False) as c:
+        with self.db.tx(write=False) as c:
             return [(row.run_id, row.updated_at) for row in c.execute(q)]
 
     def terminal_runs(self, run_ids: Iterable[str]) -> list[Run]:
@@ -113,13 +129,13 @@ class Outbox:
         r, ids, out = s.runs.c, sorted(set(run_ids)), []
         for i in range(0, len(ids), 500):
             q = sa.select(s.runs).where(r.run_id.in_(ids[i : i + 500]), r.state.in_(TERMINAL_STATES))
-            out += self.store._select_runs(q)
+            out += self.db.select_runs(q)
         return sorted(out, key=_change_order)
 
     def waiting_keys(self) -> set[str]:
         """Job keys with a pending, running or retrying run (the chain is alive)."""
         r = s.runs.c
-        with self.store._tx(write=False) as c:
+        with self.db.tx(write=False) as c:
             return set(
                 c.execute(
                     sa.select(r.job_key)
@@ -135,20 +151,20 @@ class Outbox:
         q = sa.select(r.job_id, r.run_id, r.scheduled_at).join(
             latest, sa.and_(r.job_id == latest.c.job_id, r.scheduled_at == latest.c.at)
         )
-        with self.store._tx(write=False) as c:
+        with self.db.tx(write=False) as c:
             return {row.job_id: (row.run_id, row.scheduled_at) for row in c.execute(q)}
 
     def first_seen(self) -> dict[str, datetime]:
         """job_id -> scheduled_at of its earliest run (when the history starts)."""
         r = s.runs.c
-        with self.store._tx(write=False) as c:
+        with self.db.tx(write=False) as c:
             rows = c.execute(sa.select(r.job_id, sa.func.min(r.scheduled_at)).group_by(r.job_id))
             return {job_id: at for job_id, at in rows}
 
     def last_successes(self, job_ids: Iterable[str]) -> dict[str, datetime]:
         """job_id -> finish time of its latest success."""
         r, ids, out = s.runs.c, list(job_ids), {}
-        with self.store._tx(write=False) as c:
+        with self.db.tx(write=False) as c:
             for i in range(0, len(ids), 500):
                 q = (
                     sa.select(r.job_id, sa.func.max(sa.func.coalesce(r.finished_at, r.scheduled_at)))
@@ -163,7 +179,7 @@ class Outbox:
         """Insert notice rows (keys: job_id, event, state, run_id, dedupe_key, route,
         payload); rows whose dedupe key exists are ignored. Returns how many were new."""
         new = 0
-        with self.store._tx(patience_s=PATIENCE_S) as c:
+        with self.db.tx(patience_s=PATIENCE_S) as c:
             for row in rows:
                 values = dict(
                     job_id=row["job_id"],
@@ -176,7 +192,7 @@ class Outbox:
                     created_at=now,
                     attempts=0,
                 )
-                stmt = self.store._insert(s.notifications).values(**values)
+                stmt = self.db.insert(s.notifications).values(**values)
                 stmt = stmt.on_conflict_do_nothing(index_elements=["dedupe_key"])
                 new += c.execute(stmt.returning(s.notifications.c.id)).first() is not None
         return new
@@ -195,9 +211,9 @@ class Outbox:
         skip = sorted(set(skip_jobs))
         where = sa.and_(free, n.job_id.notin_(skip)) if skip else free
         pick = sa.select(n.id).where(where).order_by(n.id).limit(limit)
-        if self.store.dialect == "postgresql":
+        if self.db.dialect == "postgresql":
             pick = pick.with_for_update(skip_locked=True)
-        with self.store._tx(patience_s=PATIENCE_S) as c:
+        with self.db.tx(patience_s=PATIENCE_S) as c:
             ids = list(c.execute(pick).scalars())
             if not ids:
                 return []
@@ -217,7 +233,7 @@ class Outbox:
         """Free the rows a previous process of `node` claimed and did not finish (it is dead:
         its lease passed to us); they are sent again, at least once."""
         n = s.notifications.c
-        with self.store._tx(patience_s=PATIENCE_S) as c:
+        with self.db.tx(patience_s=PATIENCE_S) as c:
             return int(
                 c.execute(
                     s.notifications.update()
@@ -230,7 +246,7 @@ class Outbox:
         """Give back rows this node claimed and will not deliver now: they are free at once."""
         ids = list(notice_ids)
         n = s.notifications.c
-        with self.store._tx() as c:
+        with self.db.tx() as c:
             c.execute(
                 s.notifications.update()
                 .where(n.id.in_(ids), n.claimed_by == node, n.sent_at.is_(None))
@@ -240,7 +256,7 @@ class Outbox:
     def mark_sent(self, notice_id: int, node: str, now: datetime) -> bool:
         """Record a delivery; False when the claim was lost meanwhile (someone else sends)."""
         n = s.notifications.c
-        with self.store._tx(patience_s=PATIENCE_S) as c:
+        with self.db.tx(patience_s=PATIENCE_S) as c:
             res = c.execute(
                 s.notifications.update()
                 .where(n.id == notice_id, n.claimed_by == node, n.sent_at.is_(None))
@@ -251,7 +267,7 @@ class Outbox:
     def mark_failed(self, notice_id: int, node: str, error: str, retry_at: datetime) -> None:
         """Record a failed delivery and release the row for a new try at `retry_at`."""
         n = s.notifications.c
-        with self.store._tx(patience_s=PATIENCE_S) as c:
+        with self.db.tx(patience_s=PATIENCE_S) as c:
             c.execute(
                 s.notifications.update()
                 .where(n.id == notice_id, n.claimed_by == node, n.sent_at.is_(None))
@@ -270,7 +286,7 @@ class Outbox:
         q = sa.select(s.notifications).order_by(n.id)
         if job_id is not None:
             q = q.where(n.job_id == job_id)
-        with self.store._tx(write=False) as c:
+        with self.db.tx(write=False) as c:
             return [_outgoing(r) for r in c.execute(q).mappings().all()]
 
 

@@ -5,9 +5,14 @@ its attempt row), one round trip each; on a loaded host every round trip waits i
 for the database process, and recording endings became most of the loop's time. Here the
 batch goes as parallel arrays (`unnest`), the run rows and the attempt rows are updated
 by one statement (a data-modifying WITH), and the ids written come back. The conditions
-are those of the one-run statements in `chronod.store.sql` (the run is running at this
-attempt and, when fenced, held under a token that is a live lease); SQLite keeps the
+are those of the one-run statements in `chronod.store.sql_outcomes` (the run is running at
+this attempt and, when fenced, held under a token that is a live lease); SQLite keeps the
 one-run statements (no round trips there).
+
+The lease-live half of the fencing condition is not written here: the caller passes the
+store's own predicate (`SqlPart._lease_live` on a `token` bind parameter, built by
+`sqldb.lease_live`), and it is compiled into these statements, so that there is one
+definition of a live lease for every fenced write.
 """
 
 from __future__ import annotations
@@ -15,18 +20,34 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from chronod.store.api import Ending
 
-_LIVE = (
-    "runs.token = %(token)s AND EXISTS (SELECT 1 FROM nodes n WHERE n.token = %(token)s "
-    "AND n.lease_expires_at > now() AND n.stopped_at IS NULL)"
-)
+TOKEN = "token"  # the bind parameter the fencing predicate passed in compares the token with
 
 
-def set_processes(c: Connection, started: list[tuple[str, int, int, int]], token: int) -> set[str]:
-    """Store the process ids of running attempts: (run id, attempt, pid, supervisor pid)."""
+def token_param() -> sa.BindParameter[int]:
+    """The writer's token in a fencing predicate built for these statements."""
+    return sa.bindparam(TOKEN, type_=sa.BigInteger())
+
+
+def _held_live(c: Connection, live: sa.ColumnElement[bool]) -> str:
+    """The run is held under the writer's token, and that token is a live lease (`live`,
+    compiled for this connection: `%(token)s` is the token)."""
+    text = str(live.compile(dialect=c.dialect))
+    if f"%({TOKEN})s" not in text:
+        raise ValueError(f"the fencing predicate does not compare with the {TOKEN!r} parameter: {text}")
+    return f"runs.token = %({TOKEN})s AND {text}"
+
+
+def set_processes(
+    c: Connection, started: list[tuple[str, int, int, int]], token: int, live: sa.ColumnElement[bool]
+) -> set[str]:
+    """Store the process ids of running attempts: (run id, attempt, pid, supervisor pid),
+    fenced on `live` (the store's lease-live predicate on `token_param()`)."""
+    held = _held_live(c, live)
     sql = f"""
         WITH v AS (
             SELECT * FROM unnest(%(run_id)s::text[], %(attempt)s::integer[], %(pid)s::integer[],
@@ -34,7 +55,7 @@ def set_processes(c: Connection, started: list[tuple[str, int, int, int]], token
         ), done AS (
             UPDATE runs SET pid = v.pid, supervisor_pid = v.supervisor_pid, updated_at = now()
             FROM v WHERE runs.run_id = v.run_id AND runs.state = 'running' AND runs.attempts = v.attempt
-            AND {_LIVE}
+            AND {held}
             RETURNING runs.run_id, runs.attempts
         ), att AS (
             UPDATE attempts a SET pid = v.pid, supervisor_pid = v.supervisor_pid
@@ -44,12 +65,13 @@ def set_processes(c: Connection, started: list[tuple[str, int, int, int]], token
         SELECT run_id FROM done
     """
     params = _columns(started, ("run_id", "attempt", "pid", "supervisor_pid"))
-    return set(c.exec_driver_sql(sql, {**params, "token": token}).scalars())
+    return set(c.exec_driver_sql(sql, {**params, TOKEN: token}).scalars())
 
 
-def finish_many(c: Connection, endings: list[Ending], token: int | None) -> set[str]:
-    """Record the outcomes of running attempts (fenced on `token` unless it is None)."""
-    live = f"AND {_LIVE}" if token is not None else ""
+def finish_many(c: Connection, endings: list[Ending], token: int | None, live: sa.ColumnElement[bool]) -> set[str]:
+    """Record the outcomes of running attempts, fenced on `live` (the store's lease-live
+    predicate on `token_param()`) unless `token` is None."""
+    fenced = f"AND {_held_live(c, live)}" if token is not None else ""
     sql = f"""
         WITH v AS (
             SELECT * FROM unnest(%(run_id)s::text[], %(attempt)s::integer[], %(state)s::text[],
@@ -61,7 +83,7 @@ def finish_many(c: Connection, endings: list[Ending], token: int | None) -> set[
                 output_tail = v.output_tail, output_bytes = v.output_bytes, error = v.error,
                 finished_at = coalesce(v.finished_at, now()), next_attempt_at = NULL, updated_at = now()
             FROM v WHERE runs.run_id = v.run_id AND runs.state = 'running' AND runs.attempts = v.attempt
-            {live}
+            {fenced}
             RETURNING runs.run_id, runs.attempts, runs.finished_at
         ), att AS (
             UPDATE attempts a SET state = v.state, finished_at = done.finished_at, exit_code = v.exit_code,
@@ -86,7 +108,7 @@ def finish_many(c: Connection, endings: list[Ending], token: int | None) -> set[
         for e in endings
     ]
     names = ("run_id", "attempt", "state", "exit_code", "signal", "output_tail", "output_bytes", "error", "finished_at")
-    return set(c.exec_driver_sql(sql, {**_columns(rows, names), "token": token}).scalars())
+    return set(c.exec_driver_sql(sql, {**_columns(rows, names), TOKEN: token}).scalars())
 
 
 def _columns(rows: list[tuple[Any, ...]], names: tuple[str, ...]) -> dict[str, list[Any]]:

@@ -24,7 +24,8 @@ CONTRACT = Path(__file__).parent
 
 
 def _public_methods(cls: type) -> list[str]:
-    return sorted(n for n, v in vars(cls).items() if callable(v) and not n.startswith("_"))
+    """Its own and its bases' (the `Store` protocol is the union of the store's roles)."""
+    return sorted({n for k in cls.__mro__ for n, v in vars(k).items() if callable(v) and not n.startswith("_")})
 
 
 def test_every_store_and_outbox_method_is_called_by_the_contract_suite():

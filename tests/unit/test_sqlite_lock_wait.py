@@ -38,7 +38,7 @@ def holder(path: str) -> tuple[sqlite3.Connection, threading.Event]:
 def test_a_write_past_its_busy_timeout_fails_with_database_is_locked(store, tmp_path):
     _, done = holder(str(tmp_path / "chrono.db"))
     with pytest.raises(StoreError, match="database is locked"):
-        with store._tx() as c:
+        with store.database.tx() as c:
             c.exec_driver_sql("SELECT 1")
     done.set()
 
@@ -46,6 +46,6 @@ def test_a_write_past_its_busy_timeout_fails_with_database_is_locked(store, tmp_
 def test_a_patient_write_tries_begin_immediate_again_until_the_lock_is_free(store, tmp_path):
     _, done = holder(str(tmp_path / "chrono.db"))
     threading.Timer(1.0, done.set).start()  # five busy timeouts later
-    with store._tx(patience_s=60) as c:
+    with store.database.tx(patience_s=60) as c:
         assert c.exec_driver_sql("SELECT 1").scalar() == 1
     assert done.is_set()

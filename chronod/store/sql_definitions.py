@@ -1,0 +1,157 @@
+"""The definitions role of the SQL store: job specs as registered, their versions and the
+spans each definition was known (pauses, kept on the same rows, are `sql_state`'s)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Iterable, Mapping
+
+import sqlalchemy as sa
+from sqlalchemy import func
+
+from chronod.core.model import JobSpec
+from chronod.store import schema as s
+from chronod.store.api import JobRow
+from chronod.store.sqldb import BATCH, SqlPart, bound, chunks
+
+
+class DefinitionsSql(SqlPart):
+    """`chronod.store.api.Definitions` over SQL."""
+
+    def sync_jobs(self, node: str, specs: Iterable[JobSpec]) -> None:
+        j = s.jobs.c
+        wanted = {spec.id: spec for spec in specs}
+        # Read what is stored outside the write transaction: on SQLite a writer holds the
+        # database's one write lock, and a reload of 100,000 unchanged jobs (which writes
+        # nothing) must not hold it against the loop's claims while it reads them all.
+        with self._tx(write=False) as c:
+            stored = {r.job_id: r for r in c.execute(sa.select(j.job_id, j.spec_hash, j.node, j.removed_at))}
+        if all(
+            (old := stored.get(job_id)) is not None
+            and old.removed_at is None
+            and old.node == node
+            and old.spec_hash == spec.spec_hash()
+            for job_id, spec in wanted.items()
+        ) and not any(r.node == node and r.removed_at is None and job_id not in wanted for job_id, r in stored.items()):
+            return  # nothing to write
+        with self._tx() as c:
+            now = self._now() if self.dialect == "sqlite" else c.execute(sa.select(func.now())).scalar_one()
+            rows = []
+            for job_id, spec in wanted.items():
+                old = stored.get(job_id)
+                # A stored job is compared by the hash the spec keeps (an unchanged job file
+                # hands back the same spec objects on every reload); JSON only for rows written.
+                spec_hash = spec.spec_hash() if old is not None else ""
+                if old is None or old.spec_hash != spec_hash or old.node != node or old.removed_at is not None:
+                    rows.append((job_id, *spec_json_and_hash(spec)))
+            arrived = [job_id for job_id in wanted if job_id not in stored or stored[job_id].removed_at is not None]
+            # Straight to the driver: every row shares `now`, converted once; SQLAlchemy's
+            # per-row parameter handling cost as much as the database's work at 100,000 jobs.
+            at = bound(s.job_known.c.known_from, c, now)
+            mark = "?" if self.dialect == "sqlite" else "%s"
+            for chunk in chunks(arrived, BATCH):
+                c.exec_driver_sql(
+                    f"INSERT INTO job_known (job_id, known_from, known_until) VALUES ({mark}, {mark}, NULL) "
+                    "ON CONFLICT (job_id, known_from) DO UPDATE SET known_until = NULL",
+                    [(job_id, at) for job_id in chunk],
+                )
+            if rows:
+                paused = bound(s.jobs.c.paused, c, False)
+                for chunk in chunks(rows, BATCH):
+                    c.exec_driver_sql(
+                        "INSERT INTO jobs (job_id, spec_json, spec_hash, node, paused, updated_at) "
+                        f"VALUES ({', '.join([mark] * 6)}) ON CONFLICT (job_id) DO UPDATE SET "
+                        "spec_json = excluded.spec_json, spec_hash = excluded.spec_hash, node = excluded.node, "
+                        "updated_at = excluded.updated_at, removed_at = NULL",
+                        [(job_id, spec_json, spec_hash, node, paused, at) for job_id, spec_json, spec_hash in chunk],
+                    )
+            gone = [
+                job_id
+                for job_id, r in stored.items()
+                if r.node == node and r.removed_at is None and job_id not in wanted
+            ]
+            for chunk in chunks(gone, 500):
+                c.execute(s.jobs.update().where(j.job_id.in_(chunk)).values(removed_at=now, updated_at=now))
+                k = s.job_known.c
+                c.execute(
+                    s.job_known.update().where(k.job_id.in_(chunk), k.known_until.is_(None)).values(known_until=now)
+                )
+                self._cancel_waiting(c, s.runs.c.job_id.in_(chunk), "job removed from the registry")
+
+    def jobs_version(self) -> tuple[int, datetime | None]:
+        """(count, newest updated_at) of the jobs table: any write to a definition, a
+        removal or a pause changes it (one scan inside the database, no row read out)."""
+        j = s.jobs.c
+        with self._tx(write=False) as c:
+            row = c.execute(sa.select(func.count(), func.max(j.updated_at))).one()
+        return int(row[0]), row[1]
+
+    def known_spans(self, job_ids: Iterable[str] | None = None) -> dict[str, list[tuple[datetime, datetime | None]]]:
+        k = s.job_known.c
+        q = sa.select(k.job_id, k.known_from, k.known_until).order_by(k.job_id, k.known_from)
+        out: dict[str, list[tuple[datetime, datetime | None]]] = {}
+        with self._tx(write=False) as c:
+            if job_ids is None:
+                rows = list(c.execute(q))
+            else:
+                rows = [
+                    r for chunk in chunks(sorted(set(job_ids)), 500) for r in c.execute(q.where(k.job_id.in_(chunk)))
+                ]
+        for r in rows:
+            out.setdefault(r.job_id, []).append((r.known_from, r.known_until))
+        return out
+
+    def _job(self, row: sa.RowMapping, known: Mapping[str, JobSpec] | None = None) -> JobRow:
+        spec = known.get(row["job_id"]) if known else None
+        if spec is None or spec.spec_hash() != row["spec_hash"]:
+            spec = JobSpec.from_json_dict(json.loads(row["spec_json"]))
+        until = row.get("paused_until")
+        return JobRow(
+            job_id=row["job_id"],
+            spec=spec,
+            spec_hash=row["spec_hash"],
+            node=row["node"],
+            paused=bool(row["paused"]) and (until is None or until > self._now()),  # a pause past its end is over
+            paused_reason=row["paused_reason"],
+            paused_at=row["paused_at"],
+            paused_by=row.get("paused_by"),
+            paused_until=until,
+            removed_at=row["removed_at"],
+            updated_at=row["updated_at"],
+        )
+
+    def jobs(self, include_removed: bool = False, known: Mapping[str, JobSpec] | None = None) -> list[JobRow]:
+        q = sa.select(s.jobs).order_by(s.jobs.c.job_id)
+        if not include_removed:
+            q = q.where(s.jobs.c.removed_at.is_(None))
+        with self._tx(write=False) as c:
+            rows = c.execute(q).mappings().all()
+        return [self._job(r, known) for r in rows]
+
+    def get_job(self, job_id: str) -> JobRow | None:
+        with self._tx(write=False) as c:
+            row = c.execute(sa.select(s.jobs).where(s.jobs.c.job_id == job_id)).mappings().first()
+        return self._job(row) if row else None
+
+
+def spec_json_and_hash(spec: JobSpec) -> tuple[str, str]:
+    """`json.dumps(spec.to_json_dict())` and `spec.spec_hash()` from one walk of the spec.
+
+    dataclasses.asdict deep-copies every value and made a 100,000-job sync take half a
+    minute; tests/contract/test_store_contract.py keeps this equal to the model's methods."""
+    import hashlib
+
+    d = spec.to_json_dict()  # written out by hand: a generic walk of the dataclasses cost twice as much
+    text = json.dumps(d, sort_keys=True)
+    # spec_hash() dumps the same sorted dict without the two source keys; they are adjacent
+    # top-level keys after every nested object, so cutting their last occurrence is exact.
+    source = f'"source_file": {json.dumps(spec.source_file)}, "source_line": {json.dumps(spec.source_line)}, '
+    before, found, after = text.rpartition(source)
+    if not found:
+        del d["source_file"], d["source_line"]
+        digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+    else:
+        digest = hashlib.sha256((before + after).encode()).hexdigest()[:16]
+    spec.remember_hash(digest)  # the node's published hashes need it next: computed once
+    return text, digest
