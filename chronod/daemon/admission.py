@@ -61,8 +61,25 @@ class Admission:
         action = policy.overlap(spec, self.starter.going(spec.id), draining, forced=forced)
         if action == policy.Overlap.QUEUE:
             self.ledger.store_runs([next_run])  # the chain must not wait for the queue
+            behind = self.lines.yielding(spec.id) if run.trigger == Trigger.SCHEDULE else None
+            if behind is not None:
+                self.lines.wait_behind(job, run, behind)
+                self.drain_queue(spec.id)
+                return
             self.queue_backlog(job, [run])
             return
+        if action == policy.Overlap.SKIP and run.trigger == Trigger.SCHEDULE:
+            ahead = self.starter.going_runs(spec.id)
+            if ahead and all(r.trigger != Trigger.SCHEDULE for r in ahead):
+                # the schedule comes first: a backfill or manual run never makes a scheduled
+                # occurrence skip; it waits its turn (inside its catch-up window), and the
+                # backfill's next run waits for it (`Backfills`)
+                self.ledger.store_runs([next_run])
+                what = f"{ahead[0].trigger} run {ahead[0].run_id}"
+                self.lines.wait_behind(job, run, what)
+                self.log("run.waiting", job=spec.id, run=run.run_id, behind=what)
+                self.drain_queue(spec.id)
+                return
         if action == policy.Overlap.SKIP:
             prev = f"previous run {running[0].run.run_id}" if running else "a previous run started just now"
             self.ledger.settle(run, RunState.SKIPPED_OVERLAP, f"{prev} still running; overlap: forbid", next_run)
@@ -105,7 +122,8 @@ class Admission:
         """Occurrences held by a window that has ended: run once (catch-up `latest`), each
         in turn (`all`), or none (`none`); the others are recorded skipped_blackout. When an
         occurrence of the job fell due as the window ended (`superseded`), that one is the
-        run once, unless the policy is `all`."""
+        run once, unless the policy is `all`: then it runs after the held ones, in
+        scheduled order (the caller releases before it lets the new occurrence fall due)."""
         for r in runs:
             self.timeline.take(r.run_id)
         go, skip = blackout.release(job.spec.catchup, [r.scheduled_at for r in runs])
@@ -121,7 +139,9 @@ class Admission:
             else:
                 why += "catchup: none"
             self.ledger.settle(by_at[at], RunState.SKIPPED_BLACKOUT, why, None)
-        if len(go) > 1:
+        if len(go) > 1 or (go and superseded):
+            # in scheduled order, one after another under forbid; the occurrence due as the
+            # window ended waits behind them (`start_or_queue` finds the line draining)
             self.queue_backlog(job, [by_at[at] for at in go])
         elif go:
             self.start_or_queue(job, by_at[go[0]])
@@ -138,6 +158,15 @@ class Admission:
         start, expired = self.lines.catchup_turn(job, job_id, self.starter.going(job_id), self.clock.now())
         for run in expired:
             assert job is not None
+            behind = self.lines.behind(run)
+            if behind is not None:
+                self.ledger.settle(
+                    run,
+                    RunState.SKIPPED_OVERLAP,
+                    f"waited for {behind} to end past catchup_window_s={job.spec.catchup_window_s}; overlap: forbid",
+                    None,
+                )
+                continue
             self.ledger.settle(
                 run,
                 RunState.SKIPPED_OUTAGE,
