@@ -81,7 +81,14 @@ class Admission:
                 self.drain_queue(spec.id)
                 return
         if action == policy.Overlap.SKIP:
-            prev = f"previous run {running[0].run.run_id}" if running else "a previous run started just now"
+            starting = self.starter.going_runs(spec.id)
+            prev = (
+                f"previous run {running[0].run.run_id}"
+                if running
+                else f"previous run {starting[0].run_id}, started in the same instant, is"
+                if starting
+                else "a previous run started just now"
+            )
             self.ledger.settle(run, RunState.SKIPPED_OVERLAP, f"{prev} still running; overlap: forbid", next_run)
             return
         if action == policy.Overlap.REPLACE:
