@@ -48,7 +48,9 @@ class Lines:
         started = self._catching_up.get(job_id)
         if started:
             started &= set(going)
-        return len(self._queued.get(job_id, ())) + len(started or ())
+        # a scheduled occurrence waiting behind a backfill or manual run is no backlog
+        queued = sum(1 for r in self._queued.get(job_id, ()) if self.behind(r) is None)
+        return queued + len(started or ())
 
     def queued(self, job_id: str) -> int:
         """How many of the job's occurrences wait in its catch-up line."""

@@ -10,7 +10,7 @@ import random
 import shutil
 import sqlite3
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from chronod.core.clock import FakeClock
 from chronod.core.model import JobSpec
 from chronod.daemon.loop import Daemon
 from chronod.daemon.waker import Wakeups
-from chronod.sim.scenario import Config, Registry, duration, start_time
+from chronod.sim.scenario import Config, Registry, duration, maintenance, start_time
 from chronod.sim.world import (
     Crash,
     Event,
@@ -125,6 +125,11 @@ class Simulation:
         self.world = World(self.clock, random.Random(self.rng.random()))
         self.store = memory_store(self.clock)
         self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), "dst" in cfg.faults)
+        if "window" in cfg.faults and not cfg.blackouts and not cfg.job_docs:
+            # its own draws, so that every other fault draws what it drew before
+            windows = random.Random(cfg.seed * 7919 + 1)
+            self.cfg = cfg = replace(cfg, blackouts=maintenance(windows))
+            self.registry.windows = windows
         self.registry.blackouts = cfg.blackouts
         self.registry.build(cfg.jobs, cfg.job_docs, cfg.mean_s)
         self.t0 = self.clock.monotonic()
@@ -288,6 +293,11 @@ class Simulation:
         spans = self.store.known_spans([spec.id]).get(spec.id, [])
         only = data.get("only") or self.rng.choice(core.ONLY)
         choice = core.choose(spec, schedule, runs, start=start, end=end, only=only, now=now, nodes=[NODE], spans=spans)
+        if not choice.picks and only != "all" and not data.get("only"):
+            only = "all"  # nothing missed or failed: the operator reruns the range
+            choice = core.choose(
+                spec, schedule, runs, start=start, end=end, only=only, now=now, nodes=[NODE], spans=spans
+            )
         items = [(o.run_id, o.job_key, o.scheduled_at, o.fire_at) for o in (p.occurrence for p in choice.picks[:8])]
         if not items:
             return

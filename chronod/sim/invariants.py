@@ -171,6 +171,9 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
     if state == RunState.SKIPPED_BLACKOUT and not f.blacked_out(
         spec, e.fire_at - timedelta(seconds=1), e.fire_at + timedelta(seconds=spec.catchup_window_s)
     ):
+        row = f.rows[e.run_id]
+        if row.finished_at is not None and f.disturbed(*span) and f.blacked_out(spec, e.fire_at, row.finished_at):
+            return None  # due while chronod could not run it, then held by a window it came back into
         return "recorded skipped_blackout, but no maintenance window held the job"
     if state == RunState.CANCELLED:
         return "cancelled, though the job and its schedule were unchanged"
@@ -531,7 +534,6 @@ def reason_truth(f: Facts) -> list[Counterexample]:
     for p in f.procs:
         if p.resource:
             by_res[p.resource].append(p)
-    w = f.out.world
     for rid, row in f.rows.items():
         at = row.finished_at
         spec = specs.get(row.job_id)
@@ -541,7 +543,10 @@ def reason_truth(f: Facts) -> list[Counterexample]:
             if not _alive_at(f, row.job_id, at, but=rid) and not f.disturbed(row.fire_at - timedelta(seconds=1), at):
                 out.append(
                     Counterexample(
-                        row.fire_at, row.job_id, rid, f"recorded skipped_overlap at {at:%H:%M:%S.%f} ({row.error}), "
+                        row.fire_at,
+                        row.job_id,
+                        rid,
+                        f"recorded skipped_overlap at {at:%H:%M:%S.%f} ({row.error}), "
                         "but no run of the job was running then",
                     )
                 )
@@ -554,8 +559,10 @@ def reason_truth(f: Facts) -> list[Counterexample]:
             if not f.disturbed(since, until):
                 out.append(
                     Counterexample(
-                        row.fire_at, row.job_id, rid, f"recorded skipped_outage ({row.error}), "
-                        "but chronod was up, not stalled and had its database",
+                        row.fire_at,
+                        row.job_id,
+                        rid,
+                        f"recorded skipped_outage ({row.error}), but chronod was up, not stalled and had its database",
                     )
                 )
         elif row.state == RunState.SKIPPED_RESOURCE and spec.resource:
@@ -563,11 +570,13 @@ def reason_truth(f: Facts) -> list[Counterexample]:
             if free is not None:
                 out.append(
                     Counterexample(
-                        row.fire_at, row.job_id, rid, f"recorded skipped_resource, but resource {spec.resource} "
+                        row.fire_at,
+                        row.job_id,
+                        rid,
+                        f"recorded skipped_resource, but resource {spec.resource} "
                         f"had a free slot at {free:%H:%M:%S} while it waited",
                     )
                 )
-    del w
     return sorted(out, key=lambda c: c.at)
 
 
@@ -576,7 +585,9 @@ def _free_moment(f: Facts, procs: list[Proc], limit: int, start: datetime, end: 
     w = f.out.world
     spans = [w.wall_hull(p.started_mono, p.end_mono()) for p in procs]
     spans = [(a, b) for a, b in spans if a <= end and start <= b]
-    points = sorted({start, end, *(a for a, _ in spans if start <= a <= end), *(b for _, b in spans if start <= b <= end)})
+    points = sorted(
+        {start, end, *(a for a, _ in spans if start <= a <= end), *(b for _, b in spans if start <= b <= end)}
+    )
     for x, y in itertools.pairwise(points):
         mid = x + (y - x) / 2
         if y - x <= 2 * INSTANT or f.disturbed(x, y):
@@ -608,8 +619,10 @@ def schedule_first(f: Facts) -> list[Counterexample]:
             continue  # it waited its whole window behind a run already going
         out.append(
             Counterexample(
-                row.fire_at, row.job_id, rid, f"scheduled occurrence recorded skipped_overlap behind "
-                f"{asked(ops[0])} run {ops[0].run_id}",
+                row.fire_at,
+                row.job_id,
+                rid,
+                f"scheduled occurrence recorded skipped_overlap behind {asked(ops[0])} run {ops[0].run_id}",
             )
         )
     firsts: dict[str, Proc] = {}
@@ -622,7 +635,10 @@ def schedule_first(f: Facts) -> list[Counterexample]:
         waiting = [
             (r.fire_at, firsts[rid])
             for rid, r in f.rows.items()
-            if r.job_id == job and r.trigger == "schedule" and rid in firsts and r.fire_at is not None
+            if r.job_id == job
+            and r.trigger == "schedule"
+            and rid in firsts
+            and r.fire_at is not None
             and not asked(firsts[rid])
         ]
         for p in procs:
@@ -634,7 +650,10 @@ def schedule_first(f: Facts) -> list[Counterexample]:
                 ):
                     out.append(
                         Counterexample(
-                            p.started_wall, job, p.run_id, f"backfill run started while the scheduled occurrence "
+                            p.started_wall,
+                            job,
+                            p.run_id,
+                            f"backfill run started while the scheduled occurrence "
                             f"{first.run_id} of {first.scheduled_at:%H:%M:%S} waited (it started at "
                             f"{first.started_wall:%H:%M:%S})",
                         )
@@ -646,7 +665,7 @@ def schedule_first(f: Facts) -> list[Counterexample]:
 def held_order(f: Facts) -> list[Counterexample]:
     """Occurrences a maintenance window held (`blackout: defer`) start in scheduled order
     when it ends, the one that falls due as it ends after them."""
-    out = []
+    out: list[Counterexample] = []
     specs = _specs(f)
     if not f.windows:
         return out
@@ -670,7 +689,10 @@ def held_order(f: Facts) -> list[Counterexample]:
                 if y.scheduled_at < x.scheduled_at and y.scheduled_at <= last:
                     out.append(
                         Counterexample(
-                            y.started_wall, job, y.run_id, f"held occurrence of {y.scheduled_at:%H:%M:%S} started "
+                            y.started_wall,
+                            job,
+                            y.run_id,
+                            f"held occurrence of {y.scheduled_at:%H:%M:%S} started "
                             f"after the one of {x.scheduled_at:%H:%M:%S} (window ended {b:%H:%M:%S})",
                         )
                     )
