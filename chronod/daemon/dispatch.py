@@ -101,6 +101,10 @@ class Dispatch:
             if job is not None and job_id not in self.quarantine:
                 with self.quarantine.guard(job.spec, "held occurrences"):
                     self.admission.release(job, runs, superseded=job_id in by_job)
+        if rescue and not self.waker.stop_requested:
+            # older than what falls due now: a rescued occurrence starts first, and the one
+            # due now meets the overlap rule behind it (never the other way round)
+            self.rescue(rescue, now, behind)
         for job_id, runs in by_job.items():
             if self.waker.stop_requested:
                 return  # SIGTERM: stored occurrences stay pending for the other nodes or the next start
@@ -109,8 +113,6 @@ class Dispatch:
                 continue
             with self.quarantine.guard(job.spec, "due occurrences"):
                 self.due_now(job, runs, now)
-        if rescue:
-            self.rescue(rescue, now, behind)
         self.admission.admit_all()
 
     def due_now(self, job: Job, runs: list[Run], now: datetime) -> None:
