@@ -146,6 +146,18 @@ class Admission:
         scheduled order (the caller releases before it lets the new occurrence fall due)."""
         for r in runs:
             self.timeline.take(r.run_id)
+        # a window that outlasted an occurrence's catch-up window: it never starts (as a
+        # backlog would not), and its record says the window held it, not a busy node
+        now, window_s = self.clock.now(), job.spec.catchup_window_s
+        late = [r for r in runs if (now - r.fire_at).total_seconds() > window_s]
+        for r in late:
+            why = (r.error + "; " if r.error and r.error.startswith(blackout.DEFERRED_BY) else "") + (
+                f"the window outlasted catchup_window_s={window_s}"
+            )
+            self.ledger.settle(r, RunState.SKIPPED_BLACKOUT, why, None)
+        runs = [r for r in runs if r not in late]
+        if not runs:
+            return
         go, skip = blackout.release(job.spec.catchup, [r.scheduled_at for r in runs])
         if superseded and job.spec.catchup == "latest":
             go, skip = [], sorted([*go, *skip])
