@@ -13,7 +13,7 @@ from datetime import timedelta
 from chronod.core import accounts, blackout, policy
 from chronod.core.clock import Clock
 from chronod.core.durations import format_duration
-from chronod.core.model import RunState, Trigger
+from chronod.core.model import JobSpec, RunState, Trigger
 from chronod.daemon.fleetview import FleetView
 from chronod.daemon.gate import Gate, Hold, Skip, Start, Wait
 from chronod.daemon.ledger import Ledger
@@ -25,6 +25,8 @@ from chronod.daemon.timeline import Timeline
 from chronod.daemon.waits import Lines
 from chronod.fleet.lease import Lease
 from chronod.store.api import Occurrences, Run
+
+QUEUED = "queued behind the catch-up backlog"  # an occurrence that fell due while one drained
 
 
 class Admission:
@@ -61,17 +63,52 @@ class Admission:
         forced = run.trigger == Trigger.MANUAL_FORCE or run.state == RunState.RETRY_WAIT
         draining = self.lines.draining(spec.id, self.starter.going_ids(spec.id))
         action = policy.overlap(spec, self.starter.going(spec.id), draining, forced=forced)
+        behind = self.waits_behind(spec, run, action)
+        if behind is not None:
+            # the schedule comes first: a backfill or manual run never makes a scheduled
+            # occurrence skip; it waits its turn (inside its catch-up window), and the
+            # backfill's next run waits for it (`Backfills`)
+            self.ledger.store_runs([next_run])
+            self.lines.wait_behind(job, run, behind)
+            self.log("run.waiting", job=spec.id, run=run.run_id, behind=behind)
+            self.drain_queue(spec.id)
+            return
         if action == policy.Overlap.QUEUE:
             self.ledger.store_runs([next_run])  # the chain must not wait for the queue
+            run.error = QUEUED  # chronod was up when it fell due (`expiry`)
             self.queue_backlog(job, [run])
             return
         if action == policy.Overlap.SKIP:
-            prev = f"previous run {running[0].run.run_id}" if running else "a previous run started just now"
+            starting = self.starter.going_runs(spec.id)
+            prev = (
+                f"previous run {running[0].run.run_id}"
+                if running
+                else f"previous run {starting[0].run_id}, started in the same instant, is"
+                if starting
+                else "a previous run started just now"
+            )
             self.ledger.settle(run, RunState.SKIPPED_OVERLAP, f"{prev} still running; overlap: forbid", next_run)
             return
         if action == policy.Overlap.REPLACE:
             self.starter.cancel(running, by=run)
         self.to_slot(job, run, next_run)
+
+    def waits_behind(self, spec: JobSpec, run: Run, action: policy.Overlap) -> str | None:
+        """What a scheduled occurrence waits for instead of being skipped (None: the overlap
+        rule applies as it is): under `forbid`, the backfill or manual runs going when it
+        falls due while none of its schedule's runs is; or, with nothing going, the older
+        scheduled occurrences still waiting their turn behind such a run. While a scheduled
+        run is going, `forbid` skips as ever (the record names that run)."""
+        if run.trigger != Trigger.SCHEDULE or spec.overlap == "allow":
+            return None
+        if action == policy.Overlap.SKIP:
+            ahead = self.starter.going_runs(spec.id)
+            if ahead and all(r.trigger != Trigger.SCHEDULE for r in ahead):
+                return f"{ahead[0].trigger} run {ahead[0].run_id}"
+            return None
+        if action == policy.Overlap.START:
+            return self.lines.yielding(spec.id)
+        return None
 
     # ------------------------------------------------------------------ pauses and windows
     def holds_back(self, job: Job, run: Run, next_run: Run | None, pauses: bool = True) -> bool:
@@ -107,9 +144,22 @@ class Admission:
         """Occurrences held by a window that has ended: run once (catch-up `latest`), each
         in turn (`all`), or none (`none`); the others are recorded skipped_blackout. When an
         occurrence of the job fell due as the window ended (`superseded`), that one is the
-        run once, unless the policy is `all`."""
+        run once, unless the policy is `all`: then it runs after the held ones, in
+        scheduled order (the caller releases before it lets the new occurrence fall due)."""
         for r in runs:
             self.timeline.take(r.run_id)
+        # a window that outlasted an occurrence's catch-up window: it never starts (as a
+        # backlog would not), and its record says the window held it, not a busy node
+        now, window_s = self.clock.now(), job.spec.catchup_window_s
+        late = [r for r in runs if (now - r.fire_at).total_seconds() > window_s]
+        for r in late:
+            why = (r.error + "; " if r.error and r.error.startswith(blackout.DEFERRED_BY) else "") + (
+                f"the window outlasted catchup_window_s={window_s}"
+            )
+            self.ledger.settle(r, RunState.SKIPPED_BLACKOUT, why, None)
+        runs = [r for r in runs if r not in late]
+        if not runs:
+            return
         go, skip = blackout.release(job.spec.catchup, [r.scheduled_at for r in runs])
         if superseded and job.spec.catchup == "latest":
             go, skip = [], sorted([*go, *skip])
@@ -123,7 +173,9 @@ class Admission:
             else:
                 why += "catchup: none"
             self.ledger.settle(by_at[at], RunState.SKIPPED_BLACKOUT, why, None)
-        if len(go) > 1:
+        if len(go) > 1 or (go and superseded):
+            # in scheduled order, one after another under forbid; the occurrence due as the
+            # window ended waits behind them (`start_or_queue` finds the line draining)
             self.queue_backlog(job, [by_at[at] for at in go])
         elif go:
             self.start_or_queue(job, by_at[go[0]])
@@ -140,16 +192,34 @@ class Admission:
         start, expired = self.lines.catchup_turn(job, job_id, self.starter.going(job_id), self.clock.now())
         for run in expired:
             assert job is not None
-            self.ledger.settle(
-                run,
-                RunState.SKIPPED_OUTAGE,
-                "fell due while chronod could not run it; waited behind "
-                f"the catch-up backlog past catchup_window_s={job.spec.catchup_window_s}",
-                None,
-            )
+            self.ledger.settle(run, *self.expiry(job, run), None)
         for run in start:
             assert job is not None
             self.to_slot(job, run, None)
+
+    def expiry(self, job: Job, run: Run) -> tuple[RunState, str]:
+        """The state and reason of an occurrence that waited in its job's line past its
+        catch-up window, saying what it waited for: a backfill or manual run
+        (skipped_overlap), the occurrences a window held before it (skipped_blackout), the
+        runs of a backlog while it fell due with chronod up (skipped_overlap, naming the
+        run going), or a backlog it fell due in while chronod could not run it."""
+        past = f"past catchup_window_s={job.spec.catchup_window_s}"
+        behind = self.lines.behind(run)
+        if behind is not None:
+            return RunState.SKIPPED_OVERLAP, f"waited for {behind} to end {past}; overlap: forbid"
+        if run.error and run.error.startswith(blackout.DEFERRED_BY):
+            return RunState.SKIPPED_BLACKOUT, f"{run.error}; then waited its turn behind the others it held {past}"
+        going = self.starter.going_runs(job.spec.id)
+        if run.error == QUEUED and going:
+            return (
+                RunState.SKIPPED_OVERLAP,
+                f"fell due while the catch-up backlog drained; waited behind run {going[0].run_id} {past}; "
+                f"overlap: {job.spec.overlap}",
+            )
+        return (
+            RunState.SKIPPED_OUTAGE,
+            f"fell due while chronod could not run it; waited behind the catch-up backlog {past}",
+        )
 
     def to_slot(self, job: Job, run: Run, next_run: Run | None) -> None:
         """Launch, or for a job with a `resource`, wait in the resource's line."""

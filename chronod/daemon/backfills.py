@@ -34,6 +34,7 @@ from chronod.daemon.runs import Job, new_run
 from chronod.daemon.seams import Log
 from chronod.daemon.starter import Starter
 from chronod.daemon.timeline import Timeline
+from chronod.daemon.waits import Lines
 from chronod.store.api import Store
 from chronod.store.backfills import Backfill
 
@@ -56,10 +57,11 @@ class Backfills:
         starter: Starter,
         placement: FleetView,
         admission: Admission,
+        lines: Lines,
     ) -> None:
         self.clock, self.store, self.log, self.quarantine = clock, store, log, quarantine
         self.registry, self.timeline, self.gate, self.starter = registry, timeline, gate, starter
-        self.placement, self.admission = placement, admission
+        self.placement, self.admission, self.lines = placement, admission, lines
         # look on the next wake-up; cleared when no backfill is running, set again by a
         # `backfill` request and, in a fleet, by every heartbeat (another node may have taken
         # the request)
@@ -126,7 +128,8 @@ class Backfills:
                 spec,
                 paused=held,
                 in_flight=in_flight,
-                job_running=self.starter.going(spec.id),
+                # a scheduled occurrence waiting its turn goes first: the backfill yields
+                job_running=self.starter.going(spec.id) + self.lines.queued(spec.id),
                 max_concurrency=bf.max_concurrency,
             )
             rid, key, at, _ = bf.items[started]

@@ -63,16 +63,18 @@ class Dispatch:
     def run_due(self) -> None:
         """Pop everything due, decide per job with the catch-up policy, then act. The runs
         to start are claimed together at the end (one transaction per wake-up)."""
-        self.ledger.open(self.limit.take_backlog())
+        carried = self.limit.take_backlog()
+        self.ledger.open(carried)
         try:
-            self.run_due_now()
+            self.run_due_now(behind=bool(carried))
             batch = self.ledger.take()
             if batch is not None:
                 self.starter.flush(batch)
         finally:
             self.ledger.take()
 
-    def run_due_now(self) -> None:
+    def run_due_now(self, behind: bool = False) -> None:
+        """`behind`: this wake-up began with runs the last one could not start."""
         now = self.clock.now()
         jobs = self.registry.jobs
         by_job: dict[str, list[Run]] = {}
@@ -92,6 +94,17 @@ class Dispatch:
                 rescue.append(run)
                 continue
             by_job.setdefault(run.job_id, []).append(run)
+        # occurrences a window held go first: the one due as the window ends queues behind
+        # them (catch-up `all`) instead of starting before them
+        for job_id, runs in released.items():
+            job = jobs.get(job_id)
+            if job is not None and job_id not in self.quarantine:
+                with self.quarantine.guard(job.spec, "held occurrences"):
+                    self.admission.release(job, runs, superseded=job_id in by_job)
+        if rescue and not self.waker.stop_requested:
+            # older than what falls due now: a rescued occurrence starts first, and the one
+            # due now meets the overlap rule behind it (never the other way round)
+            self.rescue(rescue, now, behind)
         for job_id, runs in by_job.items():
             if self.waker.stop_requested:
                 return  # SIGTERM: stored occurrences stay pending for the other nodes or the next start
@@ -100,13 +113,6 @@ class Dispatch:
                 continue
             with self.quarantine.guard(job.spec, "due occurrences"):
                 self.due_now(job, runs, now)
-        if rescue:
-            self.rescue(rescue, now)
-        for job_id, runs in released.items():
-            job = jobs.get(job_id)
-            if job is not None and job_id not in self.quarantine:
-                with self.quarantine.guard(job.spec, "held occurrences"):
-                    self.admission.release(job, runs, superseded=job_id in by_job)
         self.admission.admit_all()
 
     def due_now(self, job: Job, runs: list[Run], now: datetime) -> None:
@@ -183,19 +189,23 @@ class Dispatch:
             if nxt.run_id not in self.timeline:
                 self.timeline.track(nxt)
 
-    def rescue(self, runs: list[Run], now: datetime) -> None:
+    def rescue(self, runs: list[Run], now: datetime, behind: bool = False) -> None:
         """Deferred occurrences whose owner has not claimed them (dead, paused, behind): this
         node takes them, through the catch-up policy, competing for the claim like any other.
-        Those claimed or settled meanwhile are dropped. A node that is behind itself looks
-        again later: taking more work would only spread the overload."""
-        if self.limit.backlog or self.ledger.claiming():
-            # this node has runs waiting to start (carried into this wake-up's batch)
+        Those claimed or settled meanwhile are dropped. A node that is behind itself (runs
+        the last wake-up could not start, `behind`, or runs waiting for the start limit)
+        looks again later: taking more work would only spread the overload. Its own runs
+        due in this same wake-up are not being behind: a fleet whose jobs fire together
+        would otherwise put every rescue off, 2 s at a time, until nothing of its own fell
+        due (and then rescue several occurrences of one job at once)."""
+        if self.limit.backlog or behind:
             for r in runs:
                 self.timeline.defer(r, now + timedelta(seconds=RESCUE_AFTER_S))
             return
         states = self.store.run_states([r.run_id for r in runs])
         jobs = self.registry.jobs
         taken: Counter[str] = Counter()
+        by_job: dict[str, list[Run]] = {}
         for r in runs:
             self.timeline.take(r.run_id)
             job = jobs.get(r.job_id)
@@ -205,14 +215,9 @@ class Dispatch:
             taken[str(self.placement.owner(r.job_id))] += 1
             if r.run_id not in states:
                 self.ledger.store_runs([r])  # its owner never stored it
-            at = job.schedule.next_after(r.scheduled_at)
-            nxt = new_run(job, at) if at is not None else None
-            decision = policy.catchup(job.spec, [policy.Due(r.scheduled_at, r.fire_at)], now)
-            if decision.run:
-                self.admission.start_or_queue(job, r, next_run=nxt)
-            else:
-                for _, reason in decision.skip:
-                    self.ledger.settle(r, RunState.SKIPPED_OUTAGE, reason, nxt)
+            by_job.setdefault(r.job_id, []).append(r)
+        for job_id, due in by_job.items():
+            self.rescue_job(jobs[job_id], sorted(due, key=lambda r: r.scheduled_at), now)
         if taken:
             self.metrics.rescued.inc(sum(taken.values()))
             self.log(
@@ -222,6 +227,29 @@ class Dispatch:
                 owners=",".join(f"{o}:{n}" for o, n in sorted(taken.items())),
                 oldest_late_s=round(max((now - r.fire_at).total_seconds() for r in runs), 1),
             )
+
+    def rescue_job(self, job: Job, due: list[Run], now: datetime) -> None:
+        """One job's rescued occurrences (oldest first), decided together by the catch-up
+        policy, as its owner would have: an older one is never started beside, or
+        recorded skipped_overlap behind, a newer one rescued in the same breath."""
+        at = job.schedule.next_after(due[-1].scheduled_at)
+        nxt = new_run(job, at) if at is not None else None
+        decision = policy.catchup(job.spec, [policy.Due(r.scheduled_at, r.fire_at) for r in due], now)
+        by_at = {r.scheduled_at: r for r in due}
+        owner = self.placement.owner(job.spec.id)
+        for d, reason in decision.skip:
+            why = reason.replace(
+                "fell due while chronod could not run it",
+                f"its owner {owner or 'node'} did not start it and it was rescued late",
+            )
+            self.ledger.settle(by_at[d.scheduled_at], RunState.SKIPPED_OUTAGE, why, nxt)
+        go = [by_at[d.scheduled_at] for d in decision.run]
+        if len(go) > 1:
+            self.ledger.store_runs([nxt])
+            self.admission.queue_backlog(job, go)  # in scheduled order, one after another under forbid
+            return
+        for r in go:
+            self.admission.start_or_queue(job, r, next_run=nxt)
 
     def due_since(self, job: Job, last: datetime, now: datetime) -> tuple[list[Run], Run | None]:
         """Occurrences after `last` whose fire time has passed, and the first that has not."""

@@ -57,6 +57,12 @@ class Ledger:
         if held:
             self.store.insert_runs(held)
 
+    def claim_runs(self, job_id: str) -> list[Run]:
+        """The job's runs claimed by this wake-up and starting."""
+        if self._batch is None or not self._batch.per_job[job_id]:
+            return []
+        return [r for j, r in self._batch.claims if j.spec.id == job_id]
+
     def claim(self, job: Job, run: Run) -> None:
         """Start `run` with this wake-up's claims (only while collecting)."""
         assert self._batch is not None

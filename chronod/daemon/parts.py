@@ -199,6 +199,7 @@ def assemble(
         starter=starter,
         placement=view,
         admission=admission,
+        lines=lines,
     )
     heartbeat = Heartbeat(
         clock=clock,

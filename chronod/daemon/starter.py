@@ -85,6 +85,10 @@ class Starter:
         """Runs of the job going here: started, or claimed by this wake-up and starting."""
         return len(self.running(job_id)) + self.ledger.claims_of(job_id)
 
+    def going_runs(self, job_id: str) -> list[Run]:
+        """The job's runs going here: started, or claimed by this wake-up and starting."""
+        return [a.run for a in self.running(job_id)] + self.ledger.claim_runs(job_id)
+
     def going_ids(self, job_id: str) -> set[str]:
         """The run ids of the job started here or claimed by this wake-up."""
         return {a.run.run_id for a in self._active.for_job(job_id)} | self.ledger.claim_ids(job_id)

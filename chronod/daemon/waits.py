@@ -18,6 +18,9 @@ from chronod.store.api import Run
 
 GROUP_FULL_RETRY_S = 1.0  # a fleet's resource was full in the store: ask again this much later
 EXPIRY_SLACK = timedelta(milliseconds=5)  # wake just after a waiting run's deadline
+# a scheduled occurrence in its job's line behind a backfill or manual run (`forbid`) says so
+# (the schedule comes first: it waits its turn; `Lines.wait_behind`)
+BEHIND = "waiting its turn behind "
 
 
 class Lines:
@@ -45,7 +48,27 @@ class Lines:
         started = self._catching_up.get(job_id)
         if started:
             started &= set(going)
-        return len(self._queued.get(job_id, ())) + len(started or ())
+        # a scheduled occurrence waiting behind a backfill or manual run is no backlog
+        queued = sum(1 for r in self._queued.get(job_id, ()) if self.behind(r) is None)
+        return queued + len(started or ())
+
+    def queued(self, job_id: str) -> int:
+        """How many of the job's occurrences wait in its catch-up line."""
+        return len(self._queued.get(job_id, ()))
+
+    @staticmethod
+    def behind(run: Run) -> str | None:
+        """What a scheduled occurrence waiting behind a backfill or manual run waits for."""
+        return run.error[len(BEHIND) :] if run.error and run.error.startswith(BEHIND) else None
+
+    def yielding(self, job_id: str) -> str | None:
+        """What the job's line waits behind, when a scheduled occurrence in it waits for a
+        backfill or manual run (those queued behind it wait for the same)."""
+        for r in self._queued.get(job_id, ()):
+            what = self.behind(r)
+            if what is not None:
+                return what
+        return None
 
     def in_line(self, resource: str, run_id: str) -> bool:
         """Whether the run waits in the line of `resource`."""
@@ -79,6 +102,13 @@ class Lines:
         q.extend(runs)
         self._queued[job.spec.id] = deque(sorted(q, key=lambda r: (r.scheduled_at, r.run_id)))
 
+    def wait_behind(self, job: Job, run: Run, what: str) -> None:
+        """A scheduled occurrence waits its turn behind `what` (a backfill or manual run):
+        in the job's line, in scheduled order; once started it is a scheduled run like any
+        other (the occurrences after it are not queued behind it)."""
+        run.error = BEHIND + what
+        self.queue(job, [run])
+
     def catchup_turn(self, job: Job | None, job_id: str, going: int, now: datetime) -> tuple[list[Run], list[Run]]:
         """The job's queued occurrences whose turn has come (`catchup_turn`), and those that
         waited past the window; both leave the line (`job` None: the job is gone)."""
@@ -95,7 +125,8 @@ class Lines:
             q.remove(r)
         for r in start:
             q.remove(r)
-            self._catching_up.setdefault(job_id, set()).add(r.run_id)
+            if self.behind(r) is None:
+                self._catching_up.setdefault(job_id, set()).add(r.run_id)
         if not q:
             self._queued.pop(job_id, None)
         return start, expired

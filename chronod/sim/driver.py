@@ -10,7 +10,7 @@ import random
 import shutil
 import sqlite3
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from chronod.core.clock import FakeClock
 from chronod.core.model import JobSpec
 from chronod.daemon.loop import Daemon
 from chronod.daemon.waker import Wakeups
-from chronod.sim.scenario import Config, Registry, duration, start_time
+from chronod.sim.scenario import Config, Registry, duration, maintenance, start_time
 from chronod.sim.world import (
     Crash,
     Event,
@@ -128,6 +128,11 @@ class Simulation:
         self.world = World(self.clock, random.Random(self.rng.random()))
         self.store = sim_store(cfg, self.clock, "sqlite")
         self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), "dst" in cfg.faults)
+        if "window" in cfg.faults and not cfg.blackouts and not cfg.job_docs:
+            # its own draws, so that every other fault draws what it drew before
+            windows = random.Random(cfg.seed * 7919 + 1)
+            self.cfg = cfg = replace(cfg, blackouts=maintenance(windows))
+            self.registry.windows = windows
         self.registry.blackouts = cfg.blackouts
         self.registry.build(cfg.jobs, cfg.job_docs, cfg.mean_s)
         self.t0 = self.clock.monotonic()
@@ -230,7 +235,7 @@ class Simulation:
         elif kind == "trigger":
             self.trigger(woke)
         elif kind == "backfill":
-            self.backfill(woke)
+            self.backfill(woke, data)
 
     def pause(self, seconds: float) -> None:
         plans = sorted(self.registry.plans())
@@ -263,10 +268,13 @@ class Simulation:
         self.manual[rid] = job
         woke.requests = True
 
-    def backfill(self, woke: Wakeups) -> None:
+    def backfill(self, woke: Wakeups, data: dict[str, Any] | None = None) -> None:
         """An operator backfills the last hours of one job, as `chronoctl backfill` stores it,
         and (with crashes among the faults) the daemon dies a little later, a few runs into
-        the backfill. Unsafe jobs are left alone: their owners would refuse."""
+        the backfill. Unsafe jobs are left alone: their owners would refuse. The job is
+        drawn from the most frequent ones that forbid overlap, so that the backfill's runs
+        meet the live schedule (the schedule comes first). `data` may fix the job (`job`),
+        the range (`since_s` to `until_s` seconds ago) and `only`."""
         from chronod.core import backfill as core
         from chronod.core.schedule import compile_schedule
 
@@ -275,16 +283,33 @@ class Simulation:
             (v[-1].spec for v in self.versions.values() if v[-1].until is None),
             key=lambda spec: spec.id,
         )
+        data = data or {}
         specs = [sp for sp in specs if sp.enabled and sp.idempotency_class != "unsafe"]
+        if data.get("job"):
+            specs = [sp for sp in specs if sp.id == data["job"]]
         if not specs or w.mono() < w.outage_until:
             return
-        spec = self.rng.choice(specs)
-        start, end = now - timedelta(seconds=self.rng.uniform(600, 7200)), now - timedelta(seconds=60)
+
+        def period(sp: JobSpec) -> float:
+            sched = compile_schedule(sp.schedule, sp.timezone, sp.dst_gap, sp.dst_repeat)
+            a = sched.next_after(now)
+            b = sched.next_after(a) if a is not None else None
+            return (b - a).total_seconds() if a is not None and b is not None else float("inf")
+
+        specs.sort(key=lambda sp: (sp.overlap != "forbid", period(sp), sp.id))
+        spec = self.rng.choice(specs[: max(3, len(specs) // 4)])
+        since = data.get("since_s") or self.rng.uniform(600, 7200)
+        start, end = now - timedelta(seconds=since), now - timedelta(seconds=data.get("until_s", 60))
         schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
         runs = self.store.runs(spec.id, since=start, until=end + timedelta(seconds=1))
         spans = self.store.known_spans([spec.id]).get(spec.id, [])
-        only = self.rng.choice(core.ONLY)
+        only = data.get("only") or self.rng.choice(core.ONLY)
         choice = core.choose(spec, schedule, runs, start=start, end=end, only=only, now=now, nodes=[NODE], spans=spans)
+        if not choice.picks and only != "all" and not data.get("only"):
+            only = "all"  # nothing missed or failed: the operator reruns the range
+            choice = core.choose(
+                spec, schedule, runs, start=start, end=end, only=only, now=now, nodes=[NODE], spans=spans
+            )
         items = [(o.run_id, o.job_key, o.scheduled_at, o.fire_at) for o in (p.occurrence for p in choice.picks[:8])]
         if not items:
             return

@@ -163,6 +163,42 @@ def takeover_bounded(f: FleetFacts) -> list[Counterexample]:
     return sorted(out, key=lambda c: c.at)
 
 
+def reasons_true(f: FleetFacts) -> list[Counterexample]:
+    """A fleet's skipped states agree with what happened (the `reason_truth` of one node,
+    across nodes): `skipped_overlap` only while a run of the job was running on some node
+    when it was recorded; `skipped_outage` only if no node that carries the job was up,
+    undisturbed and had its database from the fire time to the record (a dead owner is
+    no outage while another node can rescue its occurrences)."""
+    from chronod.core.model import RunState
+
+    out = []
+    lo, hi = f.out.wall(f.out.t0 + 60), f.out.wall(f.horizon)
+    for row in f.out.store.runs():
+        spec = f.specs.get(row.job_id)
+        if spec is None or row.finished_at is None or row.trigger != "schedule" or not lo <= row.fire_at <= hi:
+            continue
+        fire = f.out.t0 + (row.fire_at - f.out.start).total_seconds()
+        at = f.out.t0 + (row.finished_at - f.out.start).total_seconds()
+        if row.state == RunState.SKIPPED_OVERLAP:
+            going = [
+                p
+                for p in f.out.launches
+                if p.job_id == row.job_id and p.run_id != row.run_id and p.started_mono - 0.001 <= at <= p.end_mono()
+            ]
+            if not going and not f.disturbed({"*"}, fire - 1, at):
+                what = f"recorded skipped_overlap ({row.error}) while no run of the job was running"
+                out.append(Counterexample(row.fire_at, row.job_id, row.run_id, what))
+        elif row.state == RunState.SKIPPED_OUTAGE:
+            if f.disturbed({"*"}, fire - 1, at):
+                continue
+            carriers = [row.node] if spec.run_on.each and row.node else list(f.out.nodes)
+            up = [n for n in carriers if f.node_up(n, fire - 1, max(at, fire + spec.tolerance_s + RESCUE_S))]
+            if up:
+                what = f"recorded skipped_outage ({row.error}) while {up[0]} was up and carried it"
+                out.append(Counterexample(row.fire_at, row.job_id, row.run_id, what))
+    return sorted(out, key=lambda c: c.at)
+
+
 FLEET_CHECKS: dict[str, Callable[[FleetFacts], list[Counterexample]]] = {
     "attempt_started_once": attempt_started_once,
     "unsafe_at_most_once": unsafe_at_most_once,
@@ -170,6 +206,7 @@ FLEET_CHECKS: dict[str, Callable[[FleetFacts], list[Counterexample]]] = {
     "any_runs_once": any_runs_once,
     "each_runs_everywhere": each_runs_everywhere,
     "takeover_bounded": takeover_bounded,
+    "reasons_true": reasons_true,
 }
 
 

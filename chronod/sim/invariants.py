@@ -172,6 +172,9 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
     if state == RunState.SKIPPED_BLACKOUT and not f.blacked_out(
         spec, e.fire_at - timedelta(seconds=1), e.fire_at + timedelta(seconds=spec.catchup_window_s)
     ):
+        row = f.rows[e.run_id]
+        if row.finished_at is not None and f.disturbed(*span) and f.blacked_out(spec, e.fire_at, row.finished_at):
+            return None  # due while chronod could not run it, then held by a window it came back into
         return "recorded skipped_blackout, but no maintenance window held the job"
     if state == RunState.CANCELLED:
         return "cancelled, though the job and its schedule were unchanged"
@@ -694,6 +697,230 @@ def _holder(f: Facts, p: Any) -> tuple[str, str, str] | None:
     return None
 
 
+# --- the record's reasons against what happened ------------------------------------------
+
+INSTANT = timedelta(milliseconds=1)
+
+
+def _alive_at(f: Facts, job: str, at: datetime, but: str = "") -> list[Proc]:
+    """The processes of the job (other than run `but`) running at wall time `at`."""
+    w = f.out.world
+    out = []
+    for p in f.by_job.get(job, []):
+        if p.run_id == but:
+            continue
+        a, b = w.wall_hull(p.started_mono, p.end_mono())
+        if a - INSTANT <= at <= b + INSTANT:
+            out.append(p)
+    return out
+
+
+def _asked_for(f: Facts) -> Callable[[Proc], str | None]:
+    """Which processes an operator asked for: "manual" for a manual run, "backfill" for a
+    run a backfill started (a backfill reruns an occurrence under its own run id: only
+    the processes started after the backfill was stored are its)."""
+    since: dict[str, datetime] = {}
+    for bf_id in f.out.backfills:
+        bf = f.out.store.get_backfill(bf_id)
+        if bf is not None:
+            for rid in bf.run_ids:
+                since[rid] = min(since.get(rid, bf.created_at), bf.created_at)
+
+    def kind(p: Proc) -> str | None:
+        if p.run_id in f.out.manual:
+            return "manual"
+        if p.run_id in since and p.started_wall >= since[p.run_id]:
+            return "backfill"
+        return None
+
+    return kind
+
+
+def _specs(f: Facts) -> dict[str, JobSpec]:
+    return {job: vs[-1].spec for job, vs in f.out.versions.items()}
+
+
+def reason_truth(f: Facts) -> list[Counterexample]:
+    """Every skipped state agrees with what happened when it was recorded:
+    `skipped_overlap` only while a run of the job was running (the simulation's processes,
+    not the daemon's opinion); `skipped_outage` only if chronod was down, stalled, without
+    its database or its clock stepped between the fire time and the record (or, behind a
+    catch-up backlog, within the catch-up window before it); `skipped_resource` only if
+    the resource was full the whole time the run waited."""
+    from chronod.sim.scenario import RESOURCES
+
+    out = []
+    specs = _specs(f)
+    by_res: dict[str, list[Proc]] = defaultdict(list)
+    for p in f.procs:
+        if p.resource:
+            by_res[p.resource].append(p)
+    for rid, row in f.rows.items():
+        at = row.finished_at
+        spec = specs.get(row.job_id)
+        if at is None or spec is None or row.fire_at is None or row.fire_at > f.horizon:
+            continue
+        if row.state == RunState.SKIPPED_OVERLAP:
+            if not _alive_at(f, row.job_id, at, but=rid) and not f.disturbed(row.fire_at - timedelta(seconds=1), at):
+                out.append(
+                    Counterexample(
+                        row.fire_at,
+                        row.job_id,
+                        rid,
+                        f"recorded skipped_overlap at {at:%H:%M:%S.%f} ({row.error}), "
+                        "but no run of the job was running then",
+                    )
+                )
+        elif row.state == RunState.SKIPPED_OUTAGE:
+            back = spec.catchup_window_s if "backlog" in (row.error or "") else 1.0
+            since = row.fire_at - timedelta(seconds=back)
+            until = max(at, row.fire_at + timedelta(seconds=ON_TIME_GRACE_S + LAG_S))
+            if (row.error or "").startswith("this node was"):
+                continue  # the start limit, named as such (fire_lag_bounded judges the node)
+            if not f.disturbed(since, until):
+                out.append(
+                    Counterexample(
+                        row.fire_at,
+                        row.job_id,
+                        rid,
+                        f"recorded skipped_outage ({row.error}), but chronod was up, not stalled and had its database",
+                    )
+                )
+        elif row.state == RunState.SKIPPED_RESOURCE and spec.resource:
+            free = _free_moment(f, by_res[spec.resource], RESOURCES[spec.resource], row.fire_at, at)
+            if free is not None:
+                out.append(
+                    Counterexample(
+                        row.fire_at,
+                        row.job_id,
+                        rid,
+                        f"recorded skipped_resource, but resource {spec.resource} "
+                        f"had a free slot at {free:%H:%M:%S} while it waited",
+                    )
+                )
+    return sorted(out, key=lambda c: c.at)
+
+
+def _free_moment(f: Facts, procs: list[Proc], limit: int, start: datetime, end: datetime) -> datetime | None:
+    """A moment of [start, end] (not disturbed) when fewer than `limit` runs held the resource."""
+    w = f.out.world
+    spans = [w.wall_hull(p.started_mono, p.end_mono()) for p in procs]
+    spans = [(a, b) for a, b in spans if a <= end and start <= b]
+    points = sorted(
+        {start, end, *(a for a, _ in spans if start <= a <= end), *(b for _, b in spans if start <= b <= end)}
+    )
+    for x, y in itertools.pairwise(points):
+        mid = x + (y - x) / 2
+        if y - x <= 2 * INSTANT or f.disturbed(x, y):
+            continue
+        if sum(1 for a, b in spans if a <= mid <= b) < limit:
+            return mid
+    return None
+
+
+def schedule_first(f: Facts) -> list[Counterexample]:
+    """A backfill or a manual run never makes a scheduled occurrence skip: a scheduled
+    occurrence recorded `skipped_overlap` while only runs an operator asked for were
+    running broke the promise (unless one of them ran through its whole catch-up window);
+    and under `overlap: forbid` the backfill yields: none of its runs starts while a
+    scheduled occurrence that fell due before it still waits to start."""
+    out = []
+    specs = _specs(f)
+    asked = _asked_for(f)
+    for rid, row in f.rows.items():
+        if row.trigger != "schedule" or row.state != RunState.SKIPPED_OVERLAP or row.finished_at is None:
+            continue
+        spec = specs.get(row.job_id)
+        alive = _alive_at(f, row.job_id, row.finished_at, but=rid)
+        ops = [p for p in alive if asked(p)]
+        if not alive or len(ops) < len(alive):
+            continue
+        window = timedelta(seconds=spec.catchup_window_s if spec else 0)
+        if row.finished_at >= row.fire_at + window - timedelta(seconds=1):
+            continue  # it waited its whole window behind a run already going
+        out.append(
+            Counterexample(
+                row.fire_at,
+                row.job_id,
+                rid,
+                f"scheduled occurrence recorded skipped_overlap behind {asked(ops[0])} run {ops[0].run_id}",
+            )
+        )
+    firsts: dict[str, Proc] = {}
+    for p in f.procs:
+        firsts.setdefault(p.run_id, p)
+    for job, procs in f.by_job.items():
+        spec = specs.get(job)
+        if spec is None or spec.overlap != "forbid":
+            continue
+        waiting = [
+            (r.fire_at, firsts[rid])
+            for rid, r in f.rows.items()
+            if r.job_id == job
+            and r.trigger == "schedule"
+            and rid in firsts
+            and r.fire_at is not None
+            and not asked(firsts[rid])
+        ]
+        for p in procs:
+            if p.attempt != 1 or asked(p) != "backfill":
+                continue
+            for fire, first in waiting:
+                if fire + timedelta(seconds=LAG_S) < p.started_wall < first.started_wall and not f.disturbed(
+                    fire - timedelta(seconds=1), first.started_wall
+                ):
+                    out.append(
+                        Counterexample(
+                            p.started_wall,
+                            job,
+                            p.run_id,
+                            f"backfill run started while the scheduled occurrence "
+                            f"{first.run_id} of {first.scheduled_at:%H:%M:%S} waited (it started at "
+                            f"{first.started_wall:%H:%M:%S})",
+                        )
+                    )
+                    break
+    return sorted(out, key=lambda c: c.at)
+
+
+def held_order(f: Facts) -> list[Counterexample]:
+    """Occurrences a maintenance window held (`blackout: defer`) start in scheduled order
+    when it ends, the one that falls due as it ends after them."""
+    out: list[Counterexample] = []
+    specs = _specs(f)
+    if not f.windows:
+        return out
+    firsts = [p for p in f.procs if p.attempt == 1 and p.run_id not in f.out.manual and p.run_id not in f.backfilled]
+    by_job: dict[str, list[Proc]] = defaultdict(list)
+    for p in firsts:
+        by_job[p.job_id].append(p)
+    for job, procs in by_job.items():
+        spec = specs.get(job)
+        if spec is None or spec.blackout != "defer" or not procs:
+            continue
+        lo, hi = procs[0].scheduled_at - timedelta(days=1), procs[-1].started_wall + timedelta(seconds=1)
+        for _, a, b in blackout.spans(spec, f.windows, lo, hi):
+            held = [p for p in procs if a <= p.scheduled_at < b and p.started_wall >= b - INSTANT]
+            if not held:
+                continue
+            last = max(p.scheduled_at for p in held)
+            after = [p for p in procs if b <= p.scheduled_at and p.started_wall >= b - INSTANT]
+            group = sorted(held + after, key=lambda p: (p.started_mono, p.pid))
+            for x, y in itertools.pairwise(group):
+                if y.scheduled_at < x.scheduled_at and y.scheduled_at <= last:
+                    out.append(
+                        Counterexample(
+                            y.started_wall,
+                            job,
+                            y.run_id,
+                            f"held occurrence of {y.scheduled_at:%H:%M:%S} started "
+                            f"after the one of {x.scheduled_at:%H:%M:%S} (window ended {b:%H:%M:%S})",
+                        )
+                    )
+                    break
+    return sorted(out, key=lambda c: c.at)
+
+
 INVARIANTS: dict[str, Callable[[Facts], list[Counterexample]]] = {
     "one_terminal_state": one_terminal_state,
     "unsafe_at_most_once": unsafe_at_most_once,
@@ -706,6 +933,9 @@ INVARIANTS: dict[str, Callable[[Facts], list[Counterexample]]] = {
     "backfill_completes": backfill_completes,
     "silence_truth": silence_truth,
     "audit_truth": audit_truth,
+    "reason_truth": reason_truth,
+    "schedule_first": schedule_first,
+    "held_order": held_order,
 }
 
 

@@ -14,7 +14,7 @@ import yaml
 
 from chronod.core.model import JobSpec
 
-FAULTS = ("crash", "stall", "clock", "outage", "registry", "dst", "backfill")
+FAULTS = ("crash", "stall", "clock", "outage", "registry", "dst", "backfill", "window")
 DST_ZONES = ("America/New_York", "Europe/London", "Australia/Sydney")
 # UTC instants a few hours before a DST transition in one of DST_ZONES (spring and autumn)
 DST_STARTS = (
@@ -105,6 +105,32 @@ def make_job(i: int, rng: random.Random, dst: bool) -> JobPlan:
     return JobPlan(doc, mean, rng.choice([0.0, 0.0, 0.05, 0.3]))
 
 
+def maintenance(rng: random.Random) -> tuple[dict[str, Any], ...]:
+    """The `window` fault: a recurring maintenance window (every two hours, for 20 to 50
+    minutes) over the jobs tagged `maint` (`in_maintenance`)."""
+    return (
+        {
+            "name": "sim-maintenance",
+            "reason": "simulated maintenance",
+            "timezone": "UTC",
+            "cron": f"{rng.randrange(60)} */2 * * *",
+            "duration": f"{rng.randrange(20, 51)}m",
+            "tags": ["maint"],
+        },
+    )
+
+
+def in_maintenance(doc: dict[str, Any], rng: random.Random) -> None:
+    """A quarter of the jobs are held by the maintenance window: most deferred (half of
+    those catch up `all`), the others skipped."""
+    if rng.random() >= 0.25:
+        return
+    doc["tags"] = ["maint"]
+    doc["blackout"] = rng.choice(["defer", "defer", "skip"])
+    if doc["blackout"] == "defer" and rng.random() < 0.5:
+        doc["catchup"] = "all"
+
+
 def duration(plan: JobPlan) -> Callable[[random.Random], tuple[float, int]]:
     """How long one attempt of the job takes and its exit code."""
 
@@ -126,6 +152,7 @@ class Registry:
     broken: set[str] = field(default_factory=set)
     next_id: int = 0
     blackouts: tuple[dict[str, Any], ...] = ()
+    windows: random.Random | None = None  # the `window` fault: jobs the window holds (own draws)
 
     def build(self, n: int, docs: tuple[dict[str, Any], ...] = (), mean_s: float = 0.5) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -137,7 +164,10 @@ class Registry:
 
     def new_job(self) -> JobPlan:
         self.next_id += 1
-        return make_job(self.next_id, self.rng, self.dst)
+        plan = make_job(self.next_id, self.rng, self.dst)
+        if self.windows is not None:
+            in_maintenance(plan.doc, self.windows)
+        return plan
 
     def write(self, name: str, bad: bool = False) -> None:
         path = self.root / name

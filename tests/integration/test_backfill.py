@@ -259,3 +259,43 @@ def test_backfill_cancel_takes_no_range_and_an_unknown_id_is_a_usage_error(env):
     assert res.returncode == 2 and "no backfill 42" in res.stderr
     res = chronoctl("backfill", "hourly", db=env["db"])
     assert res.returncode == 2 and "--from" in res.stderr
+
+
+def test_a_backfill_never_makes_the_live_schedule_skip_under_forbid(env):
+    """The schedule comes first: an every-2-s job that forbids overlap, runs of 1.5 s, a
+    backfill of its last occurrences; the occurrences that fall due meanwhile wait for the
+    backfilled run going and start, none is recorded skipped_overlap behind it."""
+    line = f"echo $CHRONO_RUN_ID start >> {env['w']}; sleep 1.5; echo $CHRONO_RUN_ID end >> {env['w']}"
+    d = start(env, job("every2", "@every 2s", line, overlap="forbid", catchup="latest"))
+    store = SqlStore(env["db"])
+    try:
+        wait_until(lambda: len(store.runs("every2")) >= 6, timeout=20, what="six scheduled occurrences")
+        res = chronoctl(
+            "backfill", "every2", "--from", "-12s", "--to", "-2s", "--only", "all", "--no-wait", "--json", db=env["db"]
+        )
+        assert res.returncode == 0, res.stderr
+        bf_id = json.loads(res.stdout)["id"]
+        wait_until(lambda: store.get_backfill(bf_id).state == "done", timeout=30, what="the backfill to finish")
+        bf = store.get_backfill(bf_id)
+        d.stop()
+        during = [
+            r for r in store.runs("every2") if r.trigger == "schedule" and bf.created_at <= r.fire_at <= bf.finished_at
+        ]
+        assert len(during) >= 2
+        every = {r.run_id: r for r in store.runs("every2")}
+        skipped = [r for r in during if r.state == "skipped_overlap"]
+        # forbid still skips behind a scheduled run, never behind a backfilled one
+        behind = [r for r in skipped if every[(r.error or "").split()[2].rstrip(",")].trigger != "schedule"]
+        assert not behind, [(r.scheduled_at, r.error) for r in behind]
+        assert any(r.state == "succeeded" for r in during)
+        # one at a time: every start follows the previous run's end (overlap: forbid)
+        events = [ln.split() for ln in env["w"].read_text().splitlines()]
+        going: set[str] = set()
+        for rid, what in events:
+            if what == "start":
+                assert not going, f"{rid} started while {going} ran"
+                going.add(rid)
+            else:
+                going.discard(rid)
+    finally:
+        store.close()
