@@ -139,7 +139,8 @@ def db(request, tmp_path_factory):
 
 def ctl(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = dict(os.environ, NO_COLOR="1", **(env or {}))
-    return subprocess.run([CHRONOCTL, *args], capture_output=True, text=True, timeout=60, env=full_env)
+    # 180 s: the module's first commands import SQLAlchemy in the suite's busiest minute, its start
+    return subprocess.run([CHRONOCTL, *args], capture_output=True, text=True, timeout=180, env=full_env)
 
 
 def ctl_json(*args: str) -> tuple[int, object]:
