@@ -3,7 +3,9 @@
 The repro: 150 `chronoctl pause` and `trigger` at once against a running daemon with 75
 jobs firing every second. Before, about half ended `database is locked`, exit 3, and the
 daemon's notifier logged `notify.step_failed ... database is locked`. Now every one
-succeeds and the daemon logs no such failure.
+succeeds and the daemon logs no such failure. The test runs 40 writers beside 20 jobs:
+150 cost a minute and a half of CPU on the suite's two (SQLAlchemy's import, 0.7 s a
+command), and 40 already fail this way with the busy wait cut to 10 ms (checked).
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from tests.integration.daemon_helpers import BIN, Chronod, job, jobs_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("users")]
 
-JOBS = 75
+JOBS = 20
 
 
-def test_150_concurrent_pauses_and_triggers_all_succeed_against_a_running_daemon(tmp_path: Path):
+def test_40_concurrent_pauses_and_triggers_all_succeed_against_a_running_daemon(tmp_path: Path):
     reg = tmp_path / "jobs.d"
     reg.mkdir()
     (reg / "many.yaml").write_text(jobs_file(*(job(f"j{i}", "@every 1s", "true") for i in range(JOBS))))
