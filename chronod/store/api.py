@@ -319,7 +319,9 @@ class Occurrences(Protocol):
 
     def note_held(self, run_ids: Iterable[str], why: str, until: datetime, *, node: str, token: int) -> int:
         """Record on pending rows that a maintenance window holds them (`why`) until `until`
-        (kept in `error` and `next_attempt_at` until the row is claimed or settled)."""
+        (kept in `error` and `next_attempt_at` until the row is claimed or settled).
+        Fenced on `token` for `node`; returns how many rows changed (under a stale token
+        none, each refused one counted in `stale_rejections`)."""
 
 
 class Outcomes(Protocol):

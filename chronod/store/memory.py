@@ -983,10 +983,12 @@ class MemoryStore:
 
     def note_held(self, run_ids: Iterable[str], why: str, until: datetime, *, node: str, token: int) -> int:
         with self._lock:
+            ids = set(run_ids)
             if not self._live(token, node):
+                self._rejected(token, len(ids))
                 return 0
             done = 0
-            for rid in set(run_ids):
+            for rid in ids:
                 r = self._t.runs.get(rid)
                 if r is not None and r.state == _PENDING:
                     r.error, r.next_attempt_at = why, _utc(until)

@@ -251,7 +251,8 @@ class OccurrencesSql(SqlPart):
 
     def note_held(self, run_ids: Iterable[str], why: str, until: datetime, *, node: str, token: int) -> int:
         """Say on pending rows why they wait (a maintenance window deferred them) and until
-        when; claiming or settling them clears it. Fenced on `token`; returns rows changed."""
+        when; claiming or settling them clears it. Fenced on `token` (refused rows are
+        counted, as every fenced write's are); returns rows changed."""
         ids = sorted(set(run_ids))
         r = s.runs.c
         done = 0
@@ -261,6 +262,7 @@ class OccurrencesSql(SqlPart):
                     r.run_id.in_(part), r.state == RunState.PENDING, self._lease_live(token, node)
                 )
                 done += c.execute(update.values(error=why, next_attempt_at=aware(until))).rowcount
+            self._rejected_many(c, token, len(ids) - done)
         return done
 
     def waiting_retries(self, node: str) -> list[Run]:

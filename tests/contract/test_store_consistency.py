@@ -1,0 +1,36 @@
+"""The store agrees with itself, on every backend: each fenced write counts what it
+refused, the reads of a pause agree on whether it holds (and on one clock), every read of
+a job's latest run answers for any job id, orders hold with missing values, and a call
+leaves its caller's values alone."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from tests.contract.test_store_contract import acquire, run
+
+LONG_AGO = datetime(2020, 1, 1, tzinfo=timezone.utc)  # before any clock this suite runs under
+FAR_OFF = datetime(2100, 1, 1, tzinfo=timezone.utc)  # after any
+
+
+# --- fencing -------------------------------------------------------------------------------
+
+
+def test_note_held_under_a_superseded_token_changes_nothing_and_is_counted(store):
+    old = acquire(store)
+    store.insert_runs([run(1), run(2)])
+    store.release_node("n1", old)
+    acquire(store)  # the node came back: its old token is no lease any more
+    ids = ["backup-000001", "backup-000002"]
+    assert store.note_held(ids, "held by a window", FAR_OFF, node="n1", token=old) == 0
+    assert store.stale_rejections == 2
+    assert {(r.error, r.next_attempt_at) for r in map(store.get_run, ids)} == {(None, None)}
+
+
+def test_note_held_under_a_live_token_counts_nothing(store):
+    token = acquire(store)
+    store.insert_runs([run(1), run(2, state="succeeded")])
+    assert store.note_held(["backup-000001", "backup-000002"], "held", FAR_OFF, node="n1", token=token) == 1
+    assert store.stale_rejections == 0  # a row that is not pending is no refused write
+    held = store.get_run("backup-000001")
+    assert (held.error, held.next_attempt_at) == ("held", FAR_OFF)
