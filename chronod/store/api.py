@@ -307,7 +307,10 @@ class Occurrences(Protocol):
         token: int | None = None,
     ) -> bool:
         """Move a pending run straight to a terminal skipped_* state (with why) and insert
-        `next_run` as pending, in one transaction. False if it was not pending any more."""
+        `next_run` as pending, in one transaction. False if it was not pending any more.
+        With `token` the write is fenced on it being live for `node`, and the run records
+        both: a `token` without its `node` raises ValueError (without `token`, an operator's
+        write, neither is checked nor recorded)."""
 
     def commit_wakeup(
         self, inserts: list[Run], settles: list[tuple[str, str, str | None]], claims: list[str], node: str, token: int

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from chronod.store.api import Store
 from chronod.store.backfills import Backfill
 from chronod.store.outbox import Outgoing
+from chronod.store.sqldb import fenced_node
 
 _UTC = timezone.utc
 _WAITING = frozenset((RunState.PENDING.value, RunState.RETRY_WAIT.value))
@@ -738,6 +739,7 @@ class MemoryStore:
         token: int | None = None,
     ) -> bool:
         _terminal(state)
+        fenced_node(node, token)
         with self._lock:
             now = self._now()
             if (token is not None and not self._live(token, node)) or not self._settle_one(

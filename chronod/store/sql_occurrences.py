@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from chronod.core.model import RunState
 from chronod.store import schema as s
 from chronod.store.api import Run
-from chronod.store.sqldb import BATCH, WAITING, SqlPart, aware, chunks, terminal
+from chronod.store.sqldb import BATCH, WAITING, SqlPart, aware, chunks, fenced_node, terminal
 
 
 class OccurrencesSql(SqlPart):
@@ -286,6 +286,7 @@ class OccurrencesSql(SqlPart):
     ) -> bool:
         """Also accepts a run in retry_wait (a waiting retry can be skipped or settled too)."""
         terminal(state)
+        fenced_node(node, token)
         with self._tx() as c:
             if not self._settle(c, run_id, state, error, node, token):
                 return False

@@ -326,6 +326,13 @@ def terminal(state: str) -> None:
         raise ValueError(f"{state!r} is not a terminal run state (one of {', '.join(TERMINAL_STATES)})")
 
 
+def fenced_node(node: str | None, token: int | None) -> None:
+    """Raise ValueError for a fenced write (`token` given) that does not name its node: the
+    run records the pair that wrote it last, and the fence checks the token by its name."""
+    if token is not None and node is None:
+        raise ValueError("a write fenced on a token names the node that holds it (node=None given)")
+
+
 def sqlite_text(at: datetime) -> str:
     """An aware datetime as SQLite stores it: naive UTC text (what UTCDateTime binds)."""
     aware(at)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
+
 from tests.contract.test_store_contract import acquire, run
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=timezone.utc)  # before any clock this suite runs under
@@ -34,3 +36,14 @@ def test_note_held_under_a_live_token_counts_nothing(store):
     assert store.stale_rejections == 0  # a row that is not pending is no refused write
     held = store.get_run("backup-000001")
     assert (held.error, held.next_attempt_at) == ("held", FAR_OFF)
+
+
+def test_a_fenced_settle_must_name_its_node(store):
+    token = acquire(store)
+    store.insert_runs([run(1)])
+    with pytest.raises(ValueError, match="node"):
+        store.settle("backup-000001", "skipped_overlap", error="x", next_run=None, token=token)
+    assert store.get_run("backup-000001").state == "pending"
+    assert store.settle("backup-000001", "skipped_overlap", error="x", next_run=None, node="n1", token=token)
+    settled = store.get_run("backup-000001")
+    assert (settled.state, settled.node, settled.token) == ("skipped_overlap", "n1", token)
