@@ -564,8 +564,9 @@ class OperatorState(Protocol):
         """Current registry errors of every node."""
 
     def metrics(self) -> dict[str, Any]:
-        """A cheap summary: {"runs_by_state": {state: n}, "jobs": n, "paused_jobs": n,
-        "stale_rejections": n (this process), "database_bytes": n or None}."""
+        """A cheap summary: {"runs_by_state": {state: n}, "jobs": n, "paused_jobs": n (the
+        jobs `paused_jobs` gives), "stale_rejections": n (this process), "database_bytes":
+        n or None}."""
 
     def database_bytes(self) -> int | None:
         """The size of the database on disk (None when the database will not say)."""

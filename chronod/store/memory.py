@@ -1046,7 +1046,7 @@ class MemoryStore:
             return {
                 "runs_by_state": dict(self._t.by_state),
                 "jobs": len(jobs),
-                "paused_jobs": sum(1 for r in jobs if r.paused),
+                "paused_jobs": sum(1 for r in jobs if r.paused and self._pause_live(r.paused_until)),
                 "stale_rejections": self.stale_rejections,
                 "database_bytes": None,
             }

@@ -94,14 +94,19 @@ class StateSql(SqlPart):
     # --- health ---------------------------------------------------------------------------
     def metrics(self) -> dict[str, Any]:
         """Added: a cheap summary for /metrics and `chronoctl status`: runs by state, live
-        jobs, paused jobs, and this process's stale-token rejections."""
+        jobs, paused jobs (those `paused_jobs` gives: a pause past its end is over), and
+        this process's stale-token rejections."""
         r, j = s.runs.c, s.jobs.c
         with self._tx(write=False) as c:
             by_state = {
                 row.state: row.n for row in c.execute(sa.select(r.state, func.count().label("n")).group_by(r.state))
             }
             jobs = c.execute(sa.select(func.count()).where(j.removed_at.is_(None))).scalar_one()
-            paused = c.execute(sa.select(func.count()).where(j.removed_at.is_(None), j.paused.is_(True))).scalar_one()
+            paused = c.execute(
+                sa.select(func.count()).where(
+                    j.removed_at.is_(None), j.paused.is_(True), self._pause_live(j.paused_until)
+                )
+            ).scalar_one()
         return {
             "runs_by_state": by_state,
             "jobs": jobs,

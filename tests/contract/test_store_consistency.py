@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.contract.test_store_contract import acquire, run
+from tests.contract.test_store_contract import acquire, run, spec
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=timezone.utc)  # before any clock this suite runs under
 FAR_OFF = datetime(2100, 1, 1, tzinfo=timezone.utc)  # after any
@@ -47,3 +47,16 @@ def test_a_fenced_settle_must_name_its_node(store):
     assert store.settle("backup-000001", "skipped_overlap", error="x", next_run=None, node="n1", token=token)
     settled = store.get_run("backup-000001")
     assert (settled.state, settled.node, settled.token) == ("skipped_overlap", "n1", token)
+
+
+# --- pauses ---------------------------------------------------------------------------------
+
+
+def test_metrics_count_only_the_pauses_that_hold(store):
+    store.sync_jobs("n1", [spec("a"), spec("b"), spec("c"), spec("d")])
+    store.set_paused("a", True, "until resumed")
+    store.set_paused("b", True, "over", until=LONG_AGO)
+    store.set_paused("c", True, "still on", until=FAR_OFF)
+    assert set(store.paused_jobs()) == {"a", "c"}
+    assert {j.job_id for j in store.jobs() if j.paused} == {"a", "c"}
+    assert store.metrics()["paused_jobs"] == 2
