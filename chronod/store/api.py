@@ -126,7 +126,7 @@ class JobRow:
     spec: JobSpec
     spec_hash: str
     node: str  # the node that last wrote this definition
-    paused: bool = False  # the job's own pause holds now (one past its `paused_until` is over)
+    paused: bool = False  # the job's own pause holds now, as `paused_jobs` says (one past its `paused_until` is over)
     paused_reason: str | None = None
     paused_at: datetime | None = None
     paused_by: str | None = None

@@ -528,7 +528,7 @@ class MemoryStore:
             spec=spec,
             spec_hash=r.spec_hash,
             node=r.node,
-            paused=r.paused and (until is None or until > self._now()),
+            paused=r.paused and self._pause_live(until),  # one clock with the pause queries
             paused_reason=r.paused_reason,
             paused_at=r.paused_at,
             paused_by=r.paused_by,

@@ -44,9 +44,6 @@ class StateSql(SqlPart):
             )
             return res.rowcount == 1
 
-    def _pause_live(self, until_col: sa.ColumnElement[datetime]) -> sa.ColumnElement[bool]:
-        return sa.or_(until_col.is_(None), until_col > self._now_sql())
-
     def paused_jobs(self) -> dict[str, str | None]:
         j = s.jobs.c
         with self._tx(write=False) as c:

@@ -9,6 +9,8 @@ from datetime import datetime, timezone
 
 import pytest
 
+from chronod.store.memory import MemoryStore
+from chronod.store.sql import SqlStore
 from tests.contract.test_store_contract import acquire, run, spec
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=timezone.utc)  # before any clock this suite runs under
@@ -60,3 +62,30 @@ def test_metrics_count_only_the_pauses_that_hold(store):
     assert set(store.paused_jobs()) == {"a", "c"}
     assert {j.job_id for j in store.jobs() if j.paused} == {"a", "c"}
     assert store.metrics()["paused_jobs"] == 2
+
+
+@pytest.fixture
+def skewed(backend, request):
+    """A store whose own clock says 2023 (a node's clock far behind the database's)."""
+    clock = lambda: datetime(2023, 1, 1, tzinfo=timezone.utc)  # noqa: E731
+    if backend == "memory":
+        yield MemoryStore(now=clock)
+        return
+    st = SqlStore(request.getfixturevalue("store_url"), now=clock)
+    yield st
+    st.close()
+
+
+def test_a_jobs_pause_holds_by_one_clock_in_every_read(skewed):
+    """Ended by the database's clock on PostgreSQL (now() is past 2024), not yet by the
+    node's clock (2023) where that clock is the store's (SQLite, memory): the reads agree
+    with each other whichever clock the store keeps."""
+    store = skewed
+    store.sync_jobs("n1", [spec("a")])
+    store.set_paused("a", True, "until 2024", until=datetime(2024, 1, 1, tzinfo=timezone.utc))
+    holds = "a" in store.paused_jobs()
+    assert holds == (store.dialect != "postgresql")
+    assert store.get_job("a").paused is holds
+    assert [j.paused for j in store.jobs()] == [holds]
+    assert [p.target for p in store.pauses()] == (["a"] if holds else [])
+    assert store.metrics()["paused_jobs"] == int(holds)
