@@ -439,16 +439,23 @@ class RunHistory(Protocol):
     def attempts(self, run_id: str) -> list[Attempt]:
         """Every attempt of a run, in order."""
 
+    # `last_successes`, `last_runs` and `last_states` answer for any job id asked: one
+    # registered now, one removed from the registry (a removed job's history is still its
+    # history) or one never registered; what decides is the runs the id has, not a row in
+    # the jobs table.
+
     def last_successes(self, job_ids: Iterable[str], until: datetime) -> dict[str, Run]:
         """job_id -> its latest succeeded run scheduled before `until`, for many jobs in one
-        query (jobs that never succeeded are left out)."""
+        query (jobs that never succeeded are left out). Any job id, registered or not."""
 
     def last_runs(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, Run]:
         """Each job's latest run scheduled before `until` whose state is not in `skip`
-        (jobs without one are left out), for many jobs in one read."""
+        (jobs without one are left out), for many jobs in one read. Any job id, registered
+        or not (a removed job's history is still its history)."""
 
     def last_states(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, str]:
-        """The state of the run `last_runs` would give each job, without reading the runs."""
+        """The state of the run `last_runs` would give each job, without reading the runs
+        (any job id, as `last_runs`)."""
 
 
 class Retention(Protocol):

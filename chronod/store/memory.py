@@ -1124,8 +1124,6 @@ class MemoryStore:
             assert cut is not None
             out = {}
             for j in sorted(set(job_ids)):
-                if j not in self._t.jobs:  # as the SQL store: driven by the jobs table
-                    continue
                 r = self._latest(j, cut, lambda r: r.state not in skipped)
                 if r is not None:
                     out[j] = _copy(r)

@@ -5,13 +5,13 @@ leaves its caller's values alone."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from chronod.store.memory import MemoryStore
 from chronod.store.sql import SqlStore
-from tests.contract.test_store_contract import acquire, run, spec
+from tests.contract.test_store_contract import T0, acquire, run, spec
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=timezone.utc)  # before any clock this suite runs under
 FAR_OFF = datetime(2100, 1, 1, tzinfo=timezone.utc)  # after any
@@ -89,3 +89,31 @@ def test_a_jobs_pause_holds_by_one_clock_in_every_read(skewed):
     assert [j.paused for j in store.jobs()] == [holds]
     assert [p.target for p in store.pauses()] == (["a"] if holds else [])
     assert store.metrics()["paused_jobs"] == int(holds)
+
+
+# --- each job's latest run -------------------------------------------------------------------
+
+
+def test_each_jobs_latest_run_is_answered_for_any_job_id(store):
+    store.sync_jobs("n1", [spec("kept"), spec("gone")])
+    store.insert_runs([run(1, job=j, state="succeeded") for j in ("kept", "gone", "never")])
+    store.sync_jobs("n1", [spec("kept")])  # "gone" is removed; "never" was never registered
+    ids = ["kept", "gone", "never", "no-runs"]
+    until = T0 + timedelta(days=1)
+    assert sorted(store.last_successes(ids, until)) == ["gone", "kept", "never"]
+    assert {j: r.run_id for j, r in store.last_runs(ids, until).items()} == {
+        "kept": "kept-000001",
+        "gone": "gone-000001",
+        "never": "never-000001",
+    }
+    assert store.last_states(ids, until) == {"kept": "succeeded", "gone": "succeeded", "never": "succeeded"}
+    assert store.last_runs(ids, until, skip=("succeeded",)) == {} == store.last_states(ids, until, skip=("succeeded",))
+
+
+def test_each_jobs_latest_run_is_answered_for_more_ids_than_one_read_asks(store):
+    asked = [f"job-{i:05d}" for i in range(2500)]
+    store.insert_runs([run(1, job=j, state="failed") for j in asked[::500]])
+    until = T0 + timedelta(days=1)
+    assert sorted(store.last_runs(asked, until)) == asked[::500]
+    assert store.last_states(asked, until) == dict.fromkeys(asked[::500], "failed")
+    assert store.last_successes(asked, until) == {}
