@@ -294,7 +294,8 @@ class Occurrences(Protocol):
         the attempt and start time it really had. None if settled meanwhile or stale token."""
 
     def waiting_retries(self, node: str) -> list[Run]:
-        """Runs in retry_wait last held by `node` (a dead node's pending retries)."""
+        """Runs in retry_wait last held by `node` (a dead node's pending retries), by
+        `next_attempt_at` (one without it first), then run id."""
 
     def settle(
         self,
@@ -568,7 +569,8 @@ class OperatorState(Protocol):
         """Replace this node's current registry errors (file, line, message)."""
 
     def registry_errors(self) -> list[dict[str, Any]]:
-        """Current registry errors of every node."""
+        """Current registry errors of every node, by node, file and line (an error
+        without a line, the whole file's, first in its file)."""
 
     def metrics(self) -> dict[str, Any]:
         """A cheap summary: {"runs_by_state": {state: n}, "jobs": n, "paused_jobs": n (the

@@ -714,7 +714,7 @@ class MemoryStore:
         with self._lock:
             runs = self._t.runs
             ids = [i for i in self._t.waiting if runs[i].state == _RETRY_WAIT and runs[i].node == node]
-            return self._sorted(ids, lambda r: (r.next_attempt_at or _NEVER, r.run_id))
+            return self._sorted(ids, lambda r: (r.next_attempt_at or _NEVER, r.run_id))  # NULLS FIRST, as SQL
 
     def _settle_one(
         self, run_id: str, state: str, error: str | None, node: str | None, token: int | None, now: datetime
@@ -1276,7 +1276,7 @@ class MemoryStore:
         with self._lock:
             rows = sorted(
                 self._t.registry_errors,
-                key=lambda e: (e["node"], e["file"], e["line"] is not None, e["line"] or 0, e["id"]),
+                key=lambda e: (e["node"], e["file"], e["line"] is not None, e["line"] or 0, e["id"]),  # NULLS FIRST
             )
             return [{k: e[k] for k in ("node", "file", "line", "message", "at")} for e in rows]
 

@@ -266,12 +266,13 @@ class OccurrencesSql(SqlPart):
         return done
 
     def waiting_retries(self, node: str) -> list[Run]:
-        """Runs in retry_wait last held by `node` (a dead node's pending retries)."""
+        """Runs in retry_wait last held by `node` (a dead node's pending retries), soonest
+        due first; one without a due time first of all, on every database."""
         r = s.runs.c
         return self._select_runs(
             sa.select(s.runs)
             .where(r.state == RunState.RETRY_WAIT, r.node == node)
-            .order_by(r.next_attempt_at, r.run_id)
+            .order_by(r.next_attempt_at.nulls_first(), r.run_id)
         )
 
     def settle(

@@ -190,9 +190,11 @@ class StateSql(SqlPart):
                 c.execute(e.insert(), rows)
 
     def registry_errors(self) -> list[dict[str, Any]]:
+        """By node, file, then line, an error without a line (the whole file's) first on
+        every database (SQLite and PostgreSQL place NULL apart unless told)."""
         e = s.registry_errors.c
         with self._tx(write=False) as c:
             rows = c.execute(
-                sa.select(e.node, e.file, e.line, e.message, e.at).order_by(e.node, e.file, e.line, e.id)
+                sa.select(e.node, e.file, e.line, e.message, e.at).order_by(e.node, e.file, e.line.nulls_first(), e.id)
             ).mappings()
             return [dict(row) for row in rows]

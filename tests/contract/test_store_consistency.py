@@ -5,6 +5,7 @@ leaves its caller's values alone."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -117,3 +118,21 @@ def test_each_jobs_latest_run_is_answered_for_more_ids_than_one_read_asks(store)
     assert sorted(store.last_runs(asked, until)) == asked[::500]
     assert store.last_states(asked, until) == dict.fromkeys(asked[::500], "failed")
     assert store.last_successes(asked, until) == {}
+
+
+# --- orders with a missing value -------------------------------------------------------------
+
+
+def test_a_registry_error_without_a_line_comes_first_in_its_file(store):
+    errors = [{"file": "x.yaml", "line": n, "message": f"at {n}"} for n in (5, None, 2)]
+    store.set_registry_errors("a", errors)
+    assert [e["line"] for e in store.registry_errors()] == [None, 2, 5]
+
+
+def test_a_waiting_retry_without_a_due_time_comes_first(store):
+    waiting = [
+        replace(run(i), state="retry_wait", node="n1", attempts=1, next_attempt_at=at)
+        for i, at in ((1, T0 + timedelta(minutes=9)), (2, None), (3, T0 + timedelta(minutes=4)))
+    ]
+    store.insert_runs(waiting)
+    assert [r.run_id for r in store.waiting_retries("n1")] == ["backup-000002", "backup-000003", "backup-000001"]
