@@ -510,7 +510,8 @@ class Backfills(Protocol):
     def open_backfill_run(self, backfill_id: int, index: int, run: Run) -> Run | None:
         """Make the backfill's occurrence `index` wait to start (trigger backfill: inserted,
         or an ended run opened again with its attempts kept) and count it started, in one
-        transaction. None when it is in flight already or the backfill moved on."""
+        transaction; returns the waiting run as stored, a new value (the caller's `run` is
+        left as it was). None when it is in flight already or the backfill moved on."""
 
     def cancel_backfill(self, backfill_id: int, why: str) -> tuple[bool, list[str]]:
         """Cancel a running backfill: none of its occurrences starts any more, those opened

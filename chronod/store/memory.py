@@ -1193,8 +1193,9 @@ class MemoryStore:
                 return None
             now = self._now()
             bf.started, bf.updated_at = index + 1, now
-            run.trigger, run.state = "backfill", _PENDING  # as the SQL store does: the caller's run says so too
-            if not self._store_run(run, now):
+            opening = _copy(run)  # the caller's run is left as it was
+            opening.trigger, opening.state = "backfill", _PENDING
+            if not self._store_run(opening, now):
                 r = self._t.runs[run.run_id]
                 if r.state not in _TERMINAL:
                     return None

@@ -12,6 +12,7 @@ import pytest
 
 from chronod.store.memory import MemoryStore
 from chronod.store.sql import SqlStore
+from tests.contract.test_store_backfills import stored
 from tests.contract.test_store_contract import T0, acquire, run, spec
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=timezone.utc)  # before any clock this suite runs under
@@ -136,3 +137,15 @@ def test_a_waiting_retry_without_a_due_time_comes_first(store):
     ]
     store.insert_runs(waiting)
     assert [r.run_id for r in store.waiting_retries("n1")] == ["backup-000002", "backup-000003", "backup-000001"]
+
+
+# --- backfills ---------------------------------------------------------------------------------
+
+
+def test_opening_a_backfill_run_leaves_the_callers_run_alone(store):
+    bf_id = stored(store)
+    mine = run(0, state="failed")
+    opened = store.open_backfill_run(bf_id, 0, mine)
+    assert (opened.state, opened.trigger) == ("pending", "backfill")
+    assert (mine.state, mine.trigger) == ("failed", "schedule")
+    assert opened is not mine
