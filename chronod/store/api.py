@@ -515,8 +515,8 @@ class Backfills(Protocol):
 
     def cancel_backfill(self, backfill_id: int, why: str) -> tuple[bool, list[str]]:
         """Cancel a running backfill: none of its occurrences starts any more, those opened
-        and not started end `cancelled`. Returns whether it was running and the run ids
-        it cancelled."""
+        and not started end `cancelled` (with no `next_attempt_at` left, as any settled
+        run). Returns whether it was running and the run ids it cancelled."""
 
     def end_backfill(self, backfill_id: int, state: str, error: str | None = None) -> bool:
         """A running backfill ends (`done` or `cancelled`); False if it was not running."""

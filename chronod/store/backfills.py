@@ -177,7 +177,8 @@ class BackfillStore(SqlPart):
         opening the next one finds it cancelled, in the same transaction as its own
         write), and those it opened that have not started yet end `cancelled` too; those
         running or retrying finish. Returns whether it was running (False: it had ended
-        already) and the run ids it cancelled."""
+        already) and the run ids it cancelled (a hold noted on them, `next_attempt_at`, is
+        cleared as every settle clears it)."""
         b, r = s.backfills.c, s.runs.c
         with self._tx() as c:
             now = self._ts()
@@ -196,6 +197,6 @@ class BackfillStore(SqlPart):
                 c.execute(
                     s.runs.update()
                     .where(r.run_id.in_(ids), r.state == "pending")
-                    .values(state="cancelled", error=why, finished_at=now, updated_at=now)
+                    .values(state="cancelled", error=why, finished_at=now, updated_at=now, next_attempt_at=None)
                 )
             return True, ids

@@ -1226,7 +1226,7 @@ class MemoryStore:
                 r = self._t.runs.get(rid)
                 if r is not None and r.state == _PENDING and r.trigger == "backfill":
                     self._set_state(r, RunState.CANCELLED.value)
-                    r.error, r.finished_at, r.updated_at = why, now, now
+                    r.error, r.finished_at, r.updated_at, r.next_attempt_at = why, now, now, None
                     ids.append(rid)
             return True, ids
 

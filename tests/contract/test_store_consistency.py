@@ -149,3 +149,13 @@ def test_opening_a_backfill_run_leaves_the_callers_run_alone(store):
     assert (opened.state, opened.trigger) == ("pending", "backfill")
     assert (mine.state, mine.trigger) == ("failed", "schedule")
     assert opened is not mine
+
+
+def test_cancelling_a_backfill_clears_the_hold_noted_on_its_runs(store):
+    token = acquire(store)
+    bf_id = stored(store)
+    assert store.open_backfill_run(bf_id, 0, run(0)) is not None
+    assert store.note_held(["backup-000000"], "held by a window", FAR_OFF, node="n1", token=token) == 1
+    assert store.cancel_backfill(bf_id, "not wanted") == (True, ["backup-000000"])
+    cancelled = store.get_run("backup-000000")
+    assert (cancelled.state, cancelled.error, cancelled.next_attempt_at) == ("cancelled", "not wanted", None)
