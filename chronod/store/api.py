@@ -126,7 +126,7 @@ class JobRow:
     spec: JobSpec
     spec_hash: str
     node: str  # the node that last wrote this definition
-    paused: bool = False  # the job's own pause holds now (one past its `paused_until` is over)
+    paused: bool = False  # the job's own pause holds now, as `paused_jobs` says (one past its `paused_until` is over)
     paused_reason: str | None = None
     paused_at: datetime | None = None
     paused_by: str | None = None
@@ -294,7 +294,8 @@ class Occurrences(Protocol):
         the attempt and start time it really had. None if settled meanwhile or stale token."""
 
     def waiting_retries(self, node: str) -> list[Run]:
-        """Runs in retry_wait last held by `node` (a dead node's pending retries)."""
+        """Runs in retry_wait last held by `node` (a dead node's pending retries), by
+        `next_attempt_at` (one without it first), then run id."""
 
     def settle(
         self,
@@ -307,7 +308,10 @@ class Occurrences(Protocol):
         token: int | None = None,
     ) -> bool:
         """Move a pending run straight to a terminal skipped_* state (with why) and insert
-        `next_run` as pending, in one transaction. False if it was not pending any more."""
+        `next_run` as pending, in one transaction. False if it was not pending any more.
+        With `token` the write is fenced on it being live for `node`, and the run records
+        both: a `token` without its `node` raises ValueError (without `token`, an operator's
+        write, neither is checked nor recorded)."""
 
     def commit_wakeup(
         self, inserts: list[Run], settles: list[tuple[str, str, str | None]], claims: list[str], node: str, token: int
@@ -319,7 +323,9 @@ class Occurrences(Protocol):
 
     def note_held(self, run_ids: Iterable[str], why: str, until: datetime, *, node: str, token: int) -> int:
         """Record on pending rows that a maintenance window holds them (`why`) until `until`
-        (kept in `error` and `next_attempt_at` until the row is claimed or settled)."""
+        (kept in `error` and `next_attempt_at` until the row is claimed or settled).
+        Fenced on `token` for `node`; returns how many rows changed (under a stale token
+        none, each refused one counted in `stale_rejections`)."""
 
 
 class Outcomes(Protocol):
@@ -434,16 +440,23 @@ class RunHistory(Protocol):
     def attempts(self, run_id: str) -> list[Attempt]:
         """Every attempt of a run, in order."""
 
+    # `last_successes`, `last_runs` and `last_states` answer for any job id asked: one
+    # registered now, one removed from the registry (a removed job's history is still its
+    # history) or one never registered; what decides is the runs the id has, not a row in
+    # the jobs table.
+
     def last_successes(self, job_ids: Iterable[str], until: datetime) -> dict[str, Run]:
         """job_id -> its latest succeeded run scheduled before `until`, for many jobs in one
-        query (jobs that never succeeded are left out)."""
+        query (jobs that never succeeded are left out). Any job id, registered or not."""
 
     def last_runs(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, Run]:
         """Each job's latest run scheduled before `until` whose state is not in `skip`
-        (jobs without one are left out), for many jobs in one read."""
+        (jobs without one are left out), for many jobs in one read. Any job id, registered
+        or not (a removed job's history is still its history)."""
 
     def last_states(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, str]:
-        """The state of the run `last_runs` would give each job, without reading the runs."""
+        """The state of the run `last_runs` would give each job, without reading the runs
+        (any job id, as `last_runs`)."""
 
 
 class Retention(Protocol):
@@ -497,12 +510,13 @@ class Backfills(Protocol):
     def open_backfill_run(self, backfill_id: int, index: int, run: Run) -> Run | None:
         """Make the backfill's occurrence `index` wait to start (trigger backfill: inserted,
         or an ended run opened again with its attempts kept) and count it started, in one
-        transaction. None when it is in flight already or the backfill moved on."""
+        transaction; returns the waiting run as stored, a new value (the caller's `run` is
+        left as it was). None when it is in flight already or the backfill moved on."""
 
     def cancel_backfill(self, backfill_id: int, why: str) -> tuple[bool, list[str]]:
         """Cancel a running backfill: none of its occurrences starts any more, those opened
-        and not started end `cancelled`. Returns whether it was running and the run ids
-        it cancelled."""
+        and not started end `cancelled` (with no `next_attempt_at` left, as any settled
+        run). Returns whether it was running and the run ids it cancelled."""
 
     def end_backfill(self, backfill_id: int, state: str, error: str | None = None) -> bool:
         """A running backfill ends (`done` or `cancelled`); False if it was not running."""
@@ -556,11 +570,13 @@ class OperatorState(Protocol):
         """Replace this node's current registry errors (file, line, message)."""
 
     def registry_errors(self) -> list[dict[str, Any]]:
-        """Current registry errors of every node."""
+        """Current registry errors of every node, by node, file and line (an error
+        without a line, the whole file's, first in its file)."""
 
     def metrics(self) -> dict[str, Any]:
-        """A cheap summary: {"runs_by_state": {state: n}, "jobs": n, "paused_jobs": n,
-        "stale_rejections": n (this process), "database_bytes": n or None}."""
+        """A cheap summary: {"runs_by_state": {state: n}, "jobs": n, "paused_jobs": n (the
+        jobs `paused_jobs` gives), "stale_rejections": n (this process), "database_bytes":
+        n or None}."""
 
     def database_bytes(self) -> int | None:
         """The size of the database on disk (None when the database will not say)."""

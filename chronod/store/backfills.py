@@ -11,7 +11,7 @@ same transaction, so a restart resumes after the last occurrence opened, never t
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -125,7 +125,7 @@ class BackfillStore(SqlPart):
         count it started, in one transaction: insert `run` when it has no row, open its row
         again when it ended (attempts kept). Returns the waiting run, or None when the run is
         in flight already (it is counted started all the same) or the backfill is not at
-        `index` any more (a second writer)."""
+        `index` any more (a second writer). The caller's `run` is left as it was."""
         b, r = s.backfills.c, s.runs.c
         with self._tx() as c:
             now = self._ts()
@@ -136,8 +136,7 @@ class BackfillStore(SqlPart):
             ).rowcount
             if moved != 1:
                 return None
-            run.trigger, run.state = "backfill", "pending"
-            fresh = self._insert_new(c, run)
+            fresh = self._insert_new(c, replace(run, trigger="backfill", state="pending"))
             if not fresh:
                 reopened = c.execute(
                     s.runs.update()
@@ -178,7 +177,8 @@ class BackfillStore(SqlPart):
         opening the next one finds it cancelled, in the same transaction as its own
         write), and those it opened that have not started yet end `cancelled` too; those
         running or retrying finish. Returns whether it was running (False: it had ended
-        already) and the run ids it cancelled."""
+        already) and the run ids it cancelled (a hold noted on them, `next_attempt_at`, is
+        cleared as every settle clears it)."""
         b, r = s.backfills.c, s.runs.c
         with self._tx() as c:
             now = self._ts()
@@ -197,6 +197,6 @@ class BackfillStore(SqlPart):
                 c.execute(
                     s.runs.update()
                     .where(r.run_id.in_(ids), r.state == "pending")
-                    .values(state="cancelled", error=why, finished_at=now, updated_at=now)
+                    .values(state="cancelled", error=why, finished_at=now, updated_at=now, next_attempt_at=None)
                 )
             return True, ids

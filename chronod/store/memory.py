@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from chronod.store.api import Store
 from chronod.store.backfills import Backfill
 from chronod.store.outbox import Outgoing
+from chronod.store.sqldb import fenced_node
 
 _UTC = timezone.utc
 _WAITING = frozenset((RunState.PENDING.value, RunState.RETRY_WAIT.value))
@@ -527,7 +528,7 @@ class MemoryStore:
             spec=spec,
             spec_hash=r.spec_hash,
             node=r.node,
-            paused=r.paused and (until is None or until > self._now()),
+            paused=r.paused and self._pause_live(until),  # one clock with the pause queries
             paused_reason=r.paused_reason,
             paused_at=r.paused_at,
             paused_by=r.paused_by,
@@ -713,7 +714,7 @@ class MemoryStore:
         with self._lock:
             runs = self._t.runs
             ids = [i for i in self._t.waiting if runs[i].state == _RETRY_WAIT and runs[i].node == node]
-            return self._sorted(ids, lambda r: (r.next_attempt_at or _NEVER, r.run_id))
+            return self._sorted(ids, lambda r: (r.next_attempt_at or _NEVER, r.run_id))  # NULLS FIRST, as SQL
 
     def _settle_one(
         self, run_id: str, state: str, error: str | None, node: str | None, token: int | None, now: datetime
@@ -738,6 +739,7 @@ class MemoryStore:
         token: int | None = None,
     ) -> bool:
         _terminal(state)
+        fenced_node(node, token)
         with self._lock:
             now = self._now()
             if (token is not None and not self._live(token, node)) or not self._settle_one(
@@ -983,10 +985,12 @@ class MemoryStore:
 
     def note_held(self, run_ids: Iterable[str], why: str, until: datetime, *, node: str, token: int) -> int:
         with self._lock:
+            ids = set(run_ids)
             if not self._live(token, node):
+                self._rejected(token, len(ids))
                 return 0
             done = 0
-            for rid in set(run_ids):
+            for rid in ids:
                 r = self._t.runs.get(rid)
                 if r is not None and r.state == _PENDING:
                     r.error, r.next_attempt_at = why, _utc(until)
@@ -1042,7 +1046,7 @@ class MemoryStore:
             return {
                 "runs_by_state": dict(self._t.by_state),
                 "jobs": len(jobs),
-                "paused_jobs": sum(1 for r in jobs if r.paused),
+                "paused_jobs": sum(1 for r in jobs if r.paused and self._pause_live(r.paused_until)),
                 "stale_rejections": self.stale_rejections,
                 "database_bytes": None,
             }
@@ -1120,8 +1124,6 @@ class MemoryStore:
             assert cut is not None
             out = {}
             for j in sorted(set(job_ids)):
-                if j not in self._t.jobs:  # as the SQL store: driven by the jobs table
-                    continue
                 r = self._latest(j, cut, lambda r: r.state not in skipped)
                 if r is not None:
                     out[j] = _copy(r)
@@ -1191,8 +1193,9 @@ class MemoryStore:
                 return None
             now = self._now()
             bf.started, bf.updated_at = index + 1, now
-            run.trigger, run.state = "backfill", _PENDING  # as the SQL store does: the caller's run says so too
-            if not self._store_run(run, now):
+            opening = _copy(run)  # the caller's run is left as it was
+            opening.trigger, opening.state = "backfill", _PENDING
+            if not self._store_run(opening, now):
                 r = self._t.runs[run.run_id]
                 if r.state not in _TERMINAL:
                     return None
@@ -1223,7 +1226,7 @@ class MemoryStore:
                 r = self._t.runs.get(rid)
                 if r is not None and r.state == _PENDING and r.trigger == "backfill":
                     self._set_state(r, RunState.CANCELLED.value)
-                    r.error, r.finished_at, r.updated_at = why, now, now
+                    r.error, r.finished_at, r.updated_at, r.next_attempt_at = why, now, now, None
                     ids.append(rid)
             return True, ids
 
@@ -1274,7 +1277,7 @@ class MemoryStore:
         with self._lock:
             rows = sorted(
                 self._t.registry_errors,
-                key=lambda e: (e["node"], e["file"], e["line"] is not None, e["line"] or 0, e["id"]),
+                key=lambda e: (e["node"], e["file"], e["line"] is not None, e["line"] or 0, e["id"]),  # NULLS FIRST
             )
             return [{k: e[k] for k in ("node", "file", "line", "message", "at")} for e in rows]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import sqlalchemy as sa
 from sqlalchemy import func
@@ -106,23 +106,29 @@ class DefinitionsSql(SqlPart):
         spec = known.get(row["job_id"]) if known else None
         if spec is None or spec.spec_hash() != row["spec_hash"]:
             spec = JobSpec.from_json_dict(json.loads(row["spec_json"]))
-        until = row.get("paused_until")
         return JobRow(
             job_id=row["job_id"],
             spec=spec,
             spec_hash=row["spec_hash"],
             node=row["node"],
-            paused=bool(row["paused"]) and (until is None or until > self._now()),  # a pause past its end is over
+            paused=bool(row["pause_holds"]),  # a pause past its end is over
             paused_reason=row["paused_reason"],
             paused_at=row["paused_at"],
             paused_by=row.get("paused_by"),
-            paused_until=until,
+            paused_until=row["paused_until"],
             removed_at=row["removed_at"],
             updated_at=row["updated_at"],
         )
 
+    def _jobs_query(self) -> sa.Select[Any]:
+        """Whole `jobs` rows and whether each one's pause holds now, by the database's clock
+        as the pause queries ask it (`SqlPart._pause_live`), not by this process's."""
+        j = s.jobs.c
+        holds = sa.and_(j.paused.is_(True), self._pause_live(j.paused_until)).label("pause_holds")
+        return sa.select(s.jobs, holds)
+
     def jobs(self, include_removed: bool = False, known: Mapping[str, JobSpec] | None = None) -> list[JobRow]:
-        q = sa.select(s.jobs).order_by(s.jobs.c.job_id)
+        q = self._jobs_query().order_by(s.jobs.c.job_id)
         if not include_removed:
             q = q.where(s.jobs.c.removed_at.is_(None))
         with self._tx(write=False) as c:
@@ -131,7 +137,7 @@ class DefinitionsSql(SqlPart):
 
     def get_job(self, job_id: str) -> JobRow | None:
         with self._tx(write=False) as c:
-            row = c.execute(sa.select(s.jobs).where(s.jobs.c.job_id == job_id)).mappings().first()
+            row = c.execute(self._jobs_query().where(s.jobs.c.job_id == job_id)).mappings().first()
         return self._job(row) if row else None
 
 

@@ -3,10 +3,12 @@ by node, id, prefix, job and window, and each job's latest run (read only)."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any, Iterable
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from chronod.core.history import Mark
 from chronod.core.model import RunState
@@ -112,53 +114,59 @@ class HistorySql(SqlPart):
             rows = c.execute(sa.select(s.attempts).where(a.run_id == run_id).order_by(a.attempt)).mappings()
             return [Attempt(**row) for row in rows]
 
-    def last_successes(self, job_ids: Iterable[str], until: datetime) -> dict[str, Run]:
-        ids = sorted(set(job_ids))
-        if not ids:
-            return {}
-        r = s.runs.c
-        inner = s.runs.alias("latest")
-        out: dict[str, Run] = {}
-        for chunk in chunks(ids, 400):  # SQLite allows 500 terms in one compound SELECT
-            # one index probe per job (job_id, scheduled_at backwards), one round trip per chunk
-            wanted = sa.union_all(*(sa.select(sa.literal(i, sa.Text).label("job_id")) for i in chunk)).subquery(
-                "wanted"
-            )
-            latest = (
-                sa.select(inner.c.run_id)
-                .where(
-                    inner.c.job_id == wanted.c.job_id, inner.c.state == RunState.SUCCEEDED, inner.c.scheduled_at < until
-                )
-                .order_by(inner.c.scheduled_at.desc())
-                .limit(1)
-                .scalar_subquery()
-            )
-            q = sa.select(s.runs).where(r.run_id.in_(sa.select(latest).select_from(wanted)))
-            out.update((run.job_id, run) for run in self._select_runs(q))
-        return out
+    def _wanted(self, job_ids: list[str]) -> tuple[sa.FromClause, sa.ColumnElement[str]]:
+        """The job ids asked as a table, and its column of ids: what the reads of each job's
+        latest run are driven by (any id: registered, removed or never seen). One bound
+        parameter whatever their number (an array on PostgreSQL, JSON text on SQLite), so
+        the statement is compiled, and planned, once."""
+        if self.dialect == "postgresql":
+            ids = sa.func.unnest(sa.literal(job_ids, ARRAY(sa.Text))).table_valued("job_id").render_derived("wanted")
+            return ids, ids.c.job_id
+        each = sa.func.json_each(sa.literal(json.dumps(job_ids), sa.Text)).table_valued("value").alias("wanted")
+        return each, each.c.value
 
-    def _latest_of_each_job(self, until: datetime, skip: list[str], column: str) -> Any:
-        """For the row of `jobs` it sits in: `column` of that job's latest run scheduled
-        before `until` whose state is not in `skip` (one index probe, backwards)."""
-        j = s.jobs.c
+    def last_successes(self, job_ids: Iterable[str], until: datetime) -> dict[str, Run]:
+        return self._latest_runs(job_ids, until, state=RunState.SUCCEEDED)
+
+    def _latest_of_each_job(
+        self,
+        job_id: sa.ColumnElement[str],
+        until: datetime,
+        column: str,
+        *,
+        skip: Iterable[str] = (),
+        state: str | None = None,
+    ) -> Any:
+        """For the job id `job_id` of the row it sits in: `column` of that job's latest run
+        scheduled before `until`, in `state` when given, whose state is not in `skip` (one
+        index probe, backwards)."""
         inner = s.runs.alias("latest")
-        where = [inner.c.job_id == j.job_id, inner.c.scheduled_at < until]
-        if skip:
-            where.append(inner.c.state.not_in(skip))
+        where = [inner.c.job_id == job_id, inner.c.scheduled_at < until]
+        if state is not None:
+            where.append(inner.c.state == state)
+        skipped = list(skip)
+        if skipped:
+            where.append(inner.c.state.not_in(skipped))
         return sa.select(inner.c[column]).where(*where).order_by(inner.c.scheduled_at.desc()).limit(1).scalar_subquery()
 
     def last_runs(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, Run]:
         """Added (the web console's overview): each job's latest run scheduled before
-        `until` whose state is not in `skip`: one index probe per job, driven by the jobs
-        table (one statement for any number of jobs, compiled once)."""
-        ids = sorted(set(job_ids))
-        latest = self._latest_of_each_job(until, list(skip), "run_id")
+        `until` whose state is not in `skip`: one index probe per job id asked (registered
+        or not: a removed job's history is still its history)."""
+        return self._latest_runs(job_ids, until, skip=list(skip))
+
+    def _latest_runs(
+        self, job_ids: Iterable[str], until: datetime, *, skip: list[str] | None = None, state: str | None = None
+    ) -> dict[str, Run]:
+        """Each job's latest run before `until` (in `state`, not in `skip`) by job id."""
         out: dict[str, Run] = {}
-        for chunk in chunks(ids, 900):  # under SQLite's default limit of bound parameters
+        for chunk in chunks(sorted(set(job_ids)), _WANTED_CHUNK):
             # the ids first, then their rows: two index-driven reads whatever the planner
             # thinks of the runs table's size (in one statement PostgreSQL may hash it whole)
+            wanted, job_id = self._wanted(chunk)
+            latest = self._latest_of_each_job(job_id, until, "run_id", skip=skip or (), state=state)
             with self._tx(write=False) as c:
-                found = [rid for rid in c.execute(sa.select(latest).where(s.jobs.c.job_id.in_(chunk))).scalars() if rid]
+                found = [rid for rid in c.execute(sa.select(latest).select_from(wanted)).scalars() if rid]
             if found:
                 runs = self._select_runs(sa.select(s.runs).where(s.runs.c.run_id.in_(found)))
                 out.update((run.job_id, run) for run in runs)
@@ -167,11 +175,15 @@ class HistorySql(SqlPart):
     def last_states(self, job_ids: Iterable[str], until: datetime, skip: Iterable[str] = ()) -> dict[str, str]:
         """Added (the web console's filters): the state of each job's run `last_runs` would
         give, without reading the runs themselves (jobs without one are left out)."""
-        ids = sorted(set(job_ids))
-        state = self._latest_of_each_job(until, list(skip), "state")
+        skipped = list(skip)
         out: dict[str, str] = {}
-        for chunk in chunks(ids, 900):
+        for chunk in chunks(sorted(set(job_ids)), _WANTED_CHUNK):
+            wanted, job_id = self._wanted(chunk)
+            state = self._latest_of_each_job(job_id, until, "state", skip=skipped)
             with self._tx(write=False) as c:
-                rows = c.execute(sa.select(s.jobs.c.job_id, state).where(s.jobs.c.job_id.in_(chunk)))
-                out.update((job_id, st) for job_id, st in rows if st is not None)
+                rows = c.execute(sa.select(job_id, state).select_from(wanted))
+                out.update((jid, st) for jid, st in rows if st is not None)
         return out
+
+
+_WANTED_CHUNK = 900  # ids a chunk: its runs are read back with one IN (...) under SQLite's parameter limit

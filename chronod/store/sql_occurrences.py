@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from chronod.core.model import RunState
 from chronod.store import schema as s
 from chronod.store.api import Run
-from chronod.store.sqldb import BATCH, WAITING, SqlPart, aware, chunks, terminal
+from chronod.store.sqldb import BATCH, WAITING, SqlPart, aware, chunks, fenced_node, terminal
 
 
 class OccurrencesSql(SqlPart):
@@ -251,7 +251,8 @@ class OccurrencesSql(SqlPart):
 
     def note_held(self, run_ids: Iterable[str], why: str, until: datetime, *, node: str, token: int) -> int:
         """Say on pending rows why they wait (a maintenance window deferred them) and until
-        when; claiming or settling them clears it. Fenced on `token`; returns rows changed."""
+        when; claiming or settling them clears it. Fenced on `token` (refused rows are
+        counted, as every fenced write's are); returns rows changed."""
         ids = sorted(set(run_ids))
         r = s.runs.c
         done = 0
@@ -261,15 +262,17 @@ class OccurrencesSql(SqlPart):
                     r.run_id.in_(part), r.state == RunState.PENDING, self._lease_live(token, node)
                 )
                 done += c.execute(update.values(error=why, next_attempt_at=aware(until))).rowcount
+            self._rejected_many(c, token, len(ids) - done)
         return done
 
     def waiting_retries(self, node: str) -> list[Run]:
-        """Runs in retry_wait last held by `node` (a dead node's pending retries)."""
+        """Runs in retry_wait last held by `node` (a dead node's pending retries), soonest
+        due first; one without a due time first of all, on every database."""
         r = s.runs.c
         return self._select_runs(
             sa.select(s.runs)
             .where(r.state == RunState.RETRY_WAIT, r.node == node)
-            .order_by(r.next_attempt_at, r.run_id)
+            .order_by(r.next_attempt_at.nulls_first(), r.run_id)
         )
 
     def settle(
@@ -284,6 +287,7 @@ class OccurrencesSql(SqlPart):
     ) -> bool:
         """Also accepts a run in retry_wait (a waiting retry can be skipped or settled too)."""
         terminal(state)
+        fenced_node(node, token)
         with self._tx() as c:
             if not self._settle(c, run_id, state, error, node, token):
                 return False

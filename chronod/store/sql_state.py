@@ -44,9 +44,6 @@ class StateSql(SqlPart):
             )
             return res.rowcount == 1
 
-    def _pause_live(self, until_col: sa.ColumnElement[datetime]) -> sa.ColumnElement[bool]:
-        return sa.or_(until_col.is_(None), until_col > self._now_sql())
-
     def paused_jobs(self) -> dict[str, str | None]:
         j = s.jobs.c
         with self._tx(write=False) as c:
@@ -94,14 +91,19 @@ class StateSql(SqlPart):
     # --- health ---------------------------------------------------------------------------
     def metrics(self) -> dict[str, Any]:
         """Added: a cheap summary for /metrics and `chronoctl status`: runs by state, live
-        jobs, paused jobs, and this process's stale-token rejections."""
+        jobs, paused jobs (those `paused_jobs` gives: a pause past its end is over), and
+        this process's stale-token rejections."""
         r, j = s.runs.c, s.jobs.c
         with self._tx(write=False) as c:
             by_state = {
                 row.state: row.n for row in c.execute(sa.select(r.state, func.count().label("n")).group_by(r.state))
             }
             jobs = c.execute(sa.select(func.count()).where(j.removed_at.is_(None))).scalar_one()
-            paused = c.execute(sa.select(func.count()).where(j.removed_at.is_(None), j.paused.is_(True))).scalar_one()
+            paused = c.execute(
+                sa.select(func.count()).where(
+                    j.removed_at.is_(None), j.paused.is_(True), self._pause_live(j.paused_until)
+                )
+            ).scalar_one()
         return {
             "runs_by_state": by_state,
             "jobs": jobs,
@@ -188,9 +190,11 @@ class StateSql(SqlPart):
                 c.execute(e.insert(), rows)
 
     def registry_errors(self) -> list[dict[str, Any]]:
+        """By node, file, then line, an error without a line (the whole file's) first on
+        every database (SQLite and PostgreSQL place NULL apart unless told)."""
         e = s.registry_errors.c
         with self._tx(write=False) as c:
             rows = c.execute(
-                sa.select(e.node, e.file, e.line, e.message, e.at).order_by(e.node, e.file, e.line, e.id)
+                sa.select(e.node, e.file, e.line, e.message, e.at).order_by(e.node, e.file, e.line.nulls_first(), e.id)
             ).mappings()
             return [dict(row) for row in rows]

@@ -272,6 +272,12 @@ class SqlPart:
     def _error(self, e: BaseException) -> StoreError:
         return self.database.error(e)
 
+    def _pause_live(self, until_col: sa.ColumnElement[datetime]) -> sa.ColumnElement[bool]:
+        """A pause ending at `until_col` (None: until resumed) holds now, by the lease clock:
+        every read of a pause (the definitions' `JobRow.paused`, the state role's pause
+        queries) asks here, so that they agree on one clock."""
+        return sa.or_(until_col.is_(None), until_col > self._now_sql())
+
     # --- fencing -------------------------------------------------------------------------
     def _lease_live(self, token: int | sa.ColumnElement[Any] | None, node: str | None = None) -> sa.Exists:
         """`lease_live` on this database's lease clock: every fenced write asks here."""
@@ -324,6 +330,13 @@ def terminal(state: str) -> None:
     """Raise ValueError unless `state` is a terminal run state."""
     if state not in TERMINAL_STATES:
         raise ValueError(f"{state!r} is not a terminal run state (one of {', '.join(TERMINAL_STATES)})")
+
+
+def fenced_node(node: str | None, token: int | None) -> None:
+    """Raise ValueError for a fenced write (`token` given) that does not name its node: the
+    run records the pair that wrote it last, and the fence checks the token by its name."""
+    if token is not None and node is None:
+        raise ValueError("a write fenced on a token names the node that holds it (node=None given)")
 
 
 def sqlite_text(at: datetime) -> str:
