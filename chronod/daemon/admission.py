@@ -61,7 +61,7 @@ class Admission:
             return
         running = self.starter.running(spec.id)
         forced = run.trigger == Trigger.MANUAL_FORCE or run.state == RunState.RETRY_WAIT
-        draining = self.lines.draining(spec.id, self.starter.going_ids(spec.id))
+        draining = self.lines.draining(spec.id, self.starter.going_ids(spec.id) | self.retrying(spec.id))
         action = policy.overlap(spec, self.starter.going(spec.id), draining, forced=forced)
         behind = self.waits_behind(spec, run, action)
         if behind is not None:
@@ -189,13 +189,25 @@ class Admission:
     def drain_queue(self, job_id: str) -> None:
         """Start the job's next queued occurrence when its turn has come (`catchup_turn`)."""
         job = self.registry.jobs.get(job_id)
-        start, expired = self.lines.catchup_turn(job, job_id, self.starter.going(job_id), self.clock.now())
+        going = self.starter.going(job_id) + len(self.retrying(job_id))
+        start, expired = self.lines.catchup_turn(job, job_id, going, self.clock.now())
         for run in expired:
             assert job is not None
             self.ledger.settle(run, *self.expiry(job, run), None)
         for run in start:
             assert job is not None
             self.to_slot(job, run, None)
+
+    def retrying(self, job_id: str) -> set[str]:
+        """The run ids of the job's catch-up line that started and wait for their next
+        attempt: the backlog drains one occurrence after another, each with its retries (the
+        next one started during the backoff ran beside the retry, which always starts)."""
+        ids = set()
+        for rid in self.lines.started_from_line(job_id):
+            run = self.timeline.get(rid)
+            if run is not None and run.state == RunState.RETRY_WAIT:
+                ids.add(rid)
+        return ids
 
     def expiry(self, job: Job, run: Run) -> tuple[RunState, str]:
         """The state and reason of an occurrence that waited in its job's line past its
