@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -498,16 +498,12 @@ def silence_truth(f: Facts) -> list[Counterexample]:
         (w.wall_at(life.started), w.wall_at(life.ended if life.ended is not None else w.mono())) for life in w.lives
     ]
     downs = [(a[1], b[0]) for a, b in itertools.pairwise(lives) if b[0] > a[1]]
+    rows_by_job, stored_wins = _stored_ends(f)
     wins: dict[str, list[datetime]] = defaultdict(list)
     for p in f.procs:
-        row = f.rows.get(p.run_id)
         # a success chronod never learned of (an unsafe run recorded lost) is one_terminal_state's
-        if p.final_state() == S.SUCCEEDED and p.end_mono() <= w.mono() and row is not None and row.state == S.SUCCEEDED:
+        if p.final_state() == S.SUCCEEDED and p.end_mono() <= w.mono() and (p.run_id, p.attempt) in stored_wins:
             wins[p.job_id].append(w.wall_at(p.end_mono()))
-    rows_by_job: dict[str, list[Any]] = defaultdict(list)
-    for r in f.rows.values():
-        if r.finished_at is not None and r.state in TERMINAL:
-            rows_by_job[r.job_id].append(r)
     out: list[Counterexample] = []
     for job, versions in f.out.versions.items():
         for v in versions:
@@ -530,6 +526,31 @@ def silence_truth(f: Facts) -> list[Counterexample]:
                     out.append(Counterexample(at, job, "-", f"silence notice ({what}) {why}"))
                     break
     return sorted(out, key=lambda c: c.at)
+
+
+def _stored_ends(f: Facts) -> tuple[dict[str, list[Any]], set[tuple[str, int]]]:
+    """Every end of a run the store recorded, by job, as the notifier read it when it was
+    recorded; and the (run id, attempt) of each recorded success. A backfill opens a run
+    that ended again (docs/backfill.md, Recording): its row then shows the last attempt
+    only, but the notifier saw the earlier success when it ended (the attempts table keeps
+    it); a replay over the final rows alone would call a silence the notifier never saw."""
+    ends: dict[str, list[Any]] = defaultdict(list)
+    wins: set[tuple[str, int]] = set()
+    for r in f.rows.values():
+        if r.finished_at is not None and r.state in TERMINAL:
+            ends[r.job_id].append(r)
+            if r.state == RunState.SUCCEEDED:
+                wins.add((r.run_id, r.attempts))
+        if r.attempts < 2:
+            continue  # the row is its only attempt
+        for a in f.out.store.attempts(r.run_id):
+            if a.attempt < r.attempts and a.state == RunState.SUCCEEDED and a.finished_at is not None:
+                # a success ends the run: the row showed it until the backfill opened it again
+                ends[r.job_id].append(
+                    replace(r, state=a.state, attempts=a.attempt, started_at=a.started_at, finished_at=a.finished_at)
+                )
+                wins.add((r.run_id, a.attempt))
+    return ends, wins
 
 
 def _holds(f: Facts, job: str, spec: JobSpec, start: datetime, end: datetime) -> list[tuple[datetime, datetime, str]]:

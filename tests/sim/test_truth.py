@@ -55,6 +55,27 @@ def test_silence_truth_holds_through_a_window_a_tolerance_and_a_restart():
     assert _silence_run() == []
 
 
+def test_silence_truth_replays_the_successes_a_backfill_ran_again():
+    """A backfill of `--only all` opens runs that ended again (docs/backfill.md): their rows
+    then show the rerun's end, 40 minutes of successes later than the notifier saw them.
+    The notifier never went silent; a replay over the final rows alone would say it did
+    (once a real gap, chronod down, makes the check replay the job at all)."""
+    jobs = (_job("tick", "*/5 * * * *", max_silence_s=900),)
+    cfg = Config(days=0.1, jobs=1, seed=4, faults=frozenset(), job_docs=jobs, mean_s=1.0, start=START)
+    sim = Simulation(cfg)
+    rerun = {"job": "tick", "since_s": 3600, "until_s": 60, "only": "all"}
+    # chronod down 20 minutes first: a real gap, so that the notifier's rounds are replayed
+    down = Event(sim.t0 + 1800, "crash", {"calls": 0, "downtime": 1200.0})
+    sim.events = [down, Event(sim.t0 + 2 * 3600, "backfill", rerun)]
+    out = sim.run()
+    try:
+        reopened = [r for r in out.store.runs("tick") if r.attempts > 1 and r.trigger == "backfill"]
+        assert len(reopened) == 8  # the oldest eight of the hour, 40 minutes of them
+        assert check(out, ["silence_truth"])["silence_truth"] == []
+    finally:
+        out.close()
+
+
 def _ignore_holds(monkeypatch):
     from chronod.notify import core
 
