@@ -47,6 +47,7 @@ LANE_WORKERS = 2  # every other account's lane: one owner's slow endpoint holds 
 MAX_SKIPPED_JOBS = 10_000  # job ids a claim may leave out by name (SQL parameters are finite)
 ALIVE = "notifier:alive"  # when a deciding notifier last did a round (the silence clock skips the time after it)
 ALIVE_EVERY_S = 10.0  # ... written at most this often
+STOP_DRAIN_S = 5.0  # a stop waits this long for deliveries in flight to be answered and recorded
 
 
 def job_state_name(job_id: str) -> str:
@@ -87,6 +88,7 @@ class NotifyService:
         self.inflight: dict[int, str] = {}  # row id -> lane
         self._lane_of_job: dict[str, str] = {}  # job id -> lane, learned from the rows claimed
         self._lock = threading.Lock()
+        self._drained = threading.Condition(self._lock)  # notified as each delivery leaves `inflight`
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._next_reconcile: datetime | None = None
@@ -131,14 +133,20 @@ class NotifyService:
                 return
             self._stop.wait(min(LAUNCH_QUIET_S - quiet, first + LAUNCH_YIELD_MAX_S - now))
 
-    def stop(self, wait_s: float = 5.0) -> None:
-        """Stop stepping; deliveries in flight finish or are retried by the next start."""
+    def stop(self, wait_s: float = 5.0, drain_s: float = STOP_DRAIN_S) -> None:
+        """Stop stepping and start no delivery; those in flight get up to `drain_s` to be
+        answered and recorded as sent. An endpoint can have a notice before its answer
+        reaches us: a stop that did not wait for it left the row claimed, not sent, and the
+        next start sent it again. What is still in flight after `drain_s` (or queued, not
+        begun) is sent by the next start."""
         self._stop.set()
         self._wake.set()
         if self.thread is not None:
             self.thread.join(wait_s)
         for pool in list(self.lanes.values()):
             pool.shutdown()
+        with self._drained:
+            self._drained.wait_for(lambda: not self.inflight, timeout=drain_s)
         if self.send is deliver:
             kill_running()  # a notify command never outlives the daemon that ran it
 
@@ -444,6 +452,9 @@ class NotifyService:
 
     def _deliver(self, row: Outgoing) -> None:
         try:
+            if self._stop.is_set():  # queued, not begun: the next start (or another node) sends it
+                self.outbox.release([row.id], self.node)
+                return
             body = dict(row.payload, sent_at=self.clock.now().isoformat())
             try:
                 self.send(row.route, body)
@@ -466,6 +477,7 @@ class NotifyService:
         finally:
             with self._lock:
                 self.inflight.pop(row.id, None)
+                self._drained.notify_all()
             self._wake.set()  # a lane has room again: the next round hands it its next row
 
     def _failed(self, row: Outgoing, error: str) -> None:

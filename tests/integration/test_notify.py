@@ -35,7 +35,7 @@ BODY_KEYS = {
 class Receiver:
     """A webhook endpoint on loopback that keeps every JSON body it answered 200 to."""
 
-    def __init__(self):
+    def __init__(self, answer_after_s: float = 0.0):
         self.bodies: list[dict] = []
         self.arrived: list[float] = []
         self.headers: list[dict] = []
@@ -47,6 +47,7 @@ class Receiver:
                 outer.headers.append(dict(self.headers))
                 outer.bodies.append(json.loads(data))
                 outer.arrived.append(time.time())
+                time.sleep(answer_after_s)  # a slow endpoint: the body is here, the answer is not yet
                 self.send_response(200)
                 self.end_headers()
 
@@ -223,6 +224,25 @@ def test_a_restart_mid_stream_loses_no_notice_and_repeats_none(env, hook):
     finally:
         d.stop()
     assert hook.events("flaky") == ["failed", "recovered"]
+
+
+@pytest.mark.slow
+def test_a_notice_in_flight_when_chronod_stops_is_not_sent_again_by_the_next(env):
+    slow = Receiver(answer_after_s=1.0)
+    try:
+        path = env["reg"] / "a.yaml"
+        write_jobs(path, jobs_file(job("flaky", "exit 1", slow.url, max_silence_s=3600)))
+        d = chronod(env).start()
+        wait_until(lambda: slow.events("flaky"), timeout=15, what="a failed notice")
+        d.stop()  # the endpoint has the body and has not answered yet: a graceful stop waits for it
+        d = chronod(env).start()
+        try:
+            settle(3)
+        finally:
+            d.stop()
+        assert slow.events("flaky") == ["failed"]
+    finally:
+        slow.close()
 
 
 @pytest.mark.slow
