@@ -289,6 +289,7 @@ def _exchange(url: str, body: bytes, headers: dict[str, str], timeout: float) ->
 
     watchdog = threading.Timer(timeout, cut)
     watchdog.daemon = True
+    started = time.monotonic()
     watchdog.start()
     try:
         conn.connect()  # bounded by `timeout` itself (the watchdog sees no socket before it)
@@ -301,7 +302,9 @@ def _exchange(url: str, body: bytes, headers: dict[str, str], timeout: float) ->
             raise _Deadline()
         return resp.status, resp.reason or ""
     except (OSError, http.client.HTTPException):
-        if expired.is_set():
+        # the socket's own timeout equals the whole deadline, so it can fire a moment before
+        # the watchdog does: either way the deadline has passed
+        if expired.is_set() or time.monotonic() - started >= timeout:
             raise _Deadline() from None
         raise
     finally:

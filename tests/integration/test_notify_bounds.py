@@ -190,6 +190,34 @@ def test_a_webhook_answering_a_byte_every_two_seconds_fails_at_its_deadline_not_
     assert slow.connections == 3 and naps == [1.0, 4.0]
 
 
+def test_a_socket_timeout_before_the_watchdog_fires_still_reads_as_the_deadline(monkeypatch):
+    """On a loaded host the socket's own timeout (equal to the deadline) can fire before the
+    watchdog thread runs; the error must still name the deadline, not a bare 'timed out'."""
+    from chronod.notify import deliver
+
+    class LateTimer:  # a watchdog that never gets to run
+        def __init__(self, *_a, **_k):
+            self.daemon = True
+
+        def start(self):
+            pass
+
+        def cancel(self):
+            pass
+
+    monkeypatch.setattr(deliver.threading, "Timer", LateTimer)
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(5)  # accepts (the kernel does), never answers
+    try:
+        with pytest.raises(deliver.DeliveryError, match=r"failed after 3 tries: no complete answer within 1s"):
+            deliver.post_webhook(
+                {"webhook": f"http://127.0.0.1:{srv.getsockname()[1]}/", "timeout_s": 1}, {}, sleep=lambda _s: None
+            )
+    finally:
+        srv.close()
+
+
 def test_a_webhook_answer_is_read_up_to_its_cap_and_no_further():
     from chronod.notify.deliver import WEBHOOK_RESPONSE_BYTES, post_webhook
 
