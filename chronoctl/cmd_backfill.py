@@ -10,7 +10,6 @@ stores nothing and needs no daemon.
 from __future__ import annotations
 
 import sys
-import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -20,6 +19,7 @@ from chronoctl import cmd_ops, common
 from chronoctl import complete as _complete
 from chronoctl.cmd_ops import db_option, json_option
 from chronoctl.errors import EXIT_NO, InvalidInput, Unreachable, UsageError
+from chronoctl.pauses import interrupted_at_pauses, pause
 
 if TYPE_CHECKING:
     from chronod.core.backfill import Choice
@@ -305,6 +305,11 @@ def backfill_json(store: "Store", bf: Any) -> dict[str, Any]:
 
 
 def _wait(store: "Store", bf_id: int, quiet: bool) -> dict[str, Any]:
+    with interrupted_at_pauses():
+        return _wait_on(store, bf_id, quiet)
+
+
+def _wait_on(store: "Store", bf_id: int, quiet: bool) -> dict[str, Any]:
     """Poll the stored backfill until it is done, drawing a progress bar on a terminal."""
     from chronoctl.render import is_terminal
 
@@ -324,7 +329,7 @@ def _wait(store: "Store", bf_id: int, quiet: bool) -> dict[str, Any]:
                 if bar:
                     sys.stderr.write("\n")
                 return data
-            time.sleep(POLL_S)
+            pause(POLL_S)
     except KeyboardInterrupt:
         if bar:
             sys.stderr.write("\n")

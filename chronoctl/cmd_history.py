@@ -689,11 +689,14 @@ def logs(
         if follow:
             if attempt is not None or as_json:
                 raise UsageError("--follow streams the run as it goes: it takes no --attempt or --json")
-            if job is not None:
-                raise typer.Exit(output.follow_job(store, job, run, url))
-            assert run is not None  # only a followed job may have no run yet
-            output.print_header(store, run, None)
-            raise typer.Exit(output.Follower(store, run, url).follow())
+            from chronoctl.pauses import interrupted_at_pauses
+
+            with interrupted_at_pauses():
+                if job is not None:
+                    raise typer.Exit(output.follow_job(store, job, run, url))
+                assert run is not None  # only a followed job may have no run yet
+                output.print_header(store, run, None)
+                raise typer.Exit(output.Follower(store, run, url).follow())
         assert run is not None  # only a followed job may have no run yet
         if as_json:
             return _print_json(output.json_of(store, run, attempt, url))

@@ -12,11 +12,11 @@ from __future__ import annotations
 import codecs
 import socket
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chronoctl.errors import CliError, UsageError
+from chronoctl.pauses import pause
 
 if TYPE_CHECKING:
     from chronod.store.api import Run, Store
@@ -144,7 +144,7 @@ class Follower:
                 self._emit(read_live(live_file(self.store, run, self.attempt, self.db), self.shown))
             else:
                 self._waiting(run)
-            time.sleep(POLL_S)
+            pause(POLL_S)
 
     def _start_attempt(self, attempt: int) -> None:
         self.attempt, self.shown = attempt, 0
@@ -361,4 +361,4 @@ def _next_run(store: "Store", job_id: str, done: "Run | None") -> "Run":
         run = current_run(store, job_id, after=done) if done is not None else current_run(store, job_id)
         if run is not None:
             return run
-        time.sleep(POLL_S)
+        pause(POLL_S)

@@ -146,6 +146,7 @@ def test_logs_of_a_job_is_its_running_run_and_follow_goes_across_runs_with_a_hea
         assert chronoctl("logs", "ops.overrun", "--attempt", "1", db=db).returncode == 0
         follower = subprocess.Popen(
             [str(BIN / "chronoctl"), "logs", "-f", "ops.tick", "--db", db],
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -158,7 +159,11 @@ def test_logs_of_a_job_is_its_running_run_and_follow_goes_across_runs_with_a_hea
             if len(set(ended)) == 2:
                 break
         follower.send_signal(signal.SIGINT)
-        assert follower.wait(30) == 130
+        try:
+            assert follower.wait(30) == 130
+        except subprocess.TimeoutExpired:
+            follower.send_signal(signal.SIGABRT)  # faulthandler prints where it hangs
+            raise AssertionError(f"logs -f ignored Ctrl-C: {follower.communicate(timeout=10)[1]}") from None
         err = follower.stderr.read() if follower.stderr else ""
         assert err.count("-- run ") >= 2 and "waiting for the next run of ops.tick" in err, err
         timed = wait_until(
