@@ -78,14 +78,29 @@ class Chronod:
 
 
 def chronoctl(
-    *args: str, db: str | None = None, check: bool = False, env: dict | None = None, timeout: float = 120
+    *args: str,
+    db: str | None = None,
+    check: bool = False,
+    env: dict | None = None,
+    timeout: float = 120,
+    process: bool = False,
 ) -> subprocess.CompletedProcess:
-    """Run the CLI. The timeout only ends a hung command: a loaded CI host has taken over 30 s
-    to start Python and read a fleet's runs."""
-    argv = [str(BIN / "chronoctl"), *args]
-    if db is not None:
-        argv += ["--db", db]
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    """Run the CLI: in this process (what it prints and its exit code), or with `process` as
+    a real one, for what only a process shows. The timeout only ends a hung real one: a loaded
+    CI host has taken over 30 s to start Python and read a fleet's runs."""
+    argv = [*args, *(["--db", db] if db is not None else [])]
+    if process:
+        res = subprocess.run(
+            [str(BIN / "chronoctl"), *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, **(env or {})},
+        )
+    else:
+        from tests.inprocess import chronoctl as in_process
+
+        res = in_process(*argv, env=env)
     if check and res.returncode != 0:
         raise AssertionError(f"chronoctl {' '.join(args)} exited {res.returncode}: {res.stderr}{res.stdout}")
     return res

@@ -11,21 +11,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import uuid
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 
 from chronod.core.model import JobSpec
 from chronod.core.occurrence import run_id
 from chronod.store.api import Run, open_store
+from tests.inprocess import chronoctl
 from tests.integration.daemon_helpers import registered_since
 
 pytestmark = pytest.mark.xdist_group("ops_cli")  # one worker: the filled databases are built once per module
 
-CHRONOCTL = str(Path(sys.executable).with_name("chronoctl"))
 PG_ADMIN = os.environ.get("CHRONO_TEST_PG_DSN", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 
 HOURLY = JobSpec(
@@ -138,9 +136,7 @@ def db(request, tmp_path_factory):
 
 
 def ctl(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ, NO_COLOR="1", **(env or {}))
-    # 180 s: the module's first commands import SQLAlchemy in the suite's busiest minute, its start
-    return subprocess.run([CHRONOCTL, *args], capture_output=True, text=True, timeout=180, env=full_env)
+    return chronoctl(*args, env=env)
 
 
 def ctl_json(*args: str) -> tuple[int, object]:
