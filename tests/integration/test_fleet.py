@@ -574,7 +574,7 @@ def test_three_nodes_run_every_occurrence_of_200_jobs_each_second_exactly_once(f
         if set(states) - set(allowed)
         else []
     )
-    assert set(states) <= set(allowed), (states, [tuple(r) for r in odd[:5]])
+    assert set(states) <= set(allowed), f"{dict(states)}; unexpected: {[tuple(r) for r in odd[:5]]!r}"
     assert len(per_node) == 3
 
 
