@@ -31,6 +31,9 @@ class Lines:
         self._catching_up: dict[str, set[str]] = {}  # job_id -> run ids started from its catch-up line
         self._waiting: dict[str, list[tuple[Job, Run]]] = {}  # resource -> runs waiting for a slot, in line
         self._group_retry_at: dict[str, datetime] = {}  # resource -> when to ask a full fleet again
+        # resource -> the earliest deadline in its line (fire time + catchup_window_s): asked
+        # on every wake-up, so kept until the line changes instead of computed over the line
+        self._earliest: dict[str, datetime] = {}
 
     # ------------------------------------------------------------------ reads
     def busy(self) -> bool:
@@ -86,11 +89,7 @@ class Lines:
 
     def deadline(self, jobs: Mapping[str, Job]) -> datetime | None:
         """When the loop must wake for the lines: a waiting run's deadline, a fleet retry."""
-        times = [
-            r.fire_at + timedelta(seconds=j.spec.catchup_window_s) + EXPIRY_SLACK
-            for line in self._waiting.values()
-            for j, r in line
-        ]
+        times = [t + EXPIRY_SLACK for t in map(self._earliest_deadline, self._waiting) if t is not None]
         times += [
             q[0].fire_at + timedelta(seconds=jobs[j].spec.catchup_window_s) + EXPIRY_SLACK
             for j, q in self._queued.items()
@@ -120,6 +119,10 @@ class Lines:
         if not q or job is None:
             self._queued.pop(job_id, None)
             return [], []
+        if going and job.spec.overlap != "allow":
+            window = timedelta(seconds=job.spec.catchup_window_s)
+            if now <= min(r.fire_at for r in q) + window:
+                return [], []  # a run is going and none waited past its window: nothing moves
         by_id = {r.run_id: r for r in q}
         lines = [policy.waiting(r.run_id, r.fire_at, job.spec) for r in q]
         turn = policy.catchup_turn(job.spec, lines, going, now)
@@ -139,6 +142,7 @@ class Lines:
     def wait_for_slot(self, job: Job, run: Run) -> None:
         assert job.spec.resource, "only a job with a resource waits for a slot"
         self._waiting.setdefault(job.spec.resource, []).append((job, run))
+        self._changed(job.spec.resource)
 
     def slot_turn(
         self, resource: str, limit: int, used: int, now: datetime
@@ -152,17 +156,24 @@ class Lines:
             return None
         if now < self._group_retry_at.get(resource, now):
             return None
+        if used >= limit:
+            earliest = self._earliest_deadline(resource)
+            if earliest is not None and now <= earliest:
+                return [], []  # no free slot and no run past its deadline: the line stays as it is
         by_id = {r.run_id: (j, r) for j, r in line}
         turn = policy.resource_admission(
             limit, used, [policy.waiting(r.run_id, r.fire_at, j.spec) for j, r in line], now
         )
         gone = {w.run_id for w in (*turn.expire, *turn.start)}
-        self._waiting[resource] = [(j, r) for j, r in line if r.run_id not in gone]
+        if gone:
+            self._waiting[resource] = [(j, r) for j, r in line if r.run_id not in gone]
+            self._changed(resource)
         return [by_id[w.run_id] for w in turn.start], [by_id[w.run_id] for w in turn.expire]
 
     def tidy(self, resource: str) -> None:
         if not self._waiting.get(resource):
             self._waiting.pop(resource, None)
+            self._changed(resource)
 
     def back_in_front(self, job: Job, run: Run, now: datetime) -> None:
         """A fleet's resource was full in the store: back to the front of the line, ask again
@@ -170,6 +181,7 @@ class Lines:
         resource = job.spec.resource
         assert resource, "only a job with a resource waits for a slot"
         self._waiting.setdefault(resource, []).insert(0, (job, run))
+        self._changed(resource)
         self._group_retry_at[resource] = now + timedelta(seconds=GROUP_FULL_RETRY_S)
 
     def forget(self, job_id: str) -> None:
@@ -178,5 +190,20 @@ class Lines:
         self._catching_up.pop(job_id, None)
         for resource, line in list(self._waiting.items()):
             self._waiting[resource] = [(j, r) for j, r in line if j.spec.id != job_id]
+            self._changed(resource)
             if not self._waiting[resource]:
                 del self._waiting[resource]
+
+    def _changed(self, resource: str) -> None:
+        """The resource's line changed: its earliest deadline is computed again when asked."""
+        self._earliest.pop(resource, None)
+
+    def _earliest_deadline(self, resource: str) -> datetime | None:
+        """The earliest deadline of a run in the resource's line (None: the line is empty)."""
+        at = self._earliest.get(resource)
+        if at is None:
+            line = self._waiting.get(resource)
+            if not line:
+                return None
+            at = self._earliest[resource] = min(r.fire_at + timedelta(seconds=j.spec.catchup_window_s) for j, r in line)
+        return at
