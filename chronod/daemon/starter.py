@@ -95,7 +95,7 @@ class Starter:
 
     def used(self, resource: str) -> int:
         """Slots of `resource` taken here."""
-        return sum(1 for a in self._active.values() if a.job.spec.resource == resource and not a.disowned)
+        return sum(1 for a in self._active.holding(resource) if not a.disowned)
 
     def lease_ok(self) -> bool:
         """Whether the lease holds, renewed first when it may have lapsed."""
