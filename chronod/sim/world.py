@@ -230,8 +230,8 @@ class SimRunner:
         return out
 
     def next_exit(self, handles: list[Handle]) -> float | None:
-        ends = [p.end_mono() for h in handles if (p := self.world.procs.get((h.run_id, h.attempt)))]
-        return min(ends) if ends else None
+        procs = self.world.procs
+        return min((p.end_mono() for h in handles if (p := procs.get((h.run_id, h.attempt))) is not None), default=None)
 
     def cancel(self, handle: Handle) -> None:
         p = self.world.procs.get((handle.run_id, handle.attempt))
@@ -363,7 +363,7 @@ class SimWaker:
         candidates = [self.end, self.next_event()]
         if deadline is not None:
             candidates.append(mono + max((deadline - now).total_seconds(), 0.0))
-        exit_at = self.runner.next_exit(handles)
+        exit_at = self.runner.next_exit(handles)  # processes end only by the clock here: none before it
         if exit_at is not None:
             candidates.append(max(exit_at, mono))
         # a wake-up takes time: without this a deadline a float's rounding short of `now`
@@ -375,5 +375,5 @@ class SimWaker:
             self.apply(event, woke)
         if w.mono() >= self.end:
             woke.stop = True
-        woke.children = self.runner.ended(handles)
+        woke.children = self.runner.ended(handles) if exit_at is not None and w.mono() >= exit_at else []
         return woke
