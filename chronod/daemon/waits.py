@@ -34,6 +34,8 @@ class Lines:
         # resource -> the earliest deadline in its line (fire time + catchup_window_s): asked
         # on every wake-up, so kept until the line changes instead of computed over the line
         self._earliest: dict[str, datetime] = {}
+        self._held: set[str] | None = None  # the run ids in any line, kept until a line changes
+        self._first_fire: dict[str, datetime] = {}  # job_id -> the earliest fire time in its catch-up line
 
     # ------------------------------------------------------------------ reads
     def busy(self) -> bool:
@@ -41,9 +43,12 @@ class Lines:
         return bool(self._queued or self._waiting)
 
     def held(self) -> set[str]:
-        """The run ids waiting in a line here (not to be picked up again from the schedule)."""
-        ids = {r.run_id for q in self._queued.values() for r in q}
-        return ids | {r.run_id for line in self._waiting.values() for _, r in line}
+        """The run ids waiting in a line here (not to be picked up again from the schedule);
+        asked on every wake-up, so computed again only after a line changed (do not change it)."""
+        if self._held is None:
+            ids = {r.run_id for q in self._queued.values() for r in q}
+            self._held = ids | {r.run_id for line in self._waiting.values() for _, r in line}
+        return self._held
 
     def draining(self, job_id: str, going: Collection[str]) -> int:
         """How much of the job's catch-up backlog is left: queued, or started from the queue
@@ -101,6 +106,8 @@ class Lines:
     # ------------------------------------------------------------------ catch-up lines
     def queue(self, job: Job, runs: list[Run]) -> None:
         """Put occurrences in the job's catch-up line, in scheduled order."""
+        self._held = None
+        self._first_fire.pop(job.spec.id, None)
         q = self._queued.setdefault(job.spec.id, deque())
         q.extend(runs)
         self._queued[job.spec.id] = deque(sorted(q, key=lambda r: (r.scheduled_at, r.run_id)))
@@ -117,17 +124,25 @@ class Lines:
         waited past the window; both leave the line (`job` None: the job is gone)."""
         q = self._queued.get(job_id)
         if not q or job is None:
+            if q:
+                self._held = None
             self._queued.pop(job_id, None)
+            self._first_fire.pop(job_id, None)
             return [], []
         if going and job.spec.overlap != "allow":
-            window = timedelta(seconds=job.spec.catchup_window_s)
-            if now <= min(r.fire_at for r in q) + window:
+            first = self._first_fire.get(job_id)
+            if first is None:
+                first = self._first_fire[job_id] = min(r.fire_at for r in q)
+            if now <= first + timedelta(seconds=job.spec.catchup_window_s):
                 return [], []  # a run is going and none waited past its window: nothing moves
         by_id = {r.run_id: r for r in q}
         lines = [policy.waiting(r.run_id, r.fire_at, job.spec) for r in q]
         turn = policy.catchup_turn(job.spec, lines, going, now)
         expired = [by_id[w.run_id] for w in turn.expire]
         start = [by_id[w.run_id] for w in turn.start]
+        if expired or start:
+            self._held = None
+            self._first_fire.pop(job_id, None)
         for r in expired:
             q.remove(r)
         for r in start:
@@ -186,7 +201,9 @@ class Lines:
 
     def forget(self, job_id: str) -> None:
         """A job removed or set aside: its runs leave every line."""
+        self._held = None
         self._queued.pop(job_id, None)
+        self._first_fire.pop(job_id, None)
         self._catching_up.pop(job_id, None)
         for resource, line in list(self._waiting.items()):
             self._waiting[resource] = [(j, r) for j, r in line if j.spec.id != job_id]
@@ -195,8 +212,10 @@ class Lines:
                 del self._waiting[resource]
 
     def _changed(self, resource: str) -> None:
-        """The resource's line changed: its earliest deadline is computed again when asked."""
+        """The resource's line changed: its earliest deadline (and the runs held in lines)
+        are computed again when asked."""
         self._earliest.pop(resource, None)
+        self._held = None
 
     def _earliest_deadline(self, resource: str) -> datetime | None:
         """The earliest deadline of a run in the resource's line (None: the line is empty)."""
