@@ -153,6 +153,7 @@ class NodeStore:
             sim.noted(node, name, args, result, lapsed, now)
             return result
 
+        self.__dict__[name] = call  # made once per method: the daemons call the store at every wake-up
         return call
 
 

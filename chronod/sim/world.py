@@ -178,6 +178,7 @@ class FaultyStore:
                 raise StoreError("database unreachable (simulated outage)")
             return value(*args, **kwargs)
 
+        self.__dict__[name] = call  # made once per method: the daemon calls the store at every wake-up
         return call
 
 
@@ -363,7 +364,10 @@ class SimWaker:
         candidates = [self.end, self.next_event()]
         if deadline is not None:
             candidates.append(mono + max((deadline - now).total_seconds(), 0.0))
-        exit_at = self.runner.next_exit(handles)  # processes end only by the clock here: none before it
+        # processes end only by the clock (a cancel is the daemon's): none ends before exit_at
+        procs = self.world.procs
+        ends = [(h, p.end_mono()) for h in handles if (p := procs.get((h.run_id, h.attempt))) is not None]
+        exit_at = min(end for _, end in ends) if ends else None
         if exit_at is not None:
             candidates.append(max(exit_at, mono))
         # a wake-up takes time: without this a deadline a float's rounding short of `now`
@@ -375,5 +379,6 @@ class SimWaker:
             self.apply(event, woke)
         if w.mono() >= self.end:
             woke.stop = True
-        woke.children = self.runner.ended(handles) if exit_at is not None and w.mono() >= exit_at else []
+        mono = w.mono()
+        woke.children = [h for h, end in ends if end <= mono] if exit_at is not None and mono >= exit_at else []
         return woke
