@@ -108,6 +108,12 @@ class ActiveRuns(dict[str, Active]):
         """The runs of one job in flight here."""
         return list(self._by_job.get(job_id, {}).values())
 
+    def count_live(self, job_id: str) -> int:
+        """How many runs of the job are in flight here, not being terminated for another node
+        (asked for every job waiting in a line at every wake-up: no list is built)."""
+        runs = self._by_job.get(job_id)
+        return sum(1 for a in runs.values() if not a.disowned) if runs else 0
+
     def holding(self, resource: str) -> Iterable[Active]:
         """The runs in flight here of jobs that take a slot of `resource`."""
         return self._by_resource.get(resource, {}).values()

@@ -83,7 +83,7 @@ class Starter:
 
     def going(self, job_id: str) -> int:
         """Runs of the job going here: started, or claimed by this wake-up and starting."""
-        return len(self.running(job_id)) + self.ledger.claims_of(job_id)
+        return self._active.count_live(job_id) + self.ledger.claims_of(job_id)
 
     def going_runs(self, job_id: str) -> list[Run]:
         """The job's runs going here: started, or claimed by this wake-up and starting."""
