@@ -1,17 +1,28 @@
 """The simulation over many seeds: which invariants held on each, and simulated days per
-wall second. CI runs a handful of seeds (tests/sim/test_simulation.py); this runs them all.
+wall second, for each mode asked: one node or a fleet (`--nodes`), on the memory store or
+the real SQLite store (`--store`). CI runs a handful of seeds (tests/sim/test_simulation.py);
+this runs them all.
 
     .venv/bin/python bench/bench_sim.py [--seeds 1-20] [--days 0.1] [--jobs 20]
-        [--faults crash,stall,clock,outage,registry,dst] [--procs 2] [--store memory|sqlite]
+        [--nodes 1,8] [--store memory,sqlite] [--faults ...] [--procs 2]
 
-Each seed runs in its own process (`--procs` at once). Exits 1 when any invariant broke on
-any seed, after printing the seed, the invariant and its first counterexample."""
+(the defaults: every mode, 20 seeds of 0.1 days of 20 jobs each).
+
+Each seed runs in its own process (`--procs` at once), one mode after another. The days per
+second of a mode are its simulated days over the sum of its seeds' simulation times (each
+seed's own `wall_s`: the simulated daemons' time, without the checks or the interpreter's
+start), so that `--procs` does not change them on an idle machine; the wall time of each
+mode, checks included, is printed beside them, and the CPU seconds its processes used
+(start-up and checks included): on a shared machine, days per CPU second say more than
+days per wall second. Exits 1 when any invariant broke
+on any seed, after printing the seed, the invariant and its first counterexample."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -26,9 +37,9 @@ def seeds(text: str) -> list[int]:
     return out
 
 
-def one(seed: int, args: argparse.Namespace) -> dict:
+def one(seed: int, nodes: int, store: str, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, "-m", "chronod.sim", "--days", str(args.days), "--jobs", str(args.jobs)]
-    cmd += ["--seed", str(seed), "--store", args.store, "--json"]
+    cmd += ["--seed", str(seed), "--nodes", str(nodes), "--store", store, "--json"]
     if args.faults is not None:
         cmd += ["--faults", args.faults]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -44,13 +55,42 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=20)
     p.add_argument("--faults", default=None, help="default: every fault the simulation knows")
     p.add_argument("--procs", type=int, default=2)
-    p.add_argument("--store", choices=("memory", "sqlite"), default="memory", help="the store under the daemons")
+    p.add_argument("--nodes", default="1,8", help="comma-separated: 1 (one node) and/or a fleet's size (default 1,8)")
+    p.add_argument(
+        "--store",
+        default="memory,sqlite",
+        help="comma-separated: the stores under the daemons, memory and/or sqlite (default both)",
+    )
     args = p.parse_args()
-    load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else ["?"] * 3
+    modes = [(int(n), st) for n in args.nodes.split(",") for st in args.store.split(",")]
+    bad, summary = 0, []
+    for nodes, store in modes:
+        if store not in ("memory", "sqlite"):
+            p.error(f"--store {store}: choose from memory, sqlite")
+        n_bad, line = mode(nodes, store, args)
+        bad += n_bad
+        summary.append(line)
+    if len(summary) > 1:
+        print("\n".join(summary))
+    return 1 if bad else 0
+
+
+def loadavg() -> list[str]:
+    return open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else ["?"] * 3
+
+
+def mode(nodes: int, store: str, args: argparse.Namespace) -> tuple[int, str]:
+    """Run every seed in one mode; print each and the mode's days per second."""
+    load = loadavg()
     began = time.monotonic()
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with ThreadPoolExecutor(args.procs) as pool:
-        results = list(pool.map(lambda s: one(s, args), seeds(args.seeds)))
+        results = list(pool.map(lambda s: one(s, nodes, store, args), seeds(args.seeds)))
     wall = time.monotonic() - began
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    what = f"{nodes} node{'s' if nodes > 1 else ''}, {store} store"
+    print(f"--- {what}")
     bad = 0
     for r in results:
         if "error" in r:
@@ -66,14 +106,18 @@ def main() -> int:
             bad += 1
             c = inv["first"]
             print(f"      {name}: {inv['broken']}x, first {c['time']} job {c['job']} run {c['run_id']}: {c['what']}")
-    days = args.days * len(results)
-    after = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else ["?"] * 3
-    print(
-        f"{len(results)} seeds x {args.days} days x {args.jobs} jobs in {wall:.1f}s wall with {args.procs} at once: "
-        f"{days / wall:.4f} simulated days per wall second (load average {' '.join(load)} before, "
-        f"{' '.join(after)} after)"
+    ran = [r for r in results if "error" not in r]
+    days = args.days * len(ran)
+    simulated = sum(r["wall_s"] for r in ran)
+    line = (
+        f"{what}: {len(ran)} seeds x {args.days} days x {args.jobs} jobs, {simulated:.1f}s simulating "
+        f"({wall:.1f}s wall with {args.procs} at once, {cpu:.1f} CPU s): "
+        f"{days / simulated if simulated else float('nan'):.4f} simulated days per second, "
+        f"{days / cpu if cpu else float('nan'):.4f} per CPU second "
+        f"(load average {' '.join(load)} before, {' '.join(loadavg())} after)"
     )
-    return 1 if bad else 0
+    print(line)
+    return bad, line
 
 
 if __name__ == "__main__":

@@ -189,7 +189,9 @@ class Admission:
     def drain_queue(self, job_id: str) -> None:
         """Start the job's next queued occurrence when its turn has come (`catchup_turn`)."""
         job = self.registry.jobs.get(job_id)
-        going = self.starter.going(job_id) + len(self.retrying(job_id))
+        # the catch-up rule asks only whether any run of the job is going: the runs started
+        # here answer it, and the line's retries are looked for only when none is
+        going = self.starter.going(job_id) or len(self.retrying(job_id))
         start, expired = self.lines.catchup_turn(job, job_id, going, self.clock.now())
         for run in expired:
             assert job is not None

@@ -27,6 +27,8 @@ class FleetView:
         self._live: list[tuple[str, int]] = []  # (name, token) of the live nodes at the last heartbeat
         self._owners: dict[str, str | None] = {}  # job_id -> the node that dispatches it (cache)
         self._next_version_check = 0.0
+        # what the last vote was decided from: the live nodes' published hashes and ours
+        self._voted_on: tuple[dict[str, dict[str, str]], dict[str, str]] | None = None
 
     def owns(self, job: Job) -> bool:
         """Whether this node dispatches the job's scheduled occurrences: always for `each`
@@ -64,9 +66,13 @@ class FleetView:
         self._next_version_check = self.clock.monotonic() + VERSION_CHECK_EVERY_S
         local = {j.spec.id: j.spec.spec_hash() for j in jobs.values() if not j.spec.run_on.each}
         nodes, now = self.store.nodes(), self.clock.now()
-        lost = placement.outvoted(local, nodes, now)
-        carried = {n.name: (n.info or {}).get("spec_hashes") or {} for n in nodes if placement.node_live(n, now)}
-        carried[self.node] = local
+        published = {n.name: (n.info or {}).get("spec_hashes") or {} for n in nodes if placement.node_live(n, now)}
+        if self._voted_on == (published, local):
+            lost = self._outvoted  # the vote is a function of these alone: the same as last time
+        else:
+            lost = placement.outvoted(local, nodes, now)
+            self._voted_on = (published, local)
+        carried = {**published, self.node: local}
         if carried != self._carried:
             self._carried, self._owners = carried, {}
         for job_id, best in lost.items():

@@ -7,7 +7,7 @@ import fnmatch
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Iterable
 
 from chronod.core import occurrence
 from chronod.core.model import JobSpec, RunState, Trigger
@@ -70,12 +70,16 @@ class ActiveRuns(dict[str, Active]):
     def __init__(self) -> None:
         super().__init__()
         self._by_job: dict[str, dict[str, Active]] = {}
+        # and by resource: the slots taken are counted on every wake-up, for every line
+        self._by_resource: dict[str, dict[str, Active]] = {}
 
     def __setitem__(self, run_id: str, active: Active) -> None:
         if run_id in self:
             del self[run_id]
         super().__setitem__(run_id, active)
         self._by_job.setdefault(active.job.spec.id, {})[run_id] = active
+        if active.job.spec.resource:
+            self._by_resource.setdefault(active.job.spec.resource, {})[run_id] = active
 
     def __delitem__(self, run_id: str) -> None:
         active = self[run_id]
@@ -84,6 +88,12 @@ class ActiveRuns(dict[str, Active]):
         runs.pop(run_id, None)
         if not runs:
             self._by_job.pop(active.job.spec.id, None)
+        resource = active.job.spec.resource
+        if resource:
+            held = self._by_resource.get(resource, {})
+            held.pop(run_id, None)
+            if not held:
+                self._by_resource.pop(resource, None)
 
     def pop(self, run_id: str, *default: Any) -> Any:
         if run_id not in self:
@@ -97,6 +107,16 @@ class ActiveRuns(dict[str, Active]):
     def for_job(self, job_id: str) -> list[Active]:
         """The runs of one job in flight here."""
         return list(self._by_job.get(job_id, {}).values())
+
+    def count_live(self, job_id: str) -> int:
+        """How many runs of the job are in flight here, not being terminated for another node
+        (asked for every job waiting in a line at every wake-up: no list is built)."""
+        runs = self._by_job.get(job_id)
+        return sum(1 for a in runs.values() if not a.disowned) if runs else 0
+
+    def holding(self, resource: str) -> Iterable[Active]:
+        """The runs in flight here of jobs that take a slot of `resource`."""
+        return self._by_resource.get(resource, {}).values()
 
 
 def carries(spec: JobSpec, node: str) -> bool:

@@ -83,7 +83,7 @@ class Starter:
 
     def going(self, job_id: str) -> int:
         """Runs of the job going here: started, or claimed by this wake-up and starting."""
-        return len(self.running(job_id)) + self.ledger.claims_of(job_id)
+        return self._active.count_live(job_id) + self.ledger.claims_of(job_id)
 
     def going_runs(self, job_id: str) -> list[Run]:
         """The job's runs going here: started, or claimed by this wake-up and starting."""
@@ -95,7 +95,7 @@ class Starter:
 
     def used(self, resource: str) -> int:
         """Slots of `resource` taken here."""
-        return sum(1 for a in self._active.values() if a.job.spec.resource == resource and not a.disowned)
+        return sum(1 for a in self._active.holding(resource) if not a.disowned)
 
     def lease_ok(self) -> bool:
         """Whether the lease holds, renewed first when it may have lapsed."""

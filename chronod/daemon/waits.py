@@ -31,6 +31,11 @@ class Lines:
         self._catching_up: dict[str, set[str]] = {}  # job_id -> run ids started from its catch-up line
         self._waiting: dict[str, list[tuple[Job, Run]]] = {}  # resource -> runs waiting for a slot, in line
         self._group_retry_at: dict[str, datetime] = {}  # resource -> when to ask a full fleet again
+        # resource -> the earliest deadline in its line (fire time + catchup_window_s): asked
+        # on every wake-up, so kept until the line changes instead of computed over the line
+        self._earliest: dict[str, datetime] = {}
+        self._held: set[str] | None = None  # the run ids in any line, kept until a line changes
+        self._first_fire: dict[str, datetime] = {}  # job_id -> the earliest fire time in its catch-up line
 
     # ------------------------------------------------------------------ reads
     def busy(self) -> bool:
@@ -38,9 +43,12 @@ class Lines:
         return bool(self._queued or self._waiting)
 
     def held(self) -> set[str]:
-        """The run ids waiting in a line here (not to be picked up again from the schedule)."""
-        ids = {r.run_id for q in self._queued.values() for r in q}
-        return ids | {r.run_id for line in self._waiting.values() for _, r in line}
+        """The run ids waiting in a line here (not to be picked up again from the schedule);
+        asked on every wake-up, so computed again only after a line changed (do not change it)."""
+        if self._held is None:
+            ids = {r.run_id for q in self._queued.values() for r in q}
+            self._held = ids | {r.run_id for line in self._waiting.values() for _, r in line}
+        return self._held
 
     def draining(self, job_id: str, going: Collection[str]) -> int:
         """How much of the job's catch-up backlog is left: queued, or started from the queue
@@ -86,11 +94,7 @@ class Lines:
 
     def deadline(self, jobs: Mapping[str, Job]) -> datetime | None:
         """When the loop must wake for the lines: a waiting run's deadline, a fleet retry."""
-        times = [
-            r.fire_at + timedelta(seconds=j.spec.catchup_window_s) + EXPIRY_SLACK
-            for line in self._waiting.values()
-            for j, r in line
-        ]
+        times = [t + EXPIRY_SLACK for t in map(self._earliest_deadline, self._waiting) if t is not None]
         times += [
             q[0].fire_at + timedelta(seconds=jobs[j].spec.catchup_window_s) + EXPIRY_SLACK
             for j, q in self._queued.items()
@@ -102,6 +106,8 @@ class Lines:
     # ------------------------------------------------------------------ catch-up lines
     def queue(self, job: Job, runs: list[Run]) -> None:
         """Put occurrences in the job's catch-up line, in scheduled order."""
+        self._held = None
+        self._first_fire.pop(job.spec.id, None)
         q = self._queued.setdefault(job.spec.id, deque())
         q.extend(runs)
         self._queued[job.spec.id] = deque(sorted(q, key=lambda r: (r.scheduled_at, r.run_id)))
@@ -118,13 +124,25 @@ class Lines:
         waited past the window; both leave the line (`job` None: the job is gone)."""
         q = self._queued.get(job_id)
         if not q or job is None:
+            if q:
+                self._held = None
             self._queued.pop(job_id, None)
+            self._first_fire.pop(job_id, None)
             return [], []
+        if going and job.spec.overlap != "allow":
+            first = self._first_fire.get(job_id)
+            if first is None:
+                first = self._first_fire[job_id] = min(r.fire_at for r in q)
+            if now <= first + timedelta(seconds=job.spec.catchup_window_s):
+                return [], []  # a run is going and none waited past its window: nothing moves
         by_id = {r.run_id: r for r in q}
         lines = [policy.waiting(r.run_id, r.fire_at, job.spec) for r in q]
         turn = policy.catchup_turn(job.spec, lines, going, now)
         expired = [by_id[w.run_id] for w in turn.expire]
         start = [by_id[w.run_id] for w in turn.start]
+        if expired or start:
+            self._held = None
+            self._first_fire.pop(job_id, None)
         for r in expired:
             q.remove(r)
         for r in start:
@@ -139,6 +157,7 @@ class Lines:
     def wait_for_slot(self, job: Job, run: Run) -> None:
         assert job.spec.resource, "only a job with a resource waits for a slot"
         self._waiting.setdefault(job.spec.resource, []).append((job, run))
+        self._changed(job.spec.resource)
 
     def slot_turn(
         self, resource: str, limit: int, used: int, now: datetime
@@ -152,17 +171,24 @@ class Lines:
             return None
         if now < self._group_retry_at.get(resource, now):
             return None
+        if used >= limit:
+            earliest = self._earliest_deadline(resource)
+            if earliest is not None and now <= earliest:
+                return [], []  # no free slot and no run past its deadline: the line stays as it is
         by_id = {r.run_id: (j, r) for j, r in line}
         turn = policy.resource_admission(
             limit, used, [policy.waiting(r.run_id, r.fire_at, j.spec) for j, r in line], now
         )
         gone = {w.run_id for w in (*turn.expire, *turn.start)}
-        self._waiting[resource] = [(j, r) for j, r in line if r.run_id not in gone]
+        if gone:
+            self._waiting[resource] = [(j, r) for j, r in line if r.run_id not in gone]
+            self._changed(resource)
         return [by_id[w.run_id] for w in turn.start], [by_id[w.run_id] for w in turn.expire]
 
     def tidy(self, resource: str) -> None:
         if not self._waiting.get(resource):
             self._waiting.pop(resource, None)
+            self._changed(resource)
 
     def back_in_front(self, job: Job, run: Run, now: datetime) -> None:
         """A fleet's resource was full in the store: back to the front of the line, ask again
@@ -170,13 +196,33 @@ class Lines:
         resource = job.spec.resource
         assert resource, "only a job with a resource waits for a slot"
         self._waiting.setdefault(resource, []).insert(0, (job, run))
+        self._changed(resource)
         self._group_retry_at[resource] = now + timedelta(seconds=GROUP_FULL_RETRY_S)
 
     def forget(self, job_id: str) -> None:
         """A job removed or set aside: its runs leave every line."""
+        self._held = None
         self._queued.pop(job_id, None)
+        self._first_fire.pop(job_id, None)
         self._catching_up.pop(job_id, None)
         for resource, line in list(self._waiting.items()):
             self._waiting[resource] = [(j, r) for j, r in line if j.spec.id != job_id]
+            self._changed(resource)
             if not self._waiting[resource]:
                 del self._waiting[resource]
+
+    def _changed(self, resource: str) -> None:
+        """The resource's line changed: its earliest deadline (and the runs held in lines)
+        are computed again when asked."""
+        self._earliest.pop(resource, None)
+        self._held = None
+
+    def _earliest_deadline(self, resource: str) -> datetime | None:
+        """The earliest deadline of a run in the resource's line (None: the line is empty)."""
+        at = self._earliest.get(resource)
+        if at is None:
+            line = self._waiting.get(resource)
+            if not line:
+                return None
+            at = self._earliest[resource] = min(r.fire_at + timedelta(seconds=j.spec.catchup_window_s) for j, r in line)
+        return at

@@ -153,6 +153,7 @@ class NodeStore:
             sim.noted(node, name, args, result, lapsed, now)
             return result
 
+        self.__dict__[name] = call  # made once per method: the daemons call the store at every wake-up
         return call
 
 
@@ -409,7 +410,9 @@ class FleetSimulation:
         d, runner = n.daemon, n.runner
         assert d is not None and runner is not None
         handles = [a.handle for a in d.active.values()]
-        woke = Wakeups(reload=n.reload, requests=n.requests, children=runner.ended(handles))
+        ids = set(map(id, handles))
+        done = {id(h) for _, h in runner.exits(ids, until=self.world.mono())}
+        woke = Wakeups(reload=n.reload, requests=n.requests, children=[h for h in handles if id(h) in done])
         n.reload = n.requests = False
         try:
             d.on_wakeup(woke)
@@ -426,7 +429,8 @@ class FleetSimulation:
         deadline = d.next_wake()
         if deadline is not None:
             candidates.append(mono + max((deadline - now).total_seconds(), 0.0))
-        exit_at = runner.next_exit([a.handle for a in d.active.values()])
+        first = runner.exits({id(a.handle) for a in d.active.values()})
+        exit_at = first[0][0] if first else None
         if exit_at is not None:
             candidates.append(max(exit_at, mono))
         return max(min(candidates), mono + MIN_WAKE_S) if candidates else float("inf")

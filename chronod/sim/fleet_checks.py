@@ -34,7 +34,9 @@ class FleetFacts:
         self.specs: dict[str, JobSpec] = dict(load_registry([root], now=out.start, secure=False).jobs)
         self.horizon = out.world.mono() - 120  # later occurrences may not have started yet
         self.by_occurrence: dict[tuple[str, str | None, datetime], list[Proc]] = defaultdict(list)
+        self.by_job: dict[str, list[Proc]] = defaultdict(list)  # the launches of each job, in order
         for p in out.launches:
+            self.by_job[p.job_id].append(p)
             each = self.specs[p.job_id].run_on.each if p.job_id in self.specs else False
             self.by_occurrence[(p.job_id, p.node if each else None, p.scheduled_at)].append(p)
 
@@ -118,7 +120,7 @@ def any_runs_once(f: FleetFacts) -> list[Counterexample]:
 
 
 def _alive(f: FleetFacts, job: str, mono: float) -> bool:
-    return any(p.job_id == job and p.started_mono <= mono + RESCUE_S and p.end_mono() > mono for p in f.out.launches)
+    return any(p.started_mono <= mono + RESCUE_S and p.end_mono() > mono for p in f.by_job.get(job, ()))
 
 
 def each_runs_everywhere(f: FleetFacts) -> list[Counterexample]:
@@ -182,8 +184,8 @@ def reasons_true(f: FleetFacts) -> list[Counterexample]:
         if row.state == RunState.SKIPPED_OVERLAP:
             going = [
                 p
-                for p in f.out.launches
-                if p.job_id == row.job_id and p.run_id != row.run_id and p.started_mono - 0.001 <= at <= p.end_mono()
+                for p in f.by_job.get(row.job_id, ())
+                if p.run_id != row.run_id and p.started_mono - 0.001 <= at <= p.end_mono()
             ]
             if not going and not f.disturbed({"*"}, fire - 1, at):
                 what = f"recorded skipped_overlap ({row.error}) while no run of the job was running"

@@ -21,6 +21,7 @@ from chronod.core.policy import ON_TIME_GRACE_S
 from chronod.core.schedule import compile_schedule
 from chronod.sim.driver import Outcome, Version
 from chronod.sim.world import Proc
+from chronod.store.api import Run
 
 LAG_S = 2.0  # a daemon that is up, not stalled and has its database starts a fire this soon
 EDGE_S = 10.0  # occurrences this close to a definition change may belong to either version
@@ -82,6 +83,16 @@ class Facts:
         self.expected = list(self._expected())
         self.spans = [out.world.wall_span(d) for d in out.world.disturbances]
         self.windows = _windows(out.cfg.blackouts)
+        self._hulls: dict[tuple[str, int], tuple[datetime, datetime]] = {}
+
+    def hull(self, p: Proc) -> tuple[datetime, datetime]:
+        """The wall times the process ran over (`World.wall_hull`), computed once: the
+        invariants ask it of the same processes again and again."""
+        key = (p.run_id, p.attempt)
+        got = self._hulls.get(key)
+        if got is None:
+            got = self._hulls[key] = self.out.world.wall_hull(p.started_mono, p.end_mono())
+        return got
 
     def blacked_out(self, spec: JobSpec, start: datetime, end: datetime) -> bool:
         """Whether a maintenance window of the job covered some instant of this span."""
@@ -118,9 +129,8 @@ class Facts:
 
     def alive(self, job: str, start: datetime, end: datetime) -> bool:
         """Whether a process of the job ran at some point of this span."""
-        w = self.out.world
         for p in self.by_job.get(job, []):
-            p_start, p_end = w.wall_hull(p.started_mono, p.end_mono())
+            p_start, p_end = self.hull(p)
             if p_start <= end and start <= p_end:
                 return True
         return False
@@ -725,12 +735,11 @@ INSTANT = timedelta(milliseconds=1)
 
 def _alive_at(f: Facts, job: str, at: datetime, but: str = "") -> list[Proc]:
     """The processes of the job (other than run `but`) running at wall time `at`."""
-    w = f.out.world
     out = []
     for p in f.by_job.get(job, []):
         if p.run_id == but:
             continue
-        a, b = w.wall_hull(p.started_mono, p.end_mono())
+        a, b = f.hull(p)
         if a - INSTANT <= at <= b + INSTANT:
             out.append(p)
     return out
@@ -824,8 +833,7 @@ def reason_truth(f: Facts) -> list[Counterexample]:
 
 def _free_moment(f: Facts, procs: list[Proc], limit: int, start: datetime, end: datetime) -> datetime | None:
     """A moment of [start, end] (not disturbed) when fewer than `limit` runs held the resource."""
-    w = f.out.world
-    spans = [w.wall_hull(p.started_mono, p.end_mono()) for p in procs]
+    spans = [f.hull(p) for p in procs]
     spans = [(a, b) for a, b in spans if a <= end and start <= b]
     points = sorted(
         {start, end, *(a for a, _ in spans if start <= a <= end), *(b for _, b in spans if start <= b <= end)}
@@ -870,16 +878,20 @@ def schedule_first(f: Facts) -> list[Counterexample]:
     firsts: dict[str, Proc] = {}
     for p in f.procs:
         firsts.setdefault(p.run_id, p)
+    rows_by_job: dict[str, list[Run]] = defaultdict(list)
+    for r in f.rows.values():
+        rows_by_job[r.job_id].append(r)
     for job, procs in f.by_job.items():
         spec = specs.get(job)
         if spec is None or spec.overlap != "forbid":
             continue
+        if not any(p.attempt == 1 and asked(p) == "backfill" for p in procs):
+            continue
         waiting = [
             (r.fire_at, firsts[rid])
-            for rid, r in f.rows.items()
-            if r.job_id == job
+            for r in rows_by_job.get(job, ())
+            if (rid := r.run_id) in firsts
             and r.trigger == "schedule"
-            and rid in firsts
             and r.fire_at is not None
             and not asked(firsts[rid])
         ]

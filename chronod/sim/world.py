@@ -8,6 +8,7 @@ Nothing here sleeps or forks: time moves only when the waker says so.
 
 from __future__ import annotations
 
+import heapq
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -178,6 +179,7 @@ class FaultyStore:
                 raise StoreError("database unreachable (simulated outage)")
             return value(*args, **kwargs)
 
+        self.__dict__[name] = call  # made once per method: the daemon calls the store at every wake-up
         return call
 
 
@@ -187,6 +189,15 @@ class SimRunner:
     def __init__(self, world: World, node: str, state_dir: str):
         self.world, self.node, self.state_dir = world, node, state_dir
         self.watching: dict[tuple[str, int], Handle] = {}
+        # (exit time, sequence, handle) of every handle given out, by exit time: a wake-up
+        # finds the next exit without looking at every process (an entry whose process's
+        # exit time moved since, by a cancel, is stale and dropped when met)
+        self._exits: list[tuple[float, int, Handle]] = []
+        self._seq = 0
+
+    def _watch(self, handle: Handle, end: float) -> None:
+        self._seq += 1
+        heapq.heappush(self._exits, (end, self._seq, handle))
 
     def launch(self, req: LaunchRequest) -> Handle:
         w, spec = self.world, req.spec
@@ -217,6 +228,7 @@ class SimRunner:
         w.live.append(proc)
         handle = Handle(req.run_id, req.attempt, w.next_pid, w.next_pid, now, w.next_pid)
         self.watching[(req.run_id, req.attempt)] = handle
+        self._watch(handle, proc.end_mono())
         return handle
 
     def ended(self, handles: list[Handle]) -> list[Handle]:
@@ -230,13 +242,44 @@ class SimRunner:
         return out
 
     def next_exit(self, handles: list[Handle]) -> float | None:
-        ends = [p.end_mono() for h in handles if (p := self.world.procs.get((h.run_id, h.attempt)))]
-        return min(ends) if ends else None
+        procs = self.world.procs
+        return min((p.end_mono() for h in handles if (p := procs.get((h.run_id, h.attempt))) is not None), default=None)
 
     def cancel(self, handle: Handle) -> None:
         p = self.world.procs.get((handle.run_id, handle.attempt))
         if p is not None and p.end_mono() > self.world.mono():
             p.cancelled_mono = self.world.mono() + 0.1
+            self._watch(handle, p.end_mono())
+
+    def exits(self, ids: set[int], until: float | None = None) -> list[tuple[float, Handle]]:
+        """Of the handles whose id is in `ids`: the first to exit (`until` None), or every
+        one that exited by `until`, as (exit time, handle) by exit time; as `next_exit` and
+        `ended` answer, from the heap."""
+        heap, procs, watching = self._exits, self.world.procs, self.watching
+        out: list[tuple[float, Handle]] = []
+        put_back = []
+        while heap:
+            end, _, h = heap[0]
+            p = procs.get((h.run_id, h.attempt))
+            if p is None or p.end_mono() != end:
+                heapq.heappop(heap)  # stale: its exit time moved
+                continue
+            if id(h) not in ids:
+                if watching.get((h.run_id, h.attempt)) is not h:
+                    heapq.heappop(heap)  # collected: no daemon watches it any more
+                else:
+                    put_back.append(heapq.heappop(heap))  # watched, but not asked about now
+                continue
+            if until is None:
+                out.append((end, h))
+                break
+            if end > until:
+                break
+            out.append((end, h))
+            put_back.append(heapq.heappop(heap))
+        for entry in put_back:
+            heapq.heappush(heap, entry)
+        return out
 
     def _outcome(self, p: Proc) -> Outcome:
         end = self.world.clock.now() - timedelta(seconds=self.world.mono() - p.end_mono())
@@ -270,6 +313,7 @@ class SimRunner:
         if p.end_mono() > self.world.mono():
             handle = Handle(run_id, attempt, p.pid, p.pid, p.started_wall, p.pid)
             self.watching[(run_id, attempt)] = handle
+            self._watch(handle, p.end_mono())
             return handle
         return self._outcome(p)
 
@@ -363,7 +407,10 @@ class SimWaker:
         candidates = [self.end, self.next_event()]
         if deadline is not None:
             candidates.append(mono + max((deadline - now).total_seconds(), 0.0))
-        exit_at = self.runner.next_exit(handles)
+        # processes end only by the clock (a cancel is the daemon's): none ends before exit_at
+        ids = set(map(id, handles))
+        first = self.runner.exits(ids)
+        exit_at = first[0][0] if first else None
         if exit_at is not None:
             candidates.append(max(exit_at, mono))
         # a wake-up takes time: without this a deadline a float's rounding short of `now`
@@ -375,5 +422,9 @@ class SimWaker:
             self.apply(event, woke)
         if w.mono() >= self.end:
             woke.stop = True
-        woke.children = self.runner.ended(handles)
+        mono = w.mono()
+        woke.children = []
+        if exit_at is not None and mono >= exit_at:
+            done = {id(h) for _, h in self.runner.exits(ids, until=mono)}
+            woke.children = [h for h in handles if id(h) in done]  # in the daemon's order
         return woke

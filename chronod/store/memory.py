@@ -972,6 +972,9 @@ class MemoryStore:
             runs = self._t.runs
             ids: Iterable[str] = runs if job_id is None else self._t.by_job.get(job_id, {})
             wanted = None if states is None else set(states)
+            if job_id is None and wanted is not None and wanted <= _ALIVE:
+                # the runs not yet ended are indexed: no scan of the whole history
+                ids = [*self._t.waiting, *self._t.running]
             lo, hi = _utc(since), _utc(until)
             found = [
                 r
