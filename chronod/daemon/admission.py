@@ -153,8 +153,12 @@ class Admission:
         now, window_s = self.clock.now(), job.spec.catchup_window_s
         late = [r for r in runs if (now - r.fire_at).total_seconds() > window_s]
         for r in late:
+            ended = r.next_attempt_at  # the window's end, as the hold recorded it
+            outlasted = ended is None or (ended - r.fire_at).total_seconds() > window_s
             why = (r.error + "; " if r.error and r.error.startswith(blackout.DEFERRED_BY) else "") + (
                 f"the window outlasted catchup_window_s={window_s}"
+                if outlasted
+                else f"chronod could not run it when the window ended, and catchup_window_s={window_s} ran out"
             )
             self.ledger.settle(r, RunState.SKIPPED_BLACKOUT, why, None)
         runs = [r for r in runs if r not in late]

@@ -3,9 +3,14 @@ showed it (`python -m chronod.sim --days 0.1 --jobs 20 --seed S`, every fault, f
 
 from __future__ import annotations
 
+from datetime import datetime
+
+import pytest
+
 from chronod.sim.driver import Simulation
 from chronod.sim.invariants import check
 from chronod.sim.scenario import FAULTS, Config
+from chronod.sim.world import Event
 
 
 def broken(cfg: Config, names: list[str]) -> dict[str, str]:
@@ -30,3 +35,52 @@ def test_seed_34_a_scheduled_occurrence_that_waited_its_turn_behind_a_backfill_r
     # comes first) and started the instant that run ended, 21 s after its time.
     cfg = Config(days=0.1, jobs=20, seed=34, faults=frozenset(FAULTS))
     assert not broken(cfg, ["fire_lag_bounded", "schedule_first"])
+
+
+def test_seed_24_every_fault():
+    # job00011 (hourly, blackout: defer, catchup: none) fell due at 23:00:40 inside a
+    # window; the window ended at 23:12 during an outage, chronod died at 23:13 and came
+    # back at 23:30: the occurrence was recorded skipped_outage, "fell due while chronod
+    # could not run it", though chronod was up when it fell due and the window held it.
+    # (And job00007's occurrences waited behind a backfill run: fire_lag_bounded, above.)
+    assert not broken(Config(days=0.1, jobs=20, seed=24, faults=frozenset(FAULTS)), ["one_terminal_state"])
+
+
+HELD = {
+    "id": "held",
+    "owner": "ops",
+    "schedule": "0 * * * *",
+    "command": "true",
+    "idempotency_class": "idempotent",
+    "tolerance_s": 0,
+    "tolerance_reason": "exact times",
+    "blackout": "defer",
+}
+WINDOW = {"name": "swap", "reason": "CHG-2: disk swap", "cron": "50 0 * * *", "duration": "20m", "jobs": ["held"]}
+
+
+@pytest.mark.parametrize(
+    ("catchup", "window_s", "downtime", "state", "why"),
+    [
+        ("none", 86400, 600.0, "skipped_blackout", "deferred by a maintenance window; catchup: none"),
+        ("latest", 86400, 600.0, "succeeded", None),
+        ("all", 86400, 600.0, "succeeded", None),
+        ("latest", 1800, 3600.0, "skipped_blackout", "when the window ended, and catchup_window_s=1800 ran out"),
+    ],
+)
+def test_a_window_that_ends_while_chronod_is_down_releases_what_it_held(catchup, window_s, downtime, state, why):
+    """The 01:00 occurrence falls due inside a window (00:50 to 01:10) and is held; chronod
+    dies at 01:05 and the next one reads it back after the window ended. It fell due while
+    chronod was up: the window's release decides it, never the outage's catch-up."""
+    job = {**HELD, "catchup": catchup, "catchup_window_s": window_s}
+    start = datetime.fromisoformat("2025-06-02T00:00:00+00:00")
+    cfg = Config(days=0.1, jobs=1, seed=1, faults=frozenset(), job_docs=(job,), blackouts=(WINDOW,), start=start)
+    sim = Simulation(cfg)
+    sim.events = [Event(sim.t0 + 3900, "crash", {"calls": 0, "downtime": downtime})]
+    out = sim.run()
+    try:
+        row = next(r for r in out.store.runs("held") if r.scheduled_at.hour == 1)
+        assert (row.state, row.error and row.error[-len(why or "") :]) == (state, why or None)
+        assert not {name: bad for name, bad in check(out, ["one_terminal_state", "reason_truth"]).items() if bad}
+    finally:
+        out.close()
