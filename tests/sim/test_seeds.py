@@ -84,3 +84,11 @@ def test_a_window_that_ends_while_chronod_is_down_releases_what_it_held(catchup,
         assert not {name: bad for name, bad in check(out, ["one_terminal_state", "reason_truth"]).items() if bad}
     finally:
         out.close()
+
+
+def test_seed_28_a_backfill_of_a_job_a_restart_dropped_ends_cancelled():
+    # every fault: job00008's file broke at 22:32 (the daemon kept its last good version);
+    # an operator stored a backfill of it at 00:17, while chronod was down after a crash,
+    # and the next start, with no good version of the file, dropped the job: the backfill
+    # ended cancelled, "its job was removed from the registry", as docs/backfill.md says.
+    assert not broken(Config(days=0.1, jobs=20, seed=28, faults=frozenset(FAULTS)), ["backfill_completes"])
