@@ -482,9 +482,11 @@ def _same_schedule(a: JobSpec, b: JobSpec) -> bool:
 
 
 def backfill_completes(f: Facts) -> list[Counterexample]:
-    """A stored backfill finishes across crashes: it ends `done`; every occurrence it opened
+    """A stored backfill finishes across crashes: it ends `done` (unless a pause or a window
+    still holds its job at the end: it waits until they end); every occurrence it opened
     ran (a process started after the backfill was stored) and ended; they started oldest
-    first, one at a time, and never beside another run of a job that forbids overlap."""
+    first, one at a time, never while a pause held the job (docs/backfill.md) and never
+    beside another run of a job that forbids overlap."""
     out = []
     specs = {job: vs[-1].spec for job, vs in f.out.versions.items()}
     for bf_id in f.out.backfills:
@@ -493,12 +495,16 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
         at = bf.created_at
         if bf.state == "cancelled" and _dropped_since(f, bf.job_id, at):
             continue  # docs/backfill.md: a backfill of a job removed from the registry ends cancelled
-        if bf.state != "done":
+        # docs/backfill.md: a paused job's backfill waits until it is resumed
+        waiting = bf.state == "running" and _held_at_end(f, bf.job_id, specs.get(bf.job_id))
+        if bf.state != "done" and not waiting:
             out.append(Counterexample(at, bf.job_id, "-", f"backfill {bf_id} still {bf.state} at the end"))
             continue
         starts = []
-        for rid in bf.run_ids:
+        for rid in bf.run_ids[: bf.started] if waiting else bf.run_ids:
             row = f.rows.get(rid)
+            if waiting and (row is None or row.state not in TERMINAL):
+                continue  # started before the hold, or opened as it began: it waits with the rest
             if row is None or row.state not in TERMINAL:
                 out.append(
                     Counterexample(
@@ -515,6 +521,12 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
                 )
                 continue
             starts.append(ran[0])
+            if f.paused(bf.job_id, ran[0].started_wall, ran[0].started_wall):
+                out.append(
+                    Counterexample(
+                        ran[0].started_wall, bf.job_id, rid, f"backfill {bf_id} started it while its job was paused"
+                    )
+                )
         for a, b in itertools.pairwise(starts):
             if b.started_mono < a.end_mono():
                 out.append(
@@ -538,6 +550,15 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
                         )
                     )
     return sorted(out, key=lambda c: c.at)
+
+
+def _held_at_end(f: Facts, job: str, spec: JobSpec | None) -> bool:
+    """Whether a pause of the job, or one of its windows, still held it when the simulation
+    ended."""
+    end = f.out.end
+    if f.paused(job, end, end):
+        return True
+    return spec is not None and f.blacked_out(spec, end - timedelta(seconds=1), end)
 
 
 def _dropped_since(f: Facts, job: str, at: datetime) -> bool:

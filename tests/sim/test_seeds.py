@@ -92,3 +92,11 @@ def test_seed_28_a_backfill_of_a_job_a_restart_dropped_ends_cancelled():
     # and the next start, with no good version of the file, dropped the job: the backfill
     # ended cancelled, "its job was removed from the registry", as docs/backfill.md says.
     assert not broken(Config(days=0.1, jobs=20, seed=28, faults=frozenset(FAULTS)), ["backfill_completes"])
+
+
+def test_seed_33_a_restart_does_not_start_a_paused_jobs_backfill():
+    # every fault: job00017 was paused at 12:22 until after the end, and an operator stored
+    # a backfill of it at 12:29. The daemon that started at 12:30 after a crash started its
+    # first run at once: it drove the backfill before it had read the pauses. A paused
+    # job's backfill waits until it is resumed (docs/backfill.md), here past the end.
+    assert not broken(Config(days=0.1, jobs=20, seed=33, faults=frozenset(FAULTS)), ["backfill_completes"])
