@@ -299,9 +299,10 @@ def fire_lag_bounded(f: Facts) -> list[Counterexample]:
 def _line_cleared(f: Facts, e: Expected, asked: Callable[[Proc], str | None]) -> datetime | None:
     """When a scheduled occurrence that waited its turn behind an operator's run could
     start: under `overlap: forbid`, when only runs an operator asked for were going as it
-    fell due, the moment the last run ahead of it in the job's line ended (those runs, and
-    the older scheduled occurrences that waited with it, one after another). None when it
-    did not wait in such a line."""
+    fell due, the moment the last run ahead of it in the job's line ended (the operator's
+    runs started before it fell due, and the older scheduled occurrences that waited with
+    it, one after another: a backfill run started after it fell due is not ahead of it,
+    the backfill yields). None when it did not wait in such a line."""
     if e.version.spec.overlap != "forbid":
         return None
     going = _alive_at(f, e.job, e.fire_at, but=e.run_id)
@@ -309,7 +310,12 @@ def _line_cleared(f: Facts, e: Expected, asked: Callable[[Proc], str | None]) ->
         return None
     w, ready = f.out.world, e.fire_at
     while True:
-        ahead = [p for p in _alive_at(f, e.job, ready, but=e.run_id) if asked(p) or p.scheduled_at < e.scheduled_at]
+        ahead = [
+            p
+            for p in _alive_at(f, e.job, ready, but=e.run_id)
+            if (asked(p) and p.started_wall <= e.fire_at + INSTANT)
+            or (not asked(p) and p.scheduled_at < e.scheduled_at)
+        ]
         end = max((w.wall_hull(p.started_mono, p.end_mono())[1] for p in ahead), default=ready)
         if end <= ready:
             return ready
