@@ -122,12 +122,12 @@ class Facts:
 
     def in_draining_backlog(self, e: Expected) -> bool:
         """Whether the occurrence may rightly still wait at the end behind its job's catch-up
-        backlog (DESIGN §6: `catchup: all` runs every occurrence inside the window one after
-        another, and those that fall due meanwhile queue behind them). A job whose runs
-        take longer than its period never drains such a backlog: its occurrences wait up
-        to `catchup_window_s`, however long the simulation settles. True only while the
-        line moves: its window is not over, and at the end a run of the job scheduled
-        before it is still going."""
+        backlog (docs/reference.md, Catch-up: `catchup: all` runs every occurrence inside
+        the window one after another, and those that fall due meanwhile queue behind
+        them). A job whose runs take longer than its period never drains such a backlog:
+        its occurrences wait up to `catchup_window_s`, however long the simulation
+        settles. True only while the line moves: its window is not over, and at the end a
+        run of the job scheduled before it is still going."""
         spec = e.version.spec
         if spec.catchup != "all" or spec.overlap == "allow":
             return False  # no line: `allow` starts a whole backlog at once
