@@ -203,15 +203,14 @@ class Admission:
             self.to_slot(job, run, None)
 
     def retrying(self, job_id: str) -> set[str]:
-        """The run ids of the job's catch-up line that started and wait for their next
-        attempt: the backlog drains one occurrence after another, each with its retries (the
-        next one started during the backoff ran beside the retry, which always starts)."""
-        ids = set()
-        for rid in self.lines.started_from_line(job_id):
-            run = self.timeline.get(rid)
-            if run is not None and run.state == RunState.RETRY_WAIT:
-                ids.add(rid)
-        return ids
+        """The run ids of a job with a catch-up line that wait for their next attempt: the
+        backlog drains one occurrence after another, each with its retries (the next one
+        started during the backoff ran beside the retry, which always starts). Not only
+        those started from this daemon's line: one a daemon started before a restart, and
+        this one adopted, waits for its retry just the same, and the line never saw it."""
+        if not self.lines.queued(job_id) and not self.lines.started_from_line(job_id):
+            return set()  # no line: nothing to hold back (and no walk over every tracked run)
+        return {r.run_id for r in self.timeline.runs() if r.job_id == job_id and r.state == RunState.RETRY_WAIT}
 
     def expiry(self, job: Job, run: Run) -> tuple[RunState, str]:
         """The state and reason of an occurrence that waited in its job's line past its

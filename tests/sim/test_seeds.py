@@ -102,3 +102,12 @@ def test_seed_33_a_restart_does_not_start_a_paused_jobs_backfill():
     # first run at once: it drove the backfill before it had read the pauses. A paused
     # job's backfill waits until it is resumed (docs/backfill.md), here past the end.
     assert not broken(Config(days=0.1, jobs=20, seed=33, faults=frozenset(FAULTS)), ["backfill_completes"])
+
+
+def test_seed_57_an_adopted_backlog_run_that_waits_for_its_retry_holds_its_line():
+    # every fault: job00013 (every 30 s, catchup: all, overlap: forbid, two attempts)
+    # drained a backlog across a crash. The 01:17:30 occurrence's first attempt, started
+    # by the daemon that died and adopted by the next one, timed out at 02:36:08; the new
+    # daemon started the 01:18:00 occurrence at once and the retry 5 s later beside it:
+    # its line counted only the retries of the runs it had started itself.
+    assert not broken(Config(days=0.1, jobs=20, seed=57, faults=frozenset(FAULTS)), ["catchup_all_in_order"])
