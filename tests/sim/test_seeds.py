@@ -111,3 +111,10 @@ def test_seed_57_an_adopted_backlog_run_that_waits_for_its_retry_holds_its_line(
     # daemon started the 01:18:00 occurrence at once and the retry 5 s later beside it:
     # its line counted only the retries of the runs it had started itself.
     assert not broken(Config(days=0.1, jobs=20, seed=57, faults=frozenset(FAULTS)), ["catchup_all_in_order"])
+
+
+def test_seed_52_a_backfill_whose_run_outlasts_the_simulation_is_still_running():
+    # every fault: job00017's backfill, stored 37 minutes before the end, started its
+    # second occurrence again at 03:39; that run (its runs take minutes) ended after the
+    # simulation did, so the backfill rightly had not ended.
+    assert not broken(Config(days=0.1, jobs=20, seed=52, faults=frozenset(FAULTS)), ["backfill_completes"])
