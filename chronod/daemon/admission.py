@@ -153,8 +153,12 @@ class Admission:
         now, window_s = self.clock.now(), job.spec.catchup_window_s
         late = [r for r in runs if (now - r.fire_at).total_seconds() > window_s]
         for r in late:
+            ended = r.next_attempt_at  # the window's end, as the hold recorded it
+            outlasted = ended is None or (ended - r.fire_at).total_seconds() > window_s
             why = (r.error + "; " if r.error and r.error.startswith(blackout.DEFERRED_BY) else "") + (
                 f"the window outlasted catchup_window_s={window_s}"
+                if outlasted
+                else f"chronod could not run it when the window ended, and catchup_window_s={window_s} ran out"
             )
             self.ledger.settle(r, RunState.SKIPPED_BLACKOUT, why, None)
         runs = [r for r in runs if r not in late]
@@ -201,15 +205,14 @@ class Admission:
             self.to_slot(job, run, None)
 
     def retrying(self, job_id: str) -> set[str]:
-        """The run ids of the job's catch-up line that started and wait for their next
-        attempt: the backlog drains one occurrence after another, each with its retries (the
-        next one started during the backoff ran beside the retry, which always starts)."""
-        ids = set()
-        for rid in self.lines.started_from_line(job_id):
-            run = self.timeline.get(rid)
-            if run is not None and run.state == RunState.RETRY_WAIT:
-                ids.add(rid)
-        return ids
+        """The run ids of a job with a catch-up line that wait for their next attempt: the
+        backlog drains one occurrence after another, each with its retries (the next one
+        started during the backoff ran beside the retry, which always starts). Not only
+        those started from this daemon's line: one a daemon started before a restart, and
+        this one adopted, waits for its retry just the same, and the line never saw it."""
+        if not self.lines.queued(job_id) and not self.lines.started_from_line(job_id):
+            return set()  # no line: nothing to hold back (and no walk over every tracked run)
+        return {r.run_id for r in self.timeline.runs() if r.job_id == job_id and r.state == RunState.RETRY_WAIT}
 
     def expiry(self, job: Job, run: Run) -> tuple[RunState, str]:
         """The state and reason of an occurrence that waited in its job's line past its

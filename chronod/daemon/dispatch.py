@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 
-from chronod.core import policy
+from chronod.core import blackout, policy
 from chronod.core.clock import Clock
 from chronod.core.model import RunState, Trigger
 from chronod.daemon.admission import Admission
@@ -86,6 +86,8 @@ class Dispatch:
             if rid in held:
                 continue
             window_over = self.timeline.take_held(rid, now)
+            if window_over is None and self.held_before(run, now, jobs.get(run.job_id)):
+                window_over = True
             if window_over is not None:
                 if window_over:
                     released.setdefault(run.job_id, []).append(run)
@@ -114,6 +116,23 @@ class Dispatch:
             with self.quarantine.guard(job.spec, "due occurrences"):
                 self.due_now(job, runs, now)
         self.admission.admit_all()
+
+    def held_before(self, run: Run, now: datetime, job: Job | None) -> bool:
+        """Whether a stored occurrence is one a window held (its row says so) and the window
+        ended while no chronod could release it (it died, and this one read the row back):
+        it fell due inside the window, not while chronod was down, so the window's release
+        decides it (`Admission.release`), never the outage's catch-up. A window still
+        open is found again when it falls due (`fall_due` holds it); an occurrence another
+        node of a fleet owns is left to it, as ever."""
+        return (
+            job is not None
+            and self.placement.owns(job)
+            and run.state == RunState.PENDING
+            and run.trigger == Trigger.SCHEDULE
+            and run.next_attempt_at is not None
+            and run.next_attempt_at <= now
+            and (run.error or "").startswith(blackout.DEFERRED_BY)
+        )
 
     def due_now(self, job: Job, runs: list[Run], now: datetime) -> None:
         for run in runs:

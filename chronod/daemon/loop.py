@@ -136,6 +136,9 @@ class Daemon:
         if self.placement.fleet:
             self.lease.start_thread()
         self.reload(initial=True)
+        # the pauses before anything may start: the backlog of a restart, a stored
+        # backfill's next run and @reboot jobs meet them as every later wake-up's runs do
+        self.gate.refresh()
         self.set_aside()
         if self.placement.fleet:
             self.placement.check_versions(self.jobs)

@@ -127,6 +127,28 @@ class Facts:
                 return True
         return False
 
+    def going_at_end(self, p: Proc) -> bool:
+        """Whether the process still ran when the simulation ended."""
+        return p.end_mono() > self.out.world.mono()
+
+    def in_draining_backlog(self, e: Expected) -> bool:
+        """Whether the occurrence may rightly still wait at the end behind its job's catch-up
+        backlog (docs/reference.md, Catch-up: `catchup: all` runs every occurrence inside
+        the window one after another, and those that fall due meanwhile queue behind
+        them). A job whose runs take longer than its period never drains such a backlog:
+        its occurrences wait up to `catchup_window_s`, however long the simulation
+        settles. True only while the line moves: its window is not over, and at the end a
+        run of the job scheduled before it is still going."""
+        spec = e.version.spec
+        if spec.catchup != "all" or spec.overlap == "allow":
+            return False  # no line: `allow` starts a whole backlog at once
+        if e.fire_at + timedelta(seconds=spec.catchup_window_s) <= self.out.end:
+            return False  # it waited its whole window: skipped_outage
+        return any(
+            p.scheduled_at < e.scheduled_at and self.going_at_end(p) and p.run_id not in self.backfilled
+            for p in self.by_job.get(e.job, [])
+        )
+
     def alive(self, job: str, start: datetime, end: datetime) -> bool:
         """Whether a process of the job ran at some point of this span."""
         for p in self.by_job.get(job, []):
@@ -153,6 +175,10 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
     spec = e.version.spec
     if state is None:
         return "no record at all"
+    if state == RunState.RUNNING and ran and f.going_at_end(ran[-1]):
+        return None  # its process still runs: it cannot have ended (fire_lag_bounded judges its start)
+    if state == RunState.PENDING and f.in_draining_backlog(e):
+        return None  # it waits its turn behind a catch-up backlog that drains to the end
     if state not in TERMINAL:
         return f"still {state} long after it fell due"
     if ran:
@@ -244,8 +270,12 @@ def unsafe_at_most_once(f: Facts) -> list[Counterexample]:
 def fire_lag_bounded(f: Facts) -> list[Counterexample]:
     """A daemon that is up, not stalled and has its database starts each occurrence
     within its tolerance plus LAG_S (jobs that wait for a resource or a catch-up backlog
-    excepted)."""
+    excepted). Under `overlap: forbid` an occurrence that falls due while only runs an
+    operator asked for (a backfill, a manual run) are going waits its turn behind them
+    (docs/backfill.md, "the schedule comes first"): its bound counts from when the runs
+    ahead of it in that line ended."""
     out = []
+    asked = _asked_for(f)
     for e in f.expected:
         spec = e.version.spec
         if spec.resource or spec.catchup == "all":
@@ -257,19 +287,49 @@ def fire_lag_bounded(f: Facts) -> list[Counterexample]:
             continue  # a backfill starts an occurrence late on purpose
         lag = (first.started_wall - e.scheduled_at).total_seconds()
         bound = spec.tolerance_s + LAG_S
+        ready = _line_cleared(f, e, asked)
+        if ready is not None:
+            bound = max(bound, (ready - e.scheduled_at).total_seconds() + LAG_S)
         if lag > bound and not f.disturbed(e.scheduled_at - timedelta(seconds=1), first.started_wall):
+            behind = f"; the runs ahead of it ended at {ready:%H:%M:%S.%f}" if ready is not None else ""
             out.append(
                 Counterexample(
                     e.fire_at,
                     e.job,
                     e.run_id,
                     f"started {lag:.1f}s after its scheduled time "
-                    f"(tolerance_s={spec.tolerance_s}) while nothing was disturbed",
+                    f"(tolerance_s={spec.tolerance_s}) while nothing was disturbed{behind}",
                 )
             )
         elif lag < -0.001 and not f.disturbed(first.started_wall, e.scheduled_at):
             out.append(Counterexample(e.fire_at, e.job, e.run_id, f"started {-lag:.1f}s before its scheduled time"))
     return out
+
+
+def _line_cleared(f: Facts, e: Expected, asked: Callable[[Proc], str | None]) -> datetime | None:
+    """When a scheduled occurrence that waited its turn behind an operator's run could
+    start: under `overlap: forbid`, when only runs an operator asked for were going as it
+    fell due, the moment the last run ahead of it in the job's line ended (the operator's
+    runs started before it fell due, and the older scheduled occurrences that waited with
+    it, one after another: a backfill run started after it fell due is not ahead of it,
+    the backfill yields). None when it did not wait in such a line."""
+    if e.version.spec.overlap != "forbid":
+        return None
+    going = _alive_at(f, e.job, e.fire_at, but=e.run_id)
+    if not going or not all(asked(p) for p in going):
+        return None
+    w, ready = f.out.world, e.fire_at
+    while True:
+        ahead = [
+            p
+            for p in _alive_at(f, e.job, ready, but=e.run_id)
+            if (asked(p) and p.started_wall <= e.fire_at + INSTANT)
+            or (not asked(p) and p.scheduled_at < e.scheduled_at)
+        ]
+        end = max((w.wall_hull(p.started_mono, p.end_mono())[1] for p in ahead), default=ready)
+        if end <= ready:
+            return ready
+        ready = end
 
 
 def catchup_all_in_order(f: Facts) -> list[Counterexample]:
@@ -379,11 +439,18 @@ def audit_agrees(f: Facts) -> list[Counterexample]:
 
     def succeeded(e: Expected) -> bool:
         ran = f.by_run.get(e.run_id, [])
-        return bool(ran) and ran[-1].final_state() == RunState.SUCCEEDED
+        return bool(ran) and not f.going_at_end(ran[-1]) and ran[-1].final_state() == RunState.SUCCEEDED
+
+    def going(e: Expected) -> bool:
+        ran = f.by_run.get(e.run_id, [])
+        return bool(ran) and f.going_at_end(ran[-1])
 
     for e in f.expected:
         ok = succeeded(e)
-        if ok == (e.run_id in said):
+        if going(e):
+            if e.run_id in said:  # still running: not missed, not (yet) succeeded
+                wrong(e, "missed", "calls it missed", ok)
+        elif ok == (e.run_id in said):
             wrong(e, "missed", "calls it missed" if ok else "does not list it", ok)
         rep = reports.get(e.job)
         if rep is None or not _same_schedule(rep["spec"], e.version.spec):
@@ -431,21 +498,35 @@ def _same_schedule(a: JobSpec, b: JobSpec) -> bool:
 
 
 def backfill_completes(f: Facts) -> list[Counterexample]:
-    """A stored backfill finishes across crashes: it ends `done`; every occurrence it opened
+    """A stored backfill finishes across crashes: it ends `done` (unless a pause or a window
+    still holds its job at the end, or one of its runs still goes: it waits until they
+    end); every occurrence it opened
     ran (a process started after the backfill was stored) and ended; they started oldest
-    first, one at a time, and never beside another run of a job that forbids overlap."""
+    first, one at a time, never while a pause held the job (docs/backfill.md) and never
+    beside another run of a job that forbids overlap."""
     out = []
     specs = {job: vs[-1].spec for job, vs in f.out.versions.items()}
     for bf_id in f.out.backfills:
         bf = f.out.store.get_backfill(bf_id)
         assert bf is not None, f"backfill {bf_id} the simulation stored is gone"
         at = bf.created_at
-        if bf.state != "done":
+        if bf.state == "cancelled" and _dropped_since(f, bf.job_id, at):
+            continue  # docs/backfill.md: a backfill of a job removed from the registry ends cancelled
+        # docs/backfill.md: a paused job's backfill waits until it is resumed; and one whose
+        # run still goes at the end has not ended either (its runs may take longer than the
+        # simulation has left to settle)
+        waiting = bf.state == "running" and (
+            _held_at_end(f, bf.job_id, specs.get(bf.job_id))
+            or any(f.going_at_end(p) for rid in bf.run_ids[: bf.started] for p in f.by_run.get(rid, [])[-1:])
+        )
+        if bf.state != "done" and not waiting:
             out.append(Counterexample(at, bf.job_id, "-", f"backfill {bf_id} still {bf.state} at the end"))
             continue
         starts = []
-        for rid in bf.run_ids:
+        for rid in bf.run_ids[: bf.started] if waiting else bf.run_ids:
             row = f.rows.get(rid)
+            if waiting and (row is None or row.state not in TERMINAL):
+                continue  # started before the hold, or opened as it began: it waits with the rest
             if row is None or row.state not in TERMINAL:
                 out.append(
                     Counterexample(
@@ -462,6 +543,12 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
                 )
                 continue
             starts.append(ran[0])
+            if f.paused(bf.job_id, ran[0].started_wall, ran[0].started_wall):
+                out.append(
+                    Counterexample(
+                        ran[0].started_wall, bf.job_id, rid, f"backfill {bf_id} started it while its job was paused"
+                    )
+                )
         for a, b in itertools.pairwise(starts):
             if b.started_mono < a.end_mono():
                 out.append(
@@ -485,6 +572,26 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
                         )
                     )
     return sorted(out, key=lambda c: c.at)
+
+
+def _held_at_end(f: Facts, job: str, spec: JobSpec | None) -> bool:
+    """Whether a pause of the job, or one of its windows, still held it when the simulation
+    ended."""
+    end = f.out.end
+    if f.paused(job, end, end):
+        return True
+    return spec is not None and f.blacked_out(spec, end - timedelta(seconds=1), end)
+
+
+def _dropped_since(f: Facts, job: str, at: datetime) -> bool:
+    """Whether the daemons stopped carrying the job at some moment from `at` to the end (it
+    was removed, or a daemon started while its file was broken): a version ended and no
+    other began with it. An edit ends one version where the next begins: no gap."""
+    versions = f.out.versions.get(job, [])
+    for v, nxt in zip(versions, [*versions[1:], None], strict=True):
+        if v.until is not None and (nxt is None or nxt.since > v.until) and (nxt.since if nxt else f.out.end) > at:
+            return True
+    return False
 
 
 # --- the truth of what the notifier and the audit say --------------------------------------

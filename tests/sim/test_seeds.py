@@ -1,0 +1,120 @@
+"""Seeds that once broke a promise, each pinned with the fewest faults and days that still
+showed it (`python -m chronod.sim --days 0.1 --jobs 20 --seed S`, every fault, found it)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from chronod.sim.driver import Simulation
+from chronod.sim.invariants import check
+from chronod.sim.scenario import FAULTS, Config
+from chronod.sim.world import Event
+
+
+def broken(cfg: Config, names: list[str]) -> dict[str, str]:
+    out = Simulation(cfg).run()
+    try:
+        return {name: bad[0].what for name, bad in check(out, names).items() if bad}
+    finally:
+        out.close()
+
+
+def test_seed_34_a_catch_up_backlog_that_outlasts_the_simulation_is_still_waiting():
+    # job00003 runs every 30 s, catchup: all, overlap: forbid, and its runs take about a
+    # minute: after a 27-minute crash its backlog drains one run after another past the
+    # end, so an occurrence due an hour before the end rightly still runs or waits.
+    cfg = Config(days=0.1, jobs=20, seed=34, faults=frozenset({"crash"}))
+    assert not broken(cfg, ["one_terminal_state", "audit_agrees"])
+
+
+@pytest.mark.parametrize("seed", [34, 37])
+def test_seeds_34_37_a_scheduled_occurrence_that_waited_its_turn_behind_a_backfill_run_is_not_late(seed):
+    # every fault: on seed 34 job00018 (every 30 s, overlap: forbid) fell due at 11:06:30
+    # while only a backfill run of it was going; it waited its turn (docs/backfill.md, the
+    # schedule comes first) and started the instant that run ended, 21 s after its time.
+    # On seed 37 job00015's waited behind a backfill run and an older occurrence.
+    cfg = Config(days=0.1, jobs=20, seed=seed, faults=frozenset(FAULTS))
+    assert not broken(cfg, ["fire_lag_bounded", "schedule_first"])
+
+
+def test_seed_24_every_fault():
+    # job00011 (hourly, blackout: defer, catchup: none) fell due at 23:00:40 inside a
+    # window; the window ended at 23:12 during an outage, chronod died at 23:13 and came
+    # back at 23:30: the occurrence was recorded skipped_outage, "fell due while chronod
+    # could not run it", though chronod was up when it fell due and the window held it.
+    # (And job00007's occurrences waited behind a backfill run: fire_lag_bounded, above.)
+    assert not broken(Config(days=0.1, jobs=20, seed=24, faults=frozenset(FAULTS)), ["one_terminal_state"])
+
+
+HELD = {
+    "id": "held",
+    "owner": "ops",
+    "schedule": "0 * * * *",
+    "command": "true",
+    "idempotency_class": "idempotent",
+    "tolerance_s": 0,
+    "tolerance_reason": "exact times",
+    "blackout": "defer",
+}
+WINDOW = {"name": "swap", "reason": "CHG-2: disk swap", "cron": "50 0 * * *", "duration": "20m", "jobs": ["held"]}
+
+
+@pytest.mark.parametrize(
+    ("catchup", "window_s", "downtime", "state", "why"),
+    [
+        ("none", 86400, 600.0, "skipped_blackout", "deferred by a maintenance window; catchup: none"),
+        ("latest", 86400, 600.0, "succeeded", None),
+        ("all", 86400, 600.0, "succeeded", None),
+        ("latest", 1800, 3600.0, "skipped_blackout", "when the window ended, and catchup_window_s=1800 ran out"),
+    ],
+)
+def test_a_window_that_ends_while_chronod_is_down_releases_what_it_held(catchup, window_s, downtime, state, why):
+    """The 01:00 occurrence falls due inside a window (00:50 to 01:10) and is held; chronod
+    dies at 01:05 and the next one reads it back after the window ended. It fell due while
+    chronod was up: the window's release decides it, never the outage's catch-up."""
+    job = {**HELD, "catchup": catchup, "catchup_window_s": window_s}
+    start = datetime.fromisoformat("2025-06-02T00:00:00+00:00")
+    cfg = Config(days=0.1, jobs=1, seed=1, faults=frozenset(), job_docs=(job,), blackouts=(WINDOW,), start=start)
+    sim = Simulation(cfg)
+    sim.events = [Event(sim.t0 + 3900, "crash", {"calls": 0, "downtime": downtime})]
+    out = sim.run()
+    try:
+        row = next(r for r in out.store.runs("held") if r.scheduled_at.hour == 1)
+        assert (row.state, row.error and row.error[-len(why or "") :]) == (state, why or None)
+        assert not {name: bad for name, bad in check(out, ["one_terminal_state", "reason_truth"]).items() if bad}
+    finally:
+        out.close()
+
+
+def test_seed_28_a_backfill_of_a_job_a_restart_dropped_ends_cancelled():
+    # every fault: job00008's file broke at 22:32 (the daemon kept its last good version);
+    # an operator stored a backfill of it at 00:17, while chronod was down after a crash,
+    # and the next start, with no good version of the file, dropped the job: the backfill
+    # ended cancelled, "its job was removed from the registry", as docs/backfill.md says.
+    assert not broken(Config(days=0.1, jobs=20, seed=28, faults=frozenset(FAULTS)), ["backfill_completes"])
+
+
+def test_seed_33_a_restart_does_not_start_a_paused_jobs_backfill():
+    # every fault: job00017 was paused at 12:22 until after the end, and an operator stored
+    # a backfill of it at 12:29. The daemon that started at 12:30 after a crash started its
+    # first run at once: it drove the backfill before it had read the pauses. A paused
+    # job's backfill waits until it is resumed (docs/backfill.md), here past the end.
+    assert not broken(Config(days=0.1, jobs=20, seed=33, faults=frozenset(FAULTS)), ["backfill_completes"])
+
+
+def test_seed_57_an_adopted_backlog_run_that_waits_for_its_retry_holds_its_line():
+    # every fault: job00013 (every 30 s, catchup: all, overlap: forbid, two attempts)
+    # drained a backlog across a crash. The 01:17:30 occurrence's first attempt, started
+    # by the daemon that died and adopted by the next one, timed out at 02:36:08; the new
+    # daemon started the 01:18:00 occurrence at once and the retry 5 s later beside it:
+    # its line counted only the retries of the runs it had started itself.
+    assert not broken(Config(days=0.1, jobs=20, seed=57, faults=frozenset(FAULTS)), ["catchup_all_in_order"])
+
+
+def test_seed_52_a_backfill_whose_run_outlasts_the_simulation_is_still_running():
+    # every fault: job00017's backfill, stored 37 minutes before the end, started its
+    # second occurrence again at 03:39; that run (its runs take minutes) ended after the
+    # simulation did, so the backfill rightly had not ended.
+    assert not broken(Config(days=0.1, jobs=20, seed=52, faults=frozenset(FAULTS)), ["backfill_completes"])
