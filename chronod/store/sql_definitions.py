@@ -102,6 +102,29 @@ class DefinitionsSql(SqlPart):
             out.setdefault(r.job_id, []).append((r.known_from, r.known_until))
         return out
 
+    def registry_files(self, node: str) -> dict[str, tuple[str, bytes]]:
+        f = s.registry_files.c
+        with self._tx(write=False) as c:
+            rows = c.execute(sa.select(f.path, f.file_key, f.result).where(f.node == node)).all()
+        return {r.path: (r.file_key, bytes(r.result)) for r in rows}
+
+    def set_registry_files(self, node: str, files: Mapping[str, tuple[str, bytes] | None]) -> None:
+        if not files:
+            return
+        f = s.registry_files.c
+        with self._tx() as c:
+            now = self._now() if self.dialect == "sqlite" else c.execute(sa.select(func.now())).scalar_one()
+            paths = sorted(files)
+            for chunk in chunks(paths, 500):
+                c.execute(s.registry_files.delete().where(f.node == node, f.path.in_(chunk)))
+            rows = [
+                {"node": node, "path": p, "file_key": v[0], "result": v[1], "updated_at": now}
+                for p in paths
+                if (v := files[p]) is not None
+            ]
+            if rows:
+                c.execute(s.registry_files.insert(), rows)
+
     def _job(self, row: sa.RowMapping, known: Mapping[str, JobSpec] | None = None) -> JobRow:
         spec = known.get(row["job_id"]) if known else None
         if spec is None or spec.spec_hash() != row["spec_hash"]:

@@ -814,6 +814,27 @@ def test_registry_errors_are_replaced_per_node(store):
     assert only["at"].tzinfo == timezone.utc
 
 
+def test_registry_files_are_kept_per_node_and_replaced_or_forgotten_per_path(store):
+    """A node's validated job files (key and result, opaque bytes) outlive the process: a
+    restart reads them back exactly, per node; None forgets a path, others stay."""
+    assert store.registry_files("a") == {}
+    blob = bytes(range(256)) * 40  # any bytes, NUL included
+    store.set_registry_files(
+        "a", {"/etc/chrono/jobs.d/x.yaml": ("k1", blob), "/etc/chrono/jobs.d/y.yaml": ("k2", b"y")}
+    )
+    store.set_registry_files("b", {"/etc/chrono/jobs.d/x.yaml": ("other", b"b")})
+    store.set_registry_files("a", {"/etc/chrono/jobs.d/x.yaml": ("k3", b"new"), "/etc/chrono/jobs.d/y.yaml": None})
+    assert store.registry_files("a") == {"/etc/chrono/jobs.d/x.yaml": ("k3", b"new")}
+    assert store.registry_files("b") == {"/etc/chrono/jobs.d/x.yaml": ("other", b"b")}
+    store.set_registry_files("a", {"/etc/chrono/jobs.d/z.yaml": ("k4", blob)})
+    assert store.registry_files("a") == {
+        "/etc/chrono/jobs.d/x.yaml": ("k3", b"new"),
+        "/etc/chrono/jobs.d/z.yaml": ("k4", blob),
+    }
+    store.set_registry_files("a", {})  # nothing to write: nothing changes
+    assert set(store.registry_files("a")) == {"/etc/chrono/jobs.d/x.yaml", "/etc/chrono/jobs.d/z.yaml"}
+
+
 def test_metrics_count_runs_by_state(store):
     store.sync_jobs("n1", [spec("backup")])
     store.insert_runs([run(1), run(2), run(3, state="skipped_outage")])
