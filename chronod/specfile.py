@@ -454,11 +454,12 @@ def encode_result(fres: FileResult) -> bytes:
     neither validates nor hashes an unchanged file's jobs again."""
     specs = []
     for spec in fres.specs:
-        row = {k: v for k, v in spec.to_json_dict().items() if k in _REQUIRED or v != _BLANK[k]}
+        d, digest = spec.json_and_hash()  # the hash the definitions' sync needs next: computed once
+        row = {k: v for k, v in d.items() if k in _REQUIRED or v != _BLANK[k]}
         row["env"] = [list(kv) for kv in spec.env]  # in the file's order (the JSON form sorts)
         if row.get("source_file") == fres.path:
             del row["source_file"]
-        row["#"] = spec.spec_hash()
+        row["#"] = digest
         specs.append(row)
     doc = {
         "specs": specs,
