@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy import func
@@ -14,6 +14,14 @@ from chronod.core.model import JobSpec
 from chronod.store import schema as s
 from chronod.store.api import JobRow
 from chronod.store.sqldb import BATCH, SqlPart, bound, chunks
+
+
+class _Stored(NamedTuple):
+    """What `sync_jobs` compares of a stored definition (removed_at: None while registered)."""
+
+    spec_hash: str
+    node: str
+    removed_at: object
 
 
 class DefinitionsSql(SqlPart):
@@ -26,7 +34,13 @@ class DefinitionsSql(SqlPart):
         # database's one write lock, and a reload of 100,000 unchanged jobs (which writes
         # nothing) must not hold it against the loop's claims while it reads them all.
         with self._tx(write=False) as c:
-            stored = {r.job_id: r for r in c.execute(sa.select(j.job_id, j.spec_hash, j.node, j.removed_at))}
+            # through the driver: only whether removed_at is NULL is read, so its value is
+            # neither converted nor mapped (100,000 rows at every start-up)
+            driver: Any = c.connection.driver_connection
+            rows = driver.execute("SELECT job_id, spec_hash, node, removed_at IS NULL FROM jobs").fetchall()
+            stored = {
+                job_id: _Stored(spec_hash, node, None if live else True) for job_id, spec_hash, node, live in rows
+            }
         if all(
             (old := stored.get(job_id)) is not None
             and old.removed_at is None
