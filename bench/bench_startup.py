@@ -16,7 +16,10 @@ and zones, none due while the benchmark runs) the benchmark
 Memory figures are stable from run to run; times depend on the load of the machine
 (run a big N once, and read its times with that in mind).
 
-    .venv/bin/python bench/bench_startup.py [--jobs 10000,100000] [--reloads 8] [--trace 10000]
+    .venv/bin/python bench/bench_startup.py [--jobs 10000,100000] [--reloads 8] [--restarts 2] [--trace 10000]
+
+4. (with --restarts K, default 2) stops the daemon and starts it K times again on the same
+   database and job files: a warm restart, which reuses the stored validated files.
 
 An `@every 1s` job runs beside them (tolerance 0: an occurrence started late is skipped):
 the table gives its largest lag (start minus fire time) during the reloads and over the
@@ -248,6 +251,43 @@ def bench_real(n: int, reloads: int, work: Path, settle_max_s: float = 300.0) ->
     return out
 
 
+def bench_restarts(n: int, restarts: int, work: Path) -> list[dict]:
+    """Start chronod again, `restarts` times, on the registry and database `bench_real`
+    left (its files unchanged): exec to READY=1, CPU and RSS of each warm start."""
+    reg, db = work / f"registry-{n}", work / f"chrono-{n}.sqlite"
+    out = []
+    for i in range(restarts):
+        sock = NotifySocket(work / f"notify-{n}-restart{i}.sock")
+        env = {k: v for k, v in os.environ.items() if k not in ("WATCHDOG_USEC", "WATCHDOG_PID")}
+        env["NOTIFY_SOCKET"] = str(sock.path)
+        with open(work / f"chronod-{n}-restart{i}.log", "w") as log:
+            t0 = time.monotonic()
+            proc = subprocess.Popen(
+                [CHRONOD, "--registry", str(reg), "--db", str(db)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                start_new_session=True,
+            )
+            try:
+                ready = sock.wait_for("READY=1", proc, 900) - t0
+                cpu = cpu_s(proc.pid)
+                time.sleep(1.0)
+                rss, hwm = mem_mb(proc.pid)
+                out.append({"ready_s": ready, "cpu_to_ready_s": cpu, "rss_ready_mb": rss, "hwm_ready_mb": hwm})
+                print(f"  restart {i + 1}: ready in {ready:.2f} s ({cpu:.2f} s CPU), RSS {rss:.1f} MB", flush=True)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                sock.close()
+    return out
+
+
 TRACE = r"""
 import gc, json, sys, tracemalloc
 tracemalloc.start(int(sys.argv[4]))
@@ -336,6 +376,17 @@ def report(res: dict) -> None:
             f"{r['hwm_mb']:8.1f} {rel[-1] if rel else float('nan'):18.1f} {growth:+6.1f}% {med:18.2f}"
         )
         print(f"{'':>8} RSS after each reload: {', '.join(f'{v:.0f}' for v in rel)}")
+    restarted = [r for r in res["real"] if r.get("restarts")]
+    if restarted:
+        print("\n| jobs | cold start: ready s (CPU s), RSS MB | warm restarts: ready s (CPU s), RSS MB |")
+        print("| --- | --- | --- |")
+        for r in restarted:
+            warm = "; ".join(
+                f"{w['ready_s']:.2f} ({w['cpu_to_ready_s']:.2f}), {w['rss_ready_mb']:.0f}" for w in r["restarts"]
+            )
+            print(
+                f"| {r['jobs']:,} | {r['ready_s']:.2f} ({r['cpu_to_ready_s']:.2f}), {r['rss_ready_mb']:.0f} | {warm} |"
+            )
     for t in res.get("trace", []):
         print(f"\ntracemalloc, {t['jobs']} jobs", end="")
         if "error" in t:
@@ -380,6 +431,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", default="10000,100000", help="comma-separated job counts")
     ap.add_argument("--reloads", type=int, default=8, help="SIGHUPs after ready")
+    ap.add_argument("--restarts", type=int, default=2, help="warm restarts after the reloads (files unchanged)")
     ap.add_argument("--trace", default="", help="job counts to run again in-process under tracemalloc")
     ap.add_argument("--trace-reloads", type=int, default=2, help="reloads under tracemalloc (slow: minutes each)")
     ap.add_argument("--trace-frames", type=int, default=1, help="frames kept per allocation under tracemalloc")
@@ -401,6 +453,9 @@ def main() -> None:
         for n in [int(x) for x in args.jobs.split(",") if x]:
             print(f"{n} jobs: start-up and {args.reloads} reloads ...", flush=True)
             res["real"].append(bench_real(n, args.reloads, work, args.settle_max))
+            if args.restarts:
+                print(f"{n} jobs: {args.restarts} restarts, the job files unchanged ...", flush=True)
+                res["real"][-1]["restarts"] = bench_restarts(n, args.restarts, work)
             print("  " + json.dumps(res["real"][-1]), flush=True)
         for n in [int(x) for x in args.trace.split(",") if x]:
             print(f"{n} jobs under tracemalloc ...", flush=True)

@@ -18,14 +18,16 @@ import dataclasses
 import errno
 import grp
 import hashlib
+import json
 import os
 import pwd
 import re
 import stat
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
 import yaml
 from yaml.composer import ComposerError
@@ -345,6 +347,19 @@ def _skip(events: _Screened, event: Any) -> None:
 # --- files and the registry --------------------------------------------------------------
 
 
+class StoredFiles(Protocol):
+    """Where a `FileCache` keeps its results between runs of the daemon (the store's
+    `registry_files`, through `chronod.daemon.filestore`)."""
+
+    def load(self) -> dict[str, tuple[str, bytes]]:
+        """Every stored file: path -> (key, encoded result)."""
+        ...
+
+    def save(self, changes: dict[str, tuple[str, bytes] | None]) -> None:
+        """Store these results (None: forget the file)."""
+        ...
+
+
 class FileCache:
     """Each job file's digest and the result it gave, so that a reload reads an unchanged
     file's bytes but neither parses nor validates them again.
@@ -354,30 +369,68 @@ class FileCache:
     read, and the owner rule on every hit, so a cached file never escapes them. Results
     are kept for one day of `now` at most (DST warnings look ahead from `now`), and only
     for the files the last load saw.
+
+    With `stored`, the results outlive the process: a restart finds each unchanged file's
+    result there (its key names the bytes' digest, the day, the file checks' mode and the
+    validator: chrono's own validating code and the time zone data), decodes it instead of
+    validating the file, and the load writes back only what changed.
     """
 
-    def __init__(self) -> None:
-        self._results: dict[str, tuple[tuple[str, object, bool], FileResult]] = {}
+    def __init__(self, stored: StoredFiles | None = None) -> None:
+        self._results: dict[str, tuple[str, FileResult]] = {}
         self._seen: set[str] = set()
+        self._stored = stored
+        self._on_disk: dict[str, tuple[str, bytes]] | None = None  # read at the first load
+        self._changes: dict[str, tuple[str, bytes] | None] = {}
         self.hits = 0
         self.misses = 0
+        self.reused = 0  # hits found in the store, not in memory
 
-    def get(self, name: str, key: tuple[str, object, bool]) -> FileResult | None:
+    def get(self, name: str, key: str) -> FileResult | None:
         self._seen.add(name)
         found = self._results.get(name)
-        if found is None or found[0] != key:
-            self.misses += 1
-            return None
-        self.hits += 1
-        return _copy(found[1])
+        if found is not None and found[0] == key:
+            self.hits += 1
+            return _copy(found[1])
+        if self._stored is not None:
+            if self._on_disk is None:
+                self._on_disk = self._stored.load()
+            stored = self._on_disk.get(name)
+            if stored is not None and stored[0] == key:
+                try:
+                    fres = decode_result(name, stored[1])
+                except (ValueError, KeyError, TypeError, zlib.error):  # not ours to trust: validate
+                    fres = None
+                if fres is not None:
+                    self._results[name] = (key, fres)
+                    self.hits += 1
+                    self.reused += 1
+                    return _copy(fres)
+        self.misses += 1
+        return None
 
-    def put(self, name: str, key: tuple[str, object, bool], result: FileResult) -> None:
+    def put(self, name: str, key: str, result: FileResult) -> None:
         self._results[name] = (key, _copy(result))
+        if self._stored is not None:
+            self._changes[name] = (key, encode_result(result))
 
     def forget_unseen(self) -> None:
-        """Drop the files the last load did not see (removed or renamed)."""
+        """Drop the files the last load did not see (removed or renamed), then store what
+        this load validated (and forget the stored files it did not see)."""
         for name in self._results.keys() - self._seen:
             del self._results[name]
+        if self._stored is not None:
+            on_disk = self._on_disk if self._on_disk is not None else self._stored.load()
+            for name in on_disk.keys() - self._seen:
+                self._changes[name] = None
+            if self._changes:
+                self._stored.save(self._changes)
+            for name, value in self._changes.items():
+                if value is None:
+                    on_disk.pop(name, None)
+                else:
+                    on_disk[name] = value
+            self._on_disk, self._changes = on_disk, {}
         self._seen = set()
 
 
@@ -385,6 +438,123 @@ def _copy(fres: FileResult) -> FileResult:
     """A result the registry merge may change without touching the cached one; the specs
     themselves (frozen) are shared."""
     return FileResult(fres.path, fres.specs, dict(fres.resources), list(fres.problems), fres.digest, fres.blackouts)
+
+
+# --- a validated result, stored ------------------------------------------------------------
+
+_BLANK = JobSpec(id="", owner="", schedule="", command="", idempotency_class="").to_json_dict()
+_REQUIRED = ("id", "owner", "schedule", "command", "idempotency_class")
+_NESTED = frozenset({"retry", "run_on", "notify"})  # fields whose JSON form is not the field's value
+_WINDOW_FIELDS = tuple(f.name for f in dataclasses.fields(Window))
+
+
+def encode_result(fres: FileResult) -> bytes:
+    """A file's validated result as compressed JSON (`decode_result` reverses it): each
+    spec as its fields that differ from the defaults, with its spec hash, so that a restart
+    neither validates nor hashes an unchanged file's jobs again."""
+    specs = []
+    for spec in fres.specs:
+        d, digest = spec.json_and_hash()  # the hash the definitions' sync needs next: computed once
+        row = {k: v for k, v in d.items() if k in _REQUIRED or v != _BLANK[k]}
+        row["env"] = [list(kv) for kv in spec.env]  # in the file's order (the JSON form sorts)
+        if row.get("source_file") == fres.path:
+            del row["source_file"]
+        row["#"] = digest
+        specs.append(row)
+    doc = {
+        "specs": specs,
+        "resources": [[r.name, r.max_concurrency] for r in fres.resources.values()],
+        "problems": [[p.severity, p.file, p.line, p.job_id, p.path, p.message, p.hint] for p in fres.problems],
+        "blackouts": [
+            {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in dataclasses.asdict(w).items()}
+            for w in fres.blackouts
+        ],
+        "digest": fres.digest,
+    }
+    return zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 1)
+
+
+def decode_result(name: str, data: bytes) -> FileResult:
+    """The `FileResult` that `encode_result` stored for the file `name`."""
+    doc = json.loads(zlib.decompress(data))
+    specs = []
+    for row in doc["specs"]:
+        digest = row.pop("#")
+        env = tuple((str(k), str(v)) for k, v in row.pop("env"))
+        if row.keys() & _NESTED:  # the model's own reading of its JSON form
+            d = dict(_BLANK)
+            d["source_file"] = name
+            d.update(row)
+            spec = JobSpec.from_json_dict(d)
+            if env:
+                spec = dataclasses.replace(spec, env=env)
+        else:  # plain fields only (most jobs): straight to the constructor
+            row.setdefault("source_file", name)
+            if env:
+                row["env"] = env
+            if "tags" in row:
+                row["tags"] = tuple(row["tags"])
+            if isinstance(row["command"], list):
+                row["command"] = tuple(row["command"])
+            spec = JobSpec(**row)
+        spec.remember_hash(digest)
+        specs.append(spec)
+    blackouts = []
+    for w in doc["blackouts"]:
+        for k in ("start", "end"):
+            if w.get(k) is not None:
+                w[k] = datetime.fromisoformat(w[k])
+        for k in ("jobs", "tags", "resources"):
+            w[k] = tuple(w.get(k) or ())
+        blackouts.append(Window(**{k: v for k, v in w.items() if k in _WINDOW_FIELDS}))
+    return FileResult(
+        name,
+        tuple(specs),
+        {n: Resource(n, int(m)) for n, m in doc["resources"]},
+        [Problem(*p) for p in doc["problems"]],
+        doc["digest"],
+        tuple(blackouts),
+    )
+
+
+def file_key(digest: str, now: datetime, secure: bool) -> str:
+    """What a file's validated result depends on besides its name: its bytes, the day
+    (DST warnings look ahead from `now`), whether the file checks apply, and the validator."""
+    return f"{digest}|{now.date().isoformat()}|{int(secure)}|{validator_version()}"
+
+
+_VALIDATOR: list[str] = []
+
+
+def validator_version() -> str:
+    """A digest of the code that validates job files (chrono's `core` package and this
+    module) and of the time zone data: a result stored by another chrono, or before a
+    tzdata update, is never reused."""
+    if not _VALIDATOR:
+        h = hashlib.sha256()
+        here = Path(__file__).resolve()
+        for p in [here, *sorted((here.parent / "core").glob("*.py"))]:
+            h.update(p.name.encode() + b"\0" + p.read_bytes())
+        h.update(_tzdata_version().encode())
+        _VALIDATOR.append(h.hexdigest()[:16])
+    return _VALIDATOR[0]
+
+
+def _tzdata_version() -> str:
+    import zoneinfo
+
+    for base in zoneinfo.TZPATH:
+        try:
+            with open(os.path.join(base, "tzdata.zi"), "rb") as f:
+                return f.readline().decode(errors="replace").strip()
+        except OSError:
+            continue
+    try:
+        from importlib.metadata import version
+
+        return "tzdata " + version("tzdata")
+    except Exception:  # no time zone data package either: the zones come from elsewhere
+        return ""
 
 
 def load_file(
@@ -398,7 +568,7 @@ def load_file(
     except _Refused as r:
         return FileResult(name, problems=[Problem(ERROR, name, r.line, None, "", r.message, r.hint)])
     digest = hashlib.sha256(data).hexdigest()
-    key = (digest, now.date(), secure)
+    key = file_key(digest, now, secure)
     fres = cache.get(name, key) if cache is not None else None
     if fres is None:
         fres = _validate(data, name, digest, now)

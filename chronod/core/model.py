@@ -150,15 +150,21 @@ class JobSpec(_HashMemo):
         Computed once per spec object."""
         memo: str | None = getattr(self, "_memo_hash", None)
         if memo is None:
+            memo = self.json_and_hash()[1]
+        return memo
+
+    def json_and_hash(self) -> tuple[dict[str, Any], str]:
+        """`to_json_dict()` and `spec_hash()` from one walk of the spec (the hash is kept)."""
+        d = self.to_json_dict()
+        memo: str | None = getattr(self, "_memo_hash", None)
+        if memo is None:
             import hashlib
             import json
 
-            d = self.to_json_dict()
-            d.pop("source_file", None)
-            d.pop("source_line", None)
-            memo = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+            rest = {k: v for k, v in d.items() if k != "source_file" and k != "source_line"}
+            memo = hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:16]
             object.__setattr__(self, "_memo_hash", memo)
-        return memo
+        return d, memo
 
     def remember_hash(self, digest: str) -> None:
         """Keep a `spec_hash()` computed elsewhere from the same JSON (chronod.store.sql)."""

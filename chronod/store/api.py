@@ -255,6 +255,15 @@ class Definitions(Protocol):
     def get_job(self, job_id: str) -> JobRow | None:
         """One job, removed or not; None if never registered."""
 
+    def registry_files(self, node: str) -> dict[str, tuple[str, bytes]]:
+        """The validated job files `node` stored: path -> (file key, result), as given to
+        `set_registry_files` (the store keeps both opaque)."""
+        ...
+
+    def set_registry_files(self, node: str, files: Mapping[str, tuple[str, bytes] | None]) -> None:
+        """Store `node`'s validated job files: path -> (file key, result) replaces what was
+        stored for that path, path -> None forgets it. Other nodes' files are untouched."""
+
 
 class Occurrences(Protocol):
     """The run ledger's occurrences: stored, claimed for a node (fenced), settled, held, revived."""

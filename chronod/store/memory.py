@@ -246,6 +246,7 @@ class _Tables:
     requests: list[_Request] = field(default_factory=list)
     job_state: dict[str, str] = field(default_factory=dict)
     registry_errors: list[dict[str, Any]] = field(default_factory=list)
+    registry_files: dict[str, dict[str, tuple[str, bytes]]] = field(default_factory=dict)  # node -> path -> ...
     notify_state: dict[str, str] = field(default_factory=dict)
     notices: dict[int, _Notice] = field(default_factory=dict)
     dedupe: dict[str, int] = field(default_factory=dict)
@@ -544,6 +545,19 @@ class MemoryStore:
                 for j, r in sorted(self._t.jobs.items())
                 if include_removed or r.removed_at is None
             ]
+
+    def registry_files(self, node: str) -> dict[str, tuple[str, bytes]]:
+        with self._lock:
+            return dict(self._t.registry_files.get(node, {}))
+
+    def set_registry_files(self, node: str, files: Mapping[str, tuple[str, bytes] | None]) -> None:
+        with self._lock:
+            mine = self._t.registry_files.setdefault(node, {})
+            for path, value in files.items():
+                if value is None:
+                    mine.pop(path, None)
+                else:
+                    mine[path] = (str(value[0]), bytes(value[1]))
 
     def get_job(self, job_id: str) -> JobRow | None:
         with self._lock:

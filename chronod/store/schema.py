@@ -21,6 +21,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Sequence,
     Table,
@@ -30,10 +31,10 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
-HEAD_REVISION = "0009"
+HEAD_REVISION = "0010"
 """The newest alembic revision this chrono knows (a test keeps it equal to alembic's head)."""
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010")
 """Every revision in order, oldest first: a database at one of these is older, not newer."""
 
 
@@ -280,4 +281,17 @@ backfills = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     Column("finished_at", UTCDateTime),
     Index("ix_backfills_state", "state"),
+)
+
+
+# --- 0010: each job file's validated result, so that a restart reuses what did not change ---
+
+registry_files = Table(
+    "registry_files",
+    metadata,
+    Column("node", Text, primary_key=True),
+    Column("path", Text, primary_key=True),
+    Column("file_key", Text, nullable=False),  # digest of the bytes, validator, day (chronod.daemon.filestore)
+    Column("result", LargeBinary, nullable=False),  # the validated result, compressed JSON
+    Column("updated_at", UTCDateTime, nullable=False),
 )

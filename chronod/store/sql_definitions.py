@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy import func
@@ -14,6 +14,14 @@ from chronod.core.model import JobSpec
 from chronod.store import schema as s
 from chronod.store.api import JobRow
 from chronod.store.sqldb import BATCH, SqlPart, bound, chunks
+
+
+class _Stored(NamedTuple):
+    """What `sync_jobs` compares of a stored definition (removed_at: None while registered)."""
+
+    spec_hash: str
+    node: str
+    removed_at: object
 
 
 class DefinitionsSql(SqlPart):
@@ -26,7 +34,13 @@ class DefinitionsSql(SqlPart):
         # database's one write lock, and a reload of 100,000 unchanged jobs (which writes
         # nothing) must not hold it against the loop's claims while it reads them all.
         with self._tx(write=False) as c:
-            stored = {r.job_id: r for r in c.execute(sa.select(j.job_id, j.spec_hash, j.node, j.removed_at))}
+            # through the driver: only whether removed_at is NULL is read, so its value is
+            # neither converted nor mapped (100,000 rows at every start-up)
+            driver: Any = c.connection.driver_connection
+            rows = driver.execute("SELECT job_id, spec_hash, node, removed_at IS NULL FROM jobs").fetchall()
+            stored = {
+                job_id: _Stored(spec_hash, node, None if live else True) for job_id, spec_hash, node, live in rows
+            }
         if all(
             (old := stored.get(job_id)) is not None
             and old.removed_at is None
@@ -101,6 +115,29 @@ class DefinitionsSql(SqlPart):
         for r in rows:
             out.setdefault(r.job_id, []).append((r.known_from, r.known_until))
         return out
+
+    def registry_files(self, node: str) -> dict[str, tuple[str, bytes]]:
+        f = s.registry_files.c
+        with self._tx(write=False) as c:
+            rows = c.execute(sa.select(f.path, f.file_key, f.result).where(f.node == node)).all()
+        return {r.path: (r.file_key, bytes(r.result)) for r in rows}
+
+    def set_registry_files(self, node: str, files: Mapping[str, tuple[str, bytes] | None]) -> None:
+        if not files:
+            return
+        f = s.registry_files.c
+        with self._tx() as c:
+            now = self._now() if self.dialect == "sqlite" else c.execute(sa.select(func.now())).scalar_one()
+            paths = sorted(files)
+            for chunk in chunks(paths, 500):
+                c.execute(s.registry_files.delete().where(f.node == node, f.path.in_(chunk)))
+            rows = [
+                {"node": node, "path": p, "file_key": v[0], "result": v[1], "updated_at": now}
+                for p in paths
+                if (v := files[p]) is not None
+            ]
+            if rows:
+                c.execute(s.registry_files.insert(), rows)
 
     def _job(self, row: sa.RowMapping, known: Mapping[str, JobSpec] | None = None) -> JobRow:
         spec = known.get(row["job_id"]) if known else None

@@ -5,6 +5,7 @@ settles are fenced (`SqlPart._lease_live`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from datetime import datetime
 from typing import Any, Iterable
@@ -75,12 +76,34 @@ class OccurrencesSql(SqlPart):
             if len(keys) > 500:
                 # there is no index on job_key: one pass over the waiting runs, filtered
                 # here, beats hundreds of IN (...) scans (24 s at 100,000 jobs)
-                return [run for run in self._select_runs(q) if run.job_key in keys]
+                return [run for run in self._all_waiting() if run.job_key in keys]
             out: list[Run] = []
             for chunk in chunks(sorted(keys), 500):
                 out += self._select_runs(q.where(r.job_key.in_(chunk)))
             return sorted(out, key=lambda x: (x.fire_at, x.run_id))
         return self._select_runs(q)
+
+    def _all_waiting(self) -> list[Run]:
+        """Every waiting run, in fire order, read through the driver's own cursor: at
+        start-up with 100,000 jobs, SQLAlchemy's per-row mapping and its time zone
+        conversion of seven datetimes a row cost seconds before READY."""
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE state IN (?, ?) ORDER BY fire_at, run_id"
+        with self._tx(write=False) as c:
+            driver: Any = c.connection.driver_connection
+            if self.dialect != "sqlite":
+                driver.execute("SET LOCAL TIME ZONE 'UTC'")  # aware UTC datetimes, this transaction only
+                rows = driver.execute(sql.replace("?", "%s"), tuple(str(w) for w in WAITING)).fetchall()
+                return [Run(*row) for row in rows]
+            rows = driver.execute(sql, tuple(str(w) for w in WAITING)).fetchall()
+        parse = datetime.fromisoformat
+        out = []
+        for row in rows:
+            v = list(row)
+            for i in _RUN_TIMES:
+                if v[i] is not None:
+                    v[i] = parse(v[i] + "+00:00")  # SQLite keeps naive UTC text (schema.UTCDateTime)
+            out.append(Run(*v))
+        return out
 
     def dispatch(self, run_id: str, node: str, token: int, next_run: Run | None) -> Run | None:
         with self._tx() as c:
@@ -329,3 +352,8 @@ class OccurrencesSql(SqlPart):
 def _group_key(resource: str) -> int:
     # pg_advisory_xact_lock takes a bigint; keep chrono's groups in their own range.
     return (0x63720000 << 32) | zlib.crc32(resource.encode())
+
+
+_RUN_FIELDS = tuple(f.name for f in dataclasses.fields(Run))
+_RUN_COLUMNS = ", ".join(f'"{f}"' for f in _RUN_FIELDS)  # "signal", "trigger": keywords somewhere
+_RUN_TIMES = tuple(i for i, f in enumerate(_RUN_FIELDS) if isinstance(s.runs.c[f].type, s.UTCDateTime))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import threading
@@ -812,6 +813,58 @@ def test_registry_errors_are_replaced_per_node(store):
     [only] = store.registry_errors()
     assert (only["node"], only["file"], only["line"], only["message"]) == ("b", "y.yaml", None, "worse")
     assert only["at"].tzinfo == timezone.utc
+
+
+def test_pending_of_many_job_keys_reads_every_field_as_a_few_keys_do(store):
+    """Past 500 keys the store reads every waiting run at once (the daemon's start-up):
+    the same runs, every field equal (aware UTC datetimes, None kept), in fire order."""
+    runs = [run(i, job=f"job{i:04d}") for i in range(600)]
+    retry = dataclasses.replace(
+        run(700, job="job0001"),
+        state="retry_wait",
+        attempts=2,
+        node="n1",
+        started_at=T0 + timedelta(seconds=1, microseconds=250),
+        finished_at=T0 + timedelta(seconds=9),
+        next_attempt_at=T0 + timedelta(hours=2),
+        exit_code=3,
+        error="boom",
+        trigger="manual",
+    )
+    store.insert_runs([*runs, retry, run(800, job="job0002", state="succeeded")])
+    keys = [f"job{i:04d}" for i in range(0, 600, 1)]
+    many = store.pending(keys)
+    few = sorted(
+        (r for chunk in (keys[n : n + 100] for n in range(0, 600, 100)) for r in store.pending(chunk)),
+        key=lambda r: (r.fire_at, r.run_id),
+    )
+    assert len(many) == 601 and [r.as_dict() for r in many] == [r.as_dict() for r in few]
+    got = next(r for r in many if r.run_id == retry.run_id)
+    for name in ("scheduled_at", "fire_at", "started_at", "finished_at", "next_attempt_at"):
+        assert getattr(got, name) == getattr(retry, name) and getattr(got, name).utcoffset() == timedelta(0)
+    assert (got.state, got.attempts, got.error, got.trigger, got.pid) == ("retry_wait", 2, "boom", "manual", None)
+    assert [r.run_id for r in many] == [r.run_id for r in sorted(many, key=lambda r: (r.fire_at, r.run_id))]
+
+
+def test_registry_files_are_kept_per_node_and_replaced_or_forgotten_per_path(store):
+    """A node's validated job files (key and result, opaque bytes) outlive the process: a
+    restart reads them back exactly, per node; None forgets a path, others stay."""
+    assert store.registry_files("a") == {}
+    blob = bytes(range(256)) * 40  # any bytes, NUL included
+    store.set_registry_files(
+        "a", {"/etc/chrono/jobs.d/x.yaml": ("k1", blob), "/etc/chrono/jobs.d/y.yaml": ("k2", b"y")}
+    )
+    store.set_registry_files("b", {"/etc/chrono/jobs.d/x.yaml": ("other", b"b")})
+    store.set_registry_files("a", {"/etc/chrono/jobs.d/x.yaml": ("k3", b"new"), "/etc/chrono/jobs.d/y.yaml": None})
+    assert store.registry_files("a") == {"/etc/chrono/jobs.d/x.yaml": ("k3", b"new")}
+    assert store.registry_files("b") == {"/etc/chrono/jobs.d/x.yaml": ("other", b"b")}
+    store.set_registry_files("a", {"/etc/chrono/jobs.d/z.yaml": ("k4", blob)})
+    assert store.registry_files("a") == {
+        "/etc/chrono/jobs.d/x.yaml": ("k3", b"new"),
+        "/etc/chrono/jobs.d/z.yaml": ("k4", blob),
+    }
+    store.set_registry_files("a", {})  # nothing to write: nothing changes
+    assert set(store.registry_files("a")) == {"/etc/chrono/jobs.d/x.yaml", "/etc/chrono/jobs.d/z.yaml"}
 
 
 def test_metrics_count_runs_by_state(store):
