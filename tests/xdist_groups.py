@@ -1,6 +1,6 @@
 """`xdist_group` marks that hold on every pytest the suite installs.
 
-The suite runs on several workers (`pytest -n 4 --dist loadgroup`, the README's command).
+The suite runs on several workers (`pytest -n 6 --dist loadgroup`, the README's command).
 Tests that share something of the host (dpkg, Debian's cron, system users) or a costly
 module fixture carry `@pytest.mark.xdist_group(NAME)`, and pytest-xdist sends each group to
 one worker, where its tests run one after another. xdist passes the group to its scheduler
