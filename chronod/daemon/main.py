@@ -171,7 +171,7 @@ def start(
     from chronod.core.clock import Clock
     from chronod.daemon import kernel
     from chronod.daemon.accounts import NoAccounts, ShadowAccounts
-    from chronod.daemon.filestore import StoredFiles
+    from chronod.daemon.filestore import StoredFiles, node_key
     from chronod.daemon.log import Log
     from chronod.daemon.loop import Daemon
     from chronod.daemon.metrics import AddressError, Metrics
@@ -213,7 +213,8 @@ def start(
         raise StartupError(str(e), EXIT_CONFIG) from None
     ttl = args.lease_ttl or (600.0 if store.dialect == "sqlite" else 15.0)
     metrics = Metrics()
-    files = FileCache(StoredFiles(store, node))  # a reload or a restart validates only the files that changed
+    # a reload or a restart validates only the files that changed
+    files = FileCache(StoredFiles(store, node, node_key(state_dir)))
     if args.metrics_addr:
         try:
             metrics.serve(args.metrics_addr)

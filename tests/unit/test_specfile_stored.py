@@ -20,6 +20,7 @@ from chronod.specfile import FileCache, decode_result, encode_result, load_file,
 from chronod.store.memory import MemoryStore
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+KEY = b"k" * 32  # the node's sealing key
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 RICH = """\
@@ -111,7 +112,7 @@ def store():
 
 def restart(store, directory: Path, *, now: datetime = NOW, secure: bool = False):
     """A new daemon process: an empty cache over the same store."""
-    cache = FileCache(StoredFiles(store, "n1"))
+    cache = FileCache(StoredFiles(store, "n1", KEY))
     return load_registry([directory], now=now, secure=secure, cache=cache), cache
 
 
@@ -237,7 +238,7 @@ def test_a_stored_result_that_does_not_decode_is_validated_again(tmp_path, store
 def test_a_reload_stores_only_the_files_that_changed(tmp_path, store, monkeypatch):
     write(tmp_path, "a.yaml", job("a"))
     path = write(tmp_path, "b.yaml", job("b"))
-    cache = FileCache(StoredFiles(store, "n1"))
+    cache = FileCache(StoredFiles(store, "n1", KEY))
     load_registry([tmp_path], now=NOW, secure=False, cache=cache)
     written: list[dict] = []
     real = store.set_registry_files
@@ -249,3 +250,31 @@ def test_a_reload_stores_only_the_files_that_changed(tmp_path, store, monkeypatc
     path.write_text(job("b", "0 5 * * *"))
     load_registry([tmp_path], now=NOW, secure=False, cache=cache)
     assert [list(w) for w in written] == [[str(path)]]
+
+
+def test_a_result_written_to_the_database_without_the_nodes_key_is_never_run(tmp_path, store):
+    """Who may write the database may pause and trigger, not change what runs: a result
+    forged into `registry_files` (the right file key, another command) is validated again."""
+    path = write(tmp_path, "a.yaml", job("a"))
+    restart(store, tmp_path)
+    [(file_key, _)] = store.registry_files("n1").values()
+    (tmp_path / "elsewhere").mkdir()
+    forged_file = write(tmp_path / "elsewhere", "a.yaml", job("a").replace("command: echo hi", "command: evil"))
+    forged = encode_result(load_file(forged_file, now=NOW, secure=False))
+    assert forged != store.registry_files("n1")[str(path)][1]
+    for sealed_by in (None, StoredFiles(MemoryStore(), "n1", b"x" * 32)):
+        blob = forged if sealed_by is None else sealed_by._seal(str(path), file_key, forged) + forged
+        store.set_registry_files("n1", {str(path): (file_key, blob)})
+        again, cache = restart(store, tmp_path)
+        assert (cache.reused, cache.misses) == (0, 1)
+        assert answers(again) == answers(cold(tmp_path))
+
+
+def test_the_node_key_is_made_once_private_and_kept(tmp_path):
+    from chronod.daemon.filestore import KEY_FILE, node_key
+
+    key = node_key(tmp_path)
+    assert len(key) == 32 and node_key(tmp_path) == key
+    assert (tmp_path / KEY_FILE).stat().st_mode & 0o777 == 0o600
+    (tmp_path / KEY_FILE).write_bytes(b"short")  # a crash while it was written
+    assert node_key(tmp_path) not in (key, b"short") and len(node_key(tmp_path)) == 32
