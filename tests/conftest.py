@@ -260,16 +260,26 @@ def drop_pg_database(admin_url: str, name: str) -> None:
         engine.dispose()
 
 
-def pg_connections(admin_url: str, name: str) -> int:
-    """How many sessions are connected to database `name` (leak check)."""
+def pg_connections(admin_url: str, name: str, settle_s: float = 5.0) -> int:
+    """How many sessions are connected to database `name` (leak check). A backend leaves
+    pg_stat_activity a moment after its client closed the connection (a CI run counted one
+    such), so the count is read again until it is 0 or `settle_s` has passed: a leaked
+    session stays."""
+    import time
+
     import sqlalchemy as sa
 
     engine = _admin_engine(admin_url)
+    deadline = time.monotonic() + settle_s
     try:
         with engine.connect() as conn:
-            return conn.execute(
-                sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :d"), {"d": name}
-            ).scalar_one()
+            while True:
+                n = conn.execute(
+                    sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :d"), {"d": name}
+                ).scalar_one()
+                if n == 0 or time.monotonic() >= deadline:
+                    return n
+                time.sleep(0.05)
     finally:
         engine.dispose()
 
