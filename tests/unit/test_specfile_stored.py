@@ -18,6 +18,7 @@ from chronod import specfile
 from chronod.daemon.filestore import StoredFiles
 from chronod.specfile import FileCache, decode_result, encode_result, load_file, load_registry
 from chronod.store.memory import MemoryStore
+from tests.unit.test_specfile_cache import count_validations
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 KEY = b"k" * 32  # the node's sealing key
@@ -91,18 +92,6 @@ def answers(result) -> tuple:
         [p.format() for p in result.problems],
         {p: (f.specs, f.resources, f.blackouts, f.problems, f.digest, f.delegated) for p, f in result.files.items()},
     )
-
-
-def count_validations(monkeypatch) -> list[str]:
-    seen: list[str] = []
-    real = specfile.validate_document
-
-    def counting(doc, *, now):
-        seen.append(os.path.basename(doc.file))
-        return real(doc, now=now)
-
-    monkeypatch.setattr(specfile, "validate_document", counting)
-    return seen
 
 
 @pytest.fixture
