@@ -80,7 +80,7 @@ def test_a_launcher_stuck_in_the_middle_of_a_start_is_killed_by_the_new_daemon(t
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         killed = fence.take_over(str(state), 2, wait_s=0.5)
         assert killed == [holder.pid]
-        assert holder.wait(5) == -signal.SIGKILL
+        assert holder.wait(30) == -signal.SIGKILL
         assert fence.current(str(state)) == 2
         fd = os.open(state / "generation", os.O_RDONLY)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # nobody holds it any more
@@ -147,7 +147,7 @@ def test_a_launcher_killed_in_the_middle_of_a_start_holds_the_new_daemon_until_i
     try:
         wait_until(lambda: (marks / "forked").exists(), timeout=60, what="the job's child to be forked")
         mid.kill()  # as take_over kills a launcher stuck in a start
-        mid.wait(5)
+        mid.wait(30)
         fence.take_over(str(state), 2, wait_s=0.1)
         assert (marks / "exec").exists(), "the new daemon took over before the started job had exec'd"
     finally:

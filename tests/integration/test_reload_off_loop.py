@@ -6,7 +6,7 @@ loop, not in it: while it takes its time an `@every 1s` job keeps firing on the 
 In-process and on a fake clock, so that a reload of any length costs this test nothing: the
 real `Daemon` on the real SQLite store and the real `ThreadReloads`, with the simulated
 runner. The registry loader of the reload blocks until the test releases it. Had the loop
-run the reload itself, the loader would see the loop stalled and let twelve seconds pass
+run the reload itself, the loader would stand for the stall and let twelve seconds pass
 unseen, and the occurrences of those seconds would be late beyond their tolerance (0)
 and skipped.
 
@@ -58,9 +58,14 @@ def test_a_slow_reload_skips_no_occurrence_of_an_every_second_job(tmp_path):
 
     def load():
         if slow.is_set():
-            on_loop_thread.append(threading.current_thread() is threading.main_thread())
-            if not released.wait(2.0):
-                clock.advance(STALL_S)  # nobody released it: the loop itself waited here
+            on_loop = threading.current_thread() is threading.main_thread()
+            on_loop_thread.append(on_loop)
+            if on_loop:
+                clock.advance(STALL_S)  # the loop itself would wait here: time passes unseen
+            elif not released.wait(120):
+                raise AssertionError("the test never released the reload")
+            # (a real-time wait decided this before: on a loaded host the loop's 24 steps
+            # outlasted it, and the test stalled its own clock)
         return load_registry([reg], now=clock.now(), secure=False)
 
     runner, waker = SimRunner(world, "a", str(tmp_path)), SteppedWaker()
@@ -80,7 +85,7 @@ def test_a_slow_reload_skips_no_occurrence_of_an_every_second_job(tmp_path):
     for _ in range(2 * STALL_S):
         step()  # the reload is still being prepared: the loop fires on
     released.set()
-    waker.poked.wait(10)  # the reload finished (at once when it ran in the loop)
+    waker.poked.wait(60)  # the reload finished (at once when it ran in the loop)
     for _ in range(6):
         step()
     end = clock.now()
@@ -167,7 +172,7 @@ def test_a_job_removed_while_the_loop_fires_it_leaves_no_pending_occurrence(tmp_
         real_sync(node, specs)
         if threading.current_thread() is not threading.main_thread():
             stored.set()  # the definitions are stored: the loop fires on before the swap
-            release.wait(10)
+            release.wait(60)
 
     store.sync_jobs = sync_then_wait  # type: ignore[method-assign]
     runner, waker = SimRunner(world, "a", str(tmp_path)), SteppedWaker()
@@ -183,11 +188,11 @@ def test_a_job_removed_while_the_loop_fires_it_leaves_no_pending_occurrence(tmp_
         step()
     (reg / "tick.yaml").unlink()
     step(reload=True)
-    assert stored.wait(10), "the reload's preparation did not store the definitions"
+    assert stored.wait(60), "the reload's preparation did not store the definitions"
     for _ in range(4):
         step()  # the loop still carries tick: it fires and stores the next occurrence
     release.set()
-    waker.poked.wait(10)
+    waker.poked.wait(60)
     for _ in range(4):
         step()
     assert "tick" not in d.jobs
