@@ -256,7 +256,9 @@ def create_pg_database(admin_url: str, name: str, template: str | None = None) -
     engine = _admin_engine(admin_url)
     try:
         with engine.connect() as conn:
-            clause = f' TEMPLATE "{template}" STRATEGY FILE_COPY' if template else ""
+            # WAL_LOG (PostgreSQL 15's default) copies the template through the WAL; FILE_COPY
+            # forces a checkpoint per database, 2 s of a test's time on a busy host
+            clause = f' TEMPLATE "{template}" STRATEGY WAL_LOG' if template else ""
             conn.execute(sa.text(f'CREATE DATABASE "{name}"{clause}'))
     finally:
         engine.dispose()
