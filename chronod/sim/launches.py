@@ -3,8 +3,9 @@ database and nodes can coordinate when starting a job costs nothing.
 
 `SimulatedLaunches` is a `chronod.daemon.seams.Runner` that forks and executes nothing:
 each attempt "runs" for `duration_s` and exits 0. Everything around the launch is the real
-daemon's: the claim, the attempt row, the process ids stored, the ending recorded, the
-notifier's round. The handle's descriptor is a timerfd that becomes readable when the
+daemon's: the claim, the attempt row, the ending recorded, the notifier's round. As with
+the launcher for many runs (chronod's default), the handle names the supervisor's pid but
+not the job's, so no process ids are stored at the start. The handle's descriptor is a timerfd that becomes readable when the
 attempt "ends", as a pidfd or a launcher's end pipe does for a real one, so the loop sleeps
 and wakes exactly as it does with real children.
 
@@ -27,8 +28,8 @@ from chronod.core.clock import Clock
 from chronod.core.model import RunState
 from chronod.runner.api import Handle, LaunchRequest, Outcome
 
-# Above the largest pid_max Linux allows (2**22): a stored "pid" of a simulated attempt can
-# never name a real process, so nothing that reads it back can signal one.
+# Above the largest pid_max Linux allows (2**22): a "supervisor pid" of a simulated attempt
+# can never name a real process, so nothing that reads it back can signal one.
 FIRST_PID = 2**22 + 1
 
 _CLOCK_MONOTONIC = 1
@@ -101,7 +102,7 @@ class SimulatedLaunches:
         if key in self._attempts:
             raise ValueError(f"run {req.run_id} attempt {req.attempt} is already running under this runner")
         pid, self._next_pid = self._next_pid, self._next_pid + 1
-        handle = Handle(req.run_id, req.attempt, pid, pid, self._clock.now(), _timer(self.duration_s))
+        handle = Handle(req.run_id, req.attempt, pid, None, self._clock.now(), _timer(self.duration_s))
         self._attempts[key] = _Attempt(handle)
         return handle
 
