@@ -10,7 +10,7 @@ Each node may be given a start limit (`--max-starts N`, passed to chronod); the 
 the end is the curve owed/s -> started/s and fire lag, with the load average of the machine
 before and after each point.
 
-With `--simulate-launches` the nodes are `bench/chronod_simulated.py`: the real daemon,
+With `--launches simulated` the nodes are `bench/chronod_simulated.py`: the real daemon,
 whose runs start no process and "exit" 0 after 0.1 s (the claim, the attempt row, the
 ending and the notifier unchanged), so the figures are what the database and the nodes
 can coordinate. `--launches real,simulated` runs each job count both ways, one after the
@@ -74,6 +74,16 @@ def registry(path: Path, n: int) -> None:
         p = path / f"jobs{f // per_file:03d}.yaml"
         p.write_text("\n".join(lines) + "\n")
         os.chmod(p, 0o644)
+
+
+def cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of process `pid` so far (its own, not its children's)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def loadavg() -> str:
@@ -229,6 +239,7 @@ def run_one(
         t0 = time.time() + 12  # let every job reach its steady schedule
         time.sleep(12)
         engine = sa.create_engine(db, poolclass=NullPool)
+        cpu_before = [cpu_s(p.pid) for p in procs]
         with engine.connect() as c:
             before = counters(c, name, no_statements is None)
         spy = profile(procs[0].pid, seconds, profile_to / f"n0-{n}.txt") if profile_to else None
@@ -239,14 +250,7 @@ def run_one(
         with engine.connect() as c:
             after = counters(c, name, no_statements is None)
         engine.dispose()
-        cpu = []
-        for p in procs:
-            try:
-                with open(f"/proc/{p.pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                cpu.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
-            except OSError:
-                cpu.append(None)
+        cpu = [cpu_s(p.pid) for p in procs]
         engine = sa.create_engine(db, poolclass=NullPool)
         with engine.connect() as c:
             q = (
@@ -307,6 +311,9 @@ def run_one(
             "states": states,
             "runs_with_2+_attempts": twice,
             "node_cpu_s": cpu,
+            "node_cpu_window_s": [
+                round(b - a, 2) if a is not None and b is not None else None for a, b in zip(cpu_before, cpu)
+            ],
             "sigterm_exit_s": stop_s,
             "database": database,
             "pg_stat_statements": "read" if no_statements is None else f"not available: {no_statements}",

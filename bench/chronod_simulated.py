@@ -2,7 +2,7 @@
 
 Every attempt "runs" for `CHRONO_BENCH_RUN_S` seconds (0.1 by default) and exits 0; the
 claim, the attempt row, the process ids, the ending and the notifier are the daemon's own
-(`chronod.sim.launches`). `bench_fleet.py --simulate-launches` starts its nodes with this
+(`chronod.sim.launches`). `bench_fleet.py --launches simulated` starts its nodes with this
 program to measure what the database and the nodes can coordinate, without the cost of
 forking the jobs. It takes chronod's options. It is not installed with chrono: a daemon
 that recorded runs that never ran as succeeded must not be one option away in production.
