@@ -17,7 +17,10 @@ if TYPE_CHECKING:
     from chronod.daemon.metrics import Metrics
     from chronod.daemon.pruner import Pruner
     from chronod.notify.service import NotifyService
+    from chronod.daemon.seams import Runner
     from chronod.store.api import Store
+
+    MakeRunner = Callable[[Path], Runner]  # the runner over a state directory
 
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
@@ -113,17 +116,21 @@ def check_registry(path: Path) -> None:
         ) from None
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, make_runner: MakeRunner | None = None) -> int:
     """Start chronod in the foreground; returns the process exit status. Every reason not
-    to start is one `chronod: error:` line and an exit status documented in chronod(8)."""
+    to start is one `chronod: error:` line and an exit status documented in chronod(8).
+
+    `make_runner` replaces the runner that starts jobs; only a program that builds the
+    daemon itself passes one (the fleet benchmark's launches without processes). The
+    `chronod` command never does, and no option or variable of it reaches this."""
     args = parse_args(argv)
     try:
-        return serve(args)
+        return serve(args, make_runner)
     except StartupError as e:
         return fail(str(e), e.code)
 
 
-def serve(args: argparse.Namespace) -> int:
+def serve(args: argparse.Namespace, make_runner: MakeRunner | None = None) -> int:
     registry = args.registry or [paths.default_registry()]
     db = args.db or paths.default_db()
     node = args.node or paths.default_node()
@@ -137,7 +144,7 @@ def serve(args: argparse.Namespace) -> int:
         except AddressError as e:
             raise StartupError(str(e), EXIT_CONFIG) from None
     try:
-        daemon, services = start(args, registry, db, node)
+        daemon, services = start(args, registry, db, node, make_runner)
     except (StartupError, KeyboardInterrupt):
         raise
     except Exception as e:  # the boundary: anything else at start-up is a bug, said in one line
@@ -163,7 +170,7 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def start(
-    args: argparse.Namespace, registry: list[Path], db: str, node: str
+    args: argparse.Namespace, registry: list[Path], db: str, node: str, make_runner: MakeRunner | None = None
 ) -> tuple[Daemon, tuple[NotifyService, Pruner]]:
     """Open the store, listen for metrics, build the daemon and run its start-up (lease,
     first load, adoption, READY=1). Returns the daemon and its background services (the
@@ -231,7 +238,7 @@ def start(
     daemon = Daemon(
         clock=clock,
         store=store,
-        runner=Runner(state_dir, zygote=True, many=True),
+        runner=make_runner(state_dir) if make_runner else Runner(state_dir, zygote=True, many=True),
         load_registry=lambda: load_registry(registry, now=clock.now(), secure=secure, cache=files),
         node=node,
         metrics=metrics,

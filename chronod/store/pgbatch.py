@@ -1,5 +1,8 @@
 """PostgreSQL: the per-run writes of a batch of runs in one statement, from arrays.
 
+Claims too: the claim's UPDATE of the run rows and the INSERT of their attempt rows go as
+one statement (`claim`), so a chunk of claims is one round trip whatever its size.
+
 A node that starts or ends a hundred runs a second wrote each one as two UPDATEs (the run,
 its attempt row), one round trip each; on a loaded host every round trip waits its turn
 for the database process, and recording endings became most of the loop's time. Here the
@@ -18,11 +21,13 @@ definition of a live lease for every fenced write.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, RowMapping
 
+from chronod.core.model import RunState
+from chronod.store import schema as s
 from chronod.store.api import Ending
 
 TOKEN = "token"  # the bind parameter the fencing predicate passed in compares the token with
@@ -40,6 +45,34 @@ def _held_live(c: Connection, live: sa.ColumnElement[bool]) -> str:
     if f"%({TOKEN})s" not in text:
         raise ValueError(f"the fencing predicate does not compare with the {TOKEN!r} parameter: {text}")
     return f"runs.token = %({TOKEN})s AND {text}"
+
+
+ATTEMPT_COLUMNS = ("run_id", "attempt", "node", "token", "state", "started_at")  # what a claim writes
+
+
+def attempt_row(run: RowMapping) -> dict[str, Any]:
+    """The attempt row a claim writes for a run row it claimed (as RETURNING gave it)."""
+    return dict(
+        run_id=run["run_id"],
+        attempt=run["attempts"],
+        node=run["node"],
+        token=run["token"],
+        state=RunState.RUNNING,
+        started_at=run["started_at"],
+    )
+
+
+def claim(c: Connection, update: sa.Update) -> Sequence[RowMapping]:
+    """Run a claim (`update`: the run rows made running, built and fenced by the caller,
+    `OccurrencesSql._claim`) and insert the attempt row of every run it claimed, in one
+    statement (a data-modifying WITH); returns the claimed run rows. A run the update
+    does not claim (held by another node, no longer waiting, a stale token) gets no
+    attempt row: the INSERT reads only what the UPDATE returned."""
+    done = update.returning(*s.runs.c).cte("claimed")
+    att = done.c
+    rows = sa.select(att.run_id, att.attempts, att.node, att.token, sa.literal(str(RunState.RUNNING)), att.started_at)
+    inserted = s.attempts.insert().from_select(list(ATTEMPT_COLUMNS), rows).cte("claimed_attempts")
+    return c.execute(sa.select(done).add_cte(inserted)).mappings().all()
 
 
 def set_processes(

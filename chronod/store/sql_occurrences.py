@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from chronod.core.model import RunState
+from chronod.store import pgbatch
 from chronod.store import schema as s
 from chronod.store.api import Run
 from chronod.store.sqldb import BATCH, WAITING, SqlPart, aware, chunks, fenced_node, terminal
@@ -164,49 +165,36 @@ class OccurrencesSql(SqlPart):
         r = s.runs.c
         free = sa.select(r.run_id).where(r.run_id.in_(run_ids), r.state.in_(WAITING)).with_for_update(skip_locked=True)
         now = self._ts()
-        rows = (
-            c.execute(
-                s.runs.update()
-                .where(r.run_id.in_(free.scalar_subquery()), self._lease_live(token, node))
-                .values(
-                    state=RunState.RUNNING,
-                    attempts=attempts if attempts is not None else r.attempts + 1,
-                    node=node,
-                    token=token,
-                    started_at=sa.literal(started_at, s.UTCDateTime()) if started_at else now,
-                    finished_at=None,
-                    pid=None,
-                    supervisor_pid=None,
-                    exit_code=None,
-                    signal=None,
-                    output_tail=None,
-                    output_bytes=0,
-                    error=None,
-                    next_attempt_at=None,
-                    updated_at=now,
-                )
-                .returning(*s.runs.c)
+        update = (
+            s.runs.update()
+            .where(r.run_id.in_(free.scalar_subquery()), self._lease_live(token, node))
+            .values(
+                state=RunState.RUNNING,
+                attempts=attempts if attempts is not None else r.attempts + 1,
+                node=node,
+                token=token,
+                started_at=sa.literal(started_at, s.UTCDateTime()) if started_at else now,
+                finished_at=None,
+                pid=None,
+                supervisor_pid=None,
+                exit_code=None,
+                signal=None,
+                output_tail=None,
+                output_bytes=0,
+                error=None,
+                next_attempt_at=None,
+                updated_at=now,
             )
-            .mappings()
-            .all()
         )
+        if self.dialect == "postgresql":
+            rows = pgbatch.claim(c, update)  # the runs and their attempt rows in one statement
+        else:
+            rows = c.execute(update.returning(*s.runs.c)).mappings().all()
+            if rows:
+                c.execute(s.attempts.insert(), [pgbatch.attempt_row(row) for row in rows])
         if not rows:
             self._rejected(c, token)
             return []
-        c.execute(
-            s.attempts.insert(),
-            [
-                dict(
-                    run_id=row["run_id"],
-                    attempt=row["attempts"],
-                    node=node,
-                    token=token,
-                    state=RunState.RUNNING,
-                    started_at=row["started_at"],
-                )
-                for row in rows
-            ],
-        )
         return [Run(**row) for row in rows]
 
     def dispatch_in_group(

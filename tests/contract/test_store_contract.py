@@ -220,6 +220,44 @@ def test_one_wakeup_stores_settles_and_claims_in_one_call_and_a_stale_token_chan
     assert store.stale_rejections >= 1
 
 
+def test_a_chunk_of_claims_writes_one_attempt_row_per_claimed_run_and_none_for_the_others(store):
+    token = acquire(store)
+    store.insert_runs([run(i) for i in range(1, 5)])
+    [running] = [store.dispatch("backup-000002", "n1", token, None)]  # no longer waiting
+    claimed = store.commit_wakeup([], [], ["backup-000001", "backup-000002", "backup-000004", "nope"], "n1", token)
+    assert sorted(c.run_id for c in claimed) == ["backup-000001", "backup-000004"]
+    for c in claimed:
+        [a] = store.attempts(c.run_id)
+        assert (a.attempt, a.node, a.token, a.state, a.started_at) == (1, "n1", token, "running", c.started_at)
+    [a] = store.attempts("backup-000002")
+    assert (a.attempt, a.started_at) == (1, running.started_at)
+    expire_lease(store, "n1")
+    assert store.commit_wakeup([], [], ["backup-000003"], "n1", token) == []
+    assert store.attempts("backup-000003") == []
+    assert store.get_run("backup-000003").state == "pending"
+
+
+def test_a_chunk_of_claims_is_one_statement_on_postgresql(store):
+    sql_only(store, "statements sent to a database")
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite has no round trips to save: the claim and its attempt rows stay two statements")
+    token = acquire(store)
+    store.insert_runs([run(i) for i in range(1, 51)])
+    sent: list[str] = []
+
+    def note(conn, cursor, statement, *args):
+        sent.append(statement)
+
+    sa.event.listen(store.engine, "before_cursor_execute", note)
+    try:
+        claimed = store.commit_wakeup([], [], [f"backup-{i:06d}" for i in range(1, 51)], "n1", token)
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", note)
+    assert len(claimed) == 50
+    assert len(sent) == 1, sent
+    assert all(len(store.attempts(c.run_id)) == 1 for c in claimed)
+
+
 def test_run_states_answer_for_the_ids_that_have_a_row_and_live_nodes_lists_unexpired_leases(store):
     token = acquire(store, "n1")
     store.insert_runs([run(1), run(2)])
