@@ -224,18 +224,33 @@ def _skip_pg(reason: str) -> None:
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Remove the empty run cgroups the tests' daemons and runners left (one subtree per
-    state directory, each test has its own); a subtree still in use is not empty and stays."""
+    """Remove the empty run cgroups this session's daemons and runners left: one subtree per
+    state directory, each test has its own, all under this session's temporary directory.
+
+    Only the process that started the workers does it, once every worker is done, and only
+    for the subtrees of this session's state directories: a worker that finished early
+    once swept every `chrono-runs.*` under the shared cgroup, and the cgroup a busy
+    worker's daemon had just made for a run vanished before the job could enter it (the
+    run failed: "cannot place the job in its cgroup ...: No such file or directory")."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     from chronod.runner import contain
 
     probe = contain.detect("/nonexistent-probe-only")
     if probe.base is None:
         return
+    contain.remove(probe.base)  # detect made it
     parent = os.path.dirname(probe.base)
-    for name in os.listdir(parent):
-        if name.startswith("chrono-runs."):
-            contain.sweep(os.path.join(parent, name))
-            contain.remove(os.path.join(parent, name))
+    left = {name for name in os.listdir(parent) if name.startswith("chrono-runs.")}
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if not left or factory is None:
+        return
+    for dirpath, dirnames, _ in os.walk(factory.getbasetemp()):
+        for d in dirnames:
+            name = contain.subtree_name(os.path.join(dirpath, d))
+            if name in left:
+                contain.sweep(os.path.join(parent, name))
+                contain.remove(os.path.join(parent, name))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

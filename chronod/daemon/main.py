@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from chronod.daemon.loop import Daemon
     from chronod.daemon.metrics import Metrics
     from chronod.daemon.pruner import Pruner
-    from chronod.notify.service import NotifyService
     from chronod.daemon.seams import Runner
+    from chronod.notify.service import NotifyService
     from chronod.store.api import Store
 
     MakeRunner = Callable[[Path], Runner]  # the runner over a state directory

@@ -72,7 +72,7 @@ def detect(state_dir: str | os.PathLike[str], *, mountinfo: str = "/proc/self/mo
     if own is None:
         return subreaper_only("this process has no cgroup v2 path in /proc/self/cgroup")
     here = os.path.join(mount, own.lstrip("/"))
-    base = os.path.join(here, f"chrono-runs.{_dir_tag(state_dir)}")
+    base = os.path.join(here, subtree_name(state_dir))
     try:
         os.makedirs(base, exist_ok=True)
     except OSError as e:
@@ -238,6 +238,11 @@ def tag_of(state_dir: str | os.PathLike[str], run_id: str, attempt: int) -> str:
     the state directory (two daemons on one host may have runs with the same id: the id
     is a hash of the job and its time), the run id and the attempt."""
     return f"{_dir_tag(state_dir)}.{run_id}.{attempt}"
+
+
+def subtree_name(state_dir: str | os.PathLike[str]) -> str:
+    """The name of the cgroup subtree that holds the runs of the daemon on `state_dir`."""
+    return f"chrono-runs.{_dir_tag(state_dir)}"
 
 
 def _dir_tag(state_dir: str | os.PathLike[str]) -> str:

@@ -4,6 +4,7 @@ cgroup v2 where this machine has a writable one, and the subreaper fallback alwa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import uuid
@@ -94,8 +95,11 @@ def test_a_job_that_ends_well_keeps_its_background_child_and_its_cgroup_goes_wit
     if HERE.kind != contain.CGROUP:
         pytest.skip(CGROUP_WHY)
     r = Runner(tmp_path / "state", many=True)
+    escaped = 0
     try:
-        handle = _launch(r, f"{_setsid(tmp_path, 3)} &")
+        # the child outlives its run until the test kills it (a 3 s sleep ended by itself
+        # on a loaded host before the test looked, and the test failed)
+        handle = _launch(r, f"{_setsid(tmp_path, 600)} &")
         escaped = _escaped(tmp_path)
         cgroup = r.containment.run_cgroup(handle.run_id, 1)
         assert cgroup is not None and escaped in contain.pids(cgroup)
@@ -107,6 +111,9 @@ def test_a_job_that_ends_well_keeps_its_background_child_and_its_cgroup_goes_wit
         finish(r, launch_again)
         wait_until(lambda: not os.path.isdir(cgroup), what="the run's cgroup to be removed")
     finally:
+        if escaped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(escaped, signal.SIGKILL)
         r.close()
 
 

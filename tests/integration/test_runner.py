@@ -57,13 +57,13 @@ def wait_started(runner: Runner, handle: Handle, timeout: float = 5) -> None:
 
 
 def alive(pid: int) -> bool:
+    """Running and not a zombie; a process reaped while we look is not alive."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    return (
-        files.proc_start_ticks(pid) is not None and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
-    )
+    return files.proc_start_ticks(pid) is not None and "Z" not in stat.split(")")[1][:3]
 
 
 def rss_kb(pid: int | str = "self") -> int:
