@@ -69,6 +69,7 @@ class Outcome:
     tmp: Path | None = None
     nodes: tuple[str, ...] = (NODE,)
     backfills: list[int] = field(default_factory=list)  # ids of the backfills the simulation stored
+    backfills_at: dict[int, float] = field(default_factory=dict)  # backfill id -> monotonic time it was stored
     probes: list[Any] = field(default_factory=list)  # the audit asked while the daemons ran (chronod.sim.audit.Probe)
 
     @property
@@ -143,6 +144,7 @@ class Simulation:
         self.paused: dict[str, list[tuple[datetime, datetime | None]]] = {}
         self.manual: dict[str, str] = {}
         self.backfills: list[int] = []
+        self.backfills_at: dict[int, float] = {}
         self.edits: list[tuple[datetime, str]] = []
         self.log_counts: dict[str, int] = {}
         self.first_load = True
@@ -326,6 +328,7 @@ class Simulation:
         )
         self.store.add_request("backfill", spec.id, {"backfill_id": bf_id})
         self.backfills.append(bf_id)
+        self.backfills_at[bf_id] = w.mono()
         woke.requests = True
         if "crash" in self.cfg.faults:  # a few runs into it
             crash = {"calls": self.rng.randrange(0, 40), "downtime": self.rng.uniform(1, 120)}
@@ -394,6 +397,7 @@ class Simulation:
             self.tmp,
         )
         out.backfills = list(self.backfills)
+        out.backfills_at = dict(self.backfills_at)
         out.probes = list(self.probes)
         return out
 

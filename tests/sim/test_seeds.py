@@ -118,3 +118,23 @@ def test_seed_52_a_backfill_whose_run_outlasts_the_simulation_is_still_running()
     # second occurrence again at 03:39; that run (its runs take minutes) ended after the
     # simulation did, so the backfill rightly had not ended.
     assert not broken(Config(days=0.1, jobs=20, seed=52, faults=frozenset(FAULTS)), ["backfill_completes"])
+
+
+SEED_53 = Config(days=0.1, jobs=20, seed=53, faults=frozenset(FAULTS))
+
+
+def test_seed_53_a_backfill_that_yields_to_a_busy_line_up_to_the_end_is_still_waiting():
+    # every fault: job00018 runs every 30 s, overlap: forbid, and its runs take minutes.
+    # Its backfill of 8 occurrences, stored at 13:54, started one whenever the line came
+    # free and yielded to the scheduled occurrences (the schedule comes first); at the end
+    # (14:53) a scheduled run still went and 4 occurrences waited their turn: the line
+    # never stood idle but in the outage, so the backfill rightly had not ended.
+    assert not broken(SEED_53, ["backfill_completes"])
+
+
+def test_a_backfill_that_never_takes_its_turn_on_a_free_line_is_caught(monkeypatch):
+    from chronod.core import backfill
+
+    monkeypatch.setattr(backfill, "may_start", lambda spec, **kw: False)  # it yields for ever
+    what = broken(SEED_53, ["backfill_completes"]).get("backfill_completes", "")
+    assert "still running at the end (its line stood idle from" in what
