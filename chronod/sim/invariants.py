@@ -503,7 +503,7 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
     starved while its line stood idle: `_starved`); every occurrence it opened
     ran (a process started after the backfill was stored) and ended; they started oldest
     first, one at a time, never while a pause held the job (docs/backfill.md) and never
-    beside another run of a job that forbids overlap."""
+    beside another run of a job that forbids overlap, nor another run beside them."""
     out = []
     specs = {job: vs[-1].spec for job, vs in f.out.versions.items()}
     for bf_id in f.out.backfills:
@@ -570,6 +570,26 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
                             bf.job_id,
                             p.run_id,
                             f"backfill {bf_id} started it while {beside[0].run_id} ran (overlap: forbid)",
+                        )
+                    )
+            # nor does another run of the job start while one of its attempts goes (a retry
+            # of a run that waited for it always starts: the backfill must wait for it)
+            for p in (q for s in starts for q in f.by_run[s.run_id] if q.started_mono >= s.started_mono):
+                during = [
+                    q
+                    for q in f.by_job[bf.job_id]
+                    if q.run_id != p.run_id
+                    and q.run_id not in f.out.manual
+                    and p.started_mono < q.started_mono < p.end_mono()
+                ]
+                if during:
+                    q = during[0]
+                    out.append(
+                        Counterexample(
+                            q.started_wall,
+                            bf.job_id,
+                            q.run_id,
+                            f"attempt {q.attempt} started while backfill {bf_id}'s run {p.run_id} ran (overlap: forbid)",
                         )
                     )
     return sorted(out, key=lambda c: c.at)

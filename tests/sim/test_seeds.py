@@ -138,3 +138,12 @@ def test_a_backfill_that_never_takes_its_turn_on_a_free_line_is_caught(monkeypat
     monkeypatch.setattr(backfill, "may_start", lambda spec, **kw: False)  # it yields for ever
     what = broken(SEED_53, ["backfill_completes"]).get("backfill_completes", "")
     assert "still running at the end (its line stood idle from" in what
+
+
+def test_seed_13_a_backfill_waits_for_the_retry_of_a_scheduled_run():
+    # every fault, half a day of 50 jobs: job00018 (every 20 min, catchup: all, overlap:
+    # forbid, three attempts) had its 03:20 occurrence wait behind a backfill run; its
+    # first attempt failed at 03:48:39 and the backfill started its next occurrence that
+    # instant, during the 5-s backoff; the retry, which always starts, then ran beside it.
+    cfg = Config(days=0.5, jobs=50, seed=13, faults=frozenset(FAULTS))
+    assert not broken(cfg, ["catchup_all_in_order", "backfill_completes"])
