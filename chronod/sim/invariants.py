@@ -94,9 +94,27 @@ class Facts:
             got = self._hulls[key] = self.out.world.wall_hull(p.started_mono, p.end_mono())
         return got
 
+    def window_spans(
+        self, spec: JobSpec, start: datetime, end: datetime
+    ) -> list[tuple[blackout.Window, datetime, datetime]]:
+        """The job's maintenance windows over this span, as far as a daemon carried them: a
+        daemon started while the file that defines them was broken has no last good
+        version of it (docs/reference.md), and holds nothing."""
+        spans = blackout.spans(spec, self.windows, start, end)
+        carried = self.out.windows_carried
+        if carried is None:
+            return list(spans)
+        out = []
+        for w, a, b in spans:
+            for c, d in carried:
+                lo, hi = max(a, c), min(b, d) if d is not None else b
+                if lo < hi:
+                    out.append((w, lo, hi))
+        return out
+
     def blacked_out(self, spec: JobSpec, start: datetime, end: datetime) -> bool:
         """Whether a maintenance window of the job covered some instant of this span."""
-        return any(a < end and start < b for _, a, b in blackout.spans(spec, self.windows, start, end))
+        return any(a < end and start < b for _, a, b in self.window_spans(spec, start, end))
 
     def _expected(self) -> Iterable[Expected]:
         for job, versions in self.out.versions.items():
@@ -240,7 +258,7 @@ def blackout_honoured(f: Facts) -> list[Counterexample]:
         if spec is None or p.run_id in f.out.manual:
             continue
         t = p.started_wall
-        spans = blackout.spans(spec, f.windows, t, t + timedelta(seconds=1))
+        spans = f.window_spans(spec, t, t + timedelta(seconds=1))
         hit = next(((w, a, b) for w, a, b in spans if a <= t < b), None)
         if hit is not None:
             what = f"attempt {p.attempt} started inside window {hit[0].describe()} ({hit[1]:%H:%M}Z-{hit[2]:%H:%M}Z)"
@@ -721,7 +739,7 @@ def _stored_ends(f: Facts) -> tuple[dict[str, list[Any]], set[tuple[str, int]]]:
 def _holds(f: Facts, job: str, spec: JobSpec, start: datetime, end: datetime) -> list[tuple[datetime, datetime, str]]:
     """(from, to, what) of every pause of the job and every window of its in [start, end]."""
     spans = [(a, b or f.out.end, "a pause") for a, b in f.out.paused.get(job, [])]
-    spans += [(a, b, f"window {wd.name}") for wd, a, b in blackout.spans(spec, f.windows, start, end)]
+    spans += [(a, b, f"window {wd.name}") for wd, a, b in f.window_spans(spec, start, end)]
     return sorted(spans, key=lambda s: s[0])
 
 
@@ -1087,7 +1105,7 @@ def held_order(f: Facts) -> list[Counterexample]:
         if spec is None or spec.blackout != "defer" or not procs:
             continue
         lo, hi = procs[0].scheduled_at - timedelta(days=1), procs[-1].started_wall + timedelta(seconds=1)
-        for _, a, b in blackout.spans(spec, f.windows, lo, hi):
+        for _, a, b in f.window_spans(spec, lo, hi):
             held = [p for p in procs if a <= p.scheduled_at < b and p.started_wall >= b - INSTANT]
             if not held:
                 continue

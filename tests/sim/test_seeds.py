@@ -147,3 +147,21 @@ def test_seed_13_a_backfill_waits_for_the_retry_of_a_scheduled_run():
     # instant, during the 5-s backoff; the retry, which always starts, then ran beside it.
     cfg = Config(days=0.5, jobs=50, seed=13, faults=frozenset(FAULTS))
     assert not broken(cfg, ["catchup_all_in_order", "backfill_completes"])
+
+
+SEED_2_DAY = Config(days=1, jobs=100, seed=2, faults=frozenset(FAULTS))
+
+
+def test_seed_2_a_daemon_started_while_the_windows_file_is_broken_holds_nothing():
+    # every fault, a day of 100 jobs: jobs-000.yaml, the file that defines the maintenance
+    # window, broke and stayed broken; a daemon started after a crash had no last good
+    # version of it (nor of its jobs), so it carried no window, and job00073 (tag maint)
+    # ran through the next one. The check still held it to the window it no longer had.
+    assert not broken(SEED_2_DAY, ["blackout_honoured", "one_terminal_state", "reason_truth"])
+
+
+def test_a_daemon_that_ignores_the_windows_it_carries_is_still_caught_on_seed_2(monkeypatch):
+    from chronod.core import blackout
+
+    monkeypatch.setattr(blackout, "blackout_at", lambda spec, windows, at: None)
+    assert "started inside window" in broken(SEED_2_DAY, ["blackout_honoured"]).get("blackout_honoured", "")
