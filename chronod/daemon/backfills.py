@@ -109,6 +109,13 @@ class Backfills:
         self._ended[bf.id] = lo + (active[0] if active else len(ids))
         return len(active)
 
+    def retrying(self, job_id: str) -> int:
+        """How many of the job's runs wait for their next attempt. Such a run still holds its
+        job's line: its retry always starts, so a backfill run started during the backoff
+        would run beside it. Asked only when nothing of the job is going or queued (it
+        walks every tracked run)."""
+        return sum(1 for r in self.timeline.runs() if r.job_id == job_id and r.state == RunState.RETRY_WAIT)
+
     def end_if_removed(self, bf: Backfill) -> None:
         """A backfill of a job gone from the registry ends `cancelled` (one carried by
         other nodes only is theirs to drive)."""
@@ -129,7 +136,7 @@ class Backfills:
                 paused=held,
                 in_flight=in_flight,
                 # a scheduled occurrence waiting its turn goes first: the backfill yields
-                job_running=self.starter.going(spec.id) + self.lines.queued(spec.id),
+                job_running=self.starter.going(spec.id) + self.lines.queued(spec.id) or self.retrying(spec.id),
                 max_concurrency=bf.max_concurrency,
             )
             rid, key, at, _ = bf.items[started]

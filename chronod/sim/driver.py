@@ -69,6 +69,9 @@ class Outcome:
     tmp: Path | None = None
     nodes: tuple[str, ...] = (NODE,)
     backfills: list[int] = field(default_factory=list)  # ids of the backfills the simulation stored
+    backfills_at: dict[int, float] = field(default_factory=dict)  # backfill id -> monotonic time it was stored
+    # wall-time spans the daemons carried the maintenance windows (None: all along)
+    windows_carried: list[tuple[datetime, datetime | None]] | None = None
     probes: list[Any] = field(default_factory=list)  # the audit asked while the daemons ran (chronod.sim.audit.Probe)
 
     @property
@@ -143,6 +146,8 @@ class Simulation:
         self.paused: dict[str, list[tuple[datetime, datetime | None]]] = {}
         self.manual: dict[str, str] = {}
         self.backfills: list[int] = []
+        self.backfills_at: dict[int, float] = {}
+        self.windows_carried: list[tuple[datetime, datetime | None]] = []
         self.edits: list[tuple[datetime, str]] = []
         self.log_counts: dict[str, int] = {}
         self.first_load = True
@@ -186,6 +191,18 @@ class Simulation:
             versions = self.versions.setdefault(job_id, [])
             if not versions or versions[-1].until is not None:
                 versions.append(Version(spec, now))
+        self.note_windows(fresh, now, until)
+
+    def note_windows(self, fresh: bool, now: datetime, until: datetime) -> None:
+        """The windows live in the first file: a daemon carries them while it is good, and
+        keeps its last good version of them while it is broken, but a new daemon has none."""
+        spans = self.windows_carried
+        carrying = bool(spans) and spans[-1][1] is None
+        carried = min(self.registry.files) not in self.registry.broken or (carrying and not fresh)
+        if carried and not carrying:
+            spans.append((now, None))
+        elif carrying and not carried:
+            spans[-1] = (spans[-1][0], until)
 
     def log(self, event: str, level: str = "info", **fields: Any) -> None:
         self.log_counts[event] = self.log_counts.get(event, 0) + 1
@@ -326,6 +343,7 @@ class Simulation:
         )
         self.store.add_request("backfill", spec.id, {"backfill_id": bf_id})
         self.backfills.append(bf_id)
+        self.backfills_at[bf_id] = w.mono()
         woke.requests = True
         if "crash" in self.cfg.faults:  # a few runs into it
             crash = {"calls": self.rng.randrange(0, 40), "downtime": self.rng.uniform(1, 120)}
@@ -394,6 +412,8 @@ class Simulation:
             self.tmp,
         )
         out.backfills = list(self.backfills)
+        out.backfills_at = dict(self.backfills_at)
+        out.windows_carried = list(self.windows_carried)
         out.probes = list(self.probes)
         return out
 

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chronod.core import blackout, identity
-from chronod.core.model import JobSpec, RunState
+from chronod.core.model import ACTIVE_STATES, JobSpec, RunState
 from chronod.core.policy import ON_TIME_GRACE_S
 from chronod.core.schedule import compile_schedule
 from chronod.sim.driver import Outcome, Version
@@ -94,9 +94,27 @@ class Facts:
             got = self._hulls[key] = self.out.world.wall_hull(p.started_mono, p.end_mono())
         return got
 
+    def window_spans(
+        self, spec: JobSpec, start: datetime, end: datetime
+    ) -> list[tuple[blackout.Window, datetime, datetime]]:
+        """The job's maintenance windows over this span, as far as a daemon carried them: a
+        daemon started while the file that defines them was broken has no last good
+        version of it (docs/reference.md), and holds nothing."""
+        spans = blackout.spans(spec, self.windows, start, end)
+        carried = self.out.windows_carried
+        if carried is None:
+            return list(spans)
+        out = []
+        for w, a, b in spans:
+            for c, d in carried:
+                lo, hi = max(a, c), min(b, d) if d is not None else b
+                if lo < hi:
+                    out.append((w, lo, hi))
+        return out
+
     def blacked_out(self, spec: JobSpec, start: datetime, end: datetime) -> bool:
         """Whether a maintenance window of the job covered some instant of this span."""
-        return any(a < end and start < b for _, a, b in blackout.spans(spec, self.windows, start, end))
+        return any(a < end and start < b for _, a, b in self.window_spans(spec, start, end))
 
     def _expected(self) -> Iterable[Expected]:
         for job, versions in self.out.versions.items():
@@ -240,7 +258,7 @@ def blackout_honoured(f: Facts) -> list[Counterexample]:
         if spec is None or p.run_id in f.out.manual:
             continue
         t = p.started_wall
-        spans = blackout.spans(spec, f.windows, t, t + timedelta(seconds=1))
+        spans = f.window_spans(spec, t, t + timedelta(seconds=1))
         hit = next(((w, a, b) for w, a, b in spans if a <= t < b), None)
         if hit is not None:
             what = f"attempt {p.attempt} started inside window {hit[0].describe()} ({hit[1]:%H:%M}Z-{hit[2]:%H:%M}Z)"
@@ -498,12 +516,12 @@ def _same_schedule(a: JobSpec, b: JobSpec) -> bool:
 
 
 def backfill_completes(f: Facts) -> list[Counterexample]:
-    """A stored backfill finishes across crashes: it ends `done` (unless a pause or a window
-    still holds its job at the end, or one of its runs still goes: it waits until they
-    end); every occurrence it opened
+    """A stored backfill finishes across crashes: it ends `done` (unless it still waits at
+    the end for its turn, for a pause or a window, or for its own run, having never been
+    starved while its line stood idle: `_starved`); every occurrence it opened
     ran (a process started after the backfill was stored) and ended; they started oldest
     first, one at a time, never while a pause held the job (docs/backfill.md) and never
-    beside another run of a job that forbids overlap."""
+    beside another run of a job that forbids overlap, nor another run beside them."""
     out = []
     specs = {job: vs[-1].spec for job, vs in f.out.versions.items()}
     for bf_id in f.out.backfills:
@@ -512,15 +530,16 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
         at = bf.created_at
         if bf.state == "cancelled" and _dropped_since(f, bf.job_id, at):
             continue  # docs/backfill.md: a backfill of a job removed from the registry ends cancelled
-        # docs/backfill.md: a paused job's backfill waits until it is resumed; and one whose
-        # run still goes at the end has not ended either (its runs may take longer than the
-        # simulation has left to settle)
-        waiting = bf.state == "running" and (
-            _held_at_end(f, bf.job_id, specs.get(bf.job_id))
-            or any(f.going_at_end(p) for rid in bf.run_ids[: bf.started] for p in f.by_run.get(rid, [])[-1:])
-        )
+        # docs/backfill.md: a paused job's backfill waits until it is resumed, and one waits
+        # its turn while its job's line is busy (the schedule comes first); it may still be
+        # waiting at the end, unless its line stood idle with nothing to hold it
+        starved = None
+        if bf.state == "running":
+            starved = _starved(f, bf_id, bf.job_id, bf.run_ids, specs.get(bf.job_id), f.out.world.mono())
+        waiting = bf.state == "running" and starved is None
         if bf.state != "done" and not waiting:
-            out.append(Counterexample(at, bf.job_id, "-", f"backfill {bf_id} still {bf.state} at the end"))
+            idle = f" (its line stood idle from {starved.isoformat()})" if starved else ""
+            out.append(Counterexample(at, bf.job_id, "-", f"backfill {bf_id} still {bf.state} at the end{idle}"))
             continue
         starts = []
         for rid in bf.run_ids[: bf.started] if waiting else bf.run_ids:
@@ -571,16 +590,63 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
                             f"backfill {bf_id} started it while {beside[0].run_id} ran (overlap: forbid)",
                         )
                     )
+            # nor does another run of the job start while one of its attempts goes (a retry
+            # of a run that waited for it always starts: the backfill must wait for it)
+            for p in (q for s in starts for q in f.by_run[s.run_id] if q.started_mono >= s.started_mono):
+                during = [
+                    q
+                    for q in f.by_job[bf.job_id]
+                    if q.run_id != p.run_id
+                    and q.run_id not in f.out.manual
+                    and p.started_mono < q.started_mono < p.end_mono()
+                ]
+                if during:
+                    q = during[0]
+                    out.append(
+                        Counterexample(
+                            q.started_wall,
+                            bf.job_id,
+                            q.run_id,
+                            f"attempt {q.attempt} started while backfill {bf_id}'s run {p.run_id} ran (overlap: forbid)",
+                        )
+                    )
     return sorted(out, key=lambda c: c.at)
 
 
-def _held_at_end(f: Facts, job: str, spec: JobSpec | None) -> bool:
-    """Whether a pause of the job, or one of its windows, still held it when the simulation
-    ended."""
-    end = f.out.end
-    if f.paused(job, end, end):
-        return True
-    return spec is not None and f.blacked_out(spec, end - timedelta(seconds=1), end)
+def _starved(f: Facts, bf_id: int, job: str, run_ids: list[str], spec: JobSpec | None, end: float) -> datetime | None:
+    """When a backfill running until `end` (monotonic) was starved: its line stood idle for more
+    than LAG_S while a daemon was up, not stalled and had its database, and no pause or
+    window of the job touched that span. Its line is every run of its job under `forbid`
+    and `replace`, its own runs under `allow` (the simulation stores one at a time); a
+    run waiting for its retry holds it between attempts, and to the end while its row is
+    still active. None when it waited its turn all along, the schedule first
+    (docs/backfill.md), and the simulation ended first; a job with a resource limit is
+    not judged here (its runs may wait in the resource's queue with no process)."""
+    since = f.out.backfills_at.get(bf_id)
+    if spec is None or since is None or spec.resource is not None:
+        return None
+    w, own = f.out.world, set(run_ids)
+    attempts: dict[str, list[Proc]] = defaultdict(list)
+    for p in f.by_job.get(job, []):
+        if spec.overlap != "allow" or p.run_id in own:
+            attempts[p.run_id].append(p)
+    busy = [(d.start, d.end + LAG_S) for d in w.disturbances]
+    for rid, ps in attempts.items():
+        ps.sort(key=lambda p: p.attempt)
+        busy += [(p.started_mono, p.end_mono()) for p in ps]
+        busy += [(a.end_mono(), b.started_mono) for a, b in itertools.pairwise(ps)]
+        row = f.rows.get(rid)
+        if row is not None and row.state in ACTIVE_STATES:
+            busy.append((ps[-1].end_mono(), end))
+    t = since
+    for a, b in [*sorted(busy), (end, end)]:
+        a = min(a, end)
+        if a > t + LAG_S:
+            lo, hi = w.wall_hull(t, a)
+            if not f.paused(job, lo, hi) and not f.blacked_out(spec, lo, hi):
+                return w.wall_at(t)
+        t = max(t, b)
+    return None
 
 
 def _dropped_since(f: Facts, job: str, at: datetime) -> bool:
@@ -673,7 +739,7 @@ def _stored_ends(f: Facts) -> tuple[dict[str, list[Any]], set[tuple[str, int]]]:
 def _holds(f: Facts, job: str, spec: JobSpec, start: datetime, end: datetime) -> list[tuple[datetime, datetime, str]]:
     """(from, to, what) of every pause of the job and every window of its in [start, end]."""
     spans = [(a, b or f.out.end, "a pause") for a, b in f.out.paused.get(job, [])]
-    spans += [(a, b, f"window {wd.name}") for wd, a, b in blackout.spans(spec, f.windows, start, end)]
+    spans += [(a, b, f"window {wd.name}") for wd, a, b in f.window_spans(spec, start, end)]
     return sorted(spans, key=lambda s: s[0])
 
 
@@ -1039,7 +1105,7 @@ def held_order(f: Facts) -> list[Counterexample]:
         if spec is None or spec.blackout != "defer" or not procs:
             continue
         lo, hi = procs[0].scheduled_at - timedelta(days=1), procs[-1].started_wall + timedelta(seconds=1)
-        for _, a, b in blackout.spans(spec, f.windows, lo, hi):
+        for _, a, b in f.window_spans(spec, lo, hi):
             held = [p for p in procs if a <= p.scheduled_at < b and p.started_wall >= b - INSTANT]
             if not held:
                 continue

@@ -118,3 +118,50 @@ def test_seed_52_a_backfill_whose_run_outlasts_the_simulation_is_still_running()
     # second occurrence again at 03:39; that run (its runs take minutes) ended after the
     # simulation did, so the backfill rightly had not ended.
     assert not broken(Config(days=0.1, jobs=20, seed=52, faults=frozenset(FAULTS)), ["backfill_completes"])
+
+
+SEED_53 = Config(days=0.1, jobs=20, seed=53, faults=frozenset(FAULTS))
+
+
+def test_seed_53_a_backfill_that_yields_to_a_busy_line_up_to_the_end_is_still_waiting():
+    # every fault: job00018 runs every 30 s, overlap: forbid, and its runs take minutes.
+    # Its backfill of 8 occurrences, stored at 13:54, started one whenever the line came
+    # free and yielded to the scheduled occurrences (the schedule comes first); at the end
+    # (14:53) a scheduled run still went and 4 occurrences waited their turn: the line
+    # never stood idle but in the outage, so the backfill rightly had not ended.
+    assert not broken(SEED_53, ["backfill_completes"])
+
+
+def test_a_backfill_that_never_takes_its_turn_on_a_free_line_is_caught(monkeypatch):
+    from chronod.core import backfill
+
+    monkeypatch.setattr(backfill, "may_start", lambda spec, **kw: False)  # it yields for ever
+    what = broken(SEED_53, ["backfill_completes"]).get("backfill_completes", "")
+    assert "still running at the end (its line stood idle from" in what
+
+
+def test_seed_13_a_backfill_waits_for_the_retry_of_a_scheduled_run():
+    # every fault, half a day of 50 jobs: job00018 (every 20 min, catchup: all, overlap:
+    # forbid, three attempts) had its 03:20 occurrence wait behind a backfill run; its
+    # first attempt failed at 03:48:39 and the backfill started its next occurrence that
+    # instant, during the 5-s backoff; the retry, which always starts, then ran beside it.
+    cfg = Config(days=0.5, jobs=50, seed=13, faults=frozenset(FAULTS))
+    assert not broken(cfg, ["catchup_all_in_order", "backfill_completes"])
+
+
+SEED_2_DAY = Config(days=1, jobs=100, seed=2, faults=frozenset(FAULTS))
+
+
+def test_seed_2_a_daemon_started_while_the_windows_file_is_broken_holds_nothing():
+    # every fault, a day of 100 jobs: jobs-000.yaml, the file that defines the maintenance
+    # window, broke and stayed broken; a daemon started after a crash had no last good
+    # version of it (nor of its jobs), so it carried no window, and job00073 (tag maint)
+    # ran through the next one. The check still held it to the window it no longer had.
+    assert not broken(SEED_2_DAY, ["blackout_honoured", "one_terminal_state", "reason_truth"])
+
+
+def test_a_daemon_that_ignores_the_windows_it_carries_is_still_caught_on_seed_2(monkeypatch):
+    from chronod.core import blackout
+
+    monkeypatch.setattr(blackout, "blackout_at", lambda spec, windows, at: None)
+    assert "started inside window" in broken(SEED_2_DAY, ["blackout_honoured"]).get("blackout_honoured", "")
