@@ -22,11 +22,9 @@ from chronod.daemon.runs import Job
 from chronod.daemon.seams import Accounts, Log
 from chronod.daemon.starter import Starter
 from chronod.daemon.timeline import Timeline
-from chronod.daemon.waits import Lines
+from chronod.daemon.waits import QUEUED, Lines
 from chronod.fleet.lease import Lease
 from chronod.store.api import Occurrences, Run
-
-QUEUED = "queued behind the catch-up backlog"  # an occurrence that fell due while one drained
 
 
 class Admission:
@@ -70,12 +68,14 @@ class Admission:
             # backfill's next run waits for it (`Backfills`)
             self.ledger.store_runs([next_run])
             self.lines.wait_behind(job, run, behind)
+            self.note_line(job, run)
             self.log("run.waiting", job=spec.id, run=run.run_id, behind=behind)
             self.drain_queue(spec.id)
             return
         if action == policy.Overlap.QUEUE:
             self.ledger.store_runs([next_run])  # the chain must not wait for the queue
             run.error = QUEUED  # chronod was up when it fell due (`expiry`)
+            self.note_line(job, run)
             self.queue_backlog(job, [run])
             return
         if action == policy.Overlap.SKIP:
@@ -184,7 +184,30 @@ class Admission:
         elif go:
             self.start_or_queue(job, by_at[go[0]])
 
+    def resume(self, job: Job, runs: list[Run]) -> None:
+        """Occurrences whose rows say they waited in a line when the last chronod stopped
+        (`waits.waited_in_line`): they fell due with chronod up, so they go back into their
+        line, and its rule decides them (their turn, or their catch-up window ran out),
+        never the outage's catch-up. The catch-up line moves at the end of the wake-up
+        (`admit_all`): the job's occurrences read back unmarked (they fell due while
+        chronod was down) join it first, in scheduled order, an older one before them."""
+        for r in runs:
+            self.timeline.take(r.run_id)
+        slot = [r for r in runs if (r.error or "").startswith(blackout.WAITING_FOR)]
+        queued = [r for r in runs if r not in slot]
+        if queued:
+            self.lines.queue(job, queued)
+        for r in slot:
+            self.to_slot(job, r, None)
+
     # ------------------------------------------------------------------ the lines
+    def note_line(self, job: Job, run: Run) -> None:
+        """A scheduled occurrence left waiting in its job's catch-up line: its row says so
+        (run.error, as set) and until when it may still start, as a resource's wait does."""
+        until = run.fire_at + timedelta(seconds=job.spec.catchup_window_s)
+        run.next_attempt_at = until
+        self.store.note_held([run.run_id], run.error or QUEUED, until, node=self.node, token=self.lease.token)
+
     def queue_backlog(self, job: Job, runs: list[Run]) -> None:
         """Put occurrences in the job's catch-up line, in scheduled order, then let it drain."""
         self.lines.queue(job, runs)
@@ -227,11 +250,11 @@ class Admission:
         if run.error and run.error.startswith(blackout.DEFERRED_BY):
             return RunState.SKIPPED_BLACKOUT, f"{run.error}; then waited its turn behind the others it held {past}"
         going = self.starter.going_runs(job.spec.id)
-        if run.error == QUEUED and going:
+        if run.error == QUEUED:
+            ahead = f"behind run {going[0].run_id}" if going else "its turn behind the backlog"
             return (
                 RunState.SKIPPED_OVERLAP,
-                f"fell due while the catch-up backlog drained; waited behind run {going[0].run_id} {past}; "
-                f"overlap: {job.spec.overlap}",
+                f"fell due while the catch-up backlog drained; waited {ahead} {past}; overlap: {job.spec.overlap}",
             )
         return (
             RunState.SKIPPED_OUTAGE,
@@ -254,7 +277,8 @@ class Admission:
         when, until when at the latest (for did-it-run, missed, status), as a window's hold does."""
         resource = job.spec.resource
         assert resource, "only a job with a resource waits for a slot"
-        why = blackout.slot_wait(resource, self.registry.limit(resource), self.clock.now())
+        why = run.error if (run.error or "").startswith(blackout.WAITING_FOR) else None  # since it first waited
+        why = why or blackout.slot_wait(resource, self.registry.limit(resource), self.clock.now())
         until = run.fire_at + timedelta(seconds=job.spec.catchup_window_s)
         run.error = why
         self.store.note_held([run.run_id], why, until, node=self.node, token=self.lease.token)

@@ -26,7 +26,7 @@ from chronod.daemon.seams import Log, Metrics, Waker
 from chronod.daemon.starter import Starter
 from chronod.daemon.startlimit import StartLimit
 from chronod.daemon.timeline import Timeline
-from chronod.daemon.waits import Lines
+from chronod.daemon.waits import Lines, waited_in_line
 from chronod.store.api import Run, Store
 
 RESCUE_AFTER_S = 2.0  # an `any` occurrence still unclaimed this long after its fire time: any node takes it
@@ -81,6 +81,7 @@ class Dispatch:
         rescue: list[Run] = []
         held = self.lines.held() if self.lines.busy() else set()
         released: dict[str, list[Run]] = {}
+        resumed: dict[str, list[Run]] = {}
         for run in self.timeline.due(now):
             rid = run.run_id
             if rid in held:
@@ -91,6 +92,9 @@ class Dispatch:
             if window_over is not None:
                 if window_over:
                     released.setdefault(run.job_id, []).append(run)
+                continue
+            if self.waited_before(run, jobs.get(run.job_id)):
+                resumed.setdefault(run.job_id, []).append(run)
                 continue
             if self.timeline.take_deferred(rid):
                 rescue.append(run)
@@ -103,6 +107,13 @@ class Dispatch:
             if job is not None and job_id not in self.quarantine:
                 with self.quarantine.guard(job.spec, "held occurrences"):
                     self.admission.release(job, runs, superseded=job_id in by_job)
+        # occurrences that waited in a line when the last chronod stopped: back in it, ahead
+        # of what falls due now (their line's rule decides them, not the outage's catch-up)
+        for job_id, runs in resumed.items():
+            job = jobs.get(job_id)
+            if job is not None and job_id not in self.quarantine:
+                with self.quarantine.guard(job.spec, "waiting occurrences"):
+                    self.admission.resume(job, sorted(runs, key=lambda r: r.scheduled_at))
         if rescue and not self.waker.stop_requested:
             # older than what falls due now: a rescued occurrence starts first, and the one
             # due now meets the overlap rule behind it (never the other way round)
@@ -134,6 +145,20 @@ class Dispatch:
             and (run.error or "").startswith(blackout.DEFERRED_BY)
         )
 
+    def waited_before(self, run: Run, job: Job | None) -> bool:
+        """Whether a stored occurrence is one that waited in a line (its row says so:
+        `waits.waited_in_line`) that no line here holds: the chronod that put it there
+        stopped, and this one read the row back. It fell due with chronod up, so its line's
+        rule decides it (`Admission.resume`), never the outage's catch-up."""
+        return (
+            job is not None
+            and self.placement.owns(job)
+            and run.state == RunState.PENDING
+            and run.trigger == Trigger.SCHEDULE
+            and run.next_attempt_at is not None
+            and waited_in_line(run.error)
+        )
+
     def due_now(self, job: Job, runs: list[Run], now: datetime) -> None:
         for run in runs:
             if run.state == RunState.RETRY_WAIT or run.trigger != Trigger.SCHEDULE:
@@ -152,6 +177,10 @@ class Dispatch:
             self.timeline.take(r.run_id)
         last = max(r.scheduled_at for r in stored)
         extra, nxt = self.due_since(job, last, now)
+        if extra and self.lines.busy():
+            # those read back waiting in a line (`resume`) are in it again: its rule decides them
+            waiting = self.lines.held()
+            extra = [r for r in extra if r.run_id not in waiting]
         due = sorted(stored + extra, key=lambda r: r.scheduled_at)
         hit = self.gate.holds_all(job.spec, now)
         if hit is not None:

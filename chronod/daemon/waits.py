@@ -3,8 +3,12 @@ the occurrences that fall due meanwhile queued behind it), and runs that wait fo
 of their resource. Who goes next is decided by chronod.core.policy (`catchup_turn`,
 `resource_admission`); `Lines` alone keeps the lines and hands the answers back as runs
 to start and runs that waited too long; the admission (chronod.daemon.admission) acts.
-A waiting run stays `pending` in the store; one that waited past its catch-up window
-ends `skipped_outage` (backlog) or `skipped_resource` (resource), with the reason."""
+A waiting run stays `pending` in the store, and its row says which line it waits in and
+until when at the latest (`next_attempt_at`: fire time + catchup_window_s), so that the
+next start after a crash puts it back in its line (`waited_in_line`) instead of reading it
+as an occurrence that fell due while chronod was down; one that waited past its catch-up
+window ends `skipped_resource` (resource), or (backlog) `skipped_overlap` when it fell due
+with chronod up and `skipped_outage` when it fell due while chronod could not run it."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from collections import deque
 from datetime import datetime, timedelta
 from typing import Collection, Mapping
 
-from chronod.core import policy
+from chronod.core import blackout, policy
 from chronod.daemon.runs import Job
 from chronod.store.api import Run
 
@@ -21,6 +25,14 @@ EXPIRY_SLACK = timedelta(milliseconds=5)  # wake just after a waiting run's dead
 # a scheduled occurrence in its job's line behind a backfill or manual run (`forbid`) says so
 # (the schedule comes first: it waits its turn; `Lines.wait_behind`)
 BEHIND = "waiting its turn behind "
+QUEUED = "queued behind the catch-up backlog"  # an occurrence that fell due while one drained
+
+
+def waited_in_line(error: str | None) -> bool:
+    """Whether a pending row says its occurrence waited in a line (a resource's, or its job's
+    catch-up line, behind a backlog or a backfill or manual run) with chronod up."""
+    e = error or ""
+    return e == QUEUED or e.startswith(BEHIND) or e.startswith(blackout.WAITING_FOR)
 
 
 class Lines:

@@ -165,3 +165,23 @@ def test_a_daemon_that_ignores_the_windows_it_carries_is_still_caught_on_seed_2(
 
     monkeypatch.setattr(blackout, "blackout_at", lambda spec, windows, at: None)
     assert "started inside window" in broken(SEED_2_DAY, ["blackout_honoured"]).get("blackout_honoured", "")
+
+
+def test_seed_15_an_occurrence_waiting_in_a_line_when_chronod_died_is_no_outage_s():
+    # every fault, half a day of 50 jobs: job00016's 00:02:30 occurrence fell due with
+    # chronod up and waited in a line; chronod crashed at 00:03:46 and the next start read
+    # its row back as an occurrence that fell due while chronod was down: skipped_outage,
+    # "catchup: latest ran a newer occurrence". Now its row says where it waits and the
+    # next start puts it back there. (job00021's backlog, read back beside occurrences that
+    # waited behind it, must still start oldest first: catchup_all_in_order.)
+    cfg = Config(days=0.5, jobs=50, seed=15, faults=frozenset(FAULTS))
+    assert not broken(cfg, ["one_terminal_state", "catchup_all_in_order"])
+
+
+@pytest.mark.parametrize("seed", [5, 11])
+def test_seeds_5_11_occurrences_waiting_in_a_line_across_a_crash_are_judged_by_its_rule(seed):
+    # every fault, a day of 100 jobs: occurrences that fell due with chronod up and waited
+    # their turn (behind a catch-up backlog, or for a resource's slot) were recorded
+    # skipped_outage by the start after a crash (seed 11: 122 of them).
+    cfg = Config(days=1, jobs=100, seed=seed, faults=frozenset(FAULTS))
+    assert not broken(cfg, ["one_terminal_state"])
