@@ -63,6 +63,7 @@ class Connectivity:
         self._takeover_after = 0.0  # monotonic; no takeovers before (see `reconnecting`)
         self._reload_wanted = False  # a reload or request arrived during an outage
         self._spool = Spool(spool_path)
+        self._kept = False  # the spool holds records a lapsed lease kept from being written
         self.accounts = accounts
 
     @property
@@ -227,12 +228,21 @@ class Connectivity:
             self.log("store.full", "warning", runs=1, what="run output dropped, outcome kept")
             return write(None, outputs.with_note(rec["error"], outputs.DB_FULL_NOTE))
 
+    def replay_kept(self) -> None:
+        """Write what a lease that lapsed during the last replay kept from being written."""
+        if self._kept:
+            self.replay_spool()
+
     def replay_spool(self) -> None:
-        """Write what happened while the database was unreachable, oldest first."""
+        """Write what happened while the database was unreachable, oldest first. A node
+        stopped during the replay past its lease has its writes refused (stale token): the
+        records not written stay in the spool for the next token (`replay_kept`), or the
+        store would keep a run that started offline as one still waiting to start."""
         records = self._spool.records()
         if not records:
+            self._kept = False
             return
-        written = 0
+        unwritten = []
         for rec in records:
             kind = rec["kind"]
             if kind == "start":
@@ -252,6 +262,18 @@ class Connectivity:
                 ok = self.store.settle(
                     run.run_id, rec["state"], error=rec["error"], next_run=None, node=self.node, token=self.lease.token
                 )
-            written += bool(ok)
+            if not ok:
+                unwritten.append(rec)
+        self._kept = bool(unwritten) and not self.lease.ok()
+        if self._kept:
+            self._spool.keep(unwritten)
+            self.log(
+                "spool.kept",
+                "warning",
+                records=len(records),
+                kept=len(unwritten),
+                why="the lease lapsed during the replay; written under the renewed or next token",
+            )
+            return
         self._spool.clear()
-        self.log("spool.replayed", records=len(records), written=written)
+        self.log("spool.replayed", records=len(records), written=len(records) - len(unwritten))

@@ -165,3 +165,20 @@ def test_a_daemon_that_ignores_the_windows_it_carries_is_still_caught_on_seed_2(
 
     monkeypatch.setattr(blackout, "blackout_at", lambda spec, windows, at: None)
     assert "started inside window" in broken(SEED_2_DAY, ["blackout_honoured"]).get("blackout_honoured", "")
+
+
+def test_fleet_seed_18_a_replay_refused_by_a_lapsed_lease_keeps_its_records():
+    # 8 nodes: node5 replayed its spool after a database outage and was stopped just
+    # before a write for 83 s, past its lease; every record after the stop was refused
+    # (stale token) and the spool emptied all the same: the refused claim left 7 `each`
+    # runs that had started offline stored as still waiting, and node5 started them again
+    # as attempt 1 under its next token. The records not written stay in the spool for it.
+    from chronod.sim.fleet import FLEET_FAULTS, FleetSimulation
+    from chronod.sim.fleet_checks import check_fleet
+
+    out = FleetSimulation(Config(days=0.02, jobs=50, seed=18, nodes=8, faults=frozenset(FLEET_FAULTS))).run()
+    try:
+        bad = check_fleet(out, ["attempt_started_once", "stale_writes_refused"])
+        assert not {name: found[0].what for name, found in bad.items() if found}
+    finally:
+        out.close()
