@@ -24,7 +24,9 @@ from chronod.daemon.starter import Starter
 from chronod.daemon.timeline import Timeline
 from chronod.daemon.waits import QUEUED, Lines
 from chronod.fleet.lease import Lease
-from chronod.store.api import Occurrences, Run
+from chronod.store.api import Run, RunLedger
+
+FAILURES = frozenset({RunState.FAILED, RunState.TIMED_OUT})  # the outcomes a retry follows
 
 
 class Admission:
@@ -34,7 +36,7 @@ class Admission:
         self,
         *,
         clock: Clock,
-        store: Occurrences,
+        store: RunLedger,
         node: str,
         lease: Lease,
         log: Log,
@@ -117,7 +119,9 @@ class Admission:
         verdict = self.gate.admit(job.spec, run, self.clock.now(), pauses)
         if isinstance(verdict, Start):
             return False
-        if isinstance(verdict, Skip):
+        if isinstance(verdict, Skip) and run.state == RunState.RETRY_WAIT and verdict.state == RunState.SKIPPED_PAUSED:
+            self.give_up_retry(job, run, verdict.reason, next_run)
+        elif isinstance(verdict, Skip):
             self.ledger.settle(run, verdict.state, verdict.reason, next_run)
         elif isinstance(verdict, Wait):
             hit = verdict.hit
@@ -130,6 +134,18 @@ class Admission:
             self.hold([run], hit)
             self.log("run.deferred", job=run.job_id, run=run.run_id, window=hit.window.name, until=hit.end)
         return True
+
+    def give_up_retry(self, job: Job, run: Run, pause: str, next_run: Run | None) -> None:
+        """A pause set after the occurrence fell due holds its retry: it did not fall due
+        while paused, so not skipped_paused; its last attempt's outcome (failed or
+        timed_out) is its record, and the error says which retry the pause kept from
+        starting (`chronoctl backfill --only failed` runs it again after the resume)."""
+        tried = self.store.attempts(run.run_id)
+        state = RunState(tried[-1].state) if tried and tried[-1].state in FAILURES else RunState.FAILED
+        stored = self.store.get_run(run.run_id)
+        last = (stored.error if stored is not None else None) or run.error
+        why = f"retry {run.attempts + 1} of {job.spec.retry.attempts} not started: {pause}"
+        self.ledger.settle(run, state, f"{last}; {why}" if last else why, next_run)
 
     def hold(self, runs: list[Run], hit: blackout.Hit) -> None:
         """Hold due occurrences until the window ends; their rows say so (for the audit:

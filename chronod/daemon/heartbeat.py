@@ -50,6 +50,7 @@ class Heartbeat:
         mono = self.clock.monotonic()
         if not self.lease.renew():
             self.recovery.lease_lost()
+        self.link.replay_kept()  # offline runs stored before anything else may start them again
         if self.placement.fleet:
             self.backfills.look()  # a backfill announced to another node may be this node's to drive
             if self.link.may_take_over(mono):

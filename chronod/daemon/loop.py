@@ -245,6 +245,7 @@ class Daemon:
         self.recovery.adopt()
         if self.link.reload_wanted(self.registry.reloads.busy):
             self.reload()
+            self.link.record_removed_held()
             self.take_requests()
         self.occurrences.load()
         self.occurrences.reconcile()

@@ -15,11 +15,11 @@ from typing import Any
 
 from chronod.core import accounts, outputs, policy
 from chronod.core.clock import Clock
-from chronod.core.model import RunState
+from chronod.core.model import RunState, Trigger
 from chronod.daemon.endings import output_budget
 from chronod.daemon.occurrences import Occurrences
 from chronod.daemon.registry import Registry
-from chronod.daemon.runs import Active, Job
+from chronod.daemon.runs import Active, Job, new_run
 from chronod.daemon.seams import Accounts, Log, Metrics
 from chronod.daemon.starter import Starter
 from chronod.daemon.timeline import Timeline
@@ -60,9 +60,11 @@ class Connectivity:
         self._retry_at = 0.0  # monotonic
         self._backoff_s = OUTAGE_BACKOFF_S[0]
         self._offline_new: dict[str, Run] = {}  # occurrences materialized during an outage
+        self._held_any: dict[str, tuple[Job, Run]] = {}  # job id -> its first `any` occurrence held back offline
         self._takeover_after = 0.0  # monotonic; no takeovers before (see `reconnecting`)
         self._reload_wanted = False  # a reload or request arrived during an outage
         self._spool = Spool(spool_path)
+        self._kept = False  # the spool holds records a lapsed lease kept from being written
         self.accounts = accounts
 
     @property
@@ -121,6 +123,7 @@ class Connectivity:
         assert self._outage is not None
         started, first = self._outage
         self._offline_new = {}
+        self._held_any = {}
         self._reload_wanted = False
         self._outage = None
         self.metrics.store_up.set(1)
@@ -139,6 +142,33 @@ class Connectivity:
             self.timeline.take(run.run_id)
             if job.spec.run_on.each:
                 self.launch_offline(job, run, now)  # a late fire beats a double fire: `any` waits
+            elif run.state == RunState.PENDING and run.trigger == Trigger.SCHEDULE:
+                self._held_any.setdefault(run.job_id, (job, run))
+
+    def record_removed_held(self) -> None:
+        """The reconnect's reload removed jobs whose `any` occurrences fell due offline: the
+        removal cancelled the stored one, and those after it, never materialized (the
+        catch-up would have), are recorded cancelled too, up to now, when the removal is
+        recorded: none that fell due while its job was registered is silent. A job another
+        node of a fleet still carries is left to that node's catch-up."""
+        now = self.clock.now()
+        runs: list[Run] = []
+        for job_id, (job, first) in sorted(self._held_any.items()):
+            row = self.store.get_job(job_id) if job_id not in self.registry.jobs else None
+            if job_id in self.registry.jobs or (row is not None and row.removed_at is None):
+                continue
+            at: datetime | None = first.scheduled_at
+            while at is not None and (run := new_run(job, at)).fire_at <= now:
+                run.state, run.finished_at = RunState.CANCELLED, now
+                run.error = "job removed from the registry; it fell due while the database was unreachable"
+                runs.append(run)
+                at = job.schedule.next_after(at)
+        if runs:
+            self.store.insert_runs(runs)  # the stored one is left as the removal settled it
+            for run in runs:
+                self.metrics.runs.labels(run.job_id, RunState.CANCELLED).inc()
+            self.log("runs.cancelled", jobs=len({r.job_id for r in runs}), count=len(runs), why="job removed")
+        self._held_any = {}
 
     def launch_offline(self, job: Job, run: Run, now: datetime) -> None:
         """Start an `each` run with no database: the spool is its record until replay. The
@@ -227,12 +257,21 @@ class Connectivity:
             self.log("store.full", "warning", runs=1, what="run output dropped, outcome kept")
             return write(None, outputs.with_note(rec["error"], outputs.DB_FULL_NOTE))
 
+    def replay_kept(self) -> None:
+        """Write what a lease that lapsed during the last replay kept from being written."""
+        if self._kept:
+            self.replay_spool()
+
     def replay_spool(self) -> None:
-        """Write what happened while the database was unreachable, oldest first."""
+        """Write what happened while the database was unreachable, oldest first. A node
+        stopped during the replay past its lease has its writes refused (stale token): the
+        records not written stay in the spool for the next token (`replay_kept`), or the
+        store would keep a run that started offline as one still waiting to start."""
         records = self._spool.records()
         if not records:
+            self._kept = False
             return
-        written = 0
+        unwritten = []
         for rec in records:
             kind = rec["kind"]
             if kind == "start":
@@ -252,6 +291,18 @@ class Connectivity:
                 ok = self.store.settle(
                     run.run_id, rec["state"], error=rec["error"], next_run=None, node=self.node, token=self.lease.token
                 )
-            written += bool(ok)
+            if not ok:
+                unwritten.append(rec)
+        self._kept = bool(unwritten) and not self.lease.ok()
+        if self._kept:
+            self._spool.keep(unwritten)
+            self.log(
+                "spool.kept",
+                "warning",
+                records=len(records),
+                kept=len(unwritten),
+                why="the lease lapsed during the replay; written under the renewed or next token",
+            )
+            return
         self._spool.clear()
-        self.log("spool.replayed", records=len(records), written=written)
+        self.log("spool.replayed", records=len(records), written=len(records) - len(unwritten))

@@ -2,7 +2,8 @@
 
 One JSON object per line, flushed and fsynced on every append so that a crash during an
 outage loses nothing the node did. The daemon replays the spool, in order, once the
-database answers again, then empties it.
+database answers again, then empties it, or keeps only what its lapsed lease kept it
+from writing (`keep`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,18 @@ class Spool:
 
     def __len__(self) -> int:
         return len(self.records())
+
+    def keep(self, records: list[dict[str, Any]]) -> None:
+        """Replace the spool by `records`, in order, at once (a crash leaves the old one or the new)."""
+        tmp = self.path.with_name(self.path.name + ".new")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            for rec in records:
+                os.write(fd, (json.dumps(rec, default=_default, sort_keys=True) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
 
     def clear(self) -> None:
         """Forget every record (after a successful replay)."""

@@ -185,3 +185,40 @@ def test_seeds_5_11_occurrences_waiting_in_a_line_across_a_crash_are_judged_by_i
     # skipped_outage by the start after a crash (seed 11: 122 of them).
     cfg = Config(days=1, jobs=100, seed=seed, faults=frozenset(FAULTS))
     assert not broken(cfg, ["one_terminal_state"])
+
+
+def test_fleet_seed_18_a_replay_refused_by_a_lapsed_lease_keeps_its_records():
+    # 8 nodes: node5 replayed its spool after a database outage and was stopped just
+    # before a write for 83 s, past its lease; every record after the stop was refused
+    # (stale token) and the spool emptied all the same: the refused claim left 7 `each`
+    # runs that had started offline stored as still waiting, and node5 started them again
+    # as attempt 1 under its next token. The records not written stay in the spool for it.
+    from chronod.sim.fleet import FLEET_FAULTS, FleetSimulation
+    from chronod.sim.fleet_checks import check_fleet
+
+    out = FleetSimulation(Config(days=0.02, jobs=50, seed=18, nodes=8, faults=frozenset(FLEET_FAULTS))).run()
+    try:
+        bad = check_fleet(out, ["attempt_started_once", "stale_writes_refused"])
+        assert not {name: found[0].what for name, found in bad.items() if found}
+    finally:
+        out.close()
+
+
+def test_seed_9_a_job_removed_during_an_outage_records_what_fell_due_in_it():
+    # every fault, a day of 100 jobs: job00060 (every 20 s, run_on: any, catchup: none)
+    # waited through a database outage from 13:21:22, as `any` jobs do; its file was
+    # removed meanwhile, and the reconnect at 13:31:48 read the registry before the
+    # catch-up: the removal cancelled the one stored occurrence and the 29 that fell due
+    # after it, never materialized, had no record at all. They are recorded cancelled.
+    cfg = Config(days=1, jobs=100, seed=9, faults=frozenset(FAULTS))
+    assert not broken(cfg, ["one_terminal_state", "audit_agrees"])
+
+
+def test_seed_16_a_pause_that_holds_a_retry_keeps_the_failed_outcome():
+    # every fault, a day of 100 jobs: job00040 (hourly, three attempts) fell due at 12:11
+    # and its first attempt ran; the job was paused at 12:15 and the attempt failed at
+    # 12:37; the pause held the retry and recorded the occurrence skipped_paused, though
+    # it fell due before the pause and ran. It is recorded failed, the error naming the
+    # retry the pause kept from starting (docs/maintenance.md).
+    cfg = Config(days=1, jobs=100, seed=16, faults=frozenset(FAULTS))
+    assert not broken(cfg, ["one_terminal_state", "reason_truth"])
