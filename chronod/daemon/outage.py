@@ -9,6 +9,7 @@ database, when takeovers may begin again, and the spool."""
 from __future__ import annotations
 
 import random
+from collections import deque
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -157,12 +158,15 @@ class Connectivity:
             row = self.store.get_job(job_id) if job_id not in self.registry.jobs else None
             if job_id in self.registry.jobs or (row is not None and row.removed_at is None):
                 continue
+            # as the catch-up does, a very long outage of a very frequent job keeps the newest
+            kept: deque[Run] = deque(maxlen=policy.MAX_BACKLOG_RECORDS)
             at: datetime | None = first.scheduled_at
             while at is not None and (run := new_run(job, at)).fire_at <= now:
                 run.state, run.finished_at = RunState.CANCELLED, now
                 run.error = "job removed from the registry; it fell due while the database was unreachable"
-                runs.append(run)
+                kept.append(run)
                 at = job.schedule.next_after(at)
+            runs.extend(kept)
         if runs:
             self.store.insert_runs(runs)  # the stored one is left as the removal settled it
             for run in runs:
