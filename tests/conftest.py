@@ -11,12 +11,14 @@ test that wants a fresh database gets `CREATE DATABASE ... TEMPLATE` (as procras
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -25,6 +27,7 @@ import pytest
 from tests.xdist_groups import pytest_collection_modifyitems  # noqa: F401  (a hook)
 
 LOCAL_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+_SESSION_STARTED = pytest.StashKey[float]()
 _PG_SKIP_REASON: list[str] = []
 
 
@@ -36,6 +39,7 @@ def pytest_configure(config: pytest.Config) -> None:
     that variable says; every interpreter reads them."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return
+    config.stash[_SESSION_STARTED] = time.time()  # for the cgroup clean-up at the end
     import compileall
 
     root = Path(__file__).resolve().parent.parent
@@ -227,8 +231,10 @@ def pytest_sessionfinish(session, exitstatus):
     """Remove the empty run cgroups this session's daemons and runners left: one subtree per
     state directory, each test has its own, all under this session's temporary directory.
 
-    Only the process that started the workers does it, once every worker is done, and only
-    for the subtrees of this session's state directories: a worker that finished early
+    Only the process that started the workers does it, once every worker is done: the
+    subtrees of this session's state directories, and those made since it started that no
+    run's cgroup is left in (state directories made outside its temporary directory).
+    Never every `chrono-runs.*` of the shared cgroup: a worker that finished early
     once swept every `chrono-runs.*` under the shared cgroup, and the cgroup a busy
     worker's daemon had just made for a run vanished before the job could enter it (the
     run failed: "cannot place the job in its cgroup ...: No such file or directory")."""
@@ -249,8 +255,17 @@ def pytest_sessionfinish(session, exitstatus):
         for d in dirnames:
             name = contain.subtree_name(os.path.join(dirpath, d))
             if name in left:
+                left.discard(name)
                 contain.sweep(os.path.join(parent, name))
                 contain.remove(os.path.join(parent, name))
+    # subtrees of state directories made elsewhere (tempfile, the working directory) during
+    # this session: removed only when no run's cgroup is left in them (rmdir refuses)
+    started = session.config.stash.get(_SESSION_STARTED, None)
+    for name in left:
+        path = os.path.join(parent, name)
+        with contextlib.suppress(OSError):
+            if started is not None and os.stat(path).st_mtime >= started:
+                contain.remove(path)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
