@@ -363,12 +363,18 @@ class Runner:
             handle.fd = -1
         self._handles.clear()
         self._owners.clear()
+        launching = self._launcher is not None and self._launcher.alive
         if self._launcher is not None:
             self._launcher.close()
             self._launcher = None
         if self._zygote is not None:
             self._zygote.close()
             self._zygote = None
+        if launching:
+            # the launcher lives on for its runs and removes their cgroups itself: a sweep
+            # here took the cgroup it had just made for a run whose job had not entered it
+            # yet, and the run failed ("cannot place the job in its cgroup")
+            return
         contain.sweep(self.containment.base)  # the cgroups of ended runs; the subtree too once empty
         contain.remove(self.containment.base)
 
