@@ -136,10 +136,7 @@ class Dispatch:
         open is found again when it falls due (`fall_due` holds it); an occurrence another
         node of a fleet owns is left to it, as ever."""
         return (
-            job is not None
-            and self.placement.owns(job)
-            and run.state == RunState.PENDING
-            and run.trigger == Trigger.SCHEDULE
+            self.read_back_held(run, job)
             and run.next_attempt_at is not None
             and run.next_attempt_at <= now
             and (run.error or "").startswith(blackout.DEFERRED_BY)
@@ -150,13 +147,18 @@ class Dispatch:
         `waits.waited_in_line`) that no line here holds: the chronod that put it there
         stopped, and this one read the row back. It fell due with chronod up, so its line's
         rule decides it (`Admission.resume`), never the outage's catch-up."""
+        return self.read_back_held(run, job) and waited_in_line(run.error)
+
+    def read_back_held(self, run: Run, job: Job | None) -> bool:
+        """A scheduled occurrence of a job this node dispatches, still pending, whose row
+        says until when something held it (`next_attempt_at`): what `held_before` and
+        `waited_before` ask first."""
         return (
             job is not None
             and self.placement.owns(job)
             and run.state == RunState.PENDING
             and run.trigger == Trigger.SCHEDULE
             and run.next_attempt_at is not None
-            and waited_in_line(run.error)
         )
 
     def due_now(self, job: Job, runs: list[Run], now: datetime) -> None:

@@ -61,19 +61,24 @@ def create_all(url: str) -> None:
         engine.dispose()
 
 
-def migrate(url: str) -> None:
-    """Every migration in turn, as an existing database is upgraded."""
+def upgrade_to(conn: sa.Connection, revision: str) -> None:
+    """The migrations up to `revision`, on `conn`, as alembic runs them."""
     from alembic import command
     from alembic.config import Config
 
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     cfg.set_main_option("path_separator", "os")
+    cfg.attributes["connection"] = conn
+    command.upgrade(cfg, revision)
+
+
+def migrate(url: str) -> None:
+    """Every migration in turn, as an existing database is upgraded."""
     engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            upgrade_to(conn, "head")
     finally:
         engine.dispose()
 
@@ -158,18 +163,11 @@ def test_upgrading_a_database_from_before_the_registration_record_dates_each_job
     no run is older) to its removal, so an old history is not suddenly 'not registered'."""
     from datetime import datetime, timezone
 
-    from alembic import command
-    from alembic.config import Config
-
     url = f"sqlite:///{tmp_path / 'old.db'}"
-    cfg = Config()
-    cfg.set_main_option("script_location", str(migrations_dir()))
-    cfg.set_main_option("path_separator", "os")
     engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "0002")
+            upgrade_to(conn, "0002")
             job = "INSERT INTO jobs VALUES (:id, '{}', 'h', 'n1', 0, NULL, NULL, :removed, :updated)"
             conn.execute(sa.text(job), {"id": "old", "removed": None, "updated": "2026-03-10 00:00:00.000000"})
             conn.execute(
