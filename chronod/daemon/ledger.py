@@ -43,7 +43,7 @@ class Ledger:
     def claim_ids(self, job_id: str) -> set[str]:
         if self._batch is None or not self._batch.per_job[job_id]:
             return set()
-        return {r.run_id for j, r in self._batch.claims if j.spec.id == job_id}
+        return {r.run_id for r in self._batch.by_job[job_id]}
 
     def store_now(self, runs: list[Run]) -> None:
         """Write now those of `runs` this wake-up holds among its occurrences to store. A run
@@ -61,7 +61,7 @@ class Ledger:
         """The job's runs claimed by this wake-up and starting."""
         if self._batch is None or not self._batch.per_job[job_id]:
             return []
-        return [r for j, r in self._batch.claims if j.spec.id == job_id]
+        return list(self._batch.by_job[job_id])
 
     def claim(self, job: Job, run: Run) -> None:
         """Start `run` with this wake-up's claims (only while collecting)."""

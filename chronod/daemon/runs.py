@@ -53,14 +53,21 @@ class Batch:
     settles: list[tuple[str, str, str | None]] = field(default_factory=list)
     claims: list[tuple[Job, Run]] = field(default_factory=list)
     per_job: Counter[str] = field(default_factory=Counter)  # claims of each job, not yet started
+    # the claims of each job: a wake-up that carries a backlog of thousands asks for a
+    # job's claims at each of its due occurrences (the overlap rule), and scanning every
+    # claim each time made a node past its ceiling slower the further behind it was
+    by_job: dict[str, list[Run]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.per_job.update(job.spec.id for job, _ in self.claims)
+        for job, run in self.claims:
+            self.per_job[job.spec.id] += 1
+            self.by_job.setdefault(job.spec.id, []).append(run)
 
     def claim(self, job: Job, run: Run) -> None:
         """Start `run` with this wake-up's claims."""
         self.claims.append((job, run))
         self.per_job[job.spec.id] += 1
+        self.by_job.setdefault(job.spec.id, []).append(run)
 
 
 class ActiveRuns(dict[str, Active]):
