@@ -245,7 +245,7 @@ def run_one(
         spy = profile(procs[0].pid, seconds, profile_to / f"n0-{n}.txt") if profile_to else None
         time.sleep(seconds)
         if spy is not None:
-            spy.wait(60)
+            spy.wait(seconds + 120)  # py-spy writes its file after the window; slow on a loaded host
         t1 = time.time()
         with engine.connect() as c:
             after = counters(c, name, no_statements is None)
