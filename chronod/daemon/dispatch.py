@@ -70,6 +70,7 @@ class Dispatch:
             batch = self.ledger.take()
             if batch is not None:
                 self.starter.flush(batch)
+            self.limit.wakeup_ended()
         finally:
             self.ledger.take()
 
@@ -247,12 +248,21 @@ class Dispatch:
         looks again later: taking more work would only spread the overload. Its own runs
         due in this same wake-up are not being behind: a fleet whose jobs fire together
         would otherwise put every rescue off, 2 s at a time, until nothing of its own fell
-        due (and then rescue several occurrences of one job at once)."""
-        if self.limit.backlog or behind:
-            for r in runs:
-                self.timeline.defer(r, now + timedelta(seconds=RESCUE_AFTER_S))
-            return
+        due (and then rescue several occurrences of one job at once). An overloaded node
+        (it shed runs of its own: `StartLimit.overloaded`) rescues nothing either.
+
+        A node that looks again later first asks the store, for all of them at once,
+        which are still pending, and stops following the others (their owner started or
+        recorded them): re-deferring every one of them every 2 s kept each occurrence of
+        every other node in its agenda for as long as it stayed behind."""
         states = self.store.run_states([r.run_id for r in runs])
+        if self.limit.backlog or behind or self.limit.overloaded():
+            for r in runs:
+                if states.get(r.run_id, RunState.PENDING) == RunState.PENDING:
+                    self.timeline.defer(r, now + timedelta(seconds=RESCUE_AFTER_S))
+                else:
+                    self.timeline.take(r.run_id)
+            return
         jobs = self.registry.jobs
         taken: Counter[str] = Counter()
         by_job: dict[str, list[Run]] = {}

@@ -91,7 +91,7 @@ def assemble(
     tl = Timeline()
     gate = Gate(store)
     lines = Lines()
-    limit = StartLimit(clock, log, metrics, max_starts_per_s)
+    limit = StartLimit(clock, log, metrics, max_starts_per_s, node=node, sheds=fleet)
     ledger = Ledger(store, node, lease, metrics, log)
     view = FleetView(store, clock, node, log, fleet)
     beat: list[Heartbeat] = []  # the heartbeat, once built (the starter renews a lapsed lease)

@@ -154,6 +154,7 @@ class Starter:
                 for _, run in claims[i:] + self.limit.take_backlog():
                     self.timeline.track(run)
                 return
+            began = self.clock.monotonic()
             chunk = [run.run_id for _, run in claims[i : i + CLAIM_CHUNK]]
             if chunk and self.notify is not None:
                 self.notify.launching()  # its next round waits for the burst to be started
@@ -165,6 +166,7 @@ class Starter:
             inserts, settles, i = [], [], i + CLAIM_CHUNK
             started = [self.start_process(jobs[c.run_id], c, record=False) for c in claimed]
             self.store.set_processes([p for p in started if p is not None], self.lease.token)
+            self.limit.started(len(claimed), self.clock.monotonic() - began)
 
     def start_process(self, job: Job, claimed: Run, record: bool = True) -> Pids | None:
         """Start the process of a claimed attempt and watch it; store its process ids now,

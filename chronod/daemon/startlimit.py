@@ -1,15 +1,21 @@
 """The node's start limit: at most `--max-starts` runs started per second. Past its
 ceiling a node then starts what it can, every second, and the catch-up rule decides which
 of the runs that wait are skipped (`chronod.core.policy.start_admission`); without it a
-node past its ceiling fell further behind each second and started less and less."""
+node past its ceiling fell further behind each second and started less and less.
+
+A node of a fleet past its ceiling (a run left waiting 2 s late: `overload`) also
+sheds, at each wake-up, the runs it would start more than `overload.OVERLOAD_LAG_S` late
+at the rate it measured itself starting (recorded skipped_outage, naming the overload):
+waiting would start nothing more and make every start late."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from datetime import datetime, timedelta
 from typing import Collection
 
-from chronod.core import policy
+from chronod.core import overload, policy, shares
 from chronod.core.clock import Clock
 from chronod.core.model import RunState, Trigger
 from chronod.daemon.runs import Job
@@ -24,8 +30,11 @@ ENDINGS_WAIT_MAX_S = 1.0  # starts owed go before recording endings, for at most
 class StartLimit:
     """Admission of due runs under the start limit; the runs that wait for it (`backlog`)."""
 
-    def __init__(self, clock: Clock, log: Log, metrics: Metrics, rate: float | None) -> None:
-        self.clock, self.log, self.metrics = clock, log, metrics
+    def __init__(
+        self, clock: Clock, log: Log, metrics: Metrics, rate: float | None, node: str = "", sheds: bool = False
+    ) -> None:
+        self.clock, self.log, self.metrics, self.node = clock, log, metrics, node
+        self.sheds = sheds  # a node of a fleet sheds past its ceiling (`overload`)
         self.backlog: list[tuple[Job, Run]] = []  # due runs waiting to start (start limit, busy wake-up)
         self.max_starts = rate if rate and rate > 0 else None
         self.budget = policy.Budget(self.max_starts or 0.0, self.clock.monotonic())
@@ -33,6 +42,9 @@ class StartLimit:
         self.skipped = 0  # runs skipped since the last summary
         self.limited_logged = float("-inf")  # the first summary at once
         self.owed_since: float | None = None  # monotonic: since when admitted runs wait to start
+        self.late_at: float | None = None  # monotonic: when a run last waited late, or the overload shed
+        self.starts: deque[tuple[float, int, float]] = deque()  # (monotonic, runs, seconds): the start rate
+        self.shed_count = 0  # runs shed since the last summary
 
     def admit_starts(
         self, claims: list[tuple[Job, Run]], settles: list[tuple[str, str, str | None]]
@@ -47,13 +59,56 @@ class StartLimit:
         a = policy.start_admission(self.max_starts, self.budget, line, self.clock.now(), self.clock.monotonic())
         self.budget, self.admit_retry = a.budget, a.retry_at
         self.budget.turns.update(a.served)  # the fair shares' turns, carried by the budget
-        for c, why in a.skip:
+        start, wait, skip = list(a.start), list(a.wait), list(a.skip)
+        mono = self.clock.monotonic()
+        if self.sheds and overload.overloaded(self.late_at, mono) and (start or wait):
+            start, wait, shed = self.shed(start, wait, mono)
+            skip += shed
+        for c, why in skip:
             settles.append((c.run_id, RunState.SKIPPED_OUTAGE, why))
             self.metrics.runs.labels(c.spec.id, RunState.SKIPPED_OUTAGE).inc()
-        self.backlog = [by_id[c.run_id] for c in a.wait]
-        self.skipped += len(a.skip)
+        self.backlog = [by_id[c.run_id] for c in wait]
+        self.skipped += len(skip)
         self.log_limited()
-        return [by_id[c.run_id] for c in a.start]
+        return [by_id[c.run_id] for c in start]
+
+    def shed(
+        self, start: list[policy.Candidate], wait: list[policy.Candidate], mono: float
+    ) -> tuple[list[policy.Candidate], list[policy.Candidate], list[tuple[policy.Candidate, str]]]:
+        """Past the ceiling: of the runs to start now and those to wait (in the order they
+        would start, the waiting ones in fair order too), the ones kept, and the ones shed
+        (`overload.shed`) at the start rate this node measured."""
+        rate = overload.start_rate(self.starts, mono)
+        if self.max_starts is not None:
+            rate = min(rate, self.max_starts)
+        owner, job = (lambda c: shares.principal(c.spec.user)), (lambda c: c.spec.id)
+        line = start + shares.fair_order(wait, owner, job, self.budget.turns)
+        why = overload.reason(self.node, overload.started_per_s(self.starts, mono))
+        keep, shed = overload.shed(line, rate, self.clock.now(), why)
+        if shed:
+            self.late_at = mono
+            self.shed_count += len(shed)
+        kept = {c.run_id for c in keep}
+        return [c for c in start if c.run_id in kept], [c for c in wait if c.run_id in kept], shed
+
+    def started(self, n: int, spent_s: float) -> None:
+        """`n` runs were claimed and started now, in `spent_s` seconds (the start rate an
+        overloaded node measures itself by)."""
+        mono = self.clock.monotonic()
+        if n:
+            self.starts.append((mono, n, spent_s))
+        while self.starts and self.starts[0][0] < mono - overload.RATE_WINDOW_S:
+            self.starts.popleft()
+
+    def wakeup_ended(self) -> None:
+        """A wake-up's starts are done: a run it left waiting late makes the node
+        overloaded (`overload.late`)."""
+        if self.sheds and self.backlog and overload.late((candidate(j, r) for j, r in self.backlog), self.clock.now()):
+            self.late_at = self.clock.monotonic()
+
+    def overloaded(self) -> bool:
+        """Whether this node is past its ceiling (`overload.overloaded`)."""
+        return self.sheds and overload.overloaded(self.late_at, self.clock.monotonic())
 
     def take_backlog(self) -> list[tuple[Job, Run]]:
         """The runs waiting to start, first in this wake-up's claims; the line is empty after."""
@@ -110,10 +165,11 @@ class StartLimit:
             limit_per_s=self.max_starts or "none",
             waiting=len(self.backlog),
             skipped=self.skipped,
+            shed_overloaded=self.shed_count,
             hint="more runs fall due than this node starts: add nodes, spread the jobs (tolerance_s), "
             "or raise --max-starts if the host has room",
         )
-        self.skipped = 0
+        self.skipped = self.shed_count = 0
         self.limited_logged = mono
 
 

@@ -375,6 +375,7 @@ class FleetSimulation:
             boot_time=self.start.timestamp(),
             lease_ttl_s=TTL_S,
             rng=random.Random(self.rng.random()),
+            max_starts_per_s=self.cfg.max_starts,
         )
         d.lease.start_thread = lambda: None  # type: ignore[method-assign]  # the loop renews (see above)
         return d

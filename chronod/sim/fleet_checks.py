@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from chronod.core import occurrence
+from chronod.core import occurrence, overload
 from chronod.core.model import JobSpec
 from chronod.core.schedule import compile_schedule
 from chronod.sim.fleet import TTL_S, FleetOutcome
@@ -33,6 +33,9 @@ class FleetFacts:
         root = out.tmp / "jobs.d"
         self.specs: dict[str, JobSpec] = dict(load_registry([root], now=out.start, secure=False).jobs)
         self.horizon = out.world.mono() - 120  # later occurrences may not have started yet
+        self.shed = {
+            r.run_id for r in out.store.runs(states=["skipped_outage"]) if overload.shed_record(r.state, r.error)
+        }
         self.by_occurrence: dict[tuple[str, str | None, datetime], list[Proc]] = defaultdict(list)
         self.by_job: dict[str, list[Proc]] = defaultdict(list)  # the launches of each job, in order
         for p in out.launches:
@@ -110,6 +113,8 @@ def any_runs_once(f: FleetFacts) -> list[Counterexample]:
             if len({p.node for p in firsts}) > 1:
                 what = "started on " + ", ".join(p.node for p in firsts)
                 out.append(Counterexample(f.out.wall(fire), spec.id, rid, what))
+            elif rid in f.shed:
+                continue  # an overloaded node shed it, and said so (fire_lag of what started is the test)
             elif not firsts and not f.disturbed(everyone, fire - TTL_S, fire + spec.tolerance_s + RESCUE_S):
                 if not all(any(a + EDGE_S <= fire for a, _ in f.out.lives[n]) for n in f.out.nodes):
                     continue
@@ -191,8 +196,8 @@ def reasons_true(f: FleetFacts) -> list[Counterexample]:
                 what = f"recorded skipped_overlap ({row.error}) while no run of the job was running"
                 out.append(Counterexample(row.fire_at, row.job_id, row.run_id, what))
         elif row.state == RunState.SKIPPED_OUTAGE:
-            if f.disturbed({"*"}, fire - 1, at):
-                continue
+            if f.disturbed({"*"}, fire - 1, at) or row.run_id in f.shed:
+                continue  # an overloaded node's shed, named as such (as the start limit's on one node)
             carriers = [row.node] if spec.run_on.each and row.node else list(f.out.nodes)
             up = [n for n in carriers if f.node_up(n, fire - 1, max(at, fire + spec.tolerance_s + RESCUE_S))]
             if up:
