@@ -17,7 +17,7 @@ second one placed after every other job's first, so it is shed first.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
 from chronod.core.policy import Candidate
 
@@ -34,18 +34,10 @@ def overloaded(late_at: float | None, mono: float) -> bool:
     return late_at is not None and mono - late_at < OVERLOAD_HOLD_S
 
 
-def since(c: Candidate, joined: Mapping[str, datetime] | None) -> datetime:
-    """Since when a run is owed by this node: its fire time, or when it joined the node's
-    line if that was later (a catch-up after an outage, a rescue, a window's release: a
-    run its catch-up policy chose to run late is not late for the overload)."""
-    at = joined.get(c.run_id) if joined else None
-    return max(c.fire_at, at) if at is not None else c.fire_at
-
-
-def late(waiting: Iterable[Candidate], now: datetime, joined: Mapping[str, datetime] | None = None) -> bool:
-    """Whether a run the node left waiting to start has waited OVERLOAD_AFTER_S (`since`)
+def late(waiting: Iterable[Candidate], now: datetime) -> bool:
+    """Whether a run the node left waiting to start is OVERLOAD_AFTER_S past its fire time
     and could be shed: more falls due than the node starts (a burst drains sooner)."""
-    return any(sheddable(c) and (now - since(c, joined)).total_seconds() >= OVERLOAD_AFTER_S for c in waiting)
+    return any(sheddable(c) and (now - c.fire_at).total_seconds() >= OVERLOAD_AFTER_S for c in waiting)
 
 
 def start_rate(starts: Iterable[tuple[float, int, float]], mono: float) -> float:
@@ -89,25 +81,19 @@ def sheddable(c: Candidate) -> bool:
 
 
 def shed(
-    line: Sequence[Candidate],
-    rate: float,
-    now: datetime,
-    why: str,
-    joined: Mapping[str, datetime] | None = None,
-    bound_s: float = OVERLOAD_LAG_S,
+    line: Sequence[Candidate], rate: float, now: datetime, why: str, bound_s: float = OVERLOAD_LAG_S
 ) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
     """Of `line` (in the order it would start), the runs kept and the runs shed with the
     reason `why`. At `rate` starts a second from `now`, the k-th run kept starts at
     now + k / rate; a sheddable run that would start more than `bound_s` after its fire
-    time (or after it joined the line, when later: `since`) is shed, and the ones behind
-    it move up."""
+    time is shed, and the ones behind it move up."""
     keep: list[Candidate] = []
     out: list[tuple[Candidate, str]] = []
     per_start = 1 / rate  # 0 at an infinite rate
     for c in line:
         if sheddable(c):
             at = now + timedelta(seconds=len(keep) * per_start)
-            if (at - since(c, joined)).total_seconds() > bound_s:
+            if (at - c.fire_at).total_seconds() > bound_s:
                 out.append((c, why))
                 continue
         keep.append(c)

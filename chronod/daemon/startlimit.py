@@ -43,7 +43,6 @@ class StartLimit:
         self.limited_logged = float("-inf")  # the first summary at once
         self.owed_since: float | None = None  # monotonic: since when admitted runs wait to start
         self.late_at: float | None = None  # monotonic: when a run last waited late, or the overload shed
-        self.joined: dict[str, datetime] = {}  # run id -> when it joined the line (the runs waiting)
         self.starts: deque[tuple[float, int, float]] = deque()  # (monotonic, runs, seconds): the start rate
         self.shed_count = 0  # runs shed since the last summary
 
@@ -61,10 +60,7 @@ class StartLimit:
         self.budget, self.admit_retry = a.budget, a.retry_at
         self.budget.turns.update(a.served)  # the fair shares' turns, carried by the budget
         start, wait, skip = list(a.start), list(a.wait), list(a.skip)
-        mono, now = self.clock.monotonic(), self.clock.now()
-        if self.sheds:
-            for c in line:
-                self.joined.setdefault(c.run_id, now)
+        mono = self.clock.monotonic()
         if self.sheds and overload.overloaded(self.late_at, mono) and (start or wait):
             start, wait, shed = self.shed(start, wait, mono)
             skip += shed
@@ -72,9 +68,6 @@ class StartLimit:
             settles.append((c.run_id, RunState.SKIPPED_OUTAGE, why))
             self.metrics.runs.labels(c.spec.id, RunState.SKIPPED_OUTAGE).inc()
         self.backlog = [by_id[c.run_id] for c in wait]
-        if self.sheds:
-            # the runs to start may be given back unstarted (`give_back`): they keep their place
-            self.joined = {c.run_id: self.joined[c.run_id] for c in (*start, *wait)}
         self.skipped += len(skip)
         self.log_limited()
         return [by_id[c.run_id] for c in start]
@@ -91,7 +84,7 @@ class StartLimit:
         owner, job = (lambda c: shares.principal(c.spec.user)), (lambda c: c.spec.id)
         line = start + shares.fair_order(wait, owner, job, self.budget.turns)
         why = overload.reason(self.node, overload.started_per_s(self.starts, mono))
-        keep, shed = overload.shed(line, rate, self.clock.now(), why, self.joined)
+        keep, shed = overload.shed(line, rate, self.clock.now(), why)
         if shed:
             self.late_at = mono
             self.shed_count += len(shed)
@@ -110,8 +103,7 @@ class StartLimit:
     def wakeup_ended(self) -> None:
         """A wake-up's starts are done: a run it left waiting late makes the node
         overloaded (`overload.late`)."""
-        waiting = (candidate(j, r) for j, r in self.backlog)
-        if self.sheds and self.backlog and overload.late(waiting, self.clock.now(), self.joined):
+        if self.sheds and self.backlog and overload.late((candidate(j, r) for j, r in self.backlog), self.clock.now()):
             self.late_at = self.clock.monotonic()
 
     def overloaded(self) -> bool:

@@ -78,13 +78,3 @@ def test_the_reason_names_the_node_its_starts_and_the_bound():
     )
     assert overload.shed_record("skipped_outage", why)
     assert not overload.shed_record("skipped_outage", "this node was at its start limit (10 starts/s)")
-
-
-def test_a_run_that_joined_the_line_late_counts_from_then_a_catch_up_or_a_rescue_is_not_shed_for_its_age():
-    rescued, caught_up, own = cand("rescued", 2.5), cand("caught_up", 60.0), cand("own", 2.5)
-    joined = {"rescued": NOW, "caught_up": NOW - timedelta(seconds=0.5)}
-    keep, shed = overload.shed([rescued, caught_up, own], 10.0, NOW, WHY, joined)
-    assert [c.run_id for c in keep] == ["rescued", "caught_up"]
-    assert [c.run_id for c, _ in shed] == ["own"]
-    assert not overload.late([rescued, caught_up], NOW, joined)
-    assert overload.late([rescued, caught_up], NOW + timedelta(seconds=overload.OVERLOAD_AFTER_S), joined)
