@@ -42,6 +42,8 @@ def one(seed: int, nodes: int, store: str, args: argparse.Namespace) -> dict:
     cmd += ["--seed", str(seed), "--nodes", str(nodes), "--store", store, "--json"]
     if args.faults is not None:
         cmd += ["--faults", args.faults]
+    if args.seconds_jobs is not None:
+        cmd += ["--seconds-jobs", str(args.seconds_jobs)]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if res.returncode not in (0, 1):
         return {"seed": seed, "error": res.stderr[-800:]}
@@ -54,6 +56,12 @@ def main() -> int:
     p.add_argument("--days", type=float, default=0.1)
     p.add_argument("--jobs", type=int, default=20)
     p.add_argument("--faults", default=None, help="default: every fault the simulation knows")
+    p.add_argument(
+        "--seconds-jobs",
+        type=int,
+        default=None,
+        help="the most jobs with a schedule in seconds (default: the simulation's, 10; -1: 5 %% of jobs, the old mix)",
+    )
     p.add_argument("--procs", type=int, default=2)
     p.add_argument("--nodes", default="1,8", help="comma-separated: 1 (one node) and/or a fleet's size (default 1,8)")
     p.add_argument(

@@ -18,8 +18,10 @@ Memory figures are stable from run to run; times depend on the load of the machi
 
     .venv/bin/python bench/bench_startup.py [--jobs 10000,100000] [--reloads 8] [--restarts 2] [--trace 10000]
 
-4. (with --restarts K, default 2) stops the daemon and starts it K times again on the same
-   database and job files: a warm restart, which reuses the stored validated files.
+4. (with --restarts K, default 2) waits until the daemon has stored every job's next
+   occurrence (as a daemon that ran for a while has), stops it and starts it K times again
+   on the same database and job files: a warm restart, which reuses the stored validated
+   files and trusts the stored occurrences checked against the same definitions.
 
 An `@every 1s` job runs beside them (tolerance 0: an occurrence started late is skipped):
 the table gives its largest lag (start minus fire time) during the reloads and over the
@@ -182,6 +184,14 @@ def tick_figures(db: Path, ready_wall: float, end_wall: float, windows: list[tup
     }
 
 
+def stored_pending(db: Path) -> int:
+    """How many waiting occurrences the database holds."""
+    import sqlite3
+
+    with sqlite3.connect(db, timeout=30) as conn:
+        return conn.execute("SELECT count(*) FROM runs WHERE state = 'pending'").fetchone()[0]
+
+
 def bench_real(n: int, reloads: int, work: Path, settle_max_s: float = 300.0) -> dict:
     reg = work / f"registry-{n}"
     reg.mkdir()
@@ -236,6 +246,13 @@ def bench_real(n: int, reloads: int, work: Path, settle_max_s: float = 300.0) ->
         end_wall = time.time()
         out["reload_s"], out["rss_reloads_mb"], out["reload_cpu_s"] = times, series, cpus
         out["hwm_mb"] = mem_mb(proc.pid)[1]
+        # a warm restart of a daemon that ran for a while: every job's next occurrence
+        # stored (the first ones are stored in slices after READY), as before a deploy
+        t = time.monotonic()
+        while stored_pending(work / f"chrono-{n}.sqlite") < n and time.monotonic() - t < settle_max_s:
+            time.sleep(1.0)
+        out["stored_before_stop"] = stored_pending(work / f"chrono-{n}.sqlite")
+        print(f"  {out['stored_before_stop']} occurrences stored before the stop", flush=True)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)

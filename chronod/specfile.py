@@ -18,7 +18,7 @@ import dataclasses
 import errno
 import grp
 import hashlib
-import json
+import marshal
 import os
 import pwd
 import re
@@ -44,7 +44,7 @@ from yaml.events import (
 from yaml.nodes import ScalarNode
 
 from chronod.core.blackout import Window
-from chronod.core.model import JobSpec, Resource
+from chronod.core.model import JobSpec, Resource, Retry, RunOn
 from chronod.core.validate import (
     ERROR,
     WARNING,
@@ -399,7 +399,7 @@ class FileCache:
             if stored is not None and stored[0] == key:
                 try:
                     fres = decode_result(name, stored[1])
-                except (ValueError, KeyError, TypeError, zlib.error):  # not ours to trust: validate
+                except (ValueError, KeyError, TypeError, EOFError, zlib.error):  # not ours to trust: validate
                     fres = None
                 if fres is not None:
                     self._results[name] = (key, fres)
@@ -444,17 +444,34 @@ def _copy(fres: FileResult) -> FileResult:
 
 _BLANK = JobSpec(id="", owner="", schedule="", command="", idempotency_class="").to_json_dict()
 _REQUIRED = ("id", "owner", "schedule", "command", "idempotency_class")
-_NESTED = frozenset({"retry", "run_on", "notify"})  # fields whose JSON form is not the field's value
 _WINDOW_FIELDS = tuple(f.name for f in dataclasses.fields(Window))
+_FIELDS = tuple(f.name for f in dataclasses.fields(JobSpec))
+_SOURCE = _FIELDS.index("source_file")
+_RETRY, _RUN_ON, _NOTIFY = (_FIELDS.index(n) for n in ("retry", "run_on", "notify"))
+# one instance of each default policy, shared by the decoded specs that have it (frozen)
+_DEFAULT_RETRY, _DEFAULT_RUN_ON = Retry(), RunOn()
 
 
 def encode_result(fres: FileResult) -> bytes:
-    """A file's validated result as compressed JSON (`decode_result` reverses it): each
-    spec as its fields that differ from the defaults, with its spec hash, so that a restart
-    neither validates nor hashes an unchanged file's jobs again."""
-    specs = []
+    """A file's validated result, compressed (`decode_result` reverses it), with each spec's
+    hash, so that a restart neither validates nor hashes an unchanged file's jobs again.
+
+    A spec with the default retry, placement and no notification (most jobs) is a tuple:
+    its hash, then its fields in order (those three and a source file that is the file
+    itself as None), handed straight back to the constructor; another spec is the fields
+    of its JSON form that differ from the defaults. marshal, not JSON: no Python object but
+    the result's own values is made (the stored blob is sealed with the node's key,
+    `chronod.daemon.filestore`), at a third of the cost of decoding JSON into specs."""
+    specs: list[Any] = []
     for spec in fres.specs:
         d, digest = spec.json_and_hash()  # the hash the definitions' sync needs next: computed once
+        if spec.retry == _DEFAULT_RETRY and spec.run_on == _DEFAULT_RUN_ON and not spec.notify:
+            values = [getattr(spec, n) for n in _FIELDS]
+            values[_RETRY] = values[_RUN_ON] = values[_NOTIFY] = None
+            if values[_SOURCE] == fres.path:
+                values[_SOURCE] = None
+            specs.append((digest, *values))
+            continue
         row = {k: v for k, v in d.items() if k in _REQUIRED or v != _BLANK[k]}
         row["env"] = [list(kv) for kv in spec.env]  # in the file's order (the JSON form sorts)
         if row.get("source_file") == fres.path:
@@ -471,32 +488,32 @@ def encode_result(fres: FileResult) -> bytes:
         ],
         "digest": fres.digest,
     }
-    return zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 1)
+    return zlib.compress(marshal.dumps(doc), 1)
 
 
 def decode_result(name: str, data: bytes) -> FileResult:
     """The `FileResult` that `encode_result` stored for the file `name`."""
-    doc = json.loads(zlib.decompress(data))
+    doc = marshal.loads(zlib.decompress(data))
     specs = []
     for row in doc["specs"]:
+        if type(row) is tuple:  # plain: the fields in order
+            values = list(row)
+            digest = values.pop(0)
+            values[_RETRY], values[_RUN_ON], values[_NOTIFY] = _DEFAULT_RETRY, _DEFAULT_RUN_ON, ()
+            if values[_SOURCE] is None:
+                values[_SOURCE] = name
+            spec = JobSpec(*values)
+            spec.remember_hash(digest)
+            specs.append(spec)
+            continue
         digest = row.pop("#")
         env = tuple((str(k), str(v)) for k, v in row.pop("env"))
-        if row.keys() & _NESTED:  # the model's own reading of its JSON form
-            d = dict(_BLANK)
-            d["source_file"] = name
-            d.update(row)
-            spec = JobSpec.from_json_dict(d)
-            if env:
-                spec = dataclasses.replace(spec, env=env)
-        else:  # plain fields only (most jobs): straight to the constructor
-            row.setdefault("source_file", name)
-            if env:
-                row["env"] = env
-            if "tags" in row:
-                row["tags"] = tuple(row["tags"])
-            if isinstance(row["command"], list):
-                row["command"] = tuple(row["command"])
-            spec = JobSpec(**row)
+        d = dict(_BLANK)
+        d["source_file"] = name
+        d.update(row)
+        spec = JobSpec.from_json_dict(d)  # the model's own reading of its JSON form
+        if env:
+            spec = dataclasses.replace(spec, env=env)
         spec.remember_hash(digest)
         specs.append(spec)
     blackouts = []

@@ -1039,6 +1039,12 @@ def _check_policy(dst_gap: str, dst_repeat: str) -> None:
         )
 
 
+def is_reboot(expr: str) -> bool:
+    """Whether `expr` is an `@reboot` schedule (the kind `compile_schedule` gives it), told
+    without compiling it."""
+    return "@" in expr and expr.strip().partition(" ")[0].lower() == "@reboot"
+
+
 @lru_cache(maxsize=131072)
 def _compile(expr: str, tz: str, dst_gap: str, dst_repeat: str) -> Schedule:
     _check_policy(dst_gap, dst_repeat)
@@ -1047,7 +1053,7 @@ def _compile(expr: str, tz: str, dst_gap: str, dst_repeat: str) -> Schedule:
     zone = _zone(tz)
     head, _, rest = expr.strip().partition(" ")
     word = head.lower()
-    if word == "@reboot":
+    if is_reboot(expr):
         if rest.strip():
             raise ScheduleError(f"{expr!r}: @reboot takes no argument", "write just @reboot")
         return _RebootSchedule(expr, tz)  # no clock times: the DST policy changes nothing

@@ -251,7 +251,7 @@ class Admission:
         this one adopted, waits for its retry just the same, and the line never saw it."""
         if not self.lines.queued(job_id) and not self.lines.started_from_line(job_id):
             return set()  # no line: nothing to hold back (and no walk over every tracked run)
-        return {r.run_id for r in self.timeline.runs() if r.job_id == job_id and r.state == RunState.RETRY_WAIT}
+        return {r.run_id for r in self.timeline.job_runs(job_id) if r.state == RunState.RETRY_WAIT}
 
     def expiry(self, job: Job, run: Run) -> tuple[RunState, str]:
         """The state and reason of an occurrence that waited in its job's line past its

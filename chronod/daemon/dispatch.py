@@ -333,7 +333,7 @@ class Dispatch:
     def reboot_jobs(self, boot_id: str, boot_time: float) -> None:
         """@reboot jobs run once per kernel boot (boot id), not once per chronod start."""
         for job in list(self.registry.jobs.values()):
-            if job.schedule.kind != "reboot" or not job.spec.enabled:
+            if not job.reboot or not job.spec.enabled:
                 continue
             state = self.store.get_job_state(job.key)
             if state.get("boot_id") == boot_id:

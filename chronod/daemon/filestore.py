@@ -24,6 +24,9 @@ from chronod.store.api import Definitions
 
 KEY_FILE = "registry-files.key"
 _SEAL = hashlib.sha256().digest_size
+# the row that is no file (no path is empty): the definitions this node's stored
+# occurrences were last checked against (`Registry`, `chronod.daemon.registry`)
+CHECKED = ""
 
 
 def node_key(state_dir: Path) -> bytes:
@@ -50,17 +53,38 @@ class StoredFiles:
 
     def __init__(self, store: Definitions, node: str, key: bytes) -> None:
         self.store, self.node, self.key = store, node, key
+        self._checked: str | None = None
+        self._loaded = False
 
     def _seal(self, name: str, file_key: str, blob: bytes) -> bytes:
         return hmac.new(self.key, b"\0".join((name.encode(), file_key.encode(), blob)), hashlib.sha256).digest()
 
     def load(self) -> dict[str, tuple[str, bytes]]:
         files = {}
+        self._checked = None
         for name, (file_key, sealed) in self.store.registry_files(self.node).items():
             seal, blob = sealed[:_SEAL], sealed[_SEAL:]
             if hmac.compare_digest(seal, self._seal(name, file_key, blob)):
-                files[name] = (file_key, blob)
+                if name == CHECKED:
+                    self._checked = file_key
+                else:
+                    files[name] = (file_key, blob)
+        self._loaded = True
         return files
+
+    def checked(self) -> str | None:
+        """The mark `set_checked` stored last (None: none, or not sealed with this node's key)."""
+        if not self._loaded:
+            self.load()
+        return self._checked
+
+    def set_checked(self, mark: str | None) -> None:
+        """Store the mark of the definitions the stored occurrences were checked against
+        (None: forget it, before definitions are stored that they were not checked against)."""
+        self.store.set_registry_files(
+            self.node, {CHECKED: None if mark is None else (mark, self._seal(CHECKED, mark, b""))}
+        )
+        self._checked, self._loaded = mark, True
 
     def save(self, changes: dict[str, tuple[str, bytes] | None]) -> None:
         self.store.set_registry_files(

@@ -298,9 +298,11 @@ class Daemon:
         for job_id in sorted(changes.gone):
             self.log("job.removed", job=job_id)
         if changes.everything:
-            self.occurrences.load(edited=set() if changes.initial else {j.spec.id for j in changes.changed})
+            edited = set() if changes.initial else {j.spec.id for j in changes.changed}
+            self.occurrences.load(edited=edited, checked=changes.checked)
         elif changes.changed:
             self.occurrences.load(list(changes.changed))
+        self.registry.mark_checked()  # every stored occurrence agrees with these definitions
         self.placement.recheck()
         if not changes.initial:
             self.log("registry.reloaded", jobs=len(self.jobs), errors=changes.errors)

@@ -221,7 +221,8 @@ def start(
     ttl = args.lease_ttl or (600.0 if store.dialect == "sqlite" else 15.0)
     metrics = Metrics()
     # a reload or a restart validates only the files that changed
-    files = FileCache(StoredFiles(store, node, node_key(state_dir)))
+    stored = StoredFiles(store, node, node_key(state_dir))
+    files = FileCache(stored)
     if args.metrics_addr:
         try:
             metrics.serve(args.metrics_addr)
@@ -253,6 +254,8 @@ def start(
         notify_service=notifier,  # the loop wakes it after recording outcomes
         accounts=ShadowAccounts() if os.geteuid() == 0 else NoAccounts(),
     )
+    # a restart whose definitions match the last check reads its stored occurrences unchecked
+    daemon.registry.marks = stored
     log(
         "daemon.starting",
         version=__version__,

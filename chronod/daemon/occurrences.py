@@ -89,10 +89,12 @@ class Occurrences:
             )
         self.forget(job_ids)
 
-    def load(self, only: list[Job] | None = None, edited: set[str] | None = None) -> None:
+    def load(self, only: list[Job] | None = None, edited: set[str] | None = None, checked: bool = False) -> None:
         """Read stored pending occurrences of carried jobs (or of the jobs in `only`, whose
         definitions changed); drop ones whose schedule changed. `edited`: the job ids whose
-        definitions this reload changed, when `only` is not given."""
+        definitions this reload changed, when `only` is not given. `checked`: the stored
+        occurrences were checked against these very definitions before (and none was
+        written since), so none is checked again (`Registry.prepare`)."""
         if only is None:
             keys = {j.key: j for j in self.registry.jobs.values()}
             self.timeline.reset()
@@ -109,7 +111,12 @@ class Occurrences:
             job = keys.get(run.job_key)
             if job is None:
                 continue
-            if run.state == RunState.PENDING and run.trigger == Trigger.SCHEDULE and not self.still_scheduled(job, run):
+            if (
+                not checked
+                and run.state == RunState.PENDING
+                and run.trigger == Trigger.SCHEDULE
+                and not self.still_scheduled(job, run)
+            ):
                 held = self.was_held(job, run)  # it fell due and a window held it
                 self.store.settle(
                     run.run_id,
@@ -132,7 +139,7 @@ class Occurrences:
         now, fresh = self.clock.now(), []
         edited = {j.spec.id for j in only} if only is not None else (edited or set())
         for job in keys.values():
-            if job.schedule.kind == "reboot" or not job.spec.enabled:
+            if job.reboot or not job.spec.enabled:
                 continue
             if job.key in have and job.spec.id not in edited:
                 continue
@@ -185,7 +192,7 @@ class Occurrences:
         return bool(self._unstored)
 
     def still_scheduled(self, job: Job, run: Run) -> bool:
-        if not job.spec.enabled or job.schedule.kind == "reboot":
+        if not job.spec.enabled or job.reboot:
             return False
         with self.quarantine.guard(job.spec, "stored occurrences"):
             return job.schedule.next_after(run.scheduled_at - timedelta(seconds=1)) == run.scheduled_at
@@ -205,7 +212,7 @@ class Occurrences:
             for r in self.store.pending([j.key for j in jobs.values()])
             if r.state == RunState.PENDING and r.trigger == Trigger.SCHEDULE
         }
-        missing = [j for j in jobs.values() if j.spec.enabled and j.schedule.kind != "reboot" and j.key not in stored]
+        missing = [j for j in jobs.values() if j.spec.enabled and not j.reboot and j.key not in stored]
         self.metrics.without_next.set(len(missing))
         if not missing:
             return

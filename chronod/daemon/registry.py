@@ -10,6 +10,7 @@ are read again)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
@@ -22,12 +23,21 @@ from chronod.daemon.runs import Job, carries
 from chronod.daemon.seams import Log, Metrics, Reloads
 from chronod.daemon.synced import Synced
 from chronod.fleet.lease import Lease
-from chronod.specfile import RegistryResult, merge_order
+from chronod.specfile import RegistryResult, merge_order, validator_version
 from chronod.store.api import Definitions, Leases, OperatorState, StoreError
 
 
 class RegistryStore(Definitions, Leases, OperatorState, Protocol):
     """The store roles a registry writes: definitions, its node's info, its errors."""
+
+
+class CheckMarks(Protocol):
+    """Where a node keeps the mark of the definitions its stored occurrences were last
+    checked against (`chronod.daemon.filestore.StoredFiles`: sealed with the node's key)."""
+
+    def checked(self) -> str | None: ...
+
+    def set_checked(self, mark: str | None) -> None: ...
 
 
 @dataclass
@@ -43,6 +53,8 @@ class Prepared:
     errors: list[dict[str, Any]]
     resources: dict[str, int]
     loaded: RegistryResult  # what the registry loader returned (the maintenance windows come from it)
+    digest: str | None = None  # of the carried definitions (`carried_digest`), when marks are kept
+    checked: bool = False  # the stored occurrences were checked against these very definitions
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,7 @@ class Changes:
     everything: bool  # read every stored occurrence again (start-up, or most jobs changed)
     windows: tuple[Window, ...]  # the registry's maintenance windows
     errors: int
+    checked: bool = False  # the stored occurrences were checked against these definitions before
 
 
 class Registry:
@@ -87,6 +100,11 @@ class Registry:
         self._file_resources: dict[str, dict[str, int]] = {}  # last good resources of each file
         self._problems: list[dict[str, Any]] = []  # the last reload's file errors
         self.synced = Synced()  # what the last reload stored (an unchanged reload skips it)
+        # the mark of the definitions the stored occurrences were checked against (None: no
+        # marks kept, the simulation); `_mark` is the one stored ("?": not known yet)
+        self.marks: CheckMarks | None = None
+        self._mark: str | None = "?"
+        self._digest: str | None = None  # of the definitions swapped in last
 
     @property
     def jobs(self) -> Mapping[str, Job]:
@@ -102,17 +120,22 @@ class Registry:
         loop's thread, start to end (start-up, the end of an outage)."""
         self.reloads.cancel()  # a reload running on its thread is superseded by this one
         self.synced.forget()  # compare with the store: it may have moved meanwhile (an outage)
-        return self.finish(self.prepare(), initial)
+        return self.finish(self.prepare(trust=initial), initial)
 
     def submit(self) -> None:
         """Prepare a reload where the reloads run it (off the loop's thread when threaded)."""
         self.reloads.submit(self.prepare)
 
-    def prepare(self) -> Prepared:
+    def prepare(self, trust: bool = False) -> Prepared:
         """The heavy half of a reload, safe off the loop's thread (chronod.daemon.reloads):
         read and validate the files, merge them, store the definitions, compile what
         changed and publish the node's spec hashes. Reads the loop's state, changes only
-        what reloads alone use (the last good version of each file)."""
+        what reloads alone use (the last good version of each file).
+
+        `trust` (start-up): when the stored mark says the stored occurrences were checked
+        against exactly these definitions and nothing wrote a definition since, the
+        definitions are not compared with the store again, the stored occurrences are not
+        checked again (`Changes.checked`) and schedules compile at their first use."""
         result = self._load()
         specs: dict[str, JobSpec] = {}
         errors: list[dict[str, Any]] = []
@@ -158,7 +181,16 @@ class Registry:
             for name, limit in self._file_resources.get(fres.path, {}).items():
                 resources.setdefault(name, limit)
         carried = {i: s for i, s in specs.items() if carries(s, self.node)}
-        self.synced.sync(self.store, self.node, carried)  # nothing when nothing changed
+        digest = carried_digest(self.node, carried) if self.marks is not None else None
+        checked = False
+        if trust and digest is not None and self.marks is not None:
+            version = self.store.jobs_version()
+            self._mark = self.marks.checked()
+            checked = self._mark == _mark(version, digest)
+        if checked:
+            self.synced.adopt(carried, version)  # the store holds these: the mark says so
+        else:
+            self.synced.sync(self.store, self.node, carried, before=self.unmark)  # nothing when nothing changed
         old = dict(self._jobs)  # one C-level copy: the loop may set a job aside meanwhile
         jobs: dict[str, Job] = {}
         build: list[str] = []  # compiled on the loop's thread, under the quarantine's guard
@@ -169,7 +201,8 @@ class Registry:
                 jobs[job_id] = prev
                 continue
             try:
-                jobs[job_id] = Job.on(spec, self.node)
+                # checked: each of these schedules compiled when its occurrences were computed
+                jobs[job_id] = Job.on(spec, self.node, compiled=not checked)
                 fresh.append(job_id)
             except Exception:  # the loop compiles it again and sets it aside
                 build.append(job_id)
@@ -183,7 +216,7 @@ class Registry:
             "containment": self.containment,
         }
         self.store.set_node_info(self.node, self.lease.token, self.synced.node_info_json(info, jobs))
-        return Prepared(specs, carried, jobs, build, fresh, gone, errors, resources, result)
+        return Prepared(specs, carried, jobs, build, fresh, gone, errors, resources, result, digest, checked)
 
     def finish(self, prep: Prepared, initial: bool = False) -> Changes:
         """The loop's half of a reload: swap the prepared definitions in. Costs what changed."""
@@ -194,8 +227,28 @@ class Registry:
         self.report_problems()
         self.metrics.registry_errors.set(len({e["file"] for e in prep.errors}))
         changes = self.apply_jobs(prep, initial, windows)
+        self._digest = prep.digest
         self.reloads.tidy()  # a reload's transient rows and JSON go back to the system
         return changes
+
+    def unmark(self) -> None:
+        """Forget the stored mark before definitions are stored that the stored
+        occurrences were not checked against (a crash before the check then checks them
+        at the next start)."""
+        if self.marks is not None and self._mark is not None:
+            self.marks.set_checked(None)
+            self._mark = None
+
+    def mark_checked(self) -> None:
+        """The stored occurrences of every carried job were just read and checked against
+        the definitions swapped in last (or stored from them): mark these definitions, so
+        that a start with the same ones and no definition written since checks nothing."""
+        if self.marks is None or self._digest is None or self.synced.version is None:
+            return
+        mark = _mark(self.synced.version, self._digest)
+        if mark != self._mark:
+            self.marks.set_checked(mark)
+            self._mark = mark
 
     def keep_windows(self, result: RegistryResult) -> tuple[Window, ...]:
         """The registry's maintenance windows; a file with errors keeps its last good ones."""
@@ -249,4 +302,18 @@ class Registry:
             everything=initial or len(changed) > len(new) // 2,
             windows=windows,
             errors=len(prep.errors),
+            checked=prep.checked,
         )
+
+
+def carried_digest(node: str, carried: Mapping[str, JobSpec]) -> str:
+    """A digest of the carried definitions (each id and spec hash), the node and the
+    validator (chrono's core code and the time zone data: what computes an occurrence)."""
+    h = hashlib.sha256(f"{node}\0{validator_version()}\0".encode())
+    h.update("\n".join(f"{i}\0{carried[i].spec_hash()}" for i in sorted(carried)).encode())
+    return h.hexdigest()
+
+
+def _mark(version: tuple[int, Any], digest: str) -> str:
+    count, newest = version
+    return f"{count}|{newest.isoformat() if newest is not None else ''}|{digest}"

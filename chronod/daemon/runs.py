@@ -11,26 +11,46 @@ from typing import Any, Iterable
 
 from chronod.core import occurrence
 from chronod.core.model import JobSpec, RunState, Trigger
-from chronod.core.schedule import Schedule, compile_schedule
+from chronod.core.schedule import Schedule, compile_schedule, is_reboot
 from chronod.store.api import Run
 
 
-@dataclass(slots=True)
 class Job:
-    """A carried job: its spec, compiled schedule and identity on this node (in slots: one per job)."""
+    """A carried job: its spec, compiled schedule and identity on this node (in slots: one per job).
 
-    spec: JobSpec
-    schedule: Schedule
-    key: str
-    offset: int
+    The schedule may be compiled at its first use (`Job.on(..., compiled=False)`): a warm
+    start of 100,000 unchanged jobs, whose stored occurrences need no schedule, would
+    otherwise spend seconds before READY compiling them."""
+
+    __slots__ = ("spec", "key", "offset", "_schedule")
+
+    def __init__(self, spec: JobSpec, schedule: Schedule | None, key: str, offset: int) -> None:
+        self.spec, self._schedule, self.key, self.offset = spec, schedule, key, offset
 
     @classmethod
-    def on(cls, spec: JobSpec, node: str) -> "Job":
-        """The job `spec` carried by `node`: its schedule compiled, its key and jitter
-        offset there (chronod.core.occurrence)."""
+    def on(cls, spec: JobSpec, node: str, *, compiled: bool = True) -> "Job":
+        """The job `spec` carried by `node`: its schedule compiled (at its first use when
+        not `compiled`: only for a spec whose schedule is known to compile), its key and
+        jitter offset there (chronod.core.occurrence)."""
         place = occurrence.placement(spec, node)
-        schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+        schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat) if compiled else None
         return cls(spec, schedule, place.key, place.offset_s)
+
+    @property
+    def schedule(self) -> Schedule:
+        schedule = self._schedule
+        if schedule is None:
+            spec = self.spec
+            schedule = self._schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+        return schedule
+
+    @property
+    def reboot(self) -> bool:
+        """Whether it is an @reboot job (told without compiling its schedule)."""
+        return is_reboot(self.spec.schedule)
+
+    def __repr__(self) -> str:
+        return f"Job({self.spec.id!r}, key={self.key!r}, offset={self.offset})"
 
 
 @dataclass

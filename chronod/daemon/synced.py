@@ -18,7 +18,7 @@ compares with the store again, as every reload did before.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from chronod.core.model import JobSpec
 
@@ -52,15 +52,25 @@ class Synced:
                 return False
         return True
 
-    def sync(self, store: Definitions, node: str, carried: dict[str, JobSpec]) -> bool:
-        """Store these definitions unless the last sync stored them; True if it wrote."""
+    def sync(
+        self, store: Definitions, node: str, carried: dict[str, JobSpec], before: Callable[[], None] | None = None
+    ) -> bool:
+        """Store these definitions unless the last sync stored them; True if it wrote.
+        `before` is called first when it is going to write."""
         if self.same(carried) and store.jobs_version() == self.version:
             return False
         self.specs = None  # a sync that fails half-way leaves nothing to trust
+        if before is not None:
+            before()
         store.sync_jobs(node, carried.values())
         self.version = store.jobs_version()
         self.specs = dict(carried)
         return True
+
+    def adopt(self, carried: dict[str, JobSpec], version: Any) -> None:
+        """These definitions are the stored ones at `version` (known without reading them:
+        a start whose definitions match the mark of the last check, `Registry`)."""
+        self.specs, self.version = dict(carried), version
 
     def node_info_json(self, info: dict[str, Any], jobs: Mapping[str, Any]) -> str:
         """`node_info_json` of `info` with `spec_hashes` the spec hash of each of `jobs`

@@ -26,6 +26,9 @@ class Timeline:
         self._pending: dict[str, Run] = {}  # run_id -> stored pending / retry_wait run
         self._deferred: set[str] = set()  # run ids left to their owner, checked at fire + RESCUE_AFTER_S
         self._held_until: dict[str, datetime] = {}  # run_id -> end of the window holding it
+        # job_id -> its tracked runs (run_id -> run): the same runs as `_pending`, by job, so
+        # that a question about one job's runs does not walk every tracked run
+        self._by_job: dict[str, dict[str, Run]] = {}
 
     # ------------------------------------------------------------------ reads
     def __len__(self) -> int:
@@ -45,6 +48,10 @@ class Timeline:
         """The tracked runs (do not track or drop while iterating)."""
         return iter(self._pending.values())
 
+    def job_runs(self, job_id: str) -> Iterator[Run]:
+        """The job's tracked runs (do not track or drop while iterating)."""
+        return iter(self._by_job.get(job_id, {}).values())
+
     def earliest(self) -> datetime | None:
         """When the next entry falls due (None: nothing tracked)."""
         return self._heap[0][0] if self._heap else None
@@ -52,7 +59,7 @@ class Timeline:
     # ------------------------------------------------------------------ writes
     def track(self, run: Run) -> None:
         """Track a pending occurrence (at its fire time) or a retry (at its next attempt)."""
-        self._pending[run.run_id] = run
+        self._put(run)
         retry = run.state == RunState.RETRY_WAIT and run.next_attempt_at
         self._push(run.next_attempt_at if retry and run.next_attempt_at else run.fire_at, run.run_id)
 
@@ -64,12 +71,12 @@ class Timeline:
     def defer(self, run: Run, at: datetime) -> None:
         """Another node owns the occurrence: look at it again at `at` (a rescue)."""
         self._deferred.add(run.run_id)
-        self._pending[run.run_id] = run
+        self._put(run)
         self._push(at, run.run_id)
 
     def hold(self, run: Run, until: datetime) -> None:
         """A maintenance window holds the occurrence until `until`."""
-        self._pending[run.run_id] = run
+        self._put(run)
         self._held_until[run.run_id] = until
         self._push(until, run.run_id)
 
@@ -88,7 +95,10 @@ class Timeline:
 
     def take(self, run_id: str) -> Run | None:
         """Stop tracking a run (it is being started or settled); its entries are ignored."""
-        return self._pending.pop(run_id, None)
+        run = self._pending.pop(run_id, None)
+        if run is not None:
+            self._unindex(run)
+        return run
 
     def take_deferred(self, run_id: str) -> bool:
         """Whether the occurrence was left to its owner (and is no longer)."""
@@ -119,7 +129,7 @@ class Timeline:
             return
         dropped = {rid for rid, run in self._pending.items() if run.job_id in job_ids}
         for rid in dropped:
-            del self._pending[rid]
+            self._unindex(self._pending.pop(rid))
             self._deferred.discard(rid)
         if entries:
             self._heap = [e for e in self._heap if e[2] not in dropped]
@@ -128,7 +138,7 @@ class Timeline:
     def reset(self) -> None:
         """Forget every tracked run and entry (the stored ones are read again); a window's
         holds are kept for `rehold`."""
-        self._pending, self._heap, self._deferred = {}, [], set()
+        self._pending, self._heap, self._deferred, self._by_job = {}, [], set(), {}
 
     def rehold(self) -> None:
         """After the pending occurrences were read again: keep holding the ones still held."""
@@ -137,6 +147,20 @@ class Timeline:
                 self._push(until, rid)
             else:
                 del self._held_until[rid]
+
+    def _put(self, run: Run) -> None:
+        old = self._pending.get(run.run_id)
+        if old is not None:
+            self._unindex(old)
+        self._pending[run.run_id] = run
+        self._by_job.setdefault(run.job_id, {})[run.run_id] = run
+
+    def _unindex(self, run: Run) -> None:
+        runs = self._by_job.get(run.job_id)
+        if runs is not None:
+            runs.pop(run.run_id, None)
+            if not runs:
+                del self._by_job[run.job_id]
 
     def _push(self, at: datetime, key: str) -> None:
         self._seq += 1

@@ -167,9 +167,13 @@ class Lines:
 
     # ------------------------------------------------------------------ resource lines
     def wait_for_slot(self, job: Job, run: Run) -> None:
-        assert job.spec.resource, "only a job with a resource waits for a slot"
-        self._waiting.setdefault(job.spec.resource, []).append((job, run))
-        self._changed(job.spec.resource)
+        resource = job.spec.resource
+        assert resource, "only a job with a resource waits for a slot"
+        self._waiting.setdefault(resource, []).append((job, run))
+        earliest = self._earliest.get(resource)
+        self._changed(resource)
+        if earliest is not None:  # one more run in line: its deadline, or the one before
+            self._earliest[resource] = min(earliest, run.fire_at + timedelta(seconds=job.spec.catchup_window_s))
 
     def slot_turn(
         self, resource: str, limit: int, used: int, now: datetime

@@ -71,8 +71,7 @@ def detect(state_dir: str | os.PathLike[str], *, mountinfo: str = "/proc/self/mo
     own = _own_cgroup()
     if own is None:
         return subreaper_only("this process has no cgroup v2 path in /proc/self/cgroup")
-    here = os.path.join(mount, own.lstrip("/"))
-    base = os.path.join(here, subtree_name(state_dir))
+    base = os.path.join(mount, own.lstrip("/"), subtree_name(state_dir))
     try:
         os.makedirs(base, exist_ok=True)
     except OSError as e:
@@ -80,6 +79,14 @@ def detect(state_dir: str | os.PathLike[str], *, mountinfo: str = "/proc/self/mo
     if not (os.access(os.path.join(base, "cgroup.procs"), os.W_OK) and _subtree_free(base)):
         return subreaper_only(f"{base} cannot take processes (no write access, or controllers enabled in it)")
     return Containment(CGROUP, base)
+
+
+def own_dir(mountinfo: str = "/proc/self/mountinfo") -> str | None:
+    """The directory of this process's own cgroup v2 (None when it cannot be told)."""
+    mount, own = _cgroup2_mount(mountinfo), _own_cgroup()
+    if mount is None or own is None:
+        return None
+    return os.path.join(mount, own.lstrip("/"))
 
 
 def _cgroup2_mount(mountinfo: str) -> str | None:
@@ -122,7 +129,8 @@ def create(path: str) -> None:
 
 
 def enter(path: str) -> None:
-    """Move the calling process into `path` (called in the job's child before exec)."""
+    """Move the calling process (every thread of it) into `path`: a job's forked child
+    before exec, or the launcher for the instant of a spawn (chronod.runner.launchloop)."""
     fd = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
     try:
         os.write(fd, b"0")

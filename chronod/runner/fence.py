@@ -16,10 +16,10 @@ settles any run: once it holds the lock, every start already under way has its `
 file (the run is adopted, not settled), and every later request of another generation is
 refused. A launcher that holds the lock and does not let go (stopped with SIGSTOP in
 the middle of a start) is killed: its runs are then settled as the runs of a dead
-launcher are, their processes killed first. A job's forked child shares the lock until
-its exec (the descriptor is close-on-exec), so a start cut short by that kill has either
-not reached the exec, or exec'd in the run's cgroup with the run's tag before the new
-daemon goes on; either way what is left of it is killed before the run is settled. So a
+launcher are, their processes killed first. A job's child (forked, or spawned into its
+cgroup) shares the lock until its exec (the descriptor is close-on-exec), so a start cut
+short by that kill has either not reached the exec, or exec'd in the run's cgroup with
+the run's tag before the new daemon goes on; either way what is left of it is killed before the run is settled. So a
 run settled by the new daemon may have started before (its outcome is unknown: `lost`, or
 a new attempt), never after.
 """

@@ -2,8 +2,9 @@
 
 Spawned once by the daemon (chronod.runner.launcher), in a session of its own, it does for
 every run what a per-attempt supervisor did (chronod.runner.supervisor): starts the job
-in its own process group and its own cgroup (chronod.runner.contain; posix_spawn without
-cgroups, else fork + exec, which also serves a job that changes user), drains
+in its own process group and its own cgroup (chronod.runner.contain; posix_spawn, into
+the run's cgroup by stepping into it for the instant of the spawn; fork + exec for a job
+that changes user), drains
 its output into a bounded tail while counting every byte, enforces the timeout, obeys a
 cancel, reaps the job and writes its `started` and `result` files. One epoll watches every
 output pipe and every job's pidfd; timeouts sit in one heap.
@@ -113,6 +114,12 @@ class Loop:
         # posix_spawn resets caught signals itself; naming only the ignored ones spares
         # the child a sigaction for each of the 64 signals
         self.ignored = [s for s in signal.valid_signals() if signal.getsignal(s) == signal.SIG_IGN]
+        # the cgroup the loop lives in and steps back to after each spawn into a run's own
+        # (`_spawn_in`); None, where it cannot be told or written, starts jobs in their
+        # cgroups by fork + exec
+        self.home = contain.own_dir()
+        if self.home is not None and not os.access(os.path.join(self.home, "cgroup.procs"), os.W_OK):
+            self.home = None
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -279,7 +286,9 @@ class Loop:
         out_r, out_w = os.pipe()
         stdin_fd = supervisor._stdin_fd(plan.stdin)
         try:
-            if plan.creds is not None or plan.cgroup is not None:
+            if plan.creds is None and plan.cgroup is not None and self.home is not None:
+                pid, failure = self._spawn_in(plan.cgroup, plan, stdin_fd, out_w)
+            elif plan.creds is not None or plan.cgroup is not None:
                 hold = self.gates.get(plan.state_dir, -1)  # the start lock, let go by the job's exec
                 pid, failure = supervisor._fork_exec(plan, stdin_fd, out_w, hold)
             else:
@@ -293,6 +302,41 @@ class Loop:
         run.pid, run.out_r = pid, out_r
         self.leaders[pid] = run
         return None
+
+    def _spawn_in(self, cgroup: str, plan: Plan, stdin_fd: int, out_w: int) -> tuple[int, tuple[str, int] | None]:
+        """posix_spawn of the job born in its run's cgroup: a child starts in its parent's
+        cgroup, so the loop steps into the run's cgroup for the instant of the spawn and
+        back. A fork of this process whose child entered the cgroup itself cost 3.5 ms of
+        CPU a run, this 0.8 ms (bench/README.md, "The cost of a start in a cgroup").
+
+        The spawned child holds a copy of the start gate's descriptor (close-on-exec) until
+        its exec, as a forked one does (chronod.runner.fence), and it is in its cgroup from
+        its first instruction. Should the loop be killed while it stands in the cgroup, it
+        dies there; it is never left there alive: if it cannot step back (the kernel
+        refuses that only when it is out of memory), it ends, since the end of the run would
+        end it with the run's processes (the daemon then settles every run it can no
+        longer vouch for)."""
+        try:
+            contain.create(cgroup)
+            contain.enter(cgroup)
+        except OSError as e:
+            return 0, ("cgroup", e.errno or 0)
+        try:
+            return self._spawn(plan, stdin_fd, out_w)
+        finally:
+            self._step_home()
+
+    def _step_home(self) -> None:
+        assert self.home is not None
+        error: OSError | None = None
+        for _ in range(3):
+            try:
+                contain.enter(self.home)
+                return
+            except OSError as e:
+                error = e
+        os.write(2, f"chrono launcher: cannot move back to its cgroup {self.home}: {error}; exiting\n".encode())
+        os._exit(70)
 
     def _spawn(self, plan: Plan, stdin_fd: int, out_w: int) -> tuple[int, tuple[str, int] | None]:
         """posix_spawn (a vfork) of the job, in its workdir, with the daemon's original

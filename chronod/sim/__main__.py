@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from chronod.sim.fleet import FLEET_FAULTS
-from chronod.sim.scenario import FAULTS, Config
+from chronod.sim.scenario import FAULTS, SECONDS_JOBS, Config
 
 EXIT_BROKEN = 1
 EXIT_USAGE = 2
@@ -51,6 +51,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="memory",
         help="the store under the daemons: memory (default, fast) or the real SQLite store",
     )
+    p.add_argument(
+        "--seconds-jobs",
+        type=int,
+        default=SECONDS_JOBS,
+        help=f"the most jobs with a schedule in seconds (default {SECONDS_JOBS}); -1: every one drawn (5 %% of jobs)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p.parse_args(argv)
 
@@ -75,7 +81,15 @@ def config(args: argparse.Namespace) -> Config:
         raise ValueError(f"--jobs {args.jobs} is more than {MAX_JOBS:,}, the most a simulation holds")
     if args.nodes > MAX_NODES:
         raise ValueError(f"--nodes {args.nodes} is more than {MAX_NODES}, the largest fleet simulated")
-    return Config(days=args.days, jobs=args.jobs, nodes=args.nodes, seed=args.seed, faults=faults, store=args.store)
+    return Config(
+        days=args.days,
+        jobs=args.jobs,
+        nodes=args.nodes,
+        seed=args.seed,
+        faults=faults,
+        store=args.store,
+        seconds_jobs=None if args.seconds_jobs < 0 else args.seconds_jobs,
+    )
 
 
 def run(cfg: Config) -> dict[str, Any]:

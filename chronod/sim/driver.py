@@ -131,6 +131,7 @@ class Simulation:
         self.world = World(self.clock, random.Random(self.rng.random()))
         self.store = sim_store(cfg, self.clock, "sqlite")
         self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), "dst" in cfg.faults)
+        self.registry.seconds_jobs = cfg.seconds_jobs
         if "window" in cfg.faults and not cfg.blackouts and not cfg.job_docs:
             # its own draws, so that every other fault draws what it drew before
             windows = random.Random(cfg.seed * 7919 + 1)

@@ -40,7 +40,7 @@ from chronod.daemon.loop import Daemon
 from chronod.daemon.waker import Wakeups
 from chronod.runner.api import Handle
 from chronod.sim.driver import _fast_tmp, sim_store, snapshot
-from chronod.sim.scenario import Config, JobPlan, Registry, duration
+from chronod.sim.scenario import SECONDS_JOBS, Config, JobPlan, Registry, duration
 from chronod.sim.world import MIN_WAKE_S, Crash, Event, Life, NullMetrics, Proc, SimNotifier, SimRunner, World
 from chronod.specfile import load_registry
 from chronod.store.api import Run, Store, StoreError
@@ -172,9 +172,11 @@ def _accepted(result: Any) -> bool:
     return bool(result)
 
 
-def fleet_jobs(n: int, rng: random.Random) -> list[JobPlan]:
-    """A fleet's mix: mostly `any` jobs (once per fleet), a quarter `each` (every node)."""
+def fleet_jobs(n: int, rng: random.Random, seconds_jobs: int | None = SECONDS_JOBS) -> list[JobPlan]:
+    """A fleet's mix: mostly `any` jobs (once per fleet), a quarter `each` (every node); at
+    most `seconds_jobs` of them in seconds, as on one node (chronod.sim.scenario.SECONDS_JOBS)."""
     plans = []
+    drawn = 0
     for i in range(1, n + 1):
         each = rng.random() < 0.25
         r = rng.random()
@@ -184,6 +186,7 @@ def fleet_jobs(n: int, rng: random.Random) -> list[JobPlan]:
             schedule = f"*/{rng.choice([2, 5, 10, 15])} * * * *"
         else:
             schedule = f"*/{rng.choice([20, 30])} * * * * *"
+            drawn += 1
         doc: dict[str, Any] = {
             "id": f"job{i:05d}",
             "owner": f"team{i % 5}",
@@ -197,6 +200,8 @@ def fleet_jobs(n: int, rng: random.Random) -> list[JobPlan]:
         }
         if doc["tolerance_s"] == 0:
             doc["tolerance_reason"] = "starts on the dot"
+        if schedule.count(" ") == 5 and seconds_jobs is not None and drawn > seconds_jobs:
+            doc["schedule"] = "*/5 * * * *"  # (after every draw: the draws after it stay the same)
         mean = 0.5 if each else rng.choice([0.5, 2.0, 10.0, 60.0, 300.0])
         plans.append(JobPlan(doc, mean, rng.choice([0.0, 0.0, 0.1])))
     return plans
@@ -249,9 +254,10 @@ class FleetSimulation:
         self.world = World(self.clock, random.Random(self.rng.random()))
         self.store = sim_store(cfg, self.clock, "postgresql")
         self.registry = Registry(self.tmp / "jobs.d", random.Random(self.rng.random()), False)
+        self.registry.seconds_jobs = cfg.seconds_jobs
         self.registry.root.mkdir(parents=True)
         plans: list[JobPlan] = [JobPlan(dict(d), cfg.mean_s, 0.0) for d in cfg.job_docs] or fleet_jobs(
-            cfg.jobs, random.Random(self.rng.random())
+            cfg.jobs, random.Random(self.rng.random()), cfg.seconds_jobs
         )
         for k in range(0, len(plans), 50):
             name = f"jobs-{k // 50:03d}.yaml"

@@ -124,6 +124,33 @@ def any_runs_once(f: FleetFacts) -> list[Counterexample]:
     return sorted(out, key=lambda c: c.at)
 
 
+def rescue_prompt(f: FleetFacts) -> list[Counterexample]:
+    """An `any` occurrence starts within RESCUE_S (plus its jitter) of its fire time
+    whenever some node that carries it was up, undisturbed and had its database from just
+    before the fire time to that bound, whatever became of the job's owner (dead, stopped,
+    a zombie): the others rescue its occurrences before its lease has even expired
+    (docs/fleet.md). Under `overlap: forbid` an occurrence may wait for a run of the job
+    that is still going."""
+    out = []
+    for spec in f.specs.values():
+        if spec.run_on.each:
+            continue
+        for at, fire in f.fires(spec, None):
+            bound = fire + RESCUE_S
+            if f.disturbed({"*"}, fire - 1, bound) or not any(f.node_up(n, fire - 1, bound) for n in f.out.nodes):
+                continue
+            firsts = [p for p in f.by_occurrence.get((spec.id, None, at), []) if p.attempt == 1]
+            first = min((p.started_mono for p in firsts), default=None)
+            if first is not None and first <= bound:
+                continue
+            if spec.overlap == "forbid" and _alive(f, spec.id, fire):
+                continue
+            late = "never started" if first is None else f"started {first - fire:.1f}s after its fire time"
+            what = f"{late} while a node that carries it was up (bound {RESCUE_S}s)"
+            out.append(Counterexample(f.out.wall(fire), spec.id, occurrence.run_id(spec.id, at), what))
+    return sorted(out, key=lambda c: c.at)
+
+
 def _alive(f: FleetFacts, job: str, mono: float) -> bool:
     return any(p.started_mono <= mono + RESCUE_S and p.end_mono() > mono for p in f.by_job.get(job, ()))
 
@@ -213,6 +240,7 @@ FLEET_CHECKS: dict[str, Callable[[FleetFacts], list[Counterexample]]] = {
     "any_runs_once": any_runs_once,
     "each_runs_everywhere": each_runs_everywhere,
     "takeover_bounded": takeover_bounded,
+    "rescue_prompt": rescue_prompt,
     "reasons_true": reasons_true,
 }
 

@@ -8,6 +8,7 @@ Each check returns its counterexamples, oldest first; a promise holds when there
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -84,6 +85,7 @@ class Facts:
         self.spans = [out.world.wall_span(d) for d in out.world.disturbances]
         self.windows = _windows(out.cfg.blackouts)
         self._hulls: dict[tuple[str, int], tuple[datetime, datetime]] = {}
+        self._spans: dict[str, tuple[list[datetime], list[tuple[datetime, datetime, int]], timedelta]] = {}
 
     def hull(self, p: Proc) -> tuple[datetime, datetime]:
         """The wall times the process ran over (`World.wall_hull`), computed once: the
@@ -169,11 +171,26 @@ class Facts:
 
     def alive(self, job: str, start: datetime, end: datetime) -> bool:
         """Whether a process of the job ran at some point of this span."""
-        for p in self.by_job.get(job, []):
-            p_start, p_end = self.hull(p)
-            if p_start <= end and start <= p_end:
-                return True
-        return False
+        return bool(self.overlapping(job, start, end))
+
+    def overlapping(self, job: str, lo: datetime, hi: datetime) -> list[Proc]:
+        """The job's processes whose hull meets [lo, hi], in `by_job` order. A bisection
+        over the hulls sorted by start, not a walk over all of the job's processes: a job
+        every 20 s has thousands a day, and the checks ask this for each of them."""
+        starts, entries, longest = self._spans_of(job)
+        procs = self.by_job.get(job, [])
+        first, last = bisect.bisect_left(starts, lo - longest), bisect.bisect_right(starts, hi)
+        return [procs[i] for i in sorted(i for _, b, i in entries[first:last] if b >= lo)]
+
+    def _spans_of(self, job: str) -> tuple[list[datetime], list[tuple[datetime, datetime, int]], timedelta]:
+        """The job's hulls as (start, end, index in `by_job`) by start, their starts, and
+        the longest hull (no hull that starts before `lo - longest` reaches `lo`)."""
+        got = self._spans.get(job)
+        if got is None:
+            entries = sorted(((*self.hull(p), i) for i, p in enumerate(self.by_job.get(job, []))), key=lambda e: e[0])
+            longest = max((b - a for a, b, _ in entries), default=timedelta(0))
+            got = self._spans[job] = ([a for a, _, _ in entries], entries, longest)
+        return got
 
 
 def one_terminal_state(f: Facts) -> list[Counterexample]:
@@ -908,14 +925,7 @@ INSTANT = timedelta(milliseconds=1)
 
 def _alive_at(f: Facts, job: str, at: datetime, but: str = "") -> list[Proc]:
     """The processes of the job (other than run `but`) running at wall time `at`."""
-    out = []
-    for p in f.by_job.get(job, []):
-        if p.run_id == but:
-            continue
-        a, b = f.hull(p)
-        if a - INSTANT <= at <= b + INSTANT:
-            out.append(p)
-    return out
+    return [p for p in f.overlapping(job, at - INSTANT, at + INSTANT) if p.run_id != but]
 
 
 def _asked_for(f: Facts) -> Callable[[Proc], str | None]:

@@ -29,6 +29,12 @@ RESOURCES = {"db": 1, "net": 2}
 # libyaml's emitter writes the same text as PyYAML's own, six times faster (every registry edit rewrites a file)
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 JOBS_PER_FILE = 50
+# At most this many jobs of a simulation get a schedule in seconds (`_schedule` draws one
+# for 5 % of jobs): a job every 20 s starts about 3,500 processes a day, so 50 of them in
+# 1,000 jobs were nearly all of a simulation's work, where real crontabs are minute, hourly
+# and daily jobs. Those drawn beyond the cap run every five minutes instead (no other
+# draw changes: a simulation with fewer seconds-jobs than this is the same as before).
+SECONDS_JOBS = 10
 
 
 @dataclass
@@ -48,6 +54,7 @@ class Config:
     blackouts: tuple[dict[str, Any], ...] = ()  # maintenance windows, written in the first file
     start: datetime | None = None  # where the calendar starts (default: drawn from the seed)
     store: str = "memory"  # the store under the daemons: "memory" (chronod.store.memory) or "sqlite"
+    seconds_jobs: int | None = SECONDS_JOBS  # the most jobs with a schedule in seconds (None: 5 %, as drawn)
 
 
 @dataclass
@@ -76,6 +83,11 @@ def _schedule(rng: random.Random, dst: bool) -> tuple[str, str]:
     if r < 0.95:
         return f"*/{rng.choice([5, 10, 15, 30])} * * * *", "UTC"
     return f"*/{rng.choice([20, 30])} * * * * *", "UTC"
+
+
+def in_seconds(schedule: str) -> bool:
+    """Whether a schedule has a seconds field (six fields)."""
+    return schedule.count(" ") == 5
 
 
 def make_job(i: int, rng: random.Random, dst: bool) -> JobPlan:
@@ -155,6 +167,8 @@ class Registry:
     next_id: int = 0
     blackouts: tuple[dict[str, Any], ...] = ()
     windows: random.Random | None = None  # the `window` fault: jobs the window holds (own draws)
+    seconds_jobs: int | None = SECONDS_JOBS  # the most jobs with a schedule in seconds (None: as drawn)
+    seconds_drawn: int = 0  # schedules in seconds given so far (jobs added or changed)
 
     def build(self, n: int, docs: tuple[dict[str, Any], ...] = (), mean_s: float = 0.5) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -167,9 +181,18 @@ class Registry:
     def new_job(self) -> JobPlan:
         self.next_id += 1
         plan = make_job(self.next_id, self.rng, self.dst)
+        plan.doc["schedule"] = self.capped(plan.doc["schedule"])
         if self.windows is not None:
             in_maintenance(plan.doc, self.windows)
         return plan
+
+    def capped(self, schedule: str) -> str:
+        """The schedule drawn, or every five minutes for a schedule in seconds beyond
+        `seconds_jobs` (see SECONDS_JOBS)."""
+        if not in_seconds(schedule) or self.seconds_jobs is None:
+            return schedule
+        self.seconds_drawn += 1
+        return schedule if self.seconds_drawn <= self.seconds_jobs else "*/5 * * * *"
 
     def write(self, name: str, bad: bool = False) -> None:
         path = self.root / name
@@ -215,7 +238,7 @@ class Registry:
             p = plans[rng.randrange(len(plans))]
             p.doc = {
                 **p.doc,
-                "schedule": _schedule(rng, False)[0]
+                "schedule": self.capped(_schedule(rng, False)[0])
                 if p.doc["timezone"] == "UTC"
                 else rng.choice(["30 2 * * *", "45 1 * * *"]),
             }

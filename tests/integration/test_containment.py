@@ -128,3 +128,34 @@ def test_the_containment_in_force_is_described(tmp_path):
     fallback = contain.detect(tmp_path, mountinfo=str(no_v2))
     assert fallback.kind == contain.SUBREAPER
     assert fallback.describe() == "subreaper (no cgroup v2 file system is mounted)"
+
+
+def test_the_launcher_spawns_into_a_run_cgroup_and_stands_in_its_own_after(tmp_path):
+    """The launcher starts a job in its cgroup by stepping into that cgroup for the instant
+    of the spawn: the job is in it, the launcher is back in its own cgroup after every
+    start, and a run whose cgroup is killed (a timeout) does not take the launcher with it."""
+    if HERE.kind != contain.CGROUP:
+        pytest.skip(CGROUP_WHY)
+    r = Runner(tmp_path / "state", many=True)
+    try:
+        home = Path("/proc/self/cgroup").read_text()  # the launcher is spawned where its daemon stands
+        handles = [
+            _launch(
+                r,
+                f"cat /proc/self/cgroup > {tmp_path}/t{i}; mv {tmp_path}/t{i} {tmp_path}/cg{i}; sleep 600",
+                timeout_s=2,
+            )
+            for i in range(3)
+        ]
+        launcher_pid = handles[0].supervisor_pid
+        for i, handle in enumerate(handles):
+            wait_until(lambda i=i: (tmp_path / f"cg{i}").exists(), what=f"job {i} to write its cgroup")
+            cgroup = r.containment.run_cgroup(handle.run_id, 1)
+            assert cgroup is not None and launcher_pid not in contain.pids(cgroup)
+            assert os.path.basename(cgroup) in (tmp_path / f"cg{i}").read_text()
+        assert Path(f"/proc/{launcher_pid}/cgroup").read_text() == home
+        assert [finish(r, h, timeout=15).state for h in handles] == ["timed_out"] * 3
+        assert alive(launcher_pid), "a run's cgroup killed the launcher that started it"
+        assert finish(r, _launch(r, "true")).state == "succeeded"
+    finally:
+        r.close()

@@ -74,3 +74,15 @@ def test_the_same_seed_gives_the_same_fleet():
 
     first = once()
     assert first and first == once()
+
+
+def test_a_fleet_whose_rescue_waits_too_long_is_caught(monkeypatch):
+    """The rescue of a dead owner's occurrences within 2 s of their fire time
+    (docs/fleet.md) is a checked promise: a daemon that looks again only 6 s after the
+    fire time is caught."""
+    from chronod.daemon import dispatch
+
+    monkeypatch.setattr(dispatch, "RESCUE_AFTER_S", 6.0)
+    _, results = simulate(fleet(5))
+    assert results["rescue_prompt"], "occurrences rescued 6 s late were not reported"
+    assert "started 6.0s after its fire time" in results["rescue_prompt"][0].what

@@ -123,6 +123,44 @@ def test_a_stored_result_decodes_to_exactly_the_validated_one(tmp_path):
         assert a.spec_hash() == hashed.spec_hash()
 
 
+PLAIN = """\
+defaults:
+  owner: ops
+  idempotency_class: idempotent
+jobs:
+  - id: argv
+    schedule: "*/5 * * * *"
+    timezone: Asia/Kolkata
+    command: [/usr/bin/report, --since, 1h]
+    env: {ZED: "1", ALPHA: "two words"}
+    tags: [reports, hourly]
+    workdir: /srv
+    timeout_s: 600
+    overlap: replace
+    description: "every five minutes"
+  - id: shell
+    schedule: "@every 90s"
+    command: "echo 'a | b' > /dev/null"
+    enabled: false
+"""
+
+
+def test_plain_specs_decode_to_exactly_the_validated_ones_with_their_hashes(tmp_path):
+    """Specs without retry, placement or notification (most jobs) are stored as their fields
+    in order and handed straight back to the constructor."""
+    path = write(tmp_path, "plain.yaml", PLAIN)
+    fres = load_file(path, now=NOW, secure=False)
+    assert [s.id for s in fres.specs] == ["argv", "shell"] and not [p for p in fres.problems if p.severity == "error"]
+    back = decode_result(str(path), encode_result(fres))
+    assert back.specs == fres.specs
+    for a, b in zip(back.specs, fres.specs, strict=True):
+        assert (a.command, a.env, a.tags, a.source_file) == (b.command, b.env, b.tags, str(path))
+        assert type(a.command) is type(b.command) and type(a.tags) is tuple
+        assert a.spec_hash() == dataclasses.replace(b).spec_hash()
+    moved = decode_result("/elsewhere/plain.yaml", encode_result(fres))  # the file's own name is not stored
+    assert {s.source_file for s in moved.specs} == {"/elsewhere/plain.yaml"}
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
 def test_the_example_files_decode_to_exactly_their_validated_results(name, tmp_path):
     path = tmp_path / name
