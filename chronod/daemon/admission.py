@@ -235,7 +235,10 @@ class Admission:
         # the catch-up rule asks only whether any run of the job is going: the runs started
         # here answer it, and the line's retries are looked for only when none is
         going = self.starter.going(job_id) or len(self.retrying(job_id))
-        start, expired = self.lines.catchup_turn(job, job_id, going, self.clock.now())
+        start, expired, replaced = self.lines.catchup_turn(job, job_id, going, self.clock.now())
+        for run, newer in replaced:
+            assert job is not None
+            self.ledger.settle(run, RunState.SKIPPED_OVERLAP, self.replacement(job, run, newer), None)
         for run in expired:
             assert job is not None
             self.ledger.settle(run, *self.expiry(job, run), None)
@@ -252,6 +255,17 @@ class Admission:
         if not self.lines.queued(job_id) and not self.lines.started_from_line(job_id):
             return set()  # no line: nothing to hold back (and no walk over every tracked run)
         return {r.run_id for r in self.timeline.runs() if r.job_id == job_id and r.state == RunState.RETRY_WAIT}
+
+    def replacement(self, job: Job, run: Run, newer: Run) -> str:
+        """Why a scheduled occurrence waiting in its job's line ends skipped_overlap: a newer
+        one fell due while it waited, and under `latest` (or `none`) only the newest waits
+        (`newest_waiting`)."""
+        behind = self.lines.behind(run)
+        where = f"waited its turn behind {behind}" if behind is not None else "waited its turn in its job's line"
+        return (
+            f"{where}; the occurrence of {blackout.stamp(newer.scheduled_at)} fell due meanwhile and waits "
+            f"in its place (catchup: {job.spec.catchup}); overlap: {job.spec.overlap}"
+        )
 
     def expiry(self, job: Job, run: Run) -> tuple[RunState, str]:
         """The state and reason of an occurrence that waited in its job's line past its

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Collection, Mapping
 
 from chronod.core import blackout, policy
+from chronod.core.model import Trigger
 from chronod.daemon.runs import Job
 from chronod.store.api import Run
 
@@ -131,22 +132,27 @@ class Lines:
         run.error = BEHIND + what
         self.queue(job, [run])
 
-    def catchup_turn(self, job: Job | None, job_id: str, going: int, now: datetime) -> tuple[list[Run], list[Run]]:
-        """The job's queued occurrences whose turn has come (`catchup_turn`), and those that
-        waited past the window; both leave the line (`job` None: the job is gone)."""
+    def catchup_turn(
+        self, job: Job | None, job_id: str, going: int, now: datetime
+    ) -> tuple[list[Run], list[Run], list[tuple[Run, Run]]]:
+        """The job's queued occurrences whose turn has come (`catchup_turn`), those that
+        waited past the window, and the scheduled ones a newer one in the line replaces
+        (`newest_waiting`: each with the one that replaces it); all leave the line (`job`
+        None: the job is gone)."""
         q = self._queued.get(job_id)
         if not q or job is None:
             if q:
                 self._held = None
             self._queued.pop(job_id, None)
             self._first_fire.pop(job_id, None)
-            return [], []
+            return [], [], []
+        replaced = self.replaced(job, q)
         if going and job.spec.overlap != "allow":
             first = self._first_fire.get(job_id)
             if first is None:
                 first = self._first_fire[job_id] = min(r.fire_at for r in q)
             if now <= first + timedelta(seconds=job.spec.catchup_window_s):
-                return [], []  # a run is going and none waited past its window: nothing moves
+                return [], [], replaced  # a run is going and none waited past its window: nothing moves
         by_id = {r.run_id: r for r in q}
         lines = [policy.waiting(r.run_id, r.fire_at, job.spec) for r in q]
         turn = policy.catchup_turn(job.spec, lines, going, now)
@@ -163,7 +169,24 @@ class Lines:
                 self._catching_up.setdefault(job_id, set()).add(r.run_id)
         if not q:
             self._queued.pop(job_id, None)
-        return start, expired
+        return start, expired, replaced
+
+    def replaced(self, job: Job, q: deque[Run]) -> list[tuple[Run, Run]]:
+        """Take out of the job's line the scheduled occurrences a newer one in it replaces
+        (`newest_waiting`), each with the one that replaces it."""
+        scheduled = [r for r in q if r.trigger == Trigger.SCHEDULE]
+        if len(scheduled) < 2 or job.spec.catchup == "all":
+            return []
+        by_id = {r.run_id: r for r in scheduled}
+        kept, gone = policy.newest_waiting(job.spec, [policy.waiting(r.run_id, r.fire_at, job.spec) for r in scheduled])
+        if not gone:
+            return []
+        self._held = None
+        self._first_fire.pop(job.spec.id, None)
+        newest = by_id[kept[-1].run_id]
+        for w in gone:
+            q.remove(by_id[w.run_id])
+        return [(by_id[w.run_id], newest) for w in gone]
 
     # ------------------------------------------------------------------ resource lines
     def wait_for_slot(self, job: Job, run: Run) -> None:

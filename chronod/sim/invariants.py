@@ -1023,12 +1023,16 @@ def _free_moment(f: Facts, procs: list[Proc], limit: int, start: datetime, end: 
 def schedule_first(f: Facts) -> list[Counterexample]:
     """A backfill or a manual run never makes a scheduled occurrence skip: a scheduled
     occurrence recorded `skipped_overlap` while only runs an operator asked for were
-    running broke the promise (unless one of them ran through its whole catch-up window);
-    and under `overlap: forbid` the backfill yields: none of its runs starts while a
+    running broke the promise (unless one of them ran through its whole catch-up window,
+    or, under `catchup: latest` or `none`, a newer occurrence fell due while it waited and
+    took its place: only the newest waits); and under `overlap: forbid` the backfill yields: none of its runs starts while a
     scheduled occurrence that fell due before it still waits to start."""
     out = []
     specs = _specs(f)
     asked = _asked_for(f)
+    rows_by_job: dict[str, list[Run]] = defaultdict(list)
+    for r in f.rows.values():
+        rows_by_job[r.job_id].append(r)
     for rid, row in f.rows.items():
         if row.trigger != "schedule" or row.state != RunState.SKIPPED_OVERLAP or row.finished_at is None:
             continue
@@ -1040,6 +1044,8 @@ def schedule_first(f: Facts) -> list[Counterexample]:
         window = timedelta(seconds=spec.catchup_window_s if spec else 0)
         if row.finished_at >= row.fire_at + window - timedelta(seconds=1):
             continue  # it waited its whole window behind a run already going
+        if spec is not None and spec.catchup != "all" and _newer_fell_due(rows_by_job[row.job_id], row):
+            continue  # `latest` and `none`: a newer occurrence that fell due as it waited took its place
         out.append(
             Counterexample(
                 row.fire_at,
@@ -1051,9 +1057,6 @@ def schedule_first(f: Facts) -> list[Counterexample]:
     firsts: dict[str, Proc] = {}
     for p in f.procs:
         firsts.setdefault(p.run_id, p)
-    rows_by_job: dict[str, list[Run]] = defaultdict(list)
-    for r in f.rows.values():
-        rows_by_job[r.job_id].append(r)
     for job, procs in f.by_job.items():
         spec = specs.get(job)
         if spec is None or spec.overlap != "forbid":
@@ -1087,6 +1090,21 @@ def schedule_first(f: Facts) -> list[Counterexample]:
                     )
                     break
     return sorted(out, key=lambda c: c.at)
+
+
+def _newer_fell_due(rows: list[Run], row: Run) -> bool:
+    """Whether a newer scheduled occurrence of the row's job fell due between the row's fire
+    time and its record (a backfill's rerun of one counts: it fell due as scheduled).
+    Under `latest` and `none` such an occurrence replaces one still waiting its turn
+    behind an operator's run (chronod.core.policy.newest_waiting)."""
+    assert row.finished_at is not None
+    for r in rows:
+        if r.scheduled_at <= row.scheduled_at or r.trigger not in ("schedule", "backfill"):
+            continue
+        fell_due = r.fire_at if r.trigger == "schedule" and r.fire_at is not None else r.scheduled_at
+        if fell_due <= row.finished_at + INSTANT:
+            return True
+    return False
 
 
 def held_order(f: Facts) -> list[Counterexample]:
