@@ -62,8 +62,11 @@ class Admission:
         running = self.starter.running(spec.id)
         forced = run.trigger == Trigger.MANUAL_FORCE or run.state == RunState.RETRY_WAIT
         draining = self.lines.draining(spec.id, self.starter.going_ids(spec.id) | self.retrying(spec.id))
-        action = policy.overlap(spec, self.starter.going(spec.id), draining, forced=forced)
-        behind = self.waits_behind(spec, run, action)
+        # under forbid a run waiting for its next attempt is still going: its retry always
+        # starts, and would run beside one started now
+        retries = [] if forced or spec.overlap != "forbid" else self.timeline.retrying(spec.id)
+        action = policy.overlap(spec, self.starter.going(spec.id) + len(retries), draining, forced=forced)
+        behind = self.waits_behind(spec, run, action, retries)
         if behind is not None:
             # the schedule comes first: a backfill or manual run never makes a scheduled
             # occurrence skip; it waits its turn (inside its catch-up window), and the
@@ -87,6 +90,8 @@ class Admission:
                 if running
                 else f"previous run {starting[0].run_id}, started in the same instant, is"
                 if starting
+                else f"previous run {retries[0].run_id} (waiting to start attempt {retries[0].attempts + 1}) is"
+                if retries
                 else "a previous run started just now"
             )
             self.ledger.settle(run, RunState.SKIPPED_OVERLAP, f"{prev} still running; overlap: forbid", next_run)
@@ -95,16 +100,17 @@ class Admission:
             self.starter.cancel(running, by=run)
         self.to_slot(job, run, next_run)
 
-    def waits_behind(self, spec: JobSpec, run: Run, action: policy.Overlap) -> str | None:
+    def waits_behind(self, spec: JobSpec, run: Run, action: policy.Overlap, retries: list[Run]) -> str | None:
         """What a scheduled occurrence waits for instead of being skipped (None: the overlap
         rule applies as it is): under `forbid`, the backfill or manual runs going when it
-        falls due while none of its schedule's runs is; or, with nothing going, the older
-        scheduled occurrences still waiting their turn behind such a run. While a scheduled
-        run is going, `forbid` skips as ever (the record names that run)."""
+        falls due (`retries`: those waiting for their next attempt count) while none of its
+        schedule's runs is; or, with nothing going, the older scheduled occurrences still
+        waiting their turn behind such a run. While a scheduled run is going, `forbid`
+        skips as ever (the record names that run)."""
         if run.trigger != Trigger.SCHEDULE or spec.overlap == "allow":
             return None
         if action == policy.Overlap.SKIP:
-            ahead = self.starter.going_runs(spec.id)
+            ahead = self.starter.going_runs(spec.id) + retries
             if ahead and all(r.trigger != Trigger.SCHEDULE for r in ahead):
                 return f"{ahead[0].trigger} run {ahead[0].run_id}"
             return None
@@ -247,14 +253,12 @@ class Admission:
             self.to_slot(job, run, None)
 
     def retrying(self, job_id: str) -> set[str]:
-        """The run ids of a job with a catch-up line that wait for their next attempt: the
-        backlog drains one occurrence after another, each with its retries (the next one
-        started during the backoff ran beside the retry, which always starts). Not only
-        those started from this daemon's line: one a daemon started before a restart, and
-        this one adopted, waits for its retry just the same, and the line never saw it."""
-        if not self.lines.queued(job_id) and not self.lines.started_from_line(job_id):
-            return set()  # no line: nothing to hold back (and no walk over every tracked run)
-        return {r.run_id for r in self.timeline.runs() if r.job_id == job_id and r.state == RunState.RETRY_WAIT}
+        """The run ids of the job that wait for their next attempt: a catch-up line drains
+        one occurrence after another, each with its retries (the next one started during
+        the backoff ran beside the retry, which always starts). Not only those started
+        from this daemon's line: one a daemon started before a restart, and this one
+        adopted, waits for its retry just the same, and the line never saw it."""
+        return {r.run_id for r in self.timeline.retrying(job_id)}
 
     def replacement(self, job: Job, run: Run, newer: Run) -> str:
         """Why a scheduled occurrence waiting in its job's line ends skipped_overlap: a newer

@@ -1,10 +1,10 @@
 """The loop's agenda: the occurrences it tracks and when it must look at each.
 
 `Timeline` alone holds the wake-up heap, its sequence, the tracked pending / retry_wait
-runs, the occurrences left to their owner (deferred, looked at again for a rescue) and
-the ones a maintenance window holds (until its end). Every other part asks it: `track` a
-run, `due(now)` pops what fell due, `drop` forgets jobs, `earliest` tells the loop when
-to wake."""
+runs (those waiting for their next attempt also by job), the occurrences left to their
+owner (deferred, looked at again for a rescue) and the ones a maintenance window holds
+(until its end). Every other part asks it: `track` a run, `due(now)` pops what fell
+due, `drop` forgets jobs, `earliest` tells the loop when to wake."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ class Timeline:
         self._pending: dict[str, Run] = {}  # run_id -> stored pending / retry_wait run
         self._deferred: set[str] = set()  # run ids left to their owner, checked at fire + RESCUE_AFTER_S
         self._held_until: dict[str, datetime] = {}  # run_id -> end of the window holding it
+        self._retrying: dict[str, set[str]] = {}  # job_id -> tracked run ids waiting for their next attempt
 
     # ------------------------------------------------------------------ reads
     def __len__(self) -> int:
@@ -45,6 +46,17 @@ class Timeline:
         """The tracked runs (do not track or drop while iterating)."""
         return iter(self._pending.values())
 
+    def retrying(self, job_id: str) -> list[Run]:
+        """The job's tracked runs that wait for their next attempt (kept by job: the
+        overlap rule asks on every start)."""
+        ids = self._retrying.get(job_id)
+        if not ids:
+            return []
+        runs = [r for rid in ids if (r := self._pending.get(rid)) is not None and r.state == RunState.RETRY_WAIT]
+        if len(runs) < len(ids):  # started or settled since it was tracked
+            self._note_retry(job_id, {r.run_id for r in runs})
+        return sorted(runs, key=lambda r: (r.scheduled_at, r.run_id))
+
     def earliest(self) -> datetime | None:
         """When the next entry falls due (None: nothing tracked)."""
         return self._heap[0][0] if self._heap else None
@@ -53,6 +65,8 @@ class Timeline:
     def track(self, run: Run) -> None:
         """Track a pending occurrence (at its fire time) or a retry (at its next attempt)."""
         self._pending[run.run_id] = run
+        if run.state == RunState.RETRY_WAIT:
+            self._retrying.setdefault(run.job_id, set()).add(run.run_id)
         retry = run.state == RunState.RETRY_WAIT and run.next_attempt_at
         self._push(run.next_attempt_at if retry and run.next_attempt_at else run.fire_at, run.run_id)
 
@@ -88,7 +102,10 @@ class Timeline:
 
     def take(self, run_id: str) -> Run | None:
         """Stop tracking a run (it is being started or settled); its entries are ignored."""
-        return self._pending.pop(run_id, None)
+        run = self._pending.pop(run_id, None)
+        if run is not None and run.job_id in self._retrying:
+            self._retrying[run.job_id].discard(run_id)
+        return run
 
     def take_deferred(self, run_id: str) -> bool:
         """Whether the occurrence was left to its owner (and is no longer)."""
@@ -121,6 +138,8 @@ class Timeline:
         for rid in dropped:
             del self._pending[rid]
             self._deferred.discard(rid)
+        for job_id in job_ids:
+            self._retrying.pop(job_id, None)
         if entries:
             self._heap = [e for e in self._heap if e[2] not in dropped]
             heapq.heapify(self._heap)
@@ -128,7 +147,7 @@ class Timeline:
     def reset(self) -> None:
         """Forget every tracked run and entry (the stored ones are read again); a window's
         holds are kept for `rehold`."""
-        self._pending, self._heap, self._deferred = {}, [], set()
+        self._pending, self._heap, self._deferred, self._retrying = {}, [], set(), {}
 
     def rehold(self) -> None:
         """After the pending occurrences were read again: keep holding the ones still held."""
@@ -137,6 +156,12 @@ class Timeline:
                 self._push(until, rid)
             else:
                 del self._held_until[rid]
+
+    def _note_retry(self, job_id: str, ids: set[str]) -> None:
+        if ids:
+            self._retrying[job_id] = ids
+        else:
+            self._retrying.pop(job_id, None)
 
     def _push(self, at: datetime, key: str) -> None:
         self._seq += 1

@@ -84,6 +84,8 @@ class Facts:
         self.spans = [out.world.wall_span(d) for d in out.world.disturbances]
         self.windows = _windows(out.cfg.blackouts)
         self._hulls: dict[tuple[str, int], tuple[datetime, datetime]] = {}
+        self._spells: dict[str, list[tuple[Proc, datetime, datetime]]] = {}
+        self.asked: Callable[[Proc], str | None] | None = None  # `_asked_for`, once computed
 
     def hull(self, p: Proc) -> tuple[datetime, datetime]:
         """The wall times the process ran over (`World.wall_hull`), computed once: the
@@ -93,6 +95,49 @@ class Facts:
         if got is None:
             got = self._hulls[key] = self.out.world.wall_hull(p.started_mono, p.end_mono())
         return got
+
+    def spells(self, job: str) -> list[tuple[Proc, datetime, datetime]]:
+        """The job's runs as they held its line, computed once per job: (the process of the
+        attempt a spell began with, the wall time it started, the end of its last
+        attempt). A spell is one attempt, or several of one run back to back: the next
+        attempt of the same run, started for the same reason (the schedule, a manual run,
+        a backfill: `_asked_for`) within the job's longest retry backoff of the end of the
+        one before, or of when a daemon could first read that end (`noticed`): the daemon
+        waits for the retry; a backfill that reopens an ended run much later begins a
+        spell of its own."""
+        got = self._spells.get(job)
+        if got is not None:
+            return got
+        versions = self.out.versions.get(job)
+        retry = versions[-1].spec.retry if versions else None
+        longest = timedelta(seconds=(retry.max_backoff_s * 1.2 if retry and retry.attempts > 1 else 0) + LAG_S)
+        asked = _asked_for(self)
+        runs: dict[str, list[Proc]] = defaultdict(list)
+        for p in self.by_job.get(job, []):
+            runs[p.run_id].append(p)
+        got = []
+        for procs in runs.values():
+            procs.sort(key=lambda p: (p.attempt, p.started_mono))
+            first, (a, b) = procs[0], self.hull(procs[0])
+            for prev, p in itertools.pairwise(procs):
+                c, d = self.hull(p)
+                if p.attempt == prev.attempt + 1 and asked(p) == asked(prev) and c - self.noticed(b) <= longest:
+                    b = max(b, d)
+                    continue
+                got.append((first, a, b))
+                first, a, b = p, c, d
+            got.append((first, a, b))
+        self._spells[job] = got
+        return got
+
+    def noticed(self, t: datetime) -> datetime:
+        """The earliest a daemon could act on what happened at wall time `t`: after every
+        crash, stall or outage that was going on then (a retry's backoff counts from when
+        the daemon read its attempt's end)."""
+        for a, b in sorted(self.spans):
+            if a <= t <= b:
+                t = b
+        return t
 
     def window_spans(
         self, spec: JobSpec, start: datetime, end: datetime
@@ -333,18 +378,18 @@ def _line_cleared(f: Facts, e: Expected, asked: Callable[[Proc], str | None]) ->
     the backfill yields). None when it did not wait in such a line."""
     if e.version.spec.overlap != "forbid":
         return None
-    going = _alive_at(f, e.job, e.fire_at, but=e.run_id)
-    if not going or not all(asked(p) for p in going):
+    going = _going_at(f, e.job, e.fire_at, but=e.run_id)
+    if not going or not all(asked(p) for p, _ in going):
         return None
-    w, ready = f.out.world, e.fire_at
+    ready = e.fire_at
     while True:
         ahead = [
-            p
-            for p in _alive_at(f, e.job, ready, but=e.run_id)
+            end
+            for p, end in _going_at(f, e.job, ready, but=e.run_id)
             if (asked(p) and p.started_wall <= e.fire_at + INSTANT)
             or (not asked(p) and p.scheduled_at < e.scheduled_at)
         ]
-        end = max((w.wall_hull(p.started_mono, p.end_mono())[1] for p in ahead), default=ready)
+        end = max(ahead, default=ready)
         if end <= ready:
             return ready
         ready = end
@@ -906,22 +951,29 @@ def _holder(f: Facts, p: Any) -> tuple[str, str, str] | None:
 INSTANT = timedelta(milliseconds=1)
 
 
-def _alive_at(f: Facts, job: str, at: datetime, but: str = "") -> list[Proc]:
-    """The processes of the job (other than run `but`) running at wall time `at`."""
+def _going_at(f: Facts, job: str, at: datetime, but: str = "") -> list[tuple[Proc, datetime]]:
+    """The runs of the job (other than run `but`) going at wall time `at`, each as the
+    process of the attempt it began with and the end of its last attempt: an attempt's
+    process running, or a run waiting for its next attempt between two of them (its
+    retry always starts, so under `overlap: forbid` the job's line waits for it:
+    docs/backfill.md; `Facts.spells`)."""
     out = []
-    for p in f.by_job.get(job, []):
-        if p.run_id == but:
-            continue
-        a, b = f.hull(p)
-        if a - INSTANT <= at <= b + INSTANT:
-            out.append(p)
+    for first, a, b in f.spells(job):
+        if first.run_id != but and a - INSTANT <= at <= b + INSTANT:
+            out.append((first, b))
     return out
 
 
 def _asked_for(f: Facts) -> Callable[[Proc], str | None]:
     """Which processes an operator asked for: "manual" for a manual run, "backfill" for a
     run a backfill started (a backfill reruns an occurrence under its own run id: only
-    the processes started after the backfill was stored are its)."""
+    the processes started after the backfill was stored are its). Computed once."""
+    if f.asked is None:
+        f.asked = _asked(f)
+    return f.asked
+
+
+def _asked(f: Facts) -> Callable[[Proc], str | None]:
     since: dict[str, datetime] = {}
     for bf_id in f.out.backfills:
         bf = f.out.store.get_backfill(bf_id)
@@ -964,7 +1016,7 @@ def reason_truth(f: Facts) -> list[Counterexample]:
         if at is None or spec is None or row.fire_at is None or row.fire_at > f.horizon:
             continue
         if row.state == RunState.SKIPPED_OVERLAP:
-            if not _alive_at(f, row.job_id, at, but=rid) and not f.disturbed(row.fire_at - timedelta(seconds=1), at):
+            if not _going_at(f, row.job_id, at, but=rid) and not f.disturbed(row.fire_at - timedelta(seconds=1), at):
                 out.append(
                     Counterexample(
                         row.fire_at,
@@ -1037,7 +1089,7 @@ def schedule_first(f: Facts) -> list[Counterexample]:
         if row.trigger != "schedule" or row.state != RunState.SKIPPED_OVERLAP or row.finished_at is None:
             continue
         spec = specs.get(row.job_id)
-        alive = _alive_at(f, row.job_id, row.finished_at, but=rid)
+        alive = [p for p, _ in _going_at(f, row.job_id, row.finished_at, but=rid)]
         ops = [p for p in alive if asked(p)]
         if not alive or len(ops) < len(alive):
             continue

@@ -90,3 +90,47 @@ def test_only_the_newest_occurrence_waits_behind_a_backfill_run_under_latest(mon
         assert not {name: bad[0].what for name, bad in check(out, CHECKS).items() if bad}
     finally:
         out.close()
+
+
+RETRIED = {**EVERY_20S, "retry": {"attempts": 3, "backoff_s": 10, "max_backoff_s": 10}}
+
+
+def test_the_newest_occurrence_waits_for_the_backfill_runs_retry_too(monkeypatch):
+    """The backfill's first run fails after 145 s, at 00:12:35, and its retry starts 8 to
+    12 s later and takes 3 s: the 00:12:40 occurrence falls due between the two attempts.
+    A run waiting for its next attempt is still going (its retry always starts), so that
+    occurrence waits for the retry and starts when it ends, and is not late (seeds 8 and
+    20, a day of 100 jobs: fire_lag_bounded took the job for idle between two attempts)."""
+    sim_box: list[Simulation] = []
+
+    def duration(plan):
+        def draw(rng):
+            t = sim_box[0].world.mono() - sim_box[0].t0
+            if BACKFILL_AT <= t < BACKFILL_AT + 1:
+                return 145.0, 1
+            return (3.0 if BACKFILL_AT + 145 < t < BACKFILL_AT + 160 else 1.0), 0
+
+        return draw
+
+    monkeypatch.setattr(driver, "duration", duration)
+    cfg = Config(days=0.052, jobs=1, seed=1, faults=frozenset(), job_docs=(RETRIED,), mean_s=1.0, start=START)
+    sim = Simulation(cfg)
+    sim_box.append(sim)
+    job = {"job": "every20", "since_s": 300.0, "until_s": 60.0, "only": "all"}
+    sim.events = [Event(sim.t0 + BACKFILL_AT, "backfill", job)]
+    out = sim.run()
+    try:
+        at = START + timedelta(seconds=BACKFILL_AT)
+        backfilled = {r.run_id for r in out.store.runs("every20") if r.trigger == "backfill"}
+        first, retry = sorted(
+            (p for p in out.world.procs.values() if p.run_id in backfilled and p.started_wall >= at),
+            key=lambda p: p.started_mono,
+        )[:2]
+        assert (first.run_id, first.attempt + 1) == (retry.run_id, retry.attempt)  # the case is met
+        waited = next(r for r in out.store.runs("every20") if r.scheduled_at == at + timedelta(seconds=150))
+        ran = [p for p in out.world.procs.values() if p.run_id == waited.run_id]
+        assert waited.state == "succeeded" and ran[0].started_wall > retry.started_wall
+        assert abs((ran[0].started_wall - out.world.wall_at(retry.end_mono())).total_seconds()) < 1
+        assert not {name: bad[0].what for name, bad in check(out, CHECKS).items() if bad}
+    finally:
+        out.close()
