@@ -118,9 +118,11 @@ class Turn:
     expire: tuple[Waiting, ...] = ()
 
 
-def waiting(run_id: str, fire_at: datetime, spec: JobSpec) -> Waiting:
-    """A run of `spec` firing at `fire_at`, waiting from now on."""
-    return Waiting(run_id, fire_at, fire_at + timedelta(seconds=spec.catchup_window_s))
+def waiting(run_id: str, fire_at: datetime, spec: JobSpec, since: datetime | None = None) -> Waiting:
+    """A run of `spec` firing at `fire_at`, waiting from now on: its place in line is its
+    fire time, and it waits `catchup_window_s` from then (or from `since`: a retry, from
+    when it fell due)."""
+    return Waiting(run_id, fire_at, (since or fire_at) + timedelta(seconds=spec.catchup_window_s))
 
 
 def _expired(queue: Iterable[Waiting], now: datetime) -> tuple[list[Waiting], list[Waiting]]:

@@ -22,7 +22,7 @@ from chronod.daemon.runs import Job
 from chronod.daemon.seams import Accounts, Log
 from chronod.daemon.starter import Starter
 from chronod.daemon.timeline import Timeline
-from chronod.daemon.waits import QUEUED, Lines
+from chronod.daemon.waits import QUEUED, Lines, slot_since
 from chronod.fleet.lease import Lease
 from chronod.store.api import Run, RunLedger
 
@@ -145,7 +145,8 @@ class Admission:
         """A pause set after the occurrence fell due holds its retry: it did not fall due
         while paused, so not skipped_paused; its last attempt's outcome (failed or
         timed_out) is its record, and the error says which retry the pause kept from
-        starting (`chronoctl backfill --only failed` runs it again after the resume)."""
+        starting (`chronoctl backfill --only failed` runs it again after the resume). So
+        is that of a retry that got no slot of its resource (`admit`)."""
         tried = self.store.attempts(run.run_id)
         state = RunState(tried[-1].state) if tried and tried[-1].state in FAILURES else RunState.FAILED
         stored = self.store.get_run(run.run_id)
@@ -313,7 +314,7 @@ class Admission:
         assert resource, "only a job with a resource waits for a slot"
         why = run.error if (run.error or "").startswith(blackout.WAITING_FOR) else None  # since it first waited
         why = why or blackout.slot_wait(resource, self.registry.limit(resource), self.clock.now())
-        until = run.fire_at + timedelta(seconds=job.spec.catchup_window_s)
+        until = slot_since(run) + timedelta(seconds=job.spec.catchup_window_s)
         run.error = why
         self.store.note_held([run.run_id], why, until, node=self.node, token=self.lease.token)
 
@@ -325,6 +326,13 @@ class Admission:
             return
         start, expired = turn
         for job, run in expired:
+            if run.state == RunState.RETRY_WAIT:  # it ran: its last attempt's outcome is its record
+                why = (
+                    f"waited for a slot of resource {resource!r} (max_concurrency {limit}) and got none "
+                    f"within catchup_window_s={format_duration(job.spec.catchup_window_s)} of when it fell due"
+                )
+                self.give_up_retry(job, run, why, None)
+                continue
             self.ledger.settle(
                 run,
                 RunState.SKIPPED_RESOURCE,

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Collection, Mapping
 
 from chronod.core import blackout, policy
-from chronod.core.model import Trigger
+from chronod.core.model import RunState, Trigger
 from chronod.daemon.runs import Job
 from chronod.store.api import Run
 
@@ -27,6 +27,15 @@ EXPIRY_SLACK = timedelta(milliseconds=5)  # wake just after a waiting run's dead
 # (the schedule comes first: it waits its turn; `Lines.wait_behind`)
 BEHIND = "waiting its turn behind "
 QUEUED = "queued behind the catch-up backlog"  # an occurrence that fell due while one drained
+
+
+def slot_since(run: Run) -> datetime:
+    """From when a run's wait for a slot of its resource counts (its deadline is this plus
+    `catchup_window_s`): its fire time, or for a retry the time the retry fell due. An
+    attempt may end after its occurrence's catch-up window, and its retry still starts."""
+    if run.state == RunState.RETRY_WAIT and run.next_attempt_at is not None:
+        return max(run.fire_at, run.next_attempt_at)
+    return run.fire_at
 
 
 def waited_in_line(error: str | None) -> bool:
@@ -212,7 +221,7 @@ class Lines:
                 return [], []  # no free slot and no run past its deadline: the line stays as it is
         by_id = {r.run_id: (j, r) for j, r in line}
         turn = policy.resource_admission(
-            limit, used, [policy.waiting(r.run_id, r.fire_at, j.spec) for j, r in line], now
+            limit, used, [policy.waiting(r.run_id, r.fire_at, j.spec, slot_since(r)) for j, r in line], now
         )
         gone = {w.run_id for w in (*turn.expire, *turn.start)}
         if gone:
@@ -259,5 +268,7 @@ class Lines:
             line = self._waiting.get(resource)
             if not line:
                 return None
-            at = self._earliest[resource] = min(r.fire_at + timedelta(seconds=j.spec.catchup_window_s) for j, r in line)
+            at = self._earliest[resource] = min(
+                slot_since(r) + timedelta(seconds=j.spec.catchup_window_s) for j, r in line
+            )
         return at

@@ -84,3 +84,32 @@ def test_an_occurrence_due_while_the_previous_run_waits_for_its_retry_is_skipped
         assert not {name: bad[0].what for name, bad in check(out, names).items() if bad}
     finally:
         out.close()
+
+
+WITH_A_RESOURCE = {
+    **EVERY_MINUTE,
+    "id": "slotted",
+    "schedule": "*/5 * * * *",
+    "catchup": "latest",
+    "catchup_window_s": 60,
+    "resource": "net",
+}
+
+
+def test_a_retry_due_after_its_occurrences_catch_up_window_still_gets_a_slot(monkeypatch):
+    """Every attempt takes 70 s and fails; the retry falls due 5 s later, past the
+    occurrence's 60 s catch-up window. A free slot of its resource is its to take: the
+    wait for a slot counts from when the retry fell due, not from the occurrence's fire
+    time (it was recorded skipped_resource at once, its failed attempt forgotten)."""
+    monkeypatch.setattr(driver, "duration", lambda plan: lambda rng: (70.0, 1))
+    cfg = Config(days=0.06, jobs=1, seed=1, faults=frozenset(), job_docs=(WITH_A_RESOURCE,), mean_s=70.0, start=START)
+    out = Simulation(cfg).run()
+    try:
+        procs = [p for p in out.world.procs.values() if p.job_id == "slotted"]
+        assert len([p for p in procs if p.attempt == 2]) >= 2
+        rows = [r for r in out.store.runs("slotted") if r.started_at is not None]
+        assert rows and {r.state for r in rows} <= {"failed", "running", "retry_wait"}
+        names = ["one_terminal_state", "reason_truth", "resource_limit_held"]
+        assert not {name: bad[0].what for name, bad in check(out, names).items() if bad}
+    finally:
+        out.close()
