@@ -126,9 +126,22 @@ class Facts:
                     continue
                 got.append((first, a, b))
                 first, a, b = p, c, d
+            if self.retry_pending(first.run_id):
+                b = max(b, self.out.end)  # still going at the end: its retry is to come
             got.append((first, a, b))
         self._spells[job] = got
         return got
+
+    def retry_pending(self, run_id: str) -> bool:
+        """Whether the run waits at the end for a retry that falls due after it: it has not
+        ended, and its retry always starts (the simulation ended first)."""
+        row = self.rows.get(run_id)
+        return (
+            row is not None
+            and row.state == RunState.RETRY_WAIT
+            and row.next_attempt_at is not None
+            and row.next_attempt_at > self.out.end - timedelta(seconds=LAG_S)
+        )
 
     def noticed(self, t: datetime) -> datetime:
         """The earliest a daemon could act on what happened at wall time `t`: after every
@@ -242,6 +255,8 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
         return None  # its process still runs: it cannot have ended (fire_lag_bounded judges its start)
     if state == RunState.PENDING and f.in_draining_backlog(e):
         return None  # it waits its turn behind a catch-up backlog that drains to the end
+    if state == RunState.RETRY_WAIT and f.retry_pending(e.run_id):
+        return None  # its retry falls due after the end
     if state not in TERMINAL:
         return f"still {state} long after it fell due"
     if ran:
@@ -506,7 +521,7 @@ def audit_agrees(f: Facts) -> list[Counterexample]:
 
     def going(e: Expected) -> bool:
         ran = f.by_run.get(e.run_id, [])
-        return bool(ran) and f.going_at_end(ran[-1])
+        return bool(ran) and (f.going_at_end(ran[-1]) or f.retry_pending(e.run_id))
 
     for e in f.expected:
         ok = succeeded(e)
