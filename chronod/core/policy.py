@@ -7,6 +7,8 @@ then acts. The rules, one function each:
 - `catchup`: which occurrences that fell due together run, and which are `skipped_outage`;
 - `catchup_turn`: which of a job's queued catch-up occurrences starts now (scheduled
   order, one at a time unless `overlap: allow`), and which waited past the window;
+- `newest_waiting`: which of a job's scheduled occurrences waiting in its line behind a
+  backfill or manual run a newer one replaces (`latest`, `none`);
 - `overlap`: what a new run does while others of its job run or queue (start, queue,
   skip, replace);
 - `resource_admission`: which runs waiting for a resource get its free slots (oldest
@@ -116,9 +118,11 @@ class Turn:
     expire: tuple[Waiting, ...] = ()
 
 
-def waiting(run_id: str, fire_at: datetime, spec: JobSpec) -> Waiting:
-    """A run of `spec` firing at `fire_at`, waiting from now on."""
-    return Waiting(run_id, fire_at, fire_at + timedelta(seconds=spec.catchup_window_s))
+def waiting(run_id: str, fire_at: datetime, spec: JobSpec, since: datetime | None = None) -> Waiting:
+    """A run of `spec` firing at `fire_at`, waiting from now on: its place in line is its
+    fire time, and it waits `catchup_window_s` from then (or from `since`: a retry, from
+    when it fell due)."""
+    return Waiting(run_id, fire_at, (since or fire_at) + timedelta(seconds=spec.catchup_window_s))
 
 
 def _expired(queue: Iterable[Waiting], now: datetime) -> tuple[list[Waiting], list[Waiting]]:
@@ -139,6 +143,22 @@ def catchup_turn(spec: JobSpec, queue: Sequence[Waiting], running: int, now: dat
         return Turn(tuple(live), tuple(gone))
     start = tuple(live[:1]) if running == 0 else ()
     return Turn(start, tuple(gone))
+
+
+def newest_waiting(spec: JobSpec, line: Sequence[Waiting]) -> tuple[tuple[Waiting, ...], tuple[Waiting, ...]]:
+    """The catch-up rule for a job's scheduled occurrences that wait their turn in its line
+    (behind a backfill or manual run): which stay in line and which a newer one replaces.
+    Under `all` every one waits its turn, in scheduled order. Under `latest` and `none`
+    only the newest waits: it replaces the older ones, as a newer occurrence replaces an
+    older one waiting for the start limit (`start_admission`) and as `latest` runs only the
+    newest of the occurrences an outage kept from running (`catchup`). Without it, a job
+    whose runs outlast its period never empties the line that formed behind one long
+    backfill run: every occurrence would start late, one after another, for a whole
+    `catchup_window_s`."""
+    if spec.catchup == "all" or len(line) < 2:
+        return tuple(line), ()
+    ordered = sorted(line, key=lambda w: (w.fire_at, w.run_id))
+    return tuple(ordered[-1:]), tuple(ordered[:-1])
 
 
 class Overlap(StrEnum):

@@ -22,7 +22,7 @@ from chronod.daemon.runs import Job
 from chronod.daemon.seams import Accounts, Log
 from chronod.daemon.starter import Starter
 from chronod.daemon.timeline import Timeline
-from chronod.daemon.waits import QUEUED, Lines
+from chronod.daemon.waits import QUEUED, Lines, slot_since
 from chronod.fleet.lease import Lease
 from chronod.store.api import Run, RunLedger
 
@@ -62,8 +62,11 @@ class Admission:
         running = self.starter.running(spec.id)
         forced = run.trigger == Trigger.MANUAL_FORCE or run.state == RunState.RETRY_WAIT
         draining = self.lines.draining(spec.id, self.starter.going_ids(spec.id) | self.retrying(spec.id))
-        action = policy.overlap(spec, self.starter.going(spec.id), draining, forced=forced)
-        behind = self.waits_behind(spec, run, action)
+        # under forbid a run waiting for its next attempt is still going: its retry always
+        # starts, and would run beside one started now
+        retries = [] if forced or spec.overlap != "forbid" else self.timeline.retrying(spec.id)
+        action = policy.overlap(spec, self.starter.going(spec.id) + len(retries), draining, forced=forced)
+        behind = self.waits_behind(spec, run, action, retries)
         if behind is not None:
             # the schedule comes first: a backfill or manual run never makes a scheduled
             # occurrence skip; it waits its turn (inside its catch-up window), and the
@@ -87,6 +90,8 @@ class Admission:
                 if running
                 else f"previous run {starting[0].run_id}, started in the same instant, is"
                 if starting
+                else f"previous run {retries[0].run_id} (waiting to start attempt {retries[0].attempts + 1}) is"
+                if retries
                 else "a previous run started just now"
             )
             self.ledger.settle(run, RunState.SKIPPED_OVERLAP, f"{prev} still running; overlap: forbid", next_run)
@@ -95,16 +100,17 @@ class Admission:
             self.starter.cancel(running, by=run)
         self.to_slot(job, run, next_run)
 
-    def waits_behind(self, spec: JobSpec, run: Run, action: policy.Overlap) -> str | None:
+    def waits_behind(self, spec: JobSpec, run: Run, action: policy.Overlap, retries: list[Run]) -> str | None:
         """What a scheduled occurrence waits for instead of being skipped (None: the overlap
         rule applies as it is): under `forbid`, the backfill or manual runs going when it
-        falls due while none of its schedule's runs is; or, with nothing going, the older
-        scheduled occurrences still waiting their turn behind such a run. While a scheduled
-        run is going, `forbid` skips as ever (the record names that run)."""
+        falls due (`retries`: those waiting for their next attempt count) while none of its
+        schedule's runs is; or, with nothing going, the older scheduled occurrences still
+        waiting their turn behind such a run. While a scheduled run is going, `forbid`
+        skips as ever (the record names that run)."""
         if run.trigger != Trigger.SCHEDULE or spec.overlap == "allow":
             return None
         if action == policy.Overlap.SKIP:
-            ahead = self.starter.going_runs(spec.id)
+            ahead = self.starter.going_runs(spec.id) + retries
             if ahead and all(r.trigger != Trigger.SCHEDULE for r in ahead):
                 return f"{ahead[0].trigger} run {ahead[0].run_id}"
             return None
@@ -139,7 +145,8 @@ class Admission:
         """A pause set after the occurrence fell due holds its retry: it did not fall due
         while paused, so not skipped_paused; its last attempt's outcome (failed or
         timed_out) is its record, and the error says which retry the pause kept from
-        starting (`chronoctl backfill --only failed` runs it again after the resume)."""
+        starting (`chronoctl backfill --only failed` runs it again after the resume). So
+        is that of a retry that got no slot of its resource (`admit`)."""
         tried = self.store.attempts(run.run_id)
         state = RunState(tried[-1].state) if tried and tried[-1].state in FAILURES else RunState.FAILED
         stored = self.store.get_run(run.run_id)
@@ -235,7 +242,10 @@ class Admission:
         # the catch-up rule asks only whether any run of the job is going: the runs started
         # here answer it, and the line's retries are looked for only when none is
         going = self.starter.going(job_id) or len(self.retrying(job_id))
-        start, expired = self.lines.catchup_turn(job, job_id, going, self.clock.now())
+        start, expired, replaced = self.lines.catchup_turn(job, job_id, going, self.clock.now())
+        for run, newer in replaced:
+            assert job is not None
+            self.ledger.settle(run, RunState.SKIPPED_OVERLAP, self.replacement(job, run, newer), None)
         for run in expired:
             assert job is not None
             self.ledger.settle(run, *self.expiry(job, run), None)
@@ -244,14 +254,23 @@ class Admission:
             self.to_slot(job, run, None)
 
     def retrying(self, job_id: str) -> set[str]:
-        """The run ids of a job with a catch-up line that wait for their next attempt: the
-        backlog drains one occurrence after another, each with its retries (the next one
-        started during the backoff ran beside the retry, which always starts). Not only
-        those started from this daemon's line: one a daemon started before a restart, and
-        this one adopted, waits for its retry just the same, and the line never saw it."""
-        if not self.lines.queued(job_id) and not self.lines.started_from_line(job_id):
-            return set()  # no line: nothing to hold back (and no walk over every tracked run)
-        return {r.run_id for r in self.timeline.job_runs(job_id) if r.state == RunState.RETRY_WAIT}
+        """The run ids of the job that wait for their next attempt: a catch-up line drains
+        one occurrence after another, each with its retries (the next one started during
+        the backoff ran beside the retry, which always starts). Not only those started
+        from this daemon's line: one a daemon started before a restart, and this one
+        adopted, waits for its retry just the same, and the line never saw it."""
+        return {r.run_id for r in self.timeline.retrying(job_id)}
+
+    def replacement(self, job: Job, run: Run, newer: Run) -> str:
+        """Why a scheduled occurrence waiting in its job's line ends skipped_overlap: a newer
+        one fell due while it waited, and under `latest` (or `none`) only the newest waits
+        (`newest_waiting`)."""
+        behind = self.lines.behind(run)
+        where = f"waited its turn behind {behind}" if behind is not None else "waited its turn in its job's line"
+        return (
+            f"{where}; the occurrence of {blackout.stamp(newer.scheduled_at)} fell due meanwhile and waits "
+            f"in its place (catchup: {job.spec.catchup}); overlap: {job.spec.overlap}"
+        )
 
     def expiry(self, job: Job, run: Run) -> tuple[RunState, str]:
         """The state and reason of an occurrence that waited in its job's line past its
@@ -295,7 +314,7 @@ class Admission:
         assert resource, "only a job with a resource waits for a slot"
         why = run.error if (run.error or "").startswith(blackout.WAITING_FOR) else None  # since it first waited
         why = why or blackout.slot_wait(resource, self.registry.limit(resource), self.clock.now())
-        until = run.fire_at + timedelta(seconds=job.spec.catchup_window_s)
+        until = slot_since(run) + timedelta(seconds=job.spec.catchup_window_s)
         run.error = why
         self.store.note_held([run.run_id], why, until, node=self.node, token=self.lease.token)
 
@@ -307,6 +326,13 @@ class Admission:
             return
         start, expired = turn
         for job, run in expired:
+            if run.state == RunState.RETRY_WAIT:  # it ran: its last attempt's outcome is its record
+                why = (
+                    f"waited for a slot of resource {resource!r} (max_concurrency {limit}) and got none "
+                    f"within catchup_window_s={format_duration(job.spec.catchup_window_s)} of when it fell due"
+                )
+                self.give_up_retry(job, run, why, None)
+                continue
             self.ledger.settle(
                 run,
                 RunState.SKIPPED_RESOURCE,

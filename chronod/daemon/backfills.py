@@ -112,8 +112,8 @@ class Backfills:
     def retrying(self, job_id: str) -> int:
         """How many of the job's runs wait for their next attempt. Such a run still holds its
         job's line: its retry always starts, so a backfill run started during the backoff
-        would run beside it. Asked only when nothing of the job is going or queued."""
-        return sum(1 for r in self.timeline.job_runs(job_id) if r.state == RunState.RETRY_WAIT)
+        would run beside it."""
+        return len(self.timeline.retrying(job_id))
 
     def end_if_removed(self, bf: Backfill) -> None:
         """A backfill of a job gone from the registry ends `cancelled` (one carried by

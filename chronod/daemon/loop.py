@@ -267,7 +267,8 @@ class Daemon:
         for active, _ in ended:
             if active.run.run_id in kept:
                 self.runner.discard(active.run.run_id, active.run.attempts)
-        self.admission.admit_all()
+        if not self.link.offline:  # a line waits through an outage: its next start needs the store
+            self.admission.admit_all()
 
     # ------------------------------------------------------------------ the registry
     def reload(self, initial: bool = False) -> None:

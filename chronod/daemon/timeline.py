@@ -1,10 +1,10 @@
 """The loop's agenda: the occurrences it tracks and when it must look at each.
 
 `Timeline` alone holds the wake-up heap, its sequence, the tracked pending / retry_wait
-runs, the occurrences left to their owner (deferred, looked at again for a rescue) and
-the ones a maintenance window holds (until its end). Every other part asks it: `track` a
-run, `due(now)` pops what fell due, `drop` forgets jobs, `earliest` tells the loop when
-to wake."""
+runs (those waiting for their next attempt also by job), the occurrences left to their
+owner (deferred, looked at again for a rescue) and the ones a maintenance window holds
+(until its end). Every other part asks it: `track` a run, `due(now)` pops what fell
+due, `drop` forgets jobs, `earliest` tells the loop when to wake."""
 
 from __future__ import annotations
 
@@ -51,6 +51,12 @@ class Timeline:
     def job_runs(self, job_id: str) -> Iterator[Run]:
         """The job's tracked runs (do not track or drop while iterating)."""
         return iter(self._by_job.get(job_id, {}).values())
+
+    def retrying(self, job_id: str) -> list[Run]:
+        """The job's tracked runs that wait for their next attempt, oldest first (the
+        overlap rule asks on every start: by job, not a walk over every tracked run)."""
+        runs = [r for r in self._by_job.get(job_id, {}).values() if r.state == RunState.RETRY_WAIT]
+        return sorted(runs, key=lambda r: (r.scheduled_at, r.run_id))
 
     def earliest(self) -> datetime | None:
         """When the next entry falls due (None: nothing tracked)."""

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Collection, Mapping
 
 from chronod.core import blackout, policy
+from chronod.core.model import RunState, Trigger
 from chronod.daemon.runs import Job
 from chronod.store.api import Run
 
@@ -26,6 +27,15 @@ EXPIRY_SLACK = timedelta(milliseconds=5)  # wake just after a waiting run's dead
 # (the schedule comes first: it waits its turn; `Lines.wait_behind`)
 BEHIND = "waiting its turn behind "
 QUEUED = "queued behind the catch-up backlog"  # an occurrence that fell due while one drained
+
+
+def slot_since(run: Run) -> datetime:
+    """From when a run's wait for a slot of its resource counts (its deadline is this plus
+    `catchup_window_s`): its fire time, or for a retry the time the retry fell due. An
+    attempt may end after its occurrence's catch-up window, and its retry still starts."""
+    if run.state == RunState.RETRY_WAIT and run.next_attempt_at is not None:
+        return max(run.fire_at, run.next_attempt_at)
+    return run.fire_at
 
 
 def waited_in_line(error: str | None) -> bool:
@@ -131,22 +141,27 @@ class Lines:
         run.error = BEHIND + what
         self.queue(job, [run])
 
-    def catchup_turn(self, job: Job | None, job_id: str, going: int, now: datetime) -> tuple[list[Run], list[Run]]:
-        """The job's queued occurrences whose turn has come (`catchup_turn`), and those that
-        waited past the window; both leave the line (`job` None: the job is gone)."""
+    def catchup_turn(
+        self, job: Job | None, job_id: str, going: int, now: datetime
+    ) -> tuple[list[Run], list[Run], list[tuple[Run, Run]]]:
+        """The job's queued occurrences whose turn has come (`catchup_turn`), those that
+        waited past the window, and the scheduled ones a newer one in the line replaces
+        (`newest_waiting`: each with the one that replaces it); all leave the line (`job`
+        None: the job is gone)."""
         q = self._queued.get(job_id)
         if not q or job is None:
             if q:
                 self._held = None
             self._queued.pop(job_id, None)
             self._first_fire.pop(job_id, None)
-            return [], []
+            return [], [], []
+        replaced = self.replaced(job, q)
         if going and job.spec.overlap != "allow":
             first = self._first_fire.get(job_id)
             if first is None:
                 first = self._first_fire[job_id] = min(r.fire_at for r in q)
             if now <= first + timedelta(seconds=job.spec.catchup_window_s):
-                return [], []  # a run is going and none waited past its window: nothing moves
+                return [], [], replaced  # a run is going and none waited past its window: nothing moves
         by_id = {r.run_id: r for r in q}
         lines = [policy.waiting(r.run_id, r.fire_at, job.spec) for r in q]
         turn = policy.catchup_turn(job.spec, lines, going, now)
@@ -163,7 +178,24 @@ class Lines:
                 self._catching_up.setdefault(job_id, set()).add(r.run_id)
         if not q:
             self._queued.pop(job_id, None)
-        return start, expired
+        return start, expired, replaced
+
+    def replaced(self, job: Job, q: deque[Run]) -> list[tuple[Run, Run]]:
+        """Take out of the job's line the scheduled occurrences a newer one in it replaces
+        (`newest_waiting`), each with the one that replaces it."""
+        scheduled = [r for r in q if r.trigger == Trigger.SCHEDULE]
+        if len(scheduled) < 2 or job.spec.catchup == "all":
+            return []
+        by_id = {r.run_id: r for r in scheduled}
+        kept, gone = policy.newest_waiting(job.spec, [policy.waiting(r.run_id, r.fire_at, job.spec) for r in scheduled])
+        if not gone:
+            return []
+        self._held = None
+        self._first_fire.pop(job.spec.id, None)
+        newest = by_id[kept[-1].run_id]
+        for w in gone:
+            q.remove(by_id[w.run_id])
+        return [(by_id[w.run_id], newest) for w in gone]
 
     # ------------------------------------------------------------------ resource lines
     def wait_for_slot(self, job: Job, run: Run) -> None:
@@ -193,7 +225,7 @@ class Lines:
                 return [], []  # no free slot and no run past its deadline: the line stays as it is
         by_id = {r.run_id: (j, r) for j, r in line}
         turn = policy.resource_admission(
-            limit, used, [policy.waiting(r.run_id, r.fire_at, j.spec) for j, r in line], now
+            limit, used, [policy.waiting(r.run_id, r.fire_at, j.spec, slot_since(r)) for j, r in line], now
         )
         gone = {w.run_id for w in (*turn.expire, *turn.start)}
         if gone:
@@ -240,5 +272,7 @@ class Lines:
             line = self._waiting.get(resource)
             if not line:
                 return None
-            at = self._earliest[resource] = min(r.fire_at + timedelta(seconds=j.spec.catchup_window_s) for j, r in line)
+            at = self._earliest[resource] = min(
+                slot_since(r) + timedelta(seconds=j.spec.catchup_window_s) for j, r in line
+            )
         return at

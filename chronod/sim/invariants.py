@@ -86,6 +86,9 @@ class Facts:
         self.windows = _windows(out.cfg.blackouts)
         self._hulls: dict[tuple[str, int], tuple[datetime, datetime]] = {}
         self._spans: dict[str, tuple[list[datetime], list[tuple[datetime, datetime, int]], timedelta]] = {}
+        self._spells: dict[str, list[tuple[Proc, datetime, datetime]]] = {}
+        self._spell_starts: dict[str, tuple[list[datetime], list[int], timedelta]] = {}
+        self.asked: Callable[[Proc], str | None] | None = None  # `_asked_for`, once computed
 
     def hull(self, p: Proc) -> tuple[datetime, datetime]:
         """The wall times the process ran over (`World.wall_hull`), computed once: the
@@ -95,6 +98,75 @@ class Facts:
         if got is None:
             got = self._hulls[key] = self.out.world.wall_hull(p.started_mono, p.end_mono())
         return got
+
+    def spells(self, job: str) -> list[tuple[Proc, datetime, datetime]]:
+        """The job's runs as they held its line, computed once per job: (the process of the
+        attempt a spell began with, the wall time it started, the end of its last
+        attempt). A spell is one attempt, or several of one run back to back: the next
+        attempt of the same run, started for the same reason (the schedule, a manual run,
+        a backfill: `_asked_for`) within the job's longest retry backoff of the end of the
+        one before, or of when a daemon could first read that end (`noticed`): the daemon
+        waits for the retry; a backfill that reopens an ended run much later begins a
+        spell of its own."""
+        got = self._spells.get(job)
+        if got is not None:
+            return got
+        versions = self.out.versions.get(job)
+        retry = versions[-1].spec.retry if versions else None
+        longest = timedelta(seconds=(retry.max_backoff_s * 1.2 if retry and retry.attempts > 1 else 0) + LAG_S)
+        asked = _asked_for(self)
+        runs: dict[str, list[Proc]] = defaultdict(list)
+        for p in self.by_job.get(job, []):
+            runs[p.run_id].append(p)
+        got = []
+        for procs in runs.values():
+            procs.sort(key=lambda p: (p.attempt, p.started_mono))
+            first, (a, b) = procs[0], self.hull(procs[0])
+            for prev, p in itertools.pairwise(procs):
+                c, d = self.hull(p)
+                if p.attempt == prev.attempt + 1 and asked(p) == asked(prev) and c - self.noticed(b) <= longest:
+                    b = max(b, d)
+                    continue
+                got.append((first, a, b))
+                first, a, b = p, c, d
+            if self.retry_pending(first.run_id):
+                b = max(b, self.out.end)  # still going at the end: its retry is to come
+            got.append((first, a, b))
+        self._spells[job] = got
+        return got
+
+    def spells_meeting(self, job: str, lo: datetime, hi: datetime) -> list[tuple[Proc, datetime, datetime]]:
+        """The job's spells (`spells`) that meet [lo, hi], in their order: a bisection over
+        their starts, as `overlapping` does for processes."""
+        spells = self.spells(job)
+        got = self._spell_starts.get(job)
+        if got is None:
+            order = sorted(range(len(spells)), key=lambda i: spells[i][1])
+            longest = max((b - a for _, a, b in spells), default=timedelta(0))
+            got = self._spell_starts[job] = ([spells[i][1] for i in order], order, longest)
+        starts, order, longest = got
+        first, last = bisect.bisect_left(starts, lo - longest), bisect.bisect_right(starts, hi)
+        return [spells[i] for i in sorted(i for i in order[first:last] if spells[i][2] >= lo)]
+
+    def retry_pending(self, run_id: str) -> bool:
+        """Whether the run waits at the end for a retry that falls due after it: it has not
+        ended, and its retry always starts (the simulation ended first)."""
+        row = self.rows.get(run_id)
+        return (
+            row is not None
+            and row.state == RunState.RETRY_WAIT
+            and row.next_attempt_at is not None
+            and row.next_attempt_at > self.out.end - timedelta(seconds=LAG_S)
+        )
+
+    def noticed(self, t: datetime) -> datetime:
+        """The earliest a daemon could act on what happened at wall time `t`: after every
+        crash, stall or outage that was going on then (a retry's backoff counts from when
+        the daemon read its attempt's end)."""
+        for a, b in sorted(self.spans):
+            if a <= t <= b:
+                t = b
+        return t
 
     def window_spans(
         self, spec: JobSpec, start: datetime, end: datetime
@@ -214,6 +286,8 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
         return None  # its process still runs: it cannot have ended (fire_lag_bounded judges its start)
     if state == RunState.PENDING and f.in_draining_backlog(e):
         return None  # it waits its turn behind a catch-up backlog that drains to the end
+    if state == RunState.RETRY_WAIT and f.retry_pending(e.run_id):
+        return None  # its retry falls due after the end
     if state not in TERMINAL:
         return f"still {state} long after it fell due"
     if ran:
@@ -350,18 +424,18 @@ def _line_cleared(f: Facts, e: Expected, asked: Callable[[Proc], str | None]) ->
     the backfill yields). None when it did not wait in such a line."""
     if e.version.spec.overlap != "forbid":
         return None
-    going = _alive_at(f, e.job, e.fire_at, but=e.run_id)
-    if not going or not all(asked(p) for p in going):
+    going = _going_at(f, e.job, e.fire_at, but=e.run_id)
+    if not going or not all(asked(p) for p, _ in going):
         return None
-    w, ready = f.out.world, e.fire_at
+    ready = e.fire_at
     while True:
         ahead = [
-            p
-            for p in _alive_at(f, e.job, ready, but=e.run_id)
+            end
+            for p, end in _going_at(f, e.job, ready, but=e.run_id)
             if (asked(p) and p.started_wall <= e.fire_at + INSTANT)
             or (not asked(p) and p.scheduled_at < e.scheduled_at)
         ]
-        end = max((w.wall_hull(p.started_mono, p.end_mono())[1] for p in ahead), default=ready)
+        end = max(ahead, default=ready)
         if end <= ready:
             return ready
         ready = end
@@ -478,7 +552,7 @@ def audit_agrees(f: Facts) -> list[Counterexample]:
 
     def going(e: Expected) -> bool:
         ran = f.by_run.get(e.run_id, [])
-        return bool(ran) and f.going_at_end(ran[-1])
+        return bool(ran) and (f.going_at_end(ran[-1]) or f.retry_pending(e.run_id))
 
     for e in f.expected:
         ok = succeeded(e)
@@ -923,15 +997,25 @@ def _holder(f: Facts, p: Any) -> tuple[str, str, str] | None:
 INSTANT = timedelta(milliseconds=1)
 
 
-def _alive_at(f: Facts, job: str, at: datetime, but: str = "") -> list[Proc]:
-    """The processes of the job (other than run `but`) running at wall time `at`."""
-    return [p for p in f.overlapping(job, at - INSTANT, at + INSTANT) if p.run_id != but]
+def _going_at(f: Facts, job: str, at: datetime, but: str = "") -> list[tuple[Proc, datetime]]:
+    """The runs of the job (other than run `but`) going at wall time `at`, each as the
+    process of the attempt it began with and the end of its last attempt: an attempt's
+    process running, or a run waiting for its next attempt between two of them (its
+    retry always starts, so under `overlap: forbid` the job's line waits for it:
+    docs/backfill.md; `Facts.spells`)."""
+    return [(first, b) for first, _, b in f.spells_meeting(job, at - INSTANT, at + INSTANT) if first.run_id != but]
 
 
 def _asked_for(f: Facts) -> Callable[[Proc], str | None]:
     """Which processes an operator asked for: "manual" for a manual run, "backfill" for a
     run a backfill started (a backfill reruns an occurrence under its own run id: only
-    the processes started after the backfill was stored are its)."""
+    the processes started after the backfill was stored are its). Computed once."""
+    if f.asked is None:
+        f.asked = _asked(f)
+    return f.asked
+
+
+def _asked(f: Facts) -> Callable[[Proc], str | None]:
     since: dict[str, datetime] = {}
     for bf_id in f.out.backfills:
         bf = f.out.store.get_backfill(bf_id)
@@ -974,7 +1058,7 @@ def reason_truth(f: Facts) -> list[Counterexample]:
         if at is None or spec is None or row.fire_at is None or row.fire_at > f.horizon:
             continue
         if row.state == RunState.SKIPPED_OVERLAP:
-            if not _alive_at(f, row.job_id, at, but=rid) and not f.disturbed(row.fire_at - timedelta(seconds=1), at):
+            if not _going_at(f, row.job_id, at, but=rid) and not f.disturbed(row.fire_at - timedelta(seconds=1), at):
                 out.append(
                     Counterexample(
                         row.fire_at,
@@ -1033,23 +1117,29 @@ def _free_moment(f: Facts, procs: list[Proc], limit: int, start: datetime, end: 
 def schedule_first(f: Facts) -> list[Counterexample]:
     """A backfill or a manual run never makes a scheduled occurrence skip: a scheduled
     occurrence recorded `skipped_overlap` while only runs an operator asked for were
-    running broke the promise (unless one of them ran through its whole catch-up window);
-    and under `overlap: forbid` the backfill yields: none of its runs starts while a
+    running broke the promise (unless one of them ran through its whole catch-up window,
+    or, under `catchup: latest` or `none`, a newer occurrence fell due while it waited and
+    took its place: only the newest waits); and under `overlap: forbid` the backfill yields: none of its runs starts while a
     scheduled occurrence that fell due before it still waits to start."""
     out = []
     specs = _specs(f)
     asked = _asked_for(f)
+    rows_by_job: dict[str, list[Run]] = defaultdict(list)
+    for r in f.rows.values():
+        rows_by_job[r.job_id].append(r)
     for rid, row in f.rows.items():
         if row.trigger != "schedule" or row.state != RunState.SKIPPED_OVERLAP or row.finished_at is None:
             continue
         spec = specs.get(row.job_id)
-        alive = _alive_at(f, row.job_id, row.finished_at, but=rid)
+        alive = [p for p, _ in _going_at(f, row.job_id, row.finished_at, but=rid)]
         ops = [p for p in alive if asked(p)]
         if not alive or len(ops) < len(alive):
             continue
         window = timedelta(seconds=spec.catchup_window_s if spec else 0)
         if row.finished_at >= row.fire_at + window - timedelta(seconds=1):
             continue  # it waited its whole window behind a run already going
+        if spec is not None and spec.catchup != "all" and _newer_fell_due(rows_by_job[row.job_id], row):
+            continue  # `latest` and `none`: a newer occurrence that fell due as it waited took its place
         out.append(
             Counterexample(
                 row.fire_at,
@@ -1061,9 +1151,6 @@ def schedule_first(f: Facts) -> list[Counterexample]:
     firsts: dict[str, Proc] = {}
     for p in f.procs:
         firsts.setdefault(p.run_id, p)
-    rows_by_job: dict[str, list[Run]] = defaultdict(list)
-    for r in f.rows.values():
-        rows_by_job[r.job_id].append(r)
     for job, procs in f.by_job.items():
         spec = specs.get(job)
         if spec is None or spec.overlap != "forbid":
@@ -1097,6 +1184,21 @@ def schedule_first(f: Facts) -> list[Counterexample]:
                     )
                     break
     return sorted(out, key=lambda c: c.at)
+
+
+def _newer_fell_due(rows: list[Run], row: Run) -> bool:
+    """Whether a newer scheduled occurrence of the row's job fell due between the row's fire
+    time and its record (a backfill's rerun of one counts: it fell due as scheduled).
+    Under `latest` and `none` such an occurrence replaces one still waiting its turn
+    behind an operator's run (chronod.core.policy.newest_waiting)."""
+    assert row.finished_at is not None
+    for r in rows:
+        if r.scheduled_at <= row.scheduled_at or r.trigger not in ("schedule", "backfill"):
+            continue
+        fell_due = r.fire_at if r.trigger == "schedule" and r.fire_at is not None else r.scheduled_at
+        if fell_due <= row.finished_at + INSTANT:
+            return True
+    return False
 
 
 def held_order(f: Facts) -> list[Counterexample]:

@@ -50,11 +50,11 @@ def test_a_backfill_with_a_crash_in_its_middle_finishes_in_order_and_keeps_every
 
 def test_a_daemon_that_forgets_a_backfill_at_restart_is_caught(monkeypatch):
     real = Backfills.drive_backfills
-    lives: list[int] = []
+    lives: list[Backfills] = []  # the first life's, held: a later life's could reuse its id()
 
     def only_first_life(self):
-        if not lives or lives[0] == id(self):
-            lives[:1] = [id(self)]
+        if not lives or lives[0] is self:
+            lives[:1] = [self]
             real(self)
 
     monkeypatch.setattr(Backfills, "drive_backfills", only_first_life)

@@ -222,3 +222,13 @@ def test_seed_16_a_pause_that_holds_a_retry_keeps_the_failed_outcome():
     # retry the pause kept from starting (docs/maintenance.md).
     cfg = Config(days=1, jobs=100, seed=16, faults=frozenset(FAULTS))
     assert not broken(cfg, ["one_terminal_state", "reason_truth"])
+
+
+def test_seed_24_a_backlog_run_whose_retry_falls_due_after_the_end_is_still_going():
+    # every fault, a day of 100 jobs: job00099 (every 20 s, catchup: all, overlap: forbid,
+    # two attempts) drained a backlog to the end; its 21:56:20 occurrence's first attempt
+    # failed at 22:56:19 and its retry fell due 30 s later, after the simulation ended. The
+    # run had not ended (retry_wait): it is neither stuck nor missed, and it still held its
+    # line when the occurrence behind it waited past its window at 22:56:40.
+    cfg = Config(days=1, jobs=100, seed=24, faults=frozenset(FAULTS))
+    assert not broken(cfg, ["one_terminal_state", "audit_agrees", "reason_truth"])

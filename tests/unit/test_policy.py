@@ -137,6 +137,24 @@ def test_a_catchup_backlog_starts_in_scheduled_order_and_never_beyond_its_overla
     assert [x.run_id for x in turn.expire] == expires
 
 
+@pytest.mark.parametrize(
+    "catchup, line, kept, replaced",
+    [
+        # latest and none: only the newest of the occurrences waiting behind a backfill run waits
+        ("latest", [("c", 1), ("a", 3), ("b", 2)], ["c"], ["a", "b"]),
+        ("none", [("a", 3), ("b", 2)], ["b"], ["a"]),
+        ("latest", [("a", 3)], ["a"], []),
+        ("latest", [], [], []),
+        # all: each waits its turn, in scheduled order
+        ("all", [("c", 1), ("a", 3), ("b", 2)], ["c", "a", "b"], []),
+    ],
+)
+def test_under_latest_the_newest_occurrence_waiting_in_a_line_replaces_the_older(catchup, line, kept, replaced):
+    stay, gone = policy.newest_waiting(spec(catchup=catchup), [w(r, m) for r, m in line])
+    assert [x.run_id for x in stay] == kept
+    assert [x.run_id for x in gone] == replaced
+
+
 # --- the overlap rule ---------------------------------------------------------------------------
 
 
