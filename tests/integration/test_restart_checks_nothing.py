@@ -82,6 +82,17 @@ def boot(store, reg, clock, key: bytes = KEY):
     return d, world, marks
 
 
+def first_life(tmp_path, make_store):
+    """The registry written, a new database, and the first chronod on them, started."""
+    reg = tmp_path / "jobs.d"
+    reg.mkdir()
+    write(reg)
+    clock = FakeClock(START, mono=1000.0)
+    store = make_store(clock)
+    d, _, marks = boot(store, reg, clock)
+    return reg, clock, store, d, marks
+
+
 def write(reg, hourly: str = "0 * * * *") -> None:
     write_jobs(
         reg / "a.yaml",
@@ -97,12 +108,7 @@ def pending(store) -> dict[str, datetime]:
 def test_an_unchanged_restart_checks_no_occurrence_stores_no_definition_and_compiles_only_what_it_uses(
     tmp_path, make_store, monkeypatch
 ):
-    reg = tmp_path / "jobs.d"
-    reg.mkdir()
-    write(reg)
-    clock = FakeClock(START, mono=1000.0)
-    store = make_store(clock)
-    d, _, marks = boot(store, reg, clock)
+    reg, clock, store, d, marks = first_life(tmp_path, make_store)
     d.occurrences.store_some(everything=True)  # the daemon settled: every first occurrence stored
     d.registry.mark_checked()
     assert marks.checked() is not None
@@ -132,12 +138,7 @@ def test_an_unchanged_restart_checks_no_occurrence_stores_no_definition_and_comp
 
 
 def test_a_schedule_edited_while_down_is_checked_and_its_stale_occurrence_cancelled(tmp_path, make_store, monkeypatch):
-    reg = tmp_path / "jobs.d"
-    reg.mkdir()
-    write(reg)
-    clock = FakeClock(START, mono=1000.0)
-    store = make_store(clock)
-    d, _, _ = boot(store, reg, clock)
+    reg, clock, store, d, _ = first_life(tmp_path, make_store)
     d.occurrences.store_some(everything=True)
     assert pending(store)["hourly"] == datetime(2026, 3, 2, 11, 0, tzinfo=timezone.utc)
 
@@ -153,12 +154,7 @@ def test_a_schedule_edited_while_down_is_checked_and_its_stale_occurrence_cancel
 
 
 def test_a_pause_while_down_means_the_next_start_checks_again(tmp_path, make_store, monkeypatch):
-    reg = tmp_path / "jobs.d"
-    reg.mkdir()
-    write(reg)
-    clock = FakeClock(START, mono=1000.0)
-    store = make_store(clock)
-    d, _, _ = boot(store, reg, clock)
+    reg, clock, store, d, _ = first_life(tmp_path, make_store)
     d.occurrences.store_some(everything=True)
     clock.advance(5)
     assert store.set_paused("daily", True, "maintenance", by="ops")  # another writer of the jobs table
@@ -168,12 +164,7 @@ def test_a_pause_while_down_means_the_next_start_checks_again(tmp_path, make_sto
 
 
 def test_a_mark_not_sealed_with_this_nodes_key_is_not_trusted(tmp_path, make_store, monkeypatch):
-    reg = tmp_path / "jobs.d"
-    reg.mkdir()
-    write(reg)
-    clock = FakeClock(START, mono=1000.0)
-    store = make_store(clock)
-    d, _, _ = boot(store, reg, clock)
+    reg, clock, store, d, _ = first_life(tmp_path, make_store)
     d.occurrences.store_some(everything=True)
     counted = Counted(monkeypatch, store)
     boot(store, reg, clock, key=b"x" * 32)  # a writer of the database without the state directory's key
@@ -183,12 +174,7 @@ def test_a_mark_not_sealed_with_this_nodes_key_is_not_trusted(tmp_path, make_sto
 def test_definitions_stored_but_not_yet_checked_leave_no_mark(tmp_path, make_store, monkeypatch):
     """A reload stores the definitions off the loop's thread and the loop checks the stored
     occurrences later: a crash in between must leave the next start checking."""
-    reg = tmp_path / "jobs.d"
-    reg.mkdir()
-    write(reg)
-    clock = FakeClock(START, mono=1000.0)
-    store = make_store(clock)
-    d, _, marks = boot(store, reg, clock)
+    reg, clock, store, d, marks = first_life(tmp_path, make_store)
     assert marks.checked() is not None
     write(reg, hourly="15 * * * *")
     d.registry.prepare()  # stored the edited definition; the crash comes before `finish`
@@ -201,12 +187,7 @@ def test_definitions_stored_but_not_yet_checked_leave_no_mark(tmp_path, make_sto
 
 
 def test_a_reload_that_changes_a_job_marks_the_definitions_it_checked(tmp_path, make_store, monkeypatch):
-    reg = tmp_path / "jobs.d"
-    reg.mkdir()
-    write(reg)
-    clock = FakeClock(START, mono=1000.0)
-    store = make_store(clock)
-    d, _, marks = boot(store, reg, clock)
+    reg, clock, store, d, marks = first_life(tmp_path, make_store)
     first = marks.checked()
     write(reg, hourly="15 * * * *")
     d.reload()
