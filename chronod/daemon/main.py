@@ -310,6 +310,7 @@ def notify_service(
         version=__version__,
         known_specs=known_specs,
         known_windows=known_windows,
+        boot_id=fsutil.boot_id(),
     )
 
 

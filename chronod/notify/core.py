@@ -226,6 +226,28 @@ def excuse_downtime(spec: JobSpec, state: NotifyState, down_s: float, now: datet
     return replace(state, basis=state.basis + timedelta(seconds=after))
 
 
+def downtime_s(alive: Mapping[str, Any] | None, now: datetime, mono: float, boot: str | None = None) -> float:
+    """How long no notifier decided before `now`: from `alive` (the ALIVE state the last
+    deciding round wrote: its wall time `at`, and its monotonic reading `mono` on boot
+    `boot`) to this round (`now`, `mono`, `boot`). 0.0 when nothing was written yet.
+
+    The wall clock alone is wrong across a clock step made while chronod was down: a step
+    back of 100 s shortens the wall span by 100 s, and a success that ended during the
+    down, stamped by the stepped clock, then looks as if it had ended before chronod
+    stopped (its seconds counted as silence). On the same boot the monotonic clock gives
+    the seconds that really passed; the longer of the two spans is taken, so that a step
+    either way leaves no part of the down counted as silence (a forward step is in the
+    wall span, a step back in the monotonic one). Another boot, or a state written before
+    the monotonic reading was kept: the wall span only."""
+    if not alive or not alive.get("at"):
+        return 0.0
+    wall = (now - datetime.fromisoformat(alive["at"])).total_seconds()
+    then = alive.get("mono")
+    if boot is not None and alive.get("boot") == boot and isinstance(then, (int, float)) and mono >= then:
+        return max(0.0, wall, mono - then)
+    return max(0.0, wall)
+
+
 def unclaimed(
     spec: JobSpec,
     schedule: Any,

@@ -72,11 +72,13 @@ class NotifyService:
         reconcile_every_s: float = RECONCILE_EVERY_S,
         known_specs: Callable[[], Mapping[str, Any]] | None = None,
         known_windows: Callable[[], Sequence[Window]] | None = None,
+        boot_id: str | None = None,
     ):
         self.store, self.clock, self.log, self.node = store, clock, log, node
         self.known_specs = known_specs  # the daemon's specs by id: shared, not parsed again
         self.known_windows = known_windows  # the registry's maintenance windows (they hold jobs too)
         self._alive_at: datetime | None = None  # when this process last wrote ALIVE (None: never yet)
+        self.boot_id = boot_id  # the kernel's boot: ALIVE's monotonic reading is comparable on the same one
         self.outbox: NoticeOutbox = Outbox(store)
         self.metrics, self.version, self.send = metrics, version, send
         self.reconcile_every_s = reconcile_every_s
@@ -208,7 +210,7 @@ class NotifyService:
             # burn CPU on an idle daemon; deliveries that wait for a retry still go out
             self._remember(keys, whole, now)
             if self._alive_at is not None and (now - self._alive_at).total_seconds() >= ALIVE_EVERY_S:
-                self.outbox.set_states({ALIVE: {"at": now.isoformat()}}, now)
+                self.outbox.set_states({ALIVE: self._alive(now)}, now)
                 self._alive_at = now
             self._trusted = trusted
             self._dispatch(now)
@@ -272,7 +274,7 @@ class NotifyService:
         elif cursor is None:
             save[CURSOR] = {"at": since.isoformat()}
         if self._alive_at is None or (now - self._alive_at).total_seconds() >= ALIVE_EVERY_S:
-            save[ALIVE] = {"at": now.isoformat()}
+            save[ALIVE] = self._alive(now)
             self._alive_at = now
         self.outbox.set_states(save, now)
         self._remember(keys, whole, now)  # decided and recorded: not read again while in the overlap
@@ -506,13 +508,17 @@ class NotifyService:
         for job_id, st in states.items():
             self.metrics.job_silent.labels(job_id).set(1 if st.silent else 0)
 
+    def _alive(self, now: datetime) -> dict[str, Any]:
+        """The ALIVE state: when this round was, by the wall clock and by the monotonic one."""
+        return {"at": now.isoformat(), "mono": self.clock.monotonic(), "boot": self.boot_id}
+
     def _down_s(self, now: datetime) -> float:
         """On this process's first deciding round: how long no notifier decided before it
-        (since the last ALIVE any node wrote), the time the silence clock does not count."""
+        (since the last ALIVE any node wrote), the time the silence clock does not count
+        (`core.downtime_s`: a clock step while chronod was down does not shorten it)."""
         if self._alive_at is not None:
             return 0.0
-        at = _parse(self.outbox.get_state(ALIVE).get("at"))
-        return max(0.0, (now - at).total_seconds()) if at is not None else 0.0
+        return core.downtime_s(self.outbox.get_state(ALIVE), now, self.clock.monotonic(), self.boot_id)
 
     def _held_by_windows(self, specs: Mapping[str, Any], now: datetime) -> set[str]:
         """Jobs inside one of their maintenance windows now: held on purpose, so their

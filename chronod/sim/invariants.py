@@ -768,9 +768,8 @@ def silence_truth(f: Facts) -> list[Counterexample]:
     from chronod.notify import core as notify
 
     w = f.out.world
-    lives = [
-        (w.wall_at(life.started), w.wall_at(life.ended if life.ended is not None else w.mono())) for life in w.lives
-    ]
+    monos = [(life.started, life.ended if life.ended is not None else w.mono()) for life in w.lives]
+    lives = [(w.wall_at(a), w.wall_at(b)) for a, b in monos]
     downs = [(a[1], b[0]) for a, b in itertools.pairwise(lives) if b[0] > a[1]]
     rows_by_job, stored_wins = _stored_ends(f)
     wins: dict[str, list[datetime]] = defaultdict(list)
@@ -794,7 +793,7 @@ def silence_truth(f: Facts) -> list[Counterexample]:
                 (r for r in rows_by_job.get(job, []) if v.since <= r.finished_at <= until),
                 key=lambda r: (r.finished_at, r.run_id),
             )
-            for at, what in _silences(notify, spec, v.since, until, rows, holds, lives):
+            for at, what in _silences(notify, spec, v.since, until, rows, holds, lives, monos):
                 why = _false_silence(spec, at, ends, holds, downs, v.since)
                 if why:
                     out.append(Counterexample(at, job, "-", f"silence notice ({what}) {why}"))
@@ -842,9 +841,12 @@ def _silences(
     rows: list[Any],
     holds: list[tuple[datetime, datetime, str]],
     lives: list[tuple[datetime, datetime]],
+    monos: list[tuple[float, float]],
 ) -> list[tuple[datetime, str]]:
     """The notifier's rounds for one job over [start, end]: (round time, detail) of each
-    silence notice its decision gives."""
+    silence notice its decision gives. `lives` are the daemons' lives in wall time,
+    `monos` the same in monotonic time (one boot: a life's first round measures the time
+    none lived as the notifier does, `notify.downtime_s`)."""
     edges = sorted(
         {
             *(r.finished_at for r in rows),
@@ -869,7 +871,8 @@ def _silences(
             return  # no daemon, no notifier
         down, before = 0.0, life_of(last_round) if last_round is not None else None
         if before is not None and before != k:  # none decided since the life of the last round ended
-            down = max(0.0, (lives[k][0] - lives[before][1]).total_seconds())
+            alive = {"at": lives[before][1].isoformat(), "mono": monos[before][1], "boot": "sim"}
+            down = notify.downtime_s(alive, lives[k][0], monos[k][0], "sim")
         ended = []
         while i < len(rows) and rows[i].finished_at <= t:
             ended.append(rows[i])

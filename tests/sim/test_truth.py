@@ -3,7 +3,7 @@ a scenario made to ask it, and each catches a notifier or an audit broken on pur
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -200,3 +200,53 @@ def test_a_missed_that_lists_an_occurrence_an_edit_withdrew_is_caught(monkeypatc
     monkeypatch.setattr(history, "withdrawn", lambda run: False)
     found, _ = _edit_run()
     assert found and "withdrew it" in found[0].what, found
+
+
+def _stepped_restart(monkeypatch=None):
+    """The replay of seed 3 of a day of 100 jobs, in small: a job every 30 s (max_silence_s
+    65, tolerance_s 5) succeeding every 30 s; chronod crashes 25 s after a round, stays down
+    1,000 s, and the clock steps back 99 s while it is down; a run ends 48 s after the crash,
+    stamped by the stepped clock (26 s before that round), and the first success after the
+    restart comes 60 s after it."""
+    from chronod.core.model import JobSpec
+    from chronod.notify import core
+    from chronod.sim.invariants import _silences
+    from chronod.store.api import Run
+
+    spec = JobSpec(
+        id="fast",
+        owner="ops",
+        schedule="*/30 * * * * *",
+        command="true",
+        idempotency_class="idempotent",
+        max_silence_s=65,
+        tolerance_s=5,
+    )
+    t0 = START + timedelta(hours=1)
+
+    def ok(name: str, at: datetime) -> Run:
+        return Run(name, "fast", "fast", at, at, "succeeded", 1, started_at=at, finished_at=at, exit_code=0)
+
+    back = t0 + timedelta(seconds=25 + 1000 - 99)
+    rows = [ok(f"a{i}", START + timedelta(seconds=30 * i)) for i in range(119)]  # the last at t0 - 30 s
+    rows.append(ok("in-the-down", t0 - timedelta(seconds=26)))
+    rows += [ok(f"b{i}", back + timedelta(seconds=60 + 30 * i)) for i in range(8)]
+    lives = [(START, t0 + timedelta(seconds=25)), (back, back + timedelta(seconds=300))]
+    monos = [(1000.0, 1000.0 + 3625), (1000.0 + 4625, 1000.0 + 4925)]
+    return _silences(core, spec, START, back + timedelta(seconds=300), rows, [], lives, monos)
+
+
+def test_a_clock_step_back_while_chronod_was_down_is_not_silence():
+    """By the wall clock chronod was down 901 s, by the monotonic clock 1,000 s: the success
+    stamped 26 s before the last round ended while chronod was down, and the silence clock
+    counts from the restart (no notice: 60 s up before the next success)."""
+    assert _stepped_restart() == []
+
+
+def test_a_down_measured_by_the_wall_clock_alone_calls_the_silence(monkeypatch):
+    from chronod.notify import core
+
+    real = core.downtime_s
+    monkeypatch.setattr(core, "downtime_s", lambda alive, now, mono, boot=None: real(alive, now, mono, None))
+    said = _stepped_restart()
+    assert said and "no success for 70s" in said[0][1], said

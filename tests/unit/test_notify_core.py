@@ -263,3 +263,45 @@ def test_a_crash_loop_still_trips_the_switch():
         out, state = decide(s, [], state, at)
         said += out
     assert events(said) == ["silence"]
+
+
+def test_a_clock_step_back_while_chronod_was_down_does_not_shorten_the_down():
+    """Seed 3 of a day of 100 jobs: a job every 30 s (max_silence_s 65, tolerance_s 5). The
+    notifier's last round before a crash was at T0; chronod stayed down 1,023 s, and 50 s
+    into it the clock stepped back 99 s; the job's run ended 73 s into it, stamped by the
+    stepped clock 26 s before T0. By the wall clock chronod was down 924 s, so that success
+    looked as if it had ended before the crash and its 26 s counted as silence: the switch
+    tripped 44.5 s after the restart, inside the 70 s allowance. On the same boot the
+    monotonic clock says 1,023 s: the success ended while chronod was down, and the silence
+    clock counts afresh from the restart."""
+    s = spec(schedule="*/30 * * * * *", max_silence_s=65, tolerance_s=5)
+    before = Run(**{**run(0, "succeeded").as_dict(), "run_id": "before", "finished_at": T0 - timedelta(seconds=40)})
+    _, state = decide(s, [before], NotifyState(), T0)  # the last round before the crash
+    alive = {"at": T0.isoformat(), "mono": 1000.0, "boot": "b1"}  # what that round wrote
+    back = T0 + timedelta(seconds=1023 - 99)  # up again, by the stepped clock
+    ended = Run(**{**before.as_dict(), "run_id": "in-the-down", "finished_at": T0 - timedelta(seconds=26)})
+
+    down = core.downtime_s(alive, back, 2023.0, "b1")
+    assert down == 1023.0
+    first, state = decide(s, [ended], state, back, down_s=down)
+    assert first == [] and state.basis == back
+    assert decide(s, [], state, back + timedelta(seconds=44.5))[0] == []
+    assert events(decide(s, [], state, back + timedelta(seconds=71))[0]) == ["silence"]  # 70 s of it up: true
+
+    # the wall clock alone (what the notifier measured): a silence 44.5 s after the restart
+    _, wrong = decide(s, [ended], decide(s, [before], NotifyState(), T0)[1], back, down_s=924.0)
+    assert events(decide(s, [], wrong, back + timedelta(seconds=44.5))[0]) == ["silence"]
+
+
+def test_the_down_is_the_longer_of_the_wall_and_the_monotonic_spans():
+    """A step forward while chronod was down is in the wall span, one back in the monotonic
+    span; another boot's (or an older state's) monotonic reading means nothing: the wall."""
+    alive = {"at": T0.isoformat(), "mono": 1000.0, "boot": "b1"}
+    ahead = T0 + timedelta(seconds=600 + 3600)  # down 600 s, the clock stepped 1 h forward
+    assert core.downtime_s(alive, ahead, 1600.0, "b1") == 4200.0
+    behind = T0 + timedelta(seconds=600 - 99)
+    assert core.downtime_s(alive, behind, 1600.0, "b1") == 600.0
+    assert core.downtime_s(alive, behind, 1600.0, "b2") == 501.0  # rebooted: the wall only
+    assert core.downtime_s({"at": T0.isoformat()}, behind, 1600.0, "b1") == 501.0
+    assert core.downtime_s({}, behind, 1600.0, "b1") == 0.0
+    assert core.downtime_s(alive, behind, 1600.0, None) == 501.0
