@@ -1,9 +1,8 @@
 """The loop's agenda: the occurrences it tracks and when it must look at each.
 
 `Timeline` alone holds the wake-up heap, its sequence, the tracked pending / retry_wait
-runs (those waiting for their next attempt also by job), the occurrences left to their
-owner (deferred, looked at again for a rescue) and the ones a maintenance window holds
-(until its end). Every other part asks it: `track` a run, `due(now)` pops what fell
+runs (also by job), the occurrences left to their owner (deferred, looked at again for
+a rescue) and the ones a maintenance window holds (until its end). Every other part asks it: `track` a run, `due(now)` pops what fell
 due, `drop` forgets jobs, `earliest` tells the loop when to wake."""
 
 from __future__ import annotations
