@@ -61,10 +61,11 @@ class Admission:
             return
         running = self.starter.running(spec.id)
         forced = run.trigger == Trigger.MANUAL_FORCE or run.state == RunState.RETRY_WAIT
-        draining = self.lines.draining(spec.id, self.starter.going_ids(spec.id) | self.retrying(spec.id))
+        waiting_retry = self.timeline.retrying(spec.id)
+        draining = self.lines.draining(spec.id, self.starter.going_ids(spec.id) | {r.run_id for r in waiting_retry})
         # under forbid a run waiting for its next attempt is still going: its retry always
         # starts, and would run beside one started now
-        retries = [] if forced or spec.overlap != "forbid" else self.timeline.retrying(spec.id)
+        retries = [] if forced or spec.overlap != "forbid" else waiting_retry
         action = policy.overlap(spec, self.starter.going(spec.id) + len(retries), draining, forced=forced)
         behind = self.waits_behind(spec, run, action, retries)
         if behind is not None:

@@ -54,7 +54,7 @@ class Timeline:
     def retrying(self, job_id: str) -> list[Run]:
         """The job's tracked runs that wait for their next attempt, oldest first (the
         overlap rule asks on every start: by job, not a walk over every tracked run)."""
-        runs = [r for r in self._by_job.get(job_id, {}).values() if r.state == RunState.RETRY_WAIT]
+        runs = [r for r in self.job_runs(job_id) if r.state == RunState.RETRY_WAIT]
         return sorted(runs, key=lambda r: (r.scheduled_at, r.run_id))
 
     def earliest(self) -> datetime | None:

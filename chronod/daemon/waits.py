@@ -82,10 +82,6 @@ class Lines:
         queued = sum(1 for r in self._queued.get(job_id, ()) if self.behind(r) is None)
         return queued + len(started or ())
 
-    def started_from_line(self, job_id: str) -> set[str]:
-        """The run ids started from the job's catch-up line (some may have ended since)."""
-        return set(self._catching_up.get(job_id, ()))
-
     def queued(self, job_id: str) -> int:
         """How many of the job's occurrences wait in its catch-up line."""
         return len(self._queued.get(job_id, ()))
