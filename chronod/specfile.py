@@ -44,7 +44,7 @@ from yaml.events import (
 from yaml.nodes import ScalarNode
 
 from chronod.core.blackout import Window
-from chronod.core.model import JobSpec, Resource, Retry, RunOn
+from chronod.core.model import JobSpec, Resource, Retry, RunOn, json_text_and_hash
 from chronod.core.validate import (
     ERROR,
     WARNING,
@@ -126,11 +126,21 @@ class RegistryResult:
     resources: dict[str, Resource] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     blackouts: list[Window] = field(default_factory=list)
+    workers: int = 0  # the processes that validated its files (0: this one)
+    # specs holding the JSON text a worker made for the definitions' sync (`JobSpec.hold_json`)
+    holding: list[JobSpec] = field(default_factory=list, repr=False)
 
     @property
     def ok(self) -> bool:
         """No errors anywhere (warnings allowed)."""
         return not any(p.severity == ERROR for p in self.problems)
+
+    def let_go(self) -> None:
+        """Drop the JSON texts the definitions' sync did not take (jobs of other nodes, jobs
+        stored already, duplicates): a spec holds its text from the load to the sync only."""
+        for spec in self.holding:
+            spec.hold_json(None)
+        self.holding = []
 
 
 class _Refused(Exception):
@@ -409,10 +419,11 @@ class FileCache:
         self.misses += 1
         return None
 
-    def put(self, name: str, key: str, result: FileResult) -> None:
+    def put(self, name: str, key: str, result: FileResult, encoded: bytes | None = None) -> None:
+        """Keep a file's result; `encoded`: its `encode_result`, when already made."""
         self._results[name] = (key, _copy(result))
         if self._stored is not None:
-            self._changes[name] = (key, encode_result(result))
+            self._changes[name] = (key, encoded if encoded is not None else encode_result(result))
 
     def forget_unseen(self) -> None:
         """Drop the files the last load did not see (removed or renamed), then store what
@@ -464,7 +475,7 @@ def encode_result(fres: FileResult) -> bytes:
     `chronod.daemon.filestore`), at a third of the cost of decoding JSON into specs."""
     specs: list[Any] = []
     for spec in fres.specs:
-        d, digest = spec.json_and_hash()  # the hash the definitions' sync needs next: computed once
+        digest = spec.spec_hash()  # the hash the definitions' sync needs next: computed once
         if spec.retry == _DEFAULT_RETRY and spec.run_on == _DEFAULT_RUN_ON and not spec.notify:
             values = [getattr(spec, n) for n in _FIELDS]
             values[_RETRY] = values[_RUN_ON] = values[_NOTIFY] = None
@@ -472,6 +483,7 @@ def encode_result(fres: FileResult) -> bytes:
                 values[_SOURCE] = None
             specs.append((digest, *values))
             continue
+        d = spec.to_json_dict()
         row = {k: v for k, v in d.items() if k in _REQUIRED or v != _BLANK[k]}
         row["env"] = [list(kv) for kv in spec.env]  # in the file's order (the JSON form sorts)
         if row.get("source_file") == fres.path:
@@ -579,6 +591,29 @@ def load_file(
 ) -> FileResult:
     """Read, check and validate one job file (see `load_registry` for `secure` and `cache`)."""
     secure = _default_secure(secure)
+    got = _read_file(path, now, secure, cache)
+    if isinstance(got, FileResult):
+        return got
+    fres = _validate(got.data, got.name, got.digest, now)
+    if cache is not None:
+        cache.put(got.name, got.key, fres)
+    return _owned(fres, got.owner, secure)
+
+
+@dataclass
+class _Unvalidated:
+    """A file read and checked whose result is neither cached nor stored: to validate."""
+
+    name: str
+    data: bytes
+    digest: str
+    key: str
+    owner: int
+
+
+def _read_file(path: Path | str, now: datetime, secure: bool, cache: FileCache | None) -> FileResult | _Unvalidated:
+    """The file checks and the cache: a result (refused, or cached and held to the owner
+    rule), or the file's bytes to validate."""
     name = str(path)
     try:
         data, owner = _read(Path(path), secure)
@@ -588,9 +623,12 @@ def load_file(
     key = file_key(digest, now, secure)
     fres = cache.get(name, key) if cache is not None else None
     if fres is None:
-        fres = _validate(data, name, digest, now)
-        if cache is not None:
-            cache.put(name, key, fres)
+        return _Unvalidated(name, data, digest, key, owner)
+    return _owned(fres, owner, secure)
+
+
+def _owned(fres: FileResult, owner: int, secure: bool) -> FileResult:
+    """The owner rule, applied to every result however it was obtained (see `_check_owner_runs_as`)."""
     if secure and owner not in _trusted_owners():
         fres.delegated = _user_name(owner)
         _check_owner_runs_as(fres, owner)
@@ -628,6 +666,7 @@ def load_registry(
     now: datetime,
     secure: bool | None = None,
     cache: FileCache | None = None,
+    workers: int = 1,
 ) -> RegistryResult:
     """Load a registry: job files and directories of `*.yaml`/`*.yml` files.
 
@@ -639,22 +678,80 @@ def load_registry(
     two files define the same id the later one's job is an error and left out; but files
     owned by root come first whatever their names, so that a delegated file (owned by a
     user, see `_check_owner_runs_as`) never takes an id or a resource a root file defines.
+
+    With `workers` > 1, the files to validate (neither cached nor stored) are validated in
+    up to that many forked processes when they are many enough to repay the forks
+    (`PARALLEL_MIN_BYTES`): each sends back the stored form of its files' results
+    (`encode_result`), which this process decodes. The file checks and the owner rule are
+    made here, before and after, exactly as for a file validated here; the results are the
+    same either way. A worker that fails raises `chronod.workers.WorkerFailed` and nothing
+    is loaded.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     secure = _default_secure(secure)
     reg = RegistryResult()
+    read: dict[str, FileResult | _Unvalidated] = {}
     for given in paths:
         for file, skipped in _expand(Path(given), secure, reg):
             if skipped is not None:
                 reg.problems.append(skipped)
-            elif str(file) not in reg.files:
-                reg.files[str(file)] = load_file(file, now=now, secure=secure, cache=cache)
+            elif str(file) not in read:
+                read[str(file)] = _read_file(file, now, secure, cache)
+    todo = [got for got in read.values() if isinstance(got, _Unvalidated)]
+    reg.workers = _workers_for(todo, workers)
+    done = _validate_all(todo, now, reg.workers, reg.holding)
+    for name, got in read.items():
+        if isinstance(got, _Unvalidated):
+            fres, blob = done[name]
+            if cache is not None:
+                cache.put(name, got.key, fres, blob)
+            got = _owned(fres, got.owner, secure)
+        reg.files[name] = got
     if cache is not None:
         cache.forget_unseen()
     for fres in merge_order(reg.files):
         _merge(reg, fres)
     return reg
+
+
+# Below this many bytes of job files to validate, they are validated in this process: two
+# forks cost about what validating this much costs here (bench/README.md, "A cold start in
+# parallel"), so a small registry or an edit of a few files never pays for workers.
+PARALLEL_MIN_BYTES = 256 * 1024
+
+
+def _workers_for(todo: list[_Unvalidated], workers: int) -> int:
+    """How many worker processes validate `todo` (0: this process does)."""
+    if workers < 2 or len(todo) < 2 or sum(len(got.data) for got in todo) < PARALLEL_MIN_BYTES:
+        return 0
+    return min(workers, len(todo))
+
+
+def _validate_all(
+    todo: list[_Unvalidated], now: datetime, workers: int, holding: list[JobSpec]
+) -> dict[str, tuple[FileResult, bytes | None]]:
+    """Each file's result, and its stored form when a worker made it (its specs then hold
+    their JSON text, and are added to `holding`)."""
+    if not workers:
+        return {got.name: (_validate(got.data, got.name, got.digest, now), None) for got in todo}
+    from chronod.workers import run_forked
+
+    def work(got: _Unvalidated) -> bytes:  # in a worker
+        fres = _validate(got.data, got.name, got.digest, now)
+        # the stored JSON of each spec, which the definitions' sync would compute next
+        texts = [json_text_and_hash(spec)[0] for spec in fres.specs]
+        return marshal.dumps((encode_result(fres), texts))
+
+    done: dict[str, tuple[FileResult, bytes | None]] = {}
+    for i, payload in run_forked(work, todo, [len(got.data) for got in todo], workers, lambda got: got.name):
+        blob, texts = marshal.loads(payload)
+        fres = decode_result(todo[i].name, blob)
+        for spec, text in zip(fres.specs, texts):
+            spec.hold_json(text)
+        holding.extend(fres.specs)
+        done[todo[i].name] = (fres, blob)
+    return done
 
 
 def merge_order(files: dict[str, FileResult]) -> list[FileResult]:

@@ -51,9 +51,10 @@ class Resource:
 
 
 class _HashMemo:
-    """The slot where a spec keeps its `spec_hash()` once computed (not a field)."""
+    """The slot where a spec keeps its `spec_hash()` once computed (not a field), and the
+    one where it holds its stored JSON text until the definitions' sync takes it."""
 
-    __slots__ = ("_memo_hash",)
+    __slots__ = ("_memo_hash", "_memo_json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +170,42 @@ class JobSpec(_HashMemo):
     def remember_hash(self, digest: str) -> None:
         """Keep a `spec_hash()` computed elsewhere from the same JSON (chronod.store.sql)."""
         object.__setattr__(self, "_memo_hash", digest)
+
+    def hold_json(self, text: str | None) -> None:
+        """Hold `json_text_and_hash()`'s text, computed elsewhere (a worker process that
+        validated the spec's file), for the one sync that stores it; None: let it go."""
+        object.__setattr__(self, "_memo_json", text)
+
+    def take_json(self) -> str | None:
+        """The text `hold_json` holds, let go of (None: none held)."""
+        text: str | None = getattr(self, "_memo_json", None)
+        if text is not None:
+            object.__setattr__(self, "_memo_json", None)
+        return text
+
+
+def json_text_and_hash(spec: JobSpec) -> tuple[str, str]:
+    """`json.dumps(spec.to_json_dict(), sort_keys=True)` (the stored form of a definition)
+    and `spec.spec_hash()`, from one walk of the spec; the hash is kept.
+
+    dataclasses.asdict deep-copies every value and made a 100,000-job sync take half a
+    minute; tests/contract/test_store_contract.py keeps this equal to the methods above."""
+    import hashlib
+    import json
+
+    d = spec.to_json_dict()  # written out by hand: a generic walk of the dataclasses cost twice as much
+    text = json.dumps(d, sort_keys=True)
+    # spec_hash() dumps the same sorted dict without the two source keys; they are adjacent
+    # top-level keys after every nested object, so cutting their last occurrence is exact.
+    source = f'"source_file": {json.dumps(spec.source_file)}, "source_line": {json.dumps(spec.source_line)}, '
+    before, found, after = text.rpartition(source)
+    if not found:
+        del d["source_file"], d["source_line"]
+        digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+    else:
+        digest = hashlib.sha256((before + after).encode()).hexdigest()[:16]
+    spec.remember_hash(digest)  # the node's published hashes need it next: computed once
+    return text, digest
 
 
 _FIELD_NAMES = tuple(f for f in JobSpec.__dataclass_fields__)

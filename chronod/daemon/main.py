@@ -13,11 +13,13 @@ from chronod import __version__, fsutil, paths, private
 if TYPE_CHECKING:
     from chronod.core.blackout import Window
     from chronod.core.clock import Clock
+    from chronod.daemon.log import Log
     from chronod.daemon.loop import Daemon
     from chronod.daemon.metrics import Metrics
     from chronod.daemon.pruner import Pruner
     from chronod.daemon.seams import Runner
     from chronod.notify.service import NotifyService
+    from chronod.specfile import FileCache, RegistryResult
     from chronod.store.api import Store
 
     MakeRunner = Callable[[Path], Runner]  # the runner over a state directory
@@ -188,7 +190,7 @@ def start(
     from chronod.daemon.sysd import Notifier
     from chronod.daemon.waker import Waker
     from chronod.runner.runner import Runner
-    from chronod.specfile import FileCache, load_registry
+    from chronod.specfile import FileCache
     from chronod.store.api import NodeConflict, SchemaTooNew, SchemaTooOld, StoreError, open_store
 
     kernel.share_malloc_arena()  # before any thread: one arena, not one per thread to fragment
@@ -240,7 +242,7 @@ def start(
         clock=clock,
         store=store,
         runner=make_runner(state_dir) if make_runner else Runner(state_dir, zygote=True, many=True),
-        load_registry=lambda: load_registry(registry, now=clock.now(), secure=secure, cache=files),
+        load_registry=lambda: load_files(registry, clock, secure, files, log),
         node=node,
         metrics=metrics,
         notifier=Notifier(),
@@ -284,6 +286,26 @@ def start(
         log("daemon.store_error", "error", message=str(e))
         raise StartupError(str(e), EXIT_UNAVAILABLE) from None
     return daemon, (notifier, pruner)
+
+
+def load_files(registry: list[Path], clock: Clock, secure: bool, files: FileCache, log: Log) -> RegistryResult:
+    """The daemon's read of its registry: the files to validate are validated on every CPU
+    it may use (`load_registry`'s workers). Should a worker fail (killed for memory, say),
+    the error is logged and the files are validated here instead: a load gives every
+    file's result or raises, never part of them."""
+    from chronod.specfile import load_registry
+    from chronod.workers import WorkerFailed, usable_cpus
+
+    try:
+        return load_registry(registry, now=clock.now(), secure=secure, cache=files, workers=usable_cpus())
+    except WorkerFailed as e:
+        log(
+            "registry.workers_failed",
+            "error",
+            message=str(e),
+            note="validating the job files in the daemon's process instead",
+        )
+    return load_registry(registry, now=clock.now(), secure=secure, cache=files)
 
 
 def notify_service(

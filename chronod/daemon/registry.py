@@ -191,6 +191,7 @@ class Registry:
             self.synced.adopt(carried, version)  # the store holds these: the mark says so
         else:
             self.synced.sync(self.store, self.node, carried, before=self.unmark)  # nothing when nothing changed
+        result.let_go()  # the JSON texts made by the load's workers, for the sync
         old = dict(self._jobs)  # one C-level copy: the loop may set a job aside meanwhile
         jobs: dict[str, Job] = {}
         build: list[str] = []  # compiled on the loop's thread, under the quarantine's guard

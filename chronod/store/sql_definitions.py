@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy import func
 
-from chronod.core.model import JobSpec
+from chronod.core.model import JobSpec, json_text_and_hash
 from chronod.store import schema as s
 from chronod.store.api import JobRow
 from chronod.store.sqldb import BATCH, SqlPart, bound, chunks
@@ -179,22 +179,9 @@ class DefinitionsSql(SqlPart):
 
 
 def spec_json_and_hash(spec: JobSpec) -> tuple[str, str]:
-    """`json.dumps(spec.to_json_dict())` and `spec.spec_hash()` from one walk of the spec.
-
-    dataclasses.asdict deep-copies every value and made a 100,000-job sync take half a
-    minute; tests/contract/test_store_contract.py keeps this equal to the model's methods."""
-    import hashlib
-
-    d = spec.to_json_dict()  # written out by hand: a generic walk of the dataclasses cost twice as much
-    text = json.dumps(d, sort_keys=True)
-    # spec_hash() dumps the same sorted dict without the two source keys; they are adjacent
-    # top-level keys after every nested object, so cutting their last occurrence is exact.
-    source = f'"source_file": {json.dumps(spec.source_file)}, "source_line": {json.dumps(spec.source_line)}, '
-    before, found, after = text.rpartition(source)
-    if not found:
-        del d["source_file"], d["source_line"]
-        digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
-    else:
-        digest = hashlib.sha256((before + after).encode()).hexdigest()[:16]
-    spec.remember_hash(digest)  # the node's published hashes need it next: computed once
-    return text, digest
+    """`json.dumps(spec.to_json_dict())` and `spec.spec_hash()` (`json_text_and_hash`); the
+    text a worker process computed when it validated the spec's file, if the spec holds it."""
+    text = spec.take_json()
+    if text is not None:
+        return text, spec.spec_hash()
+    return json_text_and_hash(spec)
