@@ -125,7 +125,12 @@ def _subtree_free(base: str) -> bool:
 
 def create(path: str) -> None:
     """Make the run's cgroup (an empty one left by an earlier life is reused)."""
-    os.makedirs(path, 0o755, exist_ok=True)
+    try:
+        os.mkdir(path, 0o755)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:  # the runs' subtree went meanwhile
+        os.makedirs(path, 0o755, exist_ok=True)
 
 
 def enter(path: str) -> None:

@@ -1,8 +1,9 @@
 """The state directory shared by supervisors and daemons: one `started` and one `result`
 file per attempt, always written atomically (temporary file, fsync, rename).
 
-    <state_dir>/<run_id>.<attempt>.started.json   written by the supervisor once the job runs
+    <state_dir>/<run_id>.<attempt>.started.json   written by a per-run supervisor once the job runs
     <state_dir>/<run_id>.<attempt>.result.json    written by the supervisor when it is done
+    <state_dir>/launched/<pid>.<ticks>.<n>.jsonl  the launcher's `started` records, one file a turn
 
 A `started` file names the supervisor by pid, its start time in clock ticks since boot
 (field 22 of /proc/<pid>/stat) and the boot id, so that a recycled pid, or a pid from
@@ -82,6 +83,114 @@ def write_json(path: str, record: dict[str, Any], durable: bool) -> None:
     write_atomic(path, json.dumps(record, sort_keys=True).encode(), durable)
 
 
+LAUNCHED = "launched"
+
+
+def launched_name(pid: int, ticks: int | None, seq: int) -> str:
+    """The name, in `<state_dir>/launched/`, of one turn's `started` records of the
+    launcher `pid` (started at `ticks`)."""
+    return f"{pid}.{ticks}.{seq}.jsonl"
+
+
+def open_launched_dir(state_dir: str | Path, create: bool = False) -> int | None:
+    """The directory of the launchers' `started` records, open (never through a link);
+    None when there is none."""
+    path = os.path.join(state_dir, LAUNCHED)
+    if create:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return None
+        raise
+
+
+def write_launched(dir_fd: int, name: str, records: list[dict[str, Any]]) -> None:
+    """The `started` records of a turn of launches, one JSON line each, in one new file
+    (one file per turn, not per run: on a file system that churns through files, such as
+    ext4 during a burst, finding a free inode for each new file was most of the cost of
+    a start). Written under the start gate (chronod.runner.fence), so a daemon that took
+    the state directory over reads it whole; a line cut short by a kill of its writer
+    reads as no record, as if the writer had been killed a moment earlier."""
+    data = b"".join(json.dumps(r, sort_keys=True).encode() + b"\n" for r in records)
+    try:
+        fd = os.open(name, NEW_FILE, 0o600, dir_fd=dir_fd)
+    except FileExistsError:
+        os.unlink(name, dir_fd=dir_fd)
+        fd = os.open(name, NEW_FILE, 0o600, dir_fd=dir_fd)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def read_started(state_dir: str | Path, run_id: str, attempt: int) -> dict[str, Any] | None:
+    """The `started` record of an attempt: its own file (written by a per-run
+    supervisor), else the newest line for it among the launchers' records; None when
+    there is none."""
+    try:
+        own = read_json(path_of(state_dir, run_id, attempt, STARTED))
+    except ValueError:  # cut short: nothing is known of the start
+        own = None
+    if own is not None:
+        return own
+    dir_fd = open_launched_dir(state_dir)
+    if dir_fd is None:
+        return None
+    want = f'"run_id": {json.dumps(run_id)}'.encode()
+    found: tuple[int, str, dict[str, Any]] | None = None
+    try:
+        for name in os.listdir(dir_fd):
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+            except OSError:
+                continue  # removed meanwhile, or not a file of ours
+            with open(fd, "rb") as f:
+                when, data = os.fstat(f.fileno()).st_mtime_ns, f.read()
+            for line in data.splitlines():
+                if want not in line:
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue  # cut short
+                if record.get("run_id") == run_id and record.get("attempt") == attempt:
+                    if found is None or (when, name) >= found[:2]:
+                        found = (when, name, record)  # the newest wins: an earlier life of the attempt
+    finally:
+        os.close(dir_fd)
+    return found[2] if found else None
+
+
+def remove_launched_of_gone(state_dir: str | Path) -> None:
+    """Remove the `started` records of launchers that are gone: once every run left
+    running was adopted or settled, nothing reads them again (a live launcher removes its
+    own as its runs are recorded, and the rest when it exits)."""
+    dir_fd = open_launched_dir(state_dir)
+    if dir_fd is None:
+        return
+    try:
+        for name in os.listdir(dir_fd):
+            pid, _, rest = name.partition(".")
+            ticks = rest.partition(".")[0]
+            if pid.isdigit() and str(proc_start_ticks(pid)) == ticks:
+                continue  # its launcher is alive
+            try:
+                os.unlink(name, dir_fd=dir_fd)
+            except FileNotFoundError:
+                pass
+    finally:
+        os.close(dir_fd)
+
+
 def read_json(path: str) -> dict[str, Any] | None:
     """The JSON object in `path`, or None when there is no such file."""
     try:
@@ -144,10 +253,15 @@ def boot_id() -> str:
 def proc_start_ticks(pid: int | str) -> int | None:
     """When process `pid` started, in clock ticks since boot; None if it does not exist."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except (FileNotFoundError, ProcessLookupError):
         return None
+    try:
+        stat = os.read(fd, 4096)  # one read: the kernel makes the whole line at once
+    except ProcessLookupError:
+        return None
+    finally:
+        os.close(fd)
     # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
     fields = stat[stat.rindex(b")") + 2 :].split()
     return int(fields[19])

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import heapq
+import itertools
 import json
 import os
 import pickle
@@ -107,6 +108,7 @@ class Loop:
         # the file system's journal, and a burst of launches must not wait with it
         self.discards: queue.SimpleQueue[tuple[str, str, int] | None] = queue.SimpleQueue()
         self.remover = threading.Thread(target=_remove_files, args=(self.discards,), daemon=True)
+        self.records = _Records(self.discards)
         self.remover.start()
         self.daemon_gone = False
         self.daemon_pid = os.getppid()  # the chronod that spawned us: once it is gone, start nothing more
@@ -120,6 +122,7 @@ class Loop:
         self.home = contain.own_dir()
         if self.home is not None and not os.access(os.path.join(self.home, "cgroup.procs"), os.W_OK):
             self.home = None
+        self.away = False  # standing in the cgroup of the run it last spawned (`_launch_all`)
 
     # -- the loop ---------------------------------------------------------------------
 
@@ -133,6 +136,7 @@ class Loop:
                     os.write(2, f"chrono launcher: {type(e).__name__}: {e}\n".encode())
             self._fire_timers(time.monotonic())
             self._flush()
+        self.records.close()
         self.discards.put(None)
         self.remover.join()
 
@@ -179,16 +183,31 @@ class Loop:
     # -- requests ---------------------------------------------------------------------
 
     def _from_daemon(self) -> None:
-        """Every request the daemon has queued (a burst of launches is served in one turn)."""
-        for _ in range(256):
-            got = _receive(self.ctl)
-            if got is None:
-                self.daemon_gone = True
-                self.ep.unregister(self.ctl.fileno())
-                return
-            self._request(*got)
-            if not _pending(self.ctl):
-                return
+        """Every request the daemon has queued (a burst of launches is served in one turn).
+        Launches in a row are started together (`_launch_all`); any other request is
+        served after the launches read before it, in the order the daemon sent them."""
+        launches: list[tuple[Plan, int]] = []
+        try:
+            for _ in range(256):
+                got = _receive(self.ctl)
+                if got is None:
+                    self.daemon_gone = True
+                    self.ep.unregister(self.ctl.fileno())
+                    return
+                msg, fds = got
+                if msg[0] == "launch" and fds:
+                    for extra in fds[1:]:
+                        os.close(extra)
+                    launches.append((msg[1], fds[0]))
+                else:
+                    batch, launches = launches, []
+                    self._launch_all(batch)
+                    self._request(msg, fds)
+                if not _pending(self.ctl):
+                    return
+        finally:
+            batch, launches = launches, []
+            self._launch_all(batch)
 
     def _visitor(self) -> None:
         """A later daemon asking to watch or cancel a run it adopted."""
@@ -219,6 +238,7 @@ class Loop:
             return
         if verb == "discard":
             self.discards.put((msg[3], msg[1], msg[2]))
+            self.records.recorded(msg[3], msg[1], msg[2])
             return
         run = self.runs.get((msg[1], msg[2])) if verb in ("watch", "cancel") else None
         if verb == "watch" and end is not None and run is not None and not run.ended:
@@ -232,22 +252,46 @@ class Loop:
     # -- one run ----------------------------------------------------------------------
 
     def _launch(self, plan: Plan, end_fd: int) -> None:
+        self._launch_all([(plan, end_fd)])
+
+    def _launch_all(self, launches: list[tuple[Plan, int]]) -> None:
+        """Start a turn's launches under one hold of each state directory's start gate,
+        stepping from one run's cgroup straight into the next one's and home once at the
+        end: one cgroup move per start instead of two."""
+        if not launches:
+            return
         if os.getppid() != self.daemon_pid:
             # read from the socket after the daemon died (we were stopped, or swamped): the
-            # next chronod settles this run (`lost`, or a new attempt), so it never starts
-            os.close(end_fd)
-            os.write(2, f"chrono launcher: run {plan.run_id} attempt {plan.attempt} not started: "
-                        f"the chronod that asked for it (pid {self.daemon_pid}) is gone\n".encode())  # fmt: skip
-            return
-        with fence.StartGate(plan.state_dir, self._gate(plan.state_dir)) as gate:
-            if gate.fenced(plan.generation):
-                # queued by a daemon another one replaced, which has settled this run
-                # already (`lost`, or a new attempt): it must never start now
+            # next chronod settles these runs (`lost`, or a new attempt), so none starts
+            for plan, end_fd in launches:
                 os.close(end_fd)
                 os.write(2, f"chrono launcher: run {plan.run_id} attempt {plan.attempt} not started: "
-                            f"another chronod (generation {gate.current}) owns {plan.state_dir}\n".encode())  # fmt: skip
-                return
+                            f"the chronod that asked for it (pid {self.daemon_pid}) is gone\n".encode())  # fmt: skip
+            return
+        try:
+            for state_dir, group in itertools.groupby(launches, key=lambda launch: launch[0].state_dir):
+                with fence.StartGate(state_dir, self._gate(state_dir)) as gate:
+                    try:
+                        for plan, end_fd in group:
+                            self._launch_fenced(gate, plan, end_fd)
+                    finally:
+                        self.records.write(state_dir)  # before the gate is let go
+                        self._step_home()
+        finally:
+            self._step_home()
+
+    def _launch_fenced(self, gate: fence.StartGate, plan: Plan, end_fd: int) -> None:
+        if gate.fenced(plan.generation):
+            # queued by a daemon another one replaced, which has settled this run
+            # already (`lost`, or a new attempt): it must never start now
+            os.close(end_fd)
+            os.write(2, f"chrono launcher: run {plan.run_id} attempt {plan.attempt} not started: "
+                        f"another chronod (generation {gate.current}) owns {plan.state_dir}\n".encode())  # fmt: skip
+            return
+        try:
             self._launch_gated(plan, end_fd)
+        except Exception as e:  # one bad launch must not keep the others of the turn from starting
+            os.write(2, f"chrono launcher: run {plan.run_id}: {type(e).__name__}: {e}\n".encode())
 
     def _gate(self, state_dir: str) -> int | None:
         fd = self.gates.get(state_dir)
@@ -288,11 +332,13 @@ class Loop:
         try:
             if plan.creds is None and plan.cgroup is not None and self.home is not None:
                 pid, failure = self._spawn_in(plan.cgroup, plan, stdin_fd, out_w)
-            elif plan.creds is not None or plan.cgroup is not None:
-                hold = self.gates.get(plan.state_dir, -1)  # the start lock, let go by the job's exec
-                pid, failure = supervisor._fork_exec(plan, stdin_fd, out_w, hold)
             else:
-                pid, failure = self._spawn(plan, stdin_fd, out_w)
+                self._step_home()  # a job not spawned into a cgroup of its own is never born in another run's
+                if plan.creds is not None or plan.cgroup is not None:
+                    hold = self.gates.get(plan.state_dir, -1)  # the start lock, let go by the job's exec
+                    pid, failure = supervisor._fork_exec(plan, stdin_fd, out_w, hold)
+                else:
+                    pid, failure = self._spawn(plan, stdin_fd, out_w)
         finally:
             os.close(out_w)
             os.close(stdin_fd)
@@ -305,9 +351,11 @@ class Loop:
 
     def _spawn_in(self, cgroup: str, plan: Plan, stdin_fd: int, out_w: int) -> tuple[int, tuple[str, int] | None]:
         """posix_spawn of the job born in its run's cgroup: a child starts in its parent's
-        cgroup, so the loop steps into the run's cgroup for the instant of the spawn and
-        back. A fork of this process whose child entered the cgroup itself cost 3.5 ms of
-        CPU a run, this 0.8 ms (bench/README.md, "The cost of a start in a cgroup").
+        cgroup, so the loop steps into the run's cgroup for the spawn, and back home once
+        the turn's launches are started (`_launch_all`; the next launch of the turn steps
+        from this cgroup straight into its own). A fork of this process whose child entered
+        the cgroup itself cost 3.5 ms of CPU a run, this 0.8 ms (bench/README.md, "The cost
+        of a start in a cgroup").
 
         The spawned child holds a copy of the start gate's descriptor (close-on-exec) until
         its exec, as a forked one does (chronod.runner.fence), and it is in its cgroup from
@@ -321,17 +369,19 @@ class Loop:
             contain.enter(cgroup)
         except OSError as e:
             return 0, ("cgroup", e.errno or 0)
-        try:
-            return self._spawn(plan, stdin_fd, out_w)
-        finally:
-            self._step_home()
+        self.away = True
+        return self._spawn(plan, stdin_fd, out_w)
 
     def _step_home(self) -> None:
+        """Back into the loop's own cgroup, if it stands in a run's."""
+        if not self.away:
+            return
         assert self.home is not None
         error: OSError | None = None
         for _ in range(3):
             try:
                 contain.enter(self.home)
+                self.away = False
                 return
             except OSError as e:
                 error = e
@@ -357,10 +407,7 @@ class Loop:
         if run.plan.timeout_s:
             run.deadline = time.monotonic() + run.plan.timeout_s
             self._timer(run.deadline, "deadline", run)
-        try:
-            _write_started(run)
-        except OSError:
-            pass  # only adoption by a later daemon needs it; the result still gets written
+        self.records.add(run)
 
     def _read(self, run: _Run) -> None:
         try:
@@ -502,6 +549,72 @@ class Loop:
             self.lingering = {path for path in self.lingering if not contain.remove(path)}
 
 
+class _Records:
+    """The `started` records of the launcher's runs: those of a turn's launches written
+    together, one file per turn (chronod.runner.files.write_launched), and each file
+    removed with the last of its runs whose outcome the daemon has stored."""
+
+    def __init__(self, discards: queue.SimpleQueue[Any]):
+        self.discards = discards  # the remover thread's queue
+        self.pending: list[dict[str, Any]] = []
+        self.seq = 0
+        self.dirs: dict[str, int] = {}  # state dir -> its `launched` directory, open
+        self.left: dict[str, set[tuple[str, str, int]]] = {}  # file -> its runs not recorded yet
+        self.file_of: dict[tuple[str, str, int], str] = {}  # (state dir, run id, attempt) -> file
+
+    def add(self, run: _Run) -> None:
+        self.pending.append(_started_record(run))
+
+    def write(self, state_dir: str) -> None:
+        """Write the records added since the last call, under the start gate still held."""
+        if not self.pending:
+            return
+        records, self.pending = self.pending, []
+        self.seq += 1
+        name = files.launched_name(os.getpid(), _SELF[0], self.seq)
+        try:
+            dir_fd = self.dirs.get(state_dir)
+            if dir_fd is None:
+                dir_fd = files.open_launched_dir(state_dir, create=True)
+                if dir_fd is None:
+                    return
+                self.dirs[state_dir] = dir_fd
+            files.write_launched(dir_fd, name, records)
+        except OSError:
+            return  # only adoption by a later daemon needs them; the results still get written
+        path = os.path.join(state_dir, files.LAUNCHED, name)
+        keys = {(state_dir, r["run_id"], r["attempt"]) for r in records}
+        self.left[path] = keys
+        for key in keys:
+            self._forget(key)  # an earlier life of the attempt (a restored database)
+            self.file_of[key] = path
+
+    def recorded(self, state_dir: str, run_id: str, attempt: int) -> None:
+        """The daemon stored the run's outcome: its record is needed no more."""
+        self._forget((state_dir, run_id, attempt))
+
+    def _forget(self, key: tuple[str, str, int]) -> None:
+        path = self.file_of.pop(key, None)
+        if path is None:
+            return
+        left = self.left[path]
+        left.discard(key)
+        if not left:
+            del self.left[path]
+            self.discards.put((path,))
+
+    def close(self) -> None:
+        """The launcher exits, every run's result on disk: a later daemon reads those, and
+        finds no record of a launcher that is gone."""
+        for path in self.left:
+            self.discards.put((path,))
+        self.left.clear()
+        self.file_of.clear()
+        for fd in self.dirs.values():
+            os.close(fd)
+        self.dirs.clear()
+
+
 # ------------------------------------------------------------------------------ helpers
 
 
@@ -534,9 +647,9 @@ def _pending(sock: socket.socket) -> bool:
         return False
 
 
-def _write_started(run: _Run) -> None:
+def _started_record(run: _Run) -> dict[str, Any]:
     me = os.getpid()
-    record = {
+    return {
         "run_id": run.plan.run_id,
         "attempt": run.plan.attempt,
         "supervisor_pid": me,
@@ -548,8 +661,6 @@ def _write_started(run: _Run) -> None:
         "boot_id": _SELF[1],
         "cgroup": run.plan.cgroup,
     }
-    path = files.path_of(run.plan.state_dir, run.plan.run_id, run.plan.attempt, files.STARTED)
-    files.write_json(path, record, durable=False)
 
 
 def _append_live(run: _Run, data: bytes) -> None:
@@ -599,8 +710,15 @@ def _fsync_dir(directory: str) -> None:
 
 
 def _remove_files(todo: queue.SimpleQueue[Any]) -> None:
-    """The remover thread: the files of each recorded run, until a None arrives."""
+    """The remover thread: the files of each recorded run, or one file of `started`
+    records, until a None arrives."""
     while (item := todo.get()) is not None:
+        if len(item) == 1:
+            try:
+                _unlink(item[0])
+            except OSError:
+                pass  # the next daemon removes the records of a launcher that is gone
+            continue
         state_dir, run_id, attempt = item
         for path in (
             files.path_of(state_dir, run_id, attempt, files.RESULT),
@@ -614,6 +732,11 @@ def _remove_files(todo: queue.SimpleQueue[Any]) -> None:
 
 
 def _unlink(path: str) -> None:
+    """Remove `path` if it is there. Most paths asked for are not (a stale result, a live
+    file of a job that printed nothing): an unlink locks the directory against every
+    other change even to find nothing, a look does not."""
+    if not os.path.lexists(path):
+        return
     try:
         os.unlink(path)
     except FileNotFoundError:

@@ -194,7 +194,7 @@ class Runner:
 
     def refresh(self, handle: Handle) -> bool:
         """Fill `handle.pid` and `handle.started_at` from the started file; False if not there yet."""
-        record = files.read_json(self._path(handle.run_id, handle.attempt, files.STARTED))
+        record = files.read_started(self.state_dir, handle.run_id, handle.attempt)
         if record is None:
             return False
         handle.pid = record["pid"]
@@ -237,7 +237,7 @@ class Runner:
         return outcome
 
     def _lost(self, handle: Handle) -> Outcome:
-        started = files.read_json(self._path(handle.run_id, handle.attempt, files.STARTED)) or {}
+        started = files.read_started(self.state_dir, handle.run_id, handle.attempt) or {}
         pid = started.get("pid") or handle.pid
         error = LOST_ERROR
         if self._kill_leftovers(handle.run_id, handle.attempt, started):
@@ -274,7 +274,7 @@ class Runner:
         the machine). For None, leftover files are removed and a still-running job killed.
         """
         files.check_run_id(run_id)
-        started = files.read_json(self._path(run_id, attempt, files.STARTED))
+        started = files.read_started(self.state_dir, run_id, attempt)
         handle = self._watch_live(run_id, attempt, started) if started else None
         if handle is not None:
             return handle
@@ -342,7 +342,10 @@ class Runner:
         return handle
 
     def orphans(self, known: Iterable[tuple[str, int]] = ()) -> list[tuple[str, int]]:
-        """(run_id, attempt) of state files that neither this runner nor `known` accounts for."""
+        """(run_id, attempt) of state files that neither this runner nor `known` accounts for.
+        Asked once every run left running was adopted or settled: the `started` records of
+        launchers that are gone are read no more, and go now."""
+        files.remove_launched_of_gone(self.state_dir)
         skip = set(self._handles) | set(known)
         return [key for key in files.attempts_in(self.state_dir) if key not in skip]
 

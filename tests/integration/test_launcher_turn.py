@@ -1,0 +1,118 @@
+"""What the launcher does once per turn of launches rather than once per run: the cgroup
+moves around the spawns and the `started` records. The loop runs in this process, its
+cgroup moves recorded instead of made, so that the test needs no cgroup v2."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+
+import pytest
+
+from chronod.runner import contain, files, launcher, launchloop
+from chronod.runner.supervisor import Plan
+
+
+def _plan(state_dir: str, run_id: str) -> Plan:
+    return Plan(
+        run_id=run_id,
+        attempt=1,
+        argv=("true",),
+        what="command",
+        env={"PATH": "/usr/bin:/bin"},
+        workdir="/",
+        stdin=None,
+        creds=None,
+        timeout_s=None,
+        kill_grace_s=1,
+        limit_bytes=1024,
+        nofile=(1024, 1024),
+        state_dir=state_dir,
+        cgroup=f"/cg/{run_id}.1",
+    )
+
+
+@pytest.fixture
+def loop(monkeypatch):
+    moves: list[str] = []
+    monkeypatch.setattr(contain, "create", lambda path: None)
+    monkeypatch.setattr(contain, "enter", moves.append)
+    ours, theirs = socket.socketpair()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lp = launchloop.Loop(theirs, listener)
+    lp.home = "/home-cgroup"
+    lp.own_nofile = (1024, 1024)
+    lp.moves = moves  # type: ignore[attr-defined]
+    lp.send = lambda msg, fd=None: launcher._send(ours, msg, fd)  # type: ignore[attr-defined]
+    yield lp
+    lp.discards.put(None)
+    lp.remover.join()
+    for run in lp.runs.values():
+        os.close(run.out_r)
+        os.close(run.pidfd)
+        os.waitpid(run.pid, 0)
+    ours.close()
+    theirs.close()
+    listener.close()
+
+
+def _launch_turn(loop, state_dir: str, run_ids: list[str]) -> None:
+    for rid in run_ids:
+        end_r, end_w = os.pipe()
+        loop.send(("launch", _plan(state_dir, rid)), end_w)
+        os.close(end_w)
+        os.close(end_r)
+    loop._from_daemon()
+
+
+def test_a_turn_of_launches_moves_the_launcher_once_per_start_and_home_once(loop, tmp_path):
+    """Three launches read in one turn: the launcher steps from each run's cgroup straight
+    into the next one's, and home once they are started (it used to step home after each)."""
+    _launch_turn(loop, str(tmp_path), ["a", "b", "c"])
+    assert sorted(loop.runs) == [("a", 1), ("b", 1), ("c", 1)]
+    assert loop.moves == ["/cg/a.1", "/cg/b.1", "/cg/c.1", "/home-cgroup"]
+    assert not loop.away
+
+
+def test_a_turn_of_launches_writes_one_file_of_started_records_removed_with_its_last_run(loop, tmp_path):
+    """The `started` records of a turn are one file (not a file per run), each run's
+    readable as before; the file goes once the daemon has recorded every run in it."""
+    state = str(tmp_path)
+    _launch_turn(loop, state, ["a", "b"])
+    (name,) = os.listdir(tmp_path / "launched")
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".started.json")]
+    for rid in ("a", "b"):
+        record = files.read_started(state, rid, 1)
+        assert record is not None and record["launcher"] and record["pid"] == loop.runs[(rid, 1)].pid
+    loop.send(("discard", "a", 1, state))
+    loop._from_daemon()
+    time.sleep(0.2)
+    assert os.listdir(tmp_path / "launched") == [name]  # b is not recorded yet
+    loop.send(("discard", "b", 1, state))
+    loop._from_daemon()
+    deadline = time.monotonic() + 5
+    while os.listdir(tmp_path / "launched"):
+        assert time.monotonic() < deadline, "the records of recorded runs were left behind"
+        time.sleep(0.02)
+
+
+def test_a_started_record_cut_short_reads_as_none_and_a_gone_launchers_records_go(tmp_path):
+    """A launcher killed while writing its records leaves a line cut short: that run reads
+    as never recorded started (as if it had been killed a moment earlier), the others of
+    the file as written. Once a daemon has adopted or settled every run, the records of
+    launchers that are gone are removed; a live launcher's stay."""
+    state = str(tmp_path)
+    whole = {"run_id": "a", "attempt": 1, "pid": 123, "launcher": True}
+    cut = json.dumps({"run_id": "b", "attempt": 1, "pid": 124, "launcher": True})[:25]
+    os.mkdir(tmp_path / "launched")
+    gone = tmp_path / "launched" / files.launched_name(2**22 + 1, 5, 1)  # above any pid_max: no such process
+    gone.write_text(json.dumps(whole) + "\n" + cut)
+    assert files.read_started(state, "a", 1) == whole
+    assert files.read_started(state, "b", 1) is None
+    live = tmp_path / "launched" / files.launched_name(os.getpid(), files.proc_start_ticks(os.getpid()), 1)
+    live.write_text(json.dumps({**whole, "run_id": "c"}) + "\n")
+    files.remove_launched_of_gone(state)
+    assert os.listdir(tmp_path / "launched") == [live.name]
+    assert files.read_started(state, "c", 1) is not None
