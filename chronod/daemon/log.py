@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import functools
+import re
 import sys
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
 from chronod.core.escape import CONTROL, escape_control
 
+_QUOTED = re.compile('[ "=' + CONTROL.pattern[1:])  # what makes a value need quotes or escapes
+
 
 def _value(v: Any) -> str:
+    kind = type(v)
+    if kind is int:  # the most common values, first: never quoted
+        return str(v)
+    if kind is str and v and not _QUOTED.search(v):
+        return str(v)
     if isinstance(v, datetime):
         return v.astimezone(timezone.utc).isoformat(timespec="milliseconds")
     if isinstance(v, float):
@@ -21,6 +30,7 @@ def _value(v: Any) -> str:
     return s
 
 
+@functools.lru_cache(maxsize=4096)  # events and field names are the code's own few words
 def _key(k: str) -> str:
     """A field name or an event as one bare word: controls escaped, blanks and '=' as '_'."""
     return escape_control(k, keep="").replace(" ", "_").replace("=", "_").replace('"', "_")

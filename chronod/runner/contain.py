@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import hashlib
 import os
 import signal
@@ -259,7 +260,13 @@ def subtree_name(state_dir: str | os.PathLike[str]) -> str:
 
 
 def _dir_tag(state_dir: str | os.PathLike[str]) -> str:
-    return hashlib.sha256(str(Path(state_dir).absolute()).encode()).hexdigest()[:12]
+    path = os.fspath(state_dir)
+    return _abs_dir_tag(path if os.path.isabs(path) else str(Path(path).absolute()))
+
+
+@functools.lru_cache(maxsize=64)  # asked at every launch, for the daemon's one state directory
+def _abs_dir_tag(path: str) -> str:
+    return hashlib.sha256(str(Path(path).absolute()).encode()).hexdigest()[:12]
 
 
 def tagged(tag: str) -> list[int]:
