@@ -5,13 +5,15 @@ it N plans of `true` (each in a cgroup of its own under a cgroup this bench make
 the fence's generation file in place, as under a daemon), and waits until every run's
 result is on disk (its end pipe closed). Prints the launcher's CPU for the burst (its
 own, and its reaped children's: the jobs), the wall from the first plan sent to the last
-result, and the same per run. The daemon's share (claims, store, logs) is not in it:
+result, and the same per run; after the last round, the launcher's CPU over every round
+and the gaps between them (`--gap`), in which it removes the files of the runs the bench
+has recorded (discarded), as it does for the daemon. The daemon's share (claims, store, logs) is not in it:
 `profile_launch.py` and `bench_daemon.py` measure the whole path.
 
 Root and a writable cgroup v2 are needed (without one, the runs are started without a
 cgroup, as in the subreaper fallback).
 
-    .venv/bin/python bench/bench_launcher.py [--runs 1000] [--rounds 3] [--command true]
+    .venv/bin/python bench/bench_launcher.py [--runs 1000] [--rounds 3] [--command true] [--gap 5]
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--command", default="true")
+    ap.add_argument("--gap", type=float, default=5.0, help="seconds between bursts (and after the last)")
     args = ap.parse_args()
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # an end pipe per run, as the daemon's
@@ -108,6 +111,7 @@ def main() -> None:
             base = None
     launcher = Launcher()
     time.sleep(0.5)  # its interpreter is up
+    own0, kids0 = cpu_ms(launcher.pid)
     print(f"{args.runs} runs of `{args.command}` per burst, cgroups {'yes' if base else 'no'}")
     print("round | wall s | launcher CPU ms | jobs CPU ms | per run ms (launcher + jobs) | no result | load")
     try:
@@ -118,7 +122,13 @@ def main() -> None:
                 f"{r + 1} | {wall:.3f} | {own:.0f} | {kids:.0f} | {(own + kids) / args.runs:.2f} "
                 f"({own / args.runs:.2f} + {kids / args.runs:.2f}) | {missing} | {os.getloadavg()[0]:.1f}"
             )
-            time.sleep(1)
+            time.sleep(args.gap)
+        own1, kids1 = cpu_ms(launcher.pid)  # with the files of recorded runs removed meanwhile
+        n = args.runs * args.rounds
+        print(
+            f"all rounds and the gaps after them: launcher {own1 - own0:.0f} ms, jobs {kids1 - kids0:.0f} ms; "
+            f"per run {(own1 - own0) / n:.2f} + {(kids1 - kids0) / n:.2f} ms"
+        )
     finally:
         launcher.close()
         time.sleep(1)

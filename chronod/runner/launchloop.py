@@ -47,6 +47,7 @@ from chronod.runner import contain, fence, files, supervisor
 from chronod.runner.supervisor import Plan
 
 DRAIN_AFTER_EXIT_S = supervisor.DRAIN_AFTER_EXIT_S
+REMOVE_WHEN_QUIET_S = 2.0  # files of recorded runs are removed once no launch came for this long
 _CHUNK = 65536
 _MAX_FD = 1 << 20
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -106,8 +107,9 @@ class Loop:
         self.batch: list[_Run] = []
         # files of recorded runs, removed by a thread of their own: an unlink can wait on
         # the file system's journal, and a burst of launches must not wait with it
-        self.discards: queue.SimpleQueue[tuple[str, str, int] | None] = queue.SimpleQueue()
-        self.remover = threading.Thread(target=_remove_files, args=(self.discards,), daemon=True)
+        self.discards: queue.SimpleQueue[tuple[str, str, int] | tuple[str] | None] = queue.SimpleQueue()
+        self.launched_at = [0.0]  # the last launch's monotonic time, for the remover to wait for a quiet moment
+        self.remover = threading.Thread(target=_remove_files, args=(self.discards, self.launched_at), daemon=True)
         self.records = _Records(self.discards)
         self.remover.start()
         self.daemon_gone = False
@@ -260,6 +262,7 @@ class Loop:
         end: one cgroup move per start instead of two."""
         if not launches:
             return
+        self.launched_at[0] = time.monotonic()
         if os.getppid() != self.daemon_pid:
             # read from the socket after the daemon died (we were stopped, or swamped): the
             # next chronod settles these runs (`lost`, or a new attempt), so none starts
@@ -709,10 +712,17 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def _remove_files(todo: queue.SimpleQueue[Any]) -> None:
+def _remove_files(todo: queue.SimpleQueue[Any], launched_at: list[float]) -> None:
     """The remover thread: the files of each recorded run, or one file of `started`
-    records, until a None arrives."""
+    records, until a None arrives; each once no launch came for REMOVE_WHEN_QUIET_S.
+
+    On a file system without a journal (ext4 made so), a new file skips every inode freed
+    in the last seconds, reading each one's block to see when: removing a burst's files
+    while the burst is still creating others made each new file cost more than the run's
+    spawn. Left until the burst is over, they are freed behind it."""
     while (item := todo.get()) is not None:
+        while (wait := launched_at[0] + REMOVE_WHEN_QUIET_S - time.monotonic()) > 0:
+            time.sleep(wait)
         if len(item) == 1:
             try:
                 _unlink(item[0])

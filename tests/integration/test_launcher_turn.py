@@ -116,3 +116,30 @@ def test_a_started_record_cut_short_reads_as_none_and_a_gone_launchers_records_g
     files.remove_launched_of_gone(state)
     assert os.listdir(tmp_path / "launched") == [live.name]
     assert files.read_started(state, "c", 1) is not None
+
+
+def test_the_files_of_recorded_runs_are_removed_once_no_launch_came_for_a_while(tmp_path, monkeypatch):
+    """Removing a burst's files while it still creates others made each new file cost the
+    launcher more (a file system without a journal skips every inode freed in the last
+    seconds): the remover waits until no launch came for REMOVE_WHEN_QUIET_S."""
+    now = [100.0]
+    slept: list[float] = []
+    removed_at: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s
+
+    monkeypatch.setattr(launchloop.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(launchloop.time, "sleep", sleep)
+    real_unlink = os.unlink
+    monkeypatch.setattr(launchloop.os, "unlink", lambda p: (removed_at.append(now[0]), real_unlink(p)))
+    result = files.path_of(tmp_path, "a", 1, files.RESULT)
+    open(result, "w").close()
+    todo: launchloop.queue.SimpleQueue = launchloop.queue.SimpleQueue()
+    todo.put((str(tmp_path), "a", 1))
+    todo.put(None)
+    launchloop._remove_files(todo, [99.5])  # the last launch half a second ago
+    assert not os.path.exists(result)
+    assert removed_at == [99.5 + launchloop.REMOVE_WHEN_QUIET_S]
+    assert sum(slept) == launchloop.REMOVE_WHEN_QUIET_S - 0.5
