@@ -10,10 +10,10 @@ daemons never share a state directory, the node lease sees to that):
     <state_dir>/generation    the current owner's generation, as decimal text
 
 A launcher starts a job only under a shared lock on that file, after checking that no
-newer generation owns the directory, and writes the run's `started` file before it lets
+newer generation owns the directory, and writes the run's `started` record before it lets
 go. A new daemon writes its generation under the exclusive lock (`take_over`) before it
 settles any run: once it holds the lock, every start already under way has its `started`
-file (the run is adopted, not settled), and every later request of another generation is
+record (the run is adopted, not settled), and every later request of another generation is
 refused. A launcher that holds the lock and does not let go (stopped with SIGSTOP in
 the middle of a start) is killed: its runs are then settled as the runs of a dead
 launcher are, their processes killed first. A job's child (forked, or spawned into its
@@ -53,7 +53,8 @@ def _read(fd: int) -> int:
 
 class StartGate:
     """`with StartGate(state_dir) as gate: if not gate.fenced(gen): start...`: the shared
-    lock held around one start (the check, the spawn, the `started` file)."""
+    lock held around one start, or a launcher's turn of starts (the checks, the spawns,
+    the `started` records)."""
 
     def __init__(self, state_dir: str, fd: int | None = None):
         self.state_dir = state_dir

@@ -143,3 +143,14 @@ def test_the_files_of_recorded_runs_are_removed_once_no_launch_came_for_a_while(
     assert not os.path.exists(result)
     assert removed_at == [99.5 + launchloop.REMOVE_WHEN_QUIET_S]
     assert sum(slept) == launchloop.REMOVE_WHEN_QUIET_S - 0.5
+
+
+def test_a_long_turn_of_launches_lets_go_of_the_start_gate_every_few_starts(loop, tmp_path):
+    """A new daemon taking the state directory over waits for the start gate and kills a
+    launcher that holds it past 5 s: a turn of many launches holds it for GATE_STARTS at
+    a time, each hold with its records written and the launcher back home."""
+    n = launchloop.GATE_STARTS + 3
+    _launch_turn(loop, str(tmp_path), [f"r{i}" for i in range(n)])
+    home = [i for i, move in enumerate(loop.moves) if move == "/home-cgroup"]
+    assert home == [launchloop.GATE_STARTS, n + 1] and len(loop.moves) == n + 2
+    assert len(os.listdir(tmp_path / "launched")) == 2
