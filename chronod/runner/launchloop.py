@@ -265,14 +265,6 @@ class Loop:
         if not launches:
             return
         self.launched_at[0] = time.monotonic()
-        if os.getppid() != self.daemon_pid:
-            # read from the socket after the daemon died (we were stopped, or swamped): the
-            # next chronod settles these runs (`lost`, or a new attempt), so none starts
-            for plan, end_fd in launches:
-                os.close(end_fd)
-                os.write(2, f"chrono launcher: run {plan.run_id} attempt {plan.attempt} not started: "
-                            f"the chronod that asked for it (pid {self.daemon_pid}) is gone\n".encode())  # fmt: skip
-            return
         try:
             for state_dir, same_dir in itertools.groupby(launches, key=lambda launch: launch[0].state_dir):
                 group = list(same_dir)
@@ -288,6 +280,14 @@ class Loop:
             self._step_home()
 
     def _launch_fenced(self, gate: fence.StartGate, plan: Plan, end_fd: int) -> None:
+        if os.getppid() != self.daemon_pid:
+            # read from the socket after the daemon died (we were stopped, or swamped), or
+            # it died while this turn's launches were started: the next chronod settles
+            # this run (`lost`, or a new attempt), so it never starts
+            os.close(end_fd)
+            os.write(2, f"chrono launcher: run {plan.run_id} attempt {plan.attempt} not started: "
+                        f"the chronod that asked for it (pid {self.daemon_pid}) is gone\n".encode())  # fmt: skip
+            return
         if gate.fenced(plan.generation):
             # queued by a daemon another one replaced, which has settled this run
             # already (`lost`, or a new attempt): it must never start now
