@@ -6,10 +6,14 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import gc
 import os
 import sys
+import threading
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Iterator
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
@@ -163,3 +167,42 @@ def trim_heap() -> None:
     trim = getattr(_libc, "malloc_trim", None)
     if trim is not None:
         trim(0)
+
+
+_held = [0]  # how many builders hold collections now (start-up, the notifier's full round)
+_held_lock = threading.Lock()
+
+
+@contextmanager
+def collections_held() -> Iterator[None]:
+    """No garbage collection inside (on any thread), and what the heap holds when the last
+    holder leaves kept (`keep_heap`): start-up builds a heap of millions of long-lived
+    objects (100,000 jobs), and so does the notifier's round over every job; each full
+    collection on the way walked all of them again (about a second of a warm start's CPU,
+    and the loop waited on each). Such a build leaves a few dozen objects in reference
+    cycles, no more. The memory it freed is then given back to the system: the settled
+    daemon's RSS was 16 % above what it came to after a reload, which trims."""
+    with _held_lock:
+        _held[0] += 1
+        gc.disable()
+    try:
+        yield
+    finally:
+        with _held_lock:
+            _held[0] -= 1
+            if not _held[0]:
+                keep_heap()
+                gc.enable()
+                # what the build freed goes back to the system, off this thread
+                threading.Thread(target=trim_heap, name="chronod-trim", daemon=True).start()
+
+
+def keep_heap() -> None:
+    """Keep what the heap holds now out of every later collection (`gc.freeze`). A full
+    collection walks every tracked object while holding the interpreter: over the
+    millions of a daemon of 100,000 jobs that took 0.2-0.9 s, on whichever thread it fell
+    (the notifier's, a reload's), and the loop started an `@every 1s` job that much late.
+    Frozen objects are still freed when their last reference goes; only a reference cycle
+    among them stays (a reload leaves a few dozen). Called once start-up has built its
+    heap and after each reload is swapped in."""
+    gc.freeze()

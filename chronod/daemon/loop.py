@@ -214,7 +214,10 @@ class Daemon:
             self.take_requests()
         self.gate.refresh()
         self.dispatch.run_due()
-        self.occurrences.store_some()
+        if self.occurrences.waiting():
+            self.occurrences.store_some()
+            if not self.occurrences.waiting():  # the first occurrences are all stored
+                self.registry.reloads.tidy()
         self.backfills.drive_backfills()
         self.housekeeping()
         self.set_aside()

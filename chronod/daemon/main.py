@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 
 from chronod import __version__, fsutil, paths, private
 
@@ -177,6 +178,15 @@ def start(
     """Open the store, listen for metrics, build the daemon and run its start-up (lease,
     first load, adoption, READY=1). Returns the daemon and its background services (the
     notifier, the pruner), all running."""
+    from chronod.daemon import kernel
+
+    with kernel.collections_held():  # start-up builds the heap the daemon keeps
+        return _start(args, registry, db, node, make_runner)
+
+
+def _start(
+    args: argparse.Namespace, registry: list[Path], db: str, node: str, make_runner: MakeRunner | None = None
+) -> tuple[Daemon, tuple[NotifyService, Pruner]]:
     from chronod.core.clock import Clock
     from chronod.daemon import kernel
     from chronod.daemon.accounts import NoAccounts, ShadowAccounts
@@ -236,7 +246,14 @@ def start(
         return {j.spec.id: j.spec for j in dict(daemon.jobs).values()}
 
     notifier = notify_service(
-        store, clock, log, node, metrics, known_specs=carried, known_windows=lambda: daemon.gate.windows()
+        store,
+        clock,
+        log,
+        node,
+        metrics,
+        known_specs=carried,
+        known_windows=lambda: daemon.gate.windows(),
+        building=kernel.collections_held,
     )
     daemon = Daemon(
         clock=clock,
@@ -316,6 +333,7 @@ def notify_service(
     metrics: Metrics,
     known_specs: Callable[[], dict[str, Any]] | None = None,
     known_windows: Callable[[], Sequence[Window]] | None = None,
+    building: Callable[[], ContextManager[None]] = nullcontext,
 ) -> NotifyService:
     """The notifier (chronod.notify.service): its own thread, woken by the loop, never blocking it.
     It reads the fleet's jobs from the store and shares the specs this node carries
@@ -333,6 +351,7 @@ def notify_service(
         known_specs=known_specs,
         known_windows=known_windows,
         boot_id=fsutil.boot_id(),
+        building=building,
     )
 
 

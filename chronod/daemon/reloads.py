@@ -115,8 +115,10 @@ class ThreadReloads:
             self._thread, self._done, self._again = None, None, None
 
     def tidy(self) -> None:
-        """Give freed memory back to the system, off the loop's thread (it takes a while
-        with a large heap)."""
+        """Keep the heap the reload left out of later collections (`kernel.keep_heap`) and
+        give freed memory back to the system, off the loop's thread (it takes a while with
+        a large heap)."""
+        kernel.keep_heap()
         threading.Thread(target=kernel.trim_heap, name="chronod-trim", daemon=True).start()
 
 

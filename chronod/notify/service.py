@@ -18,8 +18,9 @@ import heapq
 import queue
 import threading
 import time
+from contextlib import nullcontext
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, ContextManager, Mapping, Sequence
 
 from chronod.core.blackout import Window, blackout_at
 from chronod.core.history import known_since
@@ -73,8 +74,12 @@ class NotifyService:
         known_specs: Callable[[], Mapping[str, Any]] | None = None,
         known_windows: Callable[[], Sequence[Window]] | None = None,
         boot_id: str | None = None,
+        building: Callable[[], ContextManager[None]] = nullcontext,
     ):
         self.store, self.clock, self.log, self.node = store, clock, log, node
+        # around a round that reads and decides on every job (the daemon holds garbage
+        # collections then: chronod.daemon.kernel.collections_held)
+        self.building = building
         self.known_specs = known_specs  # the daemon's specs by id: shared, not parsed again
         self.known_windows = known_windows  # the registry's maintenance windows (they hold jobs too)
         self._alive_at: datetime | None = None  # when this process last wrote ALIVE (None: never yet)
@@ -178,12 +183,17 @@ class NotifyService:
             self._dispatch(now)  # deliveries are shared; deciding is the first node's work
             return now + timedelta(seconds=FOLLOWER_SLEEP_S)
         version = self.outbox.jobs_version()
-        same_jobs = self._jobs is not None and self._jobs[0] == version
-        if not same_jobs:
+        if self._jobs is not None and self._jobs[0] == version:
+            return self._round(now, trusted, same_jobs=True)
+        with self.building():  # every job read and decided on: a heap the daemon keeps
             self._jobs = None  # the old rows go before the new ones come
             known = self.known_specs() if self.known_specs is not None else None
             rows = self.store.jobs(known=known)  # parsing every spec is the costly part
             self._jobs = (version, rows, {r.job_id: r.spec for r in rows}, {r.job_id for r in rows if r.paused})
+            return self._round(now, trusted, same_jobs=False)
+
+    def _round(self, now: datetime, trusted: bool, same_jobs: bool) -> datetime | None:
+        """The rest of `step`, with the jobs read (`same_jobs`: the same as last round)."""
         cursor = _parse(self.outbox.get_state(CURSOR).get("at"))
         # A commit that lands late almost always lands within a second or two: the rounds in
         # between read only that much before the cursor, and the whole overlap now and then.

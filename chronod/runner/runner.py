@@ -390,13 +390,15 @@ def _fork_supervisor(plan: Plan) -> int:
     # Stop signals aimed at the daemon must not reach the child before it installs its own
     # handlers; blocked signals stay pending for the parent and the child starts with none.
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED_AROUND_FORK)
+    kept = gc.get_freeze_count()  # the daemon keeps its heap frozen (chronod.daemon.kernel.keep_heap)
     gc.freeze()  # the child's collections (none: it disables gc) must not dirty shared pages
     try:
         pid = os.fork()
         if pid == 0:
             supervisor.run(plan)
     finally:
-        gc.unfreeze()
+        if not kept:
+            gc.unfreeze()
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     return pid
 

@@ -797,3 +797,34 @@ def _successes(db, job_id):
         return [r.finished_at for r in store.runs(job_id, states=["succeeded"], limit=50) if r.finished_at]
     finally:
         store.close()
+
+
+def test_a_round_that_reads_every_job_builds_its_heap_with_collections_held(store_url, tmp_path):
+    """The daemon holds garbage collections through the notifier's rounds over every job
+    (chronod.daemon.kernel.collections_held): the first one, and one after the jobs changed;
+    a round over the same jobs holds nothing."""
+    from contextlib import contextmanager
+
+    from chronod.core.clock import Clock
+    from chronod.notify.service import NotifyService
+
+    store = _spec_store(store_url, tmp_path, jobs_file(job("a", "true", "http://127.0.0.1:9/", on=("failed",))))
+    rounds: list[str] = []
+
+    @contextmanager
+    def building():
+        rounds.append("held")
+        yield
+
+    svc = NotifyService(store, Clock(), lambda *a, **k: None, "n1", send=lambda r, b: None, building=building)
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    try:
+        svc.step(now)
+        svc.step(now + timedelta(seconds=1))
+        assert rounds == ["held"]
+        store.sync_jobs("n1", [])  # the jobs changed: every job is read again
+        svc.step(now + timedelta(seconds=2))
+        assert rounds == ["held", "held"]
+    finally:
+        svc.stop()
+        store.close()

@@ -134,6 +134,48 @@ def test_first_occurrences_far_ahead_are_stored_after_ready_a_slice_per_wake_up(
     assert {r.job_id for r in store.pending()} == {"tick", *far}, "reconcile found nothing missing"
 
 
+def test_the_heap_is_tidied_once_the_last_slice_of_first_occurrences_is_stored(tmp_path, monkeypatch):
+    """The first occurrences stored after READY are a heap built to be kept: the daemon
+    keeps it out of later collections and trims what was freed (`Reloads.tidy`) after the
+    last slice, not at each one."""
+    from chronod.daemon import occurrences
+    from chronod.daemon.reloads import InlineReloads
+
+    class Counted(InlineReloads):
+        tidied = 0
+
+        def tidy(self) -> None:
+            self.tidied += 1
+
+    monkeypatch.setattr(occurrences, "STORE_SLICE", 2)
+    reg = tmp_path / "jobs.d"
+    reg.mkdir()
+    write_jobs(reg / "a.yaml", jobs_file(*(job(f"far{i}", "0 4 * * *", "true") for i in range(5))))
+    clock = FakeClock(START, mono=1000.0)
+    store = SqlStore(str(tmp_path / "chrono.db"), now=clock.now)
+    store.upgrade()
+    runner = SimRunner(World(clock, random.Random(1)), "a", str(tmp_path))
+    reloads = Counted()
+    d = stepped_daemon(
+        store,
+        runner,
+        clock,
+        lambda: load_registry([reg], now=clock.now(), secure=False),
+        SteppedWaker(),
+        reloads=reloads,
+    )
+    d.start()
+    assert reloads.tidied == 1  # the start-up's reload
+    ticks = 0
+    while d.unstored:
+        d.tick(Wakeups())
+        ticks += 1
+    assert ticks == 3
+    assert reloads.tidied == 2
+    d.tick(Wakeups())
+    assert reloads.tidied == 2, "nothing left to store: nothing to tidy"
+
+
 def test_the_node_info_encoded_in_slices_is_the_plain_json_text():
     import json
 
