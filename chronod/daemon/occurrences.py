@@ -107,6 +107,8 @@ class Occurrences:
             self.limit.drop(ids)
             self._unstored = [r for r in self._unstored if r.job_id not in ids]
         stored = self.store.pending(list(keys))
+        have: dict[str, datetime] = {}  # job key -> its earliest stored scheduled occurrence
+        tracked: list[Run] = []
         for run in stored:
             job = keys.get(run.job_key)
             if job is None:
@@ -131,17 +133,18 @@ class Occurrences:
                 continue
             if run.state == RunState.PENDING and run.trigger != Trigger.BACKFILL:
                 run.fire_at = run.scheduled_at + timedelta(seconds=job.offset)  # a backfill's is when it started
-            self.timeline.track(run)
-        have: dict[str, datetime] = {}  # job key -> its earliest stored scheduled occurrence
-        for r in self.timeline.runs():
-            if r.trigger == Trigger.SCHEDULE and r.state == RunState.PENDING:
-                have[r.job_key] = min(r.scheduled_at, have.get(r.job_key, r.scheduled_at))
+                if run.trigger == Trigger.SCHEDULE:
+                    at = have.get(run.job_key)
+                    if at is None or run.scheduled_at < at:
+                        have[run.job_key] = run.scheduled_at
+            tracked.append(run)
+        self.timeline.track_all(tracked)
         now, fresh = self.clock.now(), []
         edited = {j.spec.id for j in only} if only is not None else (edited or set())
         for job in keys.values():
-            if job.reboot or not job.spec.enabled:
-                continue
             if job.key in have and job.spec.id not in edited:
+                continue  # (asked first: at a start, of 100,000 jobs with their next stored)
+            if job.reboot or not job.spec.enabled:
                 continue
             nxt = self.next_run(job, now)
             # an edited schedule may keep a stored occurrence beyond its own next one (at :30

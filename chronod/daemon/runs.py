@@ -31,10 +31,11 @@ class Job:
     def on(cls, spec: JobSpec, node: str, *, compiled: bool = True) -> "Job":
         """The job `spec` carried by `node`: its schedule compiled (at its first use when
         not `compiled`: only for a spec whose schedule is known to compile), its key and
-        jitter offset there (chronod.core.occurrence)."""
-        place = occurrence.placement(spec, node)
+        jitter offset there (chronod.core.occurrence: what `placement` gives, without
+        building a `Placement` for each of 100,000 jobs at start-up)."""
+        key = occurrence.job_key(spec.id, spec.run_on.each, node)
         schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat) if compiled else None
-        return cls(spec, schedule, place.key, place.offset_s)
+        return cls(spec, schedule, key, occurrence.jitter_offset(key, spec.tolerance_s))
 
     @property
     def schedule(self) -> Schedule:

@@ -68,6 +68,17 @@ class Timeline:
         retry = run.state == RunState.RETRY_WAIT and run.next_attempt_at
         self._push(run.next_attempt_at if retry and run.next_attempt_at else run.fire_at, run.run_id)
 
+    def track_all(self, runs: list[Run]) -> None:
+        """`track` each of `runs` (read from the store: 100,000 at a start), the heap
+        rebuilt once instead of pushed to run by run."""
+        heap = self._heap
+        for run in runs:
+            self._put(run)
+            retry = run.state == RunState.RETRY_WAIT and run.next_attempt_at
+            self._seq += 1
+            heap.append((run.next_attempt_at if retry and run.next_attempt_at else run.fire_at, self._seq, run.run_id))
+        heapq.heapify(heap)
+
     def wake_at(self, at: datetime, key: str) -> None:
         """Wake the loop at `at` for `key` (a tracked run, or a bare wake-up under a key no
         run has)."""
