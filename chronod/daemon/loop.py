@@ -360,7 +360,7 @@ class Daemon:
             [
                 self.timeline.earliest(),
                 self.limit.backlog_wake(now),
-                now if self.occurrences.waiting() and online else None,
+                self.occurrences.store_at(now) if online else None,
                 self.lines.deadline(self.jobs) if online else None,
                 *(now + timedelta(seconds=max(t - mono, 0)) for t in ticks if t is not None),
             ]

@@ -134,6 +134,36 @@ def test_first_occurrences_far_ahead_are_stored_after_ready_a_slice_per_wake_up(
     assert {r.job_id for r in store.pending()} == {"tick", *far}, "reconcile found nothing missing"
 
 
+def test_no_slice_of_first_occurrences_is_stored_just_before_a_tracked_one_fires(tmp_path, monkeypatch):
+    """A slice stored on the loop's thread holds what falls due meanwhile: within
+    STORE_CLEAR_S of a tracked occurrence's fire time the loop fires that one first."""
+    from chronod.daemon import occurrences
+
+    monkeypatch.setattr(occurrences, "STORE_SLICE", 2)
+    reg = tmp_path / "jobs.d"
+    reg.mkdir()
+    far = [f"far{i}" for i in range(5)]
+    write_jobs(reg / "a.yaml", jobs_file(job("tick", "@every 1s", "true"), *(job(f, "0 4 * * *", "true") for f in far)))
+    clock = FakeClock(START, mono=1000.0)
+    store = SqlStore(str(tmp_path / "chrono.db"), now=clock.now)
+    store.upgrade()
+    runner = SimRunner(World(clock, random.Random(1)), "a", str(tmp_path))
+    d = stepped_daemon(
+        store, runner, clock, lambda: load_registry([reg], now=clock.now(), secure=False), SteppedWaker()
+    )
+    d.start()
+    left = len(d.unstored)
+    clock.advance(0.3)  # 12:00:00.8: the tick's 12:00:01 fires in 0.2 s
+    fire = START.replace(microsecond=0) + timedelta(seconds=1)
+    assert d.next_wake() == fire, "the loop waits for the tick, not for a slice"
+    d.tick(Wakeups())
+    assert len(d.unstored) == left, "no slice stored 0.2 s before a fire time"
+    clock.advance(0.2)
+    d.tick(Wakeups())
+    assert [r.state for r in store.runs("tick", limit=10) if r.scheduled_at == fire] == ["running"], "the tick fired"
+    assert len(d.unstored) == left - 2, "and the slice followed it"
+
+
 def test_the_heap_is_tidied_once_the_last_slice_of_first_occurrences_is_stored(tmp_path, monkeypatch):
     """The first occurrences stored after READY are a heap built to be kept: the daemon
     keeps it out of later collections and trims what was freed (`Reloads.tidy`) after the
