@@ -22,7 +22,8 @@ Memory figures are stable from run to run; times depend on the load of the machi
 4. (with --restarts K, default 2) waits until the daemon has stored every job's next
    occurrence (as a daemon that ran for a while has), stops it and starts it K times again
    on the same database and job files: a warm restart, which reuses the stored validated
-   files and trusts the stored occurrences checked against the same definitions.
+   files and trusts the stored occurrences checked against the same definitions; each
+   warm daemon gets SIGHUPs 1 and 3 s after READY and runs 12 s.
 
 An `@every 1s` job runs beside them (tolerance 0: an occurrence started late is skipped):
 the table gives its largest lag (start minus fire time) during the reloads and over the
@@ -281,9 +282,13 @@ def bench_real(n: int, reloads: int, work: Path, settle_max_s: float = 300.0) ->
     return out
 
 
-def bench_restarts(n: int, restarts: int, work: Path) -> list[dict]:
+def bench_restarts(
+    n: int, restarts: int, work: Path, hups: tuple[float, ...] = (1.0, 3.0), watch_s: float = 12.0
+) -> list[dict]:
     """Start chronod again, `restarts` times, on the registry and database `bench_real`
-    left (its files unchanged): exec to READY=1, CPU and RSS of each warm start."""
+    left (its files unchanged): exec to READY=1, CPU and RSS of each warm start; then a
+    SIGHUP at each of `hups` seconds after READY (a deploy reloads when it likes), and the
+    `@every 1s` job's lag from READY to `watch_s` after it."""
     reg, db = work / f"registry-{n}", work / f"chrono-{n}.sqlite"
     out = []
     for i in range(restarts):
@@ -303,10 +308,21 @@ def bench_restarts(n: int, restarts: int, work: Path) -> list[dict]:
             try:
                 ready = sock.wait_for("READY=1", proc, 900) - t0
                 cpu = cpu_s(proc.pid)
+                ready_wall = time.time()
                 time.sleep(1.0)
                 rss, hwm = mem_mb(proc.pid)
                 out.append({"ready_s": ready, "cpu_to_ready_s": cpu, "rss_ready_mb": rss, "hwm_ready_mb": hwm})
                 print(f"  restart {i + 1}: ready in {ready:.2f} s ({cpu:.2f} s CPU), RSS {rss:.1f} MB", flush=True)
+                windows = []
+                for h in hups:
+                    time.sleep(max(0.0, ready_wall + h - time.time()))
+                    sock.drain(0.01)
+                    w = time.time()
+                    proc.send_signal(signal.SIGHUP)
+                    sock.wait_for("STATUS=", proc, 900)
+                    windows.append((w, time.time()))
+                time.sleep(max(0.0, ready_wall + watch_s - time.time()))
+                end_wall = time.time()
             finally:
                 proc.send_signal(signal.SIGTERM)
                 try:
@@ -315,6 +331,13 @@ def bench_restarts(n: int, restarts: int, work: Path) -> list[dict]:
                     proc.kill()
                     proc.wait()
                 sock.close()
+        # from READY on (the first whole second after it), reloads included
+        out[-1].update(tick_figures(db, ready_wall - 1.0, end_wall, windows))
+        print(
+            f"    from READY, SIGHUPs at {', '.join(f'{h:g}' for h in hups)} s: worst lag "
+            f"{out[-1]['tick_lag_max_ms']:.0f} ms, {out[-1]['tick_skipped']} of {out[-1]['tick_due']} skipped",
+            flush=True,
+        )
     return out
 
 
@@ -409,12 +432,15 @@ def report(res: dict) -> None:
     restarted = [r for r in res["real"] if r.get("restarts")]
     if restarted:
         print(
-            "\n| jobs | cold start: ready s (CPU s + workers' CPU s), RSS MB | warm restarts: ready s (CPU s), RSS MB |"
+            "\n| jobs | cold start: ready s (CPU s + workers' CPU s), RSS MB "
+            "| warm restarts: ready s (CPU s), RSS MB, `@every 1s` from READY through two SIGHUPs |"
         )
         print("| --- | --- | --- |")
         for r in restarted:
             warm = "; ".join(
-                f"{w['ready_s']:.2f} ({w['cpu_to_ready_s']:.2f}), {w['rss_ready_mb']:.0f}" for w in r["restarts"]
+                f"{w['ready_s']:.2f} ({w['cpu_to_ready_s']:.2f}), {w['rss_ready_mb']:.0f}, lag {w['tick_lag_max_ms']:.0f} ms,"
+                f" {w['tick_skipped']} of {w['tick_due']} skipped"
+                for w in r["restarts"]
             )
             print(
                 f"| {r['jobs']:,} | {r['ready_s']:.2f} ({r['cpu_to_ready_s']:.2f} + workers "
