@@ -145,6 +145,7 @@ def _shed(keep: int) -> None:
     for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
         os.environ.pop(name, None)
     gc.freeze()  # the daemon's objects are never collected here: no walk over them, no copied pages
+    gc.enable()  # ...but the worker's own are (the daemon holds collections while it starts)
 
 
 def _send(out: int, index: int, payload: bytes) -> None:

@@ -112,3 +112,14 @@ def test_workers_run_from_a_thread_as_reloads_do():
     t.start()
     t.join(30)
     assert got == {0: b"\x01", 1: b"\x02", 2: b"\x03"}
+
+
+def test_a_worker_forked_while_the_daemon_holds_collections_collects_its_own_garbage():
+    import gc
+
+    gc.disable()  # the daemon's start-up (chronod.daemon.kernel.collections_held)
+    try:
+        got = dict(run_forked(lambda _: marshal.dumps(gc.isenabled()), [0], [1], 1))
+    finally:
+        gc.enable()
+    assert marshal.loads(got[0]) is True
