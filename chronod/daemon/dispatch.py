@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 
-from chronod.core import blackout, policy
+from chronod.core import blackout, policy, rescue
 from chronod.core.clock import Clock
 from chronod.core.model import RunState, Trigger
 from chronod.daemon.admission import Admission
@@ -29,7 +29,8 @@ from chronod.daemon.timeline import Timeline
 from chronod.daemon.waits import Lines, waited_in_line
 from chronod.store.api import Run, Store
 
-RESCUE_AFTER_S = 2.0  # an `any` occurrence still unclaimed this long after its fire time: any node takes it
+# an `any` occurrence still pending this long after its fire time: any node takes it
+RESCUE_AFTER_S = rescue.RESCUE_AFTER_S
 
 
 class Dispatch:
@@ -79,7 +80,6 @@ class Dispatch:
         now = self.clock.now()
         jobs = self.registry.jobs
         by_job: dict[str, list[Run]] = {}
-        rescue: list[Run] = []
         held = self.lines.held() if self.lines.busy() else set()
         released: dict[str, list[Run]] = {}
         resumed: dict[str, list[Run]] = {}
@@ -97,9 +97,6 @@ class Dispatch:
             if self.waited_before(run, jobs.get(run.job_id)):
                 resumed.setdefault(run.job_id, []).append(run)
                 continue
-            if self.timeline.take_deferred(rid):
-                rescue.append(run)
-                continue
             by_job.setdefault(run.job_id, []).append(run)
         # occurrences a window held go first: the one due as the window ends queues behind
         # them (catch-up `all`) instead of starting before them
@@ -115,10 +112,10 @@ class Dispatch:
             if job is not None and job_id not in self.quarantine:
                 with self.quarantine.guard(job.spec, "waiting occurrences"):
                     self.admission.resume(job, sorted(runs, key=lambda r: r.scheduled_at))
-        if rescue and not self.waker.stop_requested:
+        if self.placement.fleet and not self.waker.stop_requested and self.timeline.look_due(now):
             # older than what falls due now: a rescued occurrence starts first, and the one
             # due now meets the overlap rule behind it (never the other way round)
-            self.rescue(rescue, now, behind)
+            self.look_for_late(now, behind)
         for job_id, runs in by_job.items():
             if self.waker.stop_requested:
                 return  # SIGTERM: stored occurrences stay pending for the other nodes or the next start
@@ -169,7 +166,7 @@ class Dispatch:
                 self.admission.start_or_queue(job, run)
         scheduled = [r for r in runs if r.state == RunState.PENDING and r.trigger == Trigger.SCHEDULE]
         if scheduled and not self.placement.owns(job):
-            self.defer(job, scheduled)
+            self.leave(scheduled)
         elif scheduled:
             self.fall_due(job, scheduled, now)
 
@@ -229,64 +226,70 @@ class Dispatch:
         for run in runs:
             self.admission.start_or_queue(job, run, next_run=nxt)
 
-    def defer(self, job: Job, runs: list[Run]) -> None:
-        """Another node owns the job: look again at RESCUE_AFTER_S past the fire time, and
-        follow the schedule meanwhile (the owner stores the next occurrence when it claims)."""
+    def leave(self, runs: list[Run]) -> None:
+        """Another node owns the job: leave its occurrences to it, and follow none of them
+        (its owner stores the next one when it claims). Look for late ones when these
+        would be late (`rescue.next_look`): a dead owner's are rescued then."""
         for r in runs:
-            self.timeline.defer(r, r.fire_at + timedelta(seconds=RESCUE_AFTER_S))
-        at = job.schedule.next_after(max(r.scheduled_at for r in runs))
-        if at is not None:
-            nxt = new_run(job, at)
-            if nxt.run_id not in self.timeline:
-                self.timeline.track(nxt)
+            self.timeline.take(r.run_id)
+        self.timeline.look_at(max(r.fire_at for r in runs) + timedelta(seconds=RESCUE_AFTER_S))
 
-    def rescue(self, runs: list[Run], now: datetime, behind: bool = False) -> None:
-        """Deferred occurrences whose owner has not claimed them (dead, paused, behind): this
-        node takes them, through the catch-up policy, competing for the claim like any other.
-        Those claimed or settled meanwhile are dropped. A node that is behind itself (runs
-        the last wake-up could not start, `behind`, or runs waiting for the start limit)
-        looks again later: taking more work would only spread the overload. Its own runs
-        due in this same wake-up are not being behind: a fleet whose jobs fire together
-        would otherwise put every rescue off, 2 s at a time, until nothing of its own fell
-        due (and then rescue several occurrences of one job at once). An overloaded node
-        (it shed runs of its own: `StartLimit.overloaded`) rescues nothing either.
-
-        A node that looks again later first asks the store, for all of them at once,
-        which are still pending, and stops following the others (their owner started or
-        recorded them): re-deferring every one of them every 2 s kept each occurrence of
-        every other node in its agenda for as long as it stayed behind."""
-        states = self.store.run_states([r.run_id for r in runs])
-        if self.limit.backlog or behind or self.limit.overloaded():
-            for r in runs:
-                if states.get(r.run_id, RunState.PENDING) == RunState.PENDING:
-                    self.timeline.defer(r, now + timedelta(seconds=RESCUE_AFTER_S))
-                else:
-                    self.timeline.take(r.run_id)
+    def look_for_late(self, now: datetime, behind: bool = False) -> None:
+        """Ask the store, in one query, which occurrences are still pending
+        RESCUE_AFTER_S past their fire time (their owner died, froze or fell behind), and
+        take those of the jobs this node carries that it is not handling itself, through
+        the catch-up policy, competing for the claim like any other node. A node that is
+        behind itself (runs the last wake-up could not start, `behind`, or runs waiting for
+        the start limit) or overloaded (`StartLimit.overloaded`) does not look: taking more
+        work would only spread the overload (`rescue.looks`). Its own runs due in this same
+        wake-up are not being behind: a fleet whose jobs fire together would otherwise put
+        every rescue off until nothing of its own fell due. The node looks again when the
+        next pending occurrence would be late (`rescue.next_look`)."""
+        if not rescue.looks(behind or bool(self.limit.backlog), self.limit.overloaded()):
+            self.timeline.looked(now + timedelta(seconds=rescue.LOOK_EVERY_S))
             return
+        late, upcoming = self.store.late(rescue.late_before(now, RESCUE_AFTER_S), rescue.LOOK_LIMIT)
+        self.timeline.looked(rescue.next_look(now, upcoming, RESCUE_AFTER_S))
+        if not late:
+            return
+        jobs, held, backlog = self.registry.jobs, self.lines.held(), {r.run_id for _, r in self.limit.backlog}
+        here = {
+            r.run_id
+            for r in late
+            if r.run_id in self.timeline or r.run_id in held or r.run_id in backlog or r.run_id in self.starter
+        }
+        carried = {
+            r.job_id: job.key
+            for r in late
+            if (job := jobs.get(r.job_id)) is not None
+            and not job.spec.run_on.each
+            and not self.placement.outvoted_here(job)
+            and r.job_id not in self.quarantine
+        }
+        runs = rescue.to_rescue(late, here, carried)
+        if runs:
+            self.rescue(runs, now)
+
+    def rescue(self, runs: list[Run], now: datetime) -> None:
+        """Late occurrences of other nodes (oldest first): each job's decided together."""
         jobs = self.registry.jobs
         taken: Counter[str] = Counter()
         by_job: dict[str, list[Run]] = {}
         for r in runs:
-            self.timeline.take(r.run_id)
-            job = jobs.get(r.job_id)
-            # a retry the owner scheduled is its to start (a dead owner's: take_over_retries)
-            if job is None or states.get(r.run_id, RunState.PENDING) != RunState.PENDING:
-                continue
             taken[str(self.placement.owner(r.job_id))] += 1
-            if r.run_id not in states:
-                self.ledger.store_runs([r])  # its owner never stored it
             by_job.setdefault(r.job_id, []).append(r)
         for job_id, due in by_job.items():
-            self.rescue_job(jobs[job_id], sorted(due, key=lambda r: r.scheduled_at), now)
-        if taken:
-            self.metrics.rescued.inc(sum(taken.values()))
-            self.log(
-                "runs.rescued",
-                "warning",
-                count=sum(taken.values()),
-                owners=",".join(f"{o}:{n}" for o, n in sorted(taken.items())),
-                oldest_late_s=round(max((now - r.fire_at).total_seconds() for r in runs), 1),
-            )
+            job = jobs[job_id]
+            with self.quarantine.guard(job.spec, "rescued occurrences"):
+                self.rescue_job(job, sorted(due, key=lambda r: r.scheduled_at), now)
+        self.metrics.rescued.inc(len(runs))
+        self.log(
+            "runs.rescued",
+            "warning",
+            count=len(runs),
+            owners=",".join(f"{o}:{n}" for o, n in sorted(taken.items())),
+            oldest_late_s=round(max((now - r.fire_at).total_seconds() for r in runs), 1),
+        )
 
     def rescue_job(self, job: Job, due: list[Run], now: datetime) -> None:
         """One job's rescued occurrences (oldest first), decided together by the catch-up
@@ -303,6 +306,10 @@ class Dispatch:
                 f"its owner {owner or 'node'} did not start it and it was rescued late",
             )
             self.ledger.settle(by_at[d.scheduled_at], RunState.SKIPPED_OUTAGE, why, nxt)
+        if nxt is not None and nxt.run_id not in self.timeline:
+            # its owner may be gone for good: once its lease lapses this node may own the
+            # job, and the next occurrence then starts on time (otherwise it is left again)
+            self.timeline.track(nxt)
         go = [by_at[d.scheduled_at] for d in decision.run]
         if len(go) > 1:
             self.ledger.store_runs([nxt])

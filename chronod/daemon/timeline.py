@@ -1,8 +1,8 @@
 """The loop's agenda: the occurrences it tracks and when it must look at each.
 
 `Timeline` alone holds the wake-up heap, its sequence, the tracked pending / retry_wait
-runs (also by job), the occurrences left to their owner (deferred, looked at again for
-a rescue) and the ones a maintenance window holds (until its end). Every other part asks it: `track` a run, `due(now)` pops what fell
+runs (also by job), when to look for the other nodes' late occurrences (a rescue:
+chronod.core.rescue) and the ones a maintenance window holds (until its end). Every other part asks it: `track` a run, `due(now)` pops what fell
 due, `drop` forgets jobs, `earliest` tells the loop when to wake."""
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import Collection, Iterator, Mapping
 from chronod.core.model import RunState
 from chronod.store.api import Run
 
+LOOK = "\0look"  # the heap's key of a look for late occurrences (no run has it)
+
 
 class Timeline:
     """Tracked occurrences and the heap of (wake at, sequence, run id)."""
@@ -23,7 +25,7 @@ class Timeline:
         self._heap: list[tuple[datetime, int, str]] = []
         self._seq = 0
         self._pending: dict[str, Run] = {}  # run_id -> stored pending / retry_wait run
-        self._deferred: set[str] = set()  # run ids left to their owner, checked at fire + RESCUE_AFTER_S
+        self._look_at: datetime | None = None  # when to look for the other nodes' late occurrences
         self._held_until: dict[str, datetime] = {}  # run_id -> end of the window holding it
         # job_id -> its tracked runs (run_id -> run): the same runs as `_pending`, by job, so
         # that a question about one job's runs does not walk every tracked run
@@ -84,11 +86,21 @@ class Timeline:
         run has)."""
         self._push(at, key)
 
-    def defer(self, run: Run, at: datetime) -> None:
-        """Another node owns the occurrence: look at it again at `at` (a rescue)."""
-        self._deferred.add(run.run_id)
-        self._put(run)
-        self._push(at, run.run_id)
+    def look_at(self, at: datetime) -> None:
+        """Look for the other nodes' late occurrences at `at` (or sooner, if asked so)."""
+        if self._look_at is None or at < self._look_at:
+            self._look_at = at
+            self._push(at, LOOK)
+
+    def look_due(self, now: datetime) -> bool:
+        """Whether it is time to look for late occurrences (then `look_at` says when next).
+        A fleet's node looks once at its start (None: never looked)."""
+        return self._look_at is None or self._look_at <= now
+
+    def looked(self, at: datetime) -> None:
+        """Looked now: the next look is at `at`."""
+        self._look_at = None
+        self.look_at(at)
 
     def hold(self, run: Run, until: datetime) -> None:
         """A maintenance window holds the occurrence until `until`."""
@@ -116,13 +128,6 @@ class Timeline:
             self._unindex(run)
         return run
 
-    def take_deferred(self, run_id: str) -> bool:
-        """Whether the occurrence was left to its owner (and is no longer)."""
-        if run_id in self._deferred:
-            self._deferred.discard(run_id)
-            return True
-        return False
-
     def take_held(self, run_id: str, now: datetime) -> bool | None:
         """For a popped entry: None when the occurrence is not held; False while its window
         lasts (an earlier entry for it); True when it is released now."""
@@ -146,7 +151,6 @@ class Timeline:
         dropped = {rid for rid, run in self._pending.items() if run.job_id in job_ids}
         for rid in dropped:
             self._unindex(self._pending.pop(rid))
-            self._deferred.discard(rid)
         if entries:
             self._heap = [e for e in self._heap if e[2] not in dropped]
             heapq.heapify(self._heap)
@@ -154,7 +158,9 @@ class Timeline:
     def reset(self) -> None:
         """Forget every tracked run and entry (the stored ones are read again); a window's
         holds are kept for `rehold`."""
-        self._pending, self._heap, self._deferred, self._by_job = {}, [], set(), {}
+        self._pending, self._heap, self._by_job = {}, [], {}
+        if self._look_at is not None:
+            self._push(self._look_at, LOOK)
 
     def rehold(self) -> None:
         """After the pending occurrences were read again: keep holding the ones still held."""

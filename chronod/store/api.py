@@ -278,6 +278,12 @@ class Occurrences(Protocol):
     def pending(self, job_keys: Iterable[str] | None = None) -> list[Run]:
         """Runs in state pending or retry_wait (optionally only for these job keys)."""
 
+    def late(self, before: datetime, limit: int) -> tuple[list[Run], datetime | None]:
+        """A fleet's late occurrences, for a rescue: the pending scheduled runs of `any`
+        jobs (job_key = job_id) whose fire time is at or before `before` and that nothing
+        holds past it (`next_attempt_at`), oldest first, at most `limit`; and the earliest
+        fire time after `before` of such a run (None: none stored). One read."""
+
     def dispatch(self, run_id: str, node: str, token: int, next_run: Run | None) -> Run | None:
         """Claim a pending/retry_wait run for `node` in ONE transaction: state running,
         attempts + 1, node, token, started_at = now; a new Attempt row; insert `next_run`

@@ -33,7 +33,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from chronod.core.history import Mark
-from chronod.core.model import TERMINAL_STATES, JobSpec, RunState
+from chronod.core.model import TERMINAL_STATES, JobSpec, RunState, Trigger
 from chronod.fsutil import same_process
 from chronod.store.api import (
     Attempt,
@@ -649,6 +649,19 @@ class MemoryStore:
                 keys, runs = set(job_keys), self._t.runs
                 ids = [i for i in ids if runs[i].job_key in keys]
             return self._sorted(ids, lambda r: (r.fire_at, r.run_id))
+
+    def late(self, before: datetime, limit: int) -> tuple[list[Run], datetime | None]:
+        with self._lock:
+            runs, late, upcoming = self._t.runs, [], None
+            for i in self._t.waiting:
+                r = runs[i]
+                if r.state != _PENDING or r.trigger != Trigger.SCHEDULE or r.job_key != r.job_id:
+                    continue
+                if r.fire_at > before:
+                    upcoming = r.fire_at if upcoming is None else min(upcoming, r.fire_at)
+                elif r.next_attempt_at is None or r.next_attempt_at <= before:
+                    late.append(i)
+            return self._sorted(late, lambda r: (r.fire_at, r.run_id))[:limit], upcoming
 
     def _claim(
         self,

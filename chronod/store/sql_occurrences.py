@@ -13,7 +13,7 @@ from typing import Any, Iterable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from chronod.core.model import RunState
+from chronod.core.model import RunState, Trigger
 from chronod.store import pgbatch
 from chronod.store import schema as s
 from chronod.store.api import Run
@@ -83,6 +83,21 @@ class OccurrencesSql(SqlPart):
                 out += self._select_runs(q.where(r.job_key.in_(chunk)))
             return sorted(out, key=lambda x: (x.fire_at, x.run_id))
         return self._select_runs(q)
+
+    def late(self, before: datetime, limit: int) -> tuple[list[Run], datetime | None]:
+        r = s.runs.c
+        mine = sa.and_(r.state == RunState.PENDING, r.trigger == Trigger.SCHEDULE, r.job_key == r.job_id)
+        held_past = sa.and_(r.next_attempt_at.is_not(None), r.next_attempt_at > before)
+        q = (
+            sa.select(s.runs)
+            .where(mine, r.fire_at <= before, sa.not_(held_past))
+            .order_by(r.fire_at, r.run_id)
+            .limit(limit)
+        )
+        with self._tx(write=False) as c:
+            late = [Run(**row) for row in c.execute(q).mappings()]
+            upcoming = c.execute(sa.select(sa.func.min(r.fire_at)).where(mine, r.fire_at > before)).scalar()
+        return late, upcoming
 
     def _all_waiting(self) -> list[Run]:
         """Every waiting run, in fire order, read through the driver's own cursor: at

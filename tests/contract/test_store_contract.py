@@ -853,6 +853,28 @@ def test_registry_errors_are_replaced_per_node(store):
     assert only["at"].tzinfo == timezone.utc
 
 
+def test_late_names_the_pending_scheduled_any_occurrences_past_a_time_and_when_the_next_falls_due(store):
+    """A fleet's rescue asks in one read which occurrences are late: pending, scheduled,
+    of an `any` job (its key is its id), fire time at or before the bound and not held
+    past it; oldest first, at most `limit`; and the next such fire time after it."""
+    each = dataclasses.replace(run(1, job="each"), run_id="each@n2-000001", job_key="each@n2")
+    retry = dataclasses.replace(run(2, job="retrying"), state="retry_wait", attempts=1)
+    manual = dataclasses.replace(run(3, job="manual"), trigger="manual")
+    held = dataclasses.replace(run(4, job="held"), next_attempt_at=T0 + timedelta(hours=1))
+    held_until_then = dataclasses.replace(run(5, job="released"), next_attempt_at=T0 + timedelta(minutes=5))
+    done = run(6, job="done", state="succeeded")
+    store.insert_runs([run(8), run(7, job="rotate"), run(30, job="later"), run(20, job="soon")])
+    store.insert_runs([each, retry, manual, held, held_until_then, done])
+    bound = T0 + timedelta(minutes=10)
+    late, upcoming = store.late(bound, 10)
+    assert [r.run_id for r in late] == ["released-000005", "rotate-000007", "backup-000008"]
+    assert upcoming == run(20, job="soon").fire_at and upcoming.utcoffset() == timedelta(0)
+    assert late[1].fire_at == run(7).fire_at and late[1].state == "pending"
+    assert [r.run_id for r in store.late(bound, 2)[0]] == ["released-000005", "rotate-000007"]
+    assert store.late(T0, 10) == ([], run(4).fire_at)  # a held one too: looking early costs a read
+    assert store.late(T0 + timedelta(days=1), 10)[1] is None
+
+
 def test_pending_of_many_job_keys_reads_every_field_as_a_few_keys_do(store):
     """Past 500 keys the store reads every waiting run at once (the daemon's start-up):
     the same runs, every field equal (aware UTC datetimes, None kept), in fire order."""

@@ -35,7 +35,7 @@ def test_job_runs_names_the_tracked_runs_of_the_job_after_any_sequence_of_change
         if op < 0.35:
             tl.track(_run(i, job))
         elif op < 0.45:
-            tl.defer(_run(i, job), T0)
+            tl.look_at(T0 + timedelta(minutes=rng.randrange(60)))
         elif op < 0.55:
             tl.hold(_run(i, job), T0 + timedelta(hours=1))
         elif op < 0.85:
