@@ -31,10 +31,10 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
-HEAD_REVISION = "0010"
+HEAD_REVISION = "0011"
 """The newest alembic revision this chrono knows (a test keeps it equal to alembic's head)."""
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011")
 """Every revision in order, oldest first: a database at one of these is older, not newer."""
 
 
@@ -98,6 +98,8 @@ pauses = Table(
     Column("paused_until", UTCDateTime),
 )
 
+PENDING_ONLY = text("state = 'pending'")  # written as a literal: each planner then matches the partial index
+
 runs = Table(
     "runs",
     metadata,
@@ -126,6 +128,8 @@ runs = Table(
     Index("ix_runs_scheduled_at", "scheduled_at"),
     Index("ix_runs_state", "state"),
     Index("ix_runs_updated_at", "updated_at"),  # 0002: the notifier reads runs changed since its cursor
+    # 0011: a fleet's look for late occurrences (Store.late), without reading every pending run
+    Index("ix_runs_pending_fire_at", "fire_at", sqlite_where=PENDING_ONLY, postgresql_where=PENDING_ONLY),
 )
 
 attempts = Table(

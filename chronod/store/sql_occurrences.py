@@ -85,18 +85,10 @@ class OccurrencesSql(SqlPart):
         return self._select_runs(q)
 
     def late(self, before: datetime, limit: int) -> tuple[list[Run], datetime | None]:
-        r = s.runs.c
-        mine = sa.and_(r.state == RunState.PENDING, r.trigger == Trigger.SCHEDULE, r.job_key == r.job_id)
-        held_past = sa.and_(r.next_attempt_at.is_not(None), r.next_attempt_at > before)
-        q = (
-            sa.select(s.runs)
-            .where(mine, r.fire_at <= before, sa.not_(held_past))
-            .order_by(r.fire_at, r.run_id)
-            .limit(limit)
-        )
+        late_q, next_q = late_queries(before, limit)
         with self._tx(write=False) as c:
-            late = [Run(**row) for row in c.execute(q).mappings()]
-            upcoming = c.execute(sa.select(sa.func.min(r.fire_at)).where(mine, r.fire_at > before)).scalar()
+            late = [Run(**row) for row in c.execute(late_q).mappings()]
+            upcoming = c.execute(next_q).scalar()
         return late, upcoming
 
     def _all_waiting(self) -> list[Run]:
@@ -360,3 +352,19 @@ def _group_key(resource: str) -> int:
 _RUN_FIELDS = tuple(f.name for f in dataclasses.fields(Run))
 _RUN_COLUMNS = ", ".join(f'"{f}"' for f in _RUN_FIELDS)  # "signal", "trigger": keywords somewhere
 _RUN_TIMES = tuple(i for i, f in enumerate(_RUN_FIELDS) if isinstance(s.runs.c[f].type, s.UTCDateTime))
+
+
+def late_queries(before: datetime, limit: int) -> tuple[sa.Select[Any], sa.Select[Any]]:
+    """`Store.late`'s two reads: the late occurrences, and the next fire time after
+    `before`. Both go through the partial index of pending runs by fire time (the state
+    written as a literal, `schema.PENDING_ONLY`, which each planner matches to it)."""
+    r = s.runs.c
+    mine = sa.and_(s.PENDING_ONLY, r.trigger == Trigger.SCHEDULE, r.job_key == r.job_id)
+    held_past = sa.and_(r.next_attempt_at.is_not(None), r.next_attempt_at > before)
+    late = (
+        sa.select(s.runs)
+        .where(mine, r.fire_at <= before, sa.not_(held_past))
+        .order_by(r.fire_at, r.run_id)
+        .limit(limit)
+    )
+    return late, sa.select(sa.func.min(r.fire_at)).where(mine, r.fire_at > before)

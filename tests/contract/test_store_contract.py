@@ -956,6 +956,31 @@ def test_runs_by_job_and_window_uses_the_job_time_index(store):
     assert "ix_runs_job_id_scheduled_at" in plan, plan
 
 
+def test_the_look_for_late_occurrences_reads_the_pending_runs_by_fire_time_not_every_run(store):
+    """A fleet's node asks a few times a second which occurrences are late (Store.late):
+    both its reads go through the partial index of pending runs by fire time."""
+    from chronod.store.sql_occurrences import late_queries
+
+    sql_only(store, "a query plan")
+    done = [run(i, job=f"job{j:02d}", state="succeeded") for j in range(20) for i in range(100)]
+    waiting = [
+        run(i, job=f"job{j:02d}") for j in range(20) for i in range(170, 270)
+    ]  # 10 minutes late, the rest due later
+    store.insert_runs([*done, *waiting])
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("ANALYZE runs" if store.dialect == "postgresql" else "ANALYZE")
+    for q in late_queries(T0 + timedelta(hours=3), 1000):
+        with store.engine.connect() as conn:
+            sql = str(q.compile(conn, compile_kwargs={"literal_binds": True}))
+            if store.dialect == "sqlite":
+                plan = " ".join(str(r[-1]) for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
+            else:
+                conn.exec_driver_sql("SET enable_seqscan = off")
+                plan = " ".join(r[0] for r in conn.exec_driver_sql(f"EXPLAIN {sql}"))
+            conn.rollback()
+        assert "ix_runs_pending_fire_at" in plan, plan
+
+
 def test_the_stored_spec_json_and_hash_match_the_models_own():
     import dataclasses
     import json
