@@ -55,6 +55,14 @@ def test_a_node_is_overloaded_when_it_leaves_a_run_waiting_late_and_stays_so_for
     assert not overload.overloaded(100.0 - overload.OVERLOAD_HOLD_S, 100.0)
 
 
+def test_a_run_left_waiting_past_the_lag_bound_makes_the_node_overloaded_at_once():
+    """A node only now and then past its ceiling must not start what it keeps later than
+    the bound while it waits to count as overloaded (it waited 2 s: p99 1.9 s)."""
+    assert overload.OVERLOAD_AFTER_S <= overload.OVERLOAD_LAG_S
+    assert overload.late([cand("a", overload.OVERLOAD_LAG_S)], NOW)
+    assert not overload.late([cand("a", overload.OVERLOAD_LAG_S - 0.1)], NOW)
+
+
 def test_the_start_rate_is_per_second_spent_starting_so_an_idle_node_does_not_shed_more_and_more():
     # (monotonic, runs started, seconds spent starting them)
     starts = [(90.0, 500, 1.0), (96.0, 40, 0.2), (98.0, 40, 0.2), (99.5, 20, 0.1)]
