@@ -105,7 +105,13 @@ def test_a_running_run_shows_its_output_so_far_and_every_attempt_keeps_its_own(t
         res = chronoctl("logs", run["run_id"][:8], "--attempt", str(n), db=db)
         assert res.returncode == 0 and res.stdout.strip() == f"attempt-{n}", (n, res.stdout, res.stderr)
     assert chronoctl("logs", run["run_id"], "--attempt", "4", db=db).returncode == 2
-    assert not [p for p in os.listdir(db + ".state") if p.endswith(".output")], "live files outlive their attempt"
+    # the launcher removes a recorded run's files once no launch came for 2 s, and lives on
+    # after the daemon until it has
+    wait_until(
+        lambda: not [p for p in os.listdir(db + ".state") if p.endswith(".output")],
+        timeout=30,
+        what="the live files to go with their attempts",
+    )
 
 
 def test_logs_of_a_job_is_its_running_run_and_follow_goes_across_runs_with_a_header_each(tmp_path):

@@ -196,7 +196,11 @@ def test_a_failover_is_recorded_as_what_it_was_and_rescues_within_2s(seed):
         # skipped behind it, naming it (reasons_true: it was running then)
         skipped = [r for r in rows if r.state == "skipped_overlap"]
         assert len({r.job_id for r in skipped}) == len(skipped)
-        assert all("started in the same instant" in (r.error or "") for r in skipped)
+        # the rescued run, started in the same wake-up or the one before
+        assert all(
+            "started in the same instant" in (r.error or "") or " still running; overlap: forbid" in (r.error or "")
+            for r in skipped
+        ), [r.error for r in skipped]
         lags = rescued_lag(out)
         assert lags and max(lags) <= 2.1, sorted(lags)[-5:]
     finally:
@@ -204,18 +208,19 @@ def test_a_failover_is_recorded_as_what_it_was_and_rescues_within_2s(seed):
 
 
 def test_a_fleet_that_puts_off_its_rescues_while_it_claims_its_own_runs_is_caught(monkeypatch):
-    real = Dispatch.rescue
+    real = Dispatch.look_for_late
 
-    def rescue_later(self, runs, now, behind=False):
-        # the broken rule: a node whose own occurrences fall due in this wake-up (these jobs
-        # fire on every even second) counts as behind and puts its rescues off
-        own_due = now.second % 2 == 0 and now.microsecond < 10_000
-        return real(self, runs, now, behind or own_due)
+    def look_later(self, now, behind=False):
+        # the broken rule: a node with occurrences of its own due before its next look (these
+        # jobs fire every 2 s: always) counts as behind and puts its look for late ones off
+        return real(self, now, True)
 
-    monkeypatch.setattr(Dispatch, "rescue", rescue_later)
+    monkeypatch.setattr(Dispatch, "look_for_late", look_later)
     out = failover(1)
     try:
-        bad = check_fleet(out, ["reasons_true"])["reasons_true"]
+        results = check_fleet(out, ["reasons_true", "rescue_prompt"])
+        bad = results["reasons_true"]
         assert bad and "recorded skipped_outage" in bad[0].what and "was up and carried it" in bad[0].what
+        assert results["rescue_prompt"]
     finally:
         out.close()
