@@ -12,6 +12,7 @@ with chronod up and `skipped_outage` when it fell due while chronod could not ru
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from datetime import datetime, timedelta
 from typing import Collection, Mapping
@@ -36,6 +37,11 @@ def slot_since(run: Run) -> datetime:
     if run.state == RunState.RETRY_WAIT and run.next_attempt_at is not None:
         return max(run.fire_at, run.next_attempt_at)
     return run.fire_at
+
+
+def _in_line(entry: tuple[Job, Run]) -> tuple[datetime, str]:
+    """A resource line's order (`policy.resource_admission`): fire time, then run id."""
+    return entry[1].fire_at, entry[1].run_id
 
 
 def waited_in_line(error: str | None) -> bool:
@@ -215,17 +221,20 @@ class Lines:
             return None
         if now < self._group_retry_at.get(resource, now):
             return None
-        if used >= limit:
-            earliest = self._earliest_deadline(resource)
-            if earliest is not None and now <= earliest:
+        earliest = self._earliest_deadline(resource)
+        if earliest is not None and now <= earliest:
+            if used >= limit:
                 return [], []  # no free slot and no run past its deadline: the line stays as it is
+            # no run waited past its deadline: only the first `limit - used` in line (by fire
+            # time) can move, and the rule is asked about those alone, not the whole line
+            line = heapq.nsmallest(limit - used, line, key=_in_line)
         by_id = {r.run_id: (j, r) for j, r in line}
         turn = policy.resource_admission(
             limit, used, [policy.waiting(r.run_id, r.fire_at, j.spec, slot_since(r)) for j, r in line], now
         )
         gone = {w.run_id for w in (*turn.expire, *turn.start)}
         if gone:
-            self._waiting[resource] = [(j, r) for j, r in line if r.run_id not in gone]
+            self._waiting[resource] = [(j, r) for j, r in self._waiting[resource] if r.run_id not in gone]
             self._changed(resource)
         return [by_id[w.run_id] for w in turn.start], [by_id[w.run_id] for w in turn.expire]
 
