@@ -17,6 +17,7 @@ from typing import Any
 
 from chronod.core.clock import FakeClock
 from chronod.core.model import JobSpec
+from chronod.daemon.filestore import StoredFiles, node_key
 from chronod.daemon.loop import Daemon
 from chronod.daemon.waker import Wakeups
 from chronod.sim.scenario import Config, Registry, duration, maintenance, start_time
@@ -31,7 +32,7 @@ from chronod.sim.world import (
     SimWaker,
     World,
 )
-from chronod.specfile import load_registry
+from chronod.specfile import FileCache, load_registry
 from chronod.store.api import Store, StoreError
 from chronod.store.memory import MemoryStore
 from chronod.store.sql import SqlStore
@@ -158,11 +159,12 @@ class Simulation:
         self.probes: list[Any] = []
         self.next_probe = self.t0 + PROBE_EVERY_S
         self.life: Life | None = None
+        self.files: FileCache | None = None  # the living daemon's (`stored_files`)
 
     # --- what the daemon is given ------------------------------------------------------
     def load(self) -> Any:
         """The real registry loader; and the record of which definitions a daemon was given."""
-        result = load_registry([self.registry.root], now=self.clock.now(), secure=False)
+        result = load_registry([self.registry.root], now=self.clock.now(), secure=False, cache=self.files)
         self.note_versions(result, fresh=self.first_load)
         self.first_load = False
         return result
@@ -353,6 +355,7 @@ class Simulation:
 
     # --- daemon lives ------------------------------------------------------------------------
     def daemon(self, life: Life) -> Daemon:
+        self.files = stored_files(self.store, NODE, self.tmp)  # a new process: nothing in memory
         runner = SimRunner(self.world, NODE, str(self.tmp))
         waker = SimWaker(self.world, runner, self.due_events, self.next_event, self.apply, self.end)
         return Daemon(
@@ -435,6 +438,18 @@ class Simulation:
 
 
 STORES = ("memory", "sqlite")
+
+
+def stored_files(store: Store, node: str, state_dir: Path) -> FileCache:
+    """What a daemon process keeps of the job files it validated, as `chronod.daemon.main`
+    builds it: the results stored under the node's name (sealed with the key in its state
+    directory), so that a restart or a reload validates only the files that changed.
+
+    Read and written on the store itself, not through the simulation's fault door: a seed
+    counts its crashes in the daemon's store calls, and calls the simulation did not make
+    before would move every crash of every seed (an outage or a crash during a start still
+    meets the start's other store calls)."""
+    return FileCache(StoredFiles(store, node, node_key(state_dir)))
 
 
 def sim_store(cfg: Config, clock: FakeClock, dialect: str) -> Store:

@@ -32,6 +32,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,10 @@ from chronod.core.clock import FakeClock
 from chronod.daemon.loop import Daemon
 from chronod.daemon.waker import Wakeups
 from chronod.runner.api import Handle
-from chronod.sim.driver import _fast_tmp, sim_store, snapshot
+from chronod.sim.driver import _fast_tmp, sim_store, snapshot, stored_files
 from chronod.sim.scenario import SECONDS_JOBS, Config, JobPlan, Registry, duration
 from chronod.sim.world import MIN_WAKE_S, Crash, Event, Life, NullMetrics, Proc, SimNotifier, SimRunner, World
-from chronod.specfile import load_registry
+from chronod.specfile import FileCache, load_registry
 from chronod.store.api import Run, Store, StoreError
 
 FLEET_FAULTS = ("crash", "stall", "zombie", "outage")
@@ -359,8 +360,8 @@ class FleetSimulation:
             self.takeovers.setdefault((args[0], args[1]), []).append((n.name, self.world.mono()))
 
     # --- the nodes -----------------------------------------------------------------------
-    def load(self) -> Any:
-        return load_registry([self.registry.root], now=self.clock.now(), secure=False)
+    def load(self, files: FileCache | None = None) -> Any:
+        return load_registry([self.registry.root], now=self.clock.now(), secure=False, cache=files)
 
     def daemon(self, n: Node) -> Daemon:
         n.life = Life(n.name, self.world.mono())
@@ -371,7 +372,7 @@ class FleetSimulation:
             clock=self.clock,
             store=NodeStore(self.store, self, n),
             runner=n.runner,
-            load_registry=self.load,
+            load_registry=partial(self.load, stored_files(self.store, n.name, n.state_dir)),
             node=n.name,
             metrics=NullMetrics(),
             notifier=SimNotifier(n.life, self.cfg.watchdog_usec / 2e6, self.clock),
