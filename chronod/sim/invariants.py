@@ -88,6 +88,7 @@ class Facts:
         self._spans: dict[str, tuple[list[datetime], list[tuple[datetime, datetime, int]], timedelta]] = {}
         self._spells: dict[str, list[tuple[Proc, datetime, datetime]]] = {}
         self._spell_starts: dict[str, tuple[list[datetime], list[int], timedelta]] = {}
+        self._holding: dict[str, tuple[list[datetime], list[tuple[datetime, datetime]], timedelta]] = {}
         self.asked: Callable[[Proc], str | None] | None = None  # `_asked_for`, once computed
 
     def hull(self, p: Proc) -> tuple[datetime, datetime]:
@@ -253,6 +254,19 @@ class Facts:
         procs = self.by_job.get(job, [])
         first, last = bisect.bisect_left(starts, lo - longest), bisect.bisect_right(starts, hi)
         return [procs[i] for i in sorted(i for _, b, i in entries[first:last] if b >= lo)]
+
+    def holding(self, resource: str, lo: datetime, hi: datetime) -> list[tuple[datetime, datetime]]:
+        """The hulls of the resource's processes that meet [lo, hi]: a bisection over them
+        by start, as `overlapping` does for a job's (every run skipped for its resource
+        asks it, and a resource has thousands of processes a day)."""
+        got = self._holding.get(resource)
+        if got is None:
+            entries = sorted(self.hull(p) for p in self.procs if p.resource == resource)
+            longest = max((b - a for a, b in entries), default=timedelta(0))
+            got = self._holding[resource] = ([a for a, _ in entries], entries, longest)
+        starts, entries, longest = got
+        first, last = bisect.bisect_left(starts, lo - longest), bisect.bisect_right(starts, hi)
+        return [(a, b) for a, b in entries[first:last] if b >= lo]
 
     def _spans_of(self, job: str) -> tuple[list[datetime], list[tuple[datetime, datetime, int]], timedelta]:
         """The job's hulls as (start, end, index in `by_job`) by start, their starts, and
@@ -1051,10 +1065,6 @@ def reason_truth(f: Facts) -> list[Counterexample]:
 
     out = []
     specs = _specs(f)
-    by_res: dict[str, list[Proc]] = defaultdict(list)
-    for p in f.procs:
-        if p.resource:
-            by_res[p.resource].append(p)
     for rid, row in f.rows.items():
         at = row.finished_at
         spec = specs.get(row.job_id)
@@ -1087,7 +1097,7 @@ def reason_truth(f: Facts) -> list[Counterexample]:
                     )
                 )
         elif row.state == RunState.SKIPPED_RESOURCE and spec.resource:
-            free = _free_moment(f, by_res[spec.resource], RESOURCES[spec.resource], row.fire_at, at)
+            free = _free_moment(f, f.holding(spec.resource, row.fire_at, at), RESOURCES[spec.resource], row.fire_at, at)
             if free is not None:
                 out.append(
                     Counterexample(
@@ -1101,10 +1111,11 @@ def reason_truth(f: Facts) -> list[Counterexample]:
     return sorted(out, key=lambda c: c.at)
 
 
-def _free_moment(f: Facts, procs: list[Proc], limit: int, start: datetime, end: datetime) -> datetime | None:
-    """A moment of [start, end] (not disturbed) when fewer than `limit` runs held the resource."""
-    spans = [f.hull(p) for p in procs]
-    spans = [(a, b) for a, b in spans if a <= end and start <= b]
+def _free_moment(
+    f: Facts, spans: list[tuple[datetime, datetime]], limit: int, start: datetime, end: datetime
+) -> datetime | None:
+    """A moment of [start, end] (not disturbed) when fewer than `limit` runs held the
+    resource (`spans`: the hulls of its processes that meet [start, end], `Facts.holding`)."""
     points = sorted(
         {start, end, *(a for a, _ in spans if start <= a <= end), *(b for _, b in spans if start <= b <= end)}
     )

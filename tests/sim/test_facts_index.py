@@ -31,3 +31,27 @@ def test_overlapping_is_the_walk_over_every_process_of_the_job() -> None:
         assert asked > 100  # the questions met processes, not only gaps
     finally:
         out.close()
+
+
+def test_holding_is_the_walk_over_every_process_of_the_resource() -> None:
+    """`Facts.holding` (reason_truth's question for every run skipped for its resource):
+    the hulls of the resource's processes that meet a span, as the walk over all finds them."""
+    out = Simulation(Config(days=0.1, jobs=40, seed=9)).run()
+    try:
+        f = Facts(out)
+        rng = random.Random(9)
+        met = 0
+        resources = sorted({p.resource for p in f.procs if p.resource})
+        assert resources
+        for resource in resources:
+            hulls = [f.hull(p) for p in f.procs if p.resource == resource]
+            for _ in range(200):
+                a, b = rng.choice(hulls)
+                lo = a + timedelta(seconds=rng.uniform(-600, 600))
+                hi = lo + timedelta(seconds=rng.choice([0, 0.002, 5, 600, 3600]))
+                want = sorted((s, e) for s, e in hulls if s <= hi and lo <= e)
+                assert sorted(f.holding(resource, lo, hi)) == want, (resource, lo, hi)
+                met += bool(want)
+        assert met > 50  # the questions met processes, not only gaps
+    finally:
+        out.close()
