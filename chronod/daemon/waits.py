@@ -207,7 +207,7 @@ class Lines:
         earliest = self._earliest.get(resource)
         self._changed(resource)
         if earliest is not None:  # one more run in line: its deadline, or the one before
-            self._earliest[resource] = min(earliest, run.fire_at + timedelta(seconds=job.spec.catchup_window_s))
+            self._earliest[resource] = min(earliest, slot_since(run) + timedelta(seconds=job.spec.catchup_window_s))
 
     def slot_turn(
         self, resource: str, limit: int, used: int, now: datetime

@@ -51,3 +51,26 @@ def test_the_earliest_deadline_follows_every_change_of_a_line() -> None:
             lines.forget(job.spec.id)
         lines.deadline(jobs)  # asked between changes, as every wake-up does
         assert lines.deadline(jobs) == _brute(lines, jobs), step
+
+
+def test_a_retry_in_line_counts_its_wait_from_when_it_fell_due() -> None:
+    """A retry waits for a slot from when its retry fell due (`slot_since`), not from its
+    occurrence's fire time: the line's deadline is that plus its window. Counted from the
+    fire time, the deadline of a retry that joined a line already waiting was in the past,
+    nothing expired at it, and the loop woke again at once, every millisecond until a slot
+    freed (400,000 wake-ups in a simulated day of 1,000 jobs)."""
+    db = _job(1, "db")  # catchup_window_s 600
+    other = _job(4, "db")
+    lines = Lines()
+    first = T0 + timedelta(seconds=1200)
+    lines.wait_for_slot(other, Run("r0", other.spec.id, other.key, first, first))
+    assert lines.deadline({}) == first + timedelta(seconds=600) + EXPIRY_SLACK  # the line's deadline is kept now
+    fell_due = T0 + timedelta(seconds=900)
+    retry = Run("r1", db.spec.id, db.key, T0, T0, state="retry_wait", next_attempt_at=fell_due)
+    lines.wait_for_slot(db, retry)
+    deadline = lines.deadline({})
+    assert deadline == fell_due + timedelta(seconds=600) + EXPIRY_SLACK
+    # at that deadline the retry expires: the line moves, and the next deadline is later
+    start, expired = lines.slot_turn("db", 1, 1, deadline) or ([], [])
+    assert [r.run_id for _, r in expired] == ["r1"] and not start
+    assert lines.deadline({}) == first + timedelta(seconds=600) + EXPIRY_SLACK
