@@ -320,11 +320,20 @@ class Admission:
         self.store.note_held([run.run_id], why, until, node=self.node, token=self.lease.token)
 
     def admit(self, resource: str) -> None:
-        """Give the resource's free slots to the runs waiting longest (`resource_admission`)."""
+        """Give the resource's free slots to the runs waiting longest (`resource_admission`).
+        A run given a slot that does not take it (a window or pause holds it, its overlap
+        rule skips it) leaves the line, and the slot goes to the next run in the same
+        call: a slot never stays free while a run that could take it waits behind held
+        ones for the next wake-up."""
         limit = self.registry.limit(resource)
+        while self._admit_once(resource, limit) and self.starter.used(resource) < limit and self.lease.ok():
+            pass
+
+    def _admit_once(self, resource: str, limit: int) -> bool:
+        """One turn of the resource's line; whether it gave out a slot (the line moved)."""
         turn = self.lines.slot_turn(resource, limit, self.starter.used(resource), self.clock.now())
         if turn is None:
-            return
+            return False
         start, expired = turn
         for job, run in expired:
             if run.state == RunState.RETRY_WAIT:  # it ran: its last attempt's outcome is its record
@@ -344,6 +353,7 @@ class Admission:
             )
         self.launch_group(resource, [(j, r) for j, r in start if self.slot_ok(j, r)])
         self.lines.tidy(resource)
+        return bool(start)
 
     def slot_ok(self, job: Job, run: Run) -> bool:
         """A slot is free for `run`: the job's overlap rule still holds for it."""
