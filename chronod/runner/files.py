@@ -125,11 +125,16 @@ def write_launched(dir_fd: int, name: str, records: list[dict[str, Any]]) -> Non
         os.unlink(name, dir_fd=dir_fd)
         fd = os.open(name, NEW_FILE, 0o600, dir_fd=dir_fd)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
     finally:
         os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of `data` to `fd` (a write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def read_started(state_dir: str | Path, run_id: str, attempt: int) -> dict[str, Any] | None:

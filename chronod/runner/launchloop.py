@@ -691,9 +691,7 @@ def _append_live(run: _Run, data: bytes) -> None:
 def _write(path: str, data: bytes) -> None:
     fd = files.open_new(path)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        files.write_all(fd, data)
     finally:
         os.close(fd)
 
