@@ -770,17 +770,26 @@ class _CronSchedule(Schedule):
                     f"on {day}; {names} {verb} not exist and {_count(walls)} skipped "
                     f"(a jump of 3 hours or more is a correction: nothing is caught up)"
                 )
-            elif self._shift_gap and len(walls) == 1:
-                at = _gap_fires(self.fields, zone, t, shift)[0].astimezone(zone)
-                effect = (
-                    f"{names} {n_before} {verb} not exist on {day}; "
-                    f"fires once at {_fmt_time(at, secs or at.second != 0)} {n_after} instead"
-                )
+            elif self._shift_gap and (fires := _gap_fires(self.fields, zone, t, shift)):
+                first = fires[0].astimezone(zone)
+                if len(walls) == 1:
+                    effect = (
+                        f"{names} {n_before} {verb} not exist on {day}; "
+                        f"fires once at {_fmt_time(first, secs or first.second != 0)} {n_after} instead"
+                    )
+                else:
+                    effect = (
+                        f"{names} {n_before} {verb} not exist on {day}; fires {len(fires)} times right after the jump, "
+                        f"once for each, one second apart from {_fmt_time(first, True)} {n_after}"
+                    )
+                if len(fires) < len(walls):
+                    effect += f"; {_count(walls[len(fires) :])} skipped (no second after the jump is free for them)"
             elif self._shift_gap:
-                fires = _gap_fires(self.fields, zone, t, shift)
+                # every second after the jump is one the job fires at anyway: no instant is
+                # left for a skipped match (`_gap_fires`)
                 effect = (
-                    f"{names} {n_before} {verb} not exist on {day}; fires {len(fires)} times right after the jump, "
-                    f"once for each, one second apart from {_fmt_time(fires[0].astimezone(zone), True)} {n_after}"
+                    f"{names} {n_before} {verb} not exist on {day}; {_count(walls)} skipped "
+                    f"(the job fires at every second right after the jump anyway)"
                 )
             else:
                 effect = f"{names} {n_before} {verb} not exist on {day}; {_count(walls)} skipped"

@@ -794,3 +794,22 @@ def test_a_dense_wildcard_job_fires_every_matching_second_in_both_passes():
         for i in range(3600)
     ]
     assert got == expected
+
+
+def test_a_fixed_time_job_of_every_second_says_its_skipped_fires_have_no_second_left():
+    # hours and minutes written "0,*" are fixed times to Debian's cron (they do not start with
+    # "*"): each match the jump skips would run right after it, one second each, but this job
+    # fires at every second after the jump anyway (a property test found the traceback)
+    every = compile_schedule("* 0,* 0,* * * *", NY).dst_events(
+        _utc("2027-03-14T00:00:00Z"), _utc("2027-03-15T00:00:00Z")
+    )
+    assert [(e.change, e.shift_s) for e in every] == [("spring-forward", 3600)]
+    assert every[0].effect.endswith(
+        "do not exist on 2027-03-14; its 3600 fires are skipped (the job fires at every second right after the jump anyway)"
+    )
+    # seconds 0-39 of every minute of 02:00-03:59: 2,400 skipped, 1,200 free seconds after the jump
+    part = compile_schedule("0-39 0,* 2,3 * * *", NY).dst_events(
+        _utc("2027-03-14T00:00:00Z"), _utc("2027-03-15T00:00:00Z")
+    )
+    assert "fires 1200 times right after the jump" in part[0].effect
+    assert part[0].effect.endswith("; its 1200 fires are skipped (no second after the jump is free for them)")
