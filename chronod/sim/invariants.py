@@ -106,8 +106,9 @@ class Facts:
         attempt). A spell is one attempt, or several of one run back to back: the next
         attempt of the same run, started for the same reason (the schedule, a manual run,
         a backfill: `_asked_for`) within the job's longest retry backoff of the end of the
-        one before, or of when a daemon could first read that end (`noticed`): the daemon
-        waits for the retry; a backfill that reopens an ended run much later begins a
+        one before, or of when a daemon could first read that end (`noticed`), or later
+        when a crash, stall or outage fell in between: the daemon waits for the retry; a
+        backfill that reopens an ended run much later begins a
         spell of its own."""
         got = self._spells.get(job)
         if got is not None:
@@ -125,7 +126,14 @@ class Facts:
             first, (a, b) = procs[0], self.hull(procs[0])
             for prev, p in itertools.pairwise(procs):
                 c, d = self.hull(p)
-                if p.attempt == prev.attempt + 1 and asked(p) == asked(prev) and c - self.noticed(b) <= longest:
+                # a retry a crash, stall or outage kept from starting in time was still
+                # waited for: its run is going all the while (the daemon says so)
+                seen = self.noticed(b)
+                if (
+                    p.attempt == prev.attempt + 1
+                    and asked(p) == asked(prev)
+                    and (c - seen <= longest or self.disturbed(seen, c))
+                ):
                     b = max(b, d)
                     continue
                 got.append((first, a, b))
