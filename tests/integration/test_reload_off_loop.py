@@ -100,23 +100,31 @@ def test_a_slow_reload_skips_no_occurrence_of_an_every_second_job(tmp_path):
     assert [r.scheduled_at.hour for r in later] == [5], "the reload's change did not apply"
 
 
-def test_first_occurrences_far_ahead_are_stored_after_ready_a_slice_per_wake_up(tmp_path, monkeypatch):
+def _sliced(tmp_path, monkeypatch, jobs: list, **kw):
+    """A stepped daemon on SQLite over `jobs` in one file, started, that stores the first
+    occurrences left for after READY two a wake-up: (daemon, store, runner, clock)."""
     from chronod.daemon import occurrences
 
     monkeypatch.setattr(occurrences, "STORE_SLICE", 2)
     reg = tmp_path / "jobs.d"
     reg.mkdir()
-    far = [f"far{i}" for i in range(5)]
-    write_jobs(reg / "a.yaml", jobs_file(job("tick", "@every 1s", "true"), *(job(f, "0 4 * * *", "true") for f in far)))
+    write_jobs(reg / "a.yaml", jobs_file(*jobs))
     clock = FakeClock(START, mono=1000.0)
-    world = World(clock, random.Random(1))
     store = SqlStore(str(tmp_path / "chrono.db"), now=clock.now)
     store.upgrade()
-    runner = SimRunner(world, "a", str(tmp_path))
+    runner = SimRunner(World(clock, random.Random(1)), "a", str(tmp_path))
     d = stepped_daemon(
-        store, runner, clock, lambda: load_registry([reg], now=clock.now(), secure=False), SteppedWaker()
+        store, runner, clock, lambda: load_registry([reg], now=clock.now(), secure=False), SteppedWaker(), **kw
     )
     d.start()
+    return d, store, runner, clock
+
+
+def test_first_occurrences_far_ahead_are_stored_after_ready_a_slice_per_wake_up(tmp_path, monkeypatch):
+    far = [f"far{i}" for i in range(5)]
+    d, store, runner, clock = _sliced(
+        tmp_path, monkeypatch, [job("tick", "@every 1s", "true"), *(job(f, "0 4 * * *", "true") for f in far)]
+    )
 
     def stored() -> set[str]:
         return {r.job_id for r in store.pending() if r.state == "pending"}
@@ -137,21 +145,10 @@ def test_first_occurrences_far_ahead_are_stored_after_ready_a_slice_per_wake_up(
 def test_no_slice_of_first_occurrences_is_stored_just_before_a_tracked_one_fires(tmp_path, monkeypatch):
     """A slice stored on the loop's thread holds what falls due meanwhile: within
     STORE_CLEAR_S of a tracked occurrence's fire time the loop fires that one first."""
-    from chronod.daemon import occurrences
-
-    monkeypatch.setattr(occurrences, "STORE_SLICE", 2)
-    reg = tmp_path / "jobs.d"
-    reg.mkdir()
     far = [f"far{i}" for i in range(5)]
-    write_jobs(reg / "a.yaml", jobs_file(job("tick", "@every 1s", "true"), *(job(f, "0 4 * * *", "true") for f in far)))
-    clock = FakeClock(START, mono=1000.0)
-    store = SqlStore(str(tmp_path / "chrono.db"), now=clock.now)
-    store.upgrade()
-    runner = SimRunner(World(clock, random.Random(1)), "a", str(tmp_path))
-    d = stepped_daemon(
-        store, runner, clock, lambda: load_registry([reg], now=clock.now(), secure=False), SteppedWaker()
+    d, store, _, clock = _sliced(
+        tmp_path, monkeypatch, [job("tick", "@every 1s", "true"), *(job(f, "0 4 * * *", "true") for f in far)]
     )
-    d.start()
     left = len(d.unstored)
     clock.advance(0.3)  # 12:00:00.8: the tick's 12:00:01 fires in 0.2 s
     fire = START.replace(microsecond=0) + timedelta(seconds=1)
@@ -168,7 +165,6 @@ def test_the_heap_is_tidied_once_the_last_slice_of_first_occurrences_is_stored(t
     """The first occurrences stored after READY are a heap built to be kept: the daemon
     keeps it out of later collections and trims what was freed (`Reloads.tidy`) after the
     last slice, not at each one."""
-    from chronod.daemon import occurrences
     from chronod.daemon.reloads import InlineReloads
 
     class Counted(InlineReloads):
@@ -177,24 +173,8 @@ def test_the_heap_is_tidied_once_the_last_slice_of_first_occurrences_is_stored(t
         def tidy(self) -> None:
             self.tidied += 1
 
-    monkeypatch.setattr(occurrences, "STORE_SLICE", 2)
-    reg = tmp_path / "jobs.d"
-    reg.mkdir()
-    write_jobs(reg / "a.yaml", jobs_file(*(job(f"far{i}", "0 4 * * *", "true") for i in range(5))))
-    clock = FakeClock(START, mono=1000.0)
-    store = SqlStore(str(tmp_path / "chrono.db"), now=clock.now)
-    store.upgrade()
-    runner = SimRunner(World(clock, random.Random(1)), "a", str(tmp_path))
     reloads = Counted()
-    d = stepped_daemon(
-        store,
-        runner,
-        clock,
-        lambda: load_registry([reg], now=clock.now(), secure=False),
-        SteppedWaker(),
-        reloads=reloads,
-    )
-    d.start()
+    d, *_ = _sliced(tmp_path, monkeypatch, [job(f"far{i}", "0 4 * * *", "true") for i in range(5)], reloads=reloads)
     assert reloads.tidied == 1  # the start-up's reload
     ticks = 0
     while d.unstored:

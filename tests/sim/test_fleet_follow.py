@@ -11,22 +11,9 @@ from chronod.core.model import RunState, Trigger
 from chronod.sim.fleet import FleetSimulation
 from chronod.sim.fleet_checks import check_fleet
 from chronod.sim.scenario import Config
+from tests.sim.fleet_jobs import every_ten_seconds
 
 JOBS = 30
-
-
-def every_ten_seconds(i: int) -> dict:
-    return {
-        "id": f"tick{i:03d}",
-        "owner": "ops",
-        "schedule": f"{i % 10}/10 * * * * *",
-        "command": "true",
-        "idempotency_class": "idempotent",
-        "overlap": "allow",
-        "catchup": "latest",
-        "tolerance_s": 0,
-        "tolerance_reason": "on the dot",
-    }
 
 
 def tracked_not_owned(max_starts: float | None) -> dict[str, list[str]]:

@@ -12,24 +12,11 @@ from chronod.core import overload
 from chronod.sim.fleet import FleetSimulation
 from chronod.sim.fleet_checks import check_fleet
 from chronod.sim.scenario import Config
+from tests.sim.fleet_jobs import every_ten_seconds
 
 JOBS = 90  # every 10 s, spread over the 10 seconds: 9 owed a second
 MAX_STARTS = 1.5  # per node: 4.5 starts a second for the fleet, half of what is owed
 WARM_S = 30.0  # the first seconds: the nodes start, and find out they are behind
-
-
-def every_ten_seconds(i: int) -> dict:
-    return {
-        "id": f"tick{i:03d}",
-        "owner": "ops",
-        "schedule": f"{i % 10}/10 * * * * *",
-        "command": "true",
-        "idempotency_class": "idempotent",
-        "overlap": "allow",
-        "catchup": "latest",
-        "tolerance_s": 0,
-        "tolerance_reason": "on the dot",
-    }
 
 
 def test_a_fleet_at_twice_its_start_limit_sheds_the_excess_early_and_starts_the_rest_on_time():
