@@ -790,15 +790,14 @@ def silence_truth(f: Facts) -> list[Counterexample]:
     from chronod.notify import core as notify
 
     w = f.out.world
-    monos = [(life.started, life.ended if life.ended is not None else w.mono()) for life in w.lives]
-    lives = [(w.wall_at(a), w.wall_at(b)) for a, b in monos]
-    downs = [(a[1], b[0]) for a, b in itertools.pairwise(lives) if b[0] > a[1]]
+    lives = [(life.started, life.ended if life.ended is not None else w.mono()) for life in w.lives]
     rows_by_job, stored_wins = _stored_ends(f)
-    wins: dict[str, list[datetime]] = defaultdict(list)
+    ended = {(p.run_id, p.attempt): p.end_mono() for p in f.procs if p.end_mono() <= w.mono()}
+    wins: dict[str, list[float]] = defaultdict(list)  # the monotonic time of each success
     for p in f.procs:
         # a success chronod never learned of (an unsafe run recorded lost) is one_terminal_state's
         if p.final_state() == S.SUCCEEDED and p.end_mono() <= w.mono() and (p.run_id, p.attempt) in stored_wins:
-            wins[p.job_id].append(w.wall_at(p.end_mono()))
+            wins[p.job_id].append(p.end_mono())
     out: list[Counterexample] = []
     for job, versions in f.out.versions.items():
         for v in versions:
@@ -806,19 +805,25 @@ def silence_truth(f: Facts) -> list[Counterexample]:
             if not spec.enabled or not spec.max_silence_s:
                 continue
             until = v.until or f.out.end
-            ends = sorted(t for t in wins.get(job, []) if v.since <= t <= until)
-            limit = timedelta(seconds=spec.max_silence_s)
-            if all(b - a <= limit for a, b in itertools.pairwise([v.since, *ends, until])):
+            first, last = w.last_mono_at(v.since), w.last_mono_at(until)
+            ends = sorted(m for m in wins.get(job, []) if first <= m <= last)
+            if all(b - a <= spec.max_silence_s for a, b in itertools.pairwise([first, *ends, last])):
                 continue  # never a gap the switch could be asked about
-            holds = _holds(f, job, spec, v.since, until)
+            holds = [
+                h for h in _holds(f, job, spec, v.since, until) if w.showed(h[0], h[1])
+            ]  # a step may pass over one
             rows = sorted(
-                (r for r in rows_by_job.get(job, []) if v.since <= r.finished_at <= until),
-                key=lambda r: (r.finished_at, r.run_id),
+                (
+                    (ended.get((r.run_id, r.attempts)) or w.last_mono_at(r.finished_at), r)
+                    for r in rows_by_job.get(job, [])
+                    if v.since <= r.finished_at <= until
+                ),
+                key=lambda mr: (mr[0], mr[1].finished_at, mr[1].run_id),
             )
-            for at, what in _silences(notify, spec, v.since, until, rows, holds, lives, monos):
-                why = _false_silence(spec, at, ends, holds, downs, v.since)
+            for now, what in _silences(w, notify, spec, v.since, until, rows, holds, lives):
+                why = _false_silence(w, spec, now, wins.get(job, []), holds, lives, v.since)
                 if why:
-                    out.append(Counterexample(at, job, "-", f"silence notice ({what}) {why}"))
+                    out.append(Counterexample(w.wall_at(now), job, "-", f"silence notice ({what}) {why}"))
                     break
     return sorted(out, key=lambda c: c.at)
 
@@ -856,90 +861,119 @@ def _holds(f: Facts, job: str, spec: JobSpec, start: datetime, end: datetime) ->
 
 
 def _silences(
+    w: Any,
     notify: Any,
     spec: JobSpec,
     start: datetime,
     end: datetime,
-    rows: list[Any],
+    rows: list[tuple[float, Any]],
     holds: list[tuple[datetime, datetime, str]],
-    lives: list[tuple[datetime, datetime]],
-    monos: list[tuple[float, float]],
-) -> list[tuple[datetime, str]]:
-    """The notifier's rounds for one job over [start, end]: (round time, detail) of each
-    silence notice its decision gives. `lives` are the daemons' lives in wall time,
-    `monos` the same in monotonic time (one boot: a life's first round measures the time
-    none lived as the notifier does, `notify.downtime_s`)."""
+    lives: list[tuple[float, float]],
+) -> list[tuple[float, str]]:
+    """The notifier's rounds for one job over [start, end]: (monotonic time, detail) of
+    each silence notice its decision gives. The rounds go in monotonic order, as the
+    notifier's did, each told the wall clock of its instant: after a step back the wall
+    clock shows some times twice, and a replay in wall order would see a success before
+    it happened. `rows` are the recorded ends with the monotonic time each was known,
+    `lives` the daemons' lives (one boot: a life's first round measures the time none
+    lived as the notifier does, `notify.downtime_s`)."""
+    first, last = w.last_mono_at(start), w.last_mono_at(end)
     edges = sorted(
         {
-            *(r.finished_at for r in rows),
-            *(t for a, b, _ in holds for t in (a, b)),
-            *(a for a, _ in lives if start <= a <= end),  # each daemon's notifier decides as it starts
-            start,
+            *(m for m, _ in rows),
+            *(m for a, b, _ in holds for t in (a, b) for m in w.monos_at(t)),
+            *(m for m, _ in w.steps),  # a step may move the clock into or out of a hold
+            *(a for a, _ in lives),  # each daemon's notifier decides as it starts
+            first,
         }
     )
-    edges += [end]
+    edges = [m for m in edges if first <= m < last] + [last]
     state = notify.NotifyState()
-    said: list[tuple[datetime, str]] = []
+    said: list[tuple[float, str]] = []
     was_held, last_round, i = False, None, 0
     tick = timedelta(milliseconds=1)
 
-    def life_of(t: datetime) -> int | None:
-        return next((k for k, (a, b) in enumerate(lives) if a <= t <= b), None)
+    def life_of(m: float) -> int | None:
+        return next((k for k, (a, b) in enumerate(lives) if a <= m <= b), None)
 
-    def round_at(t: datetime) -> None:
+    def round_at(m: float) -> None:
         nonlocal state, was_held, last_round, i
-        k = life_of(t)
+        k = life_of(m)
         if k is None:
             return  # no daemon, no notifier
+        t = w.wall_at(m)
         down, before = 0.0, life_of(last_round) if last_round is not None else None
         if before is not None and before != k:  # none decided since the life of the last round ended
-            alive = {"at": lives[before][1].isoformat(), "mono": monos[before][1], "boot": "sim"}
-            down = notify.downtime_s(alive, lives[k][0], monos[k][0], "sim")
+            alive = {"at": w.wall_at(lives[before][1]).isoformat(), "mono": lives[before][1], "boot": "sim"}
+            down = notify.downtime_s(alive, w.wall_at(lives[k][0]), lives[k][0], "sim")
         ended = []
-        while i < len(rows) and rows[i].finished_at <= t:
-            ended.append(rows[i])
+        while i < len(rows) and rows[i][0] <= m:
+            ended.append(rows[i][1])
             i += 1
         held = any(a <= t < b for a, b, _ in holds)
         notices, state = notify.decide(
             spec, ended, state, t, known_since=start, paused=held, resumed=was_held and not held, down_s=down
         )
-        said.extend((t, n.detail) for n in notices if n.event == "silence")
-        was_held, last_round = held, t
+        said.extend((m, n.detail) for n in notices if n.event == "silence")
+        was_held, last_round = held, m
 
-    for t in edges:
+    for m in edges:
         while True:  # the rounds the silence deadline wakes before the next edge
             deadline = notify.silence_deadline(spec, state)
-            if deadline is None or deadline + tick >= t or deadline < start:
+            if deadline is None or deadline < start:
                 break
-            round_at(deadline + tick)
+            due = w.first_mono_from(deadline + tick, first if last_round is None else last_round)
+            if due is None or due >= m:
+                break
+            round_at(due)
             if notify.silence_deadline(spec, state) == deadline:
                 break  # not decided (no daemon then): the next edge decides
-        round_at(t)
+        round_at(m)
     return said
 
 
 def _false_silence(
+    w: Any,
     spec: JobSpec,
-    at: datetime,
-    wins: list[datetime],
+    now: float,
+    wins: list[float],
     holds: list[tuple[datetime, datetime, str]],
-    downs: list[tuple[datetime, datetime]],
+    lives: list[tuple[float, float]],
     since: datetime,
 ) -> str | None:
-    """Why a silence called at `at` is false by the record, or None when it is true."""
+    """Why a silence called at the monotonic instant `now` is false by the record, or None
+    when it is true: the time since the last success (or the job's start, or a hold's end)
+    without the time no daemon lived was shorter than the allowance by both clocks.
+
+    The notifier counts by the wall clock, as an operator reads it: a step forward is time
+    without a success on every dashboard, and a silence it calls is true by the wall. After
+    a step back the wall clock shows some times twice, and a success before the step shows
+    a later wall time than those after it: by the monotonic clock that silence is true."""
+    at = w.wall_at(now)
     hold = next((what for a, b, what in holds if a <= at < b), None)
     if hold is not None:
         return f"while {hold} held the job"
-    basis = max([since, *(t for t in wins if t <= at), *(b for a, b, _ in holds if b <= at)])
-    down = sum(max(0.0, (min(b, at) - max(a, basis)).total_seconds()) for a, b in downs)
-    quiet = (at - basis).total_seconds() - down
     allowed = (spec.max_silence_s or 0) + spec.tolerance_s
-    if quiet < allowed - 0.001:  # at the instant the allowance runs out the switch may trip
-        return (
-            f"after {quiet:.1f}s without a success (max_silence_s {spec.max_silence_s} + tolerance_s "
-            f"{spec.tolerance_s}; chronod down {down:.1f}s of it, the last success or hold end at {basis:%H:%M:%S})"
-        )
-    return None
+    downs = [(a[1], b[0]) for a, b in itertools.pairwise(lives) if b[0] > a[1]]
+    basis = max(
+        [
+            w.last_mono_at(since, now),
+            *(m for m in wins if m <= now),
+            *(w.last_mono_at(b, now) for _, b, _ in holds if b <= at),
+        ]
+    )
+    down = sum(max(0.0, min(b, now) - max(a, basis)) for a, b in downs)
+    quiet = now - basis - down
+    walls = [w.wall_at(m) for m in wins]
+    wall_basis = max([since, *(t for t in walls if t <= at), *(b for _, b, _ in holds if b <= at)])
+    wall_downs = [(w.wall_at(a), w.wall_at(b)) for a, b in downs]
+    wall_down = sum(max(0.0, (min(b, at) - max(a, wall_basis)).total_seconds()) for a, b in wall_downs)
+    if max(quiet, (at - wall_basis).total_seconds() - wall_down) >= allowed - 0.001:
+        return None  # at the instant the allowance runs out the switch may trip
+    return (
+        f"after {quiet:.1f}s without a success (max_silence_s {spec.max_silence_s} + tolerance_s "
+        f"{spec.tolerance_s}; chronod down {down:.1f}s of it, the last success or hold end at {w.wall_at(basis):%H:%M:%S})"
+    )
 
 
 def audit_truth(f: Facts) -> list[Counterexample]:

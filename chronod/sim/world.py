@@ -9,6 +9,7 @@ Nothing here sleeps or forks: time moves only when the waker says so.
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,6 +126,44 @@ class World:
         none); at the instant of a step, the reading after it unless `after_step` is false."""
         later = sum(s for m, s in self.steps if m > mono or (m == mono and not after_step))
         return self.clock.now() - timedelta(seconds=self.mono() - mono + later)
+
+    def monos_at(self, wall: datetime, until: float | None = None) -> list[float]:
+        """Every monotonic time, up to `until` (now), at which the clock showed `wall`: one,
+        several after a step back, none when a step forward passed over it or not yet."""
+        end = self.mono() if until is None else until
+        edges = [0.0, *(m for m, _ in self.steps if m < end), end]
+        out = []
+        for a, b in itertools.pairwise(edges):
+            m = a + (wall - self.wall_at(a)).total_seconds()
+            if a <= m <= b:
+                out.append(m)
+        return out
+
+    def last_mono_at(self, wall: datetime, until: float | None = None) -> float:
+        """The latest monotonic time, up to `until` (now), at which the clock showed `wall`,
+        or showed the nearest time before it."""
+        end = self.mono() if until is None else until
+        shown = self.monos_at(wall, end)
+        if shown:
+            return max(shown)
+        edges = [0.0, *(m for m, _ in self.steps if m < end), end]
+        return max((b for a, b in itertools.pairwise(edges) if self.wall_at(a) <= wall), default=0.0)
+
+    def showed(self, a: datetime, b: datetime) -> bool:
+        """Whether the clock ever showed a time in [a, b), up to now (a step forward may
+        pass over a whole span)."""
+        edges = [0.0, *(m for m, _ in self.steps), self.mono()]
+        return any(self.wall_at(s) < b and a <= self.wall_at(e, after_step=False) for s, e in itertools.pairwise(edges))
+
+    def first_mono_from(self, wall: datetime, after: float) -> float | None:
+        """The first monotonic time from `after` on at which the clock shows `wall` or later
+        (None: not before now)."""
+        edges = [after, *(m for m, _ in self.steps if after < m < self.mono()), self.mono()]
+        for a, b in itertools.pairwise(edges):
+            m = a + max(0.0, (wall - self.wall_at(a)).total_seconds())
+            if m <= b:
+                return m
+        return None
 
     def wall_span(self, d: Disturbance) -> tuple[datetime, datetime]:
         """Every wall time the clock showed during a disturbance: a clock step inside it

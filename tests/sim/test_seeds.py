@@ -232,3 +232,21 @@ def test_seed_24_a_backlog_run_whose_retry_falls_due_after_the_end_is_still_goin
     # line when the occurrence behind it waited past its window at 22:56:40.
     cfg = Config(days=1, jobs=100, seed=24, faults=frozenset(FAULTS))
     assert not broken(cfg, ["one_terminal_state", "audit_agrees", "reason_truth"])
+
+
+def test_seed_1_a_silence_after_a_clock_step_back_is_measured_from_the_last_success_in_time():
+    # every fault, 1,000 jobs: at 20:08:57 the clock stepped back to 20:00:45. job00103
+    # (every 30 s, max_silence_s 60) last succeeded at 20:05:29 after the step and was
+    # rightly called silent 60 s later, at 20:06:29; the check measured from a success
+    # before the step, at 20:06:20 by the wall clock, and called the notice false.
+    cfg = Config(days=0.03, jobs=1000, seed=1, faults=frozenset(FAULTS))
+    assert not broken(cfg, ["silence_truth"])
+
+
+@pytest.mark.parametrize("seed", [2, 22])
+def test_seeds_2_22_a_silence_across_a_clock_step_forward_is_true_by_the_wall_clock(seed):
+    # every fault: on seed 2 the clock stepped forward from 03:26 to 05:20, over a whole
+    # maintenance window (04:27 to 04:51) that never held the job; on seed 22 from 23:04 to
+    # 00:40. The notifier counts silence by the wall clock, as an operator reads it.
+    cfg = Config(days=0.1, jobs=20, seed=seed, faults=frozenset(FAULTS))
+    assert not broken(cfg, ["silence_truth"])

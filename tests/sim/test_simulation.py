@@ -307,6 +307,28 @@ def test_a_clock_step_inside_a_disturbance_moves_where_its_wall_span_ends():
     assert hi == datetime(2025, 6, 2, 13, 10, tzinfo=UTC)
 
 
+def test_after_a_step_back_a_wall_time_shown_twice_maps_to_its_latest_instant():
+    from datetime import UTC
+
+    from chronod.core.clock import FakeClock
+    from chronod.sim.world import World
+
+    at = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)
+    w = World(FakeClock(at, mono=1000.0), random.Random(1))
+    w.advance_to(1100.0)
+    w.step_wall(-60.0)  # 12:01:40 -> 12:00:40: 12:00:40 to 12:01:40 are shown twice
+    w.advance_to(1200.0)  # now 12:02:20
+    assert w.last_mono_at(at + timedelta(seconds=70)) == 1130.0  # after the step, not 1070
+    assert w.last_mono_at(at + timedelta(seconds=10)) == 1010.0  # shown once, before it
+    assert w.last_mono_at(at + timedelta(seconds=130)) == 1190.0
+    assert w.last_mono_at(at + timedelta(seconds=500)) == 1200.0  # not shown yet: now
+    w.step_wall(3600.0)  # 12:02:20 -> 13:02:20: 12:30 to 13:00 never shown
+    w.advance_to(1210.0)
+    assert not w.showed(at + timedelta(minutes=30), at + timedelta(minutes=60))
+    assert w.showed(at + timedelta(minutes=30), at + timedelta(minutes=62, seconds=21))
+    assert w.last_mono_at(at + timedelta(minutes=45)) == 1200.0  # the step passed over it
+
+
 @pytest.mark.parametrize("command", ["report", "did-it-run"])
 def test_an_audit_command_that_calls_every_occurrence_a_success_is_caught(monkeypatch, command):
     from chronod.core import history, report

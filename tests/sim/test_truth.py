@@ -208,9 +208,13 @@ def _stepped_restart(monkeypatch=None):
     1,000 s, and the clock steps back 99 s while it is down; a run ends 48 s after the crash,
     stamped by the stepped clock (26 s before that round), and the first success after the
     restart comes 60 s after it."""
+    import random
+
+    from chronod.core.clock import FakeClock
     from chronod.core.model import JobSpec
     from chronod.notify import core
     from chronod.sim.invariants import _silences
+    from chronod.sim.world import World
     from chronod.store.api import Run
 
     spec = JobSpec(
@@ -222,18 +226,20 @@ def _stepped_restart(monkeypatch=None):
         max_silence_s=65,
         tolerance_s=5,
     )
-    t0 = START + timedelta(hours=1)
+    w = World(FakeClock(START, mono=1000.0), random.Random(1))
+    w.advance_to(1000.0 + 3650)
+    w.step_wall(-99.0)
+    w.advance_to(1000.0 + 4925)
 
-    def ok(name: str, at: datetime) -> Run:
-        return Run(name, "fast", "fast", at, at, "succeeded", 1, started_at=at, finished_at=at, exit_code=0)
+    def ok(name: str, mono: float) -> tuple[float, Run]:
+        at = w.wall_at(mono)
+        return mono, Run(name, "fast", "fast", at, at, "succeeded", 1, started_at=at, finished_at=at, exit_code=0)
 
-    back = t0 + timedelta(seconds=25 + 1000 - 99)
-    rows = [ok(f"a{i}", START + timedelta(seconds=30 * i)) for i in range(119)]  # the last at t0 - 30 s
-    rows.append(ok("in-the-down", t0 - timedelta(seconds=26)))
-    rows += [ok(f"b{i}", back + timedelta(seconds=60 + 30 * i)) for i in range(8)]
-    lives = [(START, t0 + timedelta(seconds=25)), (back, back + timedelta(seconds=300))]
-    monos = [(1000.0, 1000.0 + 3625), (1000.0 + 4625, 1000.0 + 4925)]
-    return _silences(core, spec, START, back + timedelta(seconds=300), rows, [], lives, monos)
+    rows = [ok(f"a{i}", 1000.0 + 30 * i) for i in range(121)]  # the last at the round 3,600 s in
+    rows.append(ok("in-the-down", 1000.0 + 3673))  # stamped 26 s before that round
+    rows += [ok(f"b{i}", 1000.0 + 4685 + 30 * i) for i in range(8)]
+    lives = [(1000.0, 1000.0 + 3625), (1000.0 + 4625, 1000.0 + 4925)]
+    return [(w.wall_at(m), what) for m, what in _silences(w, core, spec, START, w.wall_at(w.mono()), rows, [], lives)]
 
 
 def test_a_clock_step_back_while_chronod_was_down_is_not_silence():
