@@ -1139,7 +1139,9 @@ def reason_truth(f: Facts) -> list[Counterexample]:
                     )
                 )
         elif row.state == RunState.SKIPPED_RESOURCE and spec.resource:
-            free = _free_moment(f, f.holding(spec.resource, row.fire_at, at), RESOURCES[spec.resource], row.fire_at, at)
+            held = [(a, b) for a, b, _ in _holds(f, row.job_id, spec, row.fire_at, at)]  # not waiting for a slot then
+            spans = f.holding(spec.resource, row.fire_at, at)
+            free = _free_moment(f, spans, RESOURCES[spec.resource], row.fire_at, at, held)
             if free is not None:
                 out.append(
                     Counterexample(
@@ -1154,16 +1156,26 @@ def reason_truth(f: Facts) -> list[Counterexample]:
 
 
 def _free_moment(
-    f: Facts, spans: list[tuple[datetime, datetime]], limit: int, start: datetime, end: datetime
+    f: Facts,
+    spans: list[tuple[datetime, datetime]],
+    limit: int,
+    start: datetime,
+    end: datetime,
+    held: list[tuple[datetime, datetime]],
 ) -> datetime | None:
-    """A moment of [start, end] (not disturbed) when fewer than `limit` runs held the
-    resource (`spans`: the hulls of its processes that meet [start, end], `Facts.holding`)."""
+    """A moment of [start, end] (not disturbed, nor `held`: a pause or a maintenance
+    window held the run, which then waited for no slot) when fewer than `limit` runs held
+    the resource (`spans`: the hulls of its processes that meet [start, end], `Facts.holding`)."""
     points = sorted(
-        {start, end, *(a for a, _ in spans if start <= a <= end), *(b for _, b in spans if start <= b <= end)}
+        {
+            start,
+            end,
+            *(t for a, b in [*spans, *held] for t in (a, b) if start <= t <= end),
+        }
     )
     for x, y in itertools.pairwise(points):
         mid = x + (y - x) / 2
-        if y - x <= 2 * INSTANT or f.disturbed(x, y):
+        if y - x <= 2 * INSTANT or f.disturbed(x, y) or any(a <= mid < b for a, b in held):
             continue
         if sum(1 for a, b in spans if a <= mid <= b) < limit:
             return mid

@@ -11,7 +11,7 @@ import pytest
 
 from chronod.sim import driver
 from chronod.sim.driver import Simulation
-from chronod.sim.invariants import check
+from chronod.sim.invariants import Facts, check
 from chronod.sim.scenario import Config
 
 START = datetime.fromisoformat("2025-06-01T23:59:00+00:00")
@@ -46,5 +46,41 @@ def test_a_slot_goes_past_the_held_runs_in_line_to_one_that_can_start(monkeypatc
         waited = (free.started_wall - freed).total_seconds()
         assert 0 <= waited < 1, f"free started {waited:.1f}s after the slot was freed"
         assert not {name: bad[:1] for name, bad in check(out, ["reason_truth", "resource_limit_held"]).items() if bad}
+    finally:
+        out.close()
+
+
+def test_a_run_a_window_held_while_a_slot_was_free_and_then_found_none_was_skipped_for_its_resource(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    # seed 1 of a day of 1,000 jobs: job00881's 20:30 occurrence fell due inside a window
+    # while resource net had a free slot, joined the line when the window ended, and got no
+    # slot before its catch-up window ran out. It waited for no slot while the window held
+    # it: skipped_resource is true, and the check that called it false was wrong.
+    monkeypatch.setattr(driver, "duration", lambda plan: lambda rng: (1800.0 if plan.id == "hog" else 1.0, 0))
+    late = {**HOG, "schedule": "10 0 * * *"}  # holds the slot 00:10-00:40
+    held = {**HELD, "schedule": "0 0 * * *", "catchup_window_s": 1200}  # due 00:00, gives up at 00:20
+    window = {**WINDOW, "cron": "59 23 * * *", "duration": "12m"}  # holds it 23:59-00:11
+    start = datetime.fromisoformat("2025-06-01T23:58:00+00:00")
+    cfg = Config(days=0.07, jobs=2, seed=1, faults=frozenset(), job_docs=(late, held), blackouts=(window,), start=start)
+    out = Simulation(cfg).run()
+    try:
+        states = {r.fire_at.strftime("%H:%M"): r.state for r in Facts(out).rows.values() if r.job_id == "held"}
+        assert states["00:00"] == "skipped_resource", states
+        assert not {name: bad[:1] for name, bad in check(out, ["reason_truth"]).items() if bad}
+    finally:
+        out.close()
+
+
+def test_a_daemon_that_skips_runs_for_a_resource_with_free_slots_is_caught(monkeypatch: pytest.MonkeyPatch):
+    from chronod.daemon.registry import Registry
+
+    monkeypatch.setattr(Registry, "limit", lambda self, resource: 0)  # every slot taken, always
+    job = {**BASE, "id": "lonely", "schedule": "*/10 * * * *", "catchup_window_s": 300}
+    start = datetime.fromisoformat("2025-06-01T23:58:00+00:00")
+    out = Simulation(Config(days=0.07, jobs=1, seed=1, faults=frozenset(), job_docs=(job,), start=start)).run()
+    try:
+        bad = check(out, ["reason_truth"])["reason_truth"]
+        assert bad and "had a free slot" in bad[0].what, bad
     finally:
         out.close()
