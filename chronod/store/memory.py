@@ -51,6 +51,7 @@ from chronod.store.api import (
 if TYPE_CHECKING:
     from chronod.store.api import Store
 from chronod.store.backfills import Backfill
+from chronod.store.nodeinfo import NodeInfos
 from chronod.store.outbox import Outgoing
 from chronod.store.sqldb import fenced_node
 
@@ -287,6 +288,7 @@ class MemoryStore:
         self._holders: dict[int, str] = {}  # fencing token -> the node name it was issued to
         self._ids = {"backfill": 0, "request": 0, "error": 0, "notice": 0}
         self._jobs_version: tuple[int, datetime | None] | None = None
+        self._infos = NodeInfos()  # each node's info decoded once per text
 
     # --- plumbing ---------------------------------------------------------------------
     def _next_id(self, kind: str) -> int:
@@ -452,8 +454,7 @@ class MemoryStore:
             if n is not None and n.token == token:
                 n.info_json = info if isinstance(info, str) else json.dumps(info, sort_keys=True, default=str)
 
-    @staticmethod
-    def _public_node(n: _Node) -> Node:
+    def _public_node(self, n: _Node) -> Node:
         return Node(
             n.name,
             n.token,
@@ -464,7 +465,7 @@ class MemoryStore:
             n.heartbeat_at,
             n.lease_expires_at,
             n.stopped_at,
-            json.loads(n.info_json or "{}"),
+            self._infos.decode(n.name, n.info_json),
             n.pid_start,
         )
 
