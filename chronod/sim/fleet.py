@@ -420,7 +420,8 @@ class FleetSimulation:
         handles = [a.handle for a in d.active.values()]
         ids = set(map(id, handles))
         done = {id(h) for _, h in runner.exits(ids, until=self.world.mono())}
-        woke = Wakeups(reload=n.reload, requests=n.requests, children=[h for h in handles if id(h) in done])
+        children = [h for h in handles if id(h) in done] if done else []
+        woke = Wakeups(reload=n.reload, requests=n.requests, children=children)
         n.reload = n.requests = False
         try:
             d.on_wakeup(woke)
