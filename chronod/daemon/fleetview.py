@@ -29,6 +29,10 @@ class FleetView:
         self._next_version_check = 0.0
         # what the last vote was decided from: the live nodes' published hashes and ours
         self._voted_on: tuple[dict[str, dict[str, str]], dict[str, str]] | None = None
+        self._local: tuple[dict[str, Job], dict[str, str]] = ({}, {})  # (the jobs, their `any` hashes)
+        # the live nodes' published digests of their hashes at the last check (None: a node
+        # published none; then the hashes themselves are compared)
+        self._digests: dict[str, str | None] | None = None
 
     def owns(self, job: Job) -> bool:
         """Whether this node dispatches the job's scheduled occurrences: always for `each`
@@ -64,14 +68,19 @@ class FleetView:
         """Which version of each disagreeing job the fleet runs, and which node dispatches
         each `any` job (chronod.fleet.placement)."""
         self._next_version_check = self.clock.monotonic() + VERSION_CHECK_EVERY_S
-        local = {j.spec.id: j.spec.spec_hash() for j in jobs.values() if not j.spec.run_on.each}
+        local = self._local_hashes(jobs)
         nodes, now = self.store.nodes(), self.clock.now()
-        published = {n.name: (n.info or {}).get("spec_hashes") or {} for n in nodes if placement.node_live(n, now)}
-        if self._voted_on == (published, local):
+        live = [n for n in nodes if placement.node_live(n, now)]
+        digests = {n.name: (n.info or {}).get("spec_digest") for n in live}
+        voted_on = self._voted_on
+        if voted_on is not None and voted_on[1] is local and digests == self._digests and None not in digests.values():
+            return  # every live node publishes what it did at the last check, and ours are the same
+        published = {n.name: (n.info or {}).get("spec_hashes") or {} for n in live}
+        if voted_on == (published, local):
             lost = self._outvoted  # the vote is a function of these alone: the same as last time
         else:
             lost = placement.outvoted(local, nodes, now)
-            self._voted_on = (published, local)
+        self._voted_on = (published, local)
         carried = {**published, self.node: local}
         if carried != self._carried:
             self._carried, self._owners = carried, {}
@@ -87,4 +96,13 @@ class FleetView:
                 )
         for job_id in self._outvoted.keys() - lost.keys():
             self.log("job.version_agreed", job=job_id)
-        self._outvoted = lost
+        self._outvoted, self._digests = lost, digests
+
+    def _local_hashes(self, jobs: Mapping[str, Job]) -> dict[str, str]:
+        """job_id -> spec hash of the `any` jobs among `jobs`: the same dict as last time
+        while `jobs` holds the same Job objects (a Job's spec never changes)."""
+        last_jobs, last = self._local
+        if jobs != last_jobs:  # identity of each Job first: one C-level pass when none changed
+            last = {j.spec.id: j.spec.spec_hash() for j in jobs.values() if not j.spec.run_on.each}
+            self._local = (dict(jobs), last)
+        return last

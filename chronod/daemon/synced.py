@@ -17,6 +17,7 @@ compares with the store again, as every reload did before.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -34,7 +35,7 @@ class Synced:
     def __init__(self) -> None:
         self.specs: dict[str, JobSpec] | None = None  # None: compare with the store
         self.version: Any = None  # the jobs table's version just after that sync
-        self._hashes: tuple[dict[str, Any], str] | None = None  # (jobs encoded, their JSON)
+        self._hashes: tuple[dict[str, Any], str, str] | None = None  # (jobs encoded, their JSON, its digest)
 
     def forget(self) -> None:
         """Compare with the store at the next sync (start-up, the end of an outage)."""
@@ -74,14 +75,17 @@ class Synced:
 
     def node_info_json(self, info: dict[str, Any], jobs: Mapping[str, Any]) -> str:
         """`node_info_json` of `info` with `spec_hashes` the spec hash of each of `jobs`
-        (id -> Job), encoded again only when `jobs` holds other specs than last time."""
+        (id -> Job), encoded again only when `jobs` holds other specs than last time, and
+        `spec_digest` a digest of them: the other nodes compare it to learn that the hashes
+        did not change without comparing them (chronod.daemon.fleetview)."""
         cached = self._hashes
         if cached is not None and _same_jobs(cached[0], jobs):
-            text = cached[1]
+            text, digest = cached[1], cached[2]
         else:
             text = _hashes_json({job_id: job.spec.spec_hash() for job_id, job in jobs.items()})
-            self._hashes = (dict(jobs), text)
-        return _with_hashes(info, text)
+            digest = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+            self._hashes = (dict(jobs), text, digest)
+        return _with_hashes({**info, "spec_digest": digest}, text)
 
 
 def node_info_json(info: dict[str, Any]) -> str:

@@ -27,6 +27,7 @@ node's lease had lapsed) is what chronod.sim.fleet_checks judges.
 
 from __future__ import annotations
 
+import operator
 import random
 import shutil
 import tempfile
@@ -156,6 +157,9 @@ class NodeStore:
 
         self.__dict__[name] = call  # made once per method: the daemons call the store at every wake-up
         return call
+
+
+_handle = operator.attrgetter("handle")  # a run in flight's handle (C-level, at every wake-up)
 
 
 def _fenced(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -417,10 +421,11 @@ class FleetSimulation:
     def wake(self, n: Node) -> None:
         d, runner = n.daemon, n.runner
         assert d is not None and runner is not None
-        handles = [a.handle for a in d.active.values()]
+        handles = list(map(_handle, d.active.values()))
         ids = set(map(id, handles))
         done = {id(h) for _, h in runner.exits(ids, until=self.world.mono())}
-        woke = Wakeups(reload=n.reload, requests=n.requests, children=[h for h in handles if id(h) in done])
+        children = [h for h in handles if id(h) in done] if done else []
+        woke = Wakeups(reload=n.reload, requests=n.requests, children=children)
         n.reload = n.requests = False
         try:
             d.on_wakeup(woke)
@@ -437,7 +442,7 @@ class FleetSimulation:
         deadline = d.next_wake()
         if deadline is not None:
             candidates.append(mono + max((deadline - now).total_seconds(), 0.0))
-        first = runner.exits({id(a.handle) for a in d.active.values()})
+        first = runner.exits(set(map(id, map(_handle, d.active.values()))))
         exit_at = first[0][0] if first else None
         if exit_at is not None:
             candidates.append(max(exit_at, mono))

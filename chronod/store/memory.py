@@ -51,6 +51,7 @@ from chronod.store.api import (
 if TYPE_CHECKING:
     from chronod.store.api import Store
 from chronod.store.backfills import Backfill
+from chronod.store.nodeinfo import NodeInfos
 from chronod.store.outbox import Outgoing
 from chronod.store.sqldb import fenced_node
 
@@ -82,6 +83,15 @@ def _utc(value: datetime | None) -> datetime | None:
 def _terminal(state: str) -> None:
     if state not in _TERMINAL:
         raise ValueError(f"{state!r} is not a terminal run state (one of {', '.join(TERMINAL_STATES)})")
+
+
+def _rescued(r: Run) -> bool:
+    """Whether a pending run is one `late` answers: a scheduled occurrence of an `any` job."""
+    return r.trigger == Trigger.SCHEDULE and r.job_key == r.job_id
+
+
+def _fire_at(entry: tuple[datetime, str]) -> datetime:
+    return entry[0]
 
 
 def _copy(r: Run) -> Run:
@@ -242,6 +252,9 @@ class _Tables:
     # a walk over its whole history (a job every 20 s has thousands a day)
     by_job_at: dict[str, list[tuple[datetime, str]]] = field(default_factory=dict)
     waiting: dict[str, None] = field(default_factory=dict)  # pending / retry_wait run ids
+    # (fire_at, run_id) of the pending scheduled runs of `any` jobs (job_key == job_id), sorted:
+    # `late` reads the first of them, as the SQL stores read their partial index (0011)
+    late: list[tuple[datetime, str]] = field(default_factory=list)
     running: dict[str, None] = field(default_factory=dict)
     by_state: dict[str, int] = field(default_factory=dict)
     attempts: dict[str, dict[int, Attempt]] = field(default_factory=dict)
@@ -275,6 +288,7 @@ class MemoryStore:
         self._holders: dict[int, str] = {}  # fencing token -> the node name it was issued to
         self._ids = {"backfill": 0, "request": 0, "error": 0, "notice": 0}
         self._jobs_version: tuple[int, datetime | None] | None = None
+        self._infos = NodeInfos()  # each node's info decoded once per text
 
     # --- plumbing ---------------------------------------------------------------------
     def _next_id(self, kind: str) -> int:
@@ -299,6 +313,12 @@ class MemoryStore:
         old = r.state
         if old == state:
             return
+        if (old == _PENDING or state == _PENDING) and _rescued(r):
+            late = self._t.late
+            if old == _PENDING:
+                del late[bisect.bisect_left(late, (r.fire_at, r.run_id))]
+            else:
+                bisect.insort(late, (r.fire_at, r.run_id))
         counts = self._t.by_state
         counts[old] -= 1
         if not counts[old]:
@@ -334,6 +354,8 @@ class MemoryStore:
         t.by_state[r.state] = t.by_state.get(r.state, 0) + 1
         if r.state in _WAITING:
             t.waiting[r.run_id] = None
+            if r.state == _PENDING and _rescued(r):
+                bisect.insort(t.late, (r.fire_at, r.run_id))
         elif r.state == _RUNNING:
             t.running[r.run_id] = None
         return True
@@ -353,6 +375,8 @@ class MemoryStore:
         if not t.by_state[r.state]:
             del t.by_state[r.state]
         t.waiting.pop(run_id, None)
+        if r.state == _PENDING and _rescued(r):
+            del t.late[bisect.bisect_left(t.late, (r.fire_at, run_id))]
         t.running.pop(run_id, None)
         t.attempts.pop(run_id, None)
 
@@ -430,8 +454,7 @@ class MemoryStore:
             if n is not None and n.token == token:
                 n.info_json = info if isinstance(info, str) else json.dumps(info, sort_keys=True, default=str)
 
-    @staticmethod
-    def _public_node(n: _Node) -> Node:
+    def _public_node(self, n: _Node) -> Node:
         return Node(
             n.name,
             n.token,
@@ -442,7 +465,7 @@ class MemoryStore:
             n.heartbeat_at,
             n.lease_expires_at,
             n.stopped_at,
-            json.loads(n.info_json or "{}"),
+            self._infos.decode(n.name, n.info_json),
             n.pid_start,
         )
 
@@ -661,16 +684,16 @@ class MemoryStore:
 
     def late(self, before: datetime, limit: int) -> tuple[list[Run], datetime | None]:
         with self._lock:
-            runs, late, upcoming = self._t.runs, [], None
-            for i in self._t.waiting:
-                r = runs[i]
-                if r.state != _PENDING or r.trigger != Trigger.SCHEDULE or r.job_key != r.job_id:
-                    continue
-                if r.fire_at > before:
-                    upcoming = r.fire_at if upcoming is None else min(upcoming, r.fire_at)
-                elif r.next_attempt_at is None or r.next_attempt_at <= before:
-                    late.append(i)
-            return self._sorted(late, lambda r: (r.fire_at, r.run_id))[:limit], upcoming
+            runs, index = self._t.runs, self._t.late
+            late: list[Run] = []
+            end = bisect.bisect_right(index, before, key=_fire_at)
+            for k in range(end):
+                if len(late) >= limit:
+                    break
+                r = runs[index[k][1]]
+                if r.next_attempt_at is None or r.next_attempt_at <= before:
+                    late.append(_copy(r))
+            return late, index[end][0] if end < len(index) else None
 
     def _claim(
         self,
@@ -1243,8 +1266,8 @@ class MemoryStore:
                 r = self._t.runs[run.run_id]
                 if r.state not in _TERMINAL:
                     return None
-                self._set_state(r, _PENDING)
                 r.trigger, r.fire_at = "backfill", _utc(run.fire_at)  # type: ignore[assignment]
+                self._set_state(r, _PENDING)  # (after the trigger: `late`'s index reads it)
                 r.error = r.exit_code = r.signal = r.finished_at = r.next_attempt_at = None
                 r.updated_at = now
             return _copy(self._t.runs[run.run_id])

@@ -28,6 +28,7 @@ from sqlalchemy import exc
 from chronod.store import schema as s
 from chronod.store.api import SchemaTooNew, SchemaTooOld
 from chronod.store.backfills import BackfillStore
+from chronod.store.nodeinfo import NodeInfos
 from chronod.store.sql_definitions import DefinitionsSql, spec_json_and_hash
 from chronod.store.sql_history import HistorySql
 from chronod.store.sql_leases import LeasesSql
@@ -83,6 +84,7 @@ class SqlStore(
         self.engine = self.database.engine
         self.stale_rejections = 0
         self._lock = threading.Lock()
+        self._infos = NodeInfos()
 
     # --- schema -----------------------------------------------------------------------
     def schema_revision(self) -> str | None:

@@ -12,11 +12,14 @@ from sqlalchemy.engine import Connection
 from chronod.fsutil import same_process
 from chronod.store import schema as s
 from chronod.store.api import Node, NodeConflict
+from chronod.store.nodeinfo import NodeInfos
 from chronod.store.sqldb import SqlPart, lease_held
 
 
 class LeasesSql(SqlPart):
     """`chronod.store.api.Leases` over SQL."""
+
+    _infos: NodeInfos  # each node's info decoded once per text (chronod.store.nodeinfo)
 
     def acquire_node(
         self, name: str, *, pid: int, hostname: str, boot_id: str, ttl_s: float, pid_start: int | None = None
@@ -113,7 +116,7 @@ class LeasesSql(SqlPart):
     def nodes(self) -> list[Node]:
         with self._tx(write=False) as c:
             rows = c.execute(sa.select(s.nodes).order_by(s.nodes.c.heartbeat_at.desc())).mappings().all()
-        return [_node(r) for r in rows]
+        return [self._node(r) for r in rows]
 
     def live_nodes(self) -> list[tuple[str, int]]:
         n = s.nodes.c
@@ -135,10 +138,9 @@ class LeasesSql(SqlPart):
                 .mappings()
                 .all()
             )
-        return [_node(r) for r in rows]
+        return [self._node(r) for r in rows]
 
-
-def _node(row: sa.RowMapping) -> Node:
-    d = dict(row)
-    d["info"] = json.loads(d.pop("info_json") or "{}")
-    return Node(**d)
+    def _node(self, row: sa.RowMapping) -> Node:
+        d = dict(row)
+        d["info"] = self._infos.decode(d["name"], d.pop("info_json"))
+        return Node(**d)

@@ -875,6 +875,53 @@ def test_late_names_the_pending_scheduled_any_occurrences_past_a_time_and_when_t
     assert store.late(T0 + timedelta(days=1), 10)[1] is None
 
 
+def test_late_follows_each_run_as_it_is_claimed_ended_revived_held_or_opened_by_a_backfill(store):
+    """`late` answers from the runs as they are now: a run claimed, waiting for its retry,
+    cancelled, held by a window until after the bound, or opened again by a backfill is not
+    late; a cancelled one revived is again; an `each` job's run never is."""
+    token = acquire(store)
+    each = dataclasses.replace(run(1, job="each"), run_id="each@n1-000001", job_key="each@n1")
+    store.insert_runs([run(i) for i in range(6)] + [each])
+    bound = T0 + timedelta(hours=1)
+
+    def late(at: datetime = bound, limit: int = 10) -> tuple[list[str], datetime | None]:
+        found, upcoming = store.late(at, limit)
+        return [r.run_id for r in found], upcoming
+
+    assert late() == ([f"backup-{i:06d}" for i in range(6)], None)
+    assert store.dispatch("backup-000000", "n1", token, None) is not None
+    assert late()[0][0] == "backup-000001"
+    assert store.schedule_retry(
+        "backup-000000", 1, T0 + timedelta(minutes=5), exit_code=1, signal=None, error="exit 1", token=token
+    )
+    assert store.settle("backup-000001", "cancelled", error="removed", next_run=None) is True
+    assert store.note_held(["backup-000002"], "window", T0 + timedelta(hours=2), node="n1", token=token) == 1
+    assert store.dispatch("backup-000003", "n1", token, None) is not None
+    assert finish_ok(store, "backup-000003", 1, token)
+    three = run(3)
+    backfill = store.add_backfill(
+        "backup",
+        from_at=T0,
+        to_at=bound,
+        only="all",
+        max_concurrency=1,
+        allow_unsafe=False,
+        reason=None,
+        requested_by="ops",
+        items=[(three.run_id, "backup", three.scheduled_at, three.fire_at)],
+    )
+    assert store.open_backfill_run(backfill, 0, three) is not None
+    assert late() == (["backup-000004", "backup-000005"], None)
+    assert store.revive(["backup-000001"]) == 1
+    store.insert_runs([run(90)])
+    assert late() == (["backup-000001", "backup-000004", "backup-000005"], run(90).fire_at)
+    assert late(limit=1) == (["backup-000001"], run(90).fire_at)
+    assert late(T0 + timedelta(hours=3)) == (
+        ["backup-000001", "backup-000002", "backup-000004", "backup-000005", "backup-000090"],
+        None,
+    )
+
+
 def test_pending_of_many_job_keys_reads_every_field_as_a_few_keys_do(store):
     """Past 500 keys the store reads every waiting run at once (the daemon's start-up):
     the same runs, every field equal (aware UTC datetimes, None kept), in fire order."""

@@ -5,7 +5,11 @@ And the memory store's time is the clock it is given: leases end when that clock
 
 from __future__ import annotations
 
+import copy
+import json
 from datetime import datetime, timedelta, timezone
+
+import pytest
 
 from chronod.core.clock import FakeClock
 from chronod.store.api import Run
@@ -65,6 +69,27 @@ def test_nodes_jobs_requests_state_and_backfills_got_are_copies(store):
     bf.started = 2
     again = store.get_backfill(bf.id)
     assert len(again.items) == 3 and again.started == 0
+
+
+def test_a_nodes_info_is_decoded_once_per_text_and_what_it_holds_is_read_only(store):
+    """Every node reads every node's info at each version check: the store decodes a text
+    it read before no more (the spec hashes are one object between reads), and that
+    object refuses changes, so that no reader changes what the others read."""
+    token = acquire(store)
+    store.set_node_info("n1", token, {"jobs": 2, "spec_hashes": {"a": "h1", "b": "h2"}, "tags": ["x"]})
+    first, second = store.nodes()[0].info, store.nodes()[0].info
+    assert first == {"jobs": 2, "spec_hashes": {"a": "h1", "b": "h2"}, "tags": ["x"]}
+    assert first["spec_hashes"] is second["spec_hashes"] and first is not second
+    with pytest.raises(TypeError):
+        first["spec_hashes"]["a"] = "mine"
+    with pytest.raises(TypeError):
+        first["tags"].append("y")
+    first["jobs"] = 7
+    assert store.nodes()[0].info["jobs"] == 2
+    assert json.loads(json.dumps(first["spec_hashes"])) == {"a": "h1", "b": "h2"}
+    assert copy.deepcopy(first)["spec_hashes"] == {"a": "h1", "b": "h2"}
+    store.set_node_info("n1", token, {"jobs": 2, "spec_hashes": {"a": "h3"}})
+    assert store.nodes()[0].info["spec_hashes"] == {"a": "h3"}
 
 
 def test_the_memory_store_keeps_time_by_its_clock_and_its_tokens_only_grow():

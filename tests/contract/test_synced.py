@@ -83,3 +83,20 @@ def test_the_published_hashes_are_encoded_once_for_the_same_jobs():
     assert json.loads(first)["spec_hashes"] == {"a": spec("a").spec_hash(), "b": spec("b").spec_hash()}
     changed = {**jobs, "b": Job(spec("b", "false"))}
     assert json.loads(synced.node_info_json({"jobs": 2}, changed))["spec_hashes"]["b"] == spec("b", "false").spec_hash()
+
+
+def test_the_published_digest_changes_with_the_hashes_and_only_with_them():
+    """Other nodes compare `spec_digest` first and the hashes only when it changed."""
+
+    class Job:
+        def __init__(self, s):
+            self.spec = s
+
+    import json
+
+    jobs = {"b": Job(spec("b")), "a": Job(spec("a"))}
+    first = json.loads(Synced().node_info_json({"jobs": 2, "pid": 1}, jobs))
+    again = json.loads(Synced().node_info_json({"jobs": 2, "pid": 2}, {**jobs, "a": Job(spec("a"))}))
+    changed = json.loads(Synced().node_info_json({"jobs": 2, "pid": 1}, {**jobs, "b": Job(spec("b", "false"))}))
+    assert first["spec_digest"] == again["spec_digest"] != changed["spec_digest"]
+    assert first["spec_hashes"] == again["spec_hashes"] != changed["spec_hashes"]
