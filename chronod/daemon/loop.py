@@ -199,13 +199,15 @@ class Daemon:
     def tick(self, woke: Wakeups) -> None:
         """Handle one wake-up: the lease first (after a stall past its ttl the outcomes
         must be written under the renewed token), children next (frees slots), then
-        control, then due work. In the middle of a burst of starts, children wait (`starts_owed`)."""
+        control, then due work. In the middle of a burst of starts, children come after the
+        starts owed, or wait for a later wake-up (`starts_owed`, `endings_wait`)."""
         if woke.stop:
             self.stopping = True
             return
         self.heartbeat.keep_lease()
-        if not self.limit.starts_owed():
-            self.children_exited(woke.children)  # (still readable at the next wake-up if not)
+        owed = self.limit.starts_owed()
+        if not owed:
+            self.children_exited(woke.children)
         if woke.reload:
             self.notifier.reloading()  # systemd shows "reloading" until READY=1 comes back
             self.registry.submit()  # off the loop's thread when threaded
@@ -214,6 +216,10 @@ class Daemon:
             self.take_requests()
         self.gate.refresh()
         self.dispatch.run_due()
+        if owed and not self.limit.endings_wait():
+            # the burst is started, or its endings waited their bound: recorded now, after
+            # this wake-up's starts (before them, the last runs waited for every ending)
+            self.children_exited(woke.children)  # (else still readable at the next wake-up)
         if self.occurrences.waiting():
             self.occurrences.store_some()
             if not self.occurrences.waiting():  # the first occurrences are all stored

@@ -129,12 +129,21 @@ class StartLimit:
     def starts_owed(self) -> bool:
         """Whether runs admitted to start still wait for a wake-up's time slice (a burst
         longer than one). The loop then starts them before it records any ending: a
-        burst of 1,000 runs spent a third of its time recording the first ones' endings.
-        Endings wait at most ENDINGS_WAIT_MAX_S; their result files are on disk meanwhile."""
-        if self.owed_since is None:
-            return False
-        if not self.backlog or self.clock.monotonic() - self.owed_since > ENDINGS_WAIT_MAX_S:
+        burst of 1,000 runs spent a third of its time recording the first ones' endings."""
+        if self.owed_since is not None and not self.backlog:
             self.owed_since = None
+        return self.owed_since is not None
+
+    def endings_wait(self) -> bool:
+        """Whether endings still wait for the starts owed (asked after a wake-up's starts).
+        They wait at most ENDINGS_WAIT_MAX_S, their result files on disk meanwhile, and are
+        then recorded after that wake-up's starts, never before them; the starts still
+        owed go first again from then on."""
+        if not self.starts_owed():
+            return False
+        mono = self.clock.monotonic()
+        if self.owed_since is not None and mono - self.owed_since > ENDINGS_WAIT_MAX_S:
+            self.owed_since = mono
             return False
         return True
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import time
 
@@ -154,3 +155,44 @@ def test_a_long_turn_of_launches_lets_go_of_the_start_gate_every_few_starts(loop
     home = [i for i, move in enumerate(loop.moves) if move == "/home-cgroup"]
     assert home == [launchloop.GATE_STARTS, n + 1] and len(loop.moves) == n + 2
     assert len(os.listdir(tmp_path / "launched")) == 2
+
+
+def test_results_wait_for_the_launches_the_daemon_queued_behind_them(loop, tmp_path):
+    """A run's result produced while the daemon queues more launches (a burst) is flushed
+    after those launches are started, not between two turns of them: a flush of the file
+    system waits for every write on it. It is flushed once nothing is queued."""
+    state = str(tmp_path)
+    _launch_turn(loop, state, ["a"])
+    a = loop.runs[("a", 1)]
+    ready = select.poll()
+    for fd in (a.pidfd, a.out_r):
+        ready.register(fd, select.POLLIN)
+    deadline = time.monotonic() + 10
+    while len(ready.poll(100)) < 2:  # `a` has exited and its output is closed: one turn ends it
+        assert time.monotonic() < deadline, "the job `a` did not end"
+    events: list[str] = []
+    launch_all, flush = loop._launch_all, loop._flush
+
+    def launching(launches):
+        events.extend(f"start {plan.run_id}" for plan, _ in launches)
+        launch_all(launches)
+        if len(events) == 1:  # the daemon queues `c` while `b` is being started
+            end_r, end_w = os.pipe()
+            loop.send(("launch", _plan(state, "c")), end_w)
+            os.close(end_w)
+            os.close(end_r)
+
+    def flushing():
+        events.extend(f"result {run.plan.run_id}" for run in loop.batch)
+        flush()
+
+    loop._launch_all, loop._flush = launching, flushing
+    end_r, end_w = os.pipe()
+    loop.send(("launch", _plan(state, "b")), end_w)
+    os.close(end_w)
+    os.close(end_r)
+    while loop.runs or loop.batch:
+        assert time.monotonic() < deadline, f"runs left: {sorted(loop.runs)}"
+        loop._turn()
+    assert events.index("result a") > events.index("start c"), events
+    assert files.read_json(files.path_of(state, "a", 1, files.RESULT)) is not None

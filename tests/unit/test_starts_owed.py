@@ -1,5 +1,6 @@
 """A burst longer than one wake-up's time slice: the runs admitted but not started go
-before recording endings, and endings wait no longer than ENDINGS_WAIT_MAX_S."""
+before recording endings, and endings wait no longer than ENDINGS_WAIT_MAX_S (then
+recorded after that wake-up's starts: tests/integration/test_burst_starts_first.py)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,10 @@ def test_given_back_runs_go_first_until_started():
 def test_endings_wait_at_most_the_bound_then_again_for_the_next_slice():
     node = Node()
     node.give_back([("job", "run-1")])
+    assert node.endings_wait()
     node.clock.advance(ENDINGS_WAIT_MAX_S + 0.01)
-    assert not node.starts_owed()  # this wake-up records the endings
-    node.give_back([("job", "run-2")])  # the burst goes on
-    assert node.starts_owed()
+    assert not node.endings_wait()  # this wake-up records the endings, after its starts
+    assert node.starts_owed()  # the runs still owed go first at the next wake-up
+    assert node.endings_wait()  # and its endings wait again, the bound counted from now
+    node.backlog = []  # all started
+    assert not node.starts_owed() and not node.endings_wait()
