@@ -153,13 +153,13 @@ class First(NamedTuple):
 
 
 def first_after(spec: JobSpec, schedule: _Schedule, node: str, after: datetime) -> First:
-    """The job `spec` on `node` (its `placement`) and its first occurrence whose fire time
-    is after `after` (`Placement.next_after`)."""
-    p = placement(spec, node)
-    nxt = p.next_after(schedule, after)
-    if nxt is None:
-        return First(node, after, p.key, p.offset_s, None, None)
-    return First(node, after, p.key, p.offset_s, nxt.scheduled_at, nxt.run_id)
+    """The job `spec` on `node` and its first occurrence whose fire time is after `after`:
+    what `placement(spec, node).next_after(schedule, after)` gives, without building a
+    `Placement` and an `Occurrence` for each of 100,000 jobs."""
+    key = job_key(spec.id, spec.run_on.each, node)
+    offset = jitter_offset(key, spec.tolerance_s)
+    at = schedule.next_after(after - timedelta(seconds=offset))
+    return First(node, after, key, offset, at, None if at is None else run_id(key, at))
 
 
 def expression(expr: str) -> Placement:
