@@ -25,7 +25,7 @@ import re
 import stat
 import zlib
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
@@ -45,6 +45,8 @@ from yaml.nodes import ScalarNode
 
 from chronod.core.blackout import Window
 from chronod.core.model import JobSpec, Resource, Retry, RunOn, json_text_and_hash
+from chronod.core.occurrence import First, first_after
+from chronod.core.schedule import compile_schedule, is_reboot
 from chronod.core.validate import (
     ERROR,
     WARNING,
@@ -128,6 +130,7 @@ class RegistryResult:
     blackouts: list[Window] = field(default_factory=list)
     workers: int = 0  # the processes that validated its files (0: this one)
     # specs holding the JSON text a worker made for the definitions' sync (`JobSpec.hold_json`)
+    # or their first occurrence on the loading node (`JobSpec.hold_first`)
     holding: list[JobSpec] = field(default_factory=list, repr=False)
 
     @property
@@ -137,9 +140,11 @@ class RegistryResult:
 
     def let_go(self) -> None:
         """Drop the JSON texts the definitions' sync did not take (jobs of other nodes, jobs
-        stored already, duplicates): a spec holds its text from the load to the sync only."""
+        stored already, duplicates) and the first occurrences no job took: a spec holds
+        them from the load to the sync and the jobs' making only."""
         for spec in self.holding:
             spec.hold_json(None)
+            spec.hold_first(None)
         self.holding = []
 
 
@@ -667,6 +672,7 @@ def load_registry(
     secure: bool | None = None,
     cache: FileCache | None = None,
     workers: int = 1,
+    node: str | None = None,
 ) -> RegistryResult:
     """Load a registry: job files and directories of `*.yaml`/`*.yml` files.
 
@@ -686,6 +692,11 @@ def load_registry(
     made here, before and after, exactly as for a file validated here; the results are the
     same either way. A worker that fails raises `chronod.workers.WorkerFailed` and nothing
     is loaded.
+
+    With a `node`, each spec validated by this load (not one cached or stored) holds its
+    key, jitter offset and first occurrence on that node after `now`
+    (`chronod.core.occurrence.first_after`, `JobSpec.hold_first`), computed beside its
+    validation: in the workers, where there are workers.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -700,7 +711,7 @@ def load_registry(
                 read[str(file)] = _read_file(file, now, secure, cache)
     todo = [got for got in read.values() if isinstance(got, _Unvalidated)]
     reg.workers = _workers_for(todo, workers)
-    done = _validate_all(todo, now, reg.workers, reg.holding)
+    done = _validate_all(todo, now, reg.workers, reg.holding, node)
     for name, got in read.items():
         if isinstance(got, _Unvalidated):
             fres, blob = done[name]
@@ -729,29 +740,67 @@ def _workers_for(todo: list[_Unvalidated], workers: int) -> int:
 
 
 def _validate_all(
-    todo: list[_Unvalidated], now: datetime, workers: int, holding: list[JobSpec]
+    todo: list[_Unvalidated], now: datetime, workers: int, holding: list[JobSpec], node: str | None
 ) -> dict[str, tuple[FileResult, bytes | None]]:
     """Each file's result, and its stored form when a worker made it (its specs then hold
-    their JSON text, and are added to `holding`)."""
+    their JSON text, and are added to `holding`); with a `node`, its specs hold their first
+    occurrence there (`_first`)."""
+    done: dict[str, tuple[FileResult, bytes | None]] = {}
     if not workers:
-        return {got.name: (_validate(got.data, got.name, got.digest, now), None) for got in todo}
+        done = {got.name: (_validate(got.data, got.name, got.digest, now), None) for got in todo}
+        if node is not None:
+            for fres, _ in done.values():
+                for spec in fres.specs:
+                    spec.hold_first(_first(spec, node, now))
+                holding.extend(fres.specs)
+        return done
     from chronod.workers import run_forked
 
     def work(got: _Unvalidated) -> bytes:  # in a worker
         fres = _validate(got.data, got.name, got.digest, now)
         # the stored JSON of each spec, which the definitions' sync would compute next
         texts = [json_text_and_hash(spec)[0] for spec in fres.specs]
-        return marshal.dumps((encode_result(fres), texts))
+        firsts = [_first_plain(_first(spec, node, now)) for spec in fres.specs] if node is not None else None
+        return marshal.dumps((encode_result(fres), texts, firsts))
 
-    done: dict[str, tuple[FileResult, bytes | None]] = {}
     for i, payload in run_forked(work, todo, [len(got.data) for got in todo], workers, lambda got: got.name):
-        blob, texts = marshal.loads(payload)
+        blob, texts, firsts = marshal.loads(payload)
         fres = decode_result(todo[i].name, blob)
         for spec, text in zip(fres.specs, texts):
             spec.hold_json(text)
+        if node is not None:
+            for spec, row in zip(fres.specs, firsts):
+                if row is not None:
+                    key, offset, us, rid = row
+                    at = None if us is None else _EPOCH + timedelta(microseconds=us)
+                    spec.hold_first(First(node, now, key, offset, at, rid))
         holding.extend(fres.specs)
         done[todo[i].name] = (fres, blob)
     return done
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _first(spec: JobSpec, node: str, now: datetime) -> First | None:
+    """The spec's first occurrence on `node` after `now`, for the daemon to take instead of
+    computing it (None: a disabled or @reboot job has none, and one whose schedule raises
+    is left to the daemon, which sets such a job aside)."""
+    if not spec.enabled or is_reboot(spec.schedule):
+        return None
+    try:
+        schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)  # cached: validated
+        return first_after(spec, schedule, node, now)
+    except Exception:
+        return None
+
+
+def _first_plain(first: First | None) -> tuple[str, int, int | None, str | None] | None:
+    """A `First` as marshal carries it (its node and `after` are the load's own)."""
+    if first is None:
+        return None
+    at = first.scheduled_at
+    return first.key, first.offset_s, None if at is None else (at - _EPOCH) // timedelta(microseconds=1), first.run_id
 
 
 def merge_order(files: dict[str, FileResult]) -> list[FileResult]:

@@ -51,10 +51,12 @@ class Resource:
 
 
 class _HashMemo:
-    """The slot where a spec keeps its `spec_hash()` once computed (not a field), and the
-    one where it holds its stored JSON text until the definitions' sync takes it."""
+    """The slot where a spec keeps its `spec_hash()` once computed (not a field), the one
+    where it holds its stored JSON text until the definitions' sync takes it, and the one
+    where it holds its first occurrence, computed where its file was validated, until the
+    daemon takes it (`hold_first`)."""
 
-    __slots__ = ("_memo_hash", "_memo_json")
+    __slots__ = ("_memo_hash", "_memo_json", "_memo_first")
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +184,18 @@ class JobSpec(_HashMemo):
         if text is not None:
             object.__setattr__(self, "_memo_json", None)
         return text
+
+    def hold_first(self, first: Any) -> None:
+        """Hold the job's first occurrence on a node, computed where its file was validated
+        (`chronod.core.occurrence.First`), until the daemon takes it; None: let it go."""
+        object.__setattr__(self, "_memo_first", first)
+
+    def take_first(self) -> Any:
+        """What `hold_first` holds, let go of (None: none held)."""
+        first = getattr(self, "_memo_first", None)
+        if first is not None:
+            object.__setattr__(self, "_memo_first", None)
+        return first
 
 
 def json_text_and_hash(spec: JobSpec) -> tuple[str, str]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Iterable, Protocol
+from typing import Iterable, NamedTuple, Protocol
 
 from chronod.core.model import JobSpec
 
@@ -128,6 +128,38 @@ def placements(spec: JobSpec, nodes: Iterable[str] = ()) -> list[Placement]:
     if not spec.run_on.each:
         return [placement(spec, None)]
     return [placement(spec, n) for n in sorted(set(nodes))]
+
+
+class First(NamedTuple):
+    """A job's key and jitter offset on `node`, and its first occurrence whose fire time is
+    after `after` (`scheduled_at` and `run_id` None: its schedule has no more): what the
+    daemon needs of a new job, computed where its file is validated (`first_after`)."""
+
+    node: str
+    after: datetime
+    key: str
+    offset_s: int
+    scheduled_at: datetime | None
+    run_id: str | None
+
+    def holds_at(self, node: str, now: datetime) -> bool:
+        """Whether this is also the job's first occurrence after `now` on `node`: the first
+        whose fire time is after `after` is the first after any later instant it still
+        fires after (none of the schedule's fires lies between); an earlier `now` (the
+        clock stepped back) may have one between, so it is computed again."""
+        if node != self.node or now < self.after:
+            return False
+        return self.scheduled_at is None or self.scheduled_at + timedelta(seconds=self.offset_s) > now
+
+
+def first_after(spec: JobSpec, schedule: _Schedule, node: str, after: datetime) -> First:
+    """The job `spec` on `node` and its first occurrence whose fire time is after `after`:
+    what `placement(spec, node).next_after(schedule, after)` gives, without building a
+    `Placement` and an `Occurrence` for each of 100,000 jobs."""
+    key = job_key(spec.id, spec.run_on.each, node)
+    offset = jitter_offset(key, spec.tolerance_s)
+    at = schedule.next_after(after - timedelta(seconds=offset))
+    return First(node, after, key, offset, at, None if at is None else run_id(key, at))
 
 
 def expression(expr: str) -> Placement:

@@ -259,7 +259,7 @@ def _start(
         clock=clock,
         store=store,
         runner=make_runner(state_dir) if make_runner else Runner(state_dir, zygote=True, many=True),
-        load_registry=lambda: load_files(registry, clock, secure, files, log),
+        load_registry=lambda: load_files(registry, clock, secure, files, log, node),
         node=node,
         metrics=metrics,
         notifier=Notifier(),
@@ -305,16 +305,19 @@ def _start(
     return daemon, (notifier, pruner)
 
 
-def load_files(registry: list[Path], clock: Clock, secure: bool, files: FileCache, log: Log) -> RegistryResult:
+def load_files(
+    registry: list[Path], clock: Clock, secure: bool, files: FileCache, log: Log, node: str
+) -> RegistryResult:
     """The daemon's read of its registry: the files to validate are validated on every CPU
-    it may use (`load_registry`'s workers). Should a worker fail (killed for memory, say),
-    the error is logged and the files are validated here instead: a load gives every
-    file's result or raises, never part of them."""
+    it may use (`load_registry`'s workers), each new job's first occurrence on this node
+    computed beside its validation. Should a worker fail (killed for memory, say), the
+    error is logged and the files are validated here instead: a load gives every file's
+    result or raises, never part of them."""
     from chronod.specfile import load_registry
     from chronod.workers import WorkerFailed, usable_cpus
 
     try:
-        return load_registry(registry, now=clock.now(), secure=secure, cache=files, workers=usable_cpus())
+        return load_registry(registry, now=clock.now(), secure=secure, cache=files, workers=usable_cpus(), node=node)
     except WorkerFailed as e:
         log(
             "registry.workers_failed",
@@ -322,7 +325,7 @@ def load_files(registry: list[Path], clock: Clock, secure: bool, files: FileCach
             message=str(e),
             note="validating the job files in the daemon's process instead",
         )
-    return load_registry(registry, now=clock.now(), secure=secure, cache=files)
+    return load_registry(registry, now=clock.now(), secure=secure, cache=files, node=node)
 
 
 def notify_service(

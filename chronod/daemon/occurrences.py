@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from chronod.core.clock import Clock
 from chronod.core.model import RunState, Trigger
+from chronod.core.occurrence import First
 from chronod.daemon.gate import Gate
 from chronod.daemon.quarantine import Quarantine
 from chronod.daemon.registry import Registry
@@ -147,11 +148,12 @@ class Occurrences:
         now, fresh = self.clock.now(), []
         edited = {j.spec.id for j in only} if only is not None else (edited or set())
         for job in keys.values():
+            first = job.take_first()  # what the load computed, taken or let go of
             if job.key in have and job.spec.id not in edited:
                 continue  # (asked first: at a start, of 100,000 jobs with their next stored)
             if job.reboot or not job.spec.enabled:
                 continue
-            nxt = self.next_run(job, now)
+            nxt = self.first_run(job, first, now)
             # an edited schedule may keep a stored occurrence beyond its own next one (at :30
             # hourly edited at :10 to every 15 minutes): the :15 must not be skipped
             if nxt is not None and (job.key not in have or nxt.scheduled_at < have[job.key]):
@@ -219,6 +221,14 @@ class Occurrences:
         with self.quarantine.guard(job.spec, "stored occurrences"):
             return job.schedule.next_after(run.scheduled_at - timedelta(seconds=1)) == run.scheduled_at
         return True  # the job is set aside; its stored rows stay as they are
+
+    def first_run(self, job: Job, first: First | None, now: datetime) -> Run | None:
+        """The first occurrence whose fire time is after `now`: the one the load computed
+        where the job's file was validated (`Job.take_first`) when it holds at `now`, else
+        computed here."""
+        if first is None or not first.holds_at(self.node, now):
+            return self.next_run(job, now)
+        return None if first.scheduled_at is None else new_run(job, first.scheduled_at, rid=first.run_id)
 
     def next_run(self, job: Job, after: datetime) -> Run | None:
         """The first occurrence whose fire time is after `after`, as a pending Run."""

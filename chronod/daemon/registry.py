@@ -191,7 +191,6 @@ class Registry:
             self.synced.adopt(carried, version)  # the store holds these: the mark says so
         else:
             self.synced.sync(self.store, self.node, carried, before=self.unmark)  # nothing when nothing changed
-        result.let_go()  # the JSON texts made by the load's workers, for the sync
         old = dict(self._jobs)  # one C-level copy: the loop may set a job aside meanwhile
         jobs: dict[str, Job] = {}
         build: list[str] = []  # compiled on the loop's thread, under the quarantine's guard
@@ -203,10 +202,12 @@ class Registry:
                 continue
             try:
                 # checked: each of these schedules compiled when its occurrences were computed
+                # (a spec holding the first occurrence its load computed: its file's validation)
                 jobs[job_id] = Job.on(spec, self.node, compiled=not checked)
                 fresh.append(job_id)
             except Exception:  # the loop compiles it again and sets it aside
                 build.append(job_id)
+        result.let_go()  # the JSON texts for the sync and the first occurrences no job took
         gone = [job_id for job_id in old if job_id not in carried]
         info = {
             "registry_loaded_at": self.clock.now().isoformat(),

@@ -20,22 +20,37 @@ class Job:
 
     The schedule may be compiled at its first use (`Job.on(..., compiled=False)`): a warm
     start of 100,000 unchanged jobs, whose stored occurrences need no schedule, would
-    otherwise spend seconds before READY compiling them."""
+    otherwise spend seconds before READY compiling them. So is a new job's whose file was
+    validated by the load that brought it: the load computed its identity and first
+    occurrence there (`JobSpec.hold_first`), which the job keeps until the occurrences
+    take it (`take_first`)."""
 
-    __slots__ = ("spec", "key", "offset", "_schedule")
+    __slots__ = ("spec", "key", "offset", "_schedule", "_first")
 
-    def __init__(self, spec: JobSpec, schedule: Schedule | None, key: str, offset: int) -> None:
-        self.spec, self._schedule, self.key, self.offset = spec, schedule, key, offset
+    def __init__(
+        self, spec: JobSpec, schedule: Schedule | None, key: str, offset: int, first: occurrence.First | None = None
+    ) -> None:
+        self.spec, self._schedule, self.key, self.offset, self._first = spec, schedule, key, offset, first
 
     @classmethod
     def on(cls, spec: JobSpec, node: str, *, compiled: bool = True) -> "Job":
         """The job `spec` carried by `node`: its schedule compiled (at its first use when
         not `compiled`: only for a spec whose schedule is known to compile), its key and
         jitter offset there (chronod.core.occurrence: what `placement` gives, without
-        building a `Placement` for each of 100,000 jobs at start-up)."""
+        building a `Placement` for each of 100,000 jobs at start-up). A spec holding its
+        first occurrence on `node` (its load computed it) gives its key and offset, and
+        its schedule, known to compile, is compiled at its first use."""
+        first = spec.take_first()
+        if first is not None and first.node == node:
+            return cls(spec, None, first.key, first.offset_s, first)
         key = occurrence.job_key(spec.id, spec.run_on.each, node)
         schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat) if compiled else None
         return cls(spec, schedule, key, occurrence.jitter_offset(key, spec.tolerance_s))
+
+    def take_first(self) -> occurrence.First | None:
+        """The first occurrence its load computed (`Job.on`), let go of (None: none)."""
+        first, self._first = self._first, None
+        return first
 
     @property
     def schedule(self) -> Schedule:

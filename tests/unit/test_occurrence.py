@@ -133,3 +133,25 @@ def test_the_node_of_a_key_is_what_follows_the_first_at_sign(key, node):
 def test_the_run_id_stamp_is_the_utc_strftime_whatever_the_zone(at, zone):
     aware = at.replace(tzinfo=ZoneInfo(zone))
     assert occurrence.utc_stamp(aware) == aware.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.mark.parametrize("run_on", ["any", "each"])
+@pytest.mark.parametrize("tolerance_s", [0, 300])
+@pytest.mark.parametrize("expr", ["30 2 * * *", "@every 90s", "*/7 * * * *"])
+def test_first_after_is_the_placements_next_occurrence_and_holds_until_it_fires(run_on, tolerance_s, expr):
+    s = spec(run_on, tolerance_s)
+    schedule = compile_schedule(expr, "Europe/Berlin")
+    after = T("2026-03-29T00:59:30Z")
+    first = occurrence.first_after(s, schedule, "n1", after)
+    nxt = occurrence.placement(s, "n1").next_after(schedule, after)
+    assert nxt is not None
+    assert (first.key, first.scheduled_at, first.run_id) == (nxt.job_key, nxt.scheduled_at, nxt.run_id)
+    assert first.scheduled_at + timedelta(seconds=first.offset_s) == nxt.fire_at
+    just_before = nxt.fire_at - timedelta(microseconds=1)
+    assert first.holds_at("n1", after) and first.holds_at("n1", just_before)
+    assert not first.holds_at("n1", nxt.fire_at), "it fired: the next one is another"
+    assert not first.holds_at("n1", after - timedelta(seconds=1)), "the clock stepped back"
+    assert not first.holds_at("n2", after), "another node"
+    for now in (after + timedelta(seconds=1), just_before):  # the first after any instant before it fires
+        later = occurrence.placement(s, "n1").next_after(schedule, now)
+        assert later is not None and later.run_id == first.run_id

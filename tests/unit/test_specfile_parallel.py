@@ -7,12 +7,15 @@ from __future__ import annotations
 import dataclasses
 import os
 import pwd
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from chronod import specfile
 from chronod.core.model import json_text_and_hash
+from chronod.core.occurrence import first_after
+from chronod.core.schedule import compile_schedule
 from chronod.daemon.filestore import StoredFiles
 from chronod.specfile import FileCache, decode_result, load_registry
 from chronod.store.memory import MemoryStore
@@ -109,6 +112,59 @@ def test_a_spec_validated_by_a_worker_holds_its_stored_json_until_taken_or_let_g
     assert all(s.take_json() is None for s in here.jobs.values())  # validated here: nothing held
 
 
+KINDS = """\
+defaults: {owner: ops, idempotency_class: idempotent, command: "true"}
+jobs:
+  - {id: berlin, schedule: "30 2 * * *", timezone: Europe/Berlin, run_on: each}
+  - {id: spread, schedule: "*/7 * * * *", tolerance_s: 120, tolerance_reason: spread}
+  - {id: every, schedule: "@every 90s"}
+  - {id: boot, schedule: "@reboot"}
+  - {id: "off", schedule: "0 4 * * *", enabled: false}
+  - {id: calendar, schedule: "@calendar Mon *-*-* 06:00:00"}
+"""
+
+
+def test_workers_and_this_process_compute_the_same_first_occurrences(tmp_path, parallel_always):
+    """With a node, each validated spec holds its key, jitter offset and first occurrence
+    there after the load's `now` (what `first_after` gives), computed where its file was
+    validated: a worker gives what this process gives. A disabled or @reboot job holds none."""
+    d = registry(tmp_path)
+    write(d, "l-kinds.yaml", KINDS)
+    here = load_registry([d], now=NOW, secure=False, node="n1")
+    there = load_registry([d], now=NOW, secure=False, workers=2, node="n1")
+    assert (here.workers, there.workers) == (0, 2)
+    firsts = {job_id: spec.take_first() for job_id, spec in here.jobs.items()}
+    assert {job_id: spec.take_first() for job_id, spec in there.jobs.items()} == firsts
+    for job_id, spec in here.jobs.items():
+        first = firsts[job_id]
+        if not spec.enabled or spec.schedule == "@reboot":
+            assert first is None, job_id
+            continue
+        schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+        assert first == first_after(spec, schedule, "n1", NOW), job_id
+        assert first.scheduled_at is not None and first.scheduled_at.tzinfo is not None
+    assert firsts["berlin"].key == "berlin@n1" and firsts["berlin"].scheduled_at == datetime(
+        2026, 12, 3, 1, 30, tzinfo=UTC
+    )
+    assert firsts["spread"].key == "spread" and firsts["spread"].offset_s > 0  # jittered
+    assert firsts["boot"] is None and firsts["off"] is None  # @reboot; disabled
+    assert sum(f is not None for f in firsts.values()) >= 6
+    # without a node, or for a file not validated by this load, nothing is held
+    assert all(s.take_first() is None for s in load_registry([d], now=NOW, secure=False, workers=2).jobs.values())
+    cache = FileCache()
+    load_registry([d], now=NOW, secure=False, cache=cache, node="n1").let_go()
+    again = load_registry([d], now=NOW, secure=False, cache=cache, node="n1", workers=2)
+    assert all(s.take_first() is None for s in again.jobs.values())
+
+
+def test_the_first_occurrences_a_load_holds_are_let_go_with_its_json(tmp_path, parallel_always):
+    d = registry(tmp_path)
+    for workers in (1, 2):
+        got = load_registry([d], now=NOW, secure=False, workers=workers, node="n1")
+        got.let_go()
+        assert all(s.take_first() is None for s in got.jobs.values()), workers
+
+
 def big_file(directory: Path, name: str, jobs: int) -> Path:
     lines = ["defaults: {owner: ops, idempotency_class: idempotent}", "jobs:"]
     for i in range(jobs):
@@ -147,18 +203,18 @@ def test_the_daemon_validates_here_when_a_worker_fails_and_says_so(tmp_path, mon
     d = registry(tmp_path)
     calls, logged = [], []
 
-    def flaky(paths, *, now, secure, cache, workers=1):
-        calls.append(workers)
+    def flaky(paths, *, now, secure, cache, workers=1, node=None):
+        calls.append((workers, node))
         if workers > 1:
             raise WorkerFailed("a worker process was killed by signal 9 (SIGKILL) before it sent the results of x")
-        return load_registry(paths, now=now, secure=secure, cache=cache)
+        return load_registry(paths, now=now, secure=secure, cache=cache, node=node)
 
     monkeypatch.setattr(specfile, "load_registry", flaky)
     monkeypatch.setattr("chronod.workers.usable_cpus", lambda: 2)
     got = main.load_files(
-        [d], FakeClock(NOW), False, FileCache(), lambda event, *a, **kw: logged.append((event, a, kw))
+        [d], FakeClock(NOW), False, FileCache(), lambda event, *a, **kw: logged.append((event, a, kw)), "n1"
     )
-    assert calls == [2, 1]
+    assert calls == [(2, "n1"), (1, "n1")]
     assert answers(got) == answers(load_registry([d], now=NOW, secure=False))
     [(event, level, fields)] = logged
     assert event == "registry.workers_failed" and level == ("error",) and "SIGKILL" in fields["message"]
