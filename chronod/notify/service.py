@@ -277,6 +277,9 @@ class NotifyService:
             notices += more
             new_states.update(changed_states)
         self._record(notices, specs, runs_by_id, now)
+        # saved in this order, a chunk a transaction (Outbox.set_states): the cursor and the
+        # ALIVE mark last, so a crash between chunks never leaves the cursor past a state
+        # not saved (the next round reads those runs again; their notices are deduplicated)
         save = {job_state_name(j): st.to_json() for j, st in new_states.items()}
         newest = max((at for _, at in keys if cursor is None or at > cursor), default=cursor)
         if newest is not None and newest != cursor:

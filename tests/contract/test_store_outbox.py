@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from chronod.store.api import Run
-from tests.contract.conftest import outbox
+from tests.contract.conftest import outbox, sql_only
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -142,6 +142,28 @@ def test_notifier_state_is_kept_per_name_and_replaced_whole(store):
     many = {f"k{i}": {"i": i} for i in range(1100)}  # more names than one IN list holds
     box.set_states(many, T0)
     assert box.get_states(many) == many
+
+
+def test_many_states_are_saved_a_chunk_a_transaction_in_the_order_given(store, monkeypatch):
+    # one transaction over 100,000 names held SQLite's write lock for seconds: the loop's
+    # writes waited behind it
+    from chronod.store import outbox as module
+
+    sql_only(store, "transactions of the database")
+    box = outbox(store)
+    seen: list[int] = []
+    real = box.db.tx
+
+    def counted(*args, **kwargs):
+        seen.append(len(seen))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(box.db, "tx", counted)
+    many = {f"k{i}": {"i": i} for i in range(2 * getattr(module, "STATES_PER_TX", 1000) + 1)}
+    box.set_states({**many, "cursor": {"at": "last"}}, T0)
+    assert len(seen) == 3  # the cursor in the last chunk
+    monkeypatch.undo()
+    assert box.get_states([*many, "cursor"]) == {**many, "cursor": {"at": "last"}}
 
 
 def test_the_chain_reads_latest_first_and_waiting(store):
