@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Collection, Mapping
 
 from chronod.core import blackout, policy
-from chronod.core.model import RunState, Trigger
+from chronod.core.model import JobSpec, RunState, Trigger
 from chronod.daemon.runs import Job
 from chronod.store.api import Run
 
@@ -64,6 +64,10 @@ class Lines:
         self._earliest: dict[str, datetime] = {}
         self._held: set[str] | None = None  # the run ids in any line, kept until a line changes
         self._first_fire: dict[str, datetime] = {}  # job_id -> the earliest fire time in its catch-up line
+        # job_id -> the definition under which no scheduled occurrence in its catch-up line
+        # replaces another (`replaced`): asked at every wake-up and after every ending, so
+        # kept until the line takes in new runs (taking runs out cannot make one replace another)
+        self._unreplaced: dict[str, JobSpec] = {}
 
     # ------------------------------------------------------------------ reads
     def busy(self) -> bool:
@@ -132,6 +136,7 @@ class Lines:
         """Put occurrences in the job's catch-up line, in scheduled order."""
         self._held = None
         self._first_fire.pop(job.spec.id, None)
+        self._unreplaced.pop(job.spec.id, None)
         q = self._queued.setdefault(job.spec.id, deque())
         q.extend(runs)
         self._queued[job.spec.id] = deque(sorted(q, key=lambda r: (r.scheduled_at, r.run_id)))
@@ -156,6 +161,7 @@ class Lines:
                 self._held = None
             self._queued.pop(job_id, None)
             self._first_fire.pop(job_id, None)
+            self._unreplaced.pop(job_id, None)
             return [], [], []
         replaced = self.replaced(job, q)
         if going and job.spec.overlap != "allow":
@@ -184,12 +190,19 @@ class Lines:
 
     def replaced(self, job: Job, q: deque[Run]) -> list[tuple[Run, Run]]:
         """Take out of the job's line the scheduled occurrences a newer one in it replaces
-        (`newest_waiting`), each with the one that replaces it."""
+        (`newest_waiting`), each with the one that replaces it. Once none is replaced, none
+        is until the line takes in new runs or the job's definition changes (`queue`)."""
+        spec = job.spec
+        if spec.catchup == "all" or self._unreplaced.get(spec.id) is spec:
+            return []
         scheduled = [r for r in q if r.trigger == Trigger.SCHEDULE]
-        if len(scheduled) < 2 or job.spec.catchup == "all":
+        if len(scheduled) < 2:
+            self._unreplaced[spec.id] = spec
             return []
         by_id = {r.run_id: r for r in scheduled}
         kept, gone = policy.newest_waiting(job.spec, [policy.waiting(r.run_id, r.fire_at, job.spec) for r in scheduled])
+        if not gone or len(kept) < 2:  # asked again, the rule would replace none
+            self._unreplaced[spec.id] = spec
         if not gone:
             return []
         self._held = None
@@ -257,6 +270,7 @@ class Lines:
         self._held = None
         self._queued.pop(job_id, None)
         self._first_fire.pop(job_id, None)
+        self._unreplaced.pop(job_id, None)
         self._catching_up.pop(job_id, None)
         for resource, line in list(self._waiting.items()):
             self._waiting[resource] = [(j, r) for j, r in line if j.spec.id != job_id]
