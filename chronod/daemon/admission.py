@@ -242,7 +242,7 @@ class Admission:
         job = self.registry.jobs.get(job_id)
         # the catch-up rule asks only whether any run of the job is going: the runs started
         # here answer it, and the line's retries are looked for only when none is
-        going = self.starter.going(job_id) or len(self.retrying(job_id))
+        going = int(self.starter.any_going(job_id)) or len(self.retrying(job_id))
         start, expired, replaced = self.lines.catchup_turn(job, job_id, going, self.clock.now())
         for run, newer in replaced:
             assert job is not None

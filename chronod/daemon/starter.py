@@ -85,6 +85,11 @@ class Starter:
         """Runs of the job going here: started, or claimed by this wake-up and starting."""
         return self._active.count_live(job_id) + self.ledger.claims_of(job_id)
 
+    def any_going(self, job_id: str) -> bool:
+        """Whether a run of the job is going here (`going` above 0), without counting them:
+        a catch-up line asks at every wake-up and after every ending."""
+        return self._active.any_live(job_id) or self.ledger.claims_of(job_id) > 0
+
     def going_runs(self, job_id: str) -> list[Run]:
         """The job's runs going here: started, or claimed by this wake-up and starting."""
         return [a.run for a in self.running(job_id)] + self.ledger.claim_runs(job_id)
