@@ -68,6 +68,10 @@ class Lines:
         # replaces another (`replaced`): asked at every wake-up and after every ending, so
         # kept until the line takes in new runs (taking runs out cannot make one replace another)
         self._unreplaced: dict[str, JobSpec] = {}
+        # job_id -> (definition, until when): the last drain found a run of the job going and
+        # nothing in its line to move before then (`waits_while_going`); forgotten with the
+        # line's first fire time, whenever the line changes
+        self._quiet: dict[str, tuple[JobSpec, datetime]] = {}
 
     # ------------------------------------------------------------------ reads
     def busy(self) -> bool:
@@ -91,6 +95,14 @@ class Lines:
         # a scheduled occurrence waiting behind a backfill or manual run is no backlog
         queued = sum(1 for r in self._queued.get(job_id, ()) if self.behind(r) is None)
         return queued + len(started or ())
+
+    def waits_while_going(self, job: Job | None, job_id: str, now: datetime) -> bool:
+        """Whether the job's catch-up line stays as it is, as long as a run of the job is going
+        (the caller asks that): the last drain found one going and nothing in the line to
+        move until a time not yet past, and since then the line has not changed nor the
+        job's definition (`catchup_turn` would answer nothing, and replace none)."""
+        quiet = self._quiet.get(job_id)
+        return quiet is not None and job is not None and quiet[0] is job.spec and now <= quiet[1]
 
     def queued(self, job_id: str) -> int:
         """How many of the job's occurrences wait in its catch-up line."""
@@ -136,6 +148,7 @@ class Lines:
         """Put occurrences in the job's catch-up line, in scheduled order."""
         self._held = None
         self._first_fire.pop(job.spec.id, None)
+        self._quiet.pop(job.spec.id, None)
         self._unreplaced.pop(job.spec.id, None)
         q = self._queued.setdefault(job.spec.id, deque())
         q.extend(runs)
@@ -161,6 +174,7 @@ class Lines:
                 self._held = None
             self._queued.pop(job_id, None)
             self._first_fire.pop(job_id, None)
+            self._quiet.pop(job_id, None)
             self._unreplaced.pop(job_id, None)
             return [], [], []
         replaced = self.replaced(job, q)
@@ -168,7 +182,10 @@ class Lines:
             first = self._first_fire.get(job_id)
             if first is None:
                 first = self._first_fire[job_id] = min(r.fire_at for r in q)
-            if now <= first + timedelta(seconds=job.spec.catchup_window_s):
+            until = first + timedelta(seconds=job.spec.catchup_window_s)
+            if now <= until:
+                if not replaced:
+                    self._quiet[job_id] = (job.spec, until)
                 return [], [], replaced  # a run is going and none waited past its window: nothing moves
         by_id = {r.run_id: r for r in q}
         lines = [policy.waiting(r.run_id, r.fire_at, job.spec) for r in q]
@@ -178,6 +195,7 @@ class Lines:
         if expired or start:
             self._held = None
             self._first_fire.pop(job_id, None)
+            self._quiet.pop(job_id, None)
         for r in expired:
             q.remove(r)
         for r in start:
@@ -207,6 +225,7 @@ class Lines:
             return []
         self._held = None
         self._first_fire.pop(job.spec.id, None)
+        self._quiet.pop(job.spec.id, None)
         newest = by_id[kept[-1].run_id]
         for w in gone:
             q.remove(by_id[w.run_id])
@@ -270,6 +289,7 @@ class Lines:
         self._held = None
         self._queued.pop(job_id, None)
         self._first_fire.pop(job_id, None)
+        self._quiet.pop(job_id, None)
         self._unreplaced.pop(job_id, None)
         self._catching_up.pop(job_id, None)
         for resource, line in list(self._waiting.items()):
