@@ -560,7 +560,10 @@ class _CronSchedule(Schedule):
     # -- next ---------------------------------------------------------------------------
 
     def next_after(self, after: datetime) -> datetime | None:
-        a = _as_utc(after)
+        return _cron_next_after(self, _as_utc(after))
+
+    def _next_after(self, a: datetime) -> datetime | None:
+        """`next_after`, computed (`a` in UTC)."""
         if a >= LATEST:
             return None
         if self._utc:
@@ -806,6 +809,15 @@ class _CronSchedule(Schedule):
                 }[passes]
             )
         return DstEvent(day, t, change, int(size.total_seconds()), effect)
+
+
+# the next fire instants asked for lately, by schedule and UTC instant: the jobs that share
+# a schedule (one object per expression, zone and DST policy: `compile_schedule`) ask for
+# the same instants as their occurrences fall due together, and the checks that list a
+# span's fires ask for each of them again; the answer is the schedule's, so it never goes stale
+@lru_cache(maxsize=65536)
+def _cron_next_after(schedule: _CronSchedule, after: datetime) -> datetime | None:
+    return schedule._next_after(after)
 
 
 def _count(walls: list[datetime]) -> str:

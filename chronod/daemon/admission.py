@@ -240,10 +240,13 @@ class Admission:
     def drain_queue(self, job_id: str) -> None:
         """Start the job's next queued occurrence when its turn has come (`catchup_turn`)."""
         job = self.registry.jobs.get(job_id)
+        now = self.clock.now()
         # the catch-up rule asks only whether any run of the job is going: the runs started
         # here answer it, and the line's retries are looked for only when none is
-        going = self.starter.going(job_id) or len(self.retrying(job_id))
-        start, expired, replaced = self.lines.catchup_turn(job, job_id, going, self.clock.now())
+        if self.lines.waits_while_going(job, job_id, now) and self.starter.any_going(job_id):
+            return  # as the last drain: a run is going, and nothing in line is due to move yet
+        going = int(self.starter.any_going(job_id)) or len(self.retrying(job_id))
+        start, expired, replaced = self.lines.catchup_turn(job, job_id, going, now)
         for run, newer in replaced:
             assert job is not None
             self.ledger.settle(run, RunState.SKIPPED_OVERLAP, self.replacement(job, run, newer), None)

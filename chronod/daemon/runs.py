@@ -157,6 +157,11 @@ class ActiveRuns(dict[str, Active]):
         runs = self._by_job.get(job_id)
         return sum(1 for a in runs.values() if not a.disowned) if runs else 0
 
+    def any_live(self, job_id: str) -> bool:
+        """Whether `count_live` is above 0, found at the first such run."""
+        runs = self._by_job.get(job_id)
+        return runs is not None and any(not a.disowned for a in runs.values())
+
     def holding(self, resource: str) -> Iterable[Active]:
         """The runs in flight here of jobs that take a slot of `resource`."""
         return self._by_resource.get(resource, {}).values()

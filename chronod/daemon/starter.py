@@ -7,6 +7,7 @@ going; they never touch a run in flight."""
 from __future__ import annotations
 
 from datetime import datetime
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Callable, Mapping, ValuesView
 
@@ -21,6 +22,8 @@ from chronod.daemon.timeline import Timeline
 from chronod.fleet.lease import Lease
 from chronod.runner.api import Handle, LaunchRequest, Outcome
 from chronod.store.api import Run, RunLedger
+
+_HANDLE = attrgetter("handle")
 
 CLAIM_CHUNK = 50  # runs claimed per transaction: the first ones start before the rest are claimed
 LAUNCH_SLICE_S = 0.5  # a wake-up starts runs for at most this long, then collects children again
@@ -69,7 +72,9 @@ class Starter:
         return MappingProxyType(self._active)
 
     def handles(self) -> list[Handle]:
-        return [a.handle for a in self._active.values()]
+        """The handles of the runs in flight, in the order they started here (asked at every
+        wake-up: picked without a Python step per run)."""
+        return list(map(_HANDLE, self._active.values()))
 
     def known(self) -> list[tuple[str, int]]:
         return [(r, a.run.attempts) for r, a in self._active.items()]
@@ -84,6 +89,11 @@ class Starter:
     def going(self, job_id: str) -> int:
         """Runs of the job going here: started, or claimed by this wake-up and starting."""
         return self._active.count_live(job_id) + self.ledger.claims_of(job_id)
+
+    def any_going(self, job_id: str) -> bool:
+        """Whether a run of the job is going here (`going` above 0), without counting them:
+        a catch-up line asks at every wake-up and after every ending."""
+        return self._active.any_live(job_id) or self.ledger.claims_of(job_id) > 0
 
     def going_runs(self, job_id: str) -> list[Run]:
         """The job's runs going here: started, or claimed by this wake-up and starting."""

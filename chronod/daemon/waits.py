@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Collection, Mapping
 
 from chronod.core import blackout, policy
-from chronod.core.model import RunState, Trigger
+from chronod.core.model import JobSpec, RunState, Trigger
 from chronod.daemon.runs import Job
 from chronod.store.api import Run
 
@@ -64,6 +64,14 @@ class Lines:
         self._earliest: dict[str, datetime] = {}
         self._held: set[str] | None = None  # the run ids in any line, kept until a line changes
         self._first_fire: dict[str, datetime] = {}  # job_id -> the earliest fire time in its catch-up line
+        # job_id -> the definition under which no scheduled occurrence in its catch-up line
+        # replaces another (`replaced`): asked at every wake-up and after every ending, so
+        # kept until the line takes in new runs (taking runs out cannot make one replace another)
+        self._unreplaced: dict[str, JobSpec] = {}
+        # job_id -> (definition, until when): the last drain found a run of the job going and
+        # nothing in its line to move before then (`waits_while_going`); forgotten with the
+        # line's first fire time, whenever the line changes
+        self._quiet: dict[str, tuple[JobSpec, datetime]] = {}
 
     # ------------------------------------------------------------------ reads
     def busy(self) -> bool:
@@ -87,6 +95,14 @@ class Lines:
         # a scheduled occurrence waiting behind a backfill or manual run is no backlog
         queued = sum(1 for r in self._queued.get(job_id, ()) if self.behind(r) is None)
         return queued + len(started or ())
+
+    def waits_while_going(self, job: Job | None, job_id: str, now: datetime) -> bool:
+        """Whether the job's catch-up line stays as it is, as long as a run of the job is going
+        (the caller asks that): the last drain found one going and nothing in the line to
+        move until a time not yet past, and since then the line has not changed nor the
+        job's definition (`catchup_turn` would answer nothing, and replace none)."""
+        quiet = self._quiet.get(job_id)
+        return quiet is not None and job is not None and quiet[0] is job.spec and now <= quiet[1]
 
     def queued(self, job_id: str) -> int:
         """How many of the job's occurrences wait in its catch-up line."""
@@ -132,6 +148,8 @@ class Lines:
         """Put occurrences in the job's catch-up line, in scheduled order."""
         self._held = None
         self._first_fire.pop(job.spec.id, None)
+        self._quiet.pop(job.spec.id, None)
+        self._unreplaced.pop(job.spec.id, None)
         q = self._queued.setdefault(job.spec.id, deque())
         q.extend(runs)
         self._queued[job.spec.id] = deque(sorted(q, key=lambda r: (r.scheduled_at, r.run_id)))
@@ -156,13 +174,18 @@ class Lines:
                 self._held = None
             self._queued.pop(job_id, None)
             self._first_fire.pop(job_id, None)
+            self._quiet.pop(job_id, None)
+            self._unreplaced.pop(job_id, None)
             return [], [], []
         replaced = self.replaced(job, q)
         if going and job.spec.overlap != "allow":
             first = self._first_fire.get(job_id)
             if first is None:
                 first = self._first_fire[job_id] = min(r.fire_at for r in q)
-            if now <= first + timedelta(seconds=job.spec.catchup_window_s):
+            until = first + timedelta(seconds=job.spec.catchup_window_s)
+            if now <= until:
+                if not replaced:
+                    self._quiet[job_id] = (job.spec, until)
                 return [], [], replaced  # a run is going and none waited past its window: nothing moves
         by_id = {r.run_id: r for r in q}
         lines = [policy.waiting(r.run_id, r.fire_at, job.spec) for r in q]
@@ -172,6 +195,7 @@ class Lines:
         if expired or start:
             self._held = None
             self._first_fire.pop(job_id, None)
+            self._quiet.pop(job_id, None)
         for r in expired:
             q.remove(r)
         for r in start:
@@ -184,16 +208,24 @@ class Lines:
 
     def replaced(self, job: Job, q: deque[Run]) -> list[tuple[Run, Run]]:
         """Take out of the job's line the scheduled occurrences a newer one in it replaces
-        (`newest_waiting`), each with the one that replaces it."""
+        (`newest_waiting`), each with the one that replaces it. Once none is replaced, none
+        is until the line takes in new runs or the job's definition changes (`queue`)."""
+        spec = job.spec
+        if spec.catchup == "all" or self._unreplaced.get(spec.id) is spec:
+            return []
         scheduled = [r for r in q if r.trigger == Trigger.SCHEDULE]
-        if len(scheduled) < 2 or job.spec.catchup == "all":
+        if len(scheduled) < 2:
+            self._unreplaced[spec.id] = spec
             return []
         by_id = {r.run_id: r for r in scheduled}
         kept, gone = policy.newest_waiting(job.spec, [policy.waiting(r.run_id, r.fire_at, job.spec) for r in scheduled])
+        if not gone or len(kept) < 2:  # asked again, the rule would replace none
+            self._unreplaced[spec.id] = spec
         if not gone:
             return []
         self._held = None
         self._first_fire.pop(job.spec.id, None)
+        self._quiet.pop(job.spec.id, None)
         newest = by_id[kept[-1].run_id]
         for w in gone:
             q.remove(by_id[w.run_id])
@@ -257,6 +289,8 @@ class Lines:
         self._held = None
         self._queued.pop(job_id, None)
         self._first_fire.pop(job_id, None)
+        self._quiet.pop(job_id, None)
+        self._unreplaced.pop(job_id, None)
         self._catching_up.pop(job_id, None)
         for resource, line in list(self._waiting.items()):
             self._waiting[resource] = [(j, r) for j, r in line if j.spec.id != job_id]

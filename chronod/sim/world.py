@@ -8,6 +8,7 @@ Nothing here sleeps or forks: time moves only when the waker says so.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import random
@@ -99,6 +100,9 @@ class World:
         self.lives: list[Life] = []
         self.disturbances: list[Disturbance] = []
         self.steps: list[tuple[float, float]] = []  # (monotonic, seconds) of each wall-clock step
+        # (steps seen, their monotonic times or None when out of order, the seconds of each step
+        # and those after it): what `wall_at` adds up, kept until the next step
+        self._after_steps: tuple[int, list[float] | None, list[float]] = (0, [], [0])
         self.outage_until = 0.0  # monotonic: store calls fail before this
         self.crash_at = float("inf")  # monotonic: a crash is due (armed) since then
         self.crash_calls = 0  # ... once the store has been called this many times in all
@@ -124,7 +128,18 @@ class World:
     def wall_at(self, mono: float, after_step: bool = True) -> datetime:
         """The wall clock at a monotonic time, past or future (steps not yet made count as
         none); at the instant of a step, the reading after it unless `after_step` is false."""
-        later = sum(s for m, s in self.steps if m > mono or (m == mono and not after_step))
+        seen, monos, later_sums = self._after_steps
+        if seen != len(self.steps):
+            monos = [m for m, _ in self.steps]
+            if any(a > b for a, b in itertools.pairwise(monos)):
+                monos = None
+            # each sum as the sum over the steps after a time adds them, in their order
+            later_sums = [sum(s for _, s in self.steps[k:]) for k in range(len(self.steps) + 1)]
+            self._after_steps = (len(self.steps), monos, later_sums)
+        if monos is None:
+            later = sum(s for m, s in self.steps if m > mono or (m == mono and not after_step))
+        else:
+            later = later_sums[bisect.bisect_right(monos, mono) if after_step else bisect.bisect_left(monos, mono)]
         return self.clock.now() - timedelta(seconds=self.mono() - mono + later)
 
     def monos_at(self, wall: datetime, until: float | None = None) -> list[float]:
@@ -465,5 +480,6 @@ class SimWaker:
         woke.children = []
         if exit_at is not None and mono >= exit_at:
             done = {id(h) for _, h in self.runner.exits(ids, until=mono)}
-            woke.children = [h for h in handles if id(h) in done]  # in the daemon's order
+            # in the daemon's order, picked without a Python step per process watched
+            woke.children = list(itertools.compress(handles, map(done.__contains__, map(id, handles))))
         return woke
