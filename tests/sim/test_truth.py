@@ -3,7 +3,7 @@ a scenario made to ask it, and each catches a notifier or an audit broken on pur
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import pytest
 
