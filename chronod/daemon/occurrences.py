@@ -65,8 +65,10 @@ STORE_SLICE = 200
 # that one has started (on a loaded machine a slice takes 0.1-0.3 s)
 STORE_CLEAR_S = 0.25
 # A warm start (its stored occurrences trusted as stored) reads before READY those that fire
-# within STORE_AHEAD_S, the others after it, READ_SLICE a wake-up, by the same rule
-READ_SLICE = 2000
+# within STORE_AHEAD_S, the others after it, READ_SLICE a wake-up, by the same rule (a slice
+# of 2,000 took 20-30 ms of CPU and up to 0.3-0.4 s on a machine at load 10: the
+# `@every 1s` job of bench_startup.py started that late; 500 kept it within 15 ms)
+READ_SLICE = 500
 
 
 class Occurrences:
