@@ -228,6 +228,7 @@ class Daemon:
             self.occurrences.read_some()
             if not self.occurrences.reading():  # what they read is kept out of collections
                 self.registry.reloads.tidy()
+                self.log("occurrences.read", pending=len(self.timeline))
         self.backfills.drive_backfills()
         self.housekeeping()
         self.set_aside()

@@ -101,10 +101,14 @@ class OccurrencesSql(SqlPart):
 
     def pending_later(self, until: datetime, after: tuple[datetime, str] | None, limit: int) -> list[Run]:
         """Through the partial index of pending runs by fire time (SQLite's planner picks
-        the index by state without being told, and sorts every pending run for each page)."""
+        the index by state without being told, and sorts every pending run for each page),
+        from the page's first fire time: given `until` too, SQLite scanned from `until`,
+        every page over all those read before it (17 ms a page of 500 at 80,000 read)."""
         index = " INDEXED BY ix_runs_pending_fire_at" if self.dialect == "sqlite" else ""
         where, params = _LATER, list[Any]([until])
         if after is not None:
+            if after[0] > until:  # (then `fire_at > until` follows)
+                where, params = _SCHEDULED, []
             where += " AND fire_at >= ? AND (fire_at > ? OR run_id > ?)"
             params += [after[0], after[0], after[1]]
         sql = f"SELECT {_RUN_COLUMNS} FROM runs{index} WHERE {where} ORDER BY fire_at, run_id LIMIT {int(limit)}"
@@ -388,7 +392,8 @@ _RUN_TIMES = tuple(i for i, f in enumerate(_RUN_FIELDS) if isinstance(s.runs.c[f
 # the reads of waiting runs through the driver (`_fetch`): the state is written as a literal,
 # which each planner matches to the partial index of pending runs by fire time
 _WAITING = f"state IN ('{RunState.PENDING}', '{RunState.RETRY_WAIT}')"
-_LATER = f"state = '{RunState.PENDING}' AND \"trigger\" = '{Trigger.SCHEDULE}' AND fire_at > ?"
+_SCHEDULED = f"state = '{RunState.PENDING}' AND \"trigger\" = '{Trigger.SCHEDULE}'"
+_LATER = f"{_SCHEDULED} AND fire_at > ?"
 _SOON = f"state = '{RunState.RETRY_WAIT}' OR (state = '{RunState.PENDING}' AND (\"trigger\" != '{Trigger.SCHEDULE}' OR fire_at <= ?))"
 
 
