@@ -158,3 +158,18 @@ def test_a_full_reload_in_the_middle_of_the_slices_reads_everything_at_once(warm
     d.occurrences.store_some(everything=True)
     assert tracked(d) == Counter({"tick": 1, **dict.fromkeys(LATER, 1)})
     assert one_each(store) == {} and {pending(store)[f"b{i}"].hour for i in range(20)} == {5}
+
+
+def test_no_slice_is_read_while_a_reload_is_prepared(warm, monkeypatch):
+    """A reload's preparation (on its own thread) and the slices both want the interpreter:
+    the slices wait for the reload to be swapped in; the every-second job fires on."""
+    reg, clock, store, d, world = warm
+    reloads = type(d.registry.reloads)
+    monkeypatch.setattr(reloads, "busy", property(lambda self: True))
+    for _ in range(4):
+        step(d, clock, world)
+    assert set(tracked(d)) == {"tick"} and d.occurrences.reading()
+    assert any(r.state == "succeeded" for r in store.runs("tick", limit=10))
+    monkeypatch.setattr(reloads, "busy", property(lambda self: False))
+    step(d, clock, world)
+    assert len(tracked(d)) == 3
