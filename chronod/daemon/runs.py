@@ -23,9 +23,9 @@ class Job:
     otherwise spend seconds before READY compiling them. So is a new job's whose file was
     validated by the load that brought it: the load computed its identity and first
     occurrence there (`JobSpec.hold_first`), which the job keeps until the occurrences
-    take it (`take_first`). So may its jitter offset be computed (`offset` None): such a
-    start reads its stored occurrences with their fire times, and hashes the key of a job
-    only when one of its occurrences is made or read."""
+    take it (`take_first`). Its jitter offset may wait for its first use (`offset`
+    None): a warm start reads its stored occurrences with their fire times, and hashes
+    the key of a job only when one of its occurrences is made or read."""
 
     __slots__ = ("spec", "key", "_offset", "_schedule", "_first")
 
