@@ -44,7 +44,7 @@ from yaml.events import (
 from yaml.nodes import ScalarNode
 
 from chronod.core.blackout import Window
-from chronod.core.model import JobSpec, Resource, Retry, RunOn, json_text_and_hash
+from chronod.core.model import JobSpec, Resource, Retry, RunOn, json_text_and_hash, spec_of
 from chronod.core.occurrence import First, first_after
 from chronod.core.schedule import compile_schedule, is_reboot
 from chronod.core.validate import (
@@ -474,7 +474,7 @@ def encode_result(fres: FileResult) -> bytes:
 
     A spec with the default retry, placement and no notification (most jobs) is a tuple:
     its hash, then its fields in order (those three and a source file that is the file
-    itself as None), handed straight back to the constructor; another spec is the fields
+    itself as None), handed straight back as its slots (`model.spec_of`); another spec is the fields
     of its JSON form that differ from the defaults. marshal, not JSON: no Python object but
     the result's own values is made (the stored blob is sealed with the node's key,
     `chronod.daemon.filestore`), at a third of the cost of decoding JSON into specs."""
@@ -519,7 +519,7 @@ def decode_result(name: str, data: bytes) -> FileResult:
             values[_RETRY], values[_RUN_ON], values[_NOTIFY] = _DEFAULT_RETRY, _DEFAULT_RUN_ON, ()
             if values[_SOURCE] is None:
                 values[_SOURCE] = name
-            spec = JobSpec(*values)
+            spec = spec_of(values)  # JobSpec(*values) at half the cost
             spec.remember_hash(digest)
             specs.append(spec)
             continue

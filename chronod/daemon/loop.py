@@ -224,6 +224,11 @@ class Daemon:
             self.occurrences.store_some()
             if not self.occurrences.waiting():  # the first occurrences are all stored
                 self.registry.reloads.tidy()
+        if self.occurrences.reading() and not self.registry.reloads.busy:
+            self.occurrences.read_some()
+            if not self.occurrences.reading():  # what they read is kept out of collections
+                self.registry.reloads.tidy()
+                self.log("occurrences.read", pending=len(self.timeline))
         self.backfills.drive_backfills()
         self.housekeeping()
         self.set_aside()
@@ -367,6 +372,7 @@ class Daemon:
                 self.timeline.earliest(),
                 self.limit.backlog_wake(now),
                 self.occurrences.store_at(now) if online else None,
+                self.occurrences.read_at(now) if online and not self.registry.reloads.busy else None,
                 self.lines.deadline(self.jobs) if online else None,
                 *(now + timedelta(seconds=max(t - mono, 0)) for t in ticks if t is not None),
             ]

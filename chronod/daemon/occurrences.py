@@ -3,8 +3,38 @@ start-up, after a reload changed jobs, after an outage), store the first ones of
 (those that fire soon before READY, the rest a slice per wake-up), and repair that
 invariant when it breaks (`reconcile`).
 
-`Occurrences` alone holds the first occurrences left to store after READY and when the
-reconciler runs next; the occurrences it reads or makes go to the `Timeline`."""
+`Occurrences` alone holds the first occurrences left to store after READY, the stored ones
+left to read after it and when the reconciler runs next; the occurrences it reads or makes
+go to the `Timeline`.
+
+A warm start (its stored occurrences trusted as stored: `Registry.prepare`'s `checked`)
+reads before READY every waiting run but the pending scheduled occurrences that fire more
+than STORE_AHEAD_S ahead, and the job keys of those (`Store.pending_soon`); it reads them
+after READY, READ_SLICE a wake-up in fire order (`read_some`, `Store.pending_later`), by
+the rule of the first occurrences' slices (none within STORE_CLEAR_S of a tracked fire; a
+loop that fell behind reads on until what fires within STORE_AHEAD_S / 10 is read). What
+depends on "every stored occurrence is known" stays right meanwhile:
+
+- A job with an unread occurrence gets no second one: the start counts it as having its
+  next stored (the keys), and its next occurrence is that one (checked against these very
+  definitions; none is edited at a start), so the start computes none for it. Nothing
+  else stores a job's next occurrence but the firing of its tracked one, the reconciler
+  and a reload that changed the job, and those two read the store, not the timeline.
+- A reload that changed a few jobs reads their stored occurrences from the store at once
+  (`load(only)`): cancelled ones are no longer waiting, and a slice does not track again
+  what is tracked already (by run id). A slice tracks only the runs of carried jobs under
+  their current key: a job removed or set aside is skipped (a removed job's rows were
+  cancelled with its definition). A full load (a reload that changed most jobs, the end
+  of an outage) reads everything and leaves nothing to read.
+- The reconciler reads the store, and first reads what is left (as it first stores the
+  first occurrences left). The retries, backfills, manual runs and held occurrences are
+  all read before READY: only plain future occurrences wait, which nothing asks about but
+  their own firing. Their fire times are stored as computed with these definitions.
+- The notifier and `chronoctl status` read the store, never the timeline.
+- One gap: a database lost in the second or so of the slices leaves the occurrences not
+  read yet unknown while it is down, so those that fall due then (more than STORE_AHEAD_S
+  after the start) are not started offline; the reconnect reads them and they go through
+  the catch-up like those of any outage's `any` jobs."""
 
 from __future__ import annotations
 
@@ -34,6 +64,11 @@ STORE_SLICE = 200
 # ...and no slice starts this close before a tracked occurrence's fire time: it waits until
 # that one has started (on a loaded machine a slice takes 0.1-0.3 s)
 STORE_CLEAR_S = 0.25
+# A warm start (its stored occurrences trusted as stored) reads before READY those that fire
+# within STORE_AHEAD_S, the others after it, READ_SLICE a wake-up, by the same rule (a slice
+# of 2,000 took 20-30 ms of CPU and up to 0.3-0.4 s on a machine at load 10: the
+# `@every 1s` job of bench_startup.py started that late; 500 kept it within 15 ms)
+READ_SLICE = 500
 
 
 class Occurrences:
@@ -58,6 +93,9 @@ class Occurrences:
         self.metrics, self.quarantine, self.registry = metrics, quarantine, registry
         self.timeline, self.gate, self.limit = timeline, gate, limit
         self._unstored: list[Run] = []  # first occurrences left to store after READY, earliest first
+        # the stored occurrences left to read after READY: the pending scheduled ones that
+        # fire after `[0]`, from the one after `[1]` (fire time, run id; None: from the first)
+        self._unread: tuple[datetime, tuple[datetime, str] | None] | None = None
         self._next_reconcile = 0.0  # monotonic
 
     @property
@@ -106,14 +144,22 @@ class Occurrences:
             self.timeline.reset()
             self.limit.drop()
             self._unstored = []
+            self._unread = None
         else:
             keys = {j.key: j for j in only}
             ids = {j.spec.id for j in only}
             self.timeline.drop(ids, entries=True)
             self.limit.drop(ids)
             self._unstored = [r for r in self._unstored if r.job_id not in ids]
-        stored = self.store.pending(list(keys))
         have: dict[str, datetime] = {}  # job key -> its earliest stored scheduled occurrence
+        if only is None and checked and not edited:
+            # trusted as stored: those firing soon now, the others after READY (`read_some`)
+            until = self.clock.now() + timedelta(seconds=STORE_AHEAD_S)
+            stored, unread = self.store.pending_soon(until)
+            self._unread = (until, None) if unread else None
+            have = dict.fromkeys(unread, until)  # (a later one's time is never compared: nothing is edited)
+        else:
+            stored = self.store.pending(list(keys))
         tracked: list[Run] = []
         for run in stored:
             job = keys.get(run.job_key)
@@ -186,8 +232,11 @@ class Occurrences:
     def store_at(self, now: datetime) -> datetime | None:
         """When the loop stores the next slice (None: nothing left to store): now, unless
         a tracked occurrence fires within STORE_CLEAR_S; then at its fire time, after it."""
-        if not self._unstored:
-            return None
+        return self._clear(now) if self._unstored else None
+
+    def _clear(self, now: datetime) -> datetime:
+        """When a slice may run: now, unless a tracked occurrence fires within
+        STORE_CLEAR_S; then at its fire time, after it."""
         due = self.timeline.earliest()
         if due is not None and now < due <= now + timedelta(seconds=STORE_CLEAR_S):
             return due
@@ -215,6 +264,41 @@ class Occurrences:
         """Whether first occurrences are left to store."""
         return bool(self._unstored)
 
+    def reading(self) -> bool:
+        """Whether stored occurrences are left to read (a warm start's, after READY)."""
+        return self._unread is not None
+
+    def read_at(self, now: datetime) -> datetime | None:
+        """When the loop reads the next slice of stored occurrences (None: all are read),
+        by the rule of `store_at`."""
+        return self._clear(now) if self._unread is not None else None
+
+    def read_some(self, everything: bool = False) -> None:
+        """Read the next READ_SLICE stored occurrences left for after READY (in fire order)
+        and track those of carried jobs not tracked yet, when its time has come (`read_at`);
+        a loop that fell behind reads on until what fires soon is read."""
+        now = self.clock.now()
+        if self._unread is None or (not everything and self.read_at(now) != now):
+            return
+        soon = now + timedelta(seconds=STORE_AHEAD_S / 10)
+        jobs, timeline = self.registry.jobs, self.timeline
+        until, after = self._unread
+        while True:
+            page = self.store.pending_later(until, after, READ_SLICE + 1)  # (one more: is this the last?)
+            more, page = len(page) > READ_SLICE, page[:READ_SLICE]
+            for run in page:
+                job = jobs.get(run.job_id)
+                # (a reload that changed the job read its stored occurrences already)
+                if job is not None and job.key == run.job_key and run.run_id not in timeline:
+                    timeline.track(run)
+            if not more:
+                self._unread = None
+                return
+            after = (page[-1].fire_at, page[-1].run_id)
+            self._unread = (until, after)
+            if not everything and page[-1].fire_at > soon:
+                return
+
     def still_scheduled(self, job: Job, run: Run) -> bool:
         if not job.spec.enabled or job.reboot:
             return False
@@ -238,6 +322,7 @@ class Occurrences:
         """Check the invariant 'every enabled job has its next occurrence stored'; repair."""
         self.reconcile_later()
         self.store_some(everything=True)  # what is left for after READY is not missing
+        self.read_some(everything=True)
         jobs = self.registry.jobs
         stored = {
             r.job_key

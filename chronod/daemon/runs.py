@@ -23,14 +23,21 @@ class Job:
     otherwise spend seconds before READY compiling them. So is a new job's whose file was
     validated by the load that brought it: the load computed its identity and first
     occurrence there (`JobSpec.hold_first`), which the job keeps until the occurrences
-    take it (`take_first`)."""
+    take it (`take_first`). Its jitter offset may wait for its first use (`offset`
+    None): a warm start reads its stored occurrences with their fire times, and hashes
+    the key of a job only when one of its occurrences is made or read."""
 
-    __slots__ = ("spec", "key", "offset", "_schedule", "_first")
+    __slots__ = ("spec", "key", "_offset", "_schedule", "_first")
 
     def __init__(
-        self, spec: JobSpec, schedule: Schedule | None, key: str, offset: int, first: occurrence.First | None = None
+        self,
+        spec: JobSpec,
+        schedule: Schedule | None,
+        key: str,
+        offset: int | None,
+        first: occurrence.First | None = None,
     ) -> None:
-        self.spec, self._schedule, self.key, self.offset, self._first = spec, schedule, key, offset, first
+        self.spec, self._schedule, self.key, self._offset, self._first = spec, schedule, key, offset, first
 
     @classmethod
     def on(cls, spec: JobSpec, node: str, *, compiled: bool = True) -> "Job":
@@ -44,8 +51,18 @@ class Job:
         if first is not None and first.node == node:
             return cls(spec, None, first.key, first.offset_s, first)
         key = occurrence.job_key(spec.id, spec.run_on.each, node)
-        schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat) if compiled else None
-        return cls(spec, schedule, key, occurrence.jitter_offset(key, spec.tolerance_s))
+        if compiled:
+            schedule = compile_schedule(spec.schedule, spec.timezone, spec.dst_gap, spec.dst_repeat)
+            return cls(spec, schedule, key, occurrence.jitter_offset(key, spec.tolerance_s))
+        return cls(spec, None, key, None)
+
+    @property
+    def offset(self) -> int:
+        """Seconds added to each scheduled time (`occurrence.jitter_offset`)."""
+        offset = self._offset
+        if offset is None:
+            offset = self._offset = occurrence.jitter_offset(self.key, self.spec.tolerance_s)
+        return offset
 
     def take_first(self) -> occurrence.First | None:
         """The first occurrence its load computed (`Job.on`), let go of (None: none)."""

@@ -278,6 +278,16 @@ class Occurrences(Protocol):
     def pending(self, job_keys: Iterable[str] | None = None) -> list[Run]:
         """Runs in state pending or retry_wait (optionally only for these job keys)."""
 
+    def pending_soon(self, until: datetime) -> tuple[list[Run], set[str]]:
+        """What a start reads before READY, in one read: the runs `pending` gives, in fire
+        order, but the pending scheduled occurrences that fire after `until`; and the job
+        keys of those left out (`pending_later` reads them)."""
+
+    def pending_later(self, until: datetime, after: tuple[datetime, str] | None, limit: int) -> list[Run]:
+        """The pending scheduled occurrences that fire after `until` and come after `after`
+        (fire time, run id) in fire order, at most `limit`, in that order: `pending_soon`'s
+        rows and these, page after page, are `pending()`."""
+
     def late(self, before: datetime, limit: int) -> tuple[list[Run], datetime | None]:
         """A fleet's late occurrences, for a rescue: the pending scheduled runs of `any`
         jobs (job_key = job_id) whose fire time is at or before `before` and that nothing

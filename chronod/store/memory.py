@@ -94,6 +94,11 @@ def _fire_at(entry: tuple[datetime, str]) -> datetime:
     return entry[0]
 
 
+def _later(r: Run, until: datetime) -> bool:
+    """A pending scheduled occurrence that fires after `until` (read after READY)."""
+    return r.state == _PENDING and r.trigger == Trigger.SCHEDULE and r.fire_at > until
+
+
 def _copy(r: Run) -> Run:
     return Run(
         r.run_id,
@@ -681,6 +686,27 @@ class MemoryStore:
                 keys, runs = set(job_keys), self._t.runs
                 ids = [i for i in ids if runs[i].job_key in keys]
             return self._sorted(ids, lambda r: (r.fire_at, r.run_id))
+
+    def pending_soon(self, until: datetime) -> tuple[list[Run], set[str]]:
+        with self._lock:
+            runs, soon, later = self._t.runs, [], set()
+            for i in self._t.waiting:
+                r = runs[i]
+                if _later(r, until):
+                    later.add(r.job_key)
+                else:
+                    soon.append(i)
+            return self._sorted(soon, lambda r: (r.fire_at, r.run_id)), later
+
+    def pending_later(self, until: datetime, after: tuple[datetime, str] | None, limit: int) -> list[Run]:
+        with self._lock:
+            runs = self._t.runs
+            ids = [
+                i
+                for i in self._t.waiting
+                if _later(runs[i], until) and (after is None or (runs[i].fire_at, runs[i].run_id) > after)
+            ]
+            return self._sorted(ids, lambda r: (r.fire_at, r.run_id))[:limit]
 
     def late(self, before: datetime, limit: int) -> tuple[list[Run], datetime | None]:
         with self._lock:

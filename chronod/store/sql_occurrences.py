@@ -17,7 +17,7 @@ from chronod.core.model import RunState, Trigger
 from chronod.store import pgbatch
 from chronod.store import schema as s
 from chronod.store.api import Run
-from chronod.store.sqldb import BATCH, WAITING, SqlPart, aware, chunks, fenced_node, terminal
+from chronod.store.sqldb import BATCH, WAITING, SqlPart, aware, chunks, fenced_node, sqlite_text, terminal
 
 
 class OccurrencesSql(SqlPart):
@@ -91,18 +91,44 @@ class OccurrencesSql(SqlPart):
             upcoming = c.execute(next_q).scalar()
         return late, upcoming
 
+    def pending_soon(self, until: datetime) -> tuple[list[Run], set[str]]:
+        """Two reads in one transaction: the waiting runs but the scheduled ones that fire
+        after `until` (through the index by state), then the job keys of those."""
+        with self._tx(write=False) as c:
+            runs = self._fetch_runs(c, f"{_SOON} ORDER BY fire_at, run_id", (until,))
+            keys = {k for (k,) in self._fetch(c, f"SELECT job_key FROM runs WHERE {_LATER}", (until,))}
+        return runs, keys
+
+    def pending_later(self, until: datetime, after: tuple[datetime, str] | None, limit: int) -> list[Run]:
+        """Through the partial index of pending runs by fire time (SQLite's planner picks
+        the index by state without being told, and sorts every pending run for each page),
+        from the page's first fire time: given `until` too, SQLite scanned from `until`,
+        every page over all those read before it (17 ms a page of 500 at 80,000 read)."""
+        index = " INDEXED BY ix_runs_pending_fire_at" if self.dialect == "sqlite" else ""
+        where, params = _LATER, list[Any]([until])
+        if after is not None:
+            if after[0] > until:  # (then `fire_at > until` follows)
+                where, params = _SCHEDULED, []
+            where += " AND fire_at >= ? AND (fire_at > ? OR run_id > ?)"
+            params += [after[0], after[0], after[1]]
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs{index} WHERE {where} ORDER BY fire_at, run_id LIMIT {int(limit)}"
+        with self._tx(write=False) as c:
+            return self._fetch_runs(c, sql, params)
+
     def _all_waiting(self) -> list[Run]:
         """Every waiting run, in fire order, read through the driver's own cursor: at
         start-up with 100,000 jobs, SQLAlchemy's per-row mapping and its time zone
         conversion of seven datetimes a row cost seconds before READY."""
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE state IN (?, ?) ORDER BY fire_at, run_id"
         with self._tx(write=False) as c:
-            driver: Any = c.connection.driver_connection
-            if self.dialect != "sqlite":
-                driver.execute("SET LOCAL TIME ZONE 'UTC'")  # aware UTC datetimes, this transaction only
-                rows = driver.execute(sql.replace("?", "%s"), tuple(str(w) for w in WAITING)).fetchall()
-                return [Run(*row) for row in rows]
-            rows = driver.execute(sql, tuple(str(w) for w in WAITING)).fetchall()
+            return self._fetch_runs(c, f"{_WAITING} ORDER BY fire_at, run_id", ())
+
+    def _fetch_runs(self, c: Connection, sql: str, params: Iterable[Any]) -> list[Run]:
+        """Runs read through the driver's own cursor (`_fetch`): `sql` selects `_RUN_COLUMNS`."""
+        if not sql.startswith("SELECT"):
+            sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE {sql}"
+        rows = self._fetch(c, sql, params)
+        if self.dialect != "sqlite":
+            return [Run(*row) for row in rows]
         parse = datetime.fromisoformat
         out = []
         for row in rows:
@@ -112,6 +138,17 @@ class OccurrencesSql(SqlPart):
                     v[i] = parse(v[i] + "+00:00")  # SQLite keeps naive UTC text (schema.UTCDateTime)
             out.append(Run(*v))
         return out
+
+    def _fetch(self, c: Connection, sql: str, params: Iterable[Any]) -> list[Any]:
+        """Rows of `sql` (placeholders `?`, datetimes aware) through the driver's cursor."""
+        driver: Any = c.connection.driver_connection
+        if self.dialect == "sqlite":
+            values = tuple(sqlite_text(v) if isinstance(v, datetime) else v for v in params)
+            rows: list[Any] = driver.execute(sql, values).fetchall()
+            return rows
+        driver.execute("SET LOCAL TIME ZONE 'UTC'")  # aware UTC datetimes, this transaction only
+        rows = driver.execute(sql.replace("?", "%s"), tuple(params)).fetchall()
+        return rows
 
     def dispatch(self, run_id: str, node: str, token: int, next_run: Run | None) -> Run | None:
         with self._tx() as c:
@@ -352,6 +389,12 @@ def _group_key(resource: str) -> int:
 _RUN_FIELDS = tuple(f.name for f in dataclasses.fields(Run))
 _RUN_COLUMNS = ", ".join(f'"{f}"' for f in _RUN_FIELDS)  # "signal", "trigger": keywords somewhere
 _RUN_TIMES = tuple(i for i, f in enumerate(_RUN_FIELDS) if isinstance(s.runs.c[f].type, s.UTCDateTime))
+# the reads of waiting runs through the driver (`_fetch`): the state is written as a literal,
+# which each planner matches to the partial index of pending runs by fire time
+_WAITING = f"state IN ('{RunState.PENDING}', '{RunState.RETRY_WAIT}')"
+_SCHEDULED = f"state = '{RunState.PENDING}' AND \"trigger\" = '{Trigger.SCHEDULE}'"
+_LATER = f"{_SCHEDULED} AND fire_at > ?"
+_SOON = f"state = '{RunState.RETRY_WAIT}' OR (state = '{RunState.PENDING}' AND (\"trigger\" != '{Trigger.SCHEDULE}' OR fire_at <= ?))"
 
 
 def late_queries(before: datetime, limit: int) -> tuple[sa.Select[Any], sa.Select[Any]]:

@@ -953,6 +953,42 @@ def test_pending_of_many_job_keys_reads_every_field_as_a_few_keys_do(store):
     assert [r.run_id for r in many] == [r.run_id for r in sorted(many, key=lambda r: (r.fire_at, r.run_id))]
 
 
+def test_pending_soon_and_its_later_pages_are_every_waiting_run(store):
+    """A warm start reads the waiting runs but the scheduled ones firing after a bound, and
+    the job keys of those; after READY it reads those in pages by (fire time, run id): the
+    two together are `pending()`, every field equal, with none twice (ties of fire time
+    cut between pages included)."""
+    tied = [dataclasses.replace(run(40, job=f"tie{j}"), run_id=f"tie{j}-000040") for j in range(5)]
+    retry = dataclasses.replace(run(90, job="retrying"), state="retry_wait", attempts=1)  # fires later: read soon
+    manual = dataclasses.replace(run(95, job="manual"), trigger="manual")
+    each = dataclasses.replace(run(60, job="each"), run_id="each@n2-000060", job_key="each@n2")
+    store.insert_runs([run(i, job=f"job{i:02d}") for i in range(0, 80, 3)])
+    store.insert_runs([*tied, retry, manual, each, run(50, job="done", state="succeeded")])
+    bound = run(20).fire_at
+    soon, keys = store.pending_soon(bound)
+    assert [r.run_id for r in soon] == [
+        *(f"job{i:02d}-{i:06d}" for i in range(0, 21, 3)),
+        "retrying-000090",
+        "manual-000095",
+    ]
+    pages, after = [], None
+    while True:
+        page = store.pending_later(bound, after, 4)
+        pages.append(page)
+        if len(page) < 4:
+            break
+        after = (page[-1].fire_at, page[-1].run_id)
+    later = [r for page in pages for r in page]
+    assert [len(page) for page in pages] == [4, 4, 4, 4, 4, 4, 2]
+    assert keys == {r.job_key for r in later} and "each@n2" in keys and len(later) == 26
+    every = store.pending()
+    together = sorted([*soon, *later], key=lambda r: (r.fire_at, r.run_id))
+    assert [r.as_dict() for r in together] == [r.as_dict() for r in every]
+    assert all(r.fire_at.utcoffset() == timedelta(0) for r in together)
+    assert store.pending_later(bound, (later[-1].fire_at, later[-1].run_id), 4) == []
+    assert store.pending_soon(T0 + timedelta(days=1)) == (every, set())
+
+
 def test_registry_files_are_kept_per_node_and_replaced_or_forgotten_per_path(store):
     """A node's validated job files (key and result, opaque bytes) outlive the process: a
     restart reads them back exactly, per node; None forgets a path, others stay."""

@@ -161,6 +161,22 @@ def test_plain_specs_decode_to_exactly_the_validated_ones_with_their_hashes(tmp_
     assert {s.source_file for s in moved.specs} == {"/elsewhere/plain.yaml"}
 
 
+def test_spec_of_makes_what_the_constructor_makes(tmp_path):
+    """Plain specs are decoded by `spec_of`, which sets each slot itself: the very spec that
+    `JobSpec(*values)` makes (equal, the same hash and repr, as frozen), and JobSpec has no
+    `__post_init__` that it would skip."""
+    from chronod.core.model import JobSpec, spec_of
+
+    assert not hasattr(JobSpec, "__post_init__")
+    for spec in load_file(write(tmp_path, "plain.yaml", PLAIN), now=NOW, secure=False).specs:
+        values = [getattr(spec, f.name) for f in dataclasses.fields(JobSpec)]
+        made, built = spec_of(values), JobSpec(*values)
+        assert type(made) is JobSpec and made == built and hash(made) == hash(built) and repr(made) == repr(built)
+        assert made.spec_hash() == built.spec_hash()
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.id = "other"  # type: ignore[misc]
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
 def test_the_example_files_decode_to_exactly_their_validated_results(name, tmp_path):
     path = tmp_path / name
