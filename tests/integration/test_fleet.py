@@ -242,7 +242,8 @@ def test_a_paused_node_that_wakes_after_its_lease_has_its_writes_rejected_and_di
     # had a written first, by the stale token
     refused = [line for line in a_log.splitlines() if "run.finish_rejected" in line and held["run_id"] in line]
     ticks = Counter(l[0] for l in fleet.witness())
-    tick_ids = {r["run_id"] for r in runs_json("tick", fleet.db)}
+    tick_runs = runs_json("tick", fleet.db)
+    tick_ids = {r["run_id"] for r in tick_runs}
     dup = sum(n - 1 for rid, n in ticks.items() if rid in tick_ids and n > 1)
     print(
         f"\nFIGURE SIGSTOP beyond the lease: stale writes rejected {stale:.0f}, accepted 0 "
@@ -253,7 +254,10 @@ def test_a_paused_node_that_wakes_after_its_lease_has_its_writes_rejected_and_di
     assert stale >= 1 or refused, a_log
     assert dup == 0
     nodes_seen = {l[2] for l in fleet.witness() if l[0] in tick_ids}
-    assert nodes_seen == {"a", "b"}, "both nodes should have dispatched ticks"
+    # b took the ticks over while a was stopped: it started them, or, its own loop more
+    # than a second behind on a loaded host, shed them saying so (chronod.core.overload)
+    shed_by_b = [r for r in tick_runs if "node b was overloaded" in (r["error"] or "")]
+    assert "a" in nodes_seen and ("b" in nodes_seen or shed_by_b), (nodes_seen, fleet.nodes["b"].log_since_start())
 
 
 def test_killed_database_connections_during_dispatch_miss_and_duplicate_no_occurrence(fleet):
