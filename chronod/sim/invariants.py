@@ -792,11 +792,14 @@ def silence_truth(f: Facts) -> list[Counterexample]:
     w = f.out.world
     lives = [(life.started, life.ended if life.ended is not None else w.mono()) for life in w.lives]
     rows_by_job, stored_wins = _stored_ends(f)
-    ended = {(p.run_id, p.attempt): p.end_mono() for p in f.procs if p.end_mono() <= w.mono()}
-    wins: dict[str, list[float]] = defaultdict(list)  # the monotonic time of each success
+    ended: dict[tuple[str, int], float] = {}  # the monotonic end of each attempt's process
+    wins: dict[str, list[float]] = defaultdict(list)  # ... of each success, by job
     for p in f.procs:
+        if p.end_mono() > w.mono():
+            continue
+        ended[(p.run_id, p.attempt)] = p.end_mono()
         # a success chronod never learned of (an unsafe run recorded lost) is one_terminal_state's
-        if p.final_state() == S.SUCCEEDED and p.end_mono() <= w.mono() and (p.run_id, p.attempt) in stored_wins:
+        if p.final_state() == S.SUCCEEDED and (p.run_id, p.attempt) in stored_wins:
             wins[p.job_id].append(p.end_mono())
     out: list[Counterexample] = []
     for job, versions in f.out.versions.items():

@@ -142,13 +142,17 @@ class World:
             later = later_sums[bisect.bisect_right(monos, mono) if after_step else bisect.bisect_left(monos, mono)]
         return self.clock.now() - timedelta(seconds=self.mono() - mono + later)
 
+    def _spans(self, since: float = 0.0, until: float | None = None) -> list[tuple[float, float]]:
+        """The monotonic spans from `since` to `until` (now) that no clock step cuts: inside
+        each, the wall clock runs with the monotonic one."""
+        end = self.mono() if until is None else until
+        return list(itertools.pairwise([since, *(m for m, _ in self.steps if since < m < end), end]))
+
     def monos_at(self, wall: datetime, until: float | None = None) -> list[float]:
         """Every monotonic time, up to `until` (now), at which the clock showed `wall`: one,
         several after a step back, none when a step forward passed over it or not yet."""
-        end = self.mono() if until is None else until
-        edges = [0.0, *(m for m, _ in self.steps if m < end), end]
         out = []
-        for a, b in itertools.pairwise(edges):
+        for a, b in self._spans(until=until):
             m = a + (wall - self.wall_at(a)).total_seconds()
             if a <= m <= b:
                 out.append(m)
@@ -157,24 +161,20 @@ class World:
     def last_mono_at(self, wall: datetime, until: float | None = None) -> float:
         """The latest monotonic time, up to `until` (now), at which the clock showed `wall`,
         or showed the nearest time before it."""
-        end = self.mono() if until is None else until
-        shown = self.monos_at(wall, end)
+        shown = self.monos_at(wall, until)
         if shown:
             return max(shown)
-        edges = [0.0, *(m for m, _ in self.steps if m < end), end]
-        return max((b for a, b in itertools.pairwise(edges) if self.wall_at(a) <= wall), default=0.0)
+        return max((b for a, b in self._spans(until=until) if self.wall_at(a) <= wall), default=0.0)
 
     def showed(self, a: datetime, b: datetime) -> bool:
         """Whether the clock ever showed a time in [a, b), up to now (a step forward may
         pass over a whole span)."""
-        edges = [0.0, *(m for m, _ in self.steps), self.mono()]
-        return any(self.wall_at(s) < b and a <= self.wall_at(e, after_step=False) for s, e in itertools.pairwise(edges))
+        return any(self.wall_at(s) < b and a <= self.wall_at(e, after_step=False) for s, e in self._spans())
 
     def first_mono_from(self, wall: datetime, after: float) -> float | None:
         """The first monotonic time from `after` on at which the clock shows `wall` or later
         (None: not before now)."""
-        edges = [after, *(m for m, _ in self.steps if after < m < self.mono()), self.mono()]
-        for a, b in itertools.pairwise(edges):
+        for a, b in self._spans(since=after):
             m = a + max(0.0, (wall - self.wall_at(a)).total_seconds())
             if m <= b:
                 return m
