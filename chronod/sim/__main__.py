@@ -11,6 +11,7 @@ import math
 import shutil
 import signal
 import sys
+import textwrap
 import time
 from typing import Any
 
@@ -132,7 +133,9 @@ def run(cfg: Config) -> dict[str, Any]:
         out.close()
 
 
-def render(result: dict[str, Any]) -> str:
+def render(result: dict[str, Any], width: int | None = None) -> str:
+    """The result for a terminal, each line wrapped to `width` (the terminal's)."""
+    width = width or shutil.get_terminal_size().columns
     lines = [
         (
             f"seed {result['seed']}: {result['days']} days, {result['jobs']} jobs, {result['nodes']} node"
@@ -151,7 +154,8 @@ def render(result: dict[str, Any]) -> str:
                 f"  BROKEN  {name}: {inv['broken']} counterexamples; first: seed {result['seed']}, "
                 f"{c['time']}, job {c['job']}, run {c['run_id']}: {c['what']}"
             )
-    return "\n".join(lines)
+    wrap = textwrap.TextWrapper(width=max(width, 40), subsequent_indent=" " * 10, break_on_hyphens=False)
+    return "\n".join(wrapped for line in lines for wrapped in wrap.wrap(line))
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:

@@ -37,3 +37,29 @@ def test_an_interrupted_simulation_removes_its_working_directory(monkeypatch):
         sim_cli.main(["--days", "0.01", "--jobs", "2"])
     [tmp] = made
     assert not tmp.exists()
+
+
+def test_the_result_fits_an_80_column_terminal():
+    from chronod.sim.__main__ import render
+
+    broken = {"held": False, "broken": 2, "first": {"time": "2025-03-29T20:06:29Z", "job": "job00103", "run_id": "-"}}
+    result = {
+        "seed": 3,
+        "days": 0.05,
+        "jobs": 20,
+        "nodes": 1,
+        "store": "memory",
+        "faults": ["backfill", "clock", "crash", "dst", "outage", "registry", "stall", "window"],
+        "processes": 39,
+        "daemon_lives": 3,
+        "wall_s": 0.06,
+        "days_per_s": 0.8666,
+        "invariants": {
+            "one_terminal_state": {"held": True},
+            "silence_truth": {**broken, "first": {**broken["first"], "what": "silence notice " * 12}},
+        },
+    }
+    text = render(result, 80)
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert "0.8666 simulated days per second" in " ".join(text.split())
+    assert "  held    one_terminal_state" in text.splitlines()
