@@ -60,13 +60,9 @@ class Admission:
         if run.trigger == Trigger.SCHEDULE and self.holds_back(job, run, next_run):
             return
         running = self.starter.running(spec.id)
-        forced = run.trigger == Trigger.MANUAL_FORCE or run.state == RunState.RETRY_WAIT
         waiting_retry = self.timeline.retrying(spec.id)
         draining = self.lines.draining(spec.id, self.starter.going_ids(spec.id) | {r.run_id for r in waiting_retry})
-        # under forbid a run waiting for its next attempt is still going: its retry always
-        # starts, and would run beside one started now
-        retries = [] if forced or spec.overlap != "forbid" else waiting_retry
-        action = policy.overlap(spec, self.starter.going(spec.id) + len(retries), draining, forced=forced)
+        action, retries = self.overlap(spec, run, draining)
         behind = self.waits_behind(spec, run, action, retries)
         if behind is not None:
             # the schedule comes first: a backfill or manual run never makes a scheduled
@@ -358,13 +354,31 @@ class Admission:
         self.lines.tidy(resource)
         return bool(start)
 
+    def overlap(self, spec: JobSpec, run: Run, queued: int = 0) -> tuple[policy.Overlap, list[Run]]:
+        """The overlap rule for `run` now (`policy.overlap`), and the runs of the job waiting
+        for their next attempt that it counted as going: under forbid such a run is still
+        going, since its retry always starts and would run beside one started now. A retry
+        or a forced manual run always starts."""
+        forced = _forced(run)
+        retries = [] if forced or spec.overlap != "forbid" else self.timeline.retrying(spec.id)
+        return policy.overlap(spec, self.starter.going(spec.id) + len(retries), queued, forced=forced), retries
+
     def slot_ok(self, job: Job, run: Run) -> bool:
-        """A slot is free for `run`: the job's overlap rule still holds for it."""
-        if policy.overlap(job.spec, self.starter.going(job.spec.id)) == policy.Overlap.SKIP:
+        """A slot is free for `run`: the job's overlap rule still holds for it, as when it fell
+        due (`start_or_queue`). A retry settled skipped_overlap here would hide the outcome
+        of the attempt before it; a run started while the one before it waits for its retry
+        would run beside that retry."""
+        action, retries = self.overlap(job.spec, run)
+        if action == policy.Overlap.SKIP:
+            prev = (
+                f"previous run {retries[0].run_id} (waiting to start attempt {retries[0].attempts + 1})"
+                if retries and not self.starter.going(job.spec.id)
+                else "a previous run started and"
+            )
             self.ledger.settle(
                 run,
                 RunState.SKIPPED_OVERLAP,
-                "waited for a slot of its resource while a previous run started and is still running; overlap: forbid",
+                f"waited for a slot of its resource while {prev} is still running; overlap: forbid",
                 None,
             )
             return False
@@ -439,3 +453,9 @@ class Admission:
             self.drain_queue(job_id)
         for resource in self.lines.resources():
             self.admit(resource)
+
+
+def _forced(run: Run) -> bool:
+    """A forced manual run and a retry always start: the overlap rule does not hold them
+    (`policy.overlap`)."""
+    return run.trigger == Trigger.MANUAL_FORCE or run.state == RunState.RETRY_WAIT

@@ -105,17 +105,20 @@ class Facts:
         attempt a spell began with, the wall time it started, the end of its last
         attempt). A spell is one attempt, or several of one run back to back: the next
         attempt of the same run, started for the same reason (the schedule, a manual run,
-        a backfill: `_asked_for`) within the job's longest retry backoff of the end of the
-        one before, or of when a daemon could first read that end (`noticed`), or later
-        when a crash, stall or outage fell in between: the daemon waits for the retry; a
-        backfill that reopens an ended run much later begins a
-        spell of its own."""
+        a backfill: `_asked_for`) within the job's longest retry backoff (and, for a job
+        with a resource, its wait for a slot) of the end of the one before, or of when a
+        daemon could first read that end (`noticed`), or later when a crash, stall or
+        outage fell in between: the daemon waits for the retry; a backfill that reopens
+        an ended run much later begins a spell of its own."""
         got = self._spells.get(job)
         if got is not None:
             return got
         versions = self.out.versions.get(job)
-        retry = versions[-1].spec.retry if versions else None
-        longest = timedelta(seconds=(retry.max_backoff_s * 1.2 if retry and retry.attempts > 1 else 0) + LAG_S)
+        spec = versions[-1].spec if versions else None
+        retry = spec.retry if spec else None
+        # a retry waits for a slot of its resource up to its catch-up window after it fell due
+        slot = spec.catchup_window_s if spec and spec.resource else 0
+        longest = timedelta(seconds=(retry.max_backoff_s * 1.2 + slot if retry and retry.attempts > 1 else 0) + LAG_S)
         asked = _asked_for(self)
         runs: dict[str, list[Proc]] = defaultdict(list)
         for p in self.by_job.get(job, []):
