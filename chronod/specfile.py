@@ -84,6 +84,16 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _RESOLVER = yaml.resolver.Resolver()  # the implicit typing the composer would apply
 _resolve: Callable[..., str] = _RESOLVER.resolve
+# The first characters of a plain scalar that an implicit resolver may read as something
+# else than a string (a number, a boolean, null, a date, a merge key): a scalar that is
+# quoted, or plain and starts with another character, is a string without asking the
+# resolver, which tries each of its patterns in turn (four scalars a job). Exact while the
+# resolver has no pattern for every first character and no path resolver, as PyYAML's.
+_RESOLVED_FIRST = frozenset(c for c in _RESOLVER.yaml_implicit_resolvers if c is not None)
+_MERGE_FIRST = frozenset(
+    c for c, found in _RESOLVER.yaml_implicit_resolvers.items() if any(tag == _MERGE_TAG for tag, _ in found)
+)
+assert None not in _RESOLVER.yaml_implicit_resolvers and not _RESOLVER.yaml_path_resolvers
 
 
 @dataclass
@@ -218,11 +228,13 @@ class _Screened:
     too many (an alias bomb stops at its first anchor)."""
 
     def __init__(self, text: str):
-        self._events = yaml.parse(text, Loader=_LOADER)
+        # the parser's own next-event call, not yaml.parse's generator around it (a check
+        # and a get for each event)
+        self._next = _LOADER(text).get_event
         self.depth = 0
 
     def next(self) -> Any:
-        event: Any = next(self._events)  # each kind of event has its own fields
+        event: Any = self._next()  # each kind of event has its own fields
         kind = type(event)
         if kind is ScalarEvent:
             if event.tag is None and event.anchor is None:
@@ -307,6 +319,8 @@ class _Converter:
         return self.mapping(events, path)
 
     def scalar(self, event: ScalarEvent, path: str) -> Any:
+        if not event.implicit[0] or event.value[:1] not in _RESOLVED_FIRST:
+            return event.value  # quoted, or plain and no pattern applies: a string
         tag = _resolve(ScalarNode, event.value, event.implicit)
         if tag == _STR_TAG:
             return event.value
@@ -323,7 +337,7 @@ class _Converter:
         key = events.next()
         while type(key) is not MappingEndEvent:
             line = key.start_mark.line + 1
-            if type(key) is not ScalarEvent or _resolve(ScalarNode, key.value, key.implicit) == _MERGE_TAG:
+            if type(key) is not ScalarEvent or _is_merge(key):
                 what = "merge keys (<<)" if type(key) is ScalarEvent else "keys that are lists or mappings"
                 self._error(
                     line, path, f"{what} are not allowed", "use plain names as keys; shared fields go under defaults:"
@@ -346,6 +360,15 @@ class _Converter:
 
     def _error(self, line: int, path: str, message: str, hint: str) -> None:
         self.problems.append(Problem(ERROR, self.file, line, None, path, message, hint))
+
+
+def _is_merge(key: ScalarEvent) -> bool:
+    """Whether YAML reads the key as a merge key (`<<`)."""
+    return (
+        bool(key.implicit[0])
+        and key.value[:1] in _MERGE_FIRST
+        and _resolve(ScalarNode, key.value, key.implicit) == _MERGE_TAG
+    )
 
 
 def _skip(events: _Screened, event: Any) -> None:

@@ -202,24 +202,97 @@ def json_text_and_hash(spec: JobSpec) -> tuple[str, str]:
     """`json.dumps(spec.to_json_dict(), sort_keys=True)` (the stored form of a definition)
     and `spec.spec_hash()`, from one walk of the spec; the hash is kept.
 
-    dataclasses.asdict deep-copies every value and made a 100,000-job sync take half a
-    minute; tests/contract/test_store_contract.py keeps this equal to the methods above."""
+    Written out field by field in the sorted order of the keys, each value as json.dumps
+    writes it: a cold start makes this text for each of 100,000 specs, and building the
+    dict and encoding it cost twice as much. The hash is of the same text without the two
+    source keys. A spec with notification routes (few) takes the dict's way.
+    tests/contract/test_store_contract.py and tests/unit/test_spec_json.py keep this equal
+    to the methods above."""
+    import hashlib
+
+    if spec.notify:
+        return _json_text_and_hash_by_dict(spec)
+    parts = []
+    for name, key in _JSON_KEYS:
+        v = getattr(spec, name)
+        if v is None:
+            parts.append(key + "null")
+        elif v is True:
+            parts.append(key + "true")
+        elif v is False:
+            parts.append(key + "false")
+        elif type(v) is str:
+            parts.append(key + _json_str(v))
+        elif type(v) is int:
+            parts.append(key + int.__repr__(v))
+        else:
+            parts.append(key + _json_value(name, v))
+    text = "{" + ", ".join(parts) + "}"
+    rest = "{" + ", ".join(parts[:_SOURCE_AT] + parts[_SOURCE_AT + 2 :]) + "}"
+    digest = hashlib.sha256(rest.encode()).hexdigest()[:16]
+    spec.remember_hash(digest)  # the node's published hashes need it next: computed once
+    return text, digest
+
+
+def _json_value(name: str, v: Any) -> str:
+    """A field's value that is no string, whole number, boolean or null, as `to_json_dict`
+    has it, in JSON."""
+    import json
+
+    if name == "retry" or name == "run_on":
+        text = _POLICY_TEXTS.get(v)
+        if text is None:
+            plain = (
+                {"attempts": v.attempts, "backoff_s": v.backoff_s, "max_backoff_s": v.max_backoff_s}
+                if name == "retry"
+                else {"mode": v.mode, "nodes": list(v.nodes)}
+            )
+            text = json.dumps(plain, sort_keys=True)
+            if len(_POLICY_TEXTS) >= 1024:
+                _POLICY_TEXTS.clear()
+            _POLICY_TEXTS[v] = text
+        return text
+    if name == "env":
+        return json.dumps(dict(v), sort_keys=True) if v else "{}"
+    if isinstance(v, tuple):  # tags, a command given as a list
+        return json.dumps(list(v)) if v else "[]"
+    return json.dumps(v, sort_keys=True)
+
+
+def _json_text_and_hash_by_dict(spec: JobSpec) -> tuple[str, str]:
+    """`json_text_and_hash` through `to_json_dict`."""
     import hashlib
     import json
 
-    d = spec.to_json_dict()  # written out by hand: a generic walk of the dataclasses cost twice as much
+    d = spec.to_json_dict()
     text = json.dumps(d, sort_keys=True)
-    # spec_hash() dumps the same sorted dict without the two source keys; they are adjacent
-    # top-level keys after every nested object, so cutting their last occurrence is exact.
-    source = f'"source_file": {json.dumps(spec.source_file)}, "source_line": {json.dumps(spec.source_line)}, '
-    before, found, after = text.rpartition(source)
-    if not found:
-        del d["source_file"], d["source_line"]
-        digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
-    else:
-        digest = hashlib.sha256((before + after).encode()).hexdigest()[:16]
-    spec.remember_hash(digest)  # the node's published hashes need it next: computed once
+    del d["source_file"], d["source_line"]
+    digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+    spec.remember_hash(digest)
     return text, digest
+
+
+def _json_keys() -> tuple[tuple[str, str], ...]:
+    import json
+
+    return tuple((name, json.dumps(name) + ": ") for name in sorted(JobSpec.__dataclass_fields__))
+
+
+# the JSON form's keys in the order json.dumps(sort_keys=True) writes them, each with its
+# `"key": ` text; the two source keys are adjacent, from index _SOURCE_AT
+_JSON_KEYS = _json_keys()
+_SOURCE_AT = [name for name, _ in _JSON_KEYS].index("source_file")
+assert _JSON_KEYS[_SOURCE_AT + 1][0] == "source_line"
+_POLICY_TEXTS: dict[Any, str] = {}  # a Retry's or a RunOn's JSON text (frozen values, few distinct)
+
+
+def _json_str_of() -> Callable[[str], str]:
+    from json.encoder import encode_basestring_ascii
+
+    return encode_basestring_ascii
+
+
+_json_str = _json_str_of()  # a string as json.dumps writes it (ASCII, escaped)
 
 
 _FIELD_NAMES = tuple(f for f in JobSpec.__dataclass_fields__)

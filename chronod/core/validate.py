@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import operator
 import re
 import zoneinfo
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from chronod.core.model import (
     Resource,
     Retry,
     RunOn,
+    spec_of,
 )
 from chronod.core.retention import DEFAULT_HISTORY_DAYS
 from chronod.core.schedule import ScheduleError, compile_schedule
@@ -1058,17 +1060,17 @@ def _field_value(f: Field, item: dict[str, Any], path: str, defaults: dict[str, 
     return f.default
 
 
-_SPEC_FIELDS = frozenset(f.name for f in dc_fields(JobSpec))
+# the spec's fields in order, read from a job's values (FIELDS, and the three below)
+_SPEC_VALUES = operator.itemgetter(*(f.name for f in dc_fields(JobSpec)))
 
 
 def _build(job: _Job, ctx: _Ctx) -> JobSpec:
-    values = {k: v for k, v in job.values.items() if k in _SPEC_FIELDS}
-    return JobSpec(
-        **values,
-        max_silence_explicit="max_silence_s" in job.explicit,
-        source_file=ctx.doc.file,
-        source_line=ctx.line(job.path),
-    )
+    """The job's spec: `JobSpec(**values)` made as `spec_of` makes it, at half the cost."""
+    values = job.values  # the job's own, no longer read
+    values["max_silence_explicit"] = "max_silence_s" in job.explicit
+    values["source_file"] = ctx.doc.file
+    values["source_line"] = ctx.line(job.path)
+    return spec_of(_SPEC_VALUES(values))
 
 
 # --- rules across fields (each reports its own problems) -------------------------------------
@@ -1234,7 +1236,7 @@ def _near_a_transition(sched: Any, now: datetime) -> bool:
         if shift_s >= 3 * 3600:
             return True
         start = at - timedelta(seconds=shift_s + 1)
-        if _hours_near(sched, start, shift_s) and sched.fires(start, at, limit=1):
+        if _hours_near(sched, start, shift_s) and _days_near(sched, start, shift_s) and sched.fires(start, at, limit=1):
             return True
     return False
 
@@ -1245,6 +1247,28 @@ def _hours_near(sched: Any, start: datetime, shift_s: int) -> bool:
     search per job."""
     fields = getattr(sched, "fields", None)
     return fields is None or not _wall_hours(sched.tz, start, shift_s).isdisjoint(fields.hours)
+
+
+def _days_near(sched: Any, start: datetime, shift_s: int) -> bool:
+    """Whether the schedule's day fields allow a wall-clock day of those same hours: most
+    fixed-time jobs the hour test lets through (02:30 on the 15th) fail this one, and are
+    spared the search of `fires`."""
+    fields = getattr(sched, "fields", None)
+    if fields is None:
+        return True
+    return any(
+        month in fields.months and fields.day_matches(dom, dow)
+        for month, dom, dow in _wall_days(sched.tz, start, shift_s)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _wall_days(tz: str, start: datetime, shift_s: int) -> tuple[tuple[int, int, int], ...]:
+    """(month, day of the month, cron weekday: 0 = Sunday) of each wall-clock day that the
+    hours of `_wall_hours` fall on."""
+    wall = start.astimezone(zoneinfo.ZoneInfo(tz)).replace(tzinfo=None)
+    days = dict.fromkeys((wall + timedelta(hours=k)).date() for k in range(-1, 2 * shift_s // 3600 + 4))
+    return tuple((d.month, d.day, (d.weekday() + 1) % 7) for d in days)
 
 
 @functools.lru_cache(maxsize=256)
