@@ -73,6 +73,7 @@ READ_SLICE = 500
 # wake-up too, by the same rule: read at once, the 100,000 of as many jobs held the loop
 # 2.7 s (1.3 s of CPU at load 10), and the `@every 1s` job beside them was skipped twice.
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)  # (before every stored fire time)
+RECONCILE_RETRY_S = 1.0  # a check due while the slices after READY go on waits this long
 
 
 class Occurrences:
@@ -346,8 +347,8 @@ class Occurrences:
         return self._clear(now) if self._unseen is not None else None
 
     def reconcile_some(self) -> None:
-        """The periodic check, a slice a wake-up: the first call starts it (what is left
-        for after READY is stored and read first, as `reconcile` does); each reads the
+        """The periodic check, a slice a wake-up: the first call starts it, once the slices
+        after READY are done (`reconcile` stores and reads what they left first); each reads the
         next READ_SLICE stored scheduled occurrences in fire order, when its time has come
         (`reconcile_slice_at`), and crosses their jobs off. A job's occurrence that fires
         meanwhile leaves its next one after it in that order, so a job crossed off by none
@@ -355,9 +356,13 @@ class Occurrences:
         the end (`repair`), on this thread, as a check at once would."""
         now = self.clock.now()
         if self._unseen is None:
+            if self._unstored or self._unread is not None:
+                # the slices after READY are not over (a slow machine): they keep the
+                # invariant meanwhile, and storing or reading all that is left at once
+                # held the loop for seconds; the check starts once they are done
+                self._next_reconcile = self.clock.monotonic() + RECONCILE_RETRY_S
+                return
             self.reconcile_later()
-            self.store_some(everything=True)
-            self.read_some(everything=True)
             self._unseen = {j.key for j in self.registry.jobs.values()}
             self._seen_to = None
         if self._clear(now) != now:

@@ -94,3 +94,30 @@ def test_the_check_stores_the_next_occurrence_a_job_lost(settled):
     assert scheduled(store)["b7"] == 1
     assert set(scheduled(store).values()) == {1}
     assert "b7" in {r.job_id for r in d.pending.values()}, "and tracked"
+
+
+def test_a_check_due_while_the_first_occurrences_are_stored_waits_for_their_slices(
+    tmp_path,
+    make_store,  # noqa: F811  (the fixture imported above)
+    monkeypatch,
+):
+    """On a slow machine the slices after a cold READY may outlast RECONCILE_EVERY_S: the
+    check stored all that was left in one wake-up (seconds with 100,000 new jobs)."""
+    reg = tmp_path / "jobs.d"
+    reg.mkdir()
+    write(reg)
+    clock = FakeClock(START, mono=1000.0)
+    store = make_store(clock)
+    d, world, _ = boot(store, reg, clock)
+    world.durations["tick"] = lambda rng: (0.2, 0)
+    monkeypatch.setattr(occurrences, "STORE_SLICE", 2)
+    left = len(d.unstored)
+    assert left > 10, "the first occurrences that fire later are left for after READY"
+    clock.advance(RECONCILE_EVERY_S)
+    wake(d, [])
+    assert len(d.unstored) >= left - 2, "one slice stored, not all that was left"
+    for _ in range(60):
+        clock.advance(0.1)
+        wake(d, [])
+    assert not d.unstored and not d.occurrences.reconciling(), "the slices, then the check, are done"
+    assert set(scheduled(store).values()) == {1}
