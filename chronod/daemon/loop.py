@@ -373,6 +373,7 @@ class Daemon:
                 self.limit.backlog_wake(now),
                 self.occurrences.store_at(now) if online else None,
                 self.occurrences.read_at(now) if online and not self.registry.reloads.busy else None,
+                self.occurrences.reconcile_slice_at(now) if online else None,
                 self.lines.deadline(self.jobs) if online else None,
                 *(now + timedelta(seconds=max(t - mono, 0)) for t in ticks if t is not None),
             ]
@@ -388,8 +389,8 @@ class Daemon:
     def housekeeping(self) -> None:
         self.ping_watchdog()
         mono = self.clock.monotonic()
-        if mono >= self.occurrences.reconcile_at():
-            self.occurrences.reconcile()
+        if mono >= self.occurrences.reconcile_at() or self.occurrences.reconciling():
+            self.occurrences.reconcile_some()  # a slice a wake-up
         self.dbwatch.check(mono)
         self.metrics.running.set(len(self.starter))
         stale = self.store.stale_rejections
