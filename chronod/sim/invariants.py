@@ -108,8 +108,9 @@ class Facts:
         a backfill: `_asked_for`) within the job's longest retry backoff (and, for a job
         with a resource, its wait for a slot) of the end of the one before, or of when a
         daemon could first read that end (`noticed`), or later when a crash, stall or
-        outage fell in between: the daemon waits for the retry; a backfill that reopens
-        an ended run much later begins a spell of its own."""
+        outage, or a maintenance window that defers the retry, fell in between: the daemon
+        waits for the retry; a backfill that reopens an ended run much later begins a
+        spell of its own."""
         got = self._spells.get(job)
         if got is not None:
             return got
@@ -135,7 +136,7 @@ class Facts:
                 if (
                     p.attempt == prev.attempt + 1
                     and asked(p) == asked(prev)
-                    and (c - seen <= longest or self.disturbed(seen, c))
+                    and (c - seen <= longest or self.disturbed(seen, c) or (spec and self.blacked_out(spec, seen, c)))
                 ):
                     b = max(b, d)
                     continue
@@ -253,10 +254,6 @@ class Facts:
             for p in self.by_job.get(e.job, [])
         )
 
-    def alive(self, job: str, start: datetime, end: datetime) -> bool:
-        """Whether a process of the job ran at some point of this span."""
-        return bool(self.overlapping(job, start, end))
-
     def overlapping(self, job: str, lo: datetime, hi: datetime) -> list[Proc]:
         """The job's processes whose hull meets [lo, hi], in `by_job` order. A bisection
         over the hulls sorted by start, not a walk over all of the job's processes: a job
@@ -328,6 +325,8 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
         return f"recorded {state}, but no process was ever started"
     span = (e.fire_at - timedelta(seconds=1), e.fire_at + timedelta(seconds=ON_TIME_GRACE_S + LAG_S))
     if state == RunState.SKIPPED_OUTAGE and not f.disturbed(*span):
+        if (f.rows[e.run_id].error or "").startswith("this node was"):
+            return None  # shed by the node's start admission, named as such (fire_lag_bounded judges the node)
         if spec.catchup == "all":
             return None  # the backlog rule: see catchup_all_in_order
         return "recorded skipped_outage while chronod was up, not stalled and had its database"
@@ -336,7 +335,9 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
     ):
         return "recorded skipped_paused, but the job was not paused"
     if state == RunState.SKIPPED_OVERLAP and (
-        spec.overlap == "allow" or not f.alive(e.job, span[0], span[1] + timedelta(seconds=spec.catchup_window_s))
+        # a run waiting for its retry is going too (`Facts.spells`)
+        spec.overlap == "allow"
+        or not f.spells_meeting(e.job, span[0], span[1] + timedelta(seconds=spec.catchup_window_s))
     ):
         return f"recorded skipped_overlap (overlap: {spec.overlap}), but no run of the job was running"
     if state == RunState.SKIPPED_BLACKOUT and not f.blacked_out(

@@ -59,3 +59,40 @@ def test_a_run_in_its_resources_line_waits_while_the_one_before_it_waits_for_its
         assert not {name: bad[0].what for name, bad in check(out, names).items() if bad}
     finally:
         out.close()
+
+
+WINDOWED = {
+    **FAILING,
+    "id": "windowed",
+    "schedule": "* * * * *",
+    "resource": None,
+    "catchup_window_s": 300,
+    "blackout": "defer",
+    "retry": {"attempts": 2, "backoff_s": 120, "max_backoff_s": 120},
+}
+WINDOW = {"name": "swap", "reason": "CHG-5: disk swap", "cron": "6 0 * * *", "duration": "5m", "jobs": ["windowed"]}
+
+
+def test_a_retry_a_window_defers_keeps_its_run_going_for_the_line_behind_it(monkeypatch: pytest.MonkeyPatch):
+    """A stall leaves a backlog; its first occurrence fails and its retry falls due inside a
+    maintenance window, which defers it to the window's end. The occurrences behind it run
+    out of catch-up window meanwhile: skipped_overlap is true, their line waited for a run
+    that was still going (seed 101 of two days of 300 jobs: reason_truth called it false)."""
+    from chronod.sim.world import Event
+
+    monkeypatch.setattr(driver, "duration", lambda plan: lambda rng: (8.0, 1))
+    doc = {k: v for k, v in WINDOWED.items() if v is not None}
+    start = datetime.fromisoformat("2025-06-02T00:00:00+00:00")
+    # 0.07 days: the invariants judge what fell due an hour (SETTLE_S) before the end
+    cfg = Config(days=0.07, jobs=1, seed=1, faults=frozenset(), job_docs=(doc,), blackouts=(WINDOW,), start=start)
+    sim = Simulation(cfg)
+    sim.events = [Event(sim.t0 + 130.5, "stall", {"seconds": 150.0})]  # 00:02:10-00:04:40
+    out = sim.run()
+    try:
+        rows = sorted(out.store.runs("windowed"), key=lambda r: r.scheduled_at)
+        expired = [r for r in rows if r.state == "skipped_overlap" and "past catchup_window_s" in (r.error or "")]
+        assert expired, [(r.scheduled_at.strftime("%H:%M"), r.state, r.error) for r in rows]
+        names = ["one_terminal_state", "reason_truth"]
+        assert not {name: bad[0].what for name, bad in check(out, names).items() if bad}
+    finally:
+        out.close()
