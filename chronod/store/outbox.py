@@ -123,9 +123,10 @@ class Outbox:
         r = s.runs.c
         at: Any = r.updated_at
         if self.db.dialect == "postgresql":
-            # the driver's aware datetimes as they come (UTC: `sqldb._pg_on_connect`): the
-            # column type's conversion of each value was a third of this read's CPU, and
-            # the notifier reads 10 keys or more for each ended run (its overlap)
+            # the driver's aware datetimes, converted here only when not in UTC already (a
+            # UTC session's are: `sqldb._pg_on_connect`): the column type's call for each
+            # value was a third of this read's CPU, and the notifier reads 10 keys or more
+            # for each ended run (its overlap)
             at = sa.type_coerce(r.updated_at, sa.DateTime(timezone=True))
         q = (
             sa.select(r.run_id, at)
@@ -133,7 +134,8 @@ class Outbox:
             .order_by(r.updated_at, r.run_id)
         )
         with self.db.tx(write=False) as c:
-            return [(run_id, changed) for run_id, changed in c.execute(q).all()]
+            rows = c.execute(q).all()
+        return [(run_id, at if at.tzinfo is timezone.utc else at.astimezone(timezone.utc)) for run_id, at in rows]
 
     def terminal_runs(self, run_ids: Iterable[str]) -> list[Run]:
         """The runs among `run_ids` that are in a terminal state, in (updated_at, run id) order."""

@@ -53,6 +53,11 @@ def test_postgresql_sessions_read_time_in_utc_and_the_keys_come_back_aware_in_ut
         assert c.execute(sa.text("SHOW TIME ZONE")).scalar() == "UTC"
     store.insert_runs([run(1, "succeeded", T0)])
     assert [at.utcoffset() for _, at in outbox(store).changed_run_keys(T0, T0 + timedelta(1))] == [timedelta(0)]
+    with store.engine.connect() as c:  # behind a pooler that hands out another session: still UTC
+        c.exec_driver_sql("SET TIME ZONE 'America/New_York'")
+        c.commit()
+    keys = outbox(store).changed_run_keys(T0, T0 + timedelta(1))
+    assert keys == [("r-0001", T0)] and keys[0][1].utcoffset() == timedelta(0)
 
 
 def test_terminal_runs_read_whole_rows_of_the_ended_runs_among_the_ids_in_change_order(store):
