@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from chronod.core import history
 from chronod.core.model import JobSpec, RunState
@@ -150,6 +150,16 @@ def after_run(spec: JobSpec, run: Any, state: NotifyState) -> tuple[list[Notice]
             out.append(Notice(spec.id, s, s, _key(spec.id, s, rid), at, rid, history.describe_run(run, at, spec)))
         return out, replace(new, overlap=True)
     return out, new
+
+
+def worth_saving(before: NotifyState, after: NotifyState, notices: Sequence[Notice]) -> bool:
+    """Whether a job's new state must be stored: anything but its seen mark changed, or
+    it told the owner something. A state stored with an older seen mark differs only in
+    runs that told nothing and changed nothing else (a shed run, a failure of a job already
+    failing): a node that reads it back (a restart, another node taking over) decides those
+    runs again to the same state, with no notice. Past a fleet's ceiling most ended runs are
+    sheds: this keeps one state write per shed run out of the database."""
+    return bool(notices) or replace(after, seen_at=before.seen_at, seen_run=before.seen_run) != before
 
 
 def silence_deadline(spec: JobSpec, state: NotifyState) -> datetime | None:

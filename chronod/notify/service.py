@@ -257,6 +257,7 @@ class NotifyService:
         notices: list[core.Notice] = []
         runs_by_id = {r.run_id: r for r in changed}
         new_states: dict[str, core.NotifyState] = {}
+        to_save: set[str] = set()  # the new states that must be stored (core.worth_saving)
         for job_id, spec in specs.items():
             out, st = core.decide(
                 spec,
@@ -271,16 +272,20 @@ class NotifyService:
             notices += out
             if st != states[job_id]:
                 new_states[job_id] = st
+                if core.worth_saving(states[job_id], st, out):
+                    to_save.add(job_id)
         if reconcile:
             registered = {r.job_id: r.updated_at for r in rows if r.updated_at}
             more, changed_states = self._reconcile(specs, {**states, **new_states}, now, registered)
             notices += more
             new_states.update(changed_states)
+            to_save.update(changed_states)
         self._record(notices, specs, runs_by_id, now)
         # saved in this order, a chunk a transaction (Outbox.set_states): the cursor and the
         # ALIVE mark last, so a crash between chunks never leaves the cursor past a state
-        # not saved (the next round reads those runs again; their notices are deduplicated)
-        save = {job_state_name(j): st.to_json() for j, st in new_states.items()}
+        # not saved (the next round reads those runs again; their notices are deduplicated).
+        # A state whose seen mark alone moved stays in memory only (core.worth_saving).
+        save = {job_state_name(j): st.to_json() for j, st in new_states.items() if j in to_save}
         newest = max((at for _, at in keys if cursor is None or at > cursor), default=cursor)
         if newest is not None and newest != cursor:
             save[CURSOR] = {"at": newest.isoformat()}

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Protocol
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from chronod.core.model import TERMINAL_STATES, RunState
 from chronod.store import schema as s
@@ -120,17 +121,33 @@ class Outbox:
         oldest first: two narrow columns, so that a reader can tell what it has already
         read without reading whole rows again."""
         r = s.runs.c
+        at: Any = r.updated_at
+        if self.db.dialect == "postgresql":
+            # the driver's aware datetimes, converted here only when not in UTC already (a
+            # UTC session's are: `sqldb._pg_on_connect`): the column type's call for each
+            # value was a third of this read's CPU, and the notifier reads 10 keys or more
+            # for each ended run (its overlap)
+            at = sa.type_coerce(r.updated_at, sa.DateTime(timezone=True))
         q = (
-            sa.select(r.run_id, r.updated_at)
+            sa.select(r.run_id, at)
             .where(r.state.in_(TERMINAL_STATES), r.updated_at >= since, r.updated_at < until)
             .order_by(r.updated_at, r.run_id)
         )
         with self.db.tx(write=False) as c:
-            return [(row.run_id, row.updated_at) for row in c.execute(q)]
+            rows = c.execute(q).all()
+        return [(run_id, at if at.tzinfo is timezone.utc else at.astimezone(timezone.utc)) for run_id, at in rows]
 
     def terminal_runs(self, run_ids: Iterable[str]) -> list[Run]:
         """The runs among `run_ids` that are in a terminal state, in (updated_at, run id) order."""
         r, ids, out = s.runs.c, sorted(set(run_ids)), []
+        if self.db.dialect == "postgresql":
+            # one array parameter: an IN list of 500 ids was compiled, and converted by the
+            # driver, afresh for each statement (too long for its cache): 41 ms of CPU
+            # against 36 to read 1,500 ended runs
+            wanted = r.run_id == sa.any_(sa.literal(ids, ARRAY(sa.Text)))
+            return sorted(
+                self.db.select_runs(sa.select(s.runs).where(wanted, r.state.in_(TERMINAL_STATES))), key=_change_order
+            )
         for i in range(0, len(ids), 500):
             q = sa.select(s.runs).where(r.run_id.in_(ids[i : i + 500]), r.state.in_(TERMINAL_STATES))
             out += self.db.select_runs(q)

@@ -227,7 +227,9 @@ class Database:
             # A connection that died with the server fails its first statement instead; the
             # daemon treats that like any outage (offline, retry) and the pool, seeing a
             # disconnect, drops every pooled connection at once.
-            return sa.create_engine(parsed, pool_size=5, max_overflow=5, connect_args=connect_args)
+            engine = sa.create_engine(parsed, pool_size=5, max_overflow=5, connect_args=connect_args)
+            event.listen(engine, "connect", _pg_on_connect)
+            return engine
         engine = sa.create_engine(parsed, connect_args={"timeout": self.busy_timeout_s})
         event.listen(engine, "connect", _sqlite_on_connect(self.busy_timeout_s))
         event.listen(engine, "begin", _sqlite_on_begin(self.busy_timeout_s))
@@ -421,6 +423,17 @@ def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
     """`items` in lists of at most `size`."""
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+def _pg_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    """Each session reads timestamps in UTC: the driver then hands out values whose tzinfo
+    is `datetime.timezone.utc`, which `UTCDateTime` keeps as they are. In a server's own
+    zone (even `Etc/UTC`) every value read was converted: a third of the CPU of reading
+    45,000 (run id, updated_at) keys, the notifier's overlap. Behind a pooler that does not
+    keep a session's settings, values come in another zone and are converted as before."""
+    with dbapi_conn.cursor() as cur:
+        cur.execute("SET TIME ZONE 'UTC'")
+    dbapi_conn.commit()
 
 
 def _sqlite_on_connect(busy_timeout_s: float) -> Callable[[Any, Any], None]:

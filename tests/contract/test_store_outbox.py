@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from chronod.store.api import Run
 from tests.contract.conftest import outbox, sql_only
 
@@ -37,6 +39,25 @@ def test_changed_run_keys_name_the_terminal_runs_changed_in_the_window_oldest_fi
     )
     keys = outbox(store).changed_run_keys(at[0], at[5])
     assert keys == [("r-0002", at[1]), ("r-0004", at[1]), ("r-0001", at[3])]
+
+
+def test_postgresql_sessions_read_time_in_utc_and_the_keys_come_back_aware_in_utc(store):
+    """The driver hands out UTC datetimes as they are only in a UTC session (a server in
+    Etc/UTC or another zone cost a conversion per value read)."""
+    sql_only(store, "a session's time zone")
+    if store.dialect != "postgresql":
+        pytest.skip("PostgreSQL only: SQLite keeps naive UTC text")
+    import sqlalchemy as sa
+
+    with store.database.tx(write=False) as c:
+        assert c.execute(sa.text("SHOW TIME ZONE")).scalar() == "UTC"
+    store.insert_runs([run(1, "succeeded", T0)])
+    assert [at.utcoffset() for _, at in outbox(store).changed_run_keys(T0, T0 + timedelta(1))] == [timedelta(0)]
+    with store.engine.connect() as c:  # behind a pooler that hands out another session: still UTC
+        c.exec_driver_sql("SET TIME ZONE 'America/New_York'")
+        c.commit()
+    keys = outbox(store).changed_run_keys(T0, T0 + timedelta(1))
+    assert keys == [("r-0001", T0)] and keys[0][1].utcoffset() == timedelta(0)
 
 
 def test_terminal_runs_read_whole_rows_of_the_ended_runs_among_the_ids_in_change_order(store):

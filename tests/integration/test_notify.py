@@ -828,3 +828,58 @@ def test_a_round_that_reads_every_job_builds_its_heap_with_collections_held(stor
     finally:
         svc.stop()
         store.close()
+
+
+def test_shed_runs_store_no_state_and_a_restart_after_them_tells_nothing_twice(store_url, tmp_path):
+    """Past a fleet's ceiling most ended runs are shed: they tell the owner nothing, and the
+    notifier stores no state for them (its seen mark moves in memory only). A restarted
+    notifier that decides them again from the stored state sends nothing twice, and the
+    next change is still told once."""
+
+    def _told(store, job_id):
+        return [(r.event, r.state) for r in _rows(store, job_id)]
+
+    store = _spec_store(
+        store_url,
+        tmp_path,
+        jobs_file(job("flaky", "exit 1", "http://127.0.0.1:9/", on=("failed", "recovered"), max_silence_s=3600)),
+    )
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    store.insert_runs([_run("flaky", now + timedelta(hours=1))])  # its next occurrence
+    store.insert_runs([_run("flaky", now - timedelta(seconds=20), "failed")])
+    stored: list[list[str]] = []
+
+    def service():
+        svc = _service(store, "n1", [])
+        set_states = svc.outbox.set_states
+        svc.outbox.set_states = lambda states, at: (
+            stored.append(sorted(k for k in states if k.startswith("job:"))),
+            set_states(states, at),
+        )[1]
+        return svc
+
+    svc = service()
+    try:
+        svc.step(now)
+        assert _told(store, "flaky") == [("failed", "failed")]
+        assert stored[-1] == ["job:flaky"]
+        # shed runs and a failure of a job already failing: nothing to tell, nothing stored
+        shed = dict(attempts=0, exit_code=None, error="node n1 overloaded: started 1.2 s late")
+        store.insert_runs([_run("flaky", now - timedelta(seconds=19 - i), "skipped_outage", **shed) for i in range(3)])
+        store.insert_runs([_run("flaky", now - timedelta(seconds=15), "failed")])
+        svc.step(now + timedelta(seconds=1))
+        assert stored[-1] == []
+        assert _told(store, "flaky") == [("failed", "failed")]
+    finally:
+        svc.stop()
+    again = service()  # a restart: the stored seen mark is the first failure's
+    try:
+        again.step(now + timedelta(seconds=2))
+        assert _told(store, "flaky") == [("failed", "failed")]
+        store.insert_runs([_run("flaky", now - timedelta(seconds=10), "succeeded")])
+        again.step(now + timedelta(seconds=3))
+        assert _told(store, "flaky") == [("failed", "failed"), ("recovered", "succeeded")]
+        assert stored[-1] == ["job:flaky"]
+    finally:
+        again.stop()
+        store.close()
