@@ -262,6 +262,7 @@ class Daemon:
             self.link.record_removed_held()
             self.take_requests()
         self.occurrences.load()
+        self.untrack_lined()
         self.occurrences.reconcile()
         self.link.reconnected()
 
@@ -317,11 +318,21 @@ class Daemon:
             self.occurrences.load(edited=edited, checked=changes.checked)
         elif changes.changed:
             self.occurrences.load(list(changes.changed))
+        self.untrack_lined()
         self.registry.mark_checked()  # every stored occurrence agrees with these definitions
         self.placement.recheck()
         if not changes.initial:
             self.log("registry.reloaded", jobs=len(self.jobs), errors=changes.errors)
             self.notifier.status(self.status_line())
+
+    def untrack_lined(self) -> None:
+        """The runs waiting in a line are the line's: a load that read them back from the
+        store (a reconnect, a reload) must not track a second copy. One of a retry waiting
+        for a slot stayed `retry_wait` after the line had started the retry, and under
+        forbid the job's next occurrences were skipped behind it."""
+        if self.lines.busy():
+            for run_id in self.lines.held():
+                self.timeline.take(run_id)
 
     def set_aside(self) -> None:
         """Quarantined jobs leave the schedule (their history and stored rows stay)."""

@@ -96,3 +96,37 @@ def test_a_retry_a_window_defers_keeps_its_run_going_for_the_line_behind_it(monk
         assert not {name: bad[0].what for name, bad in check(out, names).items() if bad}
     finally:
         out.close()
+
+
+def test_a_retry_that_waited_in_its_resources_line_through_an_outage_is_not_waited_for_after_it_ran(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """A retry waits for a slot behind a hog; the database goes away and comes back
+    meanwhile, and the reconnect reads every stored pending run again, the retry's too.
+    Once the retry has run, the job's next occurrence starts: it is not skipped behind
+    "previous run ... (waiting to start attempt 2)" (seed 103 of two days of 300 jobs: the
+    reconnect tracked a second copy of the waiting retry, which the line never took)."""
+    from chronod.sim.world import Event
+
+    monkeypatch.setattr(driver, "duration", lambda plan: lambda rng: (600.0, 0) if plan.id == "hog" else (1.0, 1))
+    hog = {**HOG, "schedule": "30 58 23 * * *"}  # holds the slot 23:58:30-00:08:30
+    retried = {
+        **FAILING,
+        "id": "retried",
+        "schedule": "0 12,58 0,23 * * *",  # 23:58 (its retry waits for the slot), then 00:12
+        "retry": {"attempts": 2, "backoff_s": 60, "max_backoff_s": 60},
+    }
+    start = datetime.fromisoformat("2025-06-01T23:57:30+00:00")
+    cfg = Config(days=0.07, jobs=2, seed=1, faults=frozenset(), job_docs=(hog, retried), start=start)
+    sim = Simulation(cfg)
+    sim.events = [Event(sim.t0 + 200.0, "outage", {"seconds": 30.0})]  # 00:00:50, the retry in line
+    out = sim.run()
+    try:
+        rows = {r.scheduled_at.strftime("%H:%M"): r for r in out.store.runs("retried")}
+        first, second = rows["23:58"], rows["00:12"]
+        assert first.state == "failed" and first.attempts == 2, (first.state, first.attempts, first.error)
+        assert second.state == "failed" and second.attempts == 2, (second.state, second.error)
+        names = ["one_terminal_state", "reason_truth"]
+        assert not {name: bad[0].what for name, bad in check(out, names).items() if bad}
+    finally:
+        out.close()
