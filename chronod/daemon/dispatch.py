@@ -175,8 +175,9 @@ class Dispatch:
         outage, a stall, a clock jump), store the next one, then run or skip each."""
         for r in stored:
             self.timeline.take(r.run_id)
-        last = max(r.scheduled_at for r in stored)
-        extra, nxt = self.due_since(job, last, now)
+        extra, nxt = self.due_since(job, min(r.scheduled_at for r in stored), now)
+        if len(stored) > 1:
+            extra = self.between(stored, extra)
         if extra and self.lines.busy():
             # those read back waiting in a line (`resume`) are in it again: its rule decides them
             waiting = self.lines.held()
@@ -225,6 +226,18 @@ class Dispatch:
             return
         for run in runs:
             self.admission.start_or_queue(job, run, next_run=nxt)
+
+    def between(self, stored: list[Run], extra: list[Run]) -> list[Run]:
+        """The occurrences due besides several stored ones that fall due together: those
+        after the last, and those between them that have no row. An edit that made a
+        schedule more frequent kept the stored occurrence of the old one that the new one
+        has too, beside the new one's earlier next (`Occurrences.load`); the firing of the
+        earlier one stores those between, but when both fall due in one wake-up (a crash,
+        a stall, an outage) nothing else would. One with a row is someone else's to decide."""
+        have, last = {r.run_id for r in stored}, max(r.scheduled_at for r in stored)
+        gap = [r.run_id for r in extra if r.scheduled_at < last and r.run_id not in have]
+        known = self.store.run_states(gap) if gap else {}
+        return [r for r in extra if r.run_id not in have and r.run_id not in known]
 
     def leave(self, runs: list[Run]) -> None:
         """Another node owns the job: leave its occurrences to it, and follow none of them
