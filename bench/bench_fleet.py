@@ -55,9 +55,12 @@ def admin(url: str, sql: str) -> None:
     engine.dispose()
 
 
-def registry(path: Path, n: int) -> None:
+def registry(path: Path, n: int, notify_share: float = 0.0) -> None:
+    """n jobs every 10 s, 5,000 a file (a file's size is capped); with `notify_share`, every
+    1/notify_share-th one has a webhook route (bench_notifier.py)."""
     path.mkdir(parents=True)
     per_file = 5000
+    every = round(1 / notify_share) if notify_share > 0 else 0
     for f in range(0, n, per_file):
         lines = ["jobs:"]
         for i in range(f, min(n, f + per_file)):
@@ -71,6 +74,12 @@ def registry(path: Path, n: int) -> None:
                 "    overlap: allow",
                 "    output_limit_kb: 1",
             ]
+            if every and i % every == 0:
+                lines += [
+                    "    notify:",
+                    '      - on: ["failed", "recovered", "silence"]',
+                    '        webhook: "http://127.0.0.1:9/hook"',
+                ]
         p = path / f"jobs{f // per_file:03d}.yaml"
         p.write_text("\n".join(lines) + "\n")
         os.chmod(p, 0o644)

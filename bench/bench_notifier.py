@@ -32,45 +32,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import sqlalchemy as sa
+from bench_fleet import admin, registry  # the fleet bench's jobs and database, so the two compare
 from sqlalchemy.pool import NullPool
 
 ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-
-
-def admin(url: str, sql: str) -> None:
-    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    with engine.connect() as c:
-        c.execute(sa.text(sql))
-    engine.dispose()
-
-
-def registry(path: Path, n: int, notify_share: float) -> None:
-    """bench_fleet's jobs, 5,000 a file (a file's size is capped); every 1/notify_share-th
-    one with a webhook route."""
-    path.mkdir(parents=True)
-    every = round(1 / notify_share) if notify_share > 0 else 0
-    for f in range(0, n, 5000):
-        lines = ["jobs:"]
-        for i in range(f, min(n, f + 5000)):
-            lines += [
-                f"  - id: j{i:06d}",
-                "    owner: bench",
-                '    schedule: "@every 10s"',
-                '    command: ["true"]',
-                "    idempotency_class: idempotent",
-                "    tolerance_s: 9",
-                "    overlap: allow",
-                "    output_limit_kb: 1",
-            ]
-            if every and i % every == 0:
-                lines += [
-                    "    notify:",
-                    '      - on: ["failed", "recovered", "silence"]',
-                    '        webhook: "http://127.0.0.1:9/hook"',
-                ]
-        p = path / f"jobs{f // 5000:03d}.yaml"
-        p.write_text("\n".join(lines) + "\n")
-        os.chmod(p, 0o644)
 
 
 def server_cpu_s(engine: sa.Engine, name: str) -> float:
