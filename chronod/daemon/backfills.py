@@ -130,12 +130,14 @@ class Backfills:
         in_flight = self.in_flight(bf)
         held = self.held(spec)
         while started < len(bf.items):
+            # a scheduled occurrence waiting its turn (or for a slot of its resource) goes
+            # first: the backfill yields
+            ahead = self.starter.going(spec.id) + self.lines.queued(spec.id) + self.lines.waiting_for_slot(job)
             allowed = backfill.may_start(
                 spec,
                 paused=held,
                 in_flight=in_flight,
-                # a scheduled occurrence waiting its turn goes first: the backfill yields
-                job_running=self.starter.going(spec.id) + self.lines.queued(spec.id) or self.retrying(spec.id),
+                job_running=ahead or self.retrying(spec.id),
                 max_concurrency=bf.max_concurrency,
             )
             rid, key, at, _ = bf.items[started]

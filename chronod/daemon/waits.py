@@ -62,6 +62,7 @@ class Lines:
         # resource -> the earliest deadline in its line (fire time + catchup_window_s): asked
         # on every wake-up, so kept until the line changes instead of computed over the line
         self._earliest: dict[str, datetime] = {}
+        self._yielding: dict[str, frozenset[str]] = {}  # resource -> `_yielding_runs`, until the line changes
         self._held: set[str] | None = None  # the run ids in any line, kept until a line changes
         self._first_fire: dict[str, datetime] = {}  # job_id -> the earliest fire time in its catch-up line
         # job_id -> the definition under which no scheduled occurrence in its catch-up line
@@ -121,6 +122,12 @@ class Lines:
             if what is not None:
                 return what
         return None
+
+    def waiting_for_slot(self, job: Job) -> int:
+        """How many scheduled occurrences of the job wait for a slot of its resource: a
+        backfill's next run waits for them as for a run going (the schedule comes first)."""
+        line = self._waiting.get(job.spec.resource or "", ())
+        return sum(1 for j, r in line if j.spec.id == job.spec.id and r.trigger == Trigger.SCHEDULE)
 
     def in_line(self, resource: str, run_id: str) -> bool:
         """Whether the run waits in the line of `resource`."""
@@ -254,16 +261,23 @@ class Lines:
         if now < self._group_retry_at.get(resource, now):
             return None
         earliest = self._earliest_deadline(resource)
+        yielding = self._yielding_runs(resource)
+        stepped_aside = [(j, r) for j, r in line if r.run_id in yielding] if yielding else []
+        if yielding:
+            line = [(j, r) for j, r in line if r.run_id not in yielding]
         if earliest is not None and now <= earliest:
             if used >= limit:
                 return [], []  # no free slot and no run past its deadline: the line stays as it is
             # no run waited past its deadline: only the first `limit - used` in line (by fire
             # time) can move, and the rule is asked about those alone, not the whole line
             line = heapq.nsmallest(limit - used, line, key=_in_line)
-        by_id = {r.run_id: (j, r) for j, r in line}
+        by_id = {r.run_id: (j, r) for j, r in (*line, *stepped_aside)}
         turn = policy.resource_admission(
             limit, used, [policy.waiting(r.run_id, r.fire_at, j.spec, slot_since(r)) for j, r in line], now
         )
+        if stepped_aside:  # they take no slot now, but their deadline holds
+            aside = [policy.waiting(r.run_id, r.fire_at, j.spec, slot_since(r)) for j, r in stepped_aside]
+            turn = policy.Turn(turn.start, (*turn.expire, *policy.resource_admission(0, 0, aside, now).expire))
         gone = {w.run_id for w in (*turn.expire, *turn.start)}
         if gone:
             self._waiting[resource] = [(j, r) for j, r in self._waiting[resource] if r.run_id not in gone]
@@ -302,7 +316,24 @@ class Lines:
         """The resource's line changed: its earliest deadline (and the runs held in lines)
         are computed again when asked."""
         self._earliest.pop(resource, None)
+        self._yielding.pop(resource, None)
         self._held = None
+
+    def _yielding_runs(self, resource: str) -> frozenset[str]:
+        """The backfill runs in the resource's line that step aside for a scheduled occurrence
+        of their own job waiting in it (`overlap` forbid or replace: one run at a time). The
+        schedule comes first: a backfill run waiting longer (its wait counts from when the
+        backfill started it) still lets the occurrence that fell due take the slot first."""
+        ids = self._yielding.get(resource)
+        if ids is None:
+            line = self._waiting.get(resource, ())
+            scheduled = {j.spec.id for j, r in line if r.trigger == Trigger.SCHEDULE}
+            ids = self._yielding[resource] = frozenset(
+                r.run_id
+                for j, r in line
+                if r.trigger == Trigger.BACKFILL and j.spec.id in scheduled and j.spec.overlap != "allow"
+            )
+        return ids
 
     def _earliest_deadline(self, resource: str) -> datetime | None:
         """The earliest deadline of a run in the resource's line (None: the line is empty)."""

@@ -1224,13 +1224,16 @@ def schedule_first(f: Facts) -> list[Counterexample]:
             )
         )
     firsts: dict[str, Proc] = {}
+    rerun: dict[str, Proc] = {}  # run id -> the first attempt a backfill started (a rerun's counts on)
     for p in f.procs:
         firsts.setdefault(p.run_id, p)
+        if asked(p) == "backfill":
+            rerun.setdefault(p.run_id, p)
     for job, procs in f.by_job.items():
         spec = specs.get(job)
         if spec is None or spec.overlap != "forbid":
             continue
-        if not any(p.attempt == 1 and asked(p) == "backfill" for p in procs):
+        if not any(rerun.get(p.run_id) is p for p in procs):
             continue
         waiting = [
             (r.fire_at, firsts[rid])
@@ -1241,8 +1244,8 @@ def schedule_first(f: Facts) -> list[Counterexample]:
             and not asked(firsts[rid])
         ]
         for p in procs:
-            if p.attempt != 1 or asked(p) != "backfill":
-                continue
+            if rerun.get(p.run_id) is not p:
+                continue  # a retry of a backfilled run always starts
             for fire, first in waiting:
                 if fire + timedelta(seconds=LAG_S) < p.started_wall < first.started_wall and not f.disturbed(
                     fire - timedelta(seconds=1), first.started_wall
