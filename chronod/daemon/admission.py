@@ -350,29 +350,38 @@ class Admission:
                 f"its fire time",
                 None,
             )
-        self.launch_group(resource, [(j, r) for j, r in start if self.slot_ok(j, r)])
+        taken: dict[str, int] = {}  # job id -> runs of it given a slot in this turn, not started yet
+        go = []
+        for job, run in start:
+            if self.slot_ok(job, run, taken.get(job.spec.id, 0)):
+                go.append((job, run))
+                taken[job.spec.id] = taken.get(job.spec.id, 0) + 1
+        self.launch_group(resource, go)
         self.lines.tidy(resource)
         return bool(start)
 
-    def overlap(self, spec: JobSpec, run: Run, queued: int = 0) -> tuple[policy.Overlap, list[Run]]:
+    def overlap(self, spec: JobSpec, run: Run, queued: int = 0, starting: int = 0) -> tuple[policy.Overlap, list[Run]]:
         """The overlap rule for `run` now (`policy.overlap`), and the runs of the job waiting
         for their next attempt that it counted as going: under forbid such a run is still
         going, since its retry always starts and would run beside one started now. A retry
-        or a forced manual run always starts."""
+        or a forced manual run always starts. `starting`: runs of the job about to start
+        beside it (given a slot in the same turn)."""
         forced = _forced(run)
         retries = [] if forced or spec.overlap != "forbid" else self.timeline.retrying(spec.id)
-        return policy.overlap(spec, self.starter.going(spec.id) + len(retries), queued, forced=forced), retries
+        going = self.starter.going(spec.id) + starting + len(retries)
+        return policy.overlap(spec, going, queued, forced=forced), retries
 
-    def slot_ok(self, job: Job, run: Run) -> bool:
+    def slot_ok(self, job: Job, run: Run, starting: int = 0) -> bool:
         """A slot is free for `run`: the job's overlap rule still holds for it, as when it fell
-        due (`start_or_queue`). A retry settled skipped_overlap here would hide the outcome
-        of the attempt before it; a run started while the one before it waits for its retry
-        would run beside that retry."""
-        action, retries = self.overlap(job.spec, run)
+        due (`start_or_queue`), counting the `starting` runs of its job given a slot in the
+        same turn. A retry settled skipped_overlap here would hide the outcome of the
+        attempt before it; a run started while the one before it waits for its retry would
+        run beside that retry."""
+        action, retries = self.overlap(job.spec, run, starting=starting)
         if action == policy.Overlap.SKIP:
             prev = (
                 f"previous run {retries[0].run_id} (waiting to start attempt {retries[0].attempts + 1})"
-                if retries and not self.starter.going(job.spec.id)
+                if retries and not self.starter.going(job.spec.id) and not starting
                 else "a previous run started and"
             )
             self.ledger.settle(

@@ -130,3 +130,31 @@ def test_a_retry_that_waited_in_its_resources_line_through_an_outage_is_not_wait
         assert not {name: bad[0].what for name, bad in check(out, names).items() if bad}
     finally:
         out.close()
+
+
+def test_two_slots_freed_at_once_start_one_run_of_a_forbid_job_not_two(monkeypatch: pytest.MonkeyPatch):
+    """Both slots of `net` free in one instant while two occurrences of a forbid job wait
+    in its line: one starts, the other is skipped_overlap; they never run side by side
+    (each run's slot was checked against the runs going before any of the turn started)."""
+    hogs = [
+        {**BASE, "id": f"hog{i}", "schedule": "30 58 23 * * *", "command": "true", "resource": "net"} for i in (1, 2)
+    ]
+    forbid = {**FAILING, "id": "forbid", "schedule": "0 0,1 0 * * *", "resource": "net", "retry": {"attempts": 1}}
+    monkeypatch.setattr(
+        driver, "duration", lambda plan: lambda rng: (300.0, 0) if plan.id.startswith("hog") else (60.0, 0)
+    )
+    start = datetime.fromisoformat("2025-06-01T23:57:30+00:00")
+    cfg = Config(days=0.07, jobs=3, seed=1, faults=frozenset(), job_docs=(*hogs, forbid), start=start)
+    sim = Simulation(cfg)
+    sim.events = []
+    out = sim.run()
+    try:
+        procs = sorted((p for p in out.world.procs.values() if p.job_id == "forbid"), key=lambda p: p.started_mono)
+        waited = [p for p in procs if p.started_wall.strftime("%H:%M") == "00:03"]
+        assert len(waited) == 1, [(p.run_id, p.started_wall) for p in procs]  # the hogs held both slots until 00:03:30
+        for a, b in zip(procs, procs[1:]):
+            assert b.started_mono >= a.end_mono(), f"{b.run_id} started while {a.run_id} still ran"
+        names = ["one_terminal_state", "reason_truth", "resource_limit_held"]
+        assert not {name: bad[0].what for name, bad in check(out, names).items() if bad}
+    finally:
+        out.close()
