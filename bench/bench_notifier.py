@@ -35,7 +35,26 @@ import sqlalchemy as sa
 from bench_fleet import admin, registry  # the fleet bench's jobs and database, so the two compare
 from sqlalchemy.pool import NullPool
 
+from chronod.core.occurrence import run_id
+from chronod.store.api import Run
+
 ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+def ended_run(job: str, at: datetime, shed: bool) -> Run:
+    """An ended run of `job` due at `at`: a success, or one the node shed as overloaded."""
+    return Run(
+        run_id=run_id(job, at),
+        job_id=job,
+        job_key=job,
+        scheduled_at=at,
+        fire_at=at,
+        state="skipped_outage" if shed else "succeeded",
+        attempts=0 if shed else 1,
+        exit_code=None if shed else 0,
+        error="node n0 overloaded: started 1.2 s late" if shed else None,
+        finished_at=None if shed else at + timedelta(milliseconds=5),
+    )
 
 
 def server_cpu_s(engine: sa.Engine, name: str) -> float:
@@ -85,11 +104,9 @@ def main() -> None:
     args = ap.parse_args()
 
     from chronod.core.clock import Clock
-    from chronod.core.occurrence import run_id
     from chronod.daemon.metrics import Metrics
     from chronod.notify.service import NotifyService
     from chronod.specfile import load_registry
-    from chronod.store.api import Run
     from chronod.store.sql import SqlStore
 
     name = f"chrono_bench_{uuid.uuid4().hex[:8]}"
@@ -112,19 +129,7 @@ def main() -> None:
         base = t0.replace(microsecond=0) - timedelta(seconds=5)
         seed = []
         for j in ids:
-            seed.append(
-                Run(
-                    run_id=run_id(j, base),
-                    job_id=j,
-                    job_key=j,
-                    scheduled_at=base,
-                    fire_at=base,
-                    state="succeeded",
-                    attempts=1,
-                    exit_code=0,
-                    finished_at=base + timedelta(milliseconds=5),
-                )
-            )
+            seed.append(ended_run(j, base, shed=False))
             nxt = base + timedelta(hours=1)
             seed.append(Run(run_id=run_id(j, nxt), job_id=j, job_key=j, scheduled_at=nxt, fire_at=nxt, state="pending"))
         store.insert_runs(seed)
@@ -186,21 +191,7 @@ def main() -> None:
             for i in range(args.batch):
                 j = ids[k % len(ids)]
                 k += 1
-                shed = i < sheds
-                batch.append(
-                    Run(
-                        run_id=run_id(j, at),
-                        job_id=j,
-                        job_key=j,
-                        scheduled_at=at,
-                        fire_at=at,
-                        state="skipped_outage" if shed else "succeeded",
-                        attempts=0 if shed else 1,
-                        exit_code=None if shed else 0,
-                        error="node n0 overloaded: started 1.2 s late" if shed else None,
-                        finished_at=None if shed else at + timedelta(milliseconds=5),
-                    )
-                )
+                batch.append(ended_run(j, at, shed=i < sheds))
             store.insert_runs(batch)
             t = time.thread_time()
             svc.step(datetime.now(timezone.utc))

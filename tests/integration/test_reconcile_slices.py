@@ -26,16 +26,22 @@ from tests.integration.test_restart_checks_nothing import (  # noqa: F401  (make
 )
 
 
-@pytest.fixture
-def settled(tmp_path, make_store, monkeypatch):  # noqa: F811  (the fixture imported above)
-    """A chronod of 23 jobs whose next occurrences are all stored, its check due."""
+def booted(tmp_path, store_of):
+    """A chronod of 23 jobs just started, the first occurrences that fire later not stored yet."""
     reg = tmp_path / "jobs.d"
     reg.mkdir()
     write(reg)
     clock = FakeClock(START, mono=1000.0)
-    store = make_store(clock)
+    store = store_of(clock)
     d, world, _ = boot(store, reg, clock)
     world.durations["tick"] = lambda rng: (0.2, 0)
+    return clock, store, d
+
+
+@pytest.fixture
+def settled(tmp_path, make_store, monkeypatch):  # noqa: F811  (the fixture imported above)
+    """A chronod of 23 jobs whose next occurrences are all stored, its check due."""
+    clock, store, d = booted(tmp_path, make_store)
     d.occurrences.store_some(everything=True)
     monkeypatch.setattr(occurrences, "READ_SLICE", 2)
     reads: list[int] = []  # stored runs read by the loop, a wake-up each
@@ -103,13 +109,7 @@ def test_a_check_due_while_the_first_occurrences_are_stored_waits_for_their_slic
 ):
     """On a slow machine the slices after a cold READY may outlast RECONCILE_EVERY_S: the
     check stored all that was left in one wake-up (seconds with 100,000 new jobs)."""
-    reg = tmp_path / "jobs.d"
-    reg.mkdir()
-    write(reg)
-    clock = FakeClock(START, mono=1000.0)
-    store = make_store(clock)
-    d, world, _ = boot(store, reg, clock)
-    world.durations["tick"] = lambda rng: (0.2, 0)
+    clock, store, d = booted(tmp_path, make_store)
     monkeypatch.setattr(occurrences, "STORE_SLICE", 2)
     left = len(d.unstored)
     assert left > 10, "the first occurrences that fire later are left for after READY"
