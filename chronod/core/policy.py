@@ -328,6 +328,26 @@ def may_retry(spec: JobSpec, attempt: int, state: str) -> bool:
     return attempt < spec.retry.attempts
 
 
+# The job was removed from the registry: why a retry waiting for it never starts.
+RETRY_OF_REMOVED_JOB = "job removed from the registry"
+
+
+def retry_given_up(
+    last_attempt_state: str | None, error: str | None, retry: int, of: int | None, why: str
+) -> tuple[RunState, str]:
+    """The record of a run whose next retry will never start (a pause set after it fell
+    due, no slot of its resource, its job removed): its last attempt's outcome (failed,
+    timed_out or lost; failed when unknown), and that attempt's error followed by which
+    retry did not start and why (`of`: the retries the spec allows, when known)."""
+    state = (
+        RunState(last_attempt_state)
+        if last_attempt_state in (RunState.FAILED, RunState.TIMED_OUT, RunState.LOST)
+        else RunState.FAILED
+    )
+    what = f"retry {retry}{f' of {of}' if of is not None else ''} not started: {why}"
+    return state, f"{error}; {what}" if error else what
+
+
 def retry_delay_s(spec: JobSpec, attempt: int, rng: random.Random) -> float:
     """min(backoff × 2^(n-1), max_backoff) × uniform(0.8, 1.2) for the n-th attempt that failed."""
     base = min(spec.retry.backoff_s * 2 ** (attempt - 1), spec.retry.max_backoff_s)

@@ -16,7 +16,7 @@ from chronod.core.durations import format_duration
 from chronod.core.model import JobSpec, RunState, Trigger
 from chronod.daemon.fleetview import FleetView
 from chronod.daemon.gate import Gate, Hold, Skip, Start, Wait
-from chronod.daemon.ledger import Ledger
+from chronod.daemon.ledger import Ledger, retry_given_up
 from chronod.daemon.registry import Registry
 from chronod.daemon.runs import Job
 from chronod.daemon.seams import Accounts, Log
@@ -25,8 +25,6 @@ from chronod.daemon.timeline import Timeline
 from chronod.daemon.waits import QUEUED, Lines, slot_since
 from chronod.fleet.lease import Lease
 from chronod.store.api import Run, RunLedger
-
-FAILURES = frozenset({RunState.FAILED, RunState.TIMED_OUT})  # the outcomes a retry follows
 
 
 class Admission:
@@ -144,12 +142,8 @@ class Admission:
         timed_out) is its record, and the error says which retry the pause kept from
         starting (`chronoctl backfill --only failed` runs it again after the resume). So
         is that of a retry that got no slot of its resource (`admit`)."""
-        tried = self.store.attempts(run.run_id)
-        state = RunState(tried[-1].state) if tried and tried[-1].state in FAILURES else RunState.FAILED
-        stored = self.store.get_run(run.run_id)
-        last = (stored.error if stored is not None else None) or run.error
-        why = f"retry {run.attempts + 1} of {job.spec.retry.attempts} not started: {pause}"
-        self.ledger.settle(run, state, f"{last}; {why}" if last else why, next_run)
+        state, error = retry_given_up(self.store, run, job.spec.retry.attempts, pause)
+        self.ledger.settle(run, state, error, next_run)
 
     def hold(self, runs: list[Run], hit: blackout.Hit) -> None:
         """Hold due occurrences until the window ends; their rows say so (for the audit:

@@ -7,6 +7,7 @@ import os
 import random
 from dataclasses import replace
 from datetime import timedelta
+from typing import Callable
 
 from chronod.core import outputs, policy
 from chronod.core.clock import Clock
@@ -38,9 +39,10 @@ class Endings:
         metrics: Metrics,
         rng: random.Random,
         timeline: Timeline,
+        carried: Callable[[str], bool],
     ) -> None:
         self.clock, self.store, self.lease, self.log, self.metrics = clock, store, lease, log, metrics
-        self.rng, self.timeline = rng, timeline
+        self.rng, self.timeline, self.carried = rng, timeline, carried
         if outputs.parse_budget(os.environ.get("CHRONO_OUTPUT_BUDGET")) is None:
             log(
                 "config.invalid",
@@ -58,7 +60,13 @@ class Endings:
         kept: set[str] = set()
         for job, run, outcome in ended:
             state = outcome.state
-            if state == RunState.LOST and policy.on_unknown_outcome(job.spec) == policy.Unknown.REDISPATCH:
+            redispatch = state == RunState.LOST and policy.on_unknown_outcome(job.spec) == policy.Unknown.REDISPATCH
+            if (redispatch or policy.may_retry(job.spec, run.attempts, state)) and not self.carried(job.spec.id):
+                # its job was removed while this attempt ran: no other attempt will ever start
+                why = policy.RETRY_OF_REMOVED_JOB
+                _, error = policy.retry_given_up(state, outcome.error, run.attempts + 1, None, why)
+                final.append((job, run, replace(outcome, error=error)))
+            elif redispatch:
                 if self.retry_now(job, run, outcome.error or "outcome unknown"):
                     kept.add(run.run_id)
             elif policy.may_retry(job.spec, run.attempts, state):

@@ -6,11 +6,21 @@ its own) each write goes to the store at once."""
 
 from __future__ import annotations
 
+from chronod.core import policy
 from chronod.core.model import RunState
 from chronod.daemon.runs import Batch, Job
 from chronod.daemon.seams import Log, Metrics
 from chronod.fleet.lease import Lease
-from chronod.store.api import Occurrences, Run
+from chronod.store.api import Occurrences, Run, RunHistory
+
+
+def retry_given_up(store: RunHistory, run: Run, of: int | None, why: str) -> tuple[RunState, str]:
+    """The state and error to settle a run with whose next retry will never start
+    (`policy.retry_given_up`), from its stored attempts and error."""
+    tried = store.attempts(run.run_id)
+    stored = store.get_run(run.run_id)
+    error = (stored.error if stored is not None else None) or run.error
+    return policy.retry_given_up(tried[-1].state if tried else None, error, run.attempts + 1, of, why)
 
 
 class Ledger:

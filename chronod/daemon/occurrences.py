@@ -40,10 +40,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from chronod.core import policy
 from chronod.core.clock import Clock
 from chronod.core.model import RunState, Trigger
 from chronod.core.occurrence import First
 from chronod.daemon.gate import Gate
+from chronod.daemon.ledger import retry_given_up
 from chronod.daemon.quarantine import Quarantine
 from chronod.daemon.registry import Registry
 from chronod.daemon.runs import Job, new_run
@@ -129,17 +131,17 @@ class Occurrences:
         off the loop's thread) cancelled their waiting rows, but the loop may have stored
         one since, before the swap (the next occurrence, written with a start): cancel
         what is still tracked, then forget them. A row cancelled already is left as it is;
-        so is a job the store still carries (another node of a fleet defines it)."""
+        so is a job the store still carries (another node of a fleet defines it). A run
+        waiting for its retry keeps its last attempt's outcome, as the store's own cancel."""
         removed = {j for j in job_ids if (row := self.store.get_job(j)) is None or row.removed_at is not None}
+        why = policy.RETRY_OF_REMOVED_JOB
         for run in [r for r in self.timeline.runs() if r.job_id in removed]:
-            self.store.settle(
-                run.run_id,
-                RunState.CANCELLED,
-                error="job removed from the registry",
-                next_run=None,
-                node=self.node,
-                token=self.lease.token,
+            state, error = (
+                retry_given_up(self.store, run, None, why)
+                if run.state == RunState.RETRY_WAIT
+                else (RunState.CANCELLED, why)
             )
+            self.store.settle(run.run_id, state, error=error, next_run=None, node=self.node, token=self.lease.token)
         self.forget(job_ids)
 
     def load(self, only: list[Job] | None = None, edited: set[str] | None = None, checked: bool = False) -> None:

@@ -157,7 +157,17 @@ def assemble(
         placement=view,
         admission=admission,
     )
-    endings = Endings(clock=clock, store=store, log=log, lease=lease, metrics=metrics, rng=rng, timeline=tl)
+
+    def carried(job_id: str) -> bool:
+        """Whether a job is registered: in this node's registry, or a fleet's other node's."""
+        if job_id in reg.jobs:
+            return True
+        row = store.get_job(job_id)
+        return row is not None and row.removed_at is None
+
+    endings = Endings(
+        clock=clock, store=store, log=log, lease=lease, metrics=metrics, rng=rng, timeline=tl, carried=carried
+    )
     recovery = Recovery(
         clock=clock,
         store=store,

@@ -18,7 +18,7 @@ from typing import Any
 
 from chronod.core import blackout, identity
 from chronod.core.model import ACTIVE_STATES, JobSpec, RunState
-from chronod.core.policy import ON_TIME_GRACE_S
+from chronod.core.policy import ON_TIME_GRACE_S, may_retry
 from chronod.core.schedule import compile_schedule
 from chronod.sim.driver import Outcome, Version
 from chronod.sim.world import Proc
@@ -110,7 +110,8 @@ class Facts:
         daemon could first read that end (`noticed`), or later when a crash, stall or
         outage, or a maintenance window that defers the retry, fell in between: the daemon
         waits for the retry; a backfill that reopens an ended run much later begins a
-        spell of its own."""
+        spell of its own. A run whose retry never started (its job removed, a pause, no
+        slot) ends its spell when it was settled, at most a backoff after its last attempt."""
         got = self._spells.get(job)
         if got is not None:
             return got
@@ -142,8 +143,13 @@ class Facts:
                     continue
                 got.append((first, a, b))
                 first, a, b = p, c, d
+            row, last = self.rows.get(first.run_id), procs[-1]
             if self.retry_pending(first.run_id):
                 b = max(b, self.out.end)  # still going at the end: its retry is to come
+            elif spec and row and row.finished_at and may_retry(spec, last.attempt, last.final_state()):
+                # a retry owed and never started (its job removed, a pause, no slot): the
+                # run went on waiting for it until the daemon gave it up, within a backoff
+                b = max(b, min(row.finished_at, self.noticed(b) + longest))
             got.append((first, a, b))
         self._spells[job] = got
         return got

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
+from chronod.core import policy
 from chronod.core.history import Mark
 from chronod.core.model import TERMINAL_STATES, JobSpec, RunState, Trigger
 from chronod.fsutil import same_process
@@ -541,7 +542,7 @@ class MemoryStore:
                 for span in t.known.get(job_id, []):
                     if span[1] is None:
                         span[1] = now
-                self._cancel_waiting(t.by_job.get(job_id, {}), "job removed from the registry", now)
+                self._end_waiting_of_removed(t.by_job.get(job_id, {}), now)
 
     def jobs_version(self) -> tuple[int, datetime | None]:
         with self._lock:
@@ -1116,14 +1117,22 @@ class MemoryStore:
                 r.error, r.updated_at = a.error, self._now()
             return True
 
-    def _cancel_waiting(self, run_ids: Iterable[str], reason: str, now: datetime) -> int:
-        runs, done = self._t.runs, 0
+    def _end_waiting_of_removed(self, run_ids: Iterable[str], now: datetime) -> int:
+        """As `DefinitionsSql._end_waiting_of_removed`: pending runs cancelled, a run waiting
+        for its retry settled with its last attempt's outcome."""
+        runs, done, why = self._t.runs, 0, policy.RETRY_OF_REMOVED_JOB
         for rid in list(run_ids):
             r = runs[rid]
-            if r.state in _WAITING:
-                self._set_state(r, RunState.CANCELLED.value)
-                r.error, r.finished_at, r.updated_at, r.next_attempt_at = reason, now, now, None
-                done += 1
+            if r.state == RunState.RETRY_WAIT:
+                last = self._t.attempts.get(rid, {}).get(r.attempts)
+                state, error = policy.retry_given_up(last.state if last else None, r.error, r.attempts + 1, None, why)
+            elif r.state == RunState.PENDING:
+                state, error = RunState.CANCELLED, why
+            else:
+                continue
+            self._set_state(r, state.value)
+            r.error, r.finished_at, r.updated_at, r.next_attempt_at = error, now, now, None
+            done += 1
         return done
 
     def delete_run(self, run_id: str) -> bool:

@@ -9,8 +9,10 @@ from typing import Any, Iterable, Mapping, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy import func
+from sqlalchemy.engine import Connection
 
-from chronod.core.model import JobSpec, json_text_and_hash
+from chronod.core import policy
+from chronod.core.model import JobSpec, RunState, json_text_and_hash
 from chronod.store import schema as s
 from chronod.store.api import JobRow
 from chronod.store.sqldb import BATCH, SqlPart, bound, chunks
@@ -91,7 +93,32 @@ class DefinitionsSql(SqlPart):
                 c.execute(
                     s.job_known.update().where(k.job_id.in_(chunk), k.known_until.is_(None)).values(known_until=now)
                 )
-                self._cancel_waiting(c, s.runs.c.job_id.in_(chunk), "job removed from the registry")
+                self._end_waiting_of_removed(c, s.runs.c.job_id.in_(chunk))
+
+    def _end_waiting_of_removed(self, c: Connection, where: sa.ColumnElement[bool]) -> int:
+        """Settle the waiting runs of jobs removed from the registry: an occurrence not yet
+        started is cancelled; a run waiting for its retry keeps its last attempt's outcome
+        (`policy.retry_given_up`), never `cancelled` as if it had not run."""
+        r, a = s.runs.c, s.attempts.c
+        now, why = self._ts(), policy.RETRY_OF_REMOVED_JOB
+        retrying = c.execute(
+            sa.select(r.run_id, r.attempts, r.error, a.state)
+            .select_from(s.runs.outerjoin(s.attempts, sa.and_(a.run_id == r.run_id, a.attempt == r.attempts)))
+            .where(where, r.state == RunState.RETRY_WAIT)
+        ).all()
+        for run_id, attempts, error, last in retrying:
+            state, error = policy.retry_given_up(last, error, attempts + 1, None, why)
+            c.execute(
+                s.runs.update()
+                .where(r.run_id == run_id, r.state == RunState.RETRY_WAIT)
+                .values(state=state, error=error, finished_at=now, updated_at=now, next_attempt_at=None)
+            )
+        res = c.execute(
+            s.runs.update()
+            .where(where, r.state == RunState.PENDING)
+            .values(state=RunState.CANCELLED, error=why, finished_at=now, updated_at=now, next_attempt_at=None)
+        )
+        return res.rowcount + len(retrying)
 
     def jobs_version(self) -> tuple[int, datetime | None]:
         """(count, newest updated_at) of the jobs table: any write to a definition, a

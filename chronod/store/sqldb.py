@@ -376,16 +376,6 @@ class SqlPart:
     def _select_runs(self, q: sa.Select[Any]) -> list[Run]:
         return self.database.select_runs(q)
 
-    def _cancel_waiting(self, c: Connection, where: sa.ColumnElement[bool], reason: str) -> int:
-        r = s.runs.c
-        now = self._ts()
-        res = c.execute(
-            s.runs.update()
-            .where(where, r.state.in_(WAITING))
-            .values(state=RunState.CANCELLED, error=reason, finished_at=now, updated_at=now, next_attempt_at=None)
-        )
-        return res.rowcount
-
 
 def terminal(state: str) -> None:
     """Raise ValueError unless `state` is a terminal run state."""

@@ -743,6 +743,41 @@ def test_jobs_hands_back_a_known_spec_with_the_stored_hash_and_parses_the_others
     assert [r.spec for r in store.jobs()] == [held, spec("rotate")]
 
 
+def test_a_removed_jobs_run_waiting_for_its_retry_keeps_its_last_attempts_outcome(store):
+    token = acquire(store)
+    store.sync_jobs("n1", [spec("backup")])
+    store.insert_runs([run(1), run(2), run(3)])
+    store.dispatch("backup-000001", "n1", token, None)
+    store.schedule_retry(
+        "backup-000001", 1, T0 + timedelta(minutes=5), exit_code=3, signal=None, error="exit code 3", token=token
+    )
+    store.dispatch("backup-000002", "n1", token, None)
+    store.schedule_retry(
+        "backup-000002",
+        1,
+        T0 + timedelta(minutes=5),
+        exit_code=None,
+        signal=9,
+        error="killed after its timeout",
+        token=token,
+        attempt_state="timed_out",
+    )
+    store.sync_jobs("n1", [])
+    failed, timed_out, never = (store.get_run(f"backup-00000{n}") for n in (1, 2, 3))
+    assert (failed.state, failed.error, failed.next_attempt_at) == (
+        "failed",
+        "exit code 3; retry 2 not started: job removed from the registry",
+        None,
+    )
+    assert failed.finished_at is not None
+    assert (timed_out.state, timed_out.error) == (
+        "timed_out",
+        "killed after its timeout; retry 2 not started: job removed from the registry",
+    )
+    assert (never.state, never.error) == ("cancelled", "job removed from the registry")
+    assert store.pending() == []
+
+
 def test_an_unchanged_job_is_not_rewritten_by_a_second_sync(store):
     held = spec("backup")
     store.sync_jobs("n1", [held])

@@ -62,6 +62,7 @@ def test_an_ending_whose_output_does_not_fit_is_stored_without_it_and_says_so():
         metrics=metrics,
         rng=random.Random(1),
         timeline=None,
+        carried=lambda job_id: True,
     )
     spec = JobSpec(id="big", owner="t", schedule="@every 2s", command="true", idempotency_class="idempotent")
     run = Run(run_id="r1", job_id="big", job_key="big", scheduled_at=NOW, fire_at=NOW, state="running", attempts=1)
