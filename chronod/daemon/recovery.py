@@ -124,7 +124,11 @@ class Recovery:
             if self.reclaim_lost(run, why + "; an unsafe job is never run twice"):
                 self.log("run.lost", "error", job=job.spec.id, run=run.run_id, why=why)
             return
-        if job.spec.id in self.jobs and self.redispatch(run, why):
+        if job.spec.id not in self.jobs:
+            why += f"; not started again: {policy.RETRY_OF_REMOVED_JOB}"
+            if self.reclaim_lost(run, why):
+                self.log("run.lost", "error", job=job.spec.id, run=run.run_id, why=why)
+        elif self.redispatch(run, why):
             self.log("run.redispatch", "warning", job=job.spec.id, run=run.run_id, why=why)
 
     def reclaim_lost(self, run: Run, error: str) -> bool:

@@ -6,15 +6,17 @@ two days of 300 jobs found both."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
+from chronod.core.model import JobSpec
 from chronod.sim import driver
 from chronod.sim.driver import Simulation
 from chronod.sim.invariants import check
 from chronod.sim.scenario import Config
 from chronod.sim.world import Event
+from chronod.store.api import Run
 
 START = datetime.fromisoformat("2025-06-01T23:59:30+00:00")
 BASE = {"owner": "ops", "idempotency_class": "idempotent", "tolerance_s": 0, "tolerance_reason": "exact times"}
@@ -79,3 +81,29 @@ def test_an_attempt_running_when_its_job_is_removed_fails_without_a_retry_left_w
         ("cancelled", "job removed from the registry"),
     ]
     assert not broken
+
+
+def test_a_run_left_running_by_a_lost_machine_whose_job_was_removed_meanwhile_is_settled():
+    """chronod starts and finds a run of a job removed from the registry left `running`, with
+    no supervisor and no result (the machine rebooted): its outcome is unknown, and an idempotent
+    job's new attempt may not start for a job that is gone, so it is `lost`, never left
+    running (an unsafe job's run is `lost` in any case)."""
+    cfg = Config(days=0.01, jobs=1, seed=1, faults=frozenset(), job_docs=(KEPT,), start=START)
+    sim = Simulation(cfg)
+    sim.events = []
+    gone = JobSpec(id="gone", owner="ops", schedule="0 * * * *", command="true", idempotency_class="idempotent")
+    at = START - timedelta(minutes=30)
+    sim.store.sync_jobs(driver.NODE, [gone])
+    token = sim.store.acquire_node(driver.NODE, pid=1, hostname="old", boot_id="before-the-reboot", ttl_s=60)
+    sim.store.insert_runs(
+        [Run(run_id="r1", job_id="gone", job_key="gone", scheduled_at=at, fire_at=at, state="pending")]
+    )
+    assert sim.store.dispatch("r1", driver.NODE, token, None) is not None
+    sim.store.release_node(driver.NODE, token)
+    out = sim.run()
+    try:
+        row = out.store.get_run("r1")
+        assert (row.state, row.finished_at is not None) == ("lost", True), (row.state, row.error)
+        assert "job removed from the registry" in row.error, row.error
+    finally:
+        out.close()
