@@ -806,6 +806,9 @@ def silence_truth(f: Facts) -> list[Counterexample]:
         if p.final_state() == S.SUCCEEDED and (p.run_id, p.attempt) in stored_wins:
             wins[p.job_id].append(p.end_mono())
     out: list[Counterexample] = []
+    for job_wins in wins.values():
+        job_wins.sort()
+    win_walls: dict[str, list[datetime]] = {}  # the wall times of each job's successes, sorted
     for job, versions in f.out.versions.items():
         for v in versions:
             spec = v.spec
@@ -828,7 +831,9 @@ def silence_truth(f: Facts) -> list[Counterexample]:
                 key=lambda mr: (mr[0], mr[1].finished_at, mr[1].run_id),
             )
             for now, what in _silences(w, notify, spec, v.since, until, rows, holds, lives):
-                why = _false_silence(w, spec, now, wins.get(job, []), holds, lives, v.since)
+                if job not in win_walls:
+                    win_walls[job] = sorted(w.wall_at(m) for m in wins.get(job, []))
+                why = _false_silence(w, spec, now, wins.get(job, []), win_walls[job], holds, lives, v.since)
                 if why:
                     out.append(Counterexample(w.wall_at(now), job, "-", f"silence notice ({what}) {why}"))
                     break
@@ -944,6 +949,7 @@ def _false_silence(
     spec: JobSpec,
     now: float,
     wins: list[float],
+    walls: list[datetime],
     holds: list[tuple[datetime, datetime, str]],
     lives: list[tuple[float, float]],
     since: datetime,
@@ -951,6 +957,9 @@ def _false_silence(
     """Why a silence called at the monotonic instant `now` is false by the record, or None
     when it is true: the time since the last success (or the job's start, or a hold's end)
     without the time no daemon lived was shorter than the allowance by both clocks.
+    `wins` are the monotonic ends of the job's successes, sorted, `walls` their wall times,
+    sorted (after a step back the two orders differ): the latest of each up to `now` is a
+    bisection, not a walk over the job's whole history at each notice.
 
     The notifier counts by the wall clock, as an operator reads it: a step forward is time
     without a success on every dashboard, and a silence it calls is true by the wall. After
@@ -965,14 +974,13 @@ def _false_silence(
     basis = max(
         [
             w.last_mono_at(since, now),
-            *(m for m in wins if m <= now),
+            *_latest(wins, now),
             *(w.last_mono_at(b, now) for _, b, _ in holds if b <= at),
         ]
     )
     down = sum(max(0.0, min(b, now) - max(a, basis)) for a, b in downs)
     quiet = now - basis - down
-    walls = [w.wall_at(m) for m in wins]
-    wall_basis = max([since, *(t for t in walls if t <= at), *(b for _, b, _ in holds if b <= at)])
+    wall_basis = max([since, *_latest(walls, at), *(b for _, b, _ in holds if b <= at)])
     wall_downs = [(w.wall_at(a), w.wall_at(b)) for a, b in downs]
     wall_down = sum(max(0.0, (min(b, at) - max(a, wall_basis)).total_seconds()) for a, b in wall_downs)
     if max(quiet, (at - wall_basis).total_seconds() - wall_down) >= allowed - 0.001:
@@ -981,6 +989,12 @@ def _false_silence(
         f"after {quiet:.1f}s without a success (max_silence_s {spec.max_silence_s} + tolerance_s "
         f"{spec.tolerance_s}; chronod down {down:.1f}s of it, the last success or hold end at {w.wall_at(basis):%H:%M:%S})"
     )
+
+
+def _latest(ordered: list[Any], upto: Any) -> list[Any]:
+    """The last of a sorted list at or before `upto`, as a list of it (empty: none)."""
+    k = bisect.bisect_right(ordered, upto)
+    return ordered[k - 1 : k] if k else []
 
 
 def audit_truth(f: Facts) -> list[Counterexample]:
