@@ -27,6 +27,7 @@ It keeps the same semantics as chronod.store.sql.SqlStore, and the same contract
 from __future__ import annotations
 
 import bisect
+import heapq
 import json
 import threading
 from dataclasses import dataclass, field
@@ -701,12 +702,13 @@ class MemoryStore:
     def pending_later(self, until: datetime, after: tuple[datetime, str] | None, limit: int) -> list[Run]:
         with self._lock:
             runs = self._t.runs
-            ids = [
-                i
-                for i in self._t.waiting
-                if _later(runs[i], until) and (after is None or (runs[i].fire_at, runs[i].run_id) > after)
-            ]
-            return self._sorted(ids, lambda r: (r.fire_at, r.run_id))[:limit]
+            found = (
+                r
+                for r in (runs[i] for i in self._t.waiting)
+                if _later(r, until) and (after is None or (r.fire_at, r.run_id) > after)
+            )
+            # the first `limit` in fire order, copied: not every pending occurrence at each page
+            return [_copy(r) for r in heapq.nsmallest(limit, found, key=lambda r: (r.fire_at, r.run_id))]
 
     def late(self, before: datetime, limit: int) -> tuple[list[Run], datetime | None]:
         with self._lock:
