@@ -90,6 +90,16 @@ class Facts:
         self._spell_starts: dict[str, tuple[list[datetime], list[int], timedelta]] = {}
         self._holding: dict[str, tuple[list[datetime], list[tuple[datetime, datetime]], timedelta]] = {}
         self.asked: Callable[[Proc], str | None] | None = None  # `_asked_for`, once computed
+        self._missed: dict[str, tuple[str, datetime]] | None = None
+
+    def missed(self) -> dict[str, tuple[str, datetime]]:
+        """What `missed` lists at the end (chronod.sim.audit.missed_now), asked once: two
+        invariants judge it, and it reads every run of the simulation."""
+        if self._missed is None:
+            from chronod.sim.audit import missed_now
+
+            self._missed = missed_now(self.out)
+        return self._missed
 
     def hull(self, p: Proc) -> tuple[datetime, datetime]:
         """The wall times the process ran over (`World.wall_hull`), computed once: the
@@ -563,9 +573,9 @@ def audit_agrees(f: Facts) -> list[Counterexample]:
     """`missed`, `report` and `did-it-run` agree with the record: each names an expected
     occurrence as succeeded exactly when its last attempt succeeded, and none expects an
     occurrence from when its job was unknown."""
-    from chronod.sim.audit import did_it_run_at, missed_now, report_now
+    from chronod.sim.audit import did_it_run_at, report_now
 
-    said, reports = missed_now(f.out), report_now(f.out)
+    said, reports = f.missed(), report_now(f.out)
     out = []
 
     def wrong(e: Expected, command: str, what: str, ok: bool) -> None:
@@ -1004,10 +1014,8 @@ def audit_truth(f: Facts) -> list[Counterexample]:
     (chronod.sim.audit.probe), says what holds it: the pause that was open, the resource
     whose slots were all taken; it never calls a resource wait of a resource with a free
     slot, nor a plain late occurrence, a wait."""
-    from chronod.sim.audit import missed_now
-
     out = []
-    said = missed_now(f.out)
+    said = f.missed()
     for rid, (job, _) in said.items():
         row = f.rows.get(rid)
         if row is None or row.state != RunState.CANCELLED or f.by_run.get(rid) or row.started_at is not None:
