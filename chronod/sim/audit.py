@@ -8,6 +8,7 @@ left in chronoctl is parsing flags and printing."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -83,6 +84,12 @@ def probe(sim: Any, now: datetime) -> list[Probe]:
     mono = w.mono()
     out: list[Probe] = []
     live: list[Any] | None = None
+    jobs_going: set[str] = set()  # of the processes running now, and those of each resource
+    going_of: Counter[str | None] = Counter()
+    first_fire: dict[str, datetime] = {}  # the earliest fire time of each job's occurrences due
+    for o in rows:
+        if o.job_id not in first_fire or o.fire_at < first_fire[o.job_id]:
+            first_fire[o.job_id] = o.fire_at
     for r in sorted(rows, key=lambda r: r.fire_at)[:MAX_PROBED]:
         job = store.get_job(r.job_id)
         if job is None or job.removed_at is not None:
@@ -95,8 +102,11 @@ def probe(sim: Any, now: datetime) -> list[Probe]:
             continue
         spans = sim.paused.get(r.job_id, [])
         res = spec.resource
-        live = w.going(slack_s=0.5) if live is None else live
-        going = sum(1 for p in live if res and p.resource == res and p.started_mono <= mono)
+        if live is None:
+            live = w.going(slack_s=0.5)
+            jobs_going = {p.job_id for p in live if p.started_mono <= mono < p.end_mono()}
+            going_of = Counter(p.resource for p in live if p.started_mono <= mono)
+        going = going_of[res] if res else 0
         out.append(
             Probe(
                 now,
@@ -111,8 +121,8 @@ def probe(sim: Any, now: datetime) -> list[Probe]:
                 res,
                 going,
                 RESOURCES.get(res, 0) if res else 0,
-                any(p.job_id == r.job_id and p.started_mono <= mono < p.end_mono() for p in live),
-                any(o.job_id == r.job_id and o.fire_at < r.fire_at for o in rows),
+                r.job_id in jobs_going,
+                first_fire[r.job_id] < r.fire_at,
             )
         )
     return out

@@ -90,6 +90,16 @@ class Facts:
         self._spell_starts: dict[str, tuple[list[datetime], list[int], timedelta]] = {}
         self._holding: dict[str, tuple[list[datetime], list[tuple[datetime, datetime]], timedelta]] = {}
         self.asked: Callable[[Proc], str | None] | None = None  # `_asked_for`, once computed
+        self._missed: dict[str, tuple[str, datetime]] | None = None
+
+    def missed(self) -> dict[str, tuple[str, datetime]]:
+        """What `missed` lists at the end (chronod.sim.audit.missed_now), asked once: two
+        invariants judge it, and it reads every run of the simulation."""
+        if self._missed is None:
+            from chronod.sim.audit import missed_now
+
+            self._missed = missed_now(self.out)
+        return self._missed
 
     def hull(self, p: Proc) -> tuple[datetime, datetime]:
         """The wall times the process ran over (`World.wall_hull`), computed once: the
@@ -569,9 +579,9 @@ def audit_agrees(f: Facts) -> list[Counterexample]:
     """`missed`, `report` and `did-it-run` agree with the record: each names an expected
     occurrence as succeeded exactly when its last attempt succeeded, and none expects an
     occurrence from when its job was unknown."""
-    from chronod.sim.audit import did_it_run_at, missed_now, report_now
+    from chronod.sim.audit import did_it_run_at, report_now
 
-    said, reports = missed_now(f.out), report_now(f.out)
+    said, reports = f.missed(), report_now(f.out)
     out = []
 
     def wrong(e: Expected, command: str, what: str, ok: bool) -> None:
@@ -812,6 +822,9 @@ def silence_truth(f: Facts) -> list[Counterexample]:
         if p.final_state() == S.SUCCEEDED and (p.run_id, p.attempt) in stored_wins:
             wins[p.job_id].append(p.end_mono())
     out: list[Counterexample] = []
+    for job_wins in wins.values():
+        job_wins.sort()
+    win_walls: dict[str, list[datetime]] = {}  # the wall times of each job's successes, sorted
     for job, versions in f.out.versions.items():
         for v in versions:
             spec = v.spec
@@ -834,7 +847,9 @@ def silence_truth(f: Facts) -> list[Counterexample]:
                 key=lambda mr: (mr[0], mr[1].finished_at, mr[1].run_id),
             )
             for now, what in _silences(w, notify, spec, v.since, until, rows, holds, lives):
-                why = _false_silence(w, spec, now, wins.get(job, []), holds, lives, v.since)
+                if job not in win_walls:
+                    win_walls[job] = sorted(w.wall_at(m) for m in wins.get(job, []))
+                why = _false_silence(w, spec, now, wins.get(job, []), win_walls[job], holds, lives, v.since)
                 if why:
                     out.append(Counterexample(w.wall_at(now), job, "-", f"silence notice ({what}) {why}"))
                     break
@@ -950,6 +965,7 @@ def _false_silence(
     spec: JobSpec,
     now: float,
     wins: list[float],
+    walls: list[datetime],
     holds: list[tuple[datetime, datetime, str]],
     lives: list[tuple[float, float]],
     since: datetime,
@@ -957,6 +973,9 @@ def _false_silence(
     """Why a silence called at the monotonic instant `now` is false by the record, or None
     when it is true: the time since the last success (or the job's start, or a hold's end)
     without the time no daemon lived was shorter than the allowance by both clocks.
+    `wins` are the monotonic ends of the job's successes, sorted, `walls` their wall times,
+    sorted (after a step back the two orders differ): the latest of each up to `now` is a
+    bisection, not a walk over the job's whole history at each notice.
 
     The notifier counts by the wall clock, as an operator reads it: a step forward is time
     without a success on every dashboard, and a silence it calls is true by the wall. After
@@ -971,14 +990,13 @@ def _false_silence(
     basis = max(
         [
             w.last_mono_at(since, now),
-            *(m for m in wins if m <= now),
+            *_latest(wins, now),
             *(w.last_mono_at(b, now) for _, b, _ in holds if b <= at),
         ]
     )
     down = sum(max(0.0, min(b, now) - max(a, basis)) for a, b in downs)
     quiet = now - basis - down
-    walls = [w.wall_at(m) for m in wins]
-    wall_basis = max([since, *(t for t in walls if t <= at), *(b for _, b, _ in holds if b <= at)])
+    wall_basis = max([since, *_latest(walls, at), *(b for _, b, _ in holds if b <= at)])
     wall_downs = [(w.wall_at(a), w.wall_at(b)) for a, b in downs]
     wall_down = sum(max(0.0, (min(b, at) - max(a, wall_basis)).total_seconds()) for a, b in wall_downs)
     if max(quiet, (at - wall_basis).total_seconds() - wall_down) >= allowed - 0.001:
@@ -989,6 +1007,12 @@ def _false_silence(
     )
 
 
+def _latest(ordered: list[Any], upto: Any) -> list[Any]:
+    """The last of a sorted list at or before `upto`, as a list of it (empty: none)."""
+    k = bisect.bisect_right(ordered, upto)
+    return ordered[k - 1 : k] if k else []
+
+
 def audit_truth(f: Facts) -> list[Counterexample]:
     """What the audit says of occurrences is true, beyond audit_agrees (succeeded or not):
     `missed` does not list an occurrence its job's definition withdrew before it fell due,
@@ -996,10 +1020,8 @@ def audit_truth(f: Facts) -> list[Counterexample]:
     (chronod.sim.audit.probe), says what holds it: the pause that was open, the resource
     whose slots were all taken; it never calls a resource wait of a resource with a free
     slot, nor a plain late occurrence, a wait."""
-    from chronod.sim.audit import missed_now
-
     out = []
-    said = missed_now(f.out)
+    said = f.missed()
     for rid, (job, _) in said.items():
         row = f.rows.get(rid)
         if row is None or row.state != RunState.CANCELLED or f.by_run.get(rid) or row.started_at is not None:

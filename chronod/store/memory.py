@@ -261,6 +261,9 @@ class _Tables:
     # (fire_at, run_id) of the pending scheduled runs of `any` jobs (job_key == job_id), sorted:
     # `late` reads the first of them, as the SQL stores read their partial index (0011)
     late: list[tuple[datetime, str]] = field(default_factory=list)
+    # ... and of those of `each` jobs: with `late`, every pending scheduled run in fire order,
+    # which `pending_later` pages through without a walk over every waiting run
+    late_each: list[tuple[datetime, str]] = field(default_factory=list)
     running: dict[str, None] = field(default_factory=dict)
     by_state: dict[str, int] = field(default_factory=dict)
     attempts: dict[str, dict[int, Attempt]] = field(default_factory=dict)
@@ -319,8 +322,8 @@ class MemoryStore:
         old = r.state
         if old == state:
             return
-        if (old == _PENDING or state == _PENDING) and _rescued(r):
-            late = self._t.late
+        late = self._scheduled(r) if old == _PENDING or state == _PENDING else None
+        if late is not None:
             if old == _PENDING:
                 del late[bisect.bisect_left(late, (r.fire_at, r.run_id))]
             else:
@@ -360,8 +363,9 @@ class MemoryStore:
         t.by_state[r.state] = t.by_state.get(r.state, 0) + 1
         if r.state in _WAITING:
             t.waiting[r.run_id] = None
-            if r.state == _PENDING and _rescued(r):
-                bisect.insort(t.late, (r.fire_at, r.run_id))
+            late = self._scheduled(r) if r.state == _PENDING else None
+            if late is not None:
+                bisect.insort(late, (r.fire_at, r.run_id))
         elif r.state == _RUNNING:
             t.running[r.run_id] = None
         return True
@@ -381,10 +385,18 @@ class MemoryStore:
         if not t.by_state[r.state]:
             del t.by_state[r.state]
         t.waiting.pop(run_id, None)
-        if r.state == _PENDING and _rescued(r):
-            del t.late[bisect.bisect_left(t.late, (r.fire_at, run_id))]
+        late = self._scheduled(r) if r.state == _PENDING else None
+        if late is not None:
+            del late[bisect.bisect_left(late, (r.fire_at, run_id))]
         t.running.pop(run_id, None)
         t.attempts.pop(run_id, None)
+
+    def _scheduled(self, r: Run) -> list[tuple[datetime, str]] | None:
+        """The index a pending run is kept in by fire time: `late` (a scheduled occurrence
+        of an `any` job), `late_each` (one of an `each` job), None (not a scheduled one)."""
+        if r.trigger != Trigger.SCHEDULE:
+            return None
+        return self._t.late if _rescued(r) else self._t.late_each
 
     def _sorted(self, ids: Iterable[str], key: Callable[[Run], Any]) -> list[Run]:
         runs = self._t.runs
@@ -701,13 +713,14 @@ class MemoryStore:
 
     def pending_later(self, until: datetime, after: tuple[datetime, str] | None, limit: int) -> list[Run]:
         with self._lock:
-            runs = self._t.runs
-            ids = [
-                i
-                for i in self._t.waiting
-                if _later(runs[i], until) and (after is None or (runs[i].fire_at, runs[i].run_id) > after)
-            ]
-            return self._sorted(ids, lambda r: (r.fire_at, r.run_id))[:limit]
+            # the first `limit` after `until` (and `after`) of each fire-time index, merged
+            page: list[tuple[datetime, str]] = []
+            for index in (self._t.late, self._t.late_each):
+                k = bisect.bisect_right(index, until, key=_fire_at)
+                if after is not None:
+                    k = max(k, bisect.bisect_right(index, after))
+                page += index[k : k + limit]
+            return [_copy(self._t.runs[i]) for _, i in sorted(page)[:limit]]
 
     def late(self, before: datetime, limit: int) -> tuple[list[Run], datetime | None]:
         with self._lock:
