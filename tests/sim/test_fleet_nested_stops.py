@@ -13,23 +13,13 @@ from chronod.sim.fleet import FleetSimulation
 from chronod.sim.fleet_checks import check_fleet
 from chronod.sim.scenario import Config
 from chronod.sim.world import Event
-
-TICK = {
-    "id": "tick",
-    "owner": "ops",
-    "schedule": "*/10 * * * * *",
-    "command": "true",
-    "run_on": "each",
-    "idempotency_class": "idempotent",
-    "overlap": "allow",
-    "catchup": "latest",
-    "tolerance_s": 0,
-    "tolerance_reason": "on the dot",
-}
+from tests.sim.fleet_jobs import EACH_TICK
 
 
 def test_a_node_stopped_mid_call_while_another_is_stays_stopped_until_the_other_resumes():
-    cfg = Config(days=0.006, jobs=1, nodes=2, seed=1, faults=frozenset(), job_docs=(TICK,), mean_s=0.05, drain_s=0.0)
+    cfg = Config(
+        days=0.006, jobs=1, nodes=2, seed=1, faults=frozenset(), job_docs=(EACH_TICK,), mean_s=0.05, drain_s=0.0
+    )
     sim = FleetSimulation(cfg)
     t0 = sim.t0
     sim.events = [
