@@ -170,6 +170,14 @@ class Starter:
                 self.notify.launching()  # its next round waits for the burst to be started
             claimed = self.store.commit_wakeup(inserts, settles, chunk, self.node, self.lease.token)
             self.limit.refund(len(chunk) - len(claimed))  # another node had them: no start spent
+            if len(claimed) < len(chunk) and not self.lease.ok():
+                # refused because this node was stopped past its lease during the write: what it
+                # did not claim still waits (a `run_on: each` occurrence of this node's for no one
+                # else), and is decided again, as a claim put off for a doubtful lease is (above)
+                got = {c.run_id for c in claimed}
+                for _, run in claims[i : i + CLAIM_CHUNK]:
+                    if run.run_id not in got:
+                        self.timeline.track(run)
             # start in the order decided (a catch-up backlog oldest first), not the database's
             pos = {rid: k for k, rid in enumerate(chunk)}
             claimed = sorted(claimed, key=lambda c: pos.get(c.run_id, len(pos)))

@@ -347,11 +347,15 @@ class FleetSimulation:
         """The node stops just before a write; the rest of the fleet goes on meanwhile."""
         until = self.world.mono() + seconds
         self.gap(n, "zombie", until)
+        stop = self.gaps[-1]
         self.busy.add(n.name)
         try:
             self.loop(until)
         finally:
             self.busy.discard(n.name)
+        # Another node stopped the same way meanwhile runs the fleet inside this call, so this
+        # node resumes only when that one does: its stop lasted until now, not until `until`.
+        stop.end = max(stop.end, self.world.mono())
 
     def noted(self, n: Node, call: str, args: tuple[Any, ...], result: Any, lapsed: bool, now: datetime) -> None:
         if call == "acquire_node" or (call == "renew_lease" and result):

@@ -233,6 +233,24 @@ def reasons_true(f: FleetFacts) -> list[Counterexample]:
     return sorted(out, key=lambda c: c.at)
 
 
+def none_left_waiting(f: FleetFacts) -> list[Counterexample]:
+    """No scheduled occurrence stays `pending` at the end while a node that carries it (its
+    own node for `run_on: each`) was up and undisturbed through the last two minutes, all
+    of them after its fire time: it was started, skipped or rescued long before."""
+    out = []
+    lo, hi, end = f.out.wall(f.out.t0 + 60), f.out.wall(f.horizon), f.out.world.mono()
+    up = {n for n in f.out.nodes if f.node_up(n, f.horizon, end)}
+    for row in f.out.store.runs(states=["pending"]):
+        spec = f.specs.get(row.job_id)
+        if spec is None or row.trigger != "schedule" or not lo <= row.fire_at <= hi:
+            continue
+        carriers = {row.job_key.rpartition("@")[2]} if spec.run_on.each else set(f.out.nodes)
+        if carriers & up:
+            what = f"still pending at the end while {min(carriers & up)} was up and carried it"
+            out.append(Counterexample(row.fire_at, row.job_id, row.run_id, what))
+    return sorted(out, key=lambda c: c.at)
+
+
 FLEET_CHECKS: dict[str, Callable[[FleetFacts], list[Counterexample]]] = {
     "attempt_started_once": attempt_started_once,
     "unsafe_at_most_once": unsafe_at_most_once,
@@ -242,6 +260,7 @@ FLEET_CHECKS: dict[str, Callable[[FleetFacts], list[Counterexample]]] = {
     "takeover_bounded": takeover_bounded,
     "rescue_prompt": rescue_prompt,
     "reasons_true": reasons_true,
+    "none_left_waiting": none_left_waiting,
 }
 
 

@@ -16,3 +16,18 @@ def every_ten_seconds(i: int) -> dict:
         "tolerance_s": 0,
         "tolerance_reason": "on the dot",
     }
+
+
+EACH_TICK = {
+    "id": "tick",
+    "owner": "ops",
+    "schedule": "*/10 * * * * *",
+    "command": "true",
+    "run_on": "each",
+    "idempotency_class": "idempotent",
+    "overlap": "allow",
+    "catchup": "latest",
+    "tolerance_s": 0,
+    "tolerance_reason": "on the dot",
+}
+"""A `run_on: each` job every 10 s, on the dot: a process on every node at each fire time."""
