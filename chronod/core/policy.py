@@ -328,8 +328,8 @@ def may_retry(spec: JobSpec, attempt: int, state: str) -> bool:
     return attempt < spec.retry.attempts
 
 
-# The job was removed from the registry: why a retry waiting for it never starts.
-RETRY_OF_REMOVED_JOB = "job removed from the registry"
+# Why a removed job's waiting occurrence is cancelled and its retry never starts.
+REMOVED_FROM_REGISTRY = "job removed from the registry"
 
 
 def retry_given_up(

@@ -63,7 +63,7 @@ class Endings:
             redispatch = state == RunState.LOST and policy.on_unknown_outcome(job.spec) == policy.Unknown.REDISPATCH
             if (redispatch or policy.may_retry(job.spec, run.attempts, state)) and not self.carried(job.spec.id):
                 # its job was removed while this attempt ran: no other attempt will ever start
-                why = policy.RETRY_OF_REMOVED_JOB
+                why = policy.REMOVED_FROM_REGISTRY
                 _, error = policy.retry_given_up(state, outcome.error, run.attempts + 1, None, why)
                 final.append((job, run, replace(outcome, error=error)))
             elif redispatch:

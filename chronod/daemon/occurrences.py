@@ -134,7 +134,7 @@ class Occurrences:
         so is a job the store still carries (another node of a fleet defines it). A run
         waiting for its retry keeps its last attempt's outcome, as the store's own cancel."""
         removed = {j for j in job_ids if (row := self.store.get_job(j)) is None or row.removed_at is not None}
-        why = policy.RETRY_OF_REMOVED_JOB
+        why = policy.REMOVED_FROM_REGISTRY
         for run in [r for r in self.timeline.runs() if r.job_id in removed]:
             state, error = (
                 retry_given_up(self.store, run, None, why)

@@ -125,7 +125,7 @@ class Recovery:
                 self.log("run.lost", "error", job=job.spec.id, run=run.run_id, why=why)
             return
         if job.spec.id not in self.jobs:
-            why += f"; not started again: {policy.RETRY_OF_REMOVED_JOB}"
+            why += f"; not started again: {policy.REMOVED_FROM_REGISTRY}"
             if self.reclaim_lost(run, why):
                 self.log("run.lost", "error", job=job.spec.id, run=run.run_id, why=why)
         elif self.redispatch(run, why):

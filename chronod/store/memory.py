@@ -1130,10 +1130,10 @@ class MemoryStore:
                 r.error, r.updated_at = a.error, self._now()
             return True
 
-    def _end_waiting_of_removed(self, run_ids: Iterable[str], now: datetime) -> int:
+    def _end_waiting_of_removed(self, run_ids: Iterable[str], now: datetime) -> None:
         """As `DefinitionsSql._end_waiting_of_removed`: pending runs cancelled, a run waiting
         for its retry settled with its last attempt's outcome."""
-        runs, done, why = self._t.runs, 0, policy.RETRY_OF_REMOVED_JOB
+        runs, why = self._t.runs, policy.REMOVED_FROM_REGISTRY
         for rid in list(run_ids):
             r = runs[rid]
             if r.state == RunState.RETRY_WAIT:
@@ -1145,8 +1145,6 @@ class MemoryStore:
                 continue
             self._set_state(r, state.value)
             r.error, r.finished_at, r.updated_at, r.next_attempt_at = error, now, now, None
-            done += 1
-        return done
 
     def delete_run(self, run_id: str) -> bool:
         with self._lock:

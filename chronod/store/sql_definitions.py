@@ -95,12 +95,12 @@ class DefinitionsSql(SqlPart):
                 )
                 self._end_waiting_of_removed(c, s.runs.c.job_id.in_(chunk))
 
-    def _end_waiting_of_removed(self, c: Connection, where: sa.ColumnElement[bool]) -> int:
+    def _end_waiting_of_removed(self, c: Connection, where: sa.ColumnElement[bool]) -> None:
         """Settle the waiting runs of jobs removed from the registry: an occurrence not yet
         started is cancelled; a run waiting for its retry keeps its last attempt's outcome
         (`policy.retry_given_up`), never `cancelled` as if it had not run."""
         r, a = s.runs.c, s.attempts.c
-        now, why = self._ts(), policy.RETRY_OF_REMOVED_JOB
+        now, why = self._ts(), policy.REMOVED_FROM_REGISTRY
         retrying = c.execute(
             sa.select(r.run_id, r.attempts, r.error, a.state)
             .select_from(s.runs.outerjoin(s.attempts, sa.and_(a.run_id == r.run_id, a.attempt == r.attempts)))
@@ -113,12 +113,11 @@ class DefinitionsSql(SqlPart):
                 .where(r.run_id == run_id, r.state == RunState.RETRY_WAIT)
                 .values(state=state, error=error, finished_at=now, updated_at=now, next_attempt_at=None)
             )
-        res = c.execute(
+        c.execute(
             s.runs.update()
             .where(where, r.state == RunState.PENDING)
             .values(state=RunState.CANCELLED, error=why, finished_at=now, updated_at=now, next_attempt_at=None)
         )
-        return res.rowcount + len(retrying)
 
     def jobs_version(self) -> tuple[int, datetime | None]:
         """(count, newest updated_at) of the jobs table: any write to a definition, a
