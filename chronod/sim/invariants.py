@@ -254,6 +254,27 @@ class Facts:
             for p in self.by_job.get(e.job, [])
         )
 
+    def in_full_line(self, e: Expected) -> bool:
+        """Whether the occurrence may rightly still wait at the end for a slot of its
+        resource (docs/reference.md, Resources: a run waiting for a slot stays `pending`,
+        in line, until it gets one or its catch-up window is over). A resource whose runs
+        take longer than the slots it has keeps such a line to the end. True only while
+        the line is full: the row says it waits for a slot, its window is not over, and
+        from its fire time to the end every slot was taken whenever a daemon could have
+        given it one (`_free_moment`: not down, stalled or without its database, and no
+        pause or window of the job holding it)."""
+        from chronod.sim.scenario import RESOURCES
+
+        spec, row = e.version.spec, self.rows.get(e.run_id)
+        if spec.resource is None or row is None or not (row.error or "").startswith(blackout.WAITING_FOR):
+            return False
+        if row.next_attempt_at is None or row.next_attempt_at <= self.out.end:
+            return False  # its window is over: it should have ended skipped_resource
+        since, end = row.fire_at, self.out.end
+        held = [(a, b) for a, b, _ in _holds(self, e.job, spec, since, end)]
+        spans = self.holding(spec.resource, since, end)
+        return _free_moment(self, spans, RESOURCES[spec.resource], since, end, held) is None
+
     def overlapping(self, job: str, lo: datetime, hi: datetime) -> list[Proc]:
         """The job's processes whose hull meets [lo, hi], in `by_job` order. A bisection
         over the hulls sorted by start, not a walk over all of the job's processes: a job
@@ -308,6 +329,8 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
         return None  # its process still runs: it cannot have ended (fire_lag_bounded judges its start)
     if state == RunState.PENDING and f.in_draining_backlog(e):
         return None  # it waits its turn behind a catch-up backlog that drains to the end
+    if state == RunState.PENDING and f.in_full_line(e):
+        return None  # it waits for a slot of its resource, every slot taken to the end
     if state == RunState.RETRY_WAIT and f.retry_pending(e.run_id):
         return None  # its retry falls due after the end
     if state not in TERMINAL:
