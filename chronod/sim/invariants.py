@@ -941,8 +941,19 @@ def _silences(
             ended.append(rows[i][1])
             i += 1
         held = any(a <= t < b for a, b, _ in holds)
+        # a window that held the job while no notifier decided ended unseen: the notifier
+        # reads it from the windows (a pause that came and went then leaves no trace)
+        since = t - timedelta(seconds=down)
+        unseen = down > 0 and any(a < t and since < b for a, b, what in holds if what.startswith("window"))
         notices, state = notify.decide(
-            spec, ended, state, t, known_since=start, paused=held, resumed=was_held and not held, down_s=down
+            spec,
+            ended,
+            state,
+            t,
+            known_since=start,
+            paused=held,
+            resumed=not held and (was_held or unseen),
+            down_s=down,
         )
         said.extend((m, n.detail) for n in notices if n.event == "silence")
         was_held, last_round = held, m
