@@ -659,11 +659,12 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
     """A stored backfill finishes across crashes: it ends `done` (unless it still waits at
     the end for its turn, for a pause or a window, or for its own run, having never been
     starved while its line stood idle: `_starved`); every occurrence it opened
-    ran (a process started after the backfill was stored) and ended; they started oldest
+    ran (a process the backfill started: `_asked_for`) and ended; they started oldest
     first, one at a time, never while a pause held the job (docs/backfill.md) and never
     beside another run of a job that forbids overlap, nor another run beside them."""
     out = []
     specs = {job: vs[-1].spec for job, vs in f.out.versions.items()}
+    asked = _asked_for(f)
     for bf_id in f.out.backfills:
         bf = f.out.store.get_backfill(bf_id)
         assert bf is not None, f"backfill {bf_id} the simulation stored is gone"
@@ -695,7 +696,7 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
                 continue
             if row.trigger != "backfill" or row.state == RunState.SKIPPED_RESOURCE:
                 continue  # in flight when its turn came, or it found no slot of its resource
-            ran = [p for p in f.by_run.get(rid, []) if p.started_wall >= at]
+            ran = [p for p in f.by_run.get(rid, []) if p.started_wall >= at and asked(p) == "backfill"]
             if not ran:
                 out.append(
                     Counterexample(at, bf.job_id, rid, f"backfill {bf_id} recorded {row.state} but never started it")
@@ -1109,7 +1110,10 @@ def _going_at(f: Facts, job: str, at: datetime, but: str = "") -> list[tuple[Pro
 def _asked_for(f: Facts) -> Callable[[Proc], str | None]:
     """Which processes an operator asked for: "manual" for a manual run, "backfill" for a
     run a backfill started (a backfill reruns an occurrence under its own run id: only
-    the processes started after the backfill was stored are its). Computed once."""
+    the processes started after the backfill was stored are its, and only those told a
+    fire time from then on, CHRONO_FIRE_AT, when it opened the run: an occurrence the
+    backfill names that first falls due, or is caught up after a restart, once it was
+    stored runs as scheduled first). Computed once."""
     if f.asked is None:
         f.asked = _asked(f)
     return f.asked
@@ -1126,7 +1130,9 @@ def _asked(f: Facts) -> Callable[[Proc], str | None]:
     def kind(p: Proc) -> str | None:
         if p.run_id in f.out.manual:
             return "manual"
-        if p.run_id in since and p.started_wall >= since[p.run_id]:
+        at = since.get(p.run_id)
+        # CHRONO_FIRE_AT is whole seconds
+        if at is not None and p.started_wall >= at and (p.fire_at is None or p.fire_at >= at.replace(microsecond=0)):
             return "backfill"
         return None
 
