@@ -310,6 +310,10 @@ class Admission:
         why = why or blackout.slot_wait(resource, self.registry.limit(resource), self.clock.now())
         until = slot_since(run) + timedelta(seconds=job.spec.catchup_window_s)
         run.error = why
+        if run.state == RunState.PENDING:
+            # as the store notes it: a row this wake-up has yet to write (a backlog stored
+            # with its writes) is written saying so, or a restart takes it for an outage's
+            run.next_attempt_at = until
         self.store.note_held([run.run_id], why, until, node=self.node, token=self.lease.token)
 
     def admit(self, resource: str) -> None:

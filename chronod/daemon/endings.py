@@ -129,6 +129,7 @@ class Endings:
                     signal=outcome.signal,
                     error=outputs.with_note(outcome.error, note),
                     token=self.lease.token,
+                    attempt_state=outcome.state,  # failed or timed_out: what a retry given up keeps
                     output_tail=tail,
                     output_bytes=outcome.output_bytes,
                 )

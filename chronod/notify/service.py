@@ -230,6 +230,8 @@ class NotifyService:
         paused = own_paused | self._held_by_groups(rows) | self._held_by_windows(specs, now)
         resumed = self._paused - paused  # held at the last round, not now: the silence clock restarts
         down_s = self._down_s(now)
+        if down_s > 0:  # a window that held the job while no notifier decided ended unseen
+            resumed |= self._held_by_windows(specs, now - timedelta(seconds=down_s), now) - paused
         by_job: dict[str, list[Any]] = {}
         for r in changed:
             by_job.setdefault(r.job_id, []).append(r)
@@ -538,12 +540,17 @@ class NotifyService:
             return 0.0
         return core.downtime_s(self.outbox.get_state(ALIVE), now, self.clock.monotonic(), self.boot_id)
 
-    def _held_by_windows(self, specs: Mapping[str, Any], now: datetime) -> set[str]:
+    def _held_by_windows(self, specs: Mapping[str, Any], now: datetime, until: datetime | None = None) -> set[str]:
         """Jobs inside one of their maintenance windows now: held on purpose, so their
-        silence clock does not run either (it restarts when the window ends)."""
+        silence clock does not run either (it restarts when the window ends). With `until`:
+        the jobs a window held at some moment from `now` to `until` (the time no notifier
+        decided: a window that opened and closed then held the job all the same)."""
         windows = list(self.known_windows()) if self.known_windows is not None else []
         if not windows:
             return set()
+        if until is not None:
+            met = [w for w in windows if w.spans(now, until, limit=1)]
+            return {job_id for job_id, spec in specs.items() if any(w.applies_to(spec) for w in met)}
         return {job_id for job_id, spec in specs.items() if blackout_at(spec, windows, now) is not None}
 
     def _held_by_groups(self, rows: list[Any]) -> set[str]:

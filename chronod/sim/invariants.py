@@ -270,6 +270,27 @@ class Facts:
             for p in self.by_job.get(e.job, [])
         )
 
+    def in_full_line(self, e: Expected) -> bool:
+        """Whether the occurrence may rightly still wait at the end for a slot of its
+        resource (docs/reference.md, Resources: a run waiting for a slot stays `pending`,
+        in line, until it gets one or its catch-up window is over). A resource whose runs
+        take longer than the slots it has keeps such a line to the end. True only while
+        the line is full: the row says it waits for a slot, its window is not over, and
+        from its fire time to the end every slot was taken whenever a daemon could have
+        given it one (`_free_moment`: not down, stalled or without its database, and no
+        pause or window of the job holding it)."""
+        from chronod.sim.scenario import RESOURCES
+
+        spec, row = e.version.spec, self.rows.get(e.run_id)
+        if spec.resource is None or row is None or not (row.error or "").startswith(blackout.WAITING_FOR):
+            return False
+        if row.next_attempt_at is None or row.next_attempt_at <= self.out.end:
+            return False  # its window is over: it should have ended skipped_resource
+        since, end = row.fire_at, self.out.end
+        held = [(a, b) for a, b, _ in _holds(self, e.job, spec, since, end)]
+        spans = self.holding(spec.resource, since, end)
+        return _free_moment(self, spans, RESOURCES[spec.resource], since, end, held) is None
+
     def overlapping(self, job: str, lo: datetime, hi: datetime) -> list[Proc]:
         """The job's processes whose hull meets [lo, hi], in `by_job` order. A bisection
         over the hulls sorted by start, not a walk over all of the job's processes: a job
@@ -324,6 +345,8 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
         return None  # its process still runs: it cannot have ended (fire_lag_bounded judges its start)
     if state == RunState.PENDING and f.in_draining_backlog(e):
         return None  # it waits its turn behind a catch-up backlog that drains to the end
+    if state == RunState.PENDING and f.in_full_line(e):
+        return None  # it waits for a slot of its resource, every slot taken to the end
     if state == RunState.RETRY_WAIT and f.retry_pending(e.run_id):
         return None  # its retry falls due after the end
     if state not in TERMINAL:
@@ -652,11 +675,12 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
     """A stored backfill finishes across crashes: it ends `done` (unless it still waits at
     the end for its turn, for a pause or a window, or for its own run, having never been
     starved while its line stood idle: `_starved`); every occurrence it opened
-    ran (a process started after the backfill was stored) and ended; they started oldest
+    ran (a process the backfill started: `_asked_for`) and ended; they started oldest
     first, one at a time, never while a pause held the job (docs/backfill.md) and never
     beside another run of a job that forbids overlap, nor another run beside them."""
     out = []
     specs = {job: vs[-1].spec for job, vs in f.out.versions.items()}
+    asked = _asked_for(f)
     for bf_id in f.out.backfills:
         bf = f.out.store.get_backfill(bf_id)
         assert bf is not None, f"backfill {bf_id} the simulation stored is gone"
@@ -688,7 +712,7 @@ def backfill_completes(f: Facts) -> list[Counterexample]:
                 continue
             if row.trigger != "backfill" or row.state == RunState.SKIPPED_RESOURCE:
                 continue  # in flight when its turn came, or it found no slot of its resource
-            ran = [p for p in f.by_run.get(rid, []) if p.started_wall >= at]
+            ran = [p for p in f.by_run.get(rid, []) if p.started_wall >= at and asked(p) == "backfill"]
             if not ran:
                 out.append(
                     Counterexample(at, bf.job_id, rid, f"backfill {bf_id} recorded {row.state} but never started it")
@@ -939,8 +963,19 @@ def _silences(
             ended.append(rows[i][1])
             i += 1
         held = any(a <= t < b for a, b, _ in holds)
+        # a window that held the job while no notifier decided ended unseen: the notifier
+        # reads it from the windows (a pause that came and went then leaves no trace)
+        since = t - timedelta(seconds=down)
+        unseen = down > 0 and any(a < t and since < b for a, b, what in holds if what.startswith("window"))
         notices, state = notify.decide(
-            spec, ended, state, t, known_since=start, paused=held, resumed=was_held and not held, down_s=down
+            spec,
+            ended,
+            state,
+            t,
+            known_since=start,
+            paused=held,
+            resumed=not held and (was_held or unseen),
+            down_s=down,
         )
         said.extend((m, n.detail) for n in notices if n.event == "silence")
         was_held, last_round = held, m
@@ -1103,7 +1138,10 @@ def _going_at(f: Facts, job: str, at: datetime, but: str = "") -> list[tuple[Pro
 def _asked_for(f: Facts) -> Callable[[Proc], str | None]:
     """Which processes an operator asked for: "manual" for a manual run, "backfill" for a
     run a backfill started (a backfill reruns an occurrence under its own run id: only
-    the processes started after the backfill was stored are its). Computed once."""
+    the processes started after the backfill was stored are its, and only those told a
+    fire time from then on, CHRONO_FIRE_AT, when it opened the run: an occurrence the
+    backfill names that first falls due, or is caught up after a restart, once it was
+    stored runs as scheduled first). Computed once."""
     if f.asked is None:
         f.asked = _asked(f)
     return f.asked
@@ -1120,7 +1158,9 @@ def _asked(f: Facts) -> Callable[[Proc], str | None]:
     def kind(p: Proc) -> str | None:
         if p.run_id in f.out.manual:
             return "manual"
-        if p.run_id in since and p.started_wall >= since[p.run_id]:
+        at = since.get(p.run_id)
+        # CHRONO_FIRE_AT is whole seconds
+        if at is not None and p.started_wall >= at and (p.fire_at is None or p.fire_at >= at.replace(microsecond=0)):
             return "backfill"
         return None
 

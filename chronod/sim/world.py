@@ -57,6 +57,7 @@ class Proc:
     discarded: bool = False  # a daemon stored its outcome and removed the result
     cancelled_mono: float | None = None
     pid: int = 0
+    fire_at: datetime | None = None  # CHRONO_FIRE_AT: a backfill's attempts carry when it opened the run
 
     def end_mono(self) -> float:
         return self.cancelled_mono if self.cancelled_mono is not None else self.ends_mono
@@ -277,6 +278,7 @@ class SimRunner:
             spec.resource,
             spec.idempotency_class == "unsafe",
             pid=w.next_pid,
+            fire_at=datetime.fromisoformat(req.env["CHRONO_FIRE_AT"]),
         )
         w.procs[(req.run_id, req.attempt)] = proc
         w.live.append(proc)

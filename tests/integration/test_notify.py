@@ -713,6 +713,59 @@ def test_a_job_held_by_a_maintenance_window_is_not_called_silent_and_its_clock_r
         store.close()
 
 
+def test_a_window_that_held_the_job_while_chronod_was_down_restarts_its_silence_clock(store_url, tmp_path):
+    """A window opened and closed while no chronod ran: it held the job all the same, and
+    the silence clock counts afresh from the restart (seed 109 of two days of 300 jobs: the
+    notifier of the new process never saw the window, and called a job silent 20 minutes
+    after the window ended)."""
+    from chronod.core.blackout import Window
+    from chronod.core.clock import Clock
+    from chronod.notify.service import NotifyService
+
+    store = _spec_store(
+        store_url,
+        tmp_path,
+        jobs_file(
+            job("hourly", "true", "http://127.0.0.1:9/", on=("silence",), max_silence_s=600).replace(
+                '"@every 1s"', '"@every 1h"'
+            )
+        ),
+    )
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    window = Window(
+        "mw",
+        "CHG-9 storage swap",
+        start=now + timedelta(seconds=60),
+        end=now + timedelta(seconds=300),
+        jobs=("hourly",),
+    )
+    store.insert_runs([_run("hourly", now - timedelta(seconds=100), "succeeded")])  # its switch: now + 500 s
+
+    def notifier():
+        return NotifyService(
+            store, Clock(), lambda *a, **k: None, "n1", send=lambda route, body: None, known_windows=lambda: [window]
+        )
+
+    before = notifier()
+    try:
+        before.step(now)
+    finally:
+        before.stop()
+    after = notifier()  # chronod was down from now to now + 400 s, over the whole window
+    try:
+        back = now + timedelta(seconds=400)
+        after.step(back)
+        # counted afresh from the restart: not silent before back + 600 s (without the
+        # window: its last success + 600 s + the 400 s down, now + 900 s)
+        after.step(now + timedelta(seconds=950))
+        assert _said(store, "hourly") == [], "silent 10 minutes after a window that held it"
+        after.step(back + timedelta(seconds=601))
+        assert _said(store, "hourly") == [("silence", "silent")]
+    finally:
+        after.stop()
+        store.close()
+
+
 def _said(store, job_id):
     """The dead man's switch's notices of a job (not the reconciler's about its next occurrence)."""
     return [(r.event, r.state) for r in _rows(store, job_id) if r.state in ("silent", "succeeded")]

@@ -55,6 +55,30 @@ def test_silence_truth_holds_through_a_window_a_tolerance_and_a_restart():
     assert _silence_run() == []
 
 
+def test_a_window_that_came_and_went_while_chronod_was_down_restarts_the_silence_clock(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Seed 109 of two days of 300 jobs, in small: a job that never succeeds (max_silence_s
+    90 minutes), a window 01:10-01:30 over it, and chronod down 01:05-01:35. The window
+    held the job: its silence clock counts afresh from the restart, so no notice at 02:00
+    (the notifier of the new process never saw the window and called it silent then)."""
+    from chronod.sim import driver
+
+    monkeypatch.setattr(driver, "duration", lambda plan: lambda rng: (1.0, 1))
+    jobs = (_job("quiet", "*/10 * * * *", max_silence_s=5400),)
+    window = {**WINDOW, "cron": "10 1 * * *", "duration": "20m", "jobs": ["quiet"]}
+    cfg = Config(days=0.15, jobs=1, seed=1, faults=frozenset(), job_docs=jobs, blackouts=(window,), start=START)
+    sim = Simulation(cfg)
+    sim.events = [Event(sim.t0 + 3900, "crash", {"calls": 0, "downtime": 1800.0})]
+    out = sim.run()
+    try:
+        downs = [d for d in out.world.disturbances if d.kind == "down"]
+        assert len(downs) == 1 and downs[0].start_wall.strftime("%H:%M") == "01:05", downs
+        assert check(out, ["silence_truth"])["silence_truth"] == []
+    finally:
+        out.close()
+
+
 def test_silence_truth_replays_the_successes_a_backfill_ran_again():
     """A backfill of `--only all` opens runs that ended again (docs/backfill.md): their rows
     then show the rerun's end, 40 minutes of successes later than the notifier saw them.
