@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from chronod.core.overload import OVERLOAD_AFTER_S
 from tests.integration.daemon_helpers import (
     Chronod,
     chronoctl,
@@ -229,7 +230,8 @@ def test_a_paused_node_that_wakes_after_its_lease_has_its_writes_rejected_and_di
     fleet.start("b")
     a.send(signal.SIGSTOP)
     release.touch()  # `held` ends while a is stopped, under its supervisor
-    time.sleep(float(TTL) + 4)  # longer than the lease
+    time.sleep(float(TTL))  # a's lease lapses; b then declares a's run lost (on a loaded host, seconds later)
+    wait_until(lambda: one_run("held", fleet.db).get("state") == "lost", timeout=30, what="b to declare held lost")
     a.send(signal.SIGCONT)
     wait_until(lambda: "event=node.lease_lost" in a.log_since_start(), timeout=10, what="a to notice")
     time.sleep(3)
@@ -716,7 +718,16 @@ def test_a_failover_rescues_the_dead_nodes_occurrences_within_seconds_and_record
         started.setdefault(l[0], (l[2], float(l[4])))
     rescued = a.log_since_start().count("event=runs.rescued")
     assert len(rows) >= 30
-    assert rescued or held < 4.5, f"b's lease held {held:.1f} s after the kill, yet a rescued nothing"
+    # A node whose own runs start a second late is overloaded and does not look for the
+    # others' (chronod.core.rescue.looks): on a starved host a may rescue nothing while b's
+    # lease holds, and own b's jobs once it lapses.
+    own_lags = [
+        started[r.run_id][1] - r.scheduled_at.timestamp()
+        for r in every.values()
+        if r.run_id in started and started[r.run_id][0] == "a" and killed <= r.scheduled_at <= lease_end
+    ]
+    a_overloaded = any(lag >= 0.8 * OVERLOAD_AFTER_S for lag in own_lags)
+    assert rescued or held < 4.5 or a_overloaded, f"b's lease held {held:.1f} s after the kill, yet a rescued nothing"
     # skipped_outage is true only of a node that decided after the job's next occurrence had
     # fallen due too: its loop was a whole period late (a stall on a starved host; catch-up
     # `latest` then runs the newer one). Decided before that, a was up and on time: false.
