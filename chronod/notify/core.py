@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Container, Iterable, Mapping, Sequence
 
 from chronod.core import history
 from chronod.core.model import JobSpec, RunState
@@ -110,12 +110,17 @@ def _finished(run: Any) -> datetime:
     return at
 
 
-def unseen(runs: Iterable[Any], state: NotifyState) -> list[Any]:
-    """Terminal runs not yet taken into account, in the order they ended."""
+def unseen(runs: Iterable[Any], state: NotifyState, news: Container[str] = ()) -> list[Any]:
+    """Terminal runs not yet taken into account, in the order they ended: those that ended
+    after the seen mark, and those the reader knows it never saw (`news`, by run id).
+
+    The mark follows the wall clock, so after a step back a run that ended since shows an
+    earlier time than the mark: only the reader can tell it is new (it read the rows
+    before the step and this one was not among them)."""
     mark = (state.seen_at, state.seen_run) if state.seen_at else None
     out = [r for r in runs if r.state not in (RunState.PENDING, RunState.RUNNING, RunState.RETRY_WAIT)]
     if mark is not None:
-        out = [r for r in out if (_finished(r), r.run_id) > mark]
+        out = [r for r in out if r.run_id in news or (_finished(r), r.run_id) > mark]
     return sorted(out, key=lambda r: (_finished(r), r.run_id))
 
 
@@ -123,7 +128,10 @@ def after_run(spec: JobSpec, run: Any, state: NotifyState) -> tuple[list[Notice]
     """The notices one ended run causes, and the state after it."""
     s, at, rid = run.state, _finished(run), run.run_id
     out: list[Notice] = []
-    new = replace(state, seen_at=at, seen_run=rid)
+    # the mark never moves back: a run the reader knew was new (`unseen`) may show a time
+    # before it after a wall-clock step back, and the runs seen before the step stay seen
+    behind = state.seen_at is not None and (state.seen_at, state.seen_run) > (at, rid)
+    new = state if behind else replace(state, seen_at=at, seen_run=rid)
     if s in PER_RUN and routes_for(spec, s):
         out.append(Notice(spec.id, s, s, _key(spec.id, s, rid), at, rid, history.describe_run(run, at, spec)))
     if s == RunState.SUCCEEDED:
@@ -205,17 +213,18 @@ def decide(
     paused: bool = False,
     resumed: bool = False,
     down_s: float = 0.0,
+    news: Container[str] = (),
 ) -> tuple[list[Notice], NotifyState]:
     """Every notice the job's ended runs and the clock call for, given what was already
     told (`state`), and the new state to persist. `runs` may repeat runs already seen;
-    they are skipped. `known_since` starts the silence clock of a job that never succeeded;
+    they are skipped, except those the reader knows are new (`news`: `unseen`). `known_since` starts the silence clock of a job that never succeeded;
     `paused`/`resumed` say the job is held now or was until just now (`check_silence`);
     `down_s` is how long no notifier was deciding before this round (`excuse_downtime`,
     applied after the runs that ended meanwhile)."""
     if state.basis is None and known_since is not None:
         state = replace(state, basis=known_since)
     out: list[Notice] = []
-    for run in unseen(runs, state):
+    for run in unseen(runs, state, news):
         more, state = after_run(spec, run, state)
         out += more
     state = excuse_downtime(spec, state, down_s, now)

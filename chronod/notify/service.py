@@ -26,7 +26,7 @@ from chronod.core.blackout import Window, blackout_at
 from chronod.core.history import known_since
 from chronod.core.model import RunState
 from chronod.core.schedule import compile_schedule
-from chronod.notify import core
+from chronod.notify import core, reads
 from chronod.notify.deliver import LONGEST_DELIVERY_S, TAIL_BYTES, DeliveryError, deliver, kill_running
 from chronod.store.api import NoticeOutbox
 from chronod.store.outbox import CURSOR, Outbox, Outgoing
@@ -48,6 +48,7 @@ LANE_WORKERS = 2  # every other account's lane: one owner's slow endpoint holds 
 MAX_SKIPPED_JOBS = 10_000  # job ids a claim may leave out by name (SQL parameters are finite)
 ALIVE = "notifier:alive"  # when a deciding notifier last did a round (the silence clock skips the time after it)
 ALIVE_EVERY_S = 10.0  # ... written at most this often
+ALIVE_EVERY = timedelta(seconds=ALIVE_EVERY_S)
 STOP_DRAIN_S = 5.0  # a stop waits this long for deliveries in flight to be answered and recorded
 
 
@@ -107,7 +108,8 @@ class NotifyService:
         self._paused: set[str] = set()
         self._states: dict[str, core.NotifyState] = {}  # every job's state after the last round
         self._launched_at = float("-inf")  # monotonic: when the loop last said it was starting runs
-        self._seen: dict[str, datetime] = {}  # run id -> updated_at decided on, within the overlap
+        self._reads = reads.Reads()  # the ended runs decided on, for a while back
+        self._read_at: tuple[datetime, float] | None = None  # (wall, monotonic) of the last recorded read
         self._trusted = False  # the last round was this node's own and recorded: _states are the stored ones
         self._whole_overlap_at: datetime | None = None  # when the next round reads the whole overlap
 
@@ -179,7 +181,8 @@ class NotifyService:
         MAX_SLEEP_S matters."""
         trusted, self._trusted = self._trusted, False  # True again once this round is recorded
         if not self._decides():
-            self._seen = {}
+            self._reads.forget()
+            self._read_at = None
             self._dispatch(now)  # deliveries are shared; deciding is the first node's work
             return now + timedelta(seconds=FOLLOWER_SLEEP_S)
         version = self.outbox.jobs_version()
@@ -195,17 +198,22 @@ class NotifyService:
     def _round(self, now: datetime, trusted: bool, same_jobs: bool) -> datetime | None:
         """The rest of `step`, with the jobs read (`same_jobs`: the same as last round)."""
         cursor = _parse(self.outbox.get_state(CURSOR).get("at"))
+        mono = self.clock.monotonic()
         # A commit that lands late almost always lands within a second or two: the rounds in
         # between read only that much before the cursor, and the whole overlap now and then.
-        whole = not trusted or self._whole_overlap_at is None or now >= self._whole_overlap_at
-        overlap = CURSOR_OVERLAP_S if whole else RECENT_OVERLAP_S
-        since = (cursor - timedelta(seconds=overlap)) if cursor else now - timedelta(seconds=FIRST_LOOKBACK_S)
+        whole = not trusted or _due(self._whole_overlap_at, now, WHOLE_OVERLAP_EVERY_S)
+        overlap = timedelta(seconds=CURSOR_OVERLAP_S if whole else RECENT_OVERLAP_S)
+        # From the cursor, or from before it if the wall clock stepped back since the last
+        # recorded round: rows written since then carry the stepped clock's times (reads.floor).
+        floor = reads.floor(self._read_at or self._alive_read(), now, mono)
+        since = min(cursor, floor) - overlap if cursor else now - timedelta(seconds=FIRST_LOOKBACK_S)
         # The overlap is read as (run id, updated_at) only; whole rows only for what this
         # node has not decided on yet (at 300 endings a second, re-reading 30 s of rows
         # twice a second was most of this thread's time, beside the loop).
         keys = self.outbox.changed_run_keys(since, now + timedelta(days=1))
-        fresh = [run_id for run_id, at in keys if self._seen.get(run_id) != at]
+        fresh = self._reads.fresh(keys)
         changed = self.outbox.terminal_runs(fresh) if fresh else []
+        news = self._reads.news(changed)  # new whatever their times say (after a step back)
         reconcile = self._reconcile_due(now)
         quiet = (
             same_jobs
@@ -218,8 +226,8 @@ class NotifyService:
         if quiet:
             # nothing new since the last round: deciding again for every job would only
             # burn CPU on an idle daemon; deliveries that wait for a retry still go out
-            self._remember(keys, whole, now)
-            if self._alive_at is not None and (now - self._alive_at).total_seconds() >= ALIVE_EVERY_S:
+            self._remember(keys, since, whole, now, mono)
+            if self._alive_at is not None and _due(self._alive_at + ALIVE_EVERY, now, ALIVE_EVERY_S):
                 self.outbox.set_states({ALIVE: self._alive(now)}, now)
                 self._alive_at = now
             self._trusted = trusted
@@ -270,6 +278,7 @@ class NotifyService:
                 paused=job_id in paused,
                 resumed=job_id in resumed,
                 down_s=down_s,
+                news=news,
             )
             notices += out
             if st != states[job_id]:
@@ -288,16 +297,20 @@ class NotifyService:
         # not saved (the next round reads those runs again; their notices are deduplicated).
         # A state whose seen mark alone moved stays in memory only (core.worth_saving).
         save = {job_state_name(j): st.to_json() for j, st in new_states.items() if j in to_save}
-        newest = max((at for _, at in keys if cursor is None or at > cursor), default=cursor)
-        if newest is not None and newest != cursor:
-            save[CURSOR] = {"at": newest.isoformat()}
-        elif cursor is None:
-            save[CURSOR] = {"at": since.isoformat()}
-        if self._alive_at is None or (now - self._alive_at).total_seconds() >= ALIVE_EVERY_S:
+        # the newest row read, but never past this clock: after a step back the rows to come
+        # carry times before the old cursor (and a node whose clock is ahead writes rows
+        # from the future, which must not hide this node's own)
+        newest = max((at for _, at in keys), default=cursor)
+        if newest is not None and cursor is not None and newest < cursor:
+            newest = cursor
+        at = since if newest is None else min(newest, now)
+        if at != cursor:
+            save[CURSOR] = {"at": at.isoformat()}
+        if self._alive_at is None or _due(self._alive_at + ALIVE_EVERY, now, ALIVE_EVERY_S):
             save[ALIVE] = self._alive(now)
             self._alive_at = now
         self.outbox.set_states(save, now)
-        self._remember(keys, whole, now)  # decided and recorded: not read again while in the overlap
+        self._remember(keys, since, whole, now, mono)  # decided and recorded: not read again
         final = {**states, **new_states}
         self._export(final)
         if full:
@@ -316,13 +329,24 @@ class NotifyService:
         self._dispatch(now)
         return self._deadline
 
-    def _remember(self, keys: list[tuple[str, datetime]], whole: bool, now: datetime) -> None:
-        """The runs this round decided on; a round that read the whole overlap replaces them."""
+    def _remember(
+        self, keys: list[tuple[str, datetime]], since: datetime, whole: bool, now: datetime, mono: float
+    ) -> None:
+        """The runs this round read from `since` on and decided on: kept for a while back
+        (reads.KEEP_S), so that a run that ends after a step back of the clock is known new."""
+        self._reads.remember(dict(keys), since, min(since, now) - timedelta(seconds=reads.KEEP_S))
+        self._read_at = (now, mono)
         if whole:
-            self._seen = dict(keys)
             self._whole_overlap_at = now + timedelta(seconds=WHOLE_OVERLAP_EVERY_S)
-        else:
-            self._seen.update(keys)
+
+    def _alive_read(self) -> tuple[datetime, float] | None:
+        """(wall, monotonic) of the last round a deciding notifier recorded on this boot
+        (its ALIVE mark), for a process's first read: None on another boot or none yet."""
+        alive = self.outbox.get_state(ALIVE)
+        if self.boot_id is None or alive.get("boot") != self.boot_id or not alive.get("at"):
+            return None
+        mono = alive.get("mono")
+        return (datetime.fromisoformat(alive["at"]), float(mono)) if isinstance(mono, (int, float)) else None
 
     def _decides(self) -> bool:
         """In a fleet one node decides (the first live one by name): the others would only
@@ -671,6 +695,13 @@ def payload(n: core.Notice, spec: Any, run: Any | None, node: str, version: str)
         "sent_at": None,
         "chrono_version": version,
     }
+
+
+def _due(deadline: datetime | None, now: datetime, seconds: float) -> bool:
+    """Whether a timer of `seconds` that runs out at `deadline` has (None: never set). A
+    wall clock stepped back past the timer's start runs it out too, or it would wait for as
+    long as the step."""
+    return deadline is None or now >= deadline or now < deadline - timedelta(seconds=seconds)
 
 
 def _parse(text: str | None) -> datetime | None:

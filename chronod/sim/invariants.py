@@ -976,6 +976,7 @@ def _silences(
             paused=held,
             resumed=not held and (was_held or unseen),
             down_s=down,
+            news={r.run_id for r in ended},  # each row is read once, at its end (chronod.notify.reads)
         )
         said.extend((m, n.detail) for n in notices if n.event == "silence")
         was_held, last_round = held, m

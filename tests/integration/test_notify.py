@@ -564,6 +564,51 @@ def test_rounds_read_whole_rows_only_of_runs_not_decided_on_and_a_late_commit_be
         store.close()
 
 
+def test_a_failure_after_the_wall_clock_stepped_back_is_told_and_the_success_after_it_recovers(store_url, tmp_path):
+    """The cursor and each job's seen mark follow the wall clock: after a step back of five
+    minutes, the runs that end next carry times before both. They are read, and the
+    failure is told, though it shows a time before the success decided on before the step."""
+    from chronod.core.clock import FakeClock
+    from chronod.notify.service import NotifyService
+
+    store = _spec_store(
+        store_url,
+        tmp_path,
+        jobs_file(job("flaky", "exit 1", "http://127.0.0.1:9/", on=("failed", "recovered"), max_silence_s=3600)),
+    )
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    clock = FakeClock(now)
+
+    def ended(at, state):
+        store.insert_runs([_run("flaky", at - timedelta(seconds=1), state, took=timedelta(seconds=1), updated_at=at)])
+
+    svc = NotifyService(store, clock, lambda *a, **k: None, "n1", send=lambda route, body: None)
+    try:
+        ended(now - timedelta(seconds=20), "succeeded")
+        svc.step(clock.now())
+        clock.advance(5)
+        svc.step(clock.now())
+        clock.jump_wall(-300)  # NTP, or an operator's `date -s`
+        clock.advance(60)
+        ended(clock.now() - timedelta(seconds=5), "failed")  # 4 min 40 s before the success by the wall
+        svc.step(clock.now())
+        assert [r.event for r in _rows(store, "flaky")] == ["failed"]
+        clock.advance(30)
+        ended(clock.now() - timedelta(seconds=2), "failed")  # still failing: nothing new to tell
+        svc.step(clock.now())
+        clock.advance(30)
+        ended(clock.now() - timedelta(seconds=2), "succeeded")
+        svc.step(clock.now())
+        assert [r.event for r in _rows(store, "flaky")] == ["failed", "recovered"]
+        # what was decided before the step is not decided again as the clock passes it
+        clock.advance(400)
+        svc.step(clock.now())
+        assert [r.event for r in _rows(store, "flaky")] == ["failed", "recovered"]
+    finally:
+        svc.stop()
+        store.close()
+
+
 def test_in_a_fleet_only_the_first_live_node_decides_and_the_next_takes_over_when_it_leaves(store_url, tmp_path):
     if "postgresql" not in store_url:
         pytest.skip("a fleet shares PostgreSQL")

@@ -50,6 +50,21 @@ def events(notices) -> list[str]:
     return [n.event for n in notices]
 
 
+def test_a_run_the_reader_knows_is_new_is_decided_though_it_shows_a_time_before_the_seen_mark():
+    """After a wall-clock step back the next run ends at a time before the mark: by the mark
+    alone it is one already seen. Named in `news` it is decided, and the mark stays where it
+    was, so the runs seen before the step are not decided again."""
+    seen, st = decide(spec(), [run(0, "failed"), run(10, "succeeded")], NotifyState(), T0 + timedelta(minutes=11))
+    assert events(seen) == ["failed", "recovered"] and st.condition == "ok"
+    after_step = run(5, "failed", job="purge")  # ended after the step, stamped 5 minutes before the success
+    later = T0 + timedelta(minutes=6)
+    quiet, same = decide(spec(), [after_step], st, later)
+    assert quiet == [] and same.condition == "ok"  # the mark alone takes it for a run seen
+    told, new = decide(spec(), [run(0, "failed"), after_step], st, later, news={after_step.run_id})
+    assert events(told) == ["failed"] and told[0].run_id == after_step.run_id
+    assert new.condition == "failed" and (new.seen_at, new.seen_run) == (st.seen_at, st.seen_run)
+
+
 def test_a_job_failing_every_minute_sends_one_failed_then_one_recovered():
     history = (
         [run(0, "succeeded")] + [run(m, "failed") for m in range(1, 30)] + [run(30, "succeeded"), run(31, "succeeded")]
