@@ -202,9 +202,12 @@ class Admission:
         """Occurrences whose rows say they waited in a line when the last chronod stopped
         (`waits.waited_in_line`): they fell due with chronod up, so they go back into their
         line, and its rule decides them (their turn, or their catch-up window ran out),
-        never the outage's catch-up. The catch-up line moves at the end of the wake-up
+        never the outage's catch-up. Both lines move at the end of the wake-up
         (`admit_all`): the job's occurrences read back unmarked (they fell due while
-        chronod was down) join it first, in scheduled order, an older one before them."""
+        chronod was down) join the catch-up line first, in scheduled order, an older one
+        before them; and a resource's free slots go to the runs that waited longest, once
+        every job's are back in its line (admitted job by job, the first job read took them
+        all, ahead of an older run of another job)."""
         for r in runs:
             self.timeline.take(r.run_id)
         slot = [r for r in runs if (r.error or "").startswith(blackout.WAITING_FOR)]
@@ -212,7 +215,10 @@ class Admission:
         if queued:
             self.lines.queue(job, queued)
         for r in slot:
-            self.to_slot(job, r, None)
+            if job.spec.resource:
+                self.lines.wait_for_slot(job, r)
+            else:
+                self.to_slot(job, r, None)
 
     # ------------------------------------------------------------------ the lines
     def note_line(self, job: Job, run: Run) -> None:

@@ -55,3 +55,29 @@ def test_a_backlog_waiting_for_a_slot_keeps_its_place_in_line_across_a_crash(mon
         ]
     finally:
         out.close()
+
+
+def test_runs_of_several_jobs_waiting_for_a_slot_across_a_crash_get_them_in_the_order_they_fell_due(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """The runs that waited in a line are read back after a restart job by job: the first
+    job read must not take every free slot for its runs ahead of an older run of another."""
+    net = {**BASE, "catchup_window_s": 3600, "overlap": "allow"}  # two slots
+    hogs = tuple({**net, "id": f"hog{i}", "schedule": "0 0 * * *"} for i in (1, 2))
+    first = {**net, "id": "first", "schedule": "1,3 0 * * *"}  # read back first: it waited longest
+    other = {**net, "id": "other", "schedule": "2 0 * * *"}
+    # the hogs hold both slots from 00:00 to 00:07, while chronod is down; the others take a minute
+    monkeypatch.setattr(driver, "duration", lambda plan: lambda rng: (420.0 if "hog" in plan.id else 60.0, 0))
+    cfg = Config(days=0.05, jobs=4, seed=1, faults=frozenset(), job_docs=(*hogs, first, other), start=START)
+    sim = Simulation(cfg)
+    sim.events = [Event(sim.t0 + 250, "crash", {"calls": 0, "downtime": 300.0})]  # down 00:04-00:09
+    out = sim.run()
+    try:
+        names = ["resource_limit_held", "one_terminal_state", "reason_truth"]
+        assert not {name: bad[0].what for name, bad in check(out, names).items() if bad}
+        started = sorted((p for p in out.world.procs.values() if "hog" not in p.job_id), key=lambda p: p.started_mono)
+        assert [p.scheduled_at.strftime("%H:%M") for p in started] == ["00:01", "00:02", "00:03"], [
+            (p.job_id, p.scheduled_at.strftime("%H:%M"), p.started_wall.strftime("%H:%M:%S")) for p in started
+        ]
+    finally:
+        out.close()
