@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Container, Iterable, Mapping, Protocol, TypeVar
 
-RESCUE_AFTER_S = 2.0  # an `any` occurrence still pending this long after its fire time: any node takes it
+RESCUE_AFTER_S = 1.5  # an `any` occurrence still pending this long after its fire time: any node takes it
 LOOK_EVERY_S = 0.5  # a node looks for late occurrences at most this often
 LOOK_AT_MOST_S = 30.0  # and at least this often (an occurrence stored since the last look, by a reload elsewhere)
 LOOK_LIMIT = 1000  # late occurrences read per look, oldest first

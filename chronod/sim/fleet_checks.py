@@ -20,7 +20,7 @@ from chronod.sim.world import Proc
 from chronod.specfile import load_registry
 
 LAG_S = 2.0  # an undisturbed node starts its runs this soon
-RESCUE_S = 2.0 + 1.0  # another node takes an unclaimed `any` occurrence this soon after its fire time
+RESCUE_S = 2.0  # another node takes an unclaimed `any` occurrence this soon after its fire time (the bound)
 TAKEOVER_S = TTL_S / 3 + 2.0  # a live node takes over an expired node's runs this soon after the expiry
 EDGE_S = 10.0  # a node this fresh may still be loading
 
