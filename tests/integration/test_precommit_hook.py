@@ -47,7 +47,13 @@ def _why_not() -> str | None:
     return None
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")]
+# one worker: the second test reuses the hook's environment the first built (pre-commit's cache),
+# instead of holding another worker while it waits for pre-commit's lock
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.xdist_group("pre-commit"),
+    pytest.mark.skipif(_why_not() is not None, reason=_why_not() or ""),
+]
 
 
 def git(repo: Path, *args: str) -> None:
