@@ -165,16 +165,39 @@ def _detect(path: Path, fmt: str | None, user: str | None, text: str) -> tuple[s
         else:
             return _sniff(text, path)
     if fmt == "user" and not user:
-        user = path.name if parent == "crontabs" else _current_user()
+        user = path.name if parent == "crontabs" else _file_user(path)
     return fmt, user, False
 
 
 def _sniff(text: str, path: Path) -> tuple[str, str | None, bool]:
-    """A file whose path says nothing: system format when every entry names a known user."""
-    parsed = parse_crontab(text, str(path), "system")
-    if parsed.entries and not parsed.errors and all(_user_exists(e.user) for e in parsed.entries):
-        return "system", None, True
-    return "user", _current_user(), True
+    """A file whose path says nothing: system format when it is root's and every entry
+    names a known user. A file another user owns is that user's crontab, whatever it
+    holds: cron never reads a file it does not own as a system crontab (WRONG FILE
+    OWNER), and a line such as `* * * * * root cmd` in it is `root cmd` run as its owner."""
+    if _owner_uid(path) in (0, None):
+        parsed = parse_crontab(text, str(path), "system")
+        if parsed.entries and not parsed.errors and all(_user_exists(e.user) for e in parsed.entries):
+            return "system", None, True
+    return "user", _file_user(path), True
+
+
+def _owner_uid(path: Path) -> int | None:
+    try:
+        return path.stat().st_uid
+    except OSError:
+        return None
+
+
+def _file_user(path: Path) -> str:
+    """Whose a user crontab is when neither its path nor --user says: its owner when that
+    is not root (a user's file holds that user's jobs, never root's), else the caller."""
+    uid = _owner_uid(path)
+    if uid not in (0, None):
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            return str(uid)
+    return _current_user()
 
 
 def _is_cron_system_file(path: Path) -> bool:
@@ -859,7 +882,9 @@ def import_cmd(
         None, help="A crontab file, a directory (/etc/cron.d), or - for standard input."
     ),
     user: Optional[str] = typer.Option(
-        None, "--user", help="The user a user crontab belongs to (default: the file name in a spool, else you)."
+        None,
+        "--user",
+        help="The user a user crontab belongs to (default: the file name in a spool, else the file's owner when not root, else you).",
     ),
     owner: Optional[str] = typer.Option(
         None, "--owner", help="The team paged for failures (default: the crontab user)."
