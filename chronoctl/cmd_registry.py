@@ -150,12 +150,36 @@ def register_file(
         )
     takeover = _collisions(reg_dir, target, loaded.specs, now, replace)
     reg_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
-    write_atomically(target, file.read_bytes(), like=os.stat(file))
+    data, like = _read_with_owner(file)
+    write_atomically(target, data, like=like)
     for other in takeover:
         _remove(other)
     ids = {s.id: s.spec_hash() for s in loaded.specs}
     outcome = _reload_and_confirm(db, lambda store, now: _took(store, ids), wait)
     _report("registered", target, sorted(ids), takeover, outcome, as_json)
+
+
+def _read_with_owner(file: Path) -> tuple[bytes, os.stat_result]:
+    """The bytes of `file` and the status (owner, mode) of the very file they were read
+    from: one descriptor for both. Read by path twice, the file's owner could replace it by
+    a link to a root-owned file between the read and the look at its owner, and a root
+    `register` would then give their bytes (jobs without `user:`) to root."""
+    import stat as _stat
+
+    from chronod.specfile import MAX_FILE_BYTES
+
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise CliError(f"cannot read {file}: {e.strerror}", "check the path and its permissions") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not _stat.S_ISREG(st.st_mode):
+            raise CliError(f"{file} is not a regular file", "give a job file")
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise InvalidInput(f"{file} is larger than {MAX_FILE_BYTES} bytes", "split the jobs across several files")
+    return data, st
 
 
 def _refuse_problems(problems: list[Any]) -> None:
