@@ -4,7 +4,9 @@ Three ways in, chosen when `chronoctl web` starts:
 
 - nothing configured: loopback only (the listen address must be 127.0.0.1, ::1 or
   localhost), every page read-only, and a request whose Host header is not a loopback
-  name is refused (a web page elsewhere cannot reach the console by DNS rebinding);
+  name is refused (a web page elsewhere cannot reach the console by DNS rebinding); the
+  ledger is private, so only connections of the user the console runs as (and root's)
+  are answered: loopback is open to every local user (`peer_uid`);
 - `--token-file FILE`: each line `NAME TOKEN` (or a bare `TOKEN`, named `token`); a
   request carries `Authorization: Bearer TOKEN`, or a browser signs in once on /login
   and keeps a signed session cookie; the name is who pauses, resumes and triggers;
@@ -18,13 +20,15 @@ never changes anything.
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import ipaddress
 import os
 import stat
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Mapping, Protocol
 
 from chronoctl.errors import UsageError
 
@@ -44,6 +48,16 @@ class Access:
     tokens: tuple[tuple[str, str], ...] = ()  # (name, token)
     proxies: frozenset[str] = field(default_factory=frozenset)
     user_header: str | None = None
+    # without sign-in, the local users whose connections are answered (None: any; a
+    # console made by `chronoctl web` has its own user and root)
+    local_users: frozenset[int] | None = None
+
+    def local_user_allowed(self, environ: Mapping[str, Any]) -> bool:
+        """Whether a request without sign-in comes from a socket of one of `local_users`."""
+        if self.local_users is None:
+            return True
+        uid = peer_uid(environ.get("REMOTE_ADDR"), environ.get("REMOTE_PORT"))
+        return uid is not None and uid in self.local_users
 
     @property
     def configured(self) -> bool:
@@ -64,6 +78,34 @@ class Access:
         value = headers.get(self.user_header)
         value = (value or "").strip()
         return value if value and value.isprintable() and len(value) <= 128 else None
+
+
+def peer_uid(addr: Any, port: Any) -> int | None:
+    """The user owning the local socket at `addr`:`port` (the client end of a loopback
+    connection), from the kernel's socket tables (/proc/net/tcp, tcp6); None when it is
+    not found (not Linux, not a local connection)."""
+    try:
+        ip, number = ipaddress.ip_address(str(addr).strip("[]")), int(port)
+    except (TypeError, ValueError):
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    # the tables write each 32-bit word of the address in the host's byte order
+    raw = ip.packed
+    words = [raw[i : i + 4] for i in range(0, len(raw), 4)]
+    wanted = "".join(f"{struct.unpack('=I', w)[0]:08X}" for w in words) + f":{number:04X}"
+    mapped = "0000000000000000FFFF0000" + wanted if ip.version == 4 else None  # a v4 peer of a v6 socket
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as f:
+                next(f, None)
+                for line in f:
+                    fields = line.split()
+                    if len(fields) > 7 and fields[1].upper() in (wanted, mapped):
+                        return int(fields[7])
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def _normal(addr: str) -> str:
@@ -155,8 +197,11 @@ def make_access(token_file: Path | None, proxies: list[str], user_header: str | 
             raise UsageError(
                 f"--trusted-proxy {p!r} is not an IP address", "give the proxy's address, e.g. 10.0.0.5"
             ) from None
-    return Access(
+    access = Access(
         tokens=read_tokens(token_file) if token_file is not None else (),
         proxies=frozenset(_normal(p) for p in proxies),
         user_header=user_header,
     )
+    if access.configured:
+        return access
+    return dataclasses.replace(access, local_users=frozenset({os.geteuid(), 0}))

@@ -9,6 +9,7 @@ escaped (chronod.core.escape) so it reads as it does in a terminal.
 
 from __future__ import annotations
 
+import os
 import secrets
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -77,6 +78,12 @@ def create_app(
         if not access.configured:
             if host_name(request.host or "") not in LOOPBACK_NAMES:
                 abort(421, "this console answers only to a loopback address (localhost, 127.0.0.1, [::1])")
+            if not access.local_user_allowed(request.environ):
+                abort(
+                    403,
+                    f"this console has no sign-in, so it answers only to {_console_user()} on this host "
+                    "(the ledger is private); ask for a console with --token-file",
+                )
             return None
         auth = request.headers.get("Authorization", "")
         if auth.startswith("Bearer ") and access.tokens:
@@ -118,6 +125,15 @@ def create_app(
 
     views.register(app)
     return app
+
+
+def _console_user() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return f"uid {os.geteuid()}"
 
 
 def _csrf_token() -> str:
