@@ -12,7 +12,8 @@ Three ways in, chosen when `chronoctl web` starts:
   and keeps a signed session cookie; the name is who pauses, resumes and triggers;
 - `--trusted-proxy ADDR --user-header NAME`: a reverse proxy at one of the given addresses
   authenticates the user and passes the name in that header; the header is believed
-  only from those addresses.
+  only from those addresses. A loopback address is every local user's, so a proxy there
+  is believed only on connections of the accounts `--proxy-user` names (its user).
 
 Actions need `--allow-actions` and an authenticated name: a console nobody signed in to
 never changes anything.
@@ -51,6 +52,8 @@ class Access:
     # without sign-in, the local users whose connections are answered (None: any; a
     # console made by `chronoctl web` has its own user and root)
     local_users: frozenset[int] | None = None
+    # the accounts a proxy on a loopback address runs as: only their connections are it
+    proxy_uids: frozenset[int] = field(default_factory=frozenset)
 
     def local_user_allowed(self, environ: Mapping[str, Any]) -> bool:
         """Whether a request without sign-in comes from a socket of one of `local_users`."""
@@ -71,13 +74,35 @@ class Access:
                 found = name
         return found
 
-    def proxy_user(self, remote_addr: str | None, headers: _Headers) -> str | None:
-        """The user name a trusted proxy passed, None when the request did not come from one."""
+    def proxy_user(self, remote_addr: str | None, headers: _Headers, remote_port: Any = None) -> str | None:
+        """The user name a trusted proxy passed, None when the request did not come from one
+        (from a loopback address: from a socket of one of `proxy_uids`)."""
         if not self.user_header or remote_addr is None or _normal(remote_addr) not in self.proxies:
             return None
+        if is_loopback(remote_addr) and peer_uid(remote_addr, remote_port) not in self.proxy_uids:
+            return None  # another local user, who reaches loopback as the proxy does
         value = headers.get(self.user_header)
         value = (value or "").strip()
         return value if value and value.isprintable() and len(value) <= 128 else None
+
+
+def _proxy_uids(proxies: list[str], names: list[str]) -> frozenset[int]:
+    """The uids of `--proxy-user`; required when a trusted proxy has a loopback address."""
+    import pwd
+
+    uids = set()
+    for name in names:
+        try:
+            uids.add(pwd.getpwnam(name).pw_uid)
+        except KeyError:
+            raise UsageError(f"--proxy-user {name!r}: no such user", "name the account the proxy runs as") from None
+    if not uids and any(is_loopback(p) for p in proxies):
+        raise UsageError(
+            "--trusted-proxy on a loopback address would believe every local user: anyone on this host "
+            "can connect from there and send the user header",
+            "add --proxy-user with the account the proxy runs as (e.g. --proxy-user www-data)",
+        )
+    return frozenset(uids)
 
 
 def peer_uid(addr: Any, port: Any) -> int | None:
@@ -184,7 +209,9 @@ def check_listen(host: str, access: Access) -> None:
     )
 
 
-def make_access(token_file: Path | None, proxies: list[str], user_header: str | None) -> Access:
+def make_access(
+    token_file: Path | None, proxies: list[str], user_header: str | None, proxy_users: list[str] | None = None
+) -> Access:
     if bool(proxies) != bool(user_header):
         raise UsageError(
             "--trusted-proxy and --user-header go together",
@@ -201,6 +228,7 @@ def make_access(token_file: Path | None, proxies: list[str], user_header: str | 
         tokens=read_tokens(token_file) if token_file is not None else (),
         proxies=frozenset(_normal(p) for p in proxies),
         user_header=user_header,
+        proxy_uids=_proxy_uids(proxies, proxy_users or []),
     )
     if access.configured:
         return access

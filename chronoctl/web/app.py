@@ -90,7 +90,7 @@ def create_app(
             g.user = access.name_for_token(auth[7:].strip())
             g.via_bearer = g.user is not None
         if g.user is None:
-            g.user = access.proxy_user(request.remote_addr, request.headers)
+            g.user = access.proxy_user(request.remote_addr, request.headers, request.environ.get("REMOTE_PORT"))
         if g.user is None and session.get("user") and access.tokens:
             g.user = session["user"]
         if g.user is None and request.endpoint not in ("login",):
