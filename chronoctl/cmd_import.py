@@ -155,6 +155,8 @@ def _read_text(path: Path) -> str:
 def _detect(path: Path, fmt: str | None, user: str | None, text: str) -> tuple[str, str | None, bool]:
     """(format, user, guessed) for a file, from --format/--user, its path, or its content."""
     parent = path.parent.name
+    if fmt is None and not user and parent != "crontabs" and not _is_cron_system_file(path) and _theirs(path):
+        return "user", _file_user(path), True  # another user's file holds that user's jobs (`_sniff`)
     if fmt is None:
         if str(path) == "/etc/crontab" or parent == "cron.d":
             fmt = "system"
@@ -170,15 +172,21 @@ def _detect(path: Path, fmt: str | None, user: str | None, text: str) -> tuple[s
 
 
 def _sniff(text: str, path: Path) -> tuple[str, str | None, bool]:
-    """A file whose path says nothing: system format when it is root's and every entry
-    names a known user. A file another user owns is that user's crontab, whatever it
-    holds: cron never reads a file it does not own as a system crontab (WRONG FILE
-    OWNER), and a line such as `* * * * * root cmd` in it is `root cmd` run as its owner."""
-    if _owner_uid(path) in (0, None):
+    """A file whose path says nothing: system format when it is root's (or the caller's)
+    and every entry names a known user. A file another user owns is that user's crontab,
+    whatever it holds or wherever it lies (`_detect`): cron never reads a file it does not
+    own as a system crontab (WRONG FILE OWNER), and a line such as `* * * * * root cmd`
+    in it is `root cmd` run as its owner."""
+    if not _theirs(path):
         parsed = parse_crontab(text, str(path), "system")
         if parsed.entries and not parsed.errors and all(_user_exists(e.user) for e in parsed.entries):
             return "system", None, True
     return "user", _file_user(path), True
+
+
+def _theirs(path: Path) -> bool:
+    """Whether the file belongs to another user than root and the caller."""
+    return _owner_uid(path) not in (0, None, os.geteuid())
 
 
 def _owner_uid(path: Path) -> int | None:
@@ -274,7 +282,7 @@ def collect_sources(
     for f in files:
         text = _read_text(f)
         the_fmt, the_user, guessed = _detect(f, fmt, user, text)
-        if p.is_dir() and fmt is None and p.name != "crontabs" and not user:
+        if p.is_dir() and fmt is None and p.name != "crontabs" and not user and not _theirs(f):
             the_fmt, the_user, guessed = "system", None, False
         the_flavor, flavor_guessed = flavor_of(f, flavor)
         if the_flavor == "busybox":

@@ -227,13 +227,19 @@ def test_a_dry_run_writes_nothing_says_so_and_fails_when_a_job_would_fire_differ
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="NOT RUN: needs root to give the crontab to another user")
-@pytest.mark.parametrize("given", [[], ["--format", "user"]])
-def test_a_crontab_another_user_owns_is_theirs_whatever_its_lines_name(tmp_path, given):
-    """`* * * * * root cmd` in a file nobody owns is nobody's `root cmd`, never root's `cmd`."""
+@pytest.mark.parametrize(
+    "where, given",
+    [("mycron", []), ("mycron", ["--format", "user"]), ("crons/backup", ["DIR"]), ("cron.d/backup", [])],
+)
+def test_a_crontab_another_user_owns_is_theirs_whatever_its_lines_name(tmp_path, where, given):
+    """`* * * * * root cmd` in a file nobody owns is nobody's `root cmd`, never root's `cmd`:
+    alone, in a directory imported whole, or in a directory named cron.d."""
     import pwd
 
-    crontab = tmp_path / "mycron"
+    crontab = tmp_path / where
+    crontab.parent.mkdir(exist_ok=True)
     crontab.write_text("*/5 * * * * root /usr/bin/id > /tmp/who\n")
     os.chown(crontab, pwd.getpwnam("nobody").pw_uid, -1)
-    code, out = import_json(str(crontab), "--dry-run", *given)
+    path = str(crontab.parent) if given == ["DIR"] else str(crontab)
+    code, out = import_json(path, "--dry-run", *[g for g in given if g != "DIR"])
     assert [(j["user"], j["command"]) for j in out["jobs"]] == [("nobody", "root /usr/bin/id > /tmp/who")], out
