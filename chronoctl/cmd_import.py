@@ -986,10 +986,11 @@ def import_cmd(
         from chronoctl.cmd_registry import check_write
         from chronoctl.cutover import write_registry_file
 
+        source_of = {s.registry_name: s.label for s in sources} if kind == "crontab" else {}
         for name, text in sorted(result.files.items()):  # all or none: refusals come first
             check_write(reg / name, text.encode())
         for name, text in sorted(result.files.items()):
-            write_registry_file(reg / name, text.encode())
+            write_registry_file(reg / name, text.encode(), source=source_of.get(name))
             written.append(str(reg / name))
     if json_out:
         print_json(as_json(result, written, dry_run, would))

@@ -53,7 +53,9 @@ def _wait_option() -> Any:
 # --- writing files ------------------------------------------------------------------------
 
 
-def write_atomically(target: Path, data: bytes, *, like: os.stat_result | None = None, check: bool = True) -> None:
+def write_atomically(
+    target: Path, data: bytes, *, like: os.stat_result | None = None, check: bool = True, mode: int | None = None
+) -> None:
     """Replace `target` with `data` durably, never widening what the file may do.
 
     An existing file keeps its owner and mode (less group and world write, which the
@@ -61,13 +63,14 @@ def write_atomically(target: Path, data: bytes, *, like: os.stat_result | None =
     copies), else root and 0644. Before writing, `data` is read as a root daemon would
     read it from a file of that owner (`check`): a file owned by a user may only hold
     that user's jobs, so a rewrite can never hand a delegated file's jobs to root.
-    A link in the registry is refused, as the daemon refuses it."""
-    mode, owner = check_write(target, data, like=like, check=check)
+    A link in the registry is refused, as the daemon refuses it. `mode` is a new root-owned
+    file's mode instead of 0644 (`import` keeps a private crontab's `env:` private)."""
+    mode, owner = check_write(target, data, like=like, check=check, mode=mode)
     fsutil.write_atomically(target, data, mode=mode, owner=owner)
 
 
 def check_write(
-    target: Path, data: bytes, *, like: os.stat_result | None = None, check: bool = True
+    target: Path, data: bytes, *, like: os.stat_result | None = None, check: bool = True, mode: int | None = None
 ) -> tuple[int, tuple[int, int]]:
     """The (mode, (uid, gid)) `write_atomically` gives `target`, after its checks (raises
     CliError when the write must not happen); `import` asks it of every file first."""
@@ -86,7 +89,7 @@ def check_write(
     if shape is not None:
         mode, owner = _stat.S_IMODE(shape.st_mode) & ~0o022, (shape.st_uid, shape.st_gid)
     else:
-        mode, owner = 0o644, (0, 0)
+        mode, owner = (0o644 if mode is None else mode), (0, 0)
     if check:
         _check_as_owned(target, data, owner[0])
     return mode, owner

@@ -243,3 +243,19 @@ def test_a_crontab_another_user_owns_is_theirs_whatever_its_lines_name(tmp_path,
     path = str(crontab.parent) if given == ["DIR"] else str(crontab)
     code, out = import_json(path, "--dry-run", *[g for g in given if g != "DIR"])
     assert [(j["user"], j["command"]) for j in out["jobs"]] == [("nobody", "root /usr/bin/id > /tmp/who")], out
+
+
+@pytest.mark.parametrize("source_mode, written_mode", [(0o600, 0o600), (0o644, 0o644)])
+def test_a_private_crontab_is_imported_into_a_private_file(tmp_path, source_mode, written_mode):
+    """A user's spool crontab is 0600 and its env lines often hold secrets: the registry
+    file made from it is readable by root alone, as its source was."""
+    crontab = tmp_path / "crontabs" / "nobody"
+    crontab.parent.mkdir()
+    crontab.write_text('API_TOKEN=s3cret\n*/5 * * * * /usr/bin/backup --token "$API_TOKEN"\n')
+    os.chmod(crontab, source_mode)
+    reg = tmp_path / "jobs.d"
+    proc = chronoctl("import", str(crontab), "--registry", str(reg))
+    assert proc.returncode == 0, proc.stderr
+    (written,) = reg.iterdir()
+    assert "s3cret" in written.read_text()
+    assert stat.S_IMODE(written.stat().st_mode) == written_mode
