@@ -962,6 +962,9 @@ def import_cmd(
     if flavor is not None and flavor not in FLAVORS:
         raise UsageError(f"--flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
     kind = source_kind(path, all_timers)
+    from chronoctl.limits import forget_reads
+
+    forget_reads()  # what this command reads decides whether what it writes is private
     if cutover:
         if kind == "timer":
             from chronoctl.timer_cutover import timer_cutover_cmd
@@ -984,13 +987,16 @@ def import_cmd(
     written: list[str] = []
     if not dry_run:
         from chronoctl.cmd_registry import check_write
-        from chronoctl.cutover import write_registry_file
+        from chronoctl.cutover import others_may_not_read, write_registry_file
+        from chronoctl.limits import read_privately
 
         source_of = {s.registry_name: s.label for s in sources} if kind == "crontab" else {}
         for name, text in sorted(result.files.items()):  # all or none: refusals come first
             check_write(reg / name, text.encode())
         for name, text in sorted(result.files.items()):
-            write_registry_file(reg / name, text.encode(), source=source_of.get(name))
+            # a crontab: as its own file; a timer or an anacrontab: as every file read for it
+            private = others_may_not_read(source_of[name]) if name in source_of else read_privately()
+            write_registry_file(reg / name, text.encode(), private=private)
             written.append(str(reg / name))
     if json_out:
         print_json(as_json(result, written, dry_run, would))

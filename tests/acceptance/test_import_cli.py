@@ -259,3 +259,19 @@ def test_a_private_crontab_is_imported_into_a_private_file(tmp_path, source_mode
     (written,) = reg.iterdir()
     assert "s3cret" in written.read_text()
     assert stat.S_IMODE(written.stat().st_mode) == written_mode
+
+
+@pytest.mark.parametrize("env_mode, written_mode", [(0o600, 0o600), (0o644, 0o644)])
+def test_a_timer_whose_environment_file_is_private_is_imported_into_a_private_file(tmp_path, env_mode, written_mode):
+    """EnvironmentFile= values become the job's env: a 0600 file's secrets stay root's."""
+    env = tmp_path / "secret.env"
+    env.write_text("TOKEN=envfile-s3cret\n")
+    os.chmod(env, env_mode)
+    (tmp_path / "rtx.timer").write_text("[Timer]\nOnCalendar=daily\n[Install]\nWantedBy=timers.target\n")
+    (tmp_path / "rtx.service").write_text(f"[Service]\nType=oneshot\nEnvironmentFile={env}\nExecStart=/usr/bin/true\n")
+    reg = tmp_path / "jobs.d"
+    proc = chronoctl("import", str(tmp_path / "rtx.timer"), "--registry", str(reg))
+    assert proc.returncode == 0, proc.stderr
+    (written,) = reg.iterdir()
+    assert "envfile-s3cret" in written.read_text()
+    assert stat.S_IMODE(written.stat().st_mode) == written_mode
