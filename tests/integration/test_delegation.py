@@ -208,7 +208,7 @@ def two_users_files(world, owner, other, *, evil_first: bool) -> tuple[Path, Pat
         + window.format(name="alice")
         + jobs_file(
             job("backup", "@every 1s", f"echo evil > {world['out']}/evil", user=USER),
-            job("hog", "@every 1s", "sleep 3", user=USER, resource="db", overlap="allow"),
+            job("hog", "@every 1s", "true", user=USER, resource="db"),
         ),
         owner.pw_uid,
         owner.pw_gid,
