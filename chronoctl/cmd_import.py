@@ -155,6 +155,8 @@ def _read_text(path: Path) -> str:
 def _detect(path: Path, fmt: str | None, user: str | None, text: str) -> tuple[str, str | None, bool]:
     """(format, user, guessed) for a file, from --format/--user, its path, or its content."""
     parent = path.parent.name
+    if fmt is None and not user and parent != "crontabs" and not _is_cron_system_file(path) and _theirs(path):
+        return "user", _file_user(path), True  # another user's file holds that user's jobs (`_sniff`)
     if fmt is None:
         if str(path) == "/etc/crontab" or parent == "cron.d":
             fmt = "system"
@@ -165,16 +167,45 @@ def _detect(path: Path, fmt: str | None, user: str | None, text: str) -> tuple[s
         else:
             return _sniff(text, path)
     if fmt == "user" and not user:
-        user = path.name if parent == "crontabs" else _current_user()
+        user = path.name if parent == "crontabs" else _file_user(path)
     return fmt, user, False
 
 
 def _sniff(text: str, path: Path) -> tuple[str, str | None, bool]:
-    """A file whose path says nothing: system format when every entry names a known user."""
-    parsed = parse_crontab(text, str(path), "system")
-    if parsed.entries and not parsed.errors and all(_user_exists(e.user) for e in parsed.entries):
-        return "system", None, True
-    return "user", _current_user(), True
+    """A file whose path says nothing: system format when it is root's (or the caller's)
+    and every entry names a known user. A file another user owns is that user's crontab,
+    whatever it holds or wherever it lies (`_detect`): cron never reads a file it does not
+    own as a system crontab (WRONG FILE OWNER), and a line such as `* * * * * root cmd`
+    in it is `root cmd` run as its owner."""
+    if not _theirs(path):
+        parsed = parse_crontab(text, str(path), "system")
+        if parsed.entries and not parsed.errors and all(_user_exists(e.user) for e in parsed.entries):
+            return "system", None, True
+    return "user", _file_user(path), True
+
+
+def _theirs(path: Path) -> bool:
+    """Whether the file belongs to another user than root and the caller."""
+    return _owner_uid(path) not in (0, None, os.geteuid())
+
+
+def _owner_uid(path: Path) -> int | None:
+    try:
+        return path.stat().st_uid
+    except OSError:
+        return None
+
+
+def _file_user(path: Path) -> str:
+    """Whose a user crontab is when neither its path nor --user says: its owner when that
+    is not root (a user's file holds that user's jobs, never root's), else the caller."""
+    uid = _owner_uid(path)
+    if uid not in (0, None):
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            return str(uid)
+    return _current_user()
 
 
 def _is_cron_system_file(path: Path) -> bool:
@@ -251,7 +282,7 @@ def collect_sources(
     for f in files:
         text = _read_text(f)
         the_fmt, the_user, guessed = _detect(f, fmt, user, text)
-        if p.is_dir() and fmt is None and p.name != "crontabs" and not user:
+        if p.is_dir() and fmt is None and p.name != "crontabs" and not user and not _theirs(f):
             the_fmt, the_user, guessed = "system", None, False
         the_flavor, flavor_guessed = flavor_of(f, flavor)
         if the_flavor == "busybox":
@@ -859,7 +890,9 @@ def import_cmd(
         None, help="A crontab file, a directory (/etc/cron.d), or - for standard input."
     ),
     user: Optional[str] = typer.Option(
-        None, "--user", help="The user a user crontab belongs to (default: the file name in a spool, else you)."
+        None,
+        "--user",
+        help="The user a user crontab belongs to (default: the file name in a spool, else the file's owner when not root, else you).",
     ),
     owner: Optional[str] = typer.Option(
         None, "--owner", help="The team paged for failures (default: the crontab user)."
@@ -929,6 +962,9 @@ def import_cmd(
     if flavor is not None and flavor not in FLAVORS:
         raise UsageError(f"--flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
     kind = source_kind(path, all_timers)
+    from chronoctl.limits import forget_reads
+
+    forget_reads()  # what this command reads decides whether what it writes is private
     if cutover:
         if kind == "timer":
             from chronoctl.timer_cutover import timer_cutover_cmd
@@ -951,12 +987,16 @@ def import_cmd(
     written: list[str] = []
     if not dry_run:
         from chronoctl.cmd_registry import check_write
-        from chronoctl.cutover import write_registry_file
+        from chronoctl.cutover import others_may_not_read, write_registry_file
+        from chronoctl.limits import read_privately
 
+        source_of = {s.registry_name: s.label for s in sources} if kind == "crontab" else {}
         for name, text in sorted(result.files.items()):  # all or none: refusals come first
             check_write(reg / name, text.encode())
         for name, text in sorted(result.files.items()):
-            write_registry_file(reg / name, text.encode())
+            # a crontab: as its own file; a timer or an anacrontab: as every file read for it
+            private = others_may_not_read(source_of[name]) if name in source_of else read_privately()
+            write_registry_file(reg / name, text.encode(), private=private)
             written.append(str(reg / name))
     if json_out:
         print_json(as_json(result, written, dry_run, would))

@@ -53,7 +53,9 @@ def _wait_option() -> Any:
 # --- writing files ------------------------------------------------------------------------
 
 
-def write_atomically(target: Path, data: bytes, *, like: os.stat_result | None = None, check: bool = True) -> None:
+def write_atomically(
+    target: Path, data: bytes, *, like: os.stat_result | None = None, check: bool = True, mode: int | None = None
+) -> None:
     """Replace `target` with `data` durably, never widening what the file may do.
 
     An existing file keeps its owner and mode (less group and world write, which the
@@ -61,13 +63,14 @@ def write_atomically(target: Path, data: bytes, *, like: os.stat_result | None =
     copies), else root and 0644. Before writing, `data` is read as a root daemon would
     read it from a file of that owner (`check`): a file owned by a user may only hold
     that user's jobs, so a rewrite can never hand a delegated file's jobs to root.
-    A link in the registry is refused, as the daemon refuses it."""
-    mode, owner = check_write(target, data, like=like, check=check)
+    A link in the registry is refused, as the daemon refuses it. `mode` is a new root-owned
+    file's mode instead of 0644 (`import` keeps a private crontab's `env:` private)."""
+    mode, owner = check_write(target, data, like=like, check=check, mode=mode)
     fsutil.write_atomically(target, data, mode=mode, owner=owner)
 
 
 def check_write(
-    target: Path, data: bytes, *, like: os.stat_result | None = None, check: bool = True
+    target: Path, data: bytes, *, like: os.stat_result | None = None, check: bool = True, mode: int | None = None
 ) -> tuple[int, tuple[int, int]]:
     """The (mode, (uid, gid)) `write_atomically` gives `target`, after its checks (raises
     CliError when the write must not happen); `import` asks it of every file first."""
@@ -86,7 +89,7 @@ def check_write(
     if shape is not None:
         mode, owner = _stat.S_IMODE(shape.st_mode) & ~0o022, (shape.st_uid, shape.st_gid)
     else:
-        mode, owner = 0o644, (0, 0)
+        mode, owner = (0o644 if mode is None else mode), (0, 0)
     if check:
         _check_as_owned(target, data, owner[0])
     return mode, owner
@@ -150,12 +153,36 @@ def register_file(
         )
     takeover = _collisions(reg_dir, target, loaded.specs, now, replace)
     reg_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
-    write_atomically(target, file.read_bytes(), like=os.stat(file))
+    data, like = _read_with_owner(file)
+    write_atomically(target, data, like=like)
     for other in takeover:
         _remove(other)
     ids = {s.id: s.spec_hash() for s in loaded.specs}
     outcome = _reload_and_confirm(db, lambda store, now: _took(store, ids), wait)
     _report("registered", target, sorted(ids), takeover, outcome, as_json)
+
+
+def _read_with_owner(file: Path) -> tuple[bytes, os.stat_result]:
+    """The bytes of `file` and the status (owner, mode) of the very file they were read
+    from: one descriptor for both. Read by path twice, the file's owner could replace it by
+    a link to a root-owned file between the read and the look at its owner, and a root
+    `register` would then give their bytes (jobs without `user:`) to root."""
+    import stat as _stat
+
+    from chronod.specfile import MAX_FILE_BYTES
+
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise CliError(f"cannot read {file}: {e.strerror}", "check the path and its permissions") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not _stat.S_ISREG(st.st_mode):
+            raise CliError(f"{file} is not a regular file", "give a job file")
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise InvalidInput(f"{file} is larger than {MAX_FILE_BYTES} bytes", "split the jobs across several files")
+    return data, st
 
 
 def _refuse_problems(problems: list[Any]) -> None:

@@ -41,6 +41,13 @@ def web(
     user_header: Optional[str] = typer.Option(
         None, "--user-header", metavar="NAME", help="The header the trusted proxy puts the user name in."
     ),
+    proxy_user: Optional[List[str]] = typer.Option(
+        None,
+        "--proxy-user",
+        metavar="USER",
+        help="The account a trusted proxy on a loopback address runs as (repeatable): only its "
+        "connections are believed; required for such a proxy.",
+    ),
     allow_actions: bool = typer.Option(
         False, "--allow-actions", help="Offer pause, resume and run-now to signed-in users (read-only otherwise)."
     ),
@@ -55,7 +62,7 @@ def web(
     from chronoctl.web.access import check_listen, make_access, parse_listen
 
     host, port = parse_listen(listen)
-    access = make_access(token_file, list(trusted_proxy or []), user_header)
+    access = make_access(token_file, list(trusted_proxy or []), user_header, list(proxy_user or []))
     check_listen(host, access)
     if allow_actions and not access.configured:
         raise UsageError(

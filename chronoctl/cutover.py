@@ -332,7 +332,7 @@ def cutover(migrations: list[Migration], daemon: Daemon, clock: Clock = _now) ->
 def _switch(migrations: list[Migration], daemon: Daemon, sw: Switch, clock: Clock) -> Switch:
     deadline = switch_deadline(sw.minute)
     for m in migrations:
-        write_registry_file(m.registry_file, m.registry_text.encode())
+        write_registry_file(m.registry_file, m.registry_text.encode(), private=others_may_not_read(m.crontab))
     daemon.ask_reload()
     specs = [s for m in migrations for s in m.specs]
     firsts = _wait_until(lambda: daemon.first_occurrences(specs), deadline, clock)
@@ -374,15 +374,25 @@ def _switch(migrations: list[Migration], daemon: Daemon, sw: Switch, clock: Cloc
     return sw
 
 
-def write_registry_file(path: Path, data: bytes, *, restore: bool = False) -> None:
+def write_registry_file(path: Path, data: bytes, *, restore: bool = False, private: bool = False) -> None:
     """Put `data` into the registry at `path` as the daemon's checks want it (a new file
-    0644 and root-owned when we are root, an existing one keeping its owner and mode;
-    atomic and durable), creating the registry directory (0755). `restore` puts back
-    what was there before, as it was, without judging it again."""
+    0644 and root-owned when we are root, 0600 when it is `private`: made from a file that
+    others may not read, whose `env:` lines stay theirs alone; an existing one keeping its
+    owner and mode; atomic and durable), creating the registry directory (0755). `restore`
+    puts back what was there before, as it was, without judging it again."""
     from chronoctl.cmd_registry import write_atomically
 
     path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    write_atomically(path, data, check=not restore)
+    write_atomically(path, data, check=not restore, mode=0o600 if private else 0o644)
+
+
+def others_may_not_read(source: str | Path) -> bool:
+    """Whether a crontab is one that others may not read (a user's spool file is 0600, and
+    its environment lines often hold secrets); False for standard input."""
+    try:
+        return not os.stat(source).st_mode & 0o004
+    except OSError:
+        return False
 
 
 def _undo_registration(migrations: list[Migration], daemon: Daemon, clock: Clock) -> None:

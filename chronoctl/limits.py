@@ -16,6 +16,20 @@ from chronod.specfile import MAX_FILE_BYTES
 
 LIMIT = MAX_FILE_BYTES
 
+# Files read here that others may not read (a 0600 EnvironmentFile=, a user's spool
+# crontab): what `import` makes of them is written readable by root alone (`read_privately`).
+_PRIVATE: set[str] = set()
+
+
+def read_privately() -> bool:
+    """Whether any file read here since `forget_reads` is one that others may not read."""
+    return bool(_PRIVATE)
+
+
+def forget_reads() -> None:
+    """Start counting the files `read_privately` tells of anew (one import command)."""
+    _PRIVATE.clear()
+
 
 def _too_large(what: str) -> UsageError:
     return UsageError(
@@ -46,6 +60,8 @@ def read_bounded_bytes(path: Path, what: str) -> bytes:
         raise UsageError(f"{what} is a directory", "give a file")
     if stat.S_ISREG(st.st_mode) and st.st_size > LIMIT:
         raise _too_large(what)
+    if not st.st_mode & stat.S_IROTH:
+        _PRIVATE.add(str(path))
     try:
         with open(path, "rb") as fh:
             return read_stream(fh, what)

@@ -26,6 +26,7 @@ from typing import Any, Callable
 import typer
 
 from chronoctl.errors import EXIT_NO, EXIT_OK, EXIT_UNREACHABLE, CliError, Unreachable, UsageError
+from chronoctl.limits import read_privately
 
 SWITCH_S = 50  # a switch must be done this long after it starts
 _WAS_ENABLED = "# systemd: {unit} was enabled before the cutover; chronoctl import --rollback enables it again."
@@ -136,7 +137,7 @@ def timer_cutover_cmd(
                 time.sleep(min(0.5, (start - _now()).total_seconds()))
             begun = _now()
             previous = target.read_bytes() if target.exists() else None
-            co.write_registry_file(target, text.encode())
+            co.write_registry_file(target, text.encode(), private=read_privately())
             daemon.ask_reload()
             deadline = begun + timedelta(seconds=SWITCH_S)
             firsts = co._wait_until(lambda: daemon.first_occurrences(specs), deadline, _now)

@@ -9,6 +9,12 @@ that the daemon would follow, or read and rewrite the history.
 A database file created earlier with a wider mode is narrowed to 0600 (group read is
 kept when the operator chose a group, e.g. `chgrp chrono chrono.db; chmod 0640`), and so
 are its `-wal` and `-shm` files, which SQLite creates with the database's own mode.
+
+Neither the database nor its side files are ever followed as links, and the directory
+that holds them (or the state directory) must not be another user's to change: its owner
+could delete the history, or plant `chrono.db-journal -> /etc/passwd` and have a root
+daemon narrow /etc/passwd to 0600. A sticky directory such as /tmp is accepted: there
+nobody else may rename or remove our files, and what they plant is refused by name.
 """
 
 from __future__ import annotations
@@ -50,14 +56,21 @@ def secure_db_file(path: Path) -> None:
     mode of ours to 0600 (0640 when its group is not our own). A daemon calls this before
     it opens the database."""
     me = os.geteuid()
+    _check_parent(path, "database")
     for name in ("", *SIDE_FILES):
         f = Path(f"{path}{name}")
         try:
-            st = os.stat(f)
+            st = os.lstat(f)
         except FileNotFoundError:
             continue
         except OSError as e:
             raise NotPrivate(f"database file {f} cannot be examined ({e.strerror})") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise NotPrivate(
+                f"database file {f} is a symbolic link: chronod neither follows nor changes it (whoever "
+                f"planted it would choose the file a root daemon writes); remove it, or pass --db with "
+                f"the real path of the database"
+            )
         if st.st_uid != me:
             raise NotPrivate(
                 f"database file {f} belongs to {_who(st.st_uid)}, not to {_who(me)} who runs chronod: "
@@ -65,12 +78,55 @@ def secure_db_file(path: Path) -> None:
                 f"move it away or keep the database in a directory only {_who(me)} can write "
                 f"(the default /var/lib/chrono), or pass --db PATH"
             )
-        if not stat.S_ISREG(st.st_mode):
-            continue  # SQLite says why it cannot open a directory or a device
-        wide = stat.S_IMODE(st.st_mode)
-        keep = 0o640 if st.st_gid != os.getegid() else 0o600
-        if wide & ~keep:
-            os.chmod(f, wide & keep)
+        if stat.S_ISREG(st.st_mode):  # SQLite says why it cannot open a directory or a device
+            _narrow(f, st)
+
+
+def _narrow(f: Path, st: os.stat_result) -> None:
+    """Narrow the database file `f` (examined as `st`) to 0600, 0640 when its group is not
+    our own, through a descriptor of that very file: never through a link put in its place."""
+    wide = stat.S_IMODE(st.st_mode)
+    keep = 0o640 if st.st_gid != os.getegid() else 0o600
+    if not wide & ~keep:
+        return
+    try:
+        fd = os.open(f, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise NotPrivate(f"database file {f} cannot be examined ({e.strerror})") from None
+    try:
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            raise NotPrivate(f"database file {f} was replaced while chronod examined it: start chronod again")
+        os.fchmod(fd, wide & keep)
+    finally:
+        os.close(fd)
+
+
+def _check_parent(path: Path, what: str) -> None:
+    """Refuse a database or state directory whose directory another user may change: owned
+    by someone other than root or us, or writable by its group or by everyone without the
+    sticky bit (in a sticky directory such as /tmp, nobody else may rename or remove our
+    files). Its owner could remove the history, or put links in place of our files."""
+    me = os.geteuid()
+    parent = path.absolute().parent
+    try:
+        st = os.stat(parent)
+    except FileNotFoundError:
+        return  # made by us, 0700, when the database or the state directory is created
+    except OSError as e:
+        raise NotPrivate(f"the directory {parent} of the {what} cannot be examined ({e.strerror})") from None
+    if st.st_uid not in (0, me):
+        raise NotPrivate(
+            f"the {what} {path} is in {parent}, which belongs to {_who(st.st_uid)}: its owner could remove "
+            f"chronod's files or put links in their place; keep the {what} in a directory only {_who(me)} "
+            f"can change (the default /var/lib/chrono)"
+        )
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        raise NotPrivate(
+            f"the {what} {path} is in {parent}, which its group or everyone may write (mode "
+            f"{stat.S_IMODE(st.st_mode):04o}): they could remove chronod's files or put links in their place; "
+            f"chmod go-w {parent}, or keep the {what} in a directory only {_who(me)} can change"
+        )
 
 
 def own_directory(path: Path, what: str = "state directory") -> None:
@@ -78,6 +134,7 @@ def own_directory(path: Path, what: str = "state directory") -> None:
     link) owned by this process's user and writable by no one else; group and world
     read access is removed. Raises NotPrivate with what to do."""
     me = os.geteuid()
+    _check_parent(path, what)
     try:
         path.mkdir(mode=0o700, parents=True)
     except FileExistsError:

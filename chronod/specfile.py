@@ -139,6 +139,9 @@ class RegistryResult:
     problems: list[Problem] = field(default_factory=list)
     blackouts: list[Window] = field(default_factory=list)
     workers: int = 0  # the processes that validated its files (0: this one)
+    # (kind, name) of the ids, resources and windows that files of two users both define:
+    # neither file has them (`_contest`), nor any file merged after
+    contested: set[tuple[str, str]] = field(default_factory=set, repr=False)
     # specs holding the JSON text a worker made for the definitions' sync (`JobSpec.hold_json`)
     # or their first occurrence on the loading node (`JobSpec.hold_first`)
     holding: list[JobSpec] = field(default_factory=list, repr=False)
@@ -1086,10 +1089,12 @@ def _uid(name: str) -> int | None:
 def _merge(reg: RegistryResult, fres: FileResult) -> None:
     """Add one file's jobs and resources to the registry; a later duplicate is an error.
     A delegated file that defines an id or a resource a root file already defines is
-    refused whole (files merge root-owned first: see `merge_order`)."""
+    refused whole (files merge root-owned first: see `merge_order`); what files of two
+    users both define, neither has (`_contest_users`)."""
     if fres.delegated and _takes_over(reg, fres):
         reg.problems.extend(fres.problems)
         return
+    _contest_users(reg, fres)
     kept = []
     for spec in fres.specs:
         first = reg.jobs.get(spec.id)
@@ -1125,6 +1130,97 @@ def _merge(reg: RegistryResult, fres: FileResult) -> None:
                 )
             )
     reg.problems.extend(fres.problems)
+
+
+def _contest_users(reg: RegistryResult, fres: FileResult) -> None:
+    """Take out of `fres`, and out of the file of another user merged before it, the job
+    ids, resources and windows that both define, with an error in each file.
+
+    Between files of one owner (or root's) the first file keeps a name. Between two users'
+    files there is no first: a file's owner sets its mtime (`touch -d`), which orders the
+    files, so keeping the first one's would let a user run their command under another
+    user's job id (its history saying it ran, its alerts gone), hold the slots of their
+    resource, or cancel their maintenance window. Neither file has it; each file has an
+    error, so a daemon keeps running each file's last good version, and says why."""
+    if not fres.delegated:
+        return
+    taken: list[tuple[str, str, FileResult, int]] = []  # (kind, name, other file, line there)
+    for spec in fres.specs:
+        first = reg.jobs.get(spec.id)
+        other = reg.files.get(first.source_file) if first is not None else None
+        if ("id", spec.id) in reg.contested or _another_user(fres, other):
+            taken.append(("id", spec.id, other or fres, first.source_line if first else 0))
+    for name in fres.resources:
+        other = next((f for f in reg.files.values() if f is not fres and name in f.resources and _merged(reg, f)), None)
+        if ("resource", name) in reg.contested or _another_user(fres, other):
+            taken.append(("resource", name, other or fres, 0))
+    for window in fres.blackouts:
+        win = next((w for w in reg.blackouts if w.name == window.name), None)
+        other = reg.files.get(win.source_file) if win is not None else None
+        if ("window", window.name) in reg.contested or _another_user(fres, other):
+            taken.append(("window", window.name, other or fres, win.source_line if win else 0))
+    for kind, name, other, line in taken:
+        reg.contested.add((kind, name))
+        if other is not fres:
+            _drop(reg, other, kind, name)
+            _contest_error(reg, other, line, kind, name, fres, merged=True)
+        _contest_error(reg, fres, _line_of(fres, kind, name), kind, name, other, merged=False)
+        _drop(reg, fres, kind, name)
+
+
+def _another_user(fres: FileResult, other: FileResult | None) -> bool:
+    return other is not None and bool(other.delegated) and other.delegated != fres.delegated
+
+
+def _merged(reg: RegistryResult, f: FileResult) -> bool:
+    """Whether `f`'s resources are in the registry already (it merged before)."""
+    return any(reg.resources.get(name) is res for name, res in f.resources.items())
+
+
+def _line_of(fres: FileResult, kind: str, name: str) -> int:
+    if kind == "id":
+        return next((s.source_line for s in fres.specs if s.id == name), 0)
+    if kind == "window":
+        return next((w.source_line for w in fres.blackouts if w.name == name), 0)
+    return 0
+
+
+def _drop(reg: RegistryResult, f: FileResult, kind: str, name: str) -> None:
+    """Take the id, resource (and the jobs in its group) or window `name` out of `f` and
+    out of the registry when `f` put it there."""
+    if kind == "window":
+        reg.blackouts[:] = [w for w in reg.blackouts if not (w.name == name and w.source_file == f.path)]
+        f.blackouts = tuple(w for w in f.blackouts if w.name != name)
+        return
+    if kind == "resource":
+        if reg.resources.get(name) is f.resources.get(name):
+            del reg.resources[name]
+        f.resources = {n: r for n, r in f.resources.items() if n != name}
+    gone = {s.id for s in f.specs if (s.id == name if kind == "id" else s.resource == name)}
+    for job_id in gone:
+        if reg.jobs.get(job_id) is not None and reg.jobs[job_id].source_file == f.path:
+            del reg.jobs[job_id]
+    f.specs = tuple(s for s in f.specs if s.id not in gone)
+
+
+def _contest_error(
+    reg: RegistryResult, f: FileResult, line: int, kind: str, name: str, other: FileResult, merged: bool
+) -> None:
+    what = {"id": "job id", "resource": "resource", "window": "window"}[kind]
+    by = f"{other.delegated}'s {other.path}" if other is not f else "files of other users"
+    p = Problem(
+        ERROR,
+        f.path,
+        line,
+        name if kind == "id" else None,
+        "id" if kind == "id" else path_key("resources" if kind == "resource" else "blackouts", name),
+        f"{what} {name!r} is also defined by {by}: files of two users may not share a name, so neither "
+        f"file has it" + (" (nor the jobs in its group)" if kind == "resource" else ""),
+        "rename it in one of the files; a name shared on purpose belongs in a file owned by root",
+    )
+    f.problems.insert(0, p)
+    if merged:
+        reg.problems.append(p)  # the file's own problems are in the registry's already
 
 
 def _warn_of_others_jobs(fres: FileResult, window: Window) -> None:

@@ -4,13 +4,16 @@ Three ways in, chosen when `chronoctl web` starts:
 
 - nothing configured: loopback only (the listen address must be 127.0.0.1, ::1 or
   localhost), every page read-only, and a request whose Host header is not a loopback
-  name is refused (a web page elsewhere cannot reach the console by DNS rebinding);
+  name is refused (a web page elsewhere cannot reach the console by DNS rebinding); the
+  ledger is private, so only connections of the user the console runs as (and root's)
+  are answered: loopback is open to every local user (`peer_uid`);
 - `--token-file FILE`: each line `NAME TOKEN` (or a bare `TOKEN`, named `token`); a
   request carries `Authorization: Bearer TOKEN`, or a browser signs in once on /login
   and keeps a signed session cookie; the name is who pauses, resumes and triggers;
 - `--trusted-proxy ADDR --user-header NAME`: a reverse proxy at one of the given addresses
   authenticates the user and passes the name in that header; the header is believed
-  only from those addresses.
+  only from those addresses. A loopback address is every local user's, so a proxy there
+  is believed only on connections of the accounts `--proxy-user` names (its user).
 
 Actions need `--allow-actions` and an authenticated name: a console nobody signed in to
 never changes anything.
@@ -18,13 +21,15 @@ never changes anything.
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import ipaddress
 import os
 import stat
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Mapping, Protocol
 
 from chronoctl.errors import UsageError
 
@@ -44,6 +49,18 @@ class Access:
     tokens: tuple[tuple[str, str], ...] = ()  # (name, token)
     proxies: frozenset[str] = field(default_factory=frozenset)
     user_header: str | None = None
+    # without sign-in, the local users whose connections are answered (None: any; a
+    # console made by `chronoctl web` has its own user and root)
+    local_users: frozenset[int] | None = None
+    # the accounts a proxy on a loopback address runs as: only their connections are it
+    proxy_uids: frozenset[int] = field(default_factory=frozenset)
+
+    def local_user_allowed(self, environ: Mapping[str, Any]) -> bool:
+        """Whether a request without sign-in comes from a socket of one of `local_users`."""
+        if self.local_users is None:
+            return True
+        uid = peer_uid(environ.get("REMOTE_ADDR"), environ.get("REMOTE_PORT"))
+        return uid is not None and uid in self.local_users
 
     @property
     def configured(self) -> bool:
@@ -57,13 +74,63 @@ class Access:
                 found = name
         return found
 
-    def proxy_user(self, remote_addr: str | None, headers: _Headers) -> str | None:
-        """The user name a trusted proxy passed, None when the request did not come from one."""
+    def proxy_user(self, remote_addr: str | None, headers: _Headers, remote_port: Any = None) -> str | None:
+        """The user name a trusted proxy passed, None when the request did not come from one
+        (from a loopback address: from a socket of one of `proxy_uids`)."""
         if not self.user_header or remote_addr is None or _normal(remote_addr) not in self.proxies:
             return None
+        if is_loopback(remote_addr) and peer_uid(remote_addr, remote_port) not in self.proxy_uids:
+            return None  # another local user, who reaches loopback as the proxy does
         value = headers.get(self.user_header)
         value = (value or "").strip()
         return value if value and value.isprintable() and len(value) <= 128 else None
+
+
+def _proxy_uids(proxies: list[str], names: list[str]) -> frozenset[int]:
+    """The uids of `--proxy-user`; required when a trusted proxy has a loopback address."""
+    import pwd
+
+    uids = set()
+    for name in names:
+        try:
+            uids.add(pwd.getpwnam(name).pw_uid)
+        except KeyError:
+            raise UsageError(f"--proxy-user {name!r}: no such user", "name the account the proxy runs as") from None
+    if not uids and any(is_loopback(p) for p in proxies):
+        raise UsageError(
+            "--trusted-proxy on a loopback address would believe every local user: anyone on this host "
+            "can connect from there and send the user header",
+            "add --proxy-user with the account the proxy runs as (e.g. --proxy-user www-data)",
+        )
+    return frozenset(uids)
+
+
+def peer_uid(addr: Any, port: Any) -> int | None:
+    """The user owning the local socket at `addr`:`port` (the client end of a loopback
+    connection), from the kernel's socket tables (/proc/net/tcp, tcp6); None when it is
+    not found (not Linux, not a local connection)."""
+    try:
+        ip, number = ipaddress.ip_address(str(addr).strip("[]")), int(port)
+    except (TypeError, ValueError):
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    # the tables write each 32-bit word of the address in the host's byte order
+    raw = ip.packed
+    words = [raw[i : i + 4] for i in range(0, len(raw), 4)]
+    wanted = "".join(f"{struct.unpack('=I', w)[0]:08X}" for w in words) + f":{number:04X}"
+    mapped = "0000000000000000FFFF0000" + wanted if ip.version == 4 else None  # a v4 peer of a v6 socket
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as f:
+                next(f, None)
+                for line in f:
+                    fields = line.split()
+                    if len(fields) > 7 and fields[1].upper() in (wanted, mapped):
+                        return int(fields[7])
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def _normal(addr: str) -> str:
@@ -142,7 +209,9 @@ def check_listen(host: str, access: Access) -> None:
     )
 
 
-def make_access(token_file: Path | None, proxies: list[str], user_header: str | None) -> Access:
+def make_access(
+    token_file: Path | None, proxies: list[str], user_header: str | None, proxy_users: list[str] | None = None
+) -> Access:
     if bool(proxies) != bool(user_header):
         raise UsageError(
             "--trusted-proxy and --user-header go together",
@@ -155,8 +224,12 @@ def make_access(token_file: Path | None, proxies: list[str], user_header: str | 
             raise UsageError(
                 f"--trusted-proxy {p!r} is not an IP address", "give the proxy's address, e.g. 10.0.0.5"
             ) from None
-    return Access(
+    access = Access(
         tokens=read_tokens(token_file) if token_file is not None else (),
         proxies=frozenset(_normal(p) for p in proxies),
         user_header=user_header,
+        proxy_uids=_proxy_uids(proxies, proxy_users or []),
     )
+    if access.configured:
+        return access
+    return dataclasses.replace(access, local_users=frozenset({os.geteuid(), 0}))

@@ -9,6 +9,7 @@ escaped (chronod.core.escape) so it reads as it does in a terminal.
 
 from __future__ import annotations
 
+import os
 import secrets
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -77,13 +78,19 @@ def create_app(
         if not access.configured:
             if host_name(request.host or "") not in LOOPBACK_NAMES:
                 abort(421, "this console answers only to a loopback address (localhost, 127.0.0.1, [::1])")
+            if not access.local_user_allowed(request.environ):
+                abort(
+                    403,
+                    f"this console has no sign-in, so it answers only to {_console_user()} on this host "
+                    "(the ledger is private); ask for a console with --token-file",
+                )
             return None
         auth = request.headers.get("Authorization", "")
         if auth.startswith("Bearer ") and access.tokens:
             g.user = access.name_for_token(auth[7:].strip())
             g.via_bearer = g.user is not None
         if g.user is None:
-            g.user = access.proxy_user(request.remote_addr, request.headers)
+            g.user = access.proxy_user(request.remote_addr, request.headers, request.environ.get("REMOTE_PORT"))
         if g.user is None and session.get("user") and access.tokens:
             g.user = session["user"]
         if g.user is None and request.endpoint not in ("login",):
@@ -118,6 +125,15 @@ def create_app(
 
     views.register(app)
     return app
+
+
+def _console_user() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return f"uid {os.geteuid()}"
 
 
 def _csrf_token() -> str:

@@ -1,9 +1,10 @@
 """Control characters made visible, for everything chrono shows a human: chronoctl's output
 and chronod's log lines.
 
-Escaped: C0 and C1 controls, DEL, bidi marks, embeddings, overrides and isolates (they
-reorder what a terminal shows: "Trojan source"), line and paragraph separators, and lone
-surrogates (undecodable bytes smuggled through surrogateescape).
+Escaped: C0 and C1 controls, DEL, every bidi control of Unicode (the marks, the Arabic
+letter mark among them, embeddings, overrides and isolates: they reorder what a terminal
+shows, "Trojan source"), line and paragraph separators, and lone surrogates (undecodable
+bytes smuggled through surrogateescape).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def visible(ch: str) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import heapq
+import os
 import queue
 import threading
 import time
@@ -43,8 +44,8 @@ LAUNCH_QUIET_S = 0.3  # a round waits until the loop has started nothing for thi
 LAUNCH_YIELD_MAX_S = 2.0  # ...but never longer than this: notices are late, never lost
 UNCLAIMED_LOOKBACK_S = 3600
 RETRY_BASE_S, RETRY_MAX_S = 60, 3600
-WORKERS = 4  # the daemon user's lane (jobs without `user:`): root's notices
-LANE_WORKERS = 2  # every other account's lane: one owner's slow endpoint holds only these
+WORKERS = 4  # the daemon user's lane (the jobs of root-owned files): root's notices
+LANE_WORKERS = 2  # each delegated file owner's lane: one owner's slow endpoint holds only these
 MAX_SKIPPED_JOBS = 10_000  # job ids a claim may leave out by name (SQL parameters are finite)
 ALIVE = "notifier:alive"  # when a deciding notifier last did a round (the silence clock skips the time after it)
 ALIVE_EVERY_S = 10.0  # ... written at most this often
@@ -88,9 +89,10 @@ class NotifyService:
         self.outbox: NoticeOutbox = Outbox(store)
         self.metrics, self.version, self.send = metrics, version, send
         self.reconcile_every_s = reconcile_every_s
-        # One lane of workers per account a job runs as (its `user:`, "" for the daemon's
-        # own): a lane has its own threads and a cap on deliveries in flight, so one owner's
-        # slow webhook or command waits in its own lane, never in root's or another owner's.
+        # One lane of workers per owner of job files (`lane_for`: a delegated file's owner,
+        # "" for root's files whoever their jobs run as): a lane has its own threads and a cap
+        # on deliveries in flight, so one owner's slow webhook or command waits in its own
+        # lane, never in root's or another owner's.
         self.lanes: dict[str, Lane] = {}
         self.workers = workers
         self.inflight: dict[int, str] = {}  # row id -> lane
@@ -475,7 +477,7 @@ class NotifyService:
             if full:
                 skip = {j for j, lane in self._lane_of_job.items() if lane in full}
                 if self._jobs is not None:
-                    skip |= {j for j, spec in self._jobs[2].items() if (spec.user or "") in full}
+                    skip |= {j for j, spec in self._jobs[2].items() if lane_for(spec) in full}
                 if len(skip) > MAX_SKIPPED_JOBS:  # beyond what one statement may list:
                     skip = set()  # claim as before and give back what a full lane cannot take
             released: list[int] = []
@@ -656,8 +658,42 @@ class SilenceDeadlines:
 
 
 def lane_of(route: Mapping[str, Any]) -> str:
-    """The delivery lane of a notice: the account its job runs as ("" for the daemon's)."""
-    return str(route.get("user") or "")
+    """The delivery lane of a notice (`lane_for` its job; a row stored before lanes were
+    kept with it: the account its job runs as)."""
+    lane = route.get("lane")
+    return str(route.get("user") or "") if lane is None else str(lane)
+
+
+def lane_for(spec: Any) -> str:
+    """The delivery lane of a job's notices: the account that owns its file and runs it,
+    when a user owns the file (a delegated file), else the daemon's own (""): a root-owned
+    file's job keeps root's lane whoever it runs as, so that a user's own slow endpoints,
+    which hold their lane, never hold the alerts of root's jobs that run as that user."""
+    if not spec.user:
+        return ""
+    uid = _file_owner(spec.source_file)
+    return "" if uid is not None and uid in (0, os.geteuid()) else str(spec.user)
+
+
+_OWNERS: dict[str, tuple[float, int | None]] = {}  # job file -> (when looked at, owner uid)
+OWNER_TTL_S = 60.0
+
+
+def _file_owner(path: str) -> int | None:
+    """The owner of a job file, looked at again after OWNER_TTL_S; None when it cannot be
+    (a node of a fleet without that file: its jobs' notices keep their user's lane)."""
+    now = time.monotonic()
+    hit = _OWNERS.get(path)
+    if hit is not None and now - hit[0] < OWNER_TTL_S:
+        return hit[1]
+    try:
+        uid: int | None = os.stat(path).st_uid
+    except (OSError, ValueError):
+        uid = None
+    if len(_OWNERS) > 10_000:
+        _OWNERS.clear()
+    _OWNERS[path] = (now, uid)
+    return uid
 
 
 def route_json(spec: Any, index: int) -> dict[str, Any]:
@@ -670,6 +706,7 @@ def route_json(spec: Any, index: int) -> dict[str, Any]:
         "timeout_s": n.timeout_s,
         "user": spec.user,
         "group": spec.group,
+        "lane": lane_for(spec),
     }
 
 

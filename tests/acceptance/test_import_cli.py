@@ -224,3 +224,54 @@ def test_a_dry_run_writes_nothing_says_so_and_fails_when_a_job_would_fire_differ
         assert summary["written"] == [] and summary["would_write"]
         assert bool(summary["fire_differently"]) == bool(code)
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="NOT RUN: needs root to give the crontab to another user")
+@pytest.mark.parametrize(
+    "where, given",
+    [("mycron", []), ("mycron", ["--format", "user"]), ("crons/backup", ["DIR"]), ("cron.d/backup", [])],
+)
+def test_a_crontab_another_user_owns_is_theirs_whatever_its_lines_name(tmp_path, where, given):
+    """`* * * * * root cmd` in a file nobody owns is nobody's `root cmd`, never root's `cmd`:
+    alone, in a directory imported whole, or in a directory named cron.d."""
+    import pwd
+
+    crontab = tmp_path / where
+    crontab.parent.mkdir(exist_ok=True)
+    crontab.write_text("*/5 * * * * root /usr/bin/id > /tmp/who\n")
+    os.chown(crontab, pwd.getpwnam("nobody").pw_uid, -1)
+    path = str(crontab.parent) if given == ["DIR"] else str(crontab)
+    code, out = import_json(path, "--dry-run", *[g for g in given if g != "DIR"])
+    assert [(j["user"], j["command"]) for j in out["jobs"]] == [("nobody", "root /usr/bin/id > /tmp/who")], out
+
+
+@pytest.mark.parametrize("source_mode, written_mode", [(0o600, 0o600), (0o644, 0o644)])
+def test_a_private_crontab_is_imported_into_a_private_file(tmp_path, source_mode, written_mode):
+    """A user's spool crontab is 0600 and its env lines often hold secrets: the registry
+    file made from it is readable by root alone, as its source was."""
+    crontab = tmp_path / "crontabs" / "nobody"
+    crontab.parent.mkdir()
+    crontab.write_text('API_TOKEN=s3cret\n*/5 * * * * /usr/bin/backup --token "$API_TOKEN"\n')
+    os.chmod(crontab, source_mode)
+    reg = tmp_path / "jobs.d"
+    proc = chronoctl("import", str(crontab), "--registry", str(reg))
+    assert proc.returncode == 0, proc.stderr
+    (written,) = reg.iterdir()
+    assert "s3cret" in written.read_text()
+    assert stat.S_IMODE(written.stat().st_mode) == written_mode
+
+
+@pytest.mark.parametrize("env_mode, written_mode", [(0o600, 0o600), (0o644, 0o644)])
+def test_a_timer_whose_environment_file_is_private_is_imported_into_a_private_file(tmp_path, env_mode, written_mode):
+    """EnvironmentFile= values become the job's env: a 0600 file's secrets stay root's."""
+    env = tmp_path / "secret.env"
+    env.write_text("TOKEN=envfile-s3cret\n")
+    os.chmod(env, env_mode)
+    (tmp_path / "rtx.timer").write_text("[Timer]\nOnCalendar=daily\n[Install]\nWantedBy=timers.target\n")
+    (tmp_path / "rtx.service").write_text(f"[Service]\nType=oneshot\nEnvironmentFile={env}\nExecStart=/usr/bin/true\n")
+    reg = tmp_path / "jobs.d"
+    proc = chronoctl("import", str(tmp_path / "rtx.timer"), "--registry", str(reg))
+    assert proc.returncode == 0, proc.stderr
+    (written,) = reg.iterdir()
+    assert "envfile-s3cret" in written.read_text()
+    assert stat.S_IMODE(written.stat().st_mode) == written_mode

@@ -22,6 +22,7 @@ import pytest
 from chronod.notify.deliver import run_command
 from chronod.specfile import load_registry
 from tests.integration.daemon_helpers import Chronod, job, jobs_file, runs_json, wait_until
+from tests.integration.local_users import account
 
 # "users": the tests that create system users run on one worker, one at a time.
 pytestmark = [pytest.mark.root, pytest.mark.xdist_group("users")]
@@ -179,3 +180,75 @@ def test_a_notify_command_runs_with_exactly_the_jobs_credentials_and_environment
     assert names <= {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "PWD", "SHLVL", "_", "OLDPWD"} | {
         n for n in names if n.startswith("CHRONO_")
     }
+
+
+OTHER = "chrono-deleg2"
+
+
+def two_users_files(world, owner, other, *, evil_first: bool) -> tuple[Path, Path]:
+    """The other user's file (a job, its resource, its window) and, as the owner, a file
+    that defines the same three names, made older than the other's when `evil_first`
+    (its owner sets its mtime: `touch -d`)."""
+    theirs, evil = world["reg"] / "alice.yaml", world["reg"] / "zz-evil.yaml"
+    window = (
+        "blackouts:\n  - name: {name}-maint\n    reason: patching\n    timezone: UTC\n"
+        "    from: 2001-01-01 00:00\n    to: 2001-01-01 01:00\n    jobs: [backup]\n"
+    )
+    put(
+        theirs,
+        "resources:\n  db: {max_concurrency: 1}\n"
+        + window.format(name="alice")
+        + jobs_file(job("backup", "@every 1s", f"echo alice > {world['out']}/backup", user=OTHER, resource="db")),
+        other.pw_uid,
+        other.pw_gid,
+    )
+    put(
+        evil,
+        "resources:\n  db: {max_concurrency: 1}\n"
+        + window.format(name="alice")
+        + jobs_file(
+            job("backup", "@every 1s", f"echo evil > {world['out']}/evil", user=USER),
+            job("hog", "@every 1s", "true", user=USER, resource="db"),
+        ),
+        owner.pw_uid,
+        owner.pw_gid,
+    )
+    older = time.time() - 86400 * 365
+    os.utime(evil if evil_first else theirs, (older, older))
+    return theirs, evil
+
+
+@pytest.mark.parametrize("evil_first", [True, False])
+def test_a_delegated_file_takes_no_job_id_resource_or_window_of_another_users_file(world, owner, evil_first):
+    with account(OTHER) as other:
+        theirs, evil = two_users_files(world, owner, other, evil_first=evil_first)
+        result = load_registry([world["reg"]], now=NOW, secure=True)
+    assert result.jobs.get("backup") is None or result.jobs["backup"].source_file != str(evil)
+    assert "hog" not in result.jobs  # a job in the other user's resource group
+    assert not any(w.source_file == str(evil) for w in result.blackouts)
+    for mine, named in ((theirs, evil), (evil, theirs)):
+        said = " | ".join(p.message for p in result.problems if p.file == str(mine) and p.severity == "error")
+        for what in ("job id 'backup'", "resource 'db'", "window 'alice-maint'"):
+            assert f"{what} is also defined by" in said and str(named) in said, said
+
+
+def test_a_file_of_another_user_made_older_does_not_run_its_command_under_a_running_jobs_id(world, owner):
+    """The hijack: the running job of one user keeps running its own command (its file's
+    last good version) when another user's file with the same id appears, older."""
+    with account(OTHER) as other:
+        theirs, evil = two_users_files(world, owner, other, evil_first=True)
+        evil_text = evil.read_text()
+        evil.unlink()
+        d = Chronod(world["reg"], world["db"], world["log"]).start()
+        try:
+            wait_until(lambda: (world["out"] / "backup").exists(), timeout=15, what="alice's backup to run")
+            put(evil, evil_text, owner.pw_uid, owner.pw_gid)
+            older = time.time() - 86400 * 365
+            os.utime(evil, (older, older))
+            wait_until(lambda: "registry.error" in d.log_since_start(), timeout=15, what="the reload")
+            (world["out"] / "backup").unlink()
+            wait_until(lambda: (world["out"] / "backup").exists(), timeout=15, what="alice's backup to run again")
+        finally:
+            d.stop()
+    assert (world["out"] / "backup").read_text().strip() == "alice"
+    assert not (world["out"] / "evil").exists()

@@ -123,3 +123,24 @@ def test_no_tool_writes_through_a_link_in_the_registry(world):
     res = edit(world, "linked", "s/@daily/@hourly/")
     assert res.returncode == 1 and "not a regular file" in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert target.read_bytes() == before
+
+
+def test_register_gives_what_it_copies_the_owner_of_the_file_it_was_read_from(world, monkeypatch):
+    """The file's owner replaces it by a link to a root-owned file once chronoctl has read
+    it (a race they can win by watching the file): the copy stays theirs, so its job
+    without `user:` is refused instead of running as root."""
+    from tests import inprocess
+
+    pw, src, decoy = world["pw"], world["d"] / "mine.yaml", world["d"] / "root.yaml"
+    owned(src, pw, 0o644, jobs_file(job("mine.noone", "@daily", "id")))
+    decoy.write_text(jobs_file(job("root.decoy", "@daily", "true")))
+    real_stat = os.stat
+
+    def stat_after_the_swap(path, *args, **kwargs):  # by path, `src` is now the link
+        return real_stat(decoy if os.fspath(path) == str(src) else path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat_after_the_swap)
+    res = inprocess.chronoctl("register", str(src), "--registry", str(world["reg"]), "--wait", "0", "--db", world["db"])
+    monkeypatch.undo()
+    assert res.returncode == 1, (res.stdout, res.stderr)
+    assert "runs as the daemon user" in res.stderr and not (world["reg"] / "mine.yaml").exists(), res.stderr

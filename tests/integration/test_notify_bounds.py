@@ -332,10 +332,15 @@ def _hook_job(id_: str, command: str, url: str, on: list[str], user: str | None 
 @pytest.mark.root
 @pytest.mark.xdist_group("users")
 @pytest.mark.slow
-def test_five_delegated_jobs_webhooking_a_dripping_server_leave_roots_failed_notice_on_time(tmp_path, delegate):
+@pytest.mark.parametrize("root_job_user", [None, USER])
+def test_five_delegated_jobs_webhooking_a_dripping_server_leave_roots_failed_notice_on_time(
+    tmp_path, delegate, root_job_user
+):
     """The report's case, on a real chronod: five delegated every-second jobs notify each
     success to a server answering a byte every 2 s (timeout_s 5); root's job fails and
-    its `failed` notice reaches root's endpoint while the slow ones are still queued."""
+    its `failed` notice reaches root's endpoint while the slow ones are still queued,
+    also when root's job runs as the delegated file's owner (its notices are root's: they
+    are not queued behind that user's own)."""
     from chronod.notify.service import LANE_WORKERS
     from tests.integration.test_notify import Receiver
 
@@ -357,7 +362,7 @@ def test_five_delegated_jobs_webhooking_a_dripping_server_leave_roots_failed_not
             timeout=30,
             what="thirty delegated notices queued",
         )
-        write_jobs(reg / "root.yaml", "jobs:\n" + _hook_job("pager", "exit 3", fast.url, ["failed"]))
+        write_jobs(reg / "root.yaml", "jobs:\n" + _hook_job("pager", "exit 3", fast.url, ["failed"], root_job_user))
         wait_until(lambda: fast.events("pager") == ["failed"], timeout=30, what="root's failed notice delivered")
         assert slow.most <= LANE_WORKERS  # the delegated account never had more than its lane
         assert d.proc.poll() is None

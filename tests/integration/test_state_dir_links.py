@@ -111,3 +111,53 @@ def test_a_link_planted_in_place_of_a_live_output_file_is_replaced_not_followed(
     os.close(fd)
     assert victim.read_bytes() == VICTIM_TEXT
     assert Path(live).read_bytes() == b"output" and not Path(live).is_symlink()
+
+
+def test_a_link_planted_beside_the_database_is_refused_and_its_target_left_as_it_was(shared_tmp):
+    d, victim = shared_tmp
+    os.chmod(victim, 0o644)  # a file every user may read, such as /etc/passwd
+    db = d / "demo.db"
+    with account(USER):
+        link = as_user(USER, "ln", "-s", str(victim), f"{db}-journal")
+        assert link.returncode == 0, link
+        res = refused(registry(d), db)
+    assert f"database file {db}-journal is a symbolic link" in res.stderr, res.stderr
+    assert (victim.stat().st_mode & 0o777) == 0o644  # not narrowed through the link
+    assert victim.read_bytes() == VICTIM_TEXT
+
+
+@pytest.mark.parametrize("what", ["database", "state directory"])
+def test_chronod_refuses_a_database_or_state_directory_in_a_directory_another_user_owns(tmp_path, what):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    db, state = (
+        (theirs / "demo.db", [])
+        if what == "database"
+        else (tmp_path / "demo.db", ["--state-dir", str(theirs / "state")])
+    )
+    with account(USER):
+        os.chown(theirs, pwd_uid(USER), -1)
+        res = refused(registry(tmp_path), db, *state)
+    assert f"is in {theirs}, which belongs to {USER}" in res.stderr, res.stderr
+    assert not (theirs / "demo.db").exists() and not (theirs / "state").exists()
+
+
+def refused(reg: Path, db: Path, *extra: str) -> subprocess.CompletedProcess:
+    """chronod's answer when it refuses to start (exit 78); a test failure when it starts."""
+    try:
+        res = subprocess.run(
+            [str(BIN / "chronod"), "--registry", str(reg), "--db", str(db), *extra],
+            capture_output=True,
+            text=True,
+            timeout=15,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"chronod started on {db} {' '.join(extra)}")
+    assert res.returncode == 78, res
+    return res
+
+
+def pwd_uid(name: str) -> int:
+    import pwd
+
+    return pwd.getpwnam(name).pw_uid

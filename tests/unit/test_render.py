@@ -37,6 +37,18 @@ def test_escape_control_makes_every_control_character_visible(raw, shown):
     assert render.escape_control(raw) == shown
 
 
+# Unicode's Bidi_Control property (PropList.txt): every mark, embedding, override and
+# isolate that reorders what a terminal shows ("Trojan source")
+BIDI_CONTROL = (
+    "\u061c\u200e\u200f" + "".join(map(chr, range(0x202A, 0x202F))) + "".join(map(chr, range(0x2066, 0x206A)))
+)
+
+
+@pytest.mark.parametrize("ch", list(BIDI_CONTROL), ids=lambda ch: f"U+{ord(ch):04X}")
+def test_escape_control_makes_every_bidi_control_visible(ch):
+    assert render.escape_control(f"a{ch}b") == f"a\\u{ord(ch):04x}b"
+
+
 def test_escape_control_keeps_newlines_and_tabs():
     assert render.escape_control("a\tb\nc") == "a\tb\nc"
 
