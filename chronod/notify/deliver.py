@@ -205,6 +205,9 @@ def _credentials(route: dict[str, Any], cmd: Any, env: dict[str, str]) -> dict[s
     creds, account, error = resolve_identity(route.get("user"), route.get("group"))
     if error:
         raise DeliveryError(f"notify command {_short(cmd)} not run: {error}")
+    refused = _refusal(route.get("user"))
+    if refused:  # as the job's own run: a locked or expired account runs nothing
+        raise DeliveryError(f"notify command {_short(cmd)} not run: {refused}")
     if account is not None:
         env.update(
             HOME=account.pw_dir or "/",
@@ -215,6 +218,28 @@ def _credentials(route: dict[str, Any], cmd: Any, env: dict[str, str]) -> dict[s
     if creds is None:
         return {}
     return {"user": creds.uid, "group": creds.gid, "extra_groups": list(creds.groups)}
+
+
+_SHADOW: Any = None  # chronod.daemon.accounts.ShadowAccounts, made on the first command run as a user
+_SHADOW_LOCK = threading.Lock()  # the delivery threads share it
+
+
+def _refusal(user: str | None) -> str | None:
+    """Why the account `user` may run no command now (locked or expired, as cron's PAM
+    account check says: `chronod.core.accounts.refusal`), or None."""
+    global _SHADOW
+    if not user:
+        return None
+    from datetime import datetime, timezone
+
+    from chronod.core.accounts import refusal
+    from chronod.daemon.accounts import ShadowAccounts
+
+    with _SHADOW_LOCK:
+        if _SHADOW is None:
+            _SHADOW = ShadowAccounts()
+        account = _SHADOW.account(user)
+    return refusal(account, datetime.now(timezone.utc))
 
 
 MAX_TIMEOUT_S = 300  # the largest timeout_s a route may set (chronod.core.validate)

@@ -77,3 +77,27 @@ def test_a_locked_or_expired_accounts_runs_end_skipped_account_and_never_start()
             )
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_a_locked_accounts_notify_command_does_not_run_and_says_why():
+    """A notify command runs as its job's account: locked, it runs nothing, as the job."""
+    from chronod.notify.deliver import DeliveryError, run_command
+
+    d = Path(tempfile.mkdtemp(prefix="chrono-acct-"))
+    os.chmod(d, 0o1777)  # the command, as the account, writes its witness here
+    witness = d / "ran"
+    route = {"command": f"id -u > {witness}", "user": USER, "group": None, "timeout_s": 10}
+    payload = {"event": "failed", "job_id": "report", "run_id": "r1", "owner": "team", "state": "failed"}
+    try:
+        with account(USER):
+            subprocess.run(["usermod", "-p", HASH, USER], check=True)
+            subprocess.run(["usermod", "-L", USER], check=True)
+            with pytest.raises(DeliveryError, match=f"not run: account {USER} is locked"):
+                run_command(route, payload)
+            assert not witness.exists()
+            subprocess.run(["usermod", "-U", USER], check=True)
+            run_command(route, payload)
+            uid = subprocess.run(["id", "-u", USER], capture_output=True, text=True, check=True).stdout.strip()
+            assert witness.read_text().strip() == uid
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
