@@ -227,11 +227,16 @@ def test_a_paused_node_that_wakes_after_its_lease_has_its_writes_rejected_and_di
         fleet.db,
     )
     wait_until(lambda: one_run("held", fleet.db).get("state") == "running", timeout=15, what="held to start on a")
-    fleet.start("b")
+    b = fleet.start("b")
     a.send(signal.SIGSTOP)
     release.touch()  # `held` ends while a is stopped, under its supervisor
     time.sleep(float(TTL))  # a's lease lapses; b then declares a's run lost (on a loaded host, seconds later)
-    wait_until(lambda: one_run("held", fleet.db).get("state") == "lost", timeout=30, what="b to declare held lost")
+    try:
+        wait_until(lambda: one_run("held", fleet.db).get("state") == "lost", timeout=30, what="b to declare held lost")
+    except AssertionError as e:
+        leases = pg_sql(fleet.db, "SELECT name, token, lease_expires_at, now() FROM nodes")
+        why = f"{e}; held: {runs_json('held', fleet.db)}; leases: {leases}; b's log: {b.log_since_start()[-3000:]}"
+        raise AssertionError(why) from None
     a.send(signal.SIGCONT)
     wait_until(lambda: "event=node.lease_lost" in a.log_since_start(), timeout=10, what="a to notice")
     time.sleep(3)
