@@ -95,3 +95,26 @@ def test_occurrences_held_by_a_window_the_next_chronod_does_not_carry_are_releas
         assert not {name: bad[0].what for name, bad in check(out, names).items() if bad}
     finally:
         out.close()
+
+
+def test_occurrences_a_window_still_holds_at_the_end_are_not_late(monkeypatch: pytest.MonkeyPatch):
+    """A `defer` job's occurrences that a window holds past the end of the simulation stay
+    pending, held (docs/maintenance.md: released when the window ends): they are not "still
+    pending long after they fell due". Seed 126 of two days of 300 jobs: a catch-up
+    backlog's occurrences met a window of 78 minutes that ended after the simulation, and
+    the checks called the first two late."""
+    monkeypatch.setattr(driver, "duration", lambda plan: lambda rng: (1.0, 0))
+    doc = {**LATEST, "schedule": "*/5 * * * *"}
+    window = {**WINDOW, "cron": "30 0 * * *", "duration": "90m", "jobs": ["latest"]}  # 00:30-02:00
+    # 0.07 days: the end is 01:40:48; the checks judge what fell due up to an hour before it
+    cfg = Config(days=0.07, jobs=1, seed=1, faults=frozenset(), job_docs=(doc,), blackouts=(window,), start=START)
+    sim = Simulation(cfg)
+    sim.events = []
+    out = sim.run()
+    try:
+        held = [r for r in out.store.runs("latest", newest_first=False) if r.state == "pending" and r.error]
+        assert [r.scheduled_at.strftime("%H:%M") for r in held][:3] == ["00:30", "00:35", "00:40"], held
+        assert all(r.error.startswith("deferred by maintenance window swap") for r in held), held
+        assert not {name: bad[0].what for name, bad in check(out, ["one_terminal_state"]).items() if bad}
+    finally:
+        out.close()
