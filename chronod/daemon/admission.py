@@ -186,7 +186,7 @@ class Admission:
             why = "deferred by a maintenance window; "
             if go:
                 why += f"catchup: latest released the occurrence of {blackout.stamp(go[-1])}"
-            elif superseded:
+            elif superseded and job.spec.catchup == "latest":
                 why += "the occurrence due as the window ended ran in its place"
             else:
                 why += "catchup: none"

@@ -128,17 +128,17 @@ class Dispatch:
 
     def held_before(self, run: Run, now: datetime, job: Job | None) -> bool:
         """Whether a stored occurrence is one a window held (its row says so) and the window
-        ended while no chronod could release it (it died, and this one read the row back):
-        it fell due inside the window, not while chronod was down, so the window's release
-        decides it (`Admission.release`), never the outage's catch-up. A window still
-        open is found again when it falls due (`fall_due` holds it); an occurrence another
-        node of a fleet owns is left to it, as ever."""
-        return (
-            self.read_back_held(run, job)
-            and run.next_attempt_at is not None
-            and run.next_attempt_at <= now
-            and (run.error or "").startswith(blackout.DEFERRED_BY)
-        )
+        ended while no chronod could release it (it died, and this one read the row back),
+        or is one this chronod does not carry (it started while the window's file was
+        broken, or the window was taken out meanwhile): it fell due inside the window, not
+        while chronod was down, so the window's release decides it (`Admission.release`),
+        never the outage's catch-up. A window still open is found again when it falls due
+        (`fall_due` holds it); an occurrence another node of a fleet owns is left to it,
+        as ever."""
+        if not (self.read_back_held(run, job) and (run.error or "").startswith(blackout.DEFERRED_BY)):
+            return False
+        assert job is not None and run.next_attempt_at is not None  # read_back_held
+        return run.next_attempt_at <= now or self.gate.window_at(job.spec, now) is None
 
     def waited_before(self, run: Run, job: Job | None) -> bool:
         """Whether a stored occurrence is one that waited in a line (its row says so:

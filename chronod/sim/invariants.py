@@ -270,6 +270,19 @@ class Facts:
             for p in self.by_job.get(e.job, [])
         )
 
+    def held_at_end(self, e: Expected) -> bool:
+        """Whether the occurrence may rightly still be pending at the end, held by a
+        maintenance window (docs/maintenance.md, skip or defer: a `defer` job's occurrence
+        stays pending and is released when the window ends). True only while its row says
+        a window defers it until after the end, and a window of the job the daemon carried
+        was open at the end."""
+        spec, row = e.version.spec, self.rows.get(e.run_id)
+        if spec.blackout != "defer" or row is None or not (row.error or "").startswith(blackout.DEFERRED_BY):
+            return False
+        if row.next_attempt_at is None or row.next_attempt_at <= self.out.end:
+            return False  # its window ended before the end: it should have been released
+        return self.blacked_out(spec, self.out.end - timedelta(seconds=1), self.out.end)
+
     def in_full_line(self, e: Expected) -> bool:
         """Whether the occurrence may rightly still wait at the end for a slot of its
         resource (docs/reference.md, Resources: a run waiting for a slot stays `pending`,
@@ -347,6 +360,8 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
         return None  # it waits its turn behind a catch-up backlog that drains to the end
     if state == RunState.PENDING and f.in_full_line(e):
         return None  # it waits for a slot of its resource, every slot taken to the end
+    if state == RunState.PENDING and f.held_at_end(e):
+        return None  # a window holds it past the end: it is released when the window ends
     if state == RunState.RETRY_WAIT and f.retry_pending(e.run_id):
         return None  # its retry falls due after the end
     if state not in TERMINAL:
