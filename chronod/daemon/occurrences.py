@@ -172,6 +172,7 @@ class Occurrences:
         else:
             stored = self.store.pending(list(keys))
         tracked: list[Run] = []
+        now = self.clock.now()
         for run in stored:
             job = keys.get(run.job_key)
             if job is None:
@@ -196,13 +197,15 @@ class Occurrences:
                 continue
             if run.state == RunState.PENDING and run.trigger != Trigger.BACKFILL:
                 run.fire_at = run.scheduled_at + timedelta(seconds=job.offset)  # a backfill's is when it started
-                if run.trigger == Trigger.SCHEDULE:
+                # the job's next stored occurrence: not one that fell due already (a window
+                # holds it, or it waits in a line), which an edit's new next one never follows
+                if run.trigger == Trigger.SCHEDULE and run.fire_at > now:
                     at = have.get(run.job_key)
                     if at is None or run.scheduled_at < at:
                         have[run.job_key] = run.scheduled_at
             tracked.append(run)
         self.timeline.track_all(tracked)
-        now, fresh = self.clock.now(), []
+        fresh: list[Run] = []
         edited = {j.spec.id for j in only} if only is not None else (edited or set())
         for job in keys.values():
             first = job.take_first()  # what the load computed, taken or let go of

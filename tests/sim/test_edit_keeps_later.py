@@ -61,3 +61,37 @@ def test_the_occurrences_between_two_stored_ones_that_fall_due_together_are_not_
         assert not {name: bad[0].what for name, bad in check(out, ["one_terminal_state"]).items() if bad}
     finally:
         out.close()
+
+
+WINDOW = {"name": "swap", "reason": "CHG-5: disk swap", "cron": "25 0 * * *", "duration": "15m", "jobs": ["edited"]}
+
+
+def test_an_edit_while_a_window_holds_an_occurrence_stores_the_new_schedules_next_one(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Edited inside a window that holds the job's 00:30, from every 30 minutes to every 5:
+    the held 00:30 is no next occurrence, so the new schedule's 00:35 is stored beside the
+    old 01:00, and so are those after it. Seed 145 of two days of 300 jobs: an hourly job
+    edited to every 15 minutes while a window held its :30 lost its :00 and :15 without
+    a record (the held one was taken for the next, and the new schedule's next was after it)."""
+    monkeypatch.setattr(driver, "duration", lambda plan: lambda rng: (5.0, 0))
+    doc = {**JOB, "blackout": "defer", "catchup": "latest"}
+    cfg = Config(days=0.07, jobs=1, seed=1, faults=frozenset(), job_docs=(doc,), blackouts=(WINDOW,), start=START)
+    sim = Simulation(cfg)
+
+    def every_five_minutes() -> str:
+        name = min(sim.registry.files)
+        plan = sim.registry.files[name][0]
+        plan.doc = {**plan.doc, "schedule": "*/5 * * * *"}
+        sim.registry.write(name)
+        return "changed edited to '*/5 * * * *'"
+
+    monkeypatch.setattr(sim.registry, "edit", every_five_minutes)
+    sim.events = [Event(sim.t0 + 1980.0, "registry")]  # 00:33, inside the window (00:25-00:40)
+    out = sim.run()
+    try:
+        rows = {r.scheduled_at.strftime("%H:%M"): r.state for r in out.store.runs("edited")}
+        assert {"00:35", "00:40", "00:45", "00:50", "00:55"} <= set(rows), sorted(rows.items())
+        assert not {name: bad[0].what for name, bad in check(out, ["one_terminal_state"]).items() if bad}
+    finally:
+        out.close()
