@@ -163,6 +163,7 @@ class Occurrences:
             self.limit.drop(ids)
             self._unstored = [r for r in self._unstored if r.job_id not in ids]
         have: dict[str, datetime] = {}  # job key -> its earliest stored scheduled occurrence
+        ahead: dict[str, datetime] = {}  # ... of those yet to fall due
         if only is None and checked and not edited:
             # trusted as stored: those firing soon now, the others after READY (`read_some`)
             until = self.clock.now() + timedelta(seconds=STORE_AHEAD_S)
@@ -197,12 +198,15 @@ class Occurrences:
                 continue
             if run.state == RunState.PENDING and run.trigger != Trigger.BACKFILL:
                 run.fire_at = run.scheduled_at + timedelta(seconds=job.offset)  # a backfill's is when it started
-                # the job's next stored occurrence: not one that fell due already (a window
-                # holds it, or it waits in a line), which an edit's new next one never follows
-                if run.trigger == Trigger.SCHEDULE and run.fire_at > now:
+                if run.trigger == Trigger.SCHEDULE:
                     at = have.get(run.job_key)
                     if at is None or run.scheduled_at < at:
                         have[run.job_key] = run.scheduled_at
+                    # the job's next stored occurrence: not one that fell due already (a
+                    # window holds it, or it waits in a line), which an edit's next never follows
+                    at = ahead.get(run.job_key)
+                    if run.fire_at > now and (at is None or run.scheduled_at < at):
+                        ahead[run.job_key] = run.scheduled_at
             tracked.append(run)
         self.timeline.track_all(tracked)
         fresh: list[Run] = []
@@ -216,7 +220,7 @@ class Occurrences:
             nxt = self.first_run(job, first, now)
             # an edited schedule may keep a stored occurrence beyond its own next one (at :30
             # hourly edited at :10 to every 15 minutes): the :15 must not be skipped
-            if nxt is not None and (job.key not in have or nxt.scheduled_at < have[job.key]):
+            if nxt is not None and (job.key not in ahead or nxt.scheduled_at < ahead[job.key]):
                 fresh.append(nxt)
         if fresh:
             later = self.clock.now() + timedelta(seconds=STORE_AHEAD_S)
