@@ -32,6 +32,15 @@ JOB = {
 }
 
 
+def every_five_minutes(sim: Simulation) -> str:
+    """The registry edit of these scenarios: the job's schedule becomes every 5 minutes."""
+    name = min(sim.registry.files)
+    plan = sim.registry.files[name][0]
+    plan.doc = {**plan.doc, "schedule": "*/5 * * * *"}
+    sim.registry.write(name)
+    return "changed edited to '*/5 * * * *'"
+
+
 def test_the_occurrences_between_two_stored_ones_that_fall_due_together_are_not_lost(
     monkeypatch: pytest.MonkeyPatch,
 ):
@@ -40,14 +49,7 @@ def test_the_occurrences_between_two_stored_ones_that_fall_due_together_are_not_
     cfg = Config(days=0.07, jobs=1, seed=1, faults=frozenset(), job_docs=(JOB,), start=START)
     sim = Simulation(cfg)
 
-    def every_five_minutes() -> str:
-        name = min(sim.registry.files)
-        plan = sim.registry.files[name][0]
-        plan.doc = {**plan.doc, "schedule": "*/5 * * * *"}
-        sim.registry.write(name)
-        return "changed edited to '*/5 * * * *'"
-
-    monkeypatch.setattr(sim.registry, "edit", every_five_minutes)
+    monkeypatch.setattr(sim.registry, "edit", lambda: every_five_minutes(sim))
     sim.events = [
         # at 00:12 the edit stores 00:15 beside the 00:30 the 00:00 stored; a stall from
         # 00:13 to 00:33 then lets both fall due in one wake-up
@@ -79,14 +81,7 @@ def test_an_edit_while_a_window_holds_an_occurrence_stores_the_new_schedules_nex
     cfg = Config(days=0.07, jobs=1, seed=1, faults=frozenset(), job_docs=(doc,), blackouts=(WINDOW,), start=START)
     sim = Simulation(cfg)
 
-    def every_five_minutes() -> str:
-        name = min(sim.registry.files)
-        plan = sim.registry.files[name][0]
-        plan.doc = {**plan.doc, "schedule": "*/5 * * * *"}
-        sim.registry.write(name)
-        return "changed edited to '*/5 * * * *'"
-
-    monkeypatch.setattr(sim.registry, "edit", every_five_minutes)
+    monkeypatch.setattr(sim.registry, "edit", lambda: every_five_minutes(sim))
     sim.events = [Event(sim.t0 + 1980.0, "registry")]  # 00:33, inside the window (00:25-00:40)
     out = sim.run()
     try:
