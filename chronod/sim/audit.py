@@ -18,10 +18,19 @@ from chronod.store import audit
 SLACK = timedelta(seconds=60)  # the windows start this long before the simulation
 
 
+def asked_since(out: Any) -> datetime:
+    """Where the questions' windows start: `missed` and `report` take occurrences by their
+    scheduled time, and the first one the daemon runs fires after the simulation starts
+    but may be scheduled up to its job's tolerance before (the jitter offset)."""
+    widest = max((v.spec.tolerance_s for vs in out.versions.values() for v in vs), default=0)
+    start: datetime = out.start
+    return start - SLACK - timedelta(seconds=widest)
+
+
 def missed_now(out: Any) -> dict[str, tuple[str, datetime]]:
     """run_id -> (job, scheduled_at) of every occurrence `missed` lists over the whole
     simulation, asked at its end (as `missed --since` the simulation's length would)."""
-    store, now, since = out.store, out.end, out.start - SLACK
+    store, now, since = out.store, out.end, asked_since(out)
     rows = [j for j in store.jobs() if j.removed_at is None]
     found, marks = audit.window(store, since - timedelta(seconds=1), now + timedelta(seconds=1))
     misses = audit.missed(store, rows, since, now, found, marks, store.pruned())
@@ -31,10 +40,10 @@ def missed_now(out: Any) -> dict[str, tuple[str, datetime]]:
 def report_now(out: Any) -> dict[str, dict[str, Any]]:
     """job_id -> {"spec": the stored definition, "lines": run_id -> (state, scheduled_at)} of
     `report JOB` over the whole simulation for every job the store knows (removed too)."""
-    store, now = out.store, out.end
+    store, now, since = out.store, out.end, asked_since(out)
     answers: dict[str, dict[str, Any]] = {}
     for row in store.jobs(include_removed=True):
-        rep = audit.report(store, row.spec, out.start - SLACK, now, now)
+        rep = audit.report(store, row.spec, since, now, now)
         answers[row.job_id] = {"spec": row.spec, "lines": {ln.run_id: (ln.state, ln.scheduled_at) for ln in rep.lines}}
     return answers
 
