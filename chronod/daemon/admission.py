@@ -132,8 +132,19 @@ class Admission:
         elif isinstance(verdict, Hold):
             hit = verdict.hit
             self.ledger.store_runs([next_run])  # the chain does not wait for the window
-            self.hold([run], hit)
-            self.log("run.deferred", job=run.job_id, run=run.run_id, window=hit.window.name, until=hit.end)
+            # the occurrences queued behind it in its job's line are held with it, at once:
+            # each would be held in its turn, one a wake-up, saying meanwhile that an earlier
+            # window still holds it
+            behind = self.lines.take_scheduled(job.spec.id)
+            self.hold([run, *behind], hit)
+            self.log(
+                "run.deferred",
+                job=run.job_id,
+                run=run.run_id,
+                window=hit.window.name,
+                until=hit.end,
+                behind=len(behind),
+            )
         return True
 
     def give_up_retry(self, job: Job, run: Run, pause: str, next_run: Run | None) -> None:

@@ -168,6 +168,23 @@ class Lines:
         run.error = BEHIND + what
         self.queue(job, [run])
 
+    def take_scheduled(self, job_id: str) -> list[Run]:
+        """The scheduled occurrences in the job's catch-up line, taken out of it (a window
+        that holds its head holds them all)."""
+        q = self._queued.get(job_id)
+        taken = [r for r in q or () if r.trigger == Trigger.SCHEDULE]
+        if not taken:
+            return []
+        self._held = None
+        self._first_fire.pop(job_id, None)
+        self._quiet.pop(job_id, None)
+        left = deque(r for r in q or () if r.trigger != Trigger.SCHEDULE)
+        if left:
+            self._queued[job_id] = left
+        else:
+            self._queued.pop(job_id, None)
+        return taken
+
     def catchup_turn(
         self, job: Job | None, job_id: str, going: int, now: datetime
     ) -> tuple[list[Run], list[Run], list[tuple[Run, Run]]]:
