@@ -531,7 +531,7 @@ def catchup_all_in_order(f: Facts) -> list[Counterexample]:
             continue
         firsts = [p for p in procs if p.attempt == 1 and p.run_id not in f.out.manual and p.run_id not in f.backfilled]
         for a, b in itertools.pairwise(firsts):
-            if b.scheduled_at < a.scheduled_at:
+            if b.scheduled_at < a.scheduled_at and not _held_across_a_step_back(f, spec, a, b):
                 out.append(
                     Counterexample(
                         b.started_wall,
@@ -544,6 +544,17 @@ def catchup_all_in_order(f: Facts) -> list[Counterexample]:
         if spec.overlap == "forbid":
             out += _overlapping(job, procs)
     return sorted(out, key=lambda c: c.at)
+
+
+def _held_across_a_step_back(f: Facts, spec: JobSpec, a: Proc, b: Proc) -> bool:
+    """Whether `b`, scheduled before `a` but started after it, was held by a window when the
+    wall clock stepped back before `a` started: a window's hold lasts until the end it
+    named (docs/maintenance.md), while on the stepped clock the window had not opened yet,
+    and `a`, due then, started (seed 17 of a quarter day of 1,000 jobs)."""
+    w = f.out.world
+    due = w.first_mono_from(b.scheduled_at, 0.0)
+    stepped = due is not None and any(s < 0 and due <= m <= a.started_mono for m, s in w.steps)
+    return stepped and f.blacked_out(spec, b.scheduled_at, b.started_wall)
 
 
 def _overlapping(job: str, procs: list[Proc]) -> list[Counterexample]:
