@@ -178,15 +178,19 @@ class Facts:
         return [spells[i] for i in sorted(i for i in order[first:last] if spells[i][2] >= lo)]
 
     def retry_pending(self, run_id: str) -> bool:
-        """Whether the run waits at the end for a retry that falls due after it: it has not
-        ended, and its retry always starts (the simulation ended first)."""
+        """Whether the run waits at the end for its retry: it has not ended, and its retry
+        falls due after the end (it always starts: the simulation ended first), or fell due
+        and waits for a slot of its job's resource, every slot taken since whenever a
+        daemon could have given it one (`slots_full`, as a waiting occurrence's line)."""
         row = self.rows.get(run_id)
-        return (
-            row is not None
-            and row.state == RunState.RETRY_WAIT
-            and row.next_attempt_at is not None
-            and row.next_attempt_at > self.out.end - timedelta(seconds=LAG_S)
-        )
+        if row is None or row.state != RunState.RETRY_WAIT or row.next_attempt_at is None:
+            return False
+        if row.next_attempt_at > self.out.end - timedelta(seconds=LAG_S):
+            return True
+        versions = self.out.versions.get(row.job_id)
+        if not versions:
+            return False
+        return self.slots_full(row.job_id, versions[-1].spec, row.next_attempt_at)
 
     def noticed(self, t: datetime) -> datetime:
         """The earliest a daemon could act on what happened at wall time `t`: after every
@@ -289,18 +293,24 @@ class Facts:
         in line, until it gets one or its catch-up window is over). A resource whose runs
         take longer than the slots it has keeps such a line to the end. True only while
         the line is full: the row says it waits for a slot, its window is not over, and
-        from its fire time to the end every slot was taken whenever a daemon could have
-        given it one (`_free_moment`: not down, stalled or without its database, and no
-        pause or window of the job holding it)."""
-        from chronod.sim.scenario import RESOURCES
-
+        from its fire time to the end every slot was taken (`slots_full`)."""
         spec, row = e.version.spec, self.rows.get(e.run_id)
         if spec.resource is None or row is None or not (row.error or "").startswith(blackout.WAITING_FOR):
             return False
         if row.next_attempt_at is None or row.next_attempt_at <= self.out.end:
             return False  # its window is over: it should have ended skipped_resource
-        since, end = row.fire_at, self.out.end
-        held = [(a, b) for a, b, _ in _holds(self, e.job, spec, since, end)]
+        return self.slots_full(e.job, spec, row.fire_at)
+
+    def slots_full(self, job: str, spec: JobSpec, since: datetime) -> bool:
+        """Whether every slot of the job's resource was taken from `since` to the end
+        whenever a daemon could have given one (`_free_moment`: not down, stalled or
+        without its database, and no pause or window of the job holding it)."""
+        from chronod.sim.scenario import RESOURCES
+
+        if spec.resource is None:
+            return False
+        end = self.out.end
+        held = [(a, b) for a, b, _ in _holds(self, job, spec, since, end)]
         spans = self.holding(spec.resource, since, end)
         return _free_moment(self, spans, RESOURCES[spec.resource], since, end, held) is None
 
