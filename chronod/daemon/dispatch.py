@@ -98,20 +98,21 @@ class Dispatch:
                 resumed.setdefault(run.job_id, []).append(run)
                 continue
             by_job.setdefault(run.job_id, []).append(run)
-        # occurrences a window held go first: the one due as the window ends queues behind
+        # occurrences that waited in a line when the last chronod stopped: back in it, ahead
+        # of what falls due now (their line's rule decides them, not the outage's catch-up),
+        # and ahead of those a window held since, which fell due after them
+        for job_id, runs in resumed.items():
+            job = jobs.get(job_id)
+            if job is not None and job_id not in self.quarantine:
+                with self.quarantine.guard(job.spec, "waiting occurrences"):
+                    self.admission.resume(job, sorted(runs, key=lambda r: r.scheduled_at))
+        # then the occurrences a window held: the one due as the window ends queues behind
         # them (catch-up `all`) instead of starting before them
         for job_id, runs in released.items():
             job = jobs.get(job_id)
             if job is not None and job_id not in self.quarantine:
                 with self.quarantine.guard(job.spec, "held occurrences"):
                     self.admission.release(job, runs, superseded=job_id in by_job)
-        # occurrences that waited in a line when the last chronod stopped: back in it, ahead
-        # of what falls due now (their line's rule decides them, not the outage's catch-up)
-        for job_id, runs in resumed.items():
-            job = jobs.get(job_id)
-            if job is not None and job_id not in self.quarantine:
-                with self.quarantine.guard(job.spec, "waiting occurrences"):
-                    self.admission.resume(job, sorted(runs, key=lambda r: r.scheduled_at))
         if self.placement.fleet and not self.waker.stop_requested and self.timeline.look_due(now):
             # older than what falls due now: a rescued occurrence starts first, and the one
             # due now meets the overlap rule behind it (never the other way round)
