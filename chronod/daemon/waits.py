@@ -171,14 +171,14 @@ class Lines:
     def take_scheduled(self, job_id: str) -> list[Run]:
         """The scheduled occurrences in the job's catch-up line, taken out of it (a window
         that holds its head holds them all)."""
-        q = self._queued.get(job_id)
-        taken = [r for r in q or () if r.trigger == Trigger.SCHEDULE]
+        q = self._queued.get(job_id, deque())
+        taken = [r for r in q if r.trigger == Trigger.SCHEDULE]
         if not taken:
             return []
         self._held = None
         self._first_fire.pop(job_id, None)
         self._quiet.pop(job_id, None)
-        left = deque(r for r in q or () if r.trigger != Trigger.SCHEDULE)
+        left = deque(r for r in q if r.trigger != Trigger.SCHEDULE)
         if left:
             self._queued[job_id] = left
         else:
