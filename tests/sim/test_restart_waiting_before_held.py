@@ -15,20 +15,11 @@ from chronod.sim.driver import Simulation
 from chronod.sim.invariants import check
 from chronod.sim.scenario import Config
 from chronod.sim.world import Event
+from tests.sim.job_docs import ONE_SLOT_ALL
 
 START = datetime.fromisoformat("2025-06-02T00:00:00+00:00")
-BASE = {
-    "owner": "ops",
-    "command": "true",
-    "idempotency_class": "idempotent",
-    "resource": "db",  # one slot
-    "catchup": "all",
-    "catchup_window_s": 7200,
-    "tolerance_s": 0,
-    "tolerance_reason": "exact times",
-}
-HOG = {**BASE, "id": "hog", "schedule": "1 0 * * *"}  # holds the slot 00:01-00:21
-TIDY = {**BASE, "id": "tidy", "schedule": "*/5 * * * *", "overlap": "forbid", "blackout": "defer"}
+HOG = {**ONE_SLOT_ALL, "id": "hog", "schedule": "1 0 * * *"}  # holds the slot 00:01-00:21
+TIDY = {**ONE_SLOT_ALL, "id": "tidy", "schedule": "*/5 * * * *", "overlap": "forbid", "blackout": "defer"}
 WINDOW = {"name": "swap", "reason": "CHG-11: disk swap", "cron": "12 0 * * *", "duration": "8m", "jobs": ["tidy"]}
 
 

@@ -14,16 +14,10 @@ from chronod.sim import driver
 from chronod.sim.driver import Simulation
 from chronod.sim.invariants import Facts, check
 from chronod.sim.scenario import Config
+from tests.sim.job_docs import EXACT
 
 START = datetime.fromisoformat("2025-06-01T23:57:00+00:00")
-BASE = {
-    "owner": "ops",
-    "command": "true",
-    "idempotency_class": "idempotent",
-    "resource": "db",  # one slot
-    "tolerance_s": 0,
-    "tolerance_reason": "exact times",
-}
+BASE = {**EXACT, "resource": "db"}  # one slot
 FLAKY = {**BASE, "id": "flaky", "schedule": "58 23 * * *", "retry": {"attempts": 2, "backoff_s": 120}}
 FIRST = START.replace(minute=58)
 HOG = {**BASE, "id": "hog", "schedule": "59 23 * * *"}  # takes the slot at 23:59

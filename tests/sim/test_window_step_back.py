@@ -16,21 +16,12 @@ from chronod.sim.driver import Simulation
 from chronod.sim.invariants import check
 from chronod.sim.scenario import Config
 from chronod.sim.world import Event
+from tests.sim.job_docs import ONE_SLOT_ALL
 
 START = datetime.fromisoformat("2025-06-02T00:00:00+00:00")
-BASE = {
-    "owner": "ops",
-    "command": "true",
-    "idempotency_class": "idempotent",
-    "resource": "db",  # one slot
-    "catchup": "all",
-    "catchup_window_s": 7200,
-    "tolerance_s": 0,
-    "tolerance_reason": "exact times",
-}
-HOG = {**BASE, "id": "hog", "schedule": "1 * * * *"}  # holds the slot 00:01-00:25
-TIDY = {**BASE, "id": "tidy", "schedule": "*/5 * * * *", "overlap": "allow", "blackout": "defer"}
-OTHER = {**BASE, "id": "other", "schedule": "7 * * * *"}  # in line between tidy's 00:05 and 00:10
+HOG = {**ONE_SLOT_ALL, "id": "hog", "schedule": "1 * * * *"}  # holds the slot 00:01-00:25
+TIDY = {**ONE_SLOT_ALL, "id": "tidy", "schedule": "*/5 * * * *", "overlap": "allow", "blackout": "defer"}
+OTHER = {**ONE_SLOT_ALL, "id": "other", "schedule": "7 * * * *"}  # in line between tidy's 00:05 and 00:10
 WINDOW = {"name": "swap", "reason": "CHG-9: disk swap", "cron": "24 0 * * *", "duration": "30m", "jobs": ["tidy"]}
 LENGTH = {"hog": 1440.0, "other": 60.0, "tidy": 1.0}
 
