@@ -17,13 +17,13 @@ from chronod.sim.audit import missed_now, report_now
 from chronod.sim.driver import NODE, Simulation
 from chronod.sim.invariants import check
 from chronod.sim.scenario import Config
+from tests.sim.job_docs import EXACT
 
 START = datetime.fromisoformat("2025-06-02T00:00:00+00:00")
 LATE = {
+    **EXACT,
     "id": "late",
-    "owner": "ops",
     "command": "false",
-    "idempotency_class": "idempotent",
     "schedule": "58 23 * * *",
     "tolerance_s": 300,
     "tolerance_reason": "spread the load",
