@@ -244,22 +244,28 @@ class Admission:
         self.lines.queue(job, runs)
         self.drain_queue(job.spec.id)
 
-    def drain_queue(self, job_id: str) -> None:
-        """Start the job's next queued occurrence when its turn has come (`catchup_turn`)."""
+    def drain_queue(self, job_id: str, slot_head: Run | None = None) -> None:
+        """Start the job's next queued occurrence when its turn has come (`catchup_turn`).
+        `slot_head`: a run of the job that waited for a slot of its resource and got none
+        within its catch-up window, taken out of the resource's line but not settled yet:
+        the occurrences behind it whose window ran out too waited for it."""
         job = self.registry.jobs.get(job_id)
         now = self.clock.now()
         # the catch-up rule asks only whether any run of the job is going: the runs started
         # here answer it, and the line's retries are looked for only when none is
         if self.lines.waits_while_going(job, job_id, now) and self.starter.any_going(job_id):
             return  # as the last drain: a run is going, and nothing in line is due to move yet
-        going = int(self.starter.any_going(job_id)) or len(self.retrying(job_id))
+        # an older run of the job that waits for a slot of its resource is going too: the
+        # next one sent after it would only wait beside it, and be skipped when both get a slot
+        slot = [slot_head] if slot_head is not None else [] if job is None else self.lines.ahead_of_line(job)
+        going = int(self.starter.any_going(job_id)) or len(self.retrying(job_id)) or len(slot)
         start, expired, replaced = self.lines.catchup_turn(job, job_id, going, now)
         for run, newer in replaced:
             assert job is not None
             self.ledger.settle(run, RunState.SKIPPED_OVERLAP, self.replacement(job, run, newer), None)
         for run in expired:
             assert job is not None
-            self.ledger.settle(run, *self.expiry(job, run), None)
+            self.ledger.settle(run, *self.expiry(job, run, slot), None)
         for run in start:
             assert job is not None
             self.to_slot(job, run, None)
@@ -283,21 +289,41 @@ class Admission:
             f"in its place (catchup: {job.spec.catchup}); overlap: {job.spec.overlap}"
         )
 
-    def expiry(self, job: Job, run: Run) -> tuple[RunState, str]:
+    def expiry(self, job: Job, run: Run, slot: list[Run]) -> tuple[RunState, str]:
         """The state and reason of an occurrence that waited in its job's line past its
         catch-up window, saying what it waited for: a backfill or manual run
-        (skipped_overlap), the occurrences a window held before it (skipped_blackout), the
+        (skipped_overlap), the run ahead of it waiting for a slot of the job's resource
+        since before it fell due (`slot`: skipped_resource; one that began to wait later
+        is the backlog's run it waited behind), the occurrences a window held before it
+        (skipped_blackout), the
         runs of a backlog while it fell due with chronod up (skipped_overlap, naming the
         run going), or a backlog it fell due in while chronod could not run it."""
         past = f"past catchup_window_s={job.spec.catchup_window_s}"
         behind = self.lines.behind(run)
         if behind is not None:
             return RunState.SKIPPED_OVERLAP, f"waited for {behind} to end {past}; overlap: forbid"
-        if run.error and run.error.startswith(blackout.DEFERRED_BY):
-            return RunState.SKIPPED_BLACKOUT, f"{run.error}; then waited its turn behind the others it held {past}"
+        deferred = bool(run.error and run.error.startswith(blackout.DEFERRED_BY))
         going = self.starter.going_runs(job.spec.id)
+        head = slot[0] if slot and not going else None  # the run ahead of it in line waits for a slot
+        resource = job.spec.resource or ""
+        slot_wait = f"a slot of resource {resource!r} (max_concurrency {self.registry.limit(resource)})"
+        if head is not None and slot_since(head) <= run.fire_at and (deferred or run.error == QUEUED):
+            # the line waited for the resource all along (else the head would have started)
+            why = f"{run.error}; then" if deferred else "fell due while the catch-up backlog drained;"
+            return (
+                RunState.SKIPPED_RESOURCE,
+                f"{why} waited its turn behind run {head.run_id}, which waits for {slot_wait}, {past}",
+            )
+        if deferred:
+            return RunState.SKIPPED_BLACKOUT, f"{run.error}; then waited its turn behind the others it held {past}"
         if run.error == QUEUED:
-            ahead = f"behind run {going[0].run_id}" if going else "its turn behind the backlog"
+            ahead = (
+                f"behind run {going[0].run_id}"
+                if going
+                else f"behind run {head.run_id} (it waits for {slot_wait})"
+                if head is not None
+                else "its turn behind the backlog"
+            )
             return (
                 RunState.SKIPPED_OVERLAP,
                 f"fell due while the catch-up backlog drained; waited {ahead} {past}; overlap: {job.spec.overlap}",
@@ -340,16 +366,23 @@ class Admission:
         call: a slot never stays free while a run that could take it waits behind held
         ones for the next wake-up."""
         limit = self.registry.limit(resource)
-        while self._admit_once(resource, limit) and self.starter.used(resource) < limit and self.lease.ok():
+        headless: set[str] = set()
+        while self._admit_once(resource, limit, headless) and self.starter.used(resource) < limit and self.lease.ok():
             pass
+        for job_id in sorted(headless):
+            self.drain_queue(job_id)  # the next one in line joins the resource's line now, not at a later wake-up
 
-    def _admit_once(self, resource: str, limit: int) -> bool:
-        """One turn of the resource's line; whether it gave out a slot (the line moved)."""
+    def _admit_once(self, resource: str, limit: int, headless: set[str]) -> bool:
+        """One turn of the resource's line; whether it gave out a slot (the line moved).
+        `headless` gathers the jobs whose catch-up line lost its head: it got no slot."""
         turn = self.lines.slot_turn(resource, limit, self.starter.used(resource), self.clock.now())
         if turn is None:
             return False
         start, expired = turn
         for job, run in expired:
+            if run.trigger == Trigger.SCHEDULE and self.lines.queued(job.spec.id):
+                self.drain_queue(job.spec.id, slot_head=run)  # those behind it that waited as long
+                headless.add(job.spec.id)
             if run.state == RunState.RETRY_WAIT:  # it ran: its last attempt's outcome is its record
                 why = (
                     f"waited for a slot of resource {resource!r} (max_concurrency {limit}) and got none "

@@ -129,6 +129,19 @@ class Lines:
         line = self._waiting.get(job.spec.resource or "", ())
         return sum(1 for j, r in line if j.spec.id == job.spec.id and r.trigger == Trigger.SCHEDULE)
 
+    def ahead_of_line(self, job: Job) -> list[Run]:
+        """The job's scheduled occurrences waiting for a slot of its resource that fell due
+        before the first one in its catch-up line (the line's head, sent to the resource's
+        line when its turn came, or an older occurrence): the line waits for them as for a
+        run going. A newer one waits behind it in the resource's line, by fire time."""
+        q, line = self._queued.get(job.spec.id), self._waiting.get(job.spec.resource or "")
+        if not q or not line:
+            return []
+        first = min(r.scheduled_at for r in q)
+        return [
+            r for j, r in line if j.spec.id == job.spec.id and r.trigger == Trigger.SCHEDULE and r.scheduled_at < first
+        ]
+
     def in_line(self, resource: str, run_id: str) -> bool:
         """Whether the run waits in the line of `resource`."""
         return any(r.run_id == run_id for _, r in self._waiting.get(resource, ()))
