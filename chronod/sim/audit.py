@@ -74,8 +74,8 @@ class Probe:
     resource: str | None
     going: int  # processes of the resource running at `at` (or ending in the last half second)
     limit: int
-    job_going: bool  # a process of the job itself runs
-    earlier_pending: bool  # an older occurrence of the job is due and not started (a backlog)
+    job_going: bool  # a process of the job itself runs (or ended in the last half second)
+    earlier_pending: bool  # an older occurrence of the job is due and not started (a backlog), or waits for its retry
 
 
 PROBE_LAG_S = 5.0  # an occurrence is asked about once it is this long past its fire time plus tolerance
@@ -89,7 +89,8 @@ def probe(sim: Any, now: datetime) -> list[Probe]:
     from chronod.sim.scenario import RESOURCES
 
     store, w = sim.store, sim.world
-    rows = store.runs(since=now - timedelta(days=2), until=now, states=[RunState.PENDING])
+    # those waiting for a retry are asked about for the occurrences due behind them
+    rows = store.runs(since=now - timedelta(days=2), until=now, states=[RunState.PENDING, RunState.RETRY_WAIT])
     mono = w.mono()
     out: list[Probe] = []
     live: list[Any] | None = None
@@ -99,7 +100,7 @@ def probe(sim: Any, now: datetime) -> list[Probe]:
     for o in rows:
         if o.job_id not in first_fire or o.fire_at < first_fire[o.job_id]:
             first_fire[o.job_id] = o.fire_at
-    for r in sorted(rows, key=lambda r: r.fire_at)[:MAX_PROBED]:
+    for r in sorted((r for r in rows if r.state == RunState.PENDING), key=lambda r: r.fire_at)[:MAX_PROBED]:
         job = store.get_job(r.job_id)
         if job is None or job.removed_at is not None:
             continue
@@ -113,7 +114,8 @@ def probe(sim: Any, now: datetime) -> list[Probe]:
         res = spec.resource
         if live is None:
             live = w.going(slack_s=0.5)
-            jobs_going = {p.job_id for p in live if p.started_mono <= mono < p.end_mono()}
+            # as for the resource: one that ended in the last half second is going until the daemon has seen it end
+            jobs_going = {p.job_id for p in live if p.started_mono <= mono}
             going_of = Counter(p.resource for p in live if p.started_mono <= mono)
         going = going_of[res] if res else 0
         out.append(

@@ -91,6 +91,7 @@ class Facts:
         self._holding: dict[str, tuple[list[datetime], list[tuple[datetime, datetime]], timedelta]] = {}
         self.asked: Callable[[Proc], str | None] | None = None  # `_asked_for`, once computed
         self._missed: dict[str, tuple[str, datetime]] | None = None
+        self._pending: dict[str, list[Run]] | None = None  # `waiting_at_end`, once computed
 
     def missed(self) -> dict[str, tuple[str, datetime]]:
         """What `missed` lists at the end (chronod.sim.audit.missed_now), asked once: two
@@ -180,17 +181,23 @@ class Facts:
     def retry_pending(self, run_id: str) -> bool:
         """Whether the run waits at the end for its retry: it has not ended, and its retry
         falls due after the end (it always starts: the simulation ended first), or fell due
-        and waits for a slot of its job's resource, every slot taken since whenever a
-        daemon could have given it one (`slots_full`, as a waiting occurrence's line)."""
+        inside a maintenance window of its job still open at the end (a retry waits for the
+        window's end, whatever the policy: docs/maintenance.md), or fell due and waits for a
+        slot of its job's resource, every slot taken since whenever a daemon could have
+        given it one (`slots_full`, as a waiting occurrence's line)."""
         row = self.rows.get(run_id)
         if row is None or row.state != RunState.RETRY_WAIT or row.next_attempt_at is None:
             return False
-        if row.next_attempt_at > self.out.end - timedelta(seconds=LAG_S):
+        due, end = row.next_attempt_at, self.out.end
+        if due > end - timedelta(seconds=LAG_S):
             return True
         versions = self.out.versions.get(row.job_id)
         if not versions:
             return False
-        return self.slots_full(row.job_id, versions[-1].spec, row.next_attempt_at)
+        spec = versions[-1].spec
+        if any(a <= due and end <= b for _, a, b in self.window_spans(spec, due, end)):
+            return True
+        return self.slots_full(row.job_id, spec, due)
 
     def noticed(self, t: datetime) -> datetime:
         """The earliest a daemon could act on what happened at wall time `t`: after every
@@ -263,16 +270,33 @@ class Facts:
         them). A job whose runs take longer than its period never drains such a backlog:
         its occurrences wait up to `catchup_window_s`, however long the simulation
         settles. True only while the line moves: its window is not over, and at the end a
-        run of the job scheduled before it is still going."""
+        run of the job scheduled before it is still going, waits for its retry
+        (`retry_pending`), or waits for a slot of the job's resource in a full line
+        (`in_full_line`): the line waits for it as for a run going."""
         spec = e.version.spec
         if spec.catchup != "all" or spec.overlap == "allow":
             return False  # no line: `allow` starts a whole backlog at once
         if e.fire_at + timedelta(seconds=spec.catchup_window_s) <= self.out.end:
             return False  # it waited its whole window: skipped_outage
-        return any(
+        if any(
             p.scheduled_at < e.scheduled_at and self.going_at_end(p) and p.run_id not in self.backfilled
             for p in self.by_job.get(e.job, [])
+        ):
+            return True
+        return any(
+            r.scheduled_at < e.scheduled_at
+            and (self.waits_in_full_line(r, spec) if r.state == RunState.PENDING else self.retry_pending(r.run_id))
+            for r in self.waiting_at_end(e.job)
         )
+
+    def waiting_at_end(self, job: str) -> list[Run]:
+        """The job's scheduled occurrences still pending or waiting for a retry at the end."""
+        if self._pending is None:
+            self._pending = defaultdict(list)
+            for r in self.rows.values():
+                if r.state in (RunState.PENDING, RunState.RETRY_WAIT) and r.trigger == "schedule":
+                    self._pending[r.job_id].append(r)
+        return self._pending.get(job, [])
 
     def held_at_end(self, e: Expected) -> bool:
         """Whether the occurrence may rightly still be pending at the end, held by a
@@ -294,12 +318,16 @@ class Facts:
         take longer than the slots it has keeps such a line to the end. True only while
         the line is full: the row says it waits for a slot, its window is not over, and
         from its fire time to the end every slot was taken (`slots_full`)."""
-        spec, row = e.version.spec, self.rows.get(e.run_id)
-        if spec.resource is None or row is None or not (row.error or "").startswith(blackout.WAITING_FOR):
+        row = self.rows.get(e.run_id)
+        return row is not None and self.waits_in_full_line(row, e.version.spec)
+
+    def waits_in_full_line(self, row: Run, spec: JobSpec) -> bool:
+        """`in_full_line` of a stored run of the job with definition `spec`."""
+        if spec.resource is None or not (row.error or "").startswith(blackout.WAITING_FOR):
             return False
         if row.next_attempt_at is None or row.next_attempt_at <= self.out.end:
             return False  # its window is over: it should have ended skipped_resource
-        return self.slots_full(e.job, spec, row.fire_at)
+        return self.slots_full(row.job_id, spec, row.fire_at)
 
     def slots_full(self, job: str, spec: JobSpec, since: datetime) -> bool:
         """Whether every slot of the job's resource was taken from `since` to the end
@@ -410,6 +438,8 @@ def _wrong_state(f: Facts, e: Expected, state: str | None, ran: list[Proc]) -> s
         row = f.rows[e.run_id]
         if row.finished_at is not None and f.disturbed(*span) and f.blacked_out(spec, e.fire_at, row.finished_at):
             return None  # due while chronod could not run it, then held by a window it came back into
+        if _held_after_a_step_back(f, spec, e):
+            return None
         return "recorded skipped_blackout, but no maintenance window held the job"
     if state == RunState.CANCELLED:
         return "cancelled, though the job and its schedule were unchanged"
@@ -565,6 +595,19 @@ def _held_across_a_step_back(f: Facts, spec: JobSpec, a: Proc, b: Proc) -> bool:
     due = w.first_mono_from(b.scheduled_at, 0.0)
     stepped = due is not None and any(s < 0 and due <= m <= a.started_mono for m, s in w.steps)
     return stepped and f.blacked_out(spec, b.scheduled_at, b.started_wall)
+
+
+def _held_after_a_step_back(f: Facts, spec: JobSpec, e: Expected) -> bool:
+    """Whether a window held the occurrence after it fell due: the wall clock stepped back
+    into a window of the job, which held the catch-up line the occurrence waited in, up
+    to the end it named (docs/maintenance.md; seed 113 of a quarter day of 1,000 jobs)."""
+    row, w = f.rows.get(e.run_id), f.out.world
+    if row is None or not (row.error or "").startswith(blackout.DEFERRED_BY):
+        return False
+    due = w.first_mono_from(e.fire_at, 0.0)
+    return due is not None and any(
+        s < 0 and due <= m and f.blacked_out(spec, w.wall_at(m), w.wall_at(m, after_step=False)) for m, s in w.steps
+    )
 
 
 def _overlapping(job: str, procs: list[Proc]) -> list[Counterexample]:
@@ -1251,9 +1294,12 @@ def reason_truth(f: Facts) -> list[Counterexample]:
                     )
                 )
         elif row.state == RunState.SKIPPED_RESOURCE and spec.resource:
-            held = [(a, b) for a, b, _ in _holds(f, row.job_id, spec, row.fire_at, at)]  # not waiting for a slot then
-            spans = f.holding(spec.resource, row.fire_at, at)
-            free = _free_moment(f, spans, RESOURCES[spec.resource], row.fire_at, at, held)
+            # until its deadline: a slot free after it (chronod came back too late) was no slot for it
+            until = min(at, row.fire_at + timedelta(seconds=spec.catchup_window_s))
+            # a pause or a window held it then: it waited for no slot
+            held = [(a, b) for a, b, _ in _holds(f, row.job_id, spec, row.fire_at, until)]
+            spans = f.holding(spec.resource, row.fire_at, until)
+            free = _free_moment(f, spans, RESOURCES[spec.resource], row.fire_at, until, held)
             if free is not None:
                 out.append(
                     Counterexample(
@@ -1277,17 +1323,20 @@ def _free_moment(
 ) -> datetime | None:
     """A moment of [start, end] (not disturbed, nor `held`: a pause or a maintenance
     window held the run, which then waited for no slot) when fewer than `limit` runs held
-    the resource (`spans`: the hulls of its processes that meet [start, end], `Facts.holding`)."""
+    the resource (`spans`: the hulls of its processes that meet [start, end], `Facts.holding`).
+    A disturbance spares only itself and the LAG_S after it (a daemon back from it acts
+    within that), not the whole stretch between two of the resource's starts or ends."""
+    settling = [(a, b + timedelta(seconds=LAG_S)) for a, b in f.spans]
     points = sorted(
         {
             start,
             end,
-            *(t for a, b in [*spans, *held] for t in (a, b) if start <= t <= end),
+            *(t for a, b in [*spans, *held, *settling] for t in (a, b) if start <= t <= end),
         }
     )
     for x, y in itertools.pairwise(points):
         mid = x + (y - x) / 2
-        if y - x <= 2 * INSTANT or f.disturbed(x, y) or any(a <= mid < b for a, b in held):
+        if y - x <= 2 * INSTANT or any(a <= mid <= b for a, b in settling) or any(a <= mid < b for a, b in held):
             continue
         if sum(1 for a, b in spans if a <= mid <= b) < limit:
             return mid

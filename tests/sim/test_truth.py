@@ -280,3 +280,40 @@ def test_a_down_measured_by_the_wall_clock_alone_calls_the_silence(monkeypatch):
     monkeypatch.setattr(core, "downtime_s", lambda alive, now, mono, boot=None: real(alive, now, mono, None))
     said = _stepped_restart()
     assert said and "no success for 70s" in said[0][1], said
+
+
+def test_did_it_run_asked_the_instant_the_run_ahead_ends_is_behind_its_line_not_the_resource(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """`did-it-run` is asked (00:08:00.001) in the very instant the run of the job ahead of
+    the occurrence ends, before chronod has seen it end: the occurrence waits behind its
+    own job's run, as the resource's slot that run held counts as taken (seed 41 of a
+    quarter day of 1,000 jobs: audit_truth counted the ended run as holding the resource
+    but not as going for its job, and called the answer wrong)."""
+    from chronod.sim import driver
+    from tests.sim.job_docs import EXACT
+
+    line = {
+        **EXACT,
+        "id": "line",
+        "schedule": "* * * * *",
+        "resource": "net",
+        "overlap": "forbid",
+        "catchup": "all",
+        "catchup_window_s": 3600,
+        "blackout": "defer",
+    }
+    hog = {**EXACT, "id": "hog", "schedule": "30 0 0 * * *", "resource": "net"}  # one slot of two, past the end
+    # the window holds line's 00:01-00:03, and the line it releases at 00:04 runs one a minute, 60 s each
+    window = {"name": "swap", "reason": "CHG-7: disk swap", "cron": "1 0 * * *", "duration": "3m", "jobs": ["line"]}
+    monkeypatch.setattr(driver, "duration", lambda plan: lambda rng: (3600.0 if plan.id == "hog" else 60.0, 0))
+    monkeypatch.setattr(driver, "PROBE_EVERY_S", 480.0)
+    cfg = Config(days=0.02, jobs=2, seed=1, faults=frozenset(), job_docs=(line, hog), blackouts=(window,), start=START)
+    out = Simulation(cfg).run()
+    try:
+        first = out.probes[0]
+        assert first.fire_at == START.replace(minute=5) and not first.earlier_pending, first
+        assert first.going == first.limit and first.job_going, first
+        assert not {name: bad[0].what for name, bad in check(out, ["audit_truth"]).items() if bad}
+    finally:
+        out.close()

@@ -7,7 +7,7 @@ just after a window opened); they now allow it, and only it."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -16,7 +16,7 @@ from chronod.sim.driver import Simulation
 from chronod.sim.invariants import check
 from chronod.sim.scenario import Config
 from chronod.sim.world import Event
-from tests.sim.job_docs import ONE_SLOT_ALL
+from tests.sim.job_docs import EXACT, ONE_SLOT_ALL
 
 START = datetime.fromisoformat("2025-06-02T00:00:00+00:00")
 HOG = {**ONE_SLOT_ALL, "id": "hog", "schedule": "1 * * * *"}  # holds the slot 00:01-00:25
@@ -59,5 +59,43 @@ def test_without_the_step_the_held_run_starts_first(monkeypatch: pytest.MonkeyPa
         starts = tidy_starts(out)
         assert starts[0] == "00:05" and starts == sorted(starts), starts
         assert not {name: bad[0].what for name, bad in check(out, ["catchup_all_in_order"]).items() if bad}
+    finally:
+        out.close()
+
+
+LINE = {
+    **EXACT,
+    "id": "line",
+    "schedule": "* * * * *",
+    "overlap": "forbid",
+    "catchup": "all",
+    "catchup_window_s": 600,
+    "blackout": "defer",
+}
+SHORT = {"name": "swap", "reason": "CHG-7: disk swap", "cron": "20 0 * * *", "duration": "5m", "jobs": ["line"]}
+
+
+def test_a_step_back_into_a_window_holds_the_occurrences_due_after_it_ended(monkeypatch: pytest.MonkeyPatch):
+    """A catch-up line drains (runs of 2 minutes, one due every minute) when the clock
+    steps back from 00:30 into the window of 00:20-00:25: the window holds the whole line,
+    occurrences due after 00:25 too, until 00:25; those that then wait past their catch-up
+    window behind the others are recorded skipped_blackout, naming the window, and that is
+    true (seed 113 of a quarter day of 1,000 jobs: one_terminal_state said "no maintenance
+    window held the job")."""
+    monkeypatch.setattr(driver, "duration", lambda plan: lambda rng: (120.0, 0))
+    cfg = Config(days=0.08, jobs=1, seed=1, faults=frozenset(), job_docs=(LINE,), blackouts=(SHORT,), start=START)
+    sim = Simulation(cfg)
+    sim.events = [
+        Event(sim.t0 + 60.0, "crash", {"calls": 0, "downtime": 600.0}),  # a backlog: the line
+        Event(sim.t0 + 1800.0, "jump", {"seconds": -420.0}),  # 00:30 -> 00:23
+    ]
+    out = sim.run()
+    try:
+        ended = START + timedelta(minutes=25)
+        after = [r for r in out.store.runs("line") if r.state == "skipped_blackout" and r.scheduled_at > ended]
+        assert after and all("window swap" in (r.error or "") for r in after), [
+            (r.scheduled_at, r.error) for r in after
+        ]
+        assert not {name: bad[0].what for name, bad in check(out, ["one_terminal_state"]).items() if bad}
     finally:
         out.close()
