@@ -225,9 +225,12 @@ class Admission:
         queued = [r for r in runs if r not in slot]
         if queued:
             self.lines.queue(job, queued)
+        first = min((r.scheduled_at for r in queued if r.error == QUEUED), default=None)
         for r in slot:
             if job.spec.resource:
-                self.lines.wait_for_slot(job, r)
+                # one older than those queued behind the backlog was their line's head: the
+                # line waits for it again
+                self.lines.wait_for_slot(job, r, from_line=first is not None and r.scheduled_at < first)
             else:
                 self.to_slot(job, r, None)
 
@@ -255,8 +258,7 @@ class Admission:
         # here answer it, and the line's retries are looked for only when none is
         if self.lines.waits_while_going(job, job_id, now) and self.starter.any_going(job_id):
             return  # as the last drain: a run is going, and nothing in line is due to move yet
-        # an older run of the job that waits for a slot of its resource is going too: the
-        # next one sent after it would only wait beside it, and be skipped when both get a slot
+        # a run the line sent to its resource's line, still waiting for a slot, is going too
         slot = [slot_head] if slot_head is not None else [] if job is None else self.lines.ahead_of_line(job)
         going = int(self.starter.any_going(job_id)) or len(self.retrying(job_id)) or len(slot)
         start, expired, replaced = self.lines.catchup_turn(job, job_id, going, now)

@@ -57,6 +57,9 @@ class Lines:
     def __init__(self) -> None:
         self._queued: dict[str, deque[Run]] = {}  # job_id -> catch-up occurrences waiting for their turn
         self._catching_up: dict[str, set[str]] = {}  # job_id -> run ids started from its catch-up line
+        # the run ids a catch-up line sent to its resource's line, while they wait there
+        # (`ahead_of_line`): the line waits for them as for a run going
+        self._from_line: set[str] = set()
         self._waiting: dict[str, list[tuple[Job, Run]]] = {}  # resource -> runs waiting for a slot, in line
         self._group_retry_at: dict[str, datetime] = {}  # resource -> when to ask a full fleet again
         # resource -> the earliest deadline in its line (fire time + catchup_window_s): asked
@@ -130,16 +133,17 @@ class Lines:
         return sum(1 for j, r in line if j.spec.id == job.spec.id and r.trigger == Trigger.SCHEDULE)
 
     def ahead_of_line(self, job: Job) -> list[Run]:
-        """The job's scheduled occurrences waiting for a slot of its resource that fell due
-        before the first one in its catch-up line (the line's head, sent to the resource's
-        line when its turn came, or an older occurrence): the line waits for them as for a
-        run going. A newer one waits behind it in the resource's line, by fire time."""
-        q, line = self._queued.get(job.spec.id), self._waiting.get(job.spec.resource or "")
-        if not q or not line:
+        """The runs of the job its catch-up line waits for, as for runs going, while they
+        wait for a slot of its resource: those the line sent there (sent after them, the
+        next would wait beside them, and be skipped when both got a slot), and retries (a
+        run waiting for its next attempt is going: docs/reference.md, Overlap)."""
+        if job.spec.id not in self._queued:
             return []
-        first = min(r.scheduled_at for r in q)
+        line = self._waiting.get(job.spec.resource or "", ())
         return [
-            r for j, r in line if j.spec.id == job.spec.id and r.trigger == Trigger.SCHEDULE and r.scheduled_at < first
+            r
+            for j, r in line
+            if j.spec.id == job.spec.id and (r.run_id in self._from_line or r.state == RunState.RETRY_WAIT)
         ]
 
     def in_line(self, resource: str, run_id: str) -> bool:
@@ -239,6 +243,8 @@ class Lines:
             q.remove(r)
             if self.behind(r) is None:
                 self._catching_up.setdefault(job_id, set()).add(r.run_id)
+            if job.spec.resource and job.spec.overlap != "allow":
+                self._from_line.add(r.run_id)  # until it leaves the resource's line (`slot_turn`)
         if not q:
             self._queued.pop(job_id, None)
         return start, expired, replaced
@@ -269,9 +275,12 @@ class Lines:
         return [(by_id[w.run_id], newest) for w in gone]
 
     # ------------------------------------------------------------------ resource lines
-    def wait_for_slot(self, job: Job, run: Run) -> None:
+    def wait_for_slot(self, job: Job, run: Run, from_line: bool = False) -> None:
+        """`from_line`: the job's catch-up line sent it, and waits for it (`ahead_of_line`)."""
         resource = job.spec.resource
         assert resource, "only a job with a resource waits for a slot"
+        if from_line:
+            self._from_line.add(run.run_id)
         self._waiting.setdefault(resource, []).append((job, run))
         earliest = self._earliest.get(resource)
         self._changed(resource)
@@ -309,6 +318,7 @@ class Lines:
             aside = [policy.waiting(r.run_id, r.fire_at, j.spec, slot_since(r)) for j, r in stepped_aside]
             turn = policy.Turn(turn.start, (*turn.expire, *policy.resource_admission(0, 0, aside, now).expire))
         gone = {w.run_id for w in (*turn.expire, *turn.start)}
+        self._from_line -= gone
         if gone:
             self._waiting[resource] = [(j, r) for j, r in self._waiting[resource] if r.run_id not in gone]
             self._changed(resource)
@@ -337,6 +347,7 @@ class Lines:
         self._unreplaced.pop(job_id, None)
         self._catching_up.pop(job_id, None)
         for resource, line in list(self._waiting.items()):
+            self._from_line -= {r.run_id for j, r in line if j.spec.id == job_id}
             self._waiting[resource] = [(j, r) for j, r in line if j.spec.id != job_id]
             self._changed(resource)
             if not self._waiting[resource]:
