@@ -1296,8 +1296,11 @@ def reason_truth(f: Facts) -> list[Counterexample]:
         elif row.state == RunState.SKIPPED_RESOURCE and spec.resource:
             # until its deadline: a slot free after it (chronod came back too late) was no slot for it
             until = min(at, row.fire_at + timedelta(seconds=spec.catchup_window_s))
-            # a pause or a window held it then: it waited for no slot
+            # a pause or a window held it then: it waited for no slot; nor, under `forbid`,
+            # while another run of its job was going (its line held it, `spells`)
             held = [(a, b) for a, b, _ in _holds(f, row.job_id, spec, row.fire_at, until)]
+            if spec.overlap == "forbid":
+                held += [(a, b) for p, a, b in f.spells_meeting(row.job_id, row.fire_at, until) if p.run_id != rid]
             spans = f.holding(spec.resource, row.fire_at, until)
             free = _free_moment(f, spans, RESOURCES[spec.resource], row.fire_at, until, held)
             if free is not None:
