@@ -297,9 +297,9 @@ class Admission:
         (skipped_overlap), the run ahead of it waiting for a slot of the job's resource
         since before it fell due (`slot`: skipped_resource; one that began to wait later
         is the backlog's run it waited behind), the occurrences a window held before it
-        (skipped_blackout), the
-        runs of a backlog while it fell due with chronod up (skipped_overlap, naming the
-        run going), or a backlog it fell due in while chronod could not run it."""
+        (skipped_blackout), the runs of a backlog while it fell due with chronod up
+        (skipped_overlap, naming the run going), or a backlog it fell due in while chronod
+        could not run it."""
         past = f"past catchup_window_s={job.spec.catchup_window_s}"
         behind = self.lines.behind(run)
         if behind is not None:
