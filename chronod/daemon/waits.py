@@ -136,14 +136,20 @@ class Lines:
         """The runs of the job its catch-up line waits for, as for runs going, while they
         wait for a slot of its resource: those the line sent there (sent after them, the
         next would wait beside them, and be skipped when both got a slot), and retries (a
-        run waiting for its next attempt is going: docs/reference.md, Overlap)."""
-        if job.spec.id not in self._queued:
+        run waiting for its next attempt is going: docs/reference.md, Overlap). Only those
+        older than the first in the line: an older one put back in it (a window's release)
+        goes first, and joins the resource's line ahead of them, by fire time."""
+        q = self._queued.get(job.spec.id)
+        if not q:
             return []
+        first = min(r.scheduled_at for r in q)
         line = self._waiting.get(job.spec.resource or "", ())
         return [
             r
             for j, r in line
-            if j.spec.id == job.spec.id and (r.run_id in self._from_line or r.state == RunState.RETRY_WAIT)
+            if j.spec.id == job.spec.id
+            and r.scheduled_at < first
+            and (r.run_id in self._from_line or r.state == RunState.RETRY_WAIT)
         ]
 
     def in_line(self, resource: str, run_id: str) -> bool:
