@@ -17,18 +17,10 @@ from chronod.sim.driver import Simulation
 from chronod.sim.invariants import check
 from chronod.sim.scenario import Config
 from chronod.sim.world import Event
-from tests.sim.job_docs import EXACT
+from tests.sim.job_docs import DEFER_LINE
 
 START = datetime.fromisoformat("2025-06-02T00:00:00+00:00")
-LINE = {
-    **EXACT,
-    "id": "line",
-    "schedule": "* * * * *",
-    "overlap": "forbid",
-    "catchup": "all",
-    "catchup_window_s": 86400,
-    "blackout": "defer",
-}
+LINE = DEFER_LINE
 WINDOW = {"name": "swap", "reason": "CHG-7: disk swap", "cron": "25 0 * * *", "duration": "90m", "jobs": ["line"]}
 
 

@@ -20,19 +20,10 @@ from chronod.sim.driver import Simulation
 from chronod.sim.invariants import check
 from chronod.sim.scenario import Config
 from chronod.sim.world import Event
-from tests.sim.job_docs import EXACT
+from tests.sim.job_docs import DEFER_LINE, EXACT
 
 START = datetime.fromisoformat("2025-06-02T00:00:00+00:00")
-LINE = {
-    **EXACT,
-    "id": "line",
-    "schedule": "*/2 * * * *",
-    "resource": "net",  # two slots
-    "overlap": "forbid",
-    "catchup": "all",
-    "catchup_window_s": 86400,
-    "blackout": "defer",
-}
+LINE = {**DEFER_LINE, "schedule": "*/2 * * * *", "resource": "net"}  # net: two slots
 HOGS = tuple({**EXACT, "id": f"hog{i}", "schedule": "30 0 * * *", "resource": "net"} for i in (1, 2))
 WINDOW = {"name": "swap", "reason": "CHG-9: disk swap", "cron": "20 0 * * *", "duration": "11m", "jobs": ["line"]}
 

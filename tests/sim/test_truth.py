@@ -291,18 +291,9 @@ def test_did_it_run_asked_the_instant_the_run_ahead_ends_is_behind_its_line_not_
     quarter day of 1,000 jobs: audit_truth counted the ended run as holding the resource
     but not as going for its job, and called the answer wrong)."""
     from chronod.sim import driver
-    from tests.sim.job_docs import EXACT
+    from tests.sim.job_docs import DEFER_LINE, EXACT
 
-    line = {
-        **EXACT,
-        "id": "line",
-        "schedule": "* * * * *",
-        "resource": "net",
-        "overlap": "forbid",
-        "catchup": "all",
-        "catchup_window_s": 3600,
-        "blackout": "defer",
-    }
+    line = {**DEFER_LINE, "resource": "net", "catchup_window_s": 3600}
     hog = {**EXACT, "id": "hog", "schedule": "30 0 0 * * *", "resource": "net"}  # one slot of two, past the end
     # the window holds line's 00:01-00:03, and the line it releases at 00:04 runs one a minute, 60 s each
     window = {"name": "swap", "reason": "CHG-7: disk swap", "cron": "1 0 * * *", "duration": "3m", "jobs": ["line"]}

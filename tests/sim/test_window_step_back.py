@@ -16,7 +16,7 @@ from chronod.sim.driver import Simulation
 from chronod.sim.invariants import check
 from chronod.sim.scenario import Config
 from chronod.sim.world import Event
-from tests.sim.job_docs import EXACT, ONE_SLOT_ALL
+from tests.sim.job_docs import DEFER_LINE, ONE_SLOT_ALL
 
 START = datetime.fromisoformat("2025-06-02T00:00:00+00:00")
 HOG = {**ONE_SLOT_ALL, "id": "hog", "schedule": "1 * * * *"}  # holds the slot 00:01-00:25
@@ -63,15 +63,7 @@ def test_without_the_step_the_held_run_starts_first(monkeypatch: pytest.MonkeyPa
         out.close()
 
 
-LINE = {
-    **EXACT,
-    "id": "line",
-    "schedule": "* * * * *",
-    "overlap": "forbid",
-    "catchup": "all",
-    "catchup_window_s": 600,
-    "blackout": "defer",
-}
+LINE = {**DEFER_LINE, "catchup_window_s": 600}
 SHORT = {"name": "swap", "reason": "CHG-7: disk swap", "cron": "20 0 * * *", "duration": "5m", "jobs": ["line"]}
 
 
