@@ -9,7 +9,6 @@ database, when takeovers may begin again, and the spool."""
 from __future__ import annotations
 
 import random
-from collections import deque
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from chronod.core.model import RunState, Trigger
 from chronod.daemon.endings import output_budget
 from chronod.daemon.occurrences import Occurrences
 from chronod.daemon.registry import Registry
-from chronod.daemon.runs import Active, Job, new_run
+from chronod.daemon.runs import Active, Job, fell_due_cancelled
 from chronod.daemon.seams import Accounts, Log, Metrics
 from chronod.daemon.starter import Starter
 from chronod.daemon.timeline import Timeline
@@ -158,15 +157,8 @@ class Connectivity:
             row = self.store.get_job(job_id) if job_id not in self.registry.jobs else None
             if job_id in self.registry.jobs or (row is not None and row.removed_at is None):
                 continue
-            # as the catch-up does, a very long outage of a very frequent job keeps the newest
-            kept: deque[Run] = deque(maxlen=policy.MAX_BACKLOG_RECORDS)
-            at: datetime | None = first.scheduled_at
-            while at is not None and (run := new_run(job, at)).fire_at <= now:
-                run.state, run.finished_at = RunState.CANCELLED, now
-                run.error = "job removed from the registry; it fell due while the database was unreachable"
-                kept.append(run)
-                at = job.schedule.next_after(at)
-            runs.extend(kept)
+            why = f"{policy.REMOVED_FROM_REGISTRY}; it fell due while the database was unreachable"
+            runs.extend(fell_due_cancelled(job, first.scheduled_at, now, why))
         if runs:
             self.store.insert_runs(runs)  # the stored one is left as the removal settled it
             for run in runs:

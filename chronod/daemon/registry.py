@@ -13,18 +13,22 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Callable, Mapping, Protocol
 
 from chronod.core.blackout import Window
 from chronod.core.clock import Clock
 from chronod.core.model import JobSpec
+from chronod.core.policy import REMOVED_FROM_REGISTRY
 from chronod.daemon.quarantine import Quarantine
-from chronod.daemon.runs import Job, carries
+from chronod.daemon.runs import Job, carries, fell_due_cancelled
 from chronod.daemon.seams import Log, Metrics, Reloads
 from chronod.daemon.synced import Synced
 from chronod.fleet.lease import Lease
 from chronod.specfile import RegistryResult, merge_order, validator_version
-from chronod.store.api import Definitions, Leases, OperatorState, StoreError
+from chronod.store.api import Definitions, Leases, OperatorState, Run, StoreError
+
+REMOVED_UNRUN = f"{REMOVED_FROM_REGISTRY}; it fell due while chronod could not run it"
 
 
 class RegistryStore(Definitions, Leases, OperatorState, Protocol):
@@ -190,7 +194,8 @@ class Registry:
         if checked:
             self.synced.adopt(carried, version)  # the store holds these: the mark says so
         else:
-            self.synced.sync(self.store, self.node, carried, before=self.unmark)  # nothing when nothing changed
+            # nothing when nothing changed
+            self.synced.sync(self.store, self.node, carried, before=self.unmark, fell_due=self.fell_due)
         old = dict(self._jobs)  # one C-level copy: the loop may set a job aside meanwhile
         jobs: dict[str, Job] = {}
         build: list[str] = []  # compiled on the loop's thread, under the quarantine's guard
@@ -232,6 +237,13 @@ class Registry:
         self._digest = prep.digest
         self.reloads.tidy()  # a reload's transient rows and JSON go back to the system
         return changes
+
+    def fell_due(self, spec: JobSpec, after: datetime, now: datetime) -> list[Run]:
+        """`Definitions.sync_jobs`'s `fell_due`: a removed job's occurrences after its stored
+        one (which had fallen due) that fell due before the removal, never materialized
+        because chronod was down or the database out when they did, are cancelled."""
+        job = Job.on(spec, self.node)
+        return fell_due_cancelled(job, job.schedule.next_after(after), now, REMOVED_UNRUN)
 
     def unmark(self) -> None:
         """Forget the stored mark before definitions are stored that the stored

@@ -4,12 +4,12 @@ schedule and identity, a run in flight, one wake-up's writes, and the in-flight 
 from __future__ import annotations
 
 import fnmatch
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
-from chronod.core import occurrence
+from chronod.core import occurrence, policy
 from chronod.core.model import JobSpec, RunState, Trigger
 from chronod.core.schedule import Schedule, compile_schedule, is_reboot
 from chronod.store.api import Run
@@ -202,3 +202,17 @@ def new_run(job: Job, scheduled_at: datetime, trigger: Trigger = Trigger.SCHEDUL
         state=RunState.PENDING,
         trigger=trigger,
     )
+
+
+def fell_due_cancelled(job: Job, first: datetime | None, now: datetime, why: str) -> list[Run]:
+    """The occurrences of a removed job from `first` on that fell due by `now`, recorded
+    cancelled with `why`: no catch-up will run them, and none that fell due while its job
+    was registered may go without a record. As the catch-up does, a very long gap of a very
+    frequent job keeps the newest `policy.MAX_BACKLOG_RECORDS`."""
+    kept: deque[Run] = deque(maxlen=policy.MAX_BACKLOG_RECORDS)
+    at = first
+    while at is not None and (run := new_run(job, at)).fire_at <= now:
+        run.state, run.finished_at, run.error = RunState.CANCELLED, now, why
+        kept.append(run)
+        at = job.schedule.next_after(at)
+    return list(kept)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from chronod.core.model import JobSpec
 
 if TYPE_CHECKING:
-    from chronod.store.api import Definitions
+    from chronod.store.api import Definitions, FellDue
 
 HASHES_PER_CALL = 2000
 
@@ -54,16 +54,21 @@ class Synced:
         return True
 
     def sync(
-        self, store: Definitions, node: str, carried: dict[str, JobSpec], before: Callable[[], None] | None = None
+        self,
+        store: Definitions,
+        node: str,
+        carried: dict[str, JobSpec],
+        before: Callable[[], None] | None = None,
+        fell_due: FellDue | None = None,
     ) -> bool:
         """Store these definitions unless the last sync stored them; True if it wrote.
-        `before` is called first when it is going to write."""
+        `before` is called first when it is going to write; `fell_due` as `sync_jobs`'s."""
         if self.same(carried) and store.jobs_version() == self.version:
             return False
         self.specs = None  # a sync that fails half-way leaves nothing to trust
         if before is not None:
             before()
-        store.sync_jobs(node, carried.values())
+        store.sync_jobs(node, carried.values(), fell_due)
         self.version = store.jobs_version()
         self.specs = dict(carried)
         return True

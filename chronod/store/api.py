@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
 
 from chronod.core.model import JobSpec, RunState
 
@@ -229,12 +229,20 @@ class Leases(Protocol):
         """Nodes whose lease has expired (by database time) and that were not stopped cleanly."""
 
 
+FellDue = Callable[[JobSpec, datetime, datetime], list[Run]]
+
+
 class Definitions(Protocol):
     """Job definitions as registered: specs, their version, and when each was known."""
 
-    def sync_jobs(self, node: str, specs: Iterable[JobSpec]) -> None:
+    def sync_jobs(self, node: str, specs: Iterable[JobSpec], fell_due: FellDue | None = None) -> None:
         """Upsert these definitions (spec JSON + hash); jobs this node wrote before and no
-        longer has get `removed_at` set and their pending occurrences cancelled."""
+        longer has get `removed_at` set and their pending occurrences cancelled. For each
+        such job whose stored scheduled occurrence had fallen due, `fell_due` (its spec, that
+        occurrence's scheduled time, the removal's time) gives the settled runs of those
+        after it, never stored, that fell due too; they are inserted in the same
+        transaction, so a removal is never stored without them (a start that removes a
+        job while the database comes and goes would not see it removed again)."""
 
     def jobs_version(self) -> tuple[int, datetime | None]:
         """(count, newest updated_at) of the jobs table: changes whenever another writer

@@ -40,6 +40,7 @@ from chronod.fsutil import same_process
 from chronod.store.api import (
     Attempt,
     Ending,
+    FellDue,
     JobRow,
     Node,
     NodeConflict,
@@ -511,7 +512,7 @@ class MemoryStore:
             self._t.nodes[name].lease_expires_at = at
 
     # --- job definitions ----------------------------------------------------------------
-    def sync_jobs(self, node: str, specs: Iterable[JobSpec]) -> None:
+    def sync_jobs(self, node: str, specs: Iterable[JobSpec], fell_due: FellDue | None = None) -> None:
         with self._lock:
             t = self._t
             wanted = {spec.id: spec for spec in specs}
@@ -527,6 +528,9 @@ class MemoryStore:
             if not changed and not gone:
                 return
             now = self._now()
+            # asked before anything is written, as the SQL store's one transaction: a
+            # `fell_due` that fails leaves the definitions as they were
+            due = [run for job_id in gone for run in self._fell_due(job_id, now, fell_due)] if fell_due else []
             self._jobs_version = None
             for job_id, spec in changed:
                 old = t.jobs.get(job_id)
@@ -555,6 +559,19 @@ class MemoryStore:
                     if span[1] is None:
                         span[1] = now
                 self._end_waiting_of_removed(t.by_job.get(job_id, {}), now)
+            for run in sorted(due, key=lambda r: r.run_id):
+                self._store_run(run, now)
+
+    def _fell_due(self, job_id: str, now: datetime, fell_due: FellDue) -> list[Run]:
+        """What `fell_due` gives for a removed job whose latest pending scheduled occurrence
+        had fallen due by `now` (`DefinitionsSql._fell_due`)."""
+        t = self._t
+        due = [
+            r.scheduled_at
+            for r in map(t.runs.__getitem__, t.by_job.get(job_id, {}))
+            if r.state == _PENDING and r.trigger == Trigger.SCHEDULE and r.fire_at <= now
+        ]
+        return fell_due(t.jobs[job_id].spec, max(due), now) if due else []
 
     def jobs_version(self) -> tuple[int, datetime | None]:
         with self._lock:

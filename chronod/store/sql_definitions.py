@@ -12,9 +12,9 @@ from sqlalchemy import func
 from sqlalchemy.engine import Connection
 
 from chronod.core import policy
-from chronod.core.model import JobSpec, RunState, json_text_and_hash
+from chronod.core.model import JobSpec, RunState, Trigger, json_text_and_hash
 from chronod.store import schema as s
-from chronod.store.api import JobRow
+from chronod.store.api import FellDue, JobRow, Run
 from chronod.store.sqldb import BATCH, SqlPart, bound, chunks
 
 
@@ -29,7 +29,7 @@ class _Stored(NamedTuple):
 class DefinitionsSql(SqlPart):
     """`chronod.store.api.Definitions` over SQL."""
 
-    def sync_jobs(self, node: str, specs: Iterable[JobSpec]) -> None:
+    def sync_jobs(self, node: str, specs: Iterable[JobSpec], fell_due: FellDue | None = None) -> None:
         j = s.jobs.c
         wanted = {spec.id: spec for spec in specs}
         # Read what is stored outside the write transaction: on SQLite a writer holds the
@@ -93,7 +93,31 @@ class DefinitionsSql(SqlPart):
                 c.execute(
                     s.job_known.update().where(k.job_id.in_(chunk), k.known_until.is_(None)).values(known_until=now)
                 )
+                due = self._fell_due(c, chunk, now, fell_due) if fell_due is not None else []
                 self._end_waiting_of_removed(c, s.runs.c.job_id.in_(chunk))
+                if due:
+                    rows = [self._run_row(run) for run in sorted(due, key=lambda r: r.run_id)]
+                    c.execute(self._insert(s.runs).on_conflict_do_nothing(index_elements=["run_id"]), rows)
+
+    def _fell_due(self, c: Connection, job_ids: list[str], now: datetime, fell_due: FellDue) -> list[Run]:
+        """What `fell_due` gives for each of these removed jobs whose latest pending scheduled
+        occurrence had fallen due by `now` (read before the removal cancels it)."""
+        r = s.runs.c
+        latest = (
+            sa.select(r.job_id, func.max(r.scheduled_at))
+            .where(r.job_id.in_(job_ids), r.state == RunState.PENDING, r.trigger == Trigger.SCHEDULE)
+            .where(r.fire_at <= now)
+            .group_by(r.job_id)
+        )
+        after = {job_id: at for job_id, at in c.execute(latest)}
+        if not after:
+            return []
+        specs = c.execute(sa.select(s.jobs.c.job_id, s.jobs.c.spec_json).where(s.jobs.c.job_id.in_(list(after))))
+        return [
+            run
+            for job_id, spec_json in specs
+            for run in fell_due(JobSpec.from_json_dict(json.loads(spec_json)), after[job_id], now)
+        ]
 
     def _end_waiting_of_removed(self, c: Connection, where: sa.ColumnElement[bool]) -> None:
         """Settle the waiting runs of jobs removed from the registry: an occurrence not yet

@@ -803,6 +803,37 @@ def test_a_job_removed_from_the_registry_is_marked_and_its_pending_runs_cancelle
     assert store.get_job("backup").removed_at is None
 
 
+def test_a_removal_records_in_the_same_write_what_fell_due_after_the_stored_occurrence(store):
+    soon = datetime.now(timezone.utc) + timedelta(hours=1)
+    ahead = Run(run_id="later-1", job_id="later", job_key="later", scheduled_at=soon, fire_at=soon, state="pending")
+    store.sync_jobs("n1", [spec("backup"), spec("later"), spec("rotate")])
+    store.insert_runs([run(1), run(2), ahead, run(1, job="rotate")])
+    asked = []
+
+    def fell_due(job: JobSpec, after: datetime, now: datetime) -> list[Run]:
+        asked.append((job.id, job.command, after))
+        unrun = run(3)
+        unrun.state, unrun.error, unrun.finished_at = "cancelled", "removed; it fell due while down", now
+        return [unrun]
+
+    def fails(job: JobSpec, after: datetime, now: datetime) -> list[Run]:
+        raise RuntimeError("cannot say")
+
+    with pytest.raises(RuntimeError):
+        store.sync_jobs("n1", [spec("rotate")], fails)
+    assert store.get_job("backup").removed_at is None  # nothing of that removal was written
+    assert store.get_run("backup-000002").state == "pending"
+    store.sync_jobs("n1", [spec("rotate")], fell_due)
+    # asked once, from the latest stored occurrence that fell due; `later`'s is yet to
+    assert asked == [("backup", "true", T0 + timedelta(minutes=2))]
+    assert [(r.run_id, r.state, r.error) for r in store.runs("backup", newest_first=False)] == [
+        ("backup-000001", "cancelled", "job removed from the registry"),
+        ("backup-000002", "cancelled", "job removed from the registry"),
+        ("backup-000003", "cancelled", "removed; it fell due while down"),
+    ]
+    assert store.get_run("later-1").state == "cancelled" and store.get_run("rotate-000001").state == "pending"
+
+
 def test_the_store_records_when_each_job_was_known_from_registration_to_removal(store):
     before = datetime.now(timezone.utc) - timedelta(seconds=5)
     store.sync_jobs("n1", [spec("backup"), spec("rotate")])

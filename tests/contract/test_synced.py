@@ -22,9 +22,9 @@ class Counting:
     def __getattr__(self, name):
         return getattr(self.store, name)
 
-    def sync_jobs(self, node, specs):
+    def sync_jobs(self, node, specs, fell_due=None):
         self.syncs += 1
-        return self.store.sync_jobs(node, specs)
+        return self.store.sync_jobs(node, specs, fell_due)
 
 
 def test_the_same_definitions_again_skip_the_store(store):
