@@ -32,8 +32,9 @@ from typing import Hashable, Iterable, Mapping, Sequence
 from chronod.core import shares
 from chronod.core.model import JobSpec, RunState
 
-# An occurrence picked up this long after its fire time still counts as on time: a
-# daemon restart or a slow burst must not turn a fire into a "missed" one.
+# An occurrence picked up this long after its fire time still counts as on time: a slow
+# burst or a short stall of a running chronod must not turn a fire into a "missed" one.
+# One that fell due before chronod started is a restart's catch-up, however recent.
 ON_TIME_GRACE_S = 30.0
 
 # Upper bound of occurrences recorded one by one after a long outage; beyond it the
@@ -57,19 +58,23 @@ class Decision:
     skip: tuple[tuple[Due, str], ...]  # record skipped_outage with this reason
 
 
-def catchup(spec: JobSpec, due: list[Due], now: datetime) -> Decision:
+def catchup(spec: JobSpec, due: list[Due], now: datetime, up_since: datetime | None = None) -> Decision:
     """Apply the job's catch-up policy to its due occurrences (ascending fire_at).
 
     The newest occurrence that fell due within ON_TIME_GRACE_S is on time and runs under
-    every policy. Everything older is backlog: `latest` runs the newest backlog entry
-    inside `catchup_window_s` (only when nothing is on time), `all` runs every one inside
-    the window, `none` runs none; the rest are recorded `skipped_outage`.
+    every policy, unless it fell due before `up_since` (when this chronod started: it fell
+    due while chronod was down, however shortly). Everything older is backlog: `latest`
+    runs the newest backlog entry inside `catchup_window_s` (only when nothing is on time),
+    `all` runs every one inside the window, `none` runs none; the rest are recorded
+    `skipped_outage`.
     """
     if not due:
         return Decision((), ())
     window_start = now - timedelta(seconds=spec.catchup_window_s)
     newest = due[-1]
-    on_time = (now - newest.fire_at).total_seconds() <= ON_TIME_GRACE_S
+    on_time = (now - newest.fire_at).total_seconds() <= ON_TIME_GRACE_S and (
+        up_since is None or newest.fire_at >= up_since
+    )
     backlog = due[:-1] if on_time else due
     runs: list[Due] = []
     skips: list[tuple[Due, str]] = []

@@ -55,11 +55,19 @@ class Dispatch:
         starter: Starter,
         placement: FleetView,
         admission: Admission,
+        started: float,
     ) -> None:
         self.clock, self.store, self.log, self.metrics, self.waker = clock, store, log, metrics, waker
         self.quarantine, self.registry, self.occurrences, self.timeline = quarantine, registry, occurrences, timeline
         self.gate, self.lines, self.ledger, self.limit, self.starter = gate, lines, ledger, limit, starter
         self.placement, self.admission = placement, admission
+        self.started = started  # monotonic: when this chronod started (`up_since`)
+
+    def up_since(self, now: datetime) -> datetime:
+        """When this chronod started, on the wall clock as it reads now (a step of the clock
+        moves it too): an occurrence due before it fell due while chronod was down, and
+        meets its catch-up policy however recent it is."""
+        return now - timedelta(seconds=self.clock.monotonic() - self.started)
 
     def run_due(self) -> None:
         """Pop everything due, decide per job with the catch-up policy, then act. The runs
@@ -194,7 +202,9 @@ class Dispatch:
             self.admission.hold(due, hit)
             self.log("runs.deferred", job=job.spec.id, count=len(due), window=hit.window.name, until=hit.end)
             return
-        decision = policy.catchup(job.spec, [policy.Due(r.scheduled_at, r.fire_at) for r in due], now)
+        decision = policy.catchup(
+            job.spec, [policy.Due(r.scheduled_at, r.fire_at) for r in due], now, self.up_since(now)
+        )
         by_at = {r.scheduled_at: r for r in due}
         to_store: list[Run | None] = list(extra)
         if nxt is not None:

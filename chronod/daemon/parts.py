@@ -156,6 +156,7 @@ def assemble(
         starter=starter,
         placement=view,
         admission=admission,
+        started=clock.monotonic(),
     )
 
     def carried(job_id: str) -> bool:

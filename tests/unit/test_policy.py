@@ -31,6 +31,21 @@ def test_an_occurrence_picked_up_on_time_runs_under_every_policy():
         assert d.skip == ()
 
 
+def test_an_occurrence_due_before_chronod_started_is_catch_up_however_recent():
+    """chronod stopped at :50 and started again at :18: the :00 fell due while it was down,
+    18 s ago. `none` records it skipped_outage; `latest` and `all` run it as catch-up."""
+    started = NOW - timedelta(seconds=2)
+    recent = [policy.Due(NOW - timedelta(seconds=20), NOW - timedelta(seconds=20))]
+    d = policy.catchup(spec(catchup="none"), recent, NOW, started)
+    assert d.run == () and [why for _, why in d.skip] == ["fell due while chronod could not run it; catchup: none"]
+    for mode in ("latest", "all"):
+        assert policy.catchup(spec(catchup=mode), recent, NOW, started).run == tuple(recent), mode
+    # due after the start (a slow burst, a short stall): on time under every policy
+    later = [policy.Due(NOW - timedelta(seconds=1), NOW - timedelta(seconds=1))]
+    assert policy.catchup(spec(catchup="none"), later, NOW, started).run == tuple(later)
+    assert policy.catchup(spec(catchup="none"), recent, NOW).run == tuple(recent)  # no start given
+
+
 def test_latest_runs_only_the_newest_missed_occurrence_and_skips_the_rest():
     d = policy.catchup(spec(catchup="latest"), due(15, 10, 5), NOW)
     assert [x.fire_at for x in d.run] == [NOW - timedelta(minutes=5)]
