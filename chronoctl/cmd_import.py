@@ -35,6 +35,7 @@ from chronoctl.importer import (
     entry_notes,
     job_timezone,
     pam_environment,
+    quote_comment,
     registry_file_name,
     registry_yaml,
 )
@@ -296,6 +297,48 @@ def collect_sources(
 
 
 # --- the import itself ---------------------------------------------------------------
+
+_HEADER = re.compile(r"# Imported from (.*) by `chronoctl import`\.")
+
+
+def _refuse_another_import(reg: Path, sources: list[Source]) -> None:
+    """An import writes one registry file per crontab, named after it (or after its user):
+    refuse to replace a file that the import of another crontab wrote, or to write two
+    crontabs into one file. A second crontab of the same user (the spool file, then
+    `crontab -l | chronoctl import -`; two files with `--user root`) replaced the first
+    one's jobs without a word. Re-importing the same crontab replaces its file, as ever."""
+    seen: dict[str, str] = {}
+    for src in sources:
+        target = reg / src.registry_name
+        if src.registry_name in seen:
+            raise UsageError(
+                f"{seen[src.registry_name]} and {src.label} would both be written to {target}",
+                "import them one at a time, into different registry directories (--registry)",
+            )
+        seen[src.registry_name] = src.label
+        try:
+            with open(target, encoding="utf-8", errors="replace") as f:
+                first = f.readline().rstrip("\n")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            continue
+        except OSError as e:
+            raise CliError(f"{target}: cannot read it: {e.strerror}", "check its permissions") from None
+        m = _HEADER.fullmatch(first)
+        if m is None:
+            raise CliError(
+                f"{target} exists and was not written by `chronoctl import`; importing {src.label} would replace it",
+                f"move {target} aside first, or import into another registry directory (--registry)",
+            )
+        before = m.group(1)
+        if before == quote_comment(src.label) or (
+            "<stdin>" not in (before, src.label) and os.path.realpath(before) == os.path.realpath(src.label)
+        ):
+            continue
+        raise CliError(
+            f"{target} holds the jobs imported from {before}; importing {src.label} would replace them",
+            f"if {src.label} replaces {before}, remove {target} first; "
+            "otherwise import it into another registry directory (--registry)",
+        )
 
 
 def _existing_ids(registry: Path, ours: set[str]) -> set[str]:
@@ -685,6 +728,7 @@ def cutover_cmd(
     if fmt is not None and fmt not in ("system", "user"):
         raise UsageError(f"--format must be system or user, not {fmt!r}")
     todo, done = _split_migrated(collect_sources(os.path.abspath(path), fmt, user))
+    _refuse_another_import(reg, todo)
     if not todo or dry_run:
         result, migrations = _import_for_cutover(todo, owner, reg)
         _print_cutover(result, dry_run, json_out, migrations, done, None)
@@ -979,6 +1023,7 @@ def import_cmd(
     if kind == "crontab":
         assert path is not None
         sources = collect_sources(path, fmt, user, flavor=flavor)
+        _refuse_another_import(reg, sources)
         names = {s.registry_name for s in sources}
         result = run_import(sources, options, now, _existing_ids(reg, names))
     else:

@@ -585,7 +585,7 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str)
 
 
-def _quote_comment(text: str) -> str:
+def quote_comment(text: str) -> str:
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
@@ -606,13 +606,13 @@ def registry_yaml(source: str, jobs: Sequence[tuple[SourceLike, dict[str, Any]]]
     """One registry file: a header naming the source, then each job under a comment with
     its source line and the line as written."""
     out = [
-        f"# Imported from {_quote_comment(source)} by `chronoctl import`.",
+        f"# Imported from {quote_comment(source)} by `chronoctl import`.",
         "# Edit freely; re-importing the same file gives the same ids.",
         "jobs:" if jobs else "jobs: []",
     ]
     for entry, job in jobs:
-        out.append(f"  # source: {_quote_comment(entry.file)}:{entry.line}")
-        out.append(f"  #   {_quote_comment(entry.text.strip())}")
+        out.append(f"  # source: {quote_comment(entry.file)}:{entry.line}")
+        out.append(f"  #   {quote_comment(entry.text.strip())}")
         text = yaml.dump(
             [job], Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True, width=10**6
         )
