@@ -220,8 +220,8 @@ def test_a_job_removed_while_the_loop_fires_it_leaves_no_pending_occurrence(tmp_
     stored, release = threading.Event(), threading.Event()
     real_sync = store.sync_jobs
 
-    def sync_then_wait(node, specs):
-        real_sync(node, specs)
+    def sync_then_wait(node, specs, fell_due=None):
+        real_sync(node, specs, fell_due)
         if threading.current_thread() is not threading.main_thread():
             stored.set()  # the definitions are stored: the loop fires on before the swap
             release.wait(60)

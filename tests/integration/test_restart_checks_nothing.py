@@ -59,9 +59,9 @@ class Counted:
             self.checks += 1
             return real_check(occ, job, run)
 
-        def sync(node, specs):
+        def sync(node, specs, fell_due=None):
             self.syncs += 1
-            return real_sync(node, specs)
+            return real_sync(node, specs, fell_due)
 
         monkeypatch.setattr(Occurrences, "still_scheduled", check)
         monkeypatch.setattr(store, "sync_jobs", sync)
