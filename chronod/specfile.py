@@ -857,6 +857,20 @@ def _expand(given: Path, secure: bool, reg: RegistryResult) -> Iterable[tuple[Pa
         if not given.exists() and not given.is_symlink():
             reg.problems.append(Problem(ERROR, str(given), 0, None, "", "no such file or directory"))
             return []
+        load, why = skip_decision(given.name)
+        if not load:  # named, it is read; in a registry directory chronod passes it by
+            what = why.removeprefix("skipped: ") or "chronod reads *.yaml and *.yml files, not hidden or backup ones"
+            reg.problems.append(
+                Problem(
+                    WARNING,
+                    str(given),
+                    0,
+                    None,
+                    "",
+                    f"in a registry directory chronod does not load this file: {what}",
+                    "rename it (for example billing-export.yaml) before it goes into the registry",
+                )
+            )
         return [(given, None)]
     if secure:
         reg.problems.extend(_check_dir(given))
