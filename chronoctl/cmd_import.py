@@ -552,7 +552,7 @@ def as_json(
 
 def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None:
     """Tables and lists for a person at a terminal."""
-    from chronoctl.render import echo, escape_line, print_table
+    from chronoctl.render import Column, echo, echo_wrapped, escape_line, print_table
 
     rows = [
         {
@@ -571,11 +571,12 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
         [
             "id",
             "schedule",
-            "timezone",
-            "user",
-            "source",
-            ("check", f"SAME AS {result.scheduler.upper()}"),
-            ("given", "ENV/STDIN/COMMAND"),
+            Column("timezone", drop=3),
+            Column("user", drop=1),
+            Column("source", drop=2),
+            # the verdicts are what a dry run is for: never dropped on a narrow terminal
+            Column("check", f"SAME AS {result.scheduler.upper()}", wrap=True),
+            Column("given", "ENV/STDIN/COMMAND", wrap=True),
         ],
         title="Imported jobs",
     )
@@ -612,17 +613,20 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
             echo("")
             echo(f"{title}:")
             for item in items:
-                echo("  " + "\n    ".join(escape_line(part) for part in item.split("\n    ")))
+                first, *more = item.split("\n    ")
+                echo_wrapped(escape_line(first), "  ", hang="    ")
+                for part in more:
+                    echo_wrapped(escape_line(part), "    ", hang="      ")
     if result.jobs and result.jobs[0]["would_change"]:
         echo("")
-        echo("Under chrono's defaults (--adopt-defaults), every imported job would change:")
+        echo_wrapped("Under chrono's defaults (--adopt-defaults), every imported job would change:")
         for line in result.jobs[0]["would_change"]:
-            echo(f"  {line}")
+            echo_wrapped(line, "  ", hang="    ")
     echo("")
     verb = "would write" if dry_run else "wrote"
     off = sum(1 for j in result.jobs if j["equivalence"]["compared"].startswith("skipped (cron ignores"))
     imported = f"{len(result.jobs)} imported" + (f" ({off} of them disabled: cron ignores their file)" if off else "")
-    echo(
+    echo_wrapped(
         f"{imported}, {len(result.disabled)} commented out (not imported), {len(result.errors)} errors, "
         f"{sum(1 for j in result.jobs if _fires_differently(j))} not fired as {result.scheduler} fires them, "
         f"{len(result.risky) + len(result.crowded)} risky; "

@@ -144,3 +144,23 @@ def test_no_command_prints_a_line_wider_than_an_80_column_terminal(demo, termina
     each = next(t for (a, _, t) in shown if "--each" in a)
     assert "skipped by design" in grouped and grouped.count("cache.refresh") == 3, grouped  # missed, skips, silent
     assert each.count("skipped_overlap") >= 9
+
+
+def test_an_import_dry_run_keeps_its_verdicts_on_an_80_column_terminal(tmp_path, terminal, demo, monkeypatch):
+    """What the dry run is for (SAME AS CRON, ENV/STDIN/COMMAND) stays whole at 80 columns:
+    it was squeezed to `S` and `y`/`n`, or left out, while the zone and the source stayed;
+    now those give way first."""
+    cron_d = tmp_path / "cron.d"
+    cron_d.mkdir()
+    (cron_d / "app").write_text(
+        "@reboot root /usr/local/bin/warm-cache --all\n"
+        "*/15 9-17 * * mon-fri root /usr/local/bin/poll-queue >/dev/null 2>&1\n"
+        "30 2 * * * www-data /usr/bin/php /var/www/cron.php\n"
+    )
+    monkeypatch.chdir(tmp_path)  # paths short enough for a line: a path is never broken
+    code, text = terminal("import", "cron.d", "--dry-run", "--registry", "reg", db=demo["db"])
+    lines = text.splitlines()
+    head = next(line for line in lines if line.startswith("ID "))
+    assert "SAME AS CRON" in head and "ENV/STDIN/COMMAND" in head, text
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    assert "n/a (@reboot)" in text and sum(" yes " in line for line in lines) == 2, text

@@ -11,7 +11,9 @@ import pytest
 
 from tests.inprocess import chronoctl
 
-JOB = 'jobs:\n  - id: a\n    owner: ops\n    schedule: "@daily"\n    command: "true"\n    idempotency_class: idempotent\n'
+JOB = (
+    'jobs:\n  - id: a\n    owner: ops\n    schedule: "@daily"\n    command: "true"\n    idempotency_class: idempotent\n'
+)
 
 
 @pytest.mark.parametrize(
