@@ -143,7 +143,7 @@ def _print(
             shown, hidden = (r, 0) if not_due else _due_only(r)
             _print_terminal(to_json(shown, words), now)
             if hidden:
-                echo(f"{hidden} occurrence{'s' if hidden != 1 else ''} not due yet, not listed (--not-due lists them)")
+                echo(_not_listed(hidden))
         return
 
     if fmt == "json":
@@ -156,8 +156,18 @@ def _print(
             }
         )
         return
-    text = "\n".join(to_markdown(r if not_due else _due_only(r)[0], words, now) for r, words in reports)
-    typer.echo(escape_control(text), nl=False)
+    parts = []
+    for r, words in reports:
+        shown, hidden = (r, 0) if not_due else _due_only(r)
+        md = to_markdown(shown, words, now)
+        if hidden:  # counted in one line, as on a terminal
+            md += f"\n{_not_listed(hidden)}.\n"
+        parts.append(md)
+    typer.echo(escape_control("\n".join(parts)), nl=False)
+
+
+def _not_listed(hidden: int) -> str:
+    return f"{hidden} occurrence{'s' if hidden != 1 else ''} not due yet, not listed (--not-due lists them)"
 
 
 def _print_terminal(d: dict[str, Any], now: datetime) -> None:

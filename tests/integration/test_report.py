@@ -172,3 +172,18 @@ def test_a_period_can_come_from_the_registry_and_an_unknown_job_is_a_usage_error
     assert bad.returncode == 2 and "nope" in bad.stderr
     both = chronoctl("report", "gdpr-purge", "--tag", "x", "--from", "2026-03-01", "--to", "2026-03-02", db=month["db"])
     assert both.returncode == 2
+
+
+def test_the_markdown_report_counts_what_is_not_due_yet_in_one_line_as_the_terminal_does(month):
+    """chronoctl(1): the table and the Markdown count the occurrences not due yet in one
+    line. The Markdown left them out without a word, so its total disagreed with the JSON."""
+    today = datetime.now(timezone.utc).date()
+    period = ("--from", today.isoformat(), "--to", (today + timedelta(days=3)).isoformat())
+    args = ("report", "gdpr-purge", *period, "--registry", str(month["reg"]))
+    data = json.loads(chronoctl(*args, "--format", "json", db=month["db"], check=True).stdout)["jobs"][0]
+    later = sum(1 for o in data["occurrences"] if o["state"] == "not_due")
+    assert later >= 3, data["totals"]
+    md = chronoctl(*args, db=month["db"], check=True).stdout
+    assert f"\n{later} occurrences not due yet, not listed (--not-due lists them).\n" in md, md
+    listed = chronoctl(*args, "--not-due", db=month["db"], check=True).stdout
+    assert "not listed" not in listed and listed.count("not due") >= later, listed
