@@ -846,6 +846,7 @@ def _miss_json(m: Any) -> dict[str, Any]:
         "fire_at": cmd_ops.iso(m.fire_at),
         "run_id": m.run_id,
         "state": m.state,
+        "by_design": m.state in DESIGNED,
         "reason": m.reason,
         "held": cmd_ops.hold_json(m.hold),
         "run": cmd_ops.run_json(m.run) if m.run else None,
@@ -890,6 +891,7 @@ def _print_misses(
                 "since": cmd_ops.iso(start),
                 "until": cmd_ops.iso(now),
                 "count": len(misses),
+                "by_design_count": sum(1 for m in misses if m.state in DESIGNED),
                 "silent_count": len(silent),
                 "owners": [
                     {"owner": o or None, "missed": [_miss_json(m) for m in ms], "silent": [_silent_json(q) for q in qs]}

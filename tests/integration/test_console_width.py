@@ -164,3 +164,20 @@ def test_an_import_dry_run_keeps_its_verdicts_on_an_80_column_terminal(tmp_path,
     assert "SAME AS CRON" in head and "ENV/STDIN/COMMAND" in head, text
     assert all(len(line) <= 80 for line in lines), max(lines, key=len)
     assert "n/a (@reboot)" in text and sum(" yes " in line for line in lines) == 2, text
+
+
+def test_missed_json_tells_skips_by_design_from_the_rest(demo, monkeypatch):
+    """The text lists skips of a job's own policy apart; --json counted them in `count` with
+    nothing to tell them by. Each entry now says `by_design`, and `by_design_count` counts them."""
+    import json
+
+    from tests.inprocess import chronoctl
+
+    out = chronoctl("missed", "--since", "2d", "--json", env={"CHRONO_DB": demo["db"]})
+    assert out.returncode == 1, out.stderr
+    data = json.loads(out.stdout)
+    entries = [m for o in data["owners"] for m in o["missed"]]
+    designed = [m for m in entries if m["by_design"]]
+    assert data["count"] == len(entries) and data["by_design_count"] == len(designed) >= 9
+    assert {m["state"] for m in designed} == {"skipped_overlap"}
+    assert {m["state"] for m in entries if not m["by_design"]} >= {"failed", "timed_out"}
