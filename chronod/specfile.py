@@ -200,12 +200,8 @@ def _parse(text: str | bytes, file: str) -> SpecDocument:
     try:
         data = conv.document(_Screened(text))
     except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        raise _Refused(
-            f"YAML syntax: {e.problem or e.context}",
-            "check indentation and quoting near this line",
-            mark.line + 1 if mark else 0,
-        ) from None
+        message, line = _yaml_error(e, text.count("\n") + (not text.endswith("\n")))
+        raise _Refused(message, "check indentation and quoting near this line", line) from None
     except yaml.reader.ReaderError as e:  # a character YAML never accepts (NUL, a raw ESC): no mark, a position
         line = text.count("\n", 0, e.position) + 1
         code = e.character if isinstance(e.character, int) else ord(e.character)
@@ -217,6 +213,25 @@ def _parse(text: str | bytes, file: str) -> SpecDocument:
     except yaml.YAMLError as e:
         raise _Refused(f"YAML syntax: {e}") from None
     return SpecDocument(file, data, conv.lines, conv.plain, tuple(conv.problems))
+
+
+def _yaml_error(e: yaml.MarkedYAMLError, last_line: int) -> tuple[str, int]:
+    """PyYAML's error as a message and the line to point at: where what it was reading
+    began ("while scanning a quoted scalar", line 3) when that is a scalar, since an
+    unclosed quote is only found lines later, at the next quote or the end of the file,
+    which may be past the last line; else where it went wrong (never past the last line).
+    The message keeps both."""
+    problem, context = e.problem or e.context or "not valid YAML", e.context if e.problem else None
+    at, began = e.problem_mark, e.context_mark if e.problem else None
+    message = f"YAML syntax: {problem}"
+    if at is not None:
+        message += f" at line {at.line + 1}, column {at.column + 1}"
+    if context and began is not None and (at is None or (began.line, began.column) != (at.line, at.column)):
+        message += f", {context} that began at line {began.line + 1}, column {began.column + 1}"
+    if began is not None and context and "scalar" in context:
+        return message, began.line + 1
+    mark = at or began
+    return message, min(mark.line + 1, max(last_line, 1)) if mark else 0
 
 
 def _too_big(size: int) -> _Refused:

@@ -124,6 +124,16 @@ def test_deep_nesting_and_syntax_errors_are_refused_with_a_line():
     assert problem.line == 3 and problem.message.startswith("YAML syntax")
 
 
+def test_an_unclosed_quote_is_pointed_at_where_it_opens_not_past_the_end_of_the_file():
+    """PyYAML finds an unclosed quote at the end of the file (line 5 of a 4-line file): the
+    error pointed there and dropped where the quote opened."""
+    problem = parse_text('jobs:\n  - id: a\n    schedule: "0 * * * *\n    command: x\n', "q.yaml").problems[0]
+    assert problem.line == 3, problem
+    assert "while scanning a quoted scalar that began at line 3, column 15" in problem.message
+    bad = parse_text("jobs:\n  - id: a\n    owner: x\n   schedule: y", "e.yaml").problems[0]
+    assert bad.line == 4 and "at line 4, column 4" in bad.message  # never past the last line
+
+
 def test_non_utf8_files_are_refused(tmp_path):
     path = tmp_path / "latin.yaml"
     path.write_bytes(b"jobs: []\n# caf\xe9\n")
