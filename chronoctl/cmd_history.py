@@ -218,9 +218,9 @@ def _next_json(n: Any) -> dict[str, Any]:
 def _print_job_status(d: dict[str, Any], recent: list["Run"], now: datetime, fleet: bool, wide: bool) -> None:
     from chronoctl.render import age, echo, echo_field, human_time, print_table, zone_note
 
-    h = d["health"]
-    if h["verdict"] != "healthy":
-        echo_field("health", f"{h['verdict'].upper()} (exit {h['exit_code']}): " + "; ".join(h["reasons"]))
+    h = d["health"]  # the verdict first, healthy too, as the overview gives it (chronoctl(1))
+    word = h["verdict"] if h["verdict"] == "healthy" else h["verdict"].upper()
+    echo_field("health", f"{word} (exit {h['exit_code']})" + (": " + "; ".join(h["reasons"]) if h["reasons"] else ""))
     echo_field("job", d["job_id"])
     echo_field("owner", d["owner"])
     echo_field("schedule", f"{d['schedule']} (zone {d['timezone']}): {d['schedule_words']}")

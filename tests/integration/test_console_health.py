@@ -23,7 +23,10 @@ def test_kill_9_of_the_local_chronod_is_exit_3_at_once_and_its_zombie_does_not_b
     healthy = chronoctl("status", "--json", db=db)
     assert healthy.returncode == 0, healthy.stderr
     assert json.loads(healthy.stdout)["health"]["verdict"] == "healthy"
-    assert chronoctl("status", "tick", db=db).returncode == 0
+    one = chronoctl("status", "tick", db=db)
+    assert one.returncode == 0 and one.stdout.splitlines()[0].split() == ["health", "healthy", "(exit", "0)"], (
+        one.stdout
+    )
 
     pid = first.proc.pid
     os.kill(pid, signal.SIGKILL)  # not reaped: a zombie, which kill -0 still finds
@@ -36,7 +39,8 @@ def test_kill_9_of_the_local_chronod_is_exit_3_at_once_and_its_zombie_does_not_b
     assert "its lease is held until" in " ".join(down.stdout.split())
     assert "no live chronod" in down.stderr
     print(f"status answered 3 {answered_s:.2f}s after the kill (lease 600 s)")
-    assert chronoctl("status", "tick", db=db).returncode == 3
+    gone = chronoctl("status", "tick", db=db)
+    assert gone.returncode == 3 and gone.stdout.startswith("health ") and "DOWN (exit 3): " in gone.stdout, gone.stdout
     assert "down" in chronoctl("list", "--registry", str(reg), db=db).stderr
 
     second = Chronod(reg, db, tmp_path / "second.log").start()  # the zombie is still there
