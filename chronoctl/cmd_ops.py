@@ -163,13 +163,19 @@ def opened(option: str | None) -> Iterator["Store"]:
             ) from exc
         yield store
     except StoreError as exc:
-        raise Unreachable(f"the database {store.url_safe} failed: {_safe(str(exc))}") from exc
+        # (the store's error names the database already: said once)
+        why = _safe(str(exc)).removeprefix(f"database {store.url_safe}: ")
+        raise Unreachable(f"the database {store.url_safe} failed: {why}", _UNREACHABLE_HINT) from exc
     except Exception as exc:
         if type(exc).__module__.split(".")[0] in ("sqlalchemy", "psycopg", "sqlite3"):
-            raise Unreachable(f"the database {store.url_safe} failed: {_safe(str(exc)).splitlines()[0]}") from exc
+            why = _safe(str(exc)).splitlines()[0]
+            raise Unreachable(f"the database {store.url_safe} failed: {why}", _UNREACHABLE_HINT) from exc
         raise
     finally:
         store.close()
+
+
+_UNREACHABLE_HINT = "check that the database server runs and is reachable from here, and the URL (--db or CHRONO_DB)"
 
 
 def get_job(store: "Store", job_id: str, *, removed_ok: bool = False) -> "JobRow":

@@ -89,7 +89,10 @@ def period(start: str, end: str) -> tuple[datetime, datetime]:
     if len(end.strip()) == 10:
         until += timedelta(days=1)
     if until <= since:
-        raise UsageError(f"--to {end} is not after --from {start}")
+        raise UsageError(
+            f"--to {end} is not after --from {start}",
+            "give the earlier time as --from (a bare date as --to covers that whole day: --from today --to today)",
+        )
     from chronod.core.bounds import MAX_SPAN_S, days_text
 
     if (until - since).total_seconds() > MAX_SPAN_S:
@@ -115,7 +118,16 @@ def _specs(store: "Store", registry: Path | None, job: str | None, tag: str | No
         return found
     found = sorted((s for s in specs if tag in s.tags), key=lambda s: s.id)
     if not found:
-        raise UsageError(f"no job in {where} has the tag {tag!r}")
+        import difflib
+
+        tags = sorted({t for s in specs for t in s.tags})
+        close = difflib.get_close_matches(tag or "", tags, n=3, cutoff=0.6)
+        raise UsageError(
+            f"no job in {where} has the tag {tag!r}",
+            f"did you mean {' or '.join(map(repr, close))}?"
+            if close
+            else (f"the tags in use: {', '.join(tags[:20])}" if tags else "no job has a tag; report one JOB instead"),
+        )
     return found
 
 

@@ -199,7 +199,9 @@ def _check_can_fire(f: CronFields) -> None:
     raise ScheduleError(
         f"never fires: {months} {'has' if len(f.months) == 1 else 'have'} at most {longest} days, "
         f"but day-of-month asks for {', '.join(map(str, f.doms))}",
-        "pick a day that exists in those months (February has 29 days only in leap years)",
+        "pick a day that exists in "
+        + ("that month" if len(f.months) == 1 else "those months")
+        + (" (February has 29 days only in leap years)" if 2 in f.months else ""),
     )
 
 

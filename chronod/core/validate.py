@@ -199,6 +199,9 @@ def _yaml_reading(value: Any, raw: str) -> str:
     return type(value).__name__
 
 
+_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
 def _type_name(value: Any) -> str:
     if value is None:
         return "nothing (null)"
@@ -339,6 +342,12 @@ class Int(_Type):
                 seconds = None
             if seconds is not None and path.endswith("_s"):
                 return ctx.error(path, f"must be a number of seconds, not {value!r}", f"write {seconds}")
+            if _EXPONENT.fullmatch(value.strip()):  # YAML 1.1 reads 1e308 as text (its floats need a dot)
+                return ctx.error(
+                    path,
+                    f"must be a whole number written in digits, not {value!r}",
+                    f"write it in digits, at most {self.maximum}",
+                )
         if isinstance(value, float):
             return ctx.error(
                 path, f"must be a whole number, not {value}", f"write {int(value)}" if value.is_integer() else ""

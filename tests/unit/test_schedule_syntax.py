@@ -124,6 +124,20 @@ def test_a_schedule_that_can_never_fire_is_rejected(expr):
         compile_schedule(expr)
 
 
+@pytest.mark.parametrize(
+    ("expr", "hint"),
+    [
+        ("0 0 31 4 *", "pick a day that exists in that month"),
+        ("0 0 31 4,6 *", "pick a day that exists in those months"),
+        ("0 0 30 2 *", "pick a day that exists in that month (February has 29 days only in leap years)"),
+    ],
+)
+def test_the_hint_of_a_schedule_that_never_fires_speaks_of_its_own_months(expr, hint):
+    with pytest.raises(ScheduleError) as info:
+        compile_schedule(expr)
+    assert info.value.hint == hint
+
+
 def test_february_the_twenty_ninth_fires_in_leap_years_only():
     assert fires("0 0 29 2 *", utc(2025, 1, 1), 3) == [
         "2028-02-29T00:00:00+00:00",
