@@ -127,6 +127,7 @@ def test_occurrences_a_window_held_run_in_scheduled_order_before_the_one_due_as_
 
 def test_a_daemon_whose_line_releases_newest_first_is_caught(monkeypatch):
     from chronod.core import policy
+    from chronod.daemon import waits
 
     real = policy.catchup_turn
 
@@ -136,6 +137,9 @@ def test_a_daemon_whose_line_releases_newest_first_is_caught(monkeypatch):
         return policy.Turn(tuple(live[-1:]) if turn.start else (), turn.expire)  # the broken rule
 
     monkeypatch.setattr(policy, "catchup_turn", newest_first)
+    # the rule is asked about the whole line, as it is under `allow` (not only the runs a
+    # sound rule can pick: the expired ones and the oldest)
+    monkeypatch.setattr(waits, "_turn_matters", lambda line, window_s, now: list(line))
     out = windowed(1)
     try:
         bad = check(out, ["held_order"])["held_order"]

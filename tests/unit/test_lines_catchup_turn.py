@@ -102,3 +102,32 @@ def test_a_line_that_only_waits_is_not_walked_at_each_drain() -> None:
     newer = _run(job, 400)
     lines.queue(job, [newer])  # a newer scheduled occurrence joins: it replaces the older one
     assert _ids(lines.catchup_turn(job, "j", 1, now)) == ([], [], [("j-schedule-1", "j-schedule-400")])
+
+
+def test_under_forbid_the_rule_is_asked_only_about_the_runs_it_can_decide() -> None:
+    """`_turn_matters` hands the rule the expired runs and the first live one, not the whole
+    line: for random lines of mixed triggers (a backfilled run's fire time is when it
+    started, so fire order is not scheduled order), at random moments around the window's
+    edge, the rule answers the same about them as about the whole line."""
+    from chronod.core import policy
+    from chronod.daemon.waits import _turn_matters
+
+    rng = random.Random(11)
+    for overlap in ("forbid", "replace"):
+        job = _job("j", "all", overlap, window=600)
+        for _ in range(2000):
+            line = []
+            for k in range(rng.randint(1, 12)):
+                r = _run(job, rng.randint(0, 30), rng.choice([Trigger.SCHEDULE, Trigger.BACKFILL]))
+                r.run_id = f"{r.run_id}-{k}"
+                r.fire_at = r.scheduled_at + timedelta(seconds=rng.choice([0, 0, 1, rng.randint(0, 1800)]))
+                line.append(r)
+            now = T0 + timedelta(seconds=rng.randint(0, 3000))
+            going = rng.choice([0, 0, 1])
+
+            def turn(runs: list[Run], spec: JobSpec = job.spec, going: int = going, now: datetime = now) -> policy.Turn:
+                return policy.catchup_turn(spec, [policy.waiting(r.run_id, r.fire_at, spec) for r in runs], going, now)
+
+            whole, asked = turn(line), turn(_turn_matters(line, 600, now))
+            assert [w.run_id for w in asked.start] == [w.run_id for w in whole.start]
+            assert sorted(w.run_id for w in asked.expire) == sorted(w.run_id for w in whole.expire)
