@@ -163,8 +163,10 @@ class Lines:
         q = self._queued.get(job.spec.id)
         if not q:
             return []
-        first = min(r.scheduled_at for r in q)
         line = self._waiting.get(job.spec.resource or "", ())
+        if not line:
+            return []
+        first = q[0].scheduled_at  # (the line is kept in scheduled order: `queue`)
         return [
             r
             for j, r in line
