@@ -60,6 +60,22 @@ def slot_since(run: Run) -> datetime:
     return run.fire_at
 
 
+def _slot_turn_matters(line: list[tuple[Job, Run]], free: int, now: datetime) -> list[tuple[Job, Run]]:
+    """Of a resource's line with a run past its deadline, the runs its rule can decide now:
+    those past their deadline and the first `free` of the others by fire time
+    (`policy.resource_admission` answers the same about them as about the whole line,
+    which may hold thousands of runs when a resource is short for a long time)."""
+    past, live = [], []
+    for j, r in line:
+        (past if now > slot_since(r) + timedelta(seconds=j.spec.catchup_window_s) else live).append((j, r))
+    return past + heapq.nsmallest(free, live, key=_in_line)
+
+
+def _scheduled(run: Run) -> tuple[datetime, str]:
+    """A catch-up line's order: scheduled time, then run id."""
+    return run.scheduled_at, run.run_id
+
+
 def _in_line(entry: tuple[Job, Run]) -> tuple[datetime, str]:
     """A resource line's order (`policy.resource_admission`): fire time, then run id."""
     return entry[1].fire_at, entry[1].run_id
@@ -204,8 +220,12 @@ class Lines:
         self._quiet.pop(job.spec.id, None)
         self._unreplaced.pop(job.spec.id, None)
         q = self._queued.setdefault(job.spec.id, deque())
-        q.extend(runs)
-        self._queued[job.spec.id] = deque(sorted(q, key=lambda r: (r.scheduled_at, r.run_id)))
+        new = sorted(runs, key=_scheduled)
+        if q and new and _scheduled(new[0]) < _scheduled(q[-1]):
+            q.extend(new)
+            self._queued[job.spec.id] = deque(sorted(q, key=_scheduled))
+        else:  # what falls due joins at the end: no sort of a long line (a backlog that outlasts its period)
+            q.extend(new)
 
     def wait_behind(self, job: Job, run: Run, what: str) -> None:
         """A scheduled occurrence waits its turn behind `what` (a backfill or manual run):
@@ -339,6 +359,8 @@ class Lines:
             # no run waited past its deadline: only the first `limit - used` in line (by fire
             # time) can move, and the rule is asked about those alone, not the whole line
             line = heapq.nsmallest(limit - used, line, key=_in_line)
+        else:
+            line = _slot_turn_matters(line, max(limit - used, 0), now)
         by_id = {r.run_id: (j, r) for j, r in (*line, *stepped_aside)}
         turn = policy.resource_admission(
             limit, used, [policy.waiting(r.run_id, r.fire_at, j.spec, slot_since(r)) for j, r in line], now

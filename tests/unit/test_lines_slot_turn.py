@@ -1,6 +1,6 @@
 """A resource line gives its free slots as `policy.resource_admission` says over the whole
-line, but asks the rule about the whole line only when a run in it waited past its
-deadline: otherwise only the first `limit - used` runs in line (by fire time) can move."""
+line, but asks the rule only about the runs it can decide: the first `limit - used` runs
+in line (by fire time), and when a run waited past its deadline those past it too."""
 
 from __future__ import annotations
 
