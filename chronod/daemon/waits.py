@@ -65,7 +65,8 @@ def _slot_turn_matters(line: list[tuple[Job, Run]], free: int, now: datetime) ->
     those past their deadline and the first `free` of the others by fire time
     (`policy.resource_admission` answers the same about them as about the whole line,
     which may hold thousands of runs when a resource is short for a long time)."""
-    past, live = [], []
+    past: list[tuple[Job, Run]] = []
+    live: list[tuple[Job, Run]] = []
     for j, r in line:
         (past if now > slot_since(r) + timedelta(seconds=j.spec.catchup_window_s) else live).append((j, r))
     return past + heapq.nsmallest(free, live, key=_in_line)
