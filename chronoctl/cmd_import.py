@@ -301,6 +301,24 @@ def collect_sources(
 _HEADER = re.compile(r"# Imported from (.*) by `chronoctl import`\.")
 
 
+def _header_source(label: str) -> str:
+    """The crontab a registry file's header names: its absolute path (the same file
+    imported again from another directory is the same crontab), or <stdin>."""
+    return label if label == "<stdin>" else os.path.abspath(label)
+
+
+def _same_source(header: str, label: str) -> bool:
+    """Whether the crontab a registry file's header names is `label`. Standard input is
+    taken for the same crontab each time (nothing tells two apart). A header written
+    before headers held absolute paths (relative to wherever that import ran) matches by
+    the file's name, as every import before would have replaced it."""
+    if "<stdin>" in (header, label):
+        return header == label
+    if header == quote_comment(_header_source(label)) or os.path.realpath(header) == os.path.realpath(label):
+        return True
+    return not os.path.isabs(header) and os.path.basename(header) == os.path.basename(label)
+
+
 def _refuse_another_import(reg: Path, sources: list[Source]) -> None:
     """An import writes one registry file per crontab, named after it (or after its user):
     refuse to replace a file that the import of another crontab wrote, or to write two
@@ -330,13 +348,12 @@ def _refuse_another_import(reg: Path, sources: list[Source]) -> None:
                 f"move {target} aside first, or import into another registry directory (--registry)",
             )
         before = m.group(1)
-        if before == quote_comment(src.label) or (
-            "<stdin>" not in (before, src.label) and os.path.realpath(before) == os.path.realpath(src.label)
-        ):
+        if _same_source(before, src.label):
             continue
+        label = _header_source(src.label)
         raise CliError(
-            f"{target} holds the jobs imported from {before}; importing {src.label} would replace them",
-            f"if {src.label} replaces {before}, remove {target} first; "
+            f"{target} holds the jobs imported from {before}; importing {label} would replace them",
+            f"if {label} replaces {before}, remove {target} first; "
             "otherwise import it into another registry directory (--registry)",
         )
 
@@ -394,7 +411,9 @@ def run_import(
             if job is not None:
                 kept.append((entry, job))
         if kept:
-            result.files[src.registry_name] = registry_yaml(src.label, [(e, _spec_only(j)) for e, j in kept])
+            result.files[src.registry_name] = registry_yaml(
+                _header_source(src.label), [(e, _spec_only(j)) for e, j in kept]
+            )
     result.crowded = crowded_minutes(fires)
     result.errors.sort(key=lambda e: (e["file"], e["line"]))
     return result

@@ -165,17 +165,22 @@ def opened(option: str | None) -> Iterator["Store"]:
     except StoreError as exc:
         # (the store's error names the database already: said once)
         why = _safe(str(exc)).removeprefix(f"database {store.url_safe}: ")
-        raise Unreachable(f"the database {store.url_safe} failed: {why}", _UNREACHABLE_HINT) from exc
+        raise Unreachable(f"the database {store.url_safe} failed: {why}", _unreachable_hint(store.url_safe)) from exc
     except Exception as exc:
         if type(exc).__module__.split(".")[0] in ("sqlalchemy", "psycopg", "sqlite3"):
             why = _safe(str(exc)).splitlines()[0]
-            raise Unreachable(f"the database {store.url_safe} failed: {why}", _UNREACHABLE_HINT) from exc
+            raise Unreachable(
+                f"the database {store.url_safe} failed: {why}", _unreachable_hint(store.url_safe)
+            ) from exc
         raise
     finally:
         store.close()
 
 
-_UNREACHABLE_HINT = "check that the database server runs and is reachable from here, and the URL (--db or CHRONO_DB)"
+def _unreachable_hint(url: str) -> str:
+    if url.startswith("sqlite"):
+        return "check the database file's path and that this user may read and write it and its directory (--db or CHRONO_DB)"
+    return "check that the database server runs and is reachable from here, and the URL (--db or CHRONO_DB)"
 
 
 def get_job(store: "Store", job_id: str, *, removed_ok: bool = False) -> "JobRow":

@@ -224,7 +224,9 @@ def _yaml_error(e: yaml.MarkedYAMLError, last_line: int) -> tuple[str, int]:
     problem, context = e.problem or e.context or "not valid YAML", e.context if e.problem else None
     at, began = e.problem_mark, e.context_mark if e.problem else None
     message = f"YAML syntax: {problem}"
-    if at is not None:
+    if at is not None and at.line + 1 > last_line:
+        message += " at the end of the file"
+    elif at is not None:
         message += f" at line {at.line + 1}, column {at.column + 1}"
     if context and began is not None and (at is None or (began.line, began.column) != (at.line, at.column)):
         message += f", {context} that began at line {began.line + 1}, column {began.column + 1}"

@@ -63,3 +63,25 @@ def test_a_file_import_did_not_write_is_not_replaced(tmp_path: Path):
     refused = chronoctl("import", str(src), "--user", "root", "--registry", str(reg))
     assert refused.returncode == 1 and "was not written by `chronoctl import`" in refused.stderr
     assert "hand-written" in mine.read_text()
+
+
+def test_the_same_crontab_from_another_directory_is_the_same_and_another_one_of_that_name_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The header names the crontab by its absolute path: `crontab` imported in a/ and then
+    a/crontab from its parent is one crontab; b/crontab, also `crontab`, is another."""
+    reg = tmp_path / "reg"
+    for d, cmd in (("a", "backup-a"), ("b", "cleanup-b")):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "crontab").write_text(f"0 1 * * * root /usr/bin/{cmd}\n")
+    reg.mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    assert chronoctl("import", "crontab", "--format", "system", "--registry", str(reg)).returncode == 0
+    assert (reg / "imported-crontab.yaml").read_text().startswith(f"# Imported from {tmp_path / 'a' / 'crontab'} by")
+    monkeypatch.chdir(tmp_path)
+    again = chronoctl("import", "a/crontab", "--format", "system", "--registry", str(reg))
+    assert again.returncode == 0, again.stderr
+    monkeypatch.chdir(tmp_path / "b")
+    other = chronoctl("import", "crontab", "--format", "system", "--registry", str(reg))
+    assert other.returncode == 1 and f"importing {tmp_path / 'b' / 'crontab'} would replace them" in other.stderr
+    assert "backup-a" in (reg / "imported-crontab.yaml").read_text()

@@ -62,3 +62,45 @@ def test_a_job_removed_by_a_start_has_a_record_of_each_occurrence_that_fell_due_
         assert not {name: bad[0].what for name, bad in check(out, names).items() if bad}
     finally:
         out.close()
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_runs_an_each_job_made_offline_keep_their_outcomes_when_the_next_start_removes_it(
+    monkeypatch: pytest.MonkeyPatch, store: str
+):
+    """A `run_on: each` job runs through a database outage (its runs go to the spool);
+    chronod dies offline, and the next start no longer carries the job. The runs after
+    its stored occurrence are recorded as they ended, never `cancelled` by the removal:
+    the first form of the removal's record wrote `cancelled` rows for them before the
+    spool's replay. (The stored occurrence itself, 00:04 here, which ran offline too, is
+    still cancelled by the removal before the replay: a known gap, docs/reference.md.)"""
+    each = {**BASE, "run_on": "each"}
+    monkeypatch.setattr(scenario, "JOBS_PER_FILE", 1)
+    monkeypatch.setattr(driver, "duration", lambda plan: lambda rng: (1.0, 0))
+    docs = ({**each, "id": "kept"}, {**each, "id": "gone"})
+    cfg = Config(days=0.02, jobs=2, seed=1, faults=frozenset(), job_docs=docs, start=START, store=store)
+    sim = Simulation(cfg)
+
+    def break_gones_file() -> str:
+        name = max(sim.registry.files)
+        sim.registry.write(name, bad=True)
+        return f"broke {name}"
+
+    monkeypatch.setattr(sim.registry, "edit", break_gones_file)
+    # the file breaks at 00:02; the database is out 00:03:30-00:10:30; chronod dies at 00:06:40
+    sim.events = [
+        Event(sim.t0 + 120.0, "registry"),
+        Event(sim.t0 + 210.0, "outage", {"seconds": 420.0}),
+        Event(sim.t0 + 400.0, "crash", {"calls": 0, "downtime": 300.0}),
+    ]
+    out = sim.run()
+    try:
+        assert [life.how for life in out.world.lives][:1] == ["crash"]
+        ran = {p.scheduled_at.strftime("%H:%M") for p in out.world.procs.values() if p.job_id == "gone"}
+        rows = {r.scheduled_at.strftime("%H:%M"): r for r in out.store.runs("gone")}
+        assert {"00:04", "00:05", "00:06"} <= ran, sorted(ran)
+        offline = ["00:05", "00:06"]
+        got = {m: (rows[m].state, rows[m].error) if m in rows else None for m in offline}
+        assert all(v is not None and v[0] == "succeeded" for v in got.values()), got
+    finally:
+        out.close()

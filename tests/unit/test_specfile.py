@@ -129,7 +129,7 @@ def test_an_unclosed_quote_is_pointed_at_where_it_opens_not_past_the_end_of_the_
     error pointed there and dropped where the quote opened."""
     problem = parse_text('jobs:\n  - id: a\n    schedule: "0 * * * *\n    command: x\n', "q.yaml").problems[0]
     assert problem.line == 3, problem
-    assert "while scanning a quoted scalar that began at line 3, column 15" in problem.message
+    assert "at the end of the file, while scanning a quoted scalar that began at line 3, column 15" in problem.message
     bad = parse_text("jobs:\n  - id: a\n    owner: x\n   schedule: y", "e.yaml").problems[0]
     assert bad.line == 4 and "at line 4, column 4" in bad.message  # never past the last line
 
