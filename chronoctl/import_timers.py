@@ -117,6 +117,7 @@ def live_check(calendar: list[str], tz: str, now: datetime, fires: Any) -> list[
     if analyze is None:
         return None
     theirs: set[datetime] = set()
+    horizon: datetime | None = None  # where the first expression's listed elapses stop
     for expr in calendar:
         res = subprocess.run(
             [analyze, "calendar", f"--iterations={LIVE_ELAPSES}", f"--base-time=@{int(now.timestamp())}", expr],
@@ -128,10 +129,16 @@ def live_check(calendar: list[str], tz: str, now: datetime, fires: Any) -> list[
         )
         if res.returncode != 0:
             return [f"systemd-analyze refuses OnCalendar={expr}: {res.stderr.strip()}"]
-        theirs |= set(_utc_lines(res.stdout))
+        elapses = _utc_lines(res.stdout)
+        theirs |= set(elapses)
+        if len(elapses) >= LIVE_ELAPSES:  # listed up to here, not beyond: compare no further
+            horizon = max(elapses) if horizon is None else min(horizon, max(elapses))
     if not theirs:
         return []
-    last = max(theirs)
+    # with several OnCalendar= lines a dense one's elapses stop long before a sparse one's:
+    # past the first stop, systemd's side is only missing from the listing, not the timer
+    last = min(horizon, max(theirs)) if horizon is not None else max(theirs)
+    theirs = {t for t in theirs if t <= last}
     ours = set(fires(now, last))
     wrong = []
     for t in sorted(theirs - ours)[:3]:

@@ -3,6 +3,7 @@ counted as a difference, or refused with the reason."""
 
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from chronoctl.cmd_import import ImportResult
 from chronoctl.import_schedulers import import_timers
-from chronoctl.import_timers import TimerSource
+from chronoctl.import_timers import TimerSource, live_check
 from chronoctl.importer import ImportOptions
 from chronoctl.systemd_timer import UnitError, build_command, parse_unit, seconds, timer_job
 
@@ -137,3 +138,38 @@ def test_every_timer_of_this_host_imports_or_is_refused_with_a_reason():
     assert all(e["message"] and e["hint"] for e in result.errors)
     for job in result.jobs:
         assert job["equivalence"]["compared"]  # each says against what its verdict was made
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+def test_several_on_calendar_lines_are_compared_with_systemd_only_as_far_as_it_listed_each():
+    """`systemd-analyze calendar` lists 40 elapses of each expression: a dense one's stop
+    days before a sparse one's, and chrono's fires past that stop were "not systemd's"
+    (every weekday 09:30 beside weekends 12:00: three false differences, exit 1)."""
+    from chronod.core.schedule import compile_schedule
+
+    calendar = ["Mon..Fri *-*-* 09:30:00", "Sat,Sun 12:00", "*:0/15"]
+    for exprs in (calendar[:2], calendar[1:], calendar):
+        sched = compile_schedule("@calendar " + "; ".join(exprs), "UTC")
+
+        def fires(start: datetime, end: datetime, sched=sched) -> list[datetime]:
+            out, at = [], sched.next_after(start)
+            while at is not None and at <= end:
+                out.append(at)
+                at = sched.next_after(at)
+            return out
+
+        assert live_check(exprs, "UTC", NOW, fires) == [], exprs
+    # and a real difference is still found: chrono one minute off
+    sched = compile_schedule("@calendar Mon..Fri *-*-* 09:31:00; Sat,Sun 12:00", "UTC")
+    wrong = live_check(calendar[:2], "UTC", NOW, lambda s, e: [t for t in _every(sched, s) if t <= e])
+    assert wrong and "systemd elapses at" in wrong[0]
+
+
+def _every(sched, start: datetime, n: int = 200) -> list[datetime]:
+    out, at = [], start
+    for _ in range(n):
+        at = sched.next_after(at)
+        if at is None:
+            break
+        out.append(at)
+    return out
