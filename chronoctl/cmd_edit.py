@@ -245,7 +245,10 @@ def _run_editor(path: Path) -> None:
             f"cannot start the editor {editor!r}: {exc.strerror or exc}", "set VISUAL or EDITOR to an editor on PATH"
         ) from exc
     if code != 0:
-        raise CliError(f"the editor {editor!r} exited with status {code}; nothing was written")
+        raise CliError(
+            f"the editor {editor!r} exited with status {code}; nothing was written",
+            "quit the editor normally to keep the change (in vi :wq; :cq is how vi says to throw it away)",
+        )
 
 
 def _ask(prompt: str) -> bool:

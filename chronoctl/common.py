@@ -197,7 +197,7 @@ def bounded_seconds(seconds: int, flag: str) -> int:
     from chronod.core import bounds
 
     if seconds <= 0:
-        raise UsageError(f"{flag} must be longer than 0s")
+        raise UsageError(f"{flag} must be longer than 0s", f"give a duration such as {flag} 15m (s, m, h, d)")
     if seconds > bounds.MAX_SPAN_S:
         raise UsageError(
             f"{flag} is longer than {bounds.days_text(bounds.MAX_SPAN_S)}",

@@ -89,3 +89,19 @@ def test_completion_of_did_it_run_offers_the_registry_job_ids(tmp_path, reg):
     env.update(COMP_WORDS="chronoctl runs say --state skipped_ove", COMP_CWORD="4")
     res = subprocess.run([str(BIN / "chronoctl")], capture_output=True, text=True, env=env, timeout=60)
     assert res.stdout.split() == ["skipped_overlap"]
+
+
+def test_an_editor_that_fails_writes_nothing_and_says_what_to_do(tmp_path, reg):
+    before = (reg / "a.yaml").read_bytes()
+    res = chronoctl(
+        "edit", "say", "--registry", str(reg), db=str(tmp_path / "c.db"), env={"EDITOR": "false", "VISUAL": ""}
+    )
+    assert res.returncode == 1 and "the editor 'false' exited with status 1; nothing was written" in res.stderr
+    assert "hint: quit the editor normally" in res.stderr
+    assert (reg / "a.yaml").read_bytes() == before
+
+
+def test_a_zero_duration_says_what_a_duration_looks_like(tmp_path, reg):
+    res = chronoctl("forecast", "--registry", str(reg), "--bucket", "0s")
+    assert res.returncode == 2 and "--bucket must be longer than 0s" in res.stderr
+    assert "hint: give a duration such as --bucket 15m" in res.stderr
