@@ -10,6 +10,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Any, Iterable
 
 DAYS = 90
+MOST_LINES = 100_000  # occurrences a job page's heat map lists at most (`days_shown`)
 ZERO = timedelta(0)
 
 # worst first: the colour class of each report category (chronod.core.report.CATEGORY)
@@ -54,6 +55,16 @@ class Day:
     def title(self) -> str:
         parts = ", ".join(f"{n} {state}" for state, n in self.counts.items())
         return f"{self.day.isoformat()}: {parts or 'nothing expected'}"
+
+
+def days_shown(schedule: Any, now: datetime) -> int:
+    """How many days a job's heat map covers: DAYS, or fewer for a job that falls due so
+    often that a report of DAYS days would list more than MOST_LINES occurrences (every
+    5 s: 1,555,200 in 90 days; the page took seconds, then refused). Judged by its last day."""
+    if getattr(schedule, "kind", None) == "reboot":
+        return DAYS
+    per_day = len(schedule.fires(now - timedelta(days=1), now, limit=MOST_LINES + 1))
+    return max(1, min(DAYS, MOST_LINES // max(per_day, 1)))
 
 
 def period(today: date, days: int = DAYS) -> tuple[datetime, datetime]:

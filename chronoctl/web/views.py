@@ -202,14 +202,14 @@ def job_page(job_id: str) -> Any:
     row = _row(job_id)
     js = status.job_status(store, row, now)
     sched = audit.schedule_of(row.spec)
-    start, end = heatmap.period(now.date())
     cells: list[Any] = []
     totals: dict[str, int] = {}
     too_long = None
+    shown = heatmap.days_shown(sched, now)
+    start, end = heatmap.period(now.date(), shown)
     try:
         rep = audit.report(store, row.spec, start, end, now, schedule=sched)
-        cells = heatmap.days(rep.lines, start, end)
-        totals = rep.totals
+        cells, totals = heatmap.days(rep.lines, start, end), rep.totals
     except TooLong as e:
         too_long = str(e)
     answer = audit.did_it_run(store, row, now, schedule=sched)
@@ -227,6 +227,7 @@ def job_page(job_id: str) -> Any:
         days=cells,
         totals=totals,
         too_long=too_long,
+        shown=shown,
         start=start,
         end=end,
         answer=answer,

@@ -12,6 +12,7 @@ import pytest
 from chronoctl.errors import UsageError
 from chronoctl.web.access import Access, check_listen, make_access, parse_listen
 from chronoctl.web.app import create_app
+from chronod.core.model import JobSpec
 from chronod.paths import live_output
 from chronod.store.sql import SqlStore
 from tests.web import ledger
@@ -340,3 +341,26 @@ def test_a_failing_database_is_a_503_that_names_it_without_its_password(store, m
     r = client(store).get("/")
     assert r.status_code == 503
     assert "failed: connection refused" in text(r) and "hunter2" not in text(r)
+
+
+def test_a_job_too_frequent_for_90_days_shows_the_last_days_that_fit(tmp_path):
+    """A job every 5 s falls due 1,555,200 times in 90 days, more than one report lists:
+    its page took seconds and showed an error where the heat map goes. It shows the last
+    days that hold at most 100,000 (5 for this job), and says so."""
+    url = str(tmp_path / "chrono.db")
+    past = SqlStore(url, now=lambda: NOW - timedelta(days=100))  # registered 100 days ago
+    past.upgrade()
+    past.sync_jobs(
+        "n1",
+        [JobSpec(id="tick", owner="ops", schedule="*/5 * * * * *", command="true", idempotency_class="idempotent")],
+    )
+    past.close()
+    st = SqlStore(url)
+    try:
+        resp = client(st).get("/job/tick")
+        html = text(resp)
+        assert resp.status_code == 200 and 'class="error"' not in html, html
+        assert "Last 5 days" in html and "falls due too often for a heat map of 90 days" in html
+        assert len(re.findall(r'class="cell l-\w+" href="/job/tick/day/', html)) == 5
+    finally:
+        st.close()
