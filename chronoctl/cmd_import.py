@@ -589,13 +589,14 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
         rows,
         [
             "id",
-            "schedule",
+            # a timer's calendar of several expressions wraps between them; a cron line does not
+            Column("schedule", wrap=result.scheduler == "systemd"),
             Column("timezone", drop=3),
             Column("user", drop=1),
             Column("source", drop=2),
             # the verdicts are what a dry run is for: never dropped on a narrow terminal
-            Column("check", f"SAME AS {result.scheduler.upper()}", wrap=True),
-            Column("given", "ENV/STDIN/COMMAND", wrap=True),
+            Column("check", f"SAME AS {result.scheduler.upper()}"),
+            Column("given", "ENV/STDIN/COMMAND"),
         ],
         title="Imported jobs",
     )

@@ -364,7 +364,7 @@ def fit_columns(rows: Sequence[Mapping[str, Any]], cols: list[Column], width: in
         return min(max(len(t) for t in cells), max(longest_word, WRAP_MIN))
 
     kept = list(cols)
-    while len(kept) > 1 and sum(need(c) for c in kept) + 2 * (len(kept) - 1) > width:
+    while len(kept) > 1 and sum(need(c) for c in kept) + 2 * len(kept) > width:  # (rich pads the last one too)
         droppable = [c for c in kept if c.drop > 0]
         if not droppable:
             break
@@ -388,13 +388,17 @@ def _rich_table(rows: Sequence[Mapping[str, Any]], cols: list[Column], title: st
         collapse_padding=True,
     )
     for c in cols:
-        widest = max(len(t) for t in [c.title()] + [c.cell(r) for r in rows])
+        texts = [c.title()] + [c.cell(r) for r in rows]
+        widest = max(len(t) for t in texts)
+        # a free-text column wraps between words, never inside one (a header such as
+        # ENV/STDIN/COMMAND too), as far as the width allows
+        word = min(max((len(w) for t in texts for w in t.split()), default=1), WRAP_MIN + 8)
         table.add_column(
             c.title(),
             justify="right" if c.justify == "right" else "left",
             no_wrap=not c.wrap,
             overflow="fold" if c.wrap else "ellipsis",
-            min_width=None if c.wrap else widest,
+            min_width=word if c.wrap else widest,
             style=None,
             header_style="bold",
         )

@@ -181,3 +181,19 @@ def test_missed_json_tells_skips_by_design_from_the_rest(demo, monkeypatch):
     assert data["count"] == len(entries) and data["by_design_count"] == len(designed) >= 9
     assert {m["state"] for m in designed} == {"skipped_overlap"}
     assert {m["state"] for m in entries if not m["by_design"]} >= {"failed", "timed_out"}
+
+
+def test_a_timer_import_keeps_every_word_whole_on_an_80_column_terminal(tmp_path, terminal, demo, monkeypatch):
+    """A timer of three OnCalendar= lines: its calendar wraps between its expressions, and
+    the verdict headers stay whole (they were split as SAM/E/AS/SYS/TEM/D and ENV/ST/DIN/CO)."""
+    (tmp_path / "odd.timer").write_text(
+        "[Timer]\nOnCalendar=Mon..Fri *-*-* 09:30:00\nOnCalendar=Sat,Sun 12:00\nOnCalendar=*-*-01 03:00\n"
+    )
+    (tmp_path / "odd.service").write_text("[Service]\nExecStart=/bin/echo odd\n")
+    monkeypatch.chdir(tmp_path)
+    code, text = terminal("import", "odd.timer", "--dry-run", "--registry", "reg", db=demo["db"])
+    lines = text.splitlines()
+    head = next(line for line in lines if line.startswith("ID "))
+    assert "SAME AS SYSTEMD" in head and "ENV/STDIN/COMMAND" in head, text
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    assert "@calendar Mon..Fri" in text and "Sat,Sun 12:00;" in text
