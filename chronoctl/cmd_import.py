@@ -604,7 +604,7 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
         (
             "Errors (not imported)",
             [
-                f"{e['file']}:{e['line']}: {e['message']}" + (f"\n    hint: {e['hint']}" if e["hint"] else "")
+                f"{_where(e)}: {e['message']}" + (f"\n    hint: {e['hint']}" if e["hint"] else "")
                 for e in result.errors
             ],
         ),
@@ -652,6 +652,11 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
         f"{len(result.risky) + len(result.crowded)} risky; "
         f"{verb} {', '.join(written) or 'nothing'}"
     )
+
+
+def _where(error: dict[str, Any]) -> str:
+    """`file:line`, or the file alone for what concerns the whole file (line 0)."""
+    return f"{error['file']}:{error['line']}" if error["line"] else str(error["file"])
 
 
 def _source(job: dict[str, Any]) -> str:
