@@ -603,10 +603,7 @@ def print_human(result: ImportResult, written: list[str], dry_run: bool) -> None
     for title, items in (
         (
             "Errors (not imported)",
-            [
-                f"{_where(e)}: {e['message']}" + (f"\n    hint: {e['hint']}" if e["hint"] else "")
-                for e in result.errors
-            ],
+            [f"{_where(e)}: {e['message']}" + (f"\n    hint: {e['hint']}" if e["hint"] else "") for e in result.errors],
         ),
         (
             "Disabled (commented out, not imported)",
