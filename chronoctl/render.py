@@ -378,9 +378,9 @@ def _rich_table(rows: Sequence[Mapping[str, Any]], cols: list[Column], title: st
 
     con = console(out)
     cols = fit_columns(rows, cols, con.width)
+    if title:  # above the table, wrapped at the terminal's width (a table's title wraps at the table's)
+        con.print(Text(escape_line(title), style="italic"), soft_wrap=False)
     table = Table(
-        title=escape_line(title) if title else None,
-        title_justify="left",
         show_edge=False,
         pad_edge=False,
         box=None,
