@@ -105,12 +105,17 @@ def browser(tmp_path_factory):
 
 
 def wait_for(drv, check, timeout: float = 10.0, what: str = "the page"):
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    # an element read while the browser replaces the page (a form's answer) is stale: look again
+    # an element read while the browser replaces the page (a form's answer) is stale, and a
+    # loaded host's browser may answer a read in the middle of a navigation with an error:
+    # look again, until the timeout
     wait = WebDriverWait(
-        drv, timeout, poll_frequency=0.1, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)
+        drv,
+        timeout,
+        poll_frequency=0.1,
+        ignored_exceptions=(NoSuchElementException, StaleElementReferenceException, WebDriverException),
     )
     return wait.until(lambda d: check(d), message=f"waiting for {what}")
 
@@ -124,8 +129,11 @@ def sign_in(drv, base: str) -> None:
     drv.find_element(By.ID, "signin").click()
     try:  # a console's first overview reads every spec: on a loaded CI host that took over 10 s
         wait_for(drv, lambda d: "Jobs" in d.find_element(By.TAG_NAME, "h1").text, timeout=45, what="the overview")
-    except Exception:
-        raise AssertionError(f"not signed in at {drv.current_url}: {drv.page_source[-1500:]}") from None
+    except Exception as e:
+        h1 = [h.text for h in drv.find_elements(By.TAG_NAME, "h1")]
+        raise AssertionError(
+            f"not signed in at {drv.current_url} ({type(e).__name__}: {e}; h1 {h1}): {drv.page_source[-1500:]}"
+        ) from None
 
 
 def test_overview_heat_map_live_output_and_a_pause_through_the_ui(console, browser, shots):
