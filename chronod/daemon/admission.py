@@ -222,7 +222,7 @@ class Admission:
         for r in runs:
             self.timeline.take(r.run_id)
         slot = [r for r in runs if (r.error or "").startswith(blackout.WAITING_FOR)]
-        queued = [r for r in runs if r not in slot]
+        queued = [r for r in runs if not (r.error or "").startswith(blackout.WAITING_FOR)]
         if queued:
             self.lines.queue(job, queued)
         first = min((r.scheduled_at for r in queued if r.error == QUEUED), default=None)

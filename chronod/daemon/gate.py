@@ -61,6 +61,9 @@ class Gate:
         self._pauses: list[Pause] = []  # every pause that holds (job, tag, resource)
         self._paused: dict[str, str | None] = {}  # job_id -> reason of the job's own pause
         self._windows: list[Window] = []  # the registry's maintenance windows
+        # job id -> (definition, the windows that apply to it): asked at every start, so
+        # kept until the windows or the job's definition change
+        self._mine: dict[str, tuple[JobSpec, list[Window]]] = {}
 
     def refresh(self) -> None:
         """Read the pauses that hold now (a pause past its `until` is over by itself). A job
@@ -72,6 +75,7 @@ class Gate:
     def set_windows(self, windows: Sequence[Window]) -> None:
         """The registry's windows after a reload."""
         self._windows = list(windows)
+        self._mine = {}
 
     def windows(self) -> tuple[Window, ...]:
         """The registry's windows now (read by the notifier's thread: a reload swaps the list)."""
@@ -82,7 +86,7 @@ class Gate:
         pause = blackout.paused(spec, self._pauses, now) if pauses else None
         if pause is not None:
             return Skip(RunState.SKIPPED_PAUSED, pause.describe())
-        hit = blackout.blackout_at(spec, self._windows, now)
+        hit = blackout.blackout_at(spec, self._windows_of(spec), now)
         if hit is None:
             return Start()
         if run.state == RunState.RETRY_WAIT:
@@ -96,11 +100,11 @@ class Gate:
         decision (after a restart too): the window that holds them, if any."""
         if spec.blackout != "defer" or blackout.paused(spec, self._pauses, now) is not None:
             return None
-        return blackout.blackout_at(spec, self._windows, now)
+        return blackout.blackout_at(spec, self._windows_of(spec), now)
 
     def window_at(self, spec: JobSpec, at: datetime) -> blackout.Hit | None:
         """The window of the job that covers `at`, if any."""
-        return blackout.blackout_at(spec, self._windows, at)
+        return blackout.blackout_at(spec, self._windows_of(spec), at)
 
     def held_now(self, spec: JobSpec, now: datetime) -> tuple[bool, datetime | None]:
         """Whether a pause or a window holds the job now, and when that ends by itself (None:
@@ -108,5 +112,12 @@ class Gate:
         pause = blackout.paused(spec, self._pauses, now)
         if pause is not None:
             return True, pause.until
-        hit = blackout.blackout_at(spec, self._windows, now)
+        hit = blackout.blackout_at(spec, self._windows_of(spec), now)
         return (True, hit.end) if hit is not None else (False, None)
+
+    def _windows_of(self, spec: JobSpec) -> list[Window]:
+        """The windows that apply to the job (`blackout.windows_for`), in registry order."""
+        mine = self._mine.get(spec.id)
+        if mine is None or mine[0] is not spec:
+            mine = self._mine[spec.id] = (spec, blackout.windows_for(spec, self._windows))
+        return mine[1]

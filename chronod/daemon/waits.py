@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from datetime import datetime, timedelta
-from typing import Collection, Iterable, Mapping
+from typing import Collection, Iterable, KeysView, Mapping
 
 from chronod.core import blackout, policy
 from chronod.core.model import JobSpec, RunState, Trigger
@@ -60,26 +60,9 @@ def slot_since(run: Run) -> datetime:
     return run.fire_at
 
 
-def _slot_turn_matters(line: list[tuple[Job, Run]], free: int, now: datetime) -> list[tuple[Job, Run]]:
-    """Of a resource's line with a run past its deadline, the runs its rule can decide now:
-    those past their deadline and the first `free` of the others by fire time
-    (`policy.resource_admission` answers the same about them as about the whole line,
-    which may hold thousands of runs when a resource is short for a long time)."""
-    past: list[tuple[Job, Run]] = []
-    live: list[tuple[Job, Run]] = []
-    for j, r in line:
-        (past if now > slot_since(r) + timedelta(seconds=j.spec.catchup_window_s) else live).append((j, r))
-    return past + heapq.nsmallest(free, live, key=_in_line)
-
-
 def _scheduled(run: Run) -> tuple[datetime, str]:
     """A catch-up line's order: scheduled time, then run id."""
     return run.scheduled_at, run.run_id
-
-
-def _in_line(entry: tuple[Job, Run]) -> tuple[datetime, str]:
-    """A resource line's order (`policy.resource_admission`): fire time, then run id."""
-    return entry[1].fire_at, entry[1].run_id
 
 
 def waited_in_line(error: str | None) -> bool:
@@ -98,13 +81,11 @@ class Lines:
         # the run ids a catch-up line sent to its resource's line, while they wait there
         # (`ahead_of_line`): the line waits for them as for a run going
         self._from_line: set[str] = set()
-        self._waiting: dict[str, list[tuple[Job, Run]]] = {}  # resource -> runs waiting for a slot, in line
+        self._waiting: dict[str, _Line] = {}  # resource -> runs waiting for a slot
         self._group_retry_at: dict[str, datetime] = {}  # resource -> when to ask a full fleet again
-        # resource -> the earliest deadline in its line (fire time + catchup_window_s): asked
-        # on every wake-up, so kept until the line changes instead of computed over the line
-        self._earliest: dict[str, datetime] = {}
-        self._yielding: dict[str, frozenset[str]] = {}  # resource -> `_yielding_runs`, until the line changes
-        self._held: set[str] | None = None  # the run ids in any line, kept until a line changes
+        # run id -> in how many lines it waits: `held`, asked on every wake-up, kept as the
+        # lines change instead of gathered from every line after each change
+        self._held: dict[str, int] = {}
         self._first_fire: dict[str, datetime] = {}  # job_id -> the earliest fire time in its catch-up line
         # job_id -> the definition under which no scheduled occurrence in its catch-up line
         # replaces another (`replaced`): asked at every wake-up and after every ending, so
@@ -120,13 +101,16 @@ class Lines:
         """Whether any run waits in a line."""
         return bool(self._queued or self._waiting)
 
-    def held(self) -> set[str]:
-        """The run ids waiting in a line here (not to be picked up again from the schedule);
-        asked on every wake-up, so computed again only after a line changed (do not change it)."""
-        if self._held is None:
-            ids = {r.run_id for q in self._queued.values() for r in q}
-            self._held = ids | {r.run_id for line in self._waiting.values() for _, r in line}
-        return self._held
+    def held(self) -> KeysView[str]:
+        """The run ids waiting in a line here (not to be picked up again from the schedule):
+        a view that follows the lines (do not change a line while walking it)."""
+        return self._held.keys()
+
+    def waiting(self, resource: str) -> list[tuple[Job, Run]]:
+        """The runs waiting for a slot of `resource`, in the order they joined its line (one
+        put back in front first)."""
+        line = self._waiting.get(resource)
+        return line.in_order() if line is not None else []
 
     def draining(self, job_id: str, going: Collection[str]) -> int:
         """How much of the job's catch-up backlog is left: queued, or started from the queue
@@ -167,8 +151,9 @@ class Lines:
     def waiting_for_slot(self, job: Job) -> int:
         """How many scheduled occurrences of the job wait for a slot of its resource: a
         backfill's next run waits for them as for a run going (the schedule comes first)."""
-        line = self._waiting.get(job.spec.resource or "", ())
-        return sum(1 for j, r in line if j.spec.id == job.spec.id and r.trigger == Trigger.SCHEDULE)
+        line = self._waiting.get(job.spec.resource or "")
+        mine = line.of_job(job.spec.id) if line is not None else []
+        return sum(1 for _, r in mine if r.trigger == Trigger.SCHEDULE)
 
     def ahead_of_line(self, job: Job) -> list[Run]:
         """The runs of the job its catch-up line waits for, as for runs going, while they
@@ -180,21 +165,20 @@ class Lines:
         q = self._queued.get(job.spec.id)
         if not q:
             return []
-        line = self._waiting.get(job.spec.resource or "", ())
-        if not line:
+        line = self._waiting.get(job.spec.resource or "")
+        if line is None:
             return []
         first = q[0].scheduled_at  # (the line is kept in scheduled order: `queue`)
         return [
             r
-            for j, r in line
-            if j.spec.id == job.spec.id
-            and r.scheduled_at < first
-            and (r.run_id in self._from_line or r.state == RunState.RETRY_WAIT)
+            for _, r in line.of_job(job.spec.id)
+            if r.scheduled_at < first and (r.run_id in self._from_line or r.state == RunState.RETRY_WAIT)
         ]
 
     def in_line(self, resource: str, run_id: str) -> bool:
         """Whether the run waits in the line of `resource`."""
-        return any(r.run_id == run_id for _, r in self._waiting.get(resource, ()))
+        line = self._waiting.get(resource)
+        return line is not None and run_id in line
 
     def queued_jobs(self) -> list[str]:
         return list(self._queued)
@@ -204,7 +188,7 @@ class Lines:
 
     def deadline(self, jobs: Mapping[str, Job]) -> datetime | None:
         """When the loop must wake for the lines: a waiting run's deadline, a fleet retry."""
-        times = [t + EXPIRY_SLACK for t in map(self._earliest_deadline, self._waiting) if t is not None]
+        times = [t + EXPIRY_SLACK for line in self._waiting.values() if (t := line.earliest()) is not None]
         times += [
             q[0].fire_at + timedelta(seconds=jobs[j].spec.catchup_window_s) + EXPIRY_SLACK
             for j, q in self._queued.items()
@@ -216,7 +200,7 @@ class Lines:
     # ------------------------------------------------------------------ catch-up lines
     def queue(self, job: Job, runs: list[Run]) -> None:
         """Put occurrences in the job's catch-up line, in scheduled order."""
-        self._held = None
+        self._hold(r.run_id for r in runs)
         self._first_fire.pop(job.spec.id, None)
         self._quiet.pop(job.spec.id, None)
         self._unreplaced.pop(job.spec.id, None)
@@ -242,7 +226,7 @@ class Lines:
         taken = [r for r in q if r.trigger == Trigger.SCHEDULE]
         if not taken:
             return []
-        self._held = None
+        self._release(r.run_id for r in taken)
         self._first_fire.pop(job_id, None)
         self._quiet.pop(job_id, None)
         left = deque(r for r in q if r.trigger != Trigger.SCHEDULE)
@@ -262,7 +246,7 @@ class Lines:
         q = self._queued.get(job_id)
         if not q or job is None:
             if q:
-                self._held = None
+                self._release(r.run_id for r in q)
             self._queued.pop(job_id, None)
             self._first_fire.pop(job_id, None)
             self._quiet.pop(job_id, None)
@@ -285,10 +269,10 @@ class Lines:
         expired = [by_id[w.run_id] for w in turn.expire]
         start = [by_id[w.run_id] for w in turn.start]
         if expired or start:
-            self._held = None
             self._first_fire.pop(job_id, None)
             self._quiet.pop(job_id, None)
             leave = {w.run_id for w in (*turn.expire, *turn.start)}
+            self._release(r.run_id for r in q if r.run_id in leave)
             q = self._queued[job_id] = deque(r for r in q if r.run_id not in leave)
         for r in start:
             if self.behind(r) is None:
@@ -316,7 +300,7 @@ class Lines:
             self._unreplaced[spec.id] = spec
         if not gone:
             return []
-        self._held = None
+        self._release(w.run_id for w in gone)
         self._first_fire.pop(job.spec.id, None)
         self._quiet.pop(job.spec.id, None)
         newest = by_id[kept[-1].run_id]
@@ -331,111 +315,215 @@ class Lines:
         assert resource, "only a job with a resource waits for a slot"
         if from_line:
             self._from_line.add(run.run_id)
-        self._waiting.setdefault(resource, []).append((job, run))
-        earliest = self._earliest.get(resource)
-        self._changed(resource)
-        if earliest is not None:  # one more run in line: its deadline, or the one before
-            self._earliest[resource] = min(earliest, slot_since(run) + timedelta(seconds=job.spec.catchup_window_s))
+        if self._waiting.setdefault(resource, _Line()).add(job, run):
+            self._hold([run.run_id])
 
     def slot_turn(
         self, resource: str, limit: int, used: int, now: datetime
     ) -> tuple[list[tuple[Job, Run]], list[tuple[Job, Run]]] | None:
         """Give the resource's free slots to the runs waiting longest (`resource_admission`):
         those that start and those that waited too long, both out of the line. None: the
-        line is empty, or the fleet's store said full a moment ago."""
+        line is empty, or the fleet's store said full a moment ago. The rule is asked only
+        about the runs it can decide (those past their deadline, and the first `limit -
+        used` of the others by fire time), and answers the same about them as about the
+        whole line, which may hold thousands of runs when a resource is short for long."""
         line = self._waiting.get(resource)
         if not line:
             self._waiting.pop(resource, None)
             return None
         if now < self._group_retry_at.get(resource, now):
             return None
-        earliest = self._earliest_deadline(resource)
-        yielding = self._yielding_runs(resource)
-        stepped_aside = [(j, r) for j, r in line if r.run_id in yielding] if yielding else []
-        if yielding:
-            line = [(j, r) for j, r in line if r.run_id not in yielding]
-        if earliest is not None and now <= earliest:
-            if used >= limit:
-                return [], []  # no free slot and no run past its deadline: the line stays as it is
-            # no run waited past its deadline: only the first `limit - used` in line (by fire
-            # time) can move, and the rule is asked about those alone, not the whole line
-            line = heapq.nsmallest(limit - used, line, key=_in_line)
-        else:
-            line = _slot_turn_matters(line, max(limit - used, 0), now)
-        by_id = {r.run_id: (j, r) for j, r in (*line, *stepped_aside)}
+        earliest = line.earliest()
+        past = line.past(now) if earliest is not None and now > earliest else []
+        free = max(limit - used, 0)
+        if not past and not free:
+            return [], []  # no free slot and no run past its deadline: the line stays as it is
+        gone = {r.run_id for _, r in past}
+        # backfill runs step aside for a scheduled occurrence of their job: no slot now, but
+        # their deadline holds (they are among `past` once it has gone by)
+        first = line.first(free, gone | line.yielding()) if free else []
+        by_id = {r.run_id: (j, r) for j, r in (*past, *first)}
         turn = policy.resource_admission(
-            limit, used, [policy.waiting(r.run_id, r.fire_at, j.spec, slot_since(r)) for j, r in line], now
+            limit, used, [policy.waiting(r.run_id, r.fire_at, j.spec, slot_since(r)) for j, r in (*past, *first)], now
         )
-        if stepped_aside:  # they take no slot now, but their deadline holds
-            aside = [policy.waiting(r.run_id, r.fire_at, j.spec, slot_since(r)) for j, r in stepped_aside]
-            turn = policy.Turn(turn.start, (*turn.expire, *policy.resource_admission(0, 0, aside, now).expire))
         gone = {w.run_id for w in (*turn.expire, *turn.start)}
         self._from_line -= gone
-        if gone:
-            self._waiting[resource] = [(j, r) for j, r in self._waiting[resource] if r.run_id not in gone]
-            self._changed(resource)
+        self._release(rid for rid in gone if line.remove(rid) is not None)
         return [by_id[w.run_id] for w in turn.start], [by_id[w.run_id] for w in turn.expire]
 
     def tidy(self, resource: str) -> None:
         if not self._waiting.get(resource):
             self._waiting.pop(resource, None)
-            self._changed(resource)
 
     def back_in_front(self, job: Job, run: Run, now: datetime) -> None:
         """A fleet's resource was full in the store: back to the front of the line, ask again
         in GROUP_FULL_RETRY_S (its deadline still holds)."""
         resource = job.spec.resource
         assert resource, "only a job with a resource waits for a slot"
-        self._waiting.setdefault(resource, []).insert(0, (job, run))
-        self._changed(resource)
+        if self._waiting.setdefault(resource, _Line()).add(job, run, front=True):
+            self._hold([run.run_id])
         self._group_retry_at[resource] = now + timedelta(seconds=GROUP_FULL_RETRY_S)
 
     def forget(self, job_id: str) -> None:
         """A job removed or set aside: its runs leave every line."""
-        self._held = None
-        self._queued.pop(job_id, None)
+        self._release(r.run_id for r in self._queued.pop(job_id, ()))
         self._first_fire.pop(job_id, None)
         self._quiet.pop(job_id, None)
         self._unreplaced.pop(job_id, None)
         self._catching_up.pop(job_id, None)
         for resource, line in list(self._waiting.items()):
-            self._from_line -= {r.run_id for j, r in line if j.spec.id == job_id}
-            self._waiting[resource] = [(j, r) for j, r in line if j.spec.id != job_id]
-            self._changed(resource)
-            if not self._waiting[resource]:
+            gone = [r.run_id for _, r in line.of_job(job_id)]
+            self._from_line -= set(gone)
+            self._release(rid for rid in gone if line.remove(rid) is not None)
+            if not line:
                 del self._waiting[resource]
 
-    def _changed(self, resource: str) -> None:
-        """The resource's line changed: its earliest deadline (and the runs held in lines)
-        are computed again when asked."""
-        self._earliest.pop(resource, None)
-        self._yielding.pop(resource, None)
-        self._held = None
+    def _hold(self, run_ids: Iterable[str]) -> None:
+        """Runs joined a line: `held` counts each once per line it waits in."""
+        held = self._held
+        for rid in run_ids:
+            held[rid] = held.get(rid, 0) + 1
 
-    def _yielding_runs(self, resource: str) -> frozenset[str]:
-        """The backfill runs in the resource's line that step aside for a scheduled occurrence
-        of their own job waiting in it (`overlap` forbid or replace: one run at a time). The
-        schedule comes first: a backfill run waiting longer (its wait counts from when the
-        backfill started it) still lets the occurrence that fell due take the slot first."""
-        ids = self._yielding.get(resource)
-        if ids is None:
-            line = self._waiting.get(resource, ())
-            scheduled = {j.spec.id for j, r in line if r.trigger == Trigger.SCHEDULE}
-            ids = self._yielding[resource] = frozenset(
-                r.run_id
-                for j, r in line
-                if r.trigger == Trigger.BACKFILL and j.spec.id in scheduled and j.spec.overlap != "allow"
-            )
-        return ids
+    def _release(self, run_ids: Iterable[str]) -> None:
+        """Runs left a line (each id once per line it left)."""
+        held = self._held
+        for rid in list(run_ids):
+            n = held.get(rid, 0) - 1
+            if n > 0:
+                held[rid] = n
+            else:
+                held.pop(rid, None)
 
-    def _earliest_deadline(self, resource: str) -> datetime | None:
-        """The earliest deadline of a run in the resource's line (None: the line is empty)."""
-        at = self._earliest.get(resource)
-        if at is None:
-            line = self._waiting.get(resource)
-            if not line:
-                return None
-            at = self._earliest[resource] = min(
-                slot_since(r) + timedelta(seconds=j.spec.catchup_window_s) for j, r in line
-            )
-        return at
+
+class _Line:
+    """One resource's line: the runs waiting for a slot, indexed by run id and by job, with
+    two heaps (by deadline, and by place in line: fire time, then run id) from which the
+    runs that left are dropped lazily. A resource short for weeks keeps a line of thousands
+    of runs, and each wake-up asks for its earliest deadline, its runs past it and its
+    first few: none of them walks the line."""
+
+    __slots__ = ("_entries", "_by_job", "_backfills", "_deadlines", "_order", "_joined", "_front")
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[Job, Run, datetime, int]] = {}  # run id -> (job, run, deadline, joined)
+        self._by_job: dict[str, dict[str, None]] = {}  # job id -> its run ids in line
+        # job id -> its backfill runs in line that step aside for its scheduled occurrences
+        # (`yielding`): overlap forbid or replace, one run at a time
+        self._backfills: dict[str, set[str]] = {}
+        self._deadlines: list[tuple[datetime, str]] = []  # (slot_since + catchup_window_s, run id)
+        self._order: list[tuple[datetime, str]] = []  # (fire time, run id): `policy.resource_admission`
+        self._joined = 0  # the order runs joined the line in (`in_order`); one put in front counts down
+        self._front = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, run_id: object) -> bool:
+        return run_id in self._entries
+
+    def add(self, job: Job, run: Run, front: bool = False) -> bool:
+        """The run joins the line (at its end, or in `front`); whether it was not in it."""
+        rid = run.run_id
+        new = self.remove(rid) is None
+        if front:
+            self._front -= 1
+            joined = self._front
+        else:
+            self._joined += 1
+            joined = self._joined
+        deadline = slot_since(run) + timedelta(seconds=job.spec.catchup_window_s)
+        self._entries[rid] = (job, run, deadline, joined)
+        self._by_job.setdefault(job.spec.id, {})[rid] = None
+        if run.trigger == Trigger.BACKFILL and job.spec.overlap != "allow":
+            self._backfills.setdefault(job.spec.id, set()).add(rid)
+        heapq.heappush(self._deadlines, (deadline, rid))
+        heapq.heappush(self._order, (run.fire_at, rid))
+        self._compact()
+        return new
+
+    def remove(self, rid: str) -> tuple[Job, Run] | None:
+        entry = self._entries.pop(rid, None)
+        if entry is None:
+            return None
+        job, run = entry[0], entry[1]
+        mine = self._by_job[job.spec.id]
+        del mine[rid]
+        if not mine:
+            del self._by_job[job.spec.id]
+        backfills = self._backfills.get(job.spec.id)
+        if backfills is not None:
+            backfills.discard(rid)
+            if not backfills:
+                del self._backfills[job.spec.id]
+        return job, run
+
+    def of_job(self, job_id: str) -> list[tuple[Job, Run]]:
+        """The job's runs in line, in the order they joined it."""
+        entries = [self._entries[rid] for rid in self._by_job.get(job_id, ())]
+        return [(e[0], e[1]) for e in sorted(entries, key=lambda e: e[3])]
+
+    def in_order(self) -> list[tuple[Job, Run]]:
+        return [(e[0], e[1]) for e in sorted(self._entries.values(), key=lambda e: e[3])]
+
+    def yielding(self) -> set[str]:
+        """The backfill runs in line that step aside for a scheduled occurrence of their own
+        job waiting in it (`overlap` forbid or replace: one run at a time). The schedule
+        comes first: a backfill run waiting longer (its wait counts from when the backfill
+        started it) still lets the occurrence that fell due take the slot first."""
+        out: set[str] = set()
+        for job_id, ids in self._backfills.items():
+            if any(self._entries[rid][1].trigger == Trigger.SCHEDULE for rid in self._by_job[job_id]):
+                out |= ids
+        return out
+
+    def earliest(self) -> datetime | None:
+        """The earliest deadline in line (None: the line is empty)."""
+        heap = self._deadlines
+        while heap:
+            at, rid = heap[0]
+            entry = self._entries.get(rid)
+            if entry is not None and entry[2] == at:
+                return at
+            heapq.heappop(heap)  # it left the line
+        return None
+
+    def past(self, now: datetime) -> list[tuple[Job, Run]]:
+        """The runs waiting past their deadline (`policy.resource_admission`: now > deadline)."""
+        out: list[tuple[Job, Run]] = []
+        kept: list[tuple[datetime, str]] = []
+        heap = self._deadlines
+        while heap and now > heap[0][0]:
+            at, rid = item = heapq.heappop(heap)
+            entry = self._entries.get(rid)
+            if entry is not None and entry[2] == at and not (kept and kept[-1] == item):  # (twice in the heap)
+                out.append((entry[0], entry[1]))
+                kept.append(item)
+        for item in kept:  # they leave the line with the caller's turn
+            heapq.heappush(heap, item)
+        return out
+
+    def first(self, n: int, skip: Collection[str]) -> list[tuple[Job, Run]]:
+        """The first `n` runs in line (fire time, then run id), leaving out those in `skip`."""
+        out: list[tuple[Job, Run]] = []
+        kept: list[tuple[datetime, str]] = []
+        heap = self._order
+        while heap and len(out) < n:
+            fire_at, rid = item = heapq.heappop(heap)
+            entry = self._entries.get(rid)
+            if entry is None or entry[1].fire_at != fire_at or (kept and kept[-1] == item):
+                continue  # it left the line (or is in the heap twice)
+            kept.append(item)
+            if rid not in skip:
+                out.append((entry[0], entry[1]))
+        for item in kept:
+            heapq.heappush(heap, item)
+        return out
+
+    def _compact(self) -> None:
+        """Drop the heaps' entries of runs that left, once they outnumber those in line."""
+        if len(self._order) > 2 * len(self._entries) + 64:
+            self._order = [(e[1].fire_at, rid) for rid, e in self._entries.items()]
+            heapq.heapify(self._order)
+        if len(self._deadlines) > 2 * len(self._entries) + 64:
+            self._deadlines = [(e[2], rid) for rid, e in self._entries.items()]
+            heapq.heapify(self._deadlines)

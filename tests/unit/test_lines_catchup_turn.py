@@ -74,6 +74,8 @@ def test_a_drain_answers_as_a_line_that_remembers_nothing() -> None:
             kept.forget(name)
             fresh.forget(name)
         assert [r.run_id for r in kept._queued.get(name, ())] == [r.run_id for r in fresh._queued.get(name, ())]
+        # the ids `held` keeps as the lines change are those queued
+        assert set(kept.held()) == {r.run_id for n in names for r in kept._queued.get(n, ())}, step
     assert answers > 300  # the lines moved often, not only waited
     assert skipped > 100  # and often only waited
 

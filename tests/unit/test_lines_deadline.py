@@ -25,7 +25,7 @@ def _brute(lines: Lines, jobs: dict[str, Job]) -> datetime | None:
     times = [
         r.fire_at + timedelta(seconds=j.spec.catchup_window_s) + EXPIRY_SLACK
         for res in lines.resources()
-        for j, r in lines._waiting.get(res, [])
+        for j, r in lines.waiting(res)
     ]
     return min(times) if times else None
 

@@ -27,7 +27,7 @@ def _job(i: int, resource: str) -> Job:
 
 def _whole_line(lines: Lines, resource: str, limit: int, used: int, now: datetime) -> tuple[list[str], list[str]]:
     """What the rule says over every run in the line (the answer before the shortcut)."""
-    line = lines._waiting.get(resource, [])
+    line = lines.waiting(resource)
     turn = policy.resource_admission(
         limit, used, [policy.waiting(r.run_id, r.fire_at, j.spec, slot_since(r)) for j, r in line], now
     )
@@ -50,7 +50,7 @@ def test_a_slot_turn_answers_what_the_rule_says_over_the_whole_line() -> None:
             now += timedelta(seconds=rng.randrange(0, 90))
             resource = rng.choice(["db", "net"])
             limit, used = (1, 2)[resource == "net"], rng.randrange(0, 3)
-            before = [r.run_id for _, r in lines._waiting.get(resource, [])]
+            before = [r.run_id for _, r in lines.waiting(resource)]
             want = _whole_line(lines, resource, limit, used, now)
             got = lines.slot_turn(resource, limit, used, now)
             if got is None:
@@ -58,12 +58,14 @@ def test_a_slot_turn_answers_what_the_rule_says_over_the_whole_line() -> None:
                 continue
             start, expired = ([r.run_id for _, r in runs] for runs in got)
             assert (start, expired) == want, step
-            left = [r.run_id for _, r in lines._waiting.get(resource, [])]
+            left = [r.run_id for _, r in lines.waiting(resource)]
             assert left == [i for i in before if i not in set(start) | set(expired)], step  # order kept
             moved += len(start)
             lines.tidy(resource)
         else:
             lines.forget(job.spec.id)
+        # the ids `held` keeps as lines change are those in every line
+        assert set(lines.held()) == {r.run_id for res in lines.resources() for _, r in lines.waiting(res)}, step
     assert moved > 100  # the shortcut was taken many times
 
 
