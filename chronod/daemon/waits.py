@@ -37,11 +37,18 @@ def _turn_matters(line: Iterable[Run], window_s: int, now: datetime) -> list[Run
     them as about the whole line, without a `Waiting` made for every run at every wake-up:
     a `catchup: all` backlog that outlasts its period holds up to catchup_window_s /
     period runs (4,320 of a job every 20 s), and building and sorting them all took most
-    of the CPU of a simulated month."""
+    of the CPU of a simulated month.
+
+    The line is in scheduled order, and no run fires before its scheduled time (its fire
+    time is that plus its job's jitter offset, `runs.new_run`): the walk stops at the
+    first run scheduled after both the cutoff and the head's fire time, as none after it
+    can be past its window or ahead of the head."""
     cutoff = now - timedelta(seconds=window_s)  # past it: now > fire time + window (policy._expired)
     out: list[Run] = []
     head: Run | None = None
     for r in line:
+        if head is not None and r.scheduled_at >= cutoff and r.scheduled_at > head.fire_at:
+            break
         if r.fire_at < cutoff:
             out.append(r)
         elif head is None or (r.fire_at, r.run_id) < (head.fire_at, head.run_id):
@@ -49,6 +56,19 @@ def _turn_matters(line: Iterable[Run], window_s: int, now: datetime) -> list[Run
     if head is not None:
         out.append(head)
     return out
+
+
+def _first_fire(line: Iterable[Run]) -> datetime:
+    """The earliest fire time in a catch-up line (in scheduled order, no run firing before
+    its scheduled time: `_turn_matters`)."""
+    first: datetime | None = None
+    for r in line:
+        if first is not None and r.scheduled_at >= first:
+            break
+        if first is None or r.fire_at < first:
+            first = r.fire_at
+    assert first is not None, "asked of an empty line"
+    return first
 
 
 def slot_since(run: Run) -> datetime:
@@ -112,15 +132,14 @@ class Lines:
         line = self._waiting.get(resource)
         return line.in_order() if line is not None else []
 
-    def draining(self, job_id: str, going: Collection[str]) -> int:
-        """How much of the job's catch-up backlog is left: queued, or started from the queue
-        and still `going` (run ids started or claimed here)."""
+    def draining(self, job_id: str, going: Collection[str]) -> bool:
+        """Whether any of the job's catch-up backlog is left: queued, or started from the
+        queue and still `going` (run ids started or claimed here)."""
         started = self._catching_up.get(job_id)
         if started:
             started &= set(going)
         # a scheduled occurrence waiting behind a backfill or manual run is no backlog
-        queued = sum(1 for r in self._queued.get(job_id, ()) if self.behind(r) is None)
-        return queued + len(started or ())
+        return bool(started) or any(self.behind(r) is None for r in self._queued.get(job_id, ()))
 
     def waits_while_going(self, job: Job | None, job_id: str, now: datetime) -> bool:
         """Whether the job's catch-up line stays as it is, as long as a run of the job is going
@@ -256,7 +275,7 @@ class Lines:
         if going and job.spec.overlap != "allow":
             first = self._first_fire.get(job_id)
             if first is None:
-                first = self._first_fire[job_id] = min(r.fire_at for r in q)
+                first = self._first_fire[job_id] = _first_fire(q)
             until = first + timedelta(seconds=job.spec.catchup_window_s)
             if now <= until:
                 if not replaced:
@@ -272,8 +291,11 @@ class Lines:
             self._first_fire.pop(job_id, None)
             self._quiet.pop(job_id, None)
             leave = {w.run_id for w in (*turn.expire, *turn.start)}
-            self._release(r.run_id for r in q if r.run_id in leave)
-            q = self._queued[job_id] = deque(r for r in q if r.run_id not in leave)
+            while q and q[0].run_id in leave:  # most leave from the front: no new line for them
+                self._release([q.popleft().run_id])
+            if any(r.run_id in leave for r in q):
+                self._release(r.run_id for r in q if r.run_id in leave)
+                q = self._queued[job_id] = deque(r for r in q if r.run_id not in leave)
         for r in start:
             if self.behind(r) is None:
                 self._catching_up.setdefault(job_id, set()).add(r.run_id)

@@ -110,9 +110,11 @@ def test_under_forbid_the_rule_is_asked_only_about_the_runs_it_can_decide() -> N
     """`_turn_matters` hands the rule the expired runs and the first live one, not the whole
     line: for random lines of mixed triggers (a backfilled run's fire time is when it
     started, so fire order is not scheduled order), at random moments around the window's
-    edge, the rule answers the same about them as about the whole line."""
+    edge, the rule answers the same about them as about the whole line. The walk stops
+    early (the line is in scheduled order, and no run fires before its scheduled time), and
+    so does the search for the line's first fire time."""
     from chronod.core import policy
-    from chronod.daemon.waits import _turn_matters
+    from chronod.daemon.waits import _first_fire, _turn_matters
 
     rng = random.Random(11)
     for overlap in ("forbid", "replace"):
@@ -124,6 +126,7 @@ def test_under_forbid_the_rule_is_asked_only_about_the_runs_it_can_decide() -> N
                 r.run_id = f"{r.run_id}-{k}"
                 r.fire_at = r.scheduled_at + timedelta(seconds=rng.choice([0, 0, 1, rng.randint(0, 1800)]))
                 line.append(r)
+            line.sort(key=lambda r: (r.scheduled_at, r.run_id))  # as `Lines.queue` keeps it
             now = T0 + timedelta(seconds=rng.randint(0, 3000))
             going = rng.choice([0, 0, 1])
 
@@ -133,3 +136,4 @@ def test_under_forbid_the_rule_is_asked_only_about_the_runs_it_can_decide() -> N
             whole, asked = turn(line), turn(_turn_matters(line, 600, now))
             assert [w.run_id for w in asked.start] == [w.run_id for w in whole.start]
             assert sorted(w.run_id for w in asked.expire) == sorted(w.run_id for w in whole.expire)
+            assert _first_fire(line) == min(r.fire_at for r in line)
