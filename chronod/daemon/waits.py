@@ -101,6 +101,9 @@ class Lines:
         # the run ids a catch-up line sent to its resource's line, while they wait there
         # (`ahead_of_line`): the line waits for them as for a run going
         self._from_line: set[str] = set()
+        # resource -> the marked runs (`_from_line`) its last turn started: a fleet's full
+        # group puts them back in front (`back_in_front`), still marked; `tidy` unmarks the rest
+        self._started: dict[str, set[str]] = {}
         self._waiting: dict[str, _Line] = {}  # resource -> runs waiting for a slot
         self._group_retry_at: dict[str, datetime] = {}  # resource -> when to ask a full fleet again
         # run id -> in how many lines it waits: `held`, asked on every wake-up, kept as the
@@ -300,7 +303,7 @@ class Lines:
             if self.behind(r) is None:
                 self._catching_up.setdefault(job_id, set()).add(r.run_id)
             if job.spec.resource and job.spec.overlap != "allow":
-                self._from_line.add(r.run_id)  # until it leaves the resource's line (`slot_turn`)
+                self._from_line.add(r.run_id)  # until it leaves the resource's line (`slot_turn`, `tidy`)
         if not q:
             self._queued.pop(job_id, None)
         return start, expired, replaced
@@ -368,13 +371,19 @@ class Lines:
         turn = policy.resource_admission(
             limit, used, [policy.waiting(r.run_id, r.fire_at, j.spec, slot_since(r)) for j, r in (*past, *first)], now
         )
+        started = {w.run_id for w in turn.start}
+        self._from_line -= {w.run_id for w in turn.expire}
+        self._started[resource] = started & self._from_line
         gone = {w.run_id for w in (*turn.expire, *turn.start)}
-        self._from_line -= gone
         self._release(rid for rid in gone if line.remove(rid) is not None)
         return [by_id[w.run_id] for w in turn.start], [by_id[w.run_id] for w in turn.expire]
 
     def tidy(self, resource: str) -> None:
-        if not self._waiting.get(resource):
+        """After a turn of the resource's line was acted on: the runs it started that did not
+        come back into it are no longer waited for (`ahead_of_line`)."""
+        line = self._waiting.get(resource)
+        self._from_line -= {rid for rid in self._started.pop(resource, ()) if line is None or rid not in line}
+        if not line:
             self._waiting.pop(resource, None)
 
     def back_in_front(self, job: Job, run: Run, now: datetime) -> None:

@@ -83,3 +83,26 @@ def test_a_free_slot_asks_the_rule_about_the_first_runs_in_line_only(monkeypatch
         got = lines.slot_turn("db", 1, 0, now)
         assert got is not None and [r.run_id for _, r in got[0]] == [f"r{k:03d}"]
     assert len(asked) == 50  # one run each time, not the 500 to 450 waiting
+
+
+def test_a_run_put_back_in_front_is_still_the_one_its_catch_up_line_waits_for() -> None:
+    """A fleet's group was full in the store when the line's head got its slot: back in
+    front of the resource's line (`back_in_front`), the catch-up line still waits for it
+    (`ahead_of_line`), or the next occurrence would join it and both start."""
+    lines = Lines()
+    job = _job(2, "db")
+    older, newer = (
+        Run(f"r{k}", job.spec.id, job.key, T0 + timedelta(minutes=k), T0 + timedelta(minutes=k)) for k in (0, 1)
+    )
+    lines.queue(job, [newer])
+    lines.wait_for_slot(job, older, from_line=True)
+    assert lines.ahead_of_line(job) == [older]
+    got = lines.slot_turn("db", 1, 0, T0 + timedelta(minutes=2))
+    assert got is not None and got[0] == [(job, older)]
+    lines.back_in_front(job, older, T0 + timedelta(minutes=2))
+    lines.tidy("db")
+    assert lines.ahead_of_line(job) == [older]
+    got = lines.slot_turn("db", 1, 0, T0 + timedelta(minutes=3))  # the group had room this time
+    assert got is not None and got[0] == [(job, older)]
+    lines.tidy("db")
+    assert lines.ahead_of_line(job) == [] and not lines._from_line
