@@ -359,7 +359,8 @@ class Occurrences:
         """The periodic check, a slice a wake-up: the first call starts it, once the slices
         after READY are done (`reconcile` stores and reads what they left first); each reads the
         next READ_SLICE stored scheduled occurrences in fire order, when its time has come
-        (`reconcile_slice_at`), and crosses their jobs off. A job's occurrence that fires
+        (`reconcile_slice_at`), and crosses their jobs off, until none is left to cross off
+        (a backlog stores many occurrences of one job). A job's occurrence that fires
         meanwhile leaves its next one after it in that order, so a job crossed off by none
         had none stored when the read passed; those few are read again and repaired at
         the end (`repair`), on this thread, as a check at once would."""
@@ -372,14 +373,15 @@ class Occurrences:
                 self._next_reconcile = self.clock.monotonic() + RECONCILE_RETRY_S
                 return
             self.reconcile_later()
-            self._unseen = {j.key for j in self.registry.jobs.values()}
+            # (a disabled or @reboot job has no next occurrence to store: `repair`)
+            self._unseen = {j.key for j in self.registry.jobs.values() if j.spec.enabled and not j.reboot}
             self._seen_to = None
         if self._clear(now) != now:
             return
         page = self.store.pending_later(EPOCH, self._seen_to, READ_SLICE + 1)  # (one more: is this the last?)
         more, page = len(page) > READ_SLICE, page[:READ_SLICE]
         self._unseen.difference_update(r.job_key for r in page)
-        if more:
+        if more and self._unseen:  # (every job crossed off: the rest of the read changes nothing)
             self._seen_to = (page[-1].fire_at, page[-1].run_id)
             return
         unseen, self._unseen, self._seen_to = self._unseen, None, None
