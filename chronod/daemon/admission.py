@@ -378,8 +378,8 @@ class Admission:
         """One turn of the resource's line; whether it gave out a slot (the line moved).
         `headless` gathers the jobs whose catch-up line lost its head: it got no slot."""
         turn = self.lines.slot_turn(resource, limit, self.starter.used(resource), self.clock.now())
-        if turn is None:
-            return False
+        if turn is None or turn == ([], []):
+            return False  # (the line stays as it is: most wake-ups of a full resource)
         start, expired = turn
         for job, run in expired:
             if run.trigger == Trigger.SCHEDULE and self.lines.queued(job.spec.id):
