@@ -266,6 +266,8 @@ class _Tables:
     # which `pending_later` pages through without a walk over every waiting run
     late_each: list[tuple[datetime, str]] = field(default_factory=list)
     running: dict[str, None] = field(default_factory=dict)
+    # retry_wait run ids (of `waiting`): a node's heartbeat reads a dead node's retries
+    retrying: dict[str, None] = field(default_factory=dict)
     by_state: dict[str, int] = field(default_factory=dict)
     attempts: dict[str, dict[int, Attempt]] = field(default_factory=dict)
     pruned: dict[str, Pruned] = field(default_factory=dict)
@@ -342,6 +344,10 @@ class MemoryStore:
             del self._t.running[r.run_id]
         elif state == _RUNNING:
             self._t.running[r.run_id] = None
+        if old == _RETRY_WAIT:
+            del self._t.retrying[r.run_id]
+        elif state == _RETRY_WAIT:
+            self._t.retrying[r.run_id] = None
         r.state = state
 
     def _store_run(self, run: Run, now: datetime) -> bool:
@@ -364,6 +370,8 @@ class MemoryStore:
         t.by_state[r.state] = t.by_state.get(r.state, 0) + 1
         if r.state in _WAITING:
             t.waiting[r.run_id] = None
+            if r.state == _RETRY_WAIT:
+                t.retrying[r.run_id] = None
             late = self._scheduled(r) if r.state == _PENDING else None
             if late is not None:
                 bisect.insort(late, (r.fire_at, r.run_id))
@@ -390,6 +398,7 @@ class MemoryStore:
         if late is not None:
             del late[bisect.bisect_left(late, (r.fire_at, run_id))]
         t.running.pop(run_id, None)
+        t.retrying.pop(run_id, None)
         t.attempts.pop(run_id, None)
 
     def _scheduled(self, r: Run) -> list[tuple[datetime, str]] | None:
@@ -829,7 +838,7 @@ class MemoryStore:
     def waiting_retries(self, node: str) -> list[Run]:
         with self._lock:
             runs = self._t.runs
-            ids = [i for i in self._t.waiting if runs[i].state == _RETRY_WAIT and runs[i].node == node]
+            ids = [i for i in self._t.retrying if runs[i].node == node]
             return self._sorted(ids, lambda r: (r.next_attempt_at or _NEVER, r.run_id))  # NULLS FIRST, as SQL
 
     def _settle_one(

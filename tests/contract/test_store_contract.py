@@ -354,6 +354,8 @@ def test_waiting_retries_are_the_retry_wait_runs_a_node_last_held(store):
     )
     assert [r.run_id for r in store.waiting_retries("n1")] == ["backup-000001"]
     assert store.waiting_retries("n2") == []
+    assert store.dispatch("backup-000001", "n1", token, None) is not None  # its next attempt starts
+    assert store.waiting_retries("n1") == []
 
 
 def test_dispatch_after_the_lease_expired_is_rejected_and_counted(store):
