@@ -358,12 +358,14 @@ class Occurrences:
     def reconcile_some(self) -> None:
         """The periodic check, a slice a wake-up: the first call starts it, once the slices
         after READY are done (`reconcile` stores and reads what they left first); each reads the
-        next READ_SLICE stored scheduled occurrences in fire order, when its time has come
-        (`reconcile_slice_at`), and crosses their jobs off, until none is left to cross off
-        (a backlog stores many occurrences of one job). A job's occurrence that fires
-        meanwhile leaves its next one after it in that order, so a job crossed off by none
-        had none stored when the read passed; those few are read again and repaired at
-        the end (`repair`), on this thread, as a check at once would."""
+        next READ_SLICE stored scheduled occurrences in fire order, from the check's start on,
+        when its time has come (`reconcile_slice_at`), and crosses their jobs off, until none
+        is left to cross off. A job's occurrence that fires meanwhile leaves its next one after
+        it in that order, so a job crossed off by none had none stored when the read passed,
+        or only occurrences that fired before the check began (they wait in a line or a
+        window: a month-long backlog holds thousands, which the read no longer passes over);
+        those few are read again and repaired at the end (`repair`) if nothing is stored
+        for them at all, on this thread, as a check at once would."""
         now = self.clock.now()
         if self._unseen is None:
             if self._unstored or self._unread is not None:
@@ -375,7 +377,7 @@ class Occurrences:
             self.reconcile_later()
             # (a disabled or @reboot job has no next occurrence to store: `repair`)
             self._unseen = {j.key for j in self.registry.jobs.values() if j.spec.enabled and not j.reboot}
-            self._seen_to = None
+            self._seen_to = (now, "")  # from the occurrences that fire now on
         if self._clear(now) != now:
             return
         page = self.store.pending_later(EPOCH, self._seen_to, READ_SLICE + 1)  # (one more: is this the last?)

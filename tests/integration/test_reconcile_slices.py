@@ -123,18 +123,20 @@ def test_a_check_due_while_the_first_occurrences_are_stored_waits_for_their_slic
     assert set(scheduled(store).values()) == {1}
 
 
-def test_the_check_stops_reading_once_every_job_is_crossed_off(settled):
-    """A backlog stores many occurrences of one job: the check reads on only while a job
-    is left without one seen (every 300 s, thousands of rows of a month-long backlog)."""
+@pytest.mark.parametrize("backlog_at", [timedelta(days=-1), timedelta(days=30)], ids=["fired", "later"])
+def test_the_check_reads_each_job_once_not_its_backlog(settled, backlog_at):
+    """A backlog stores many occurrences of one job: those that fired before the check
+    began (they wait in a line) are not read, and the check stops once every job is
+    crossed off (every 300 s, a month-long backlog is thousands of rows)."""
     from chronod.daemon.runs import new_run
 
     clock, store, d, reads = settled
     tick = d.registry.jobs["tick"]
-    backlog = [new_run(tick, START + timedelta(days=30, minutes=k)) for k in range(40)]  # they fire last
-    store.insert_runs(backlog)
+    store.insert_runs([new_run(tick, START + backlog_at + timedelta(minutes=k)) for k in range(40)])
     for _ in range(40):
         wake(d, reads)
         clock.advance(0.1)
     assert not d.occurrences.reconciling(), "the check is over"
     # 23 jobs, two a slice (each read asks one more): 12 slices, not the 32 of every row
-    assert sum(reads) <= 13 * 3, f"read on past the last job's occurrence: {reads}"
+    assert sum(reads) <= 13 * 3, f"read the backlog: {reads}"
+    assert set(scheduled(store).values()) == {1, 41}, "and nothing repaired"
