@@ -248,16 +248,23 @@ class Admission:
         self.drain_queue(job.spec.id)
 
     def drain_queue(self, job_id: str, slot_head: Run | None = None) -> None:
-        """Start the job's next queued occurrence when its turn has come (`catchup_turn`).
+        """Start the job's next queued occurrences when their turn has come (`catchup_turn`).
         `slot_head`: a run of the job that waited for a slot of its resource and got none
         within its catch-up window, taken out of the resource's line but not settled yet:
-        the occurrences behind it whose window ran out too waited for it."""
+        the occurrences behind it whose window ran out too waited for it. A run skipped as
+        it starts (a window, a pause, its account) never went: the next one's turn comes
+        at once, not at a later wake-up."""
+        while self._drain_once(job_id, slot_head) and self.lines.queued(job_id):
+            slot_head = None
+
+    def _drain_once(self, job_id: str, slot_head: Run | None) -> bool:
+        """One turn of the job's catch-up line; whether it started any run (and may go on)."""
         job = self.registry.jobs.get(job_id)
         now = self.clock.now()
         # the catch-up rule asks only whether any run of the job is going: the runs started
         # here answer it, and the line's retries are looked for only when none is
         if self.lines.waits_while_going(job, job_id, now) and self.starter.any_going(job_id):
-            return  # as the last drain: a run is going, and nothing in line is due to move yet
+            return False  # as the last drain: a run is going, and nothing in line is due to move yet
         # a run the line sent to its resource's line, still waiting for a slot, is going too
         slot = [slot_head] if slot_head is not None else [] if job is None else self.lines.ahead_of_line(job)
         going = int(self.starter.any_going(job_id)) or len(self.retrying(job_id)) or len(slot)
@@ -271,6 +278,9 @@ class Admission:
         for run in start:
             assert job is not None
             self.to_slot(job, run, None)
+        # (one put back on the timeline, its launch refused for a doubtful lease, waits for
+        # the next wake-up, and so does the rest of the line)
+        return bool(start) and not any(r.run_id in self.timeline for r in start)
 
     def retrying(self, job_id: str) -> set[str]:
         """The run ids of the job that wait for their next attempt: a catch-up line drains
