@@ -294,9 +294,11 @@ class Lines:
             self._first_fire.pop(job_id, None)
             self._quiet.pop(job_id, None)
             leave = {w.run_id for w in (*turn.expire, *turn.start)}
+            off: set[str] = set()
             while q and q[0].run_id in leave:  # most leave from the front: no new line for them
+                off.add(q[0].run_id)
                 self._release([q.popleft().run_id])
-            if any(r.run_id in leave for r in q):
+            if leave - off:
                 self._release(r.run_id for r in q if r.run_id in leave)
                 q = self._queued[job_id] = deque(r for r in q if r.run_id not in leave)
         for r in start:
