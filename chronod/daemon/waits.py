@@ -375,7 +375,7 @@ class Lines:
         )
         started = {w.run_id for w in turn.start}
         self._from_line -= {w.run_id for w in turn.expire}
-        self._started[resource] = started & self._from_line
+        self._started.setdefault(resource, set()).update(started & self._from_line)  # (a turn inside a turn adds)
         gone = {w.run_id for w in (*turn.expire, *turn.start)}
         self._release(rid for rid in gone if line.remove(rid) is not None)
         return [by_id[w.run_id] for w in turn.start], [by_id[w.run_id] for w in turn.expire]
