@@ -324,7 +324,9 @@ class Occurrences(Protocol):
 
     def claim_offline(self, run: Run, node: str, token: int) -> Run | None:
         """Store (if missing) and claim a run started while the database was unreachable, at
-        the attempt and start time it really had. None if settled meanwhile or stale token."""
+        the attempt and start time it really had. None if settled meanwhile or stale token;
+        a row cancelled by its job's removal (`policy.REMOVED_FROM_REGISTRY`) after the run
+        had started is not settled: it ran."""
 
     def waiting_retries(self, node: str) -> list[Run]:
         """Runs in retry_wait last held by `node` (a dead node's pending retries), by

@@ -101,6 +101,18 @@ def _later(r: Run, until: datetime) -> bool:
     return r.state == _PENDING and r.trigger == Trigger.SCHEDULE and r.fire_at > until
 
 
+def _cancelled_by_removal_after(r: Run, started_at: datetime | None) -> bool:
+    """A row the job's removal cancelled after `started_at`, when its run had in fact
+    started while the database was unreachable (`Store.claim_offline`)."""
+    return (
+        r.state == RunState.CANCELLED
+        and r.error == policy.REMOVED_FROM_REGISTRY
+        and started_at is not None
+        and r.finished_at is not None
+        and r.finished_at >= _utc(started_at)  # type: ignore[operator]
+    )
+
+
 def _copy(r: Run) -> Run:
     return Run(
         r.run_id,
@@ -828,6 +840,10 @@ class MemoryStore:
 
     def claim_offline(self, run: Run, node: str, token: int) -> Run | None:
         with self._lock:
+            r = self._t.runs.get(run.run_id)
+            if r is not None and _cancelled_by_removal_after(r, run.started_at) and self._live(token, node):
+                self._set_state(r, _PENDING)  # (`OccurrencesSql.claim_offline`)
+                r.error = r.finished_at = None
             waiting = _copy(run)
             waiting.state, waiting.attempts = _PENDING, run.attempts - 1
             waiting.node = waiting.token = waiting.started_at = waiting.pid = waiting.supervisor_pid = None

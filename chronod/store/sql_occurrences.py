@@ -13,6 +13,7 @@ from typing import Any, Iterable
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from chronod.core import policy
 from chronod.core.model import RunState, Trigger
 from chronod.store import pgbatch
 from chronod.store import schema as s
@@ -286,8 +287,24 @@ class OccurrencesSql(SqlPart):
     def claim_offline(self, run: Run, node: str, token: int) -> Run | None:
         """Record a run this node started while the database was unreachable: store the
         occurrence if it is missing, then claim it at the attempt and start time it really
-        had. None if it is no longer waiting (settled meanwhile) or the token is stale."""
+        had. None if it is no longer waiting (settled meanwhile) or the token is stale.
+        A row the job's removal cancelled after the run had started is waiting again: a
+        start that read the job removed before it replayed the spool (chronod died while
+        the database was unreachable) cancelled an `each` occurrence that ran offline."""
         with self._tx() as c:
+            if run.started_at is not None:
+                r = s.runs.c
+                c.execute(
+                    s.runs.update()
+                    .where(
+                        r.run_id == run.run_id,
+                        r.state == RunState.CANCELLED,
+                        r.error == policy.REMOVED_FROM_REGISTRY,
+                        r.finished_at >= sa.literal(run.started_at, s.UTCDateTime()),
+                        self._lease_live(token, node),
+                    )
+                    .values(state=RunState.PENDING, error=None, finished_at=None)
+                )
             waiting = Run(
                 **{
                     **run.as_dict(),

@@ -1278,3 +1278,27 @@ def test_a_late_result_never_touches_an_attempt_that_was_not_lost(store):
     store.dispatch("backup-000001", "n1", tok, None)
     assert store.note_late_outcome("backup-000001", 1, "late result") is False
     assert store.note_late_outcome("backup-000001", 7, "late result") is False
+
+
+def test_a_run_started_offline_before_its_job_was_removed_is_claimed_not_left_cancelled(store):
+    """An `each` job's occurrence ran while the database was unreachable; chronod died, and
+    the next start read the job removed and cancelled the occurrence before it replayed
+    the spool. The spooled start outranks that cancel, which came after it: the run is
+    claimed at its real start. One that started after the cancel, or a stale node, is not."""
+    token = acquire(store)
+    store.sync_jobs("n1", [spec("backup")])
+    store.insert_runs([run(1), run(2)])
+    store.sync_jobs("n1", [])  # removed: its occurrences not yet started are cancelled
+    assert store.get_run("backup-000001").state == "cancelled"
+    ran = run(1)
+    ran.state, ran.attempts, ran.node, ran.started_at = "running", 1, "n1", T0 + timedelta(seconds=9)
+    assert store.claim_offline(ran, "n1", token + 100) is None  # a stale token reopens nothing
+    assert store.get_run("backup-000001").state == "cancelled"
+    claimed = store.claim_offline(ran, "n1", token)
+    assert claimed is not None and claimed.attempts == 1 and claimed.started_at == T0 + timedelta(seconds=9)
+    assert store.get_run("backup-000001").state == "running" and store.get_run("backup-000001").error is None
+    later = run(2)
+    later.state, later.attempts, later.node = "running", 1, "n1"
+    later.started_at = datetime.now(timezone.utc) + timedelta(hours=1)  # after the cancel
+    assert store.claim_offline(later, "n1", token) is None
+    assert store.get_run("backup-000002").state == "cancelled"
