@@ -1411,12 +1411,16 @@ def schedule_first(f: Facts) -> list[Counterexample]:
             continue
         if not any(rerun.get(p.run_id) is p for p in procs):
             continue
+        # only an occurrence that started more than LAG_S late can have waited while a
+        # backfill run started (a month of a job every 20 s is 130,000 that did not)
+        lag = timedelta(seconds=LAG_S)
         waiting = [
             (r.fire_at, firsts[rid])
             for r in rows_by_job.get(job, ())
             if (rid := r.run_id) in firsts
             and r.trigger == "schedule"
             and r.fire_at is not None
+            and firsts[rid].started_wall > r.fire_at + lag
             and not asked(firsts[rid])
         ]
         for p in procs:
