@@ -1331,18 +1331,19 @@ def _free_moment(
     the resource (`spans`: the hulls of its processes that meet [start, end], `Facts.holding`).
     A disturbance spares only itself and the LAG_S after it (a daemon back from it acts
     within that), not the whole stretch between two of the resource's starts or ends."""
-    settling = [(a, b + timedelta(seconds=LAG_S)) for a, b in f.spans]
+    settled, edges = _settling(f)
     points = sorted(
         {
             start,
             end,
-            *(t for a, b in [*spans, *held, *settling] for t in (a, b) if start <= t <= end),
+            *(t for a, b in [*spans, *held] for t in (a, b) if start <= t <= end),
+            *edges[bisect.bisect_left(edges, start) : bisect.bisect_right(edges, end)],
         }
     )
     # how many spans hold each midpoint, by bisection over their sorted ends (a walk over
     # every span for every point took a third of a two-day run of 1,000 jobs whose resource
     # line was days long): a span [a, b] holds m when a <= m, less those with b < m
-    covering, settled, holds = _Cover(spans, True), _Cover(settling, True), _Cover(held, False)
+    covering, holds = _Cover(spans, True), _Cover(held, False)
     for x, y in itertools.pairwise(points):
         mid = x + (y - x) / 2
         if y - x <= 2 * INSTANT or settled.count(mid) or holds.count(mid):
@@ -1350,6 +1351,18 @@ def _free_moment(
         if covering.count(mid) < limit:
             return mid
     return None
+
+
+def _settling(f: Any) -> tuple[_Cover, list[datetime]]:
+    """The disturbances with the LAG_S after each (`_free_moment`), counted by `_Cover`, and
+    their ends sorted: built once for the checks, not for each run skipped for its resource
+    (a month has hundreds of disturbances and thousands of such runs)."""
+    got = getattr(f, "_settling", None)
+    if got is None:
+        settling = [(a, b + timedelta(seconds=LAG_S)) for a, b in f.spans]
+        got = (_Cover(settling, True), sorted(t for a, b in settling for t in (a, b)))
+        f._settling = got
+    return got
 
 
 class _Cover:
