@@ -263,10 +263,13 @@ class Admission:
         now = self.clock.now()
         # the catch-up rule asks only whether any run of the job is going: the runs started
         # here answer it, and the line's retries are looked for only when none is
-        if self.lines.waits_while_going(job, job_id, now) and self.starter.any_going(job_id):
+        quiet = self.lines.waits_while_going(job, job_id, now)
+        if quiet and self.starter.any_going(job_id):
             return False  # as the last drain: a run is going, and nothing in line is due to move yet
         # a run the line sent to its resource's line, still waiting for a slot, is going too
         slot = [slot_head] if slot_head is not None else [] if job is None else self.lines.ahead_of_line(job)
+        if quiet and slot:
+            return False  # (its head waits for a slot at most wake-ups of a short resource)
         going = int(self.starter.any_going(job_id)) or len(self.retrying(job_id)) or len(slot)
         start, expired, replaced = self.lines.catchup_turn(job, job_id, going, now)
         for run, newer in replaced:
