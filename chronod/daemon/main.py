@@ -199,7 +199,7 @@ def _start(
     from chronod.daemon.startlimit import DEFAULT_MAX_STARTS_PER_S
     from chronod.daemon.sysd import Notifier
     from chronod.daemon.waker import Waker
-    from chronod.runner.runner import Runner
+    from chronod.runner.runner import Runner, launchers
     from chronod.specfile import FileCache
     from chronod.store.api import NodeConflict, SchemaTooNew, SchemaTooOld, StoreError, open_store
 
@@ -258,7 +258,9 @@ def _start(
     daemon = Daemon(
         clock=clock,
         store=store,
-        runner=make_runner(state_dir) if make_runner else Runner(state_dir, zygote=True, many=True),
+        runner=make_runner(state_dir)
+        if make_runner
+        else Runner(state_dir, zygote=True, many=True, launchers=launchers()),
         load_registry=lambda: load_files(registry, clock, secure, files, log, node),
         node=node,
         metrics=metrics,

@@ -43,7 +43,15 @@ LOST_ERROR = "supervisor died; outcome unknown"
 USER_PATH = "/usr/local/bin:/usr/bin:/bin"
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _BLOCKED_AROUND_FORK = {supervisor.CANCEL_SIGNAL, *supervisor.IGNORED_SIGNALS}
+MAX_LAUNCHERS = 2  # measured on 2 CPUs (bench/README.md, "A burst of 1,000 starts: two launchers")
 IDENTITY_TTL_S = 1.0  # a user or group looked up once serves the launches of this long
+
+
+def launchers() -> int:
+    """How many launchers a daemon keeps: one per CPU it may run on, at most MAX_LAUNCHERS.
+    A spawn waits for its child's exec; with one launcher a burst's spawns wait one after
+    another, with two they overlap."""
+    return max(1, min(MAX_LAUNCHERS, len(os.sched_getaffinity(0))))
 
 
 class Runner:
@@ -56,6 +64,7 @@ class Runner:
         *,
         zygote: bool = False,
         many: bool = False,
+        launchers: int = 1,
         containment: contain.Containment | None = None,
     ):
         self.state_dir = Path(state_dir).absolute()  # the launcher and supervisors change directory
@@ -65,16 +74,21 @@ class Runner:
         self._use_zygote = zygote
         self._zygote: Zygote | None = None
         self._use_launcher = many
-        self._launcher: Launcher | None = None
+        # the launchers for many runs, given runs in turn: each waits for its spawns' execs,
+        # two overlap those waits on two CPUs (docs/launcher.md, "Two launchers")
+        self._launchers: list[Launcher | None] = [None] * max(launchers, 1)
+        self._turn = 0
         # (run_id, attempt) -> (pid, start ticks) of the launcher that runs it
         self._owners: dict[tuple[str, int], tuple[int, int]] = {}
+        self._ran_by: dict[tuple[str, int], tuple[int, int]] = {}  # collected, until `discard`: its launcher
         self._stalled: set[tuple[int, int]] = set()  # launchers that did not answer a watch
         self._gone: list[int] = []  # launchers that died, reaped once they are zombies
         if many:
-            try:
-                self._launcher = Launcher()
-            except OSError:
-                pass  # the first launch tries again, then falls back to a supervisor per run
+            for i in range(len(self._launchers)):
+                try:
+                    self._launchers[i] = Launcher()
+                except OSError:
+                    pass  # the first launch tries again, then falls back to a supervisor per run
         if zygote and not many:
             # now, not at the first launch: its interpreter takes a good 100 ms to start
             try:
@@ -103,7 +117,7 @@ class Runner:
         if key in self._handles:
             raise ValueError(f"run {req.run_id} attempt {req.attempt} is already running under this runner")
         plan = self._plan(req)
-        if not (self._launcher is not None and self._launcher.alive):
+        if not any(la is not None and la.alive for la in self._launchers):
             files.remove(self.state_dir, req.run_id, req.attempt)  # the launcher does it itself
         pid, fd = self._start(plan)
         handle = Handle(req.run_id, req.attempt, pid, None, self._clock.now(), fd)
@@ -114,18 +128,20 @@ class Runner:
         """(supervisor pid, a descriptor readable at the end): through the launcher for
         many runs when enabled and alive, else through the zygote, else a fork."""
         if self._use_launcher:
+            i = self._turn = (self._turn + 1) % len(self._launchers)
             for _ in range(2):  # a dead launcher is replaced once per launch
+                current = self._launchers[i]
                 try:
-                    if self._launcher is None or not self._launcher.alive:
-                        self._launcher = Launcher()
-                    pid, fd = self._launcher.launch(plan)
+                    if current is None or not current.alive:
+                        current = self._launchers[i] = Launcher()
+                    pid, fd = current.launch(plan)
                 except (LauncherError, OSError):
-                    if self._launcher is not None:
-                        self._gone.append(self._launcher.pid)
-                    self._launcher = None
+                    if current is not None:
+                        self._gone.append(current.pid)
+                    self._launchers[i] = None
                     continue
                 self._gone = [p for p in self._gone if not _reap(p)]
-                self._owners[(plan.run_id, plan.attempt)] = (pid, self._launcher.ticks)
+                self._owners[(plan.run_id, plan.attempt)] = (pid, current.ticks)
                 return pid, fd
         if self._use_zygote:
             try:
@@ -208,8 +224,8 @@ class Runner:
         """
         owner = self._owners.get((handle.run_id, handle.attempt))
         if owner is not None:
-            current = self._launcher
-            if current is not None and current.alive and (current.pid, current.ticks) == owner:
+            current = self._launcher_of(owner)
+            if current is not None:
                 current.cancel(handle.run_id, handle.attempt)
             else:
                 launcher.cancel(*owner, handle.run_id, handle.attempt)
@@ -257,8 +273,11 @@ class Runner:
         )
 
     def _forget(self, handle: Handle) -> None:
-        self._handles.pop((handle.run_id, handle.attempt), None)
-        self._owners.pop((handle.run_id, handle.attempt), None)
+        key = (handle.run_id, handle.attempt)
+        self._handles.pop(key, None)
+        owner = self._owners.pop(key, None)
+        if owner is not None and len(self._launchers) > 1:
+            self._ran_by[key] = owner
         if handle.fd >= 0:
             os.close(handle.fd)
             handle.fd = -1
@@ -353,11 +372,19 @@ class Runner:
         """Remove an attempt's state files once the daemon has stored its outcome.
 
         With a launcher the launcher removes them: a crash before it did leaves orphans
-        that the next daemon finds recorded and discards."""
-        current = self._launcher
-        if current is not None and current.alive and current.discard(str(self.state_dir), run_id, attempt):
+        that the next daemon finds recorded and discards. The launcher that ran it, which
+        also removes its file of `started` records with the last of its runs; another
+        one of ours for a run a predecessor's launcher ran."""
+        owner = self._ran_by.pop((run_id, attempt), None)
+        current = self._launcher_of(owner) if owner is not None else None
+        current = current or next((la for la in self._launchers if la is not None and la.alive), None)
+        if current is not None and current.discard(str(self.state_dir), run_id, attempt):
             return
         files.remove(self.state_dir, run_id, attempt)
+
+    def _launcher_of(self, owner: tuple[int, int]) -> Launcher | None:
+        """This runner's live launcher with that (pid, start ticks), if it is one of ours."""
+        return next((la for la in self._launchers if la is not None and la.alive and (la.pid, la.ticks) == owner), None)
 
     def close(self) -> None:
         """Stop watching (the daemon is exiting); supervisors and jobs keep running."""
@@ -366,10 +393,12 @@ class Runner:
             handle.fd = -1
         self._handles.clear()
         self._owners.clear()
-        launching = self._launcher is not None and self._launcher.alive
-        if self._launcher is not None:
-            self._launcher.close()
-            self._launcher = None
+        self._ran_by.clear()
+        launching = any(la is not None and la.alive for la in self._launchers)
+        for la in self._launchers:
+            if la is not None:
+                la.close()
+        self._launchers = [None] * len(self._launchers)
         if self._zygote is not None:
             self._zygote.close()
             self._zygote = None

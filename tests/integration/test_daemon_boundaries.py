@@ -15,6 +15,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
+from chronod.runner.runner import launchers
 from tests.integration.daemon_helpers import (
     Chronod,
     job,
@@ -46,6 +47,16 @@ def _with_arg(arg: str) -> list[int]:
         if arg.encode() in argv and stat[stat.rfind(")") + 2] not in "ZX":
             found.append(int(name))
     return found
+
+
+def _launchers_of(pid: int) -> list[int]:
+    """The daemon's launchers, once all of them are up (one per CPU, at most two)."""
+
+    def up() -> list[int] | None:
+        found = _children(pid, "launchloop")
+        return found if len(found) == launchers() else None
+
+    return wait_until(up, what="the launchers")
 
 
 def _children(pid: int, marker: str) -> list[int]:
@@ -127,8 +138,9 @@ def test_a_stopped_launcher_replaced_by_a_new_daemon_runs_nothing_it_settled(tmp
         lambda: all(any(r["state"] == "succeeded" for r in runs_json(j, db)) for j in ("unsafe", "tick")),
         what="both jobs to run",
     )
-    (launcher,) = wait_until(lambda: _children(old.proc.pid, "launchloop"), what="the launcher")
-    os.kill(launcher, signal.SIGSTOP)
+    stopped = _launchers_of(old.proc.pid)
+    for launcher in stopped:
+        os.kill(launcher, signal.SIGSTOP)
     try:
         time.sleep(2.5)  # the daemon queues launches the stopped launcher does not read
         old.kill9()
@@ -145,9 +157,10 @@ def test_a_stopped_launcher_replaced_by_a_new_daemon_runs_nothing_it_settled(tmp
         )
         time.sleep(2)
     finally:
-        with contextlib.suppress(ProcessLookupError):  # the new daemon may have ended it already
-            os.kill(launcher, signal.SIGCONT)
-    wait_until(lambda: not _with_arg_pid(launcher), timeout=30, what="the old launcher to drain and exit")
+        for launcher in stopped:
+            with contextlib.suppress(ProcessLookupError):  # the new daemon may have ended it already
+                os.kill(launcher, signal.SIGCONT)
+    wait_until(lambda: not any(map(_with_arg_pid, stopped)), timeout=30, what="the old launchers to drain and exit")
     time.sleep(1)  # a job the resumed launcher started (it must not) has written its line
     new.stop()
     lost = {r["run_id"]: _at(r["finished_at"]) for r in runs_json("unsafe", db) if r["state"] == "lost"}
@@ -204,8 +217,8 @@ def test_a_killed_launchers_setsid_worker_is_dead_before_attempt_2_starts(tmp_pa
     write_once_soon(reg / "a.yaml", make, "work", [d], db)
     try:
         wait_until(lambda: w.exists() and "start 1" in w.read_text(), timeout=30, what="attempt 1's worker")
-        (launcher,) = _children(d.proc.pid, "launchloop")
-        os.kill(launcher, signal.SIGKILL)
+        for launcher in _launchers_of(d.proc.pid):
+            os.kill(launcher, signal.SIGKILL)
         wait_until(lambda: "start 2" in w.read_text(), timeout=90, what="attempt 2")
         wait_until(lambda: "end 2" in w.read_text(), timeout=30, what="attempt 2 to end")
     finally:
@@ -227,8 +240,8 @@ def test_a_result_that_arrives_after_its_run_was_settled_lost_is_stored_not_drop
     (run,) = wait_until(
         lambda: [r for r in runs_json("once", db) if r["state"] == "running"], timeout=30, what="the run"
     )
-    (launcher,) = _children(d.proc.pid, "launchloop")
-    os.kill(launcher, signal.SIGKILL)
+    for launcher in _launchers_of(d.proc.pid):
+        os.kill(launcher, signal.SIGKILL)
     wait_until(
         lambda: [r for r in runs_json("once", db) if r["state"] == "lost"], timeout=30, what="the run to be lost"
     )

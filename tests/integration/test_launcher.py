@@ -163,3 +163,67 @@ def _gone(pid: int, timeout: float = 10) -> None:
     while files.proc_start_ticks(pid) is not None and "Z" not in open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1][:3]:
         assert time.monotonic() < end, f"launcher {pid} still running"
         time.sleep(0.02)
+
+
+@pytest.fixture
+def two(tmp_path):
+    r = Runner(tmp_path / "state", many=True, launchers=2)
+    yield r
+    r.close()
+
+
+def _parent(pid: int) -> int:
+    return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+
+
+def test_two_launchers_take_runs_in_turn_and_each_supervises_its_own(two):
+    handles = [launch(two, f"r{i}", "sleep 0.3") for i in range(6)]
+    assert len({h.supervisor_pid for h in handles}) == 2
+    assert [h.supervisor_pid for h in handles[:2]] * 3 == [h.supervisor_pid for h in handles]
+    assert all(_ready(two, h) and _parent(h.pid) == h.supervisor_pid for h in handles)
+    assert [finish(two, h).state for h in handles] == ["succeeded"] * 6
+
+
+def test_with_two_launchers_every_file_goes_with_its_run_records_included(two, tmp_path):
+    """A discard goes to the launcher that ran the run: each removes its file of `started`
+    records with the last of its own runs (sent to the other one, a file would be left
+    until its launcher exits)."""
+    handles, outcomes, end = base.run_many(two)
+    assert len({h.supervisor_pid for h in handles}) == 2
+    assert len(outcomes) == len(handles) and all(o.state == "succeeded" for o in outcomes.values())
+    state = tmp_path / "state"
+    left = lambda: sorted(p.name for p in (*state.iterdir(), *state.glob("launched/*")) if p.name != "launched")  # noqa: E731
+    while left():
+        assert time.monotonic() < end, f"left behind: {left()[:5]}"
+        time.sleep(0.02)
+    assert all(alive(h.supervisor_pid) for h in handles[:2]), "a launcher left while its daemon was up"
+
+
+def test_a_cancel_reaches_the_launcher_that_runs_it(two):
+    first, second = launch(two, "r1", "sleep 30"), launch(two, "r2", "sleep 30")
+    assert first.supervisor_pid != second.supervisor_pid
+    for h in (first, second):
+        wait_started(two, h)
+    two.cancel(second)
+    assert finish(two, second).state == "cancelled"
+    assert alive(first.pid)
+    two.cancel(first)
+    assert finish(two, first).state == "cancelled"
+
+
+def test_a_kill_9_of_one_of_two_launchers_loses_only_its_runs(two):
+    handles = [launch(two, f"r{i}", "sleep 1; echo kept") for i in range(4)]
+    for h in handles:
+        wait_started(two, h)
+    killed = handles[0].supervisor_pid
+    os.kill(killed, signal.SIGKILL)
+    outcomes = {h.run_id: finish(two, h) for h in handles}
+    assert {rid: o.state for rid, o in outcomes.items()} == {
+        "r0": "lost",
+        "r1": "succeeded",
+        "r2": "lost",
+        "r3": "succeeded",
+    }
+    again = [launch(two, f"a{i}", "echo again") for i in range(2)]
+    assert killed not in {h.supervisor_pid for h in again}
+    assert [finish(two, h).output_tail for h in again] == ["again\n"] * 2
