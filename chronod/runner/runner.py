@@ -128,8 +128,9 @@ class Runner:
         """(supervisor pid, a descriptor readable at the end): through the launcher for
         many runs when enabled and alive, else through the zygote, else a fork."""
         if self._use_launcher:
-            i = self._turn = (self._turn + 1) % len(self._launchers)
-            for _ in range(2):  # a dead launcher is replaced once per launch
+            self._turn = (self._turn + 1) % len(self._launchers)
+            for k in range(2):  # a dead launcher is replaced once per launch; the next one is tried after
+                i = (self._turn + k) % len(self._launchers)
                 current = self._launchers[i]
                 try:
                     if current is None or not current.alive:
@@ -276,7 +277,7 @@ class Runner:
         key = (handle.run_id, handle.attempt)
         self._handles.pop(key, None)
         owner = self._owners.pop(key, None)
-        if owner is not None and len(self._launchers) > 1:
+        if owner is not None:
             self._ran_by[key] = owner
         if handle.fd >= 0:
             os.close(handle.fd)
