@@ -177,7 +177,7 @@ def _parent(pid: int) -> int:
 
 
 def test_two_launchers_take_runs_in_turn_and_each_supervises_its_own(two):
-    handles = [launch(two, f"r{i}", "sleep 0.3") for i in range(6)]
+    handles = [launch(two, f"r{i}", "sleep 2") for i in range(6)]  # still running when their parent is read
     assert len({h.supervisor_pid for h in handles}) == 2
     assert [h.supervisor_pid for h in handles[:2]] * 3 == [h.supervisor_pid for h in handles]
     assert all(_ready(two, h) and _parent(h.pid) == h.supervisor_pid for h in handles)
@@ -212,7 +212,7 @@ def test_a_cancel_reaches_the_launcher_that_runs_it(two):
 
 
 def test_a_kill_9_of_one_of_two_launchers_loses_only_its_runs(two):
-    handles = [launch(two, f"r{i}", "sleep 1; echo kept") for i in range(4)]
+    handles = [launch(two, f"r{i}", "sleep 5; echo kept") for i in range(4)]  # none ends before the kill
     for h in handles:
         wait_started(two, h)
     killed = handles[0].supervisor_pid
