@@ -78,9 +78,8 @@ class Runner:
         # two overlap those waits on two CPUs (docs/launcher.md, "Two launchers")
         self._launchers: list[Launcher | None] = [None] * max(launchers, 1)
         self._turn = 0
-        # (run_id, attempt) -> (pid, start ticks) of the launcher that runs it
+        # (run_id, attempt) -> (pid, start ticks) of the launcher that runs it, until `discard`
         self._owners: dict[tuple[str, int], tuple[int, int]] = {}
-        self._ran_by: dict[tuple[str, int], tuple[int, int]] = {}  # collected, until `discard`: its launcher
         self._stalled: set[tuple[int, int]] = set()  # launchers that did not answer a watch
         self._gone: list[int] = []  # launchers that died, reaped once they are zombies
         if many:
@@ -117,7 +116,7 @@ class Runner:
         if key in self._handles:
             raise ValueError(f"run {req.run_id} attempt {req.attempt} is already running under this runner")
         plan = self._plan(req)
-        if not any(la is not None and la.alive for la in self._launchers):
+        if not self._live():
             files.remove(self.state_dir, req.run_id, req.attempt)  # the launcher does it itself
         pid, fd = self._start(plan)
         handle = Handle(req.run_id, req.attempt, pid, None, self._clock.now(), fd)
@@ -274,11 +273,7 @@ class Runner:
         )
 
     def _forget(self, handle: Handle) -> None:
-        key = (handle.run_id, handle.attempt)
-        self._handles.pop(key, None)
-        owner = self._owners.pop(key, None)
-        if owner is not None:
-            self._ran_by[key] = owner
+        self._handles.pop((handle.run_id, handle.attempt), None)
         if handle.fd >= 0:
             os.close(handle.fd)
             handle.fd = -1
@@ -376,16 +371,20 @@ class Runner:
         that the next daemon finds recorded and discards. The launcher that ran it, which
         also removes its file of `started` records with the last of its runs; another
         one of ours for a run a predecessor's launcher ran."""
-        owner = self._ran_by.pop((run_id, attempt), None)
-        current = self._launcher_of(owner) if owner is not None else None
-        current = current or next((la for la in self._launchers if la is not None and la.alive), None)
+        owner = self._owners.pop((run_id, attempt), None)
+        live = self._live()
+        current = (self._launcher_of(owner) if owner is not None else None) or (live[0] if live else None)
         if current is not None and current.discard(str(self.state_dir), run_id, attempt):
             return
         files.remove(self.state_dir, run_id, attempt)
 
+    def _live(self) -> list[Launcher]:
+        """This runner's launchers that are up."""
+        return [la for la in self._launchers if la is not None and la.alive]
+
     def _launcher_of(self, owner: tuple[int, int]) -> Launcher | None:
         """This runner's live launcher with that (pid, start ticks), if it is one of ours."""
-        return next((la for la in self._launchers if la is not None and la.alive and (la.pid, la.ticks) == owner), None)
+        return next((la for la in self._live() if (la.pid, la.ticks) == owner), None)
 
     def close(self) -> None:
         """Stop watching (the daemon is exiting); supervisors and jobs keep running."""
@@ -394,8 +393,7 @@ class Runner:
             handle.fd = -1
         self._handles.clear()
         self._owners.clear()
-        self._ran_by.clear()
-        launching = any(la is not None and la.alive for la in self._launchers)
+        launching = bool(self._live())
         for la in self._launchers:
             if la is not None:
                 la.close()
