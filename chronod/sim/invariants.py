@@ -92,16 +92,6 @@ class Facts:
         self.asked: Callable[[Proc], str | None] | None = None  # `_asked_for`, once computed
         self._missed: dict[str, tuple[str, datetime]] | None = None
         self._pending: dict[str, list[Run]] | None = None  # `waiting_at_end`, once computed
-        self._settling: tuple[_Cover, list[datetime]] | None = None
-
-    def settling(self) -> tuple[_Cover, list[datetime]]:
-        """The disturbances with the LAG_S after each (`_free_moment`), counted by `_Cover`,
-        and their ends sorted: built once, not for each run skipped for its resource (a
-        month has hundreds of disturbances and thousands of such runs)."""
-        if self._settling is None:
-            settling = [(a, b + timedelta(seconds=LAG_S)) for a, b in self.spans]
-            self._settling = (_Cover(settling, True), sorted(t for a, b in settling for t in (a, b)))
-        return self._settling
 
     def missed(self) -> dict[str, tuple[str, datetime]]:
         """What `missed` lists at the end (chronod.sim.audit.missed_now), asked once: two
@@ -1341,7 +1331,7 @@ def _free_moment(
     the resource (`spans`: the hulls of its processes that meet [start, end], `Facts.holding`).
     A disturbance spares only itself and the LAG_S after it (a daemon back from it acts
     within that), not the whole stretch between two of the resource's starts or ends."""
-    settled, edges = f.settling()
+    settled, edges = _settling(f)
     points = sorted(
         {
             start,
@@ -1361,6 +1351,18 @@ def _free_moment(
         if covering.count(mid) < limit:
             return mid
     return None
+
+
+def _settling(f: Any) -> tuple[_Cover, list[datetime]]:
+    """The disturbances with the LAG_S after each (`_free_moment`), counted by `_Cover`, and
+    their ends sorted: built once for the checks, not for each run skipped for its resource
+    (a month has hundreds of disturbances and thousands of such runs)."""
+    got = getattr(f, "_settling", None)
+    if got is None:
+        settling = [(a, b + timedelta(seconds=LAG_S)) for a, b in f.spans]
+        got = (_Cover(settling, True), sorted(t for a, b in settling for t in (a, b)))
+        f._settling = got
+    return got
 
 
 class _Cover:
