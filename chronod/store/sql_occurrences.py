@@ -5,7 +5,6 @@ settles are fenced (`SqlPart._lease_live`)."""
 
 from __future__ import annotations
 
-import dataclasses
 import zlib
 from datetime import datetime
 from typing import Any, Iterable
@@ -18,7 +17,7 @@ from chronod.core.model import RunState, Trigger
 from chronod.store import pgbatch
 from chronod.store import schema as s
 from chronod.store.api import Run
-from chronod.store.sqldb import BATCH, WAITING, SqlPart, aware, chunks, fenced_node, sqlite_text, terminal
+from chronod.store.sqldb import BATCH, RUN_COLUMNS, WAITING, SqlPart, aware, chunks, fenced_node, terminal
 
 
 class OccurrencesSql(SqlPart):
@@ -112,7 +111,7 @@ class OccurrencesSql(SqlPart):
                 where, params = _SCHEDULED, []
             where += " AND fire_at >= ? AND (fire_at > ? OR run_id > ?)"
             params += [after[0], after[0], after[1]]
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs{index} WHERE {where} ORDER BY fire_at, run_id LIMIT {int(limit)}"
+        sql = f"SELECT {RUN_COLUMNS} FROM runs{index} WHERE {where} ORDER BY fire_at, run_id LIMIT {int(limit)}"
         with self._tx(write=False) as c:
             return self._fetch_runs(c, sql, params)
 
@@ -124,32 +123,13 @@ class OccurrencesSql(SqlPart):
             return self._fetch_runs(c, f"{_WAITING} ORDER BY fire_at, run_id", ())
 
     def _fetch_runs(self, c: Connection, sql: str, params: Iterable[Any]) -> list[Run]:
-        """Runs read through the driver's own cursor (`_fetch`): `sql` selects `_RUN_COLUMNS`."""
+        """`Database.fetch_runs`; `sql` may be only the WHERE clause."""
         if not sql.startswith("SELECT"):
-            sql = f"SELECT {_RUN_COLUMNS} FROM runs WHERE {sql}"
-        rows = self._fetch(c, sql, params)
-        if self.dialect != "sqlite":
-            return [Run(*row) for row in rows]
-        parse = datetime.fromisoformat
-        out = []
-        for row in rows:
-            v = list(row)
-            for i in _RUN_TIMES:
-                if v[i] is not None:
-                    v[i] = parse(v[i] + "+00:00")  # SQLite keeps naive UTC text (schema.UTCDateTime)
-            out.append(Run(*v))
-        return out
+            sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE {sql}"
+        return self.database.fetch_runs(c, sql, params)
 
     def _fetch(self, c: Connection, sql: str, params: Iterable[Any]) -> list[Any]:
-        """Rows of `sql` (placeholders `?`, datetimes aware) through the driver's cursor."""
-        driver: Any = c.connection.driver_connection
-        if self.dialect == "sqlite":
-            values = tuple(sqlite_text(v) if isinstance(v, datetime) else v for v in params)
-            rows: list[Any] = driver.execute(sql, values).fetchall()
-            return rows
-        driver.execute("SET LOCAL TIME ZONE 'UTC'")  # aware UTC datetimes, this transaction only
-        rows = driver.execute(sql.replace("?", "%s"), tuple(params)).fetchall()
-        return rows
+        return self.database.fetch(c, sql, params)
 
     def dispatch(self, run_id: str, node: str, token: int, next_run: Run | None) -> Run | None:
         with self._tx() as c:
@@ -403,9 +383,6 @@ def _group_key(resource: str) -> int:
     return (0x63720000 << 32) | zlib.crc32(resource.encode())
 
 
-_RUN_FIELDS = tuple(f.name for f in dataclasses.fields(Run))
-_RUN_COLUMNS = ", ".join(f'"{f}"' for f in _RUN_FIELDS)  # "signal", "trigger": keywords somewhere
-_RUN_TIMES = tuple(i for i, f in enumerate(_RUN_FIELDS) if isinstance(s.runs.c[f].type, s.UTCDateTime))
 # the reads of waiting runs through the driver (`_fetch`): the state is written as a literal,
 # which each planner matches to the partial index of pending runs by fire time
 _WAITING = f"state IN ('{RunState.PENDING}', '{RunState.RETRY_WAIT}')"

@@ -38,7 +38,7 @@ import time
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc, func
@@ -55,6 +55,8 @@ CLI_BUSY_TIMEOUT_S = 30.0  # chronoctl's writes wait longer: a burst of 150 at o
 BATCH = 5000
 TURN_WAIT_S = 1.0  # the longest a patient writer lets the loop's writes go first (WriteTurns)
 _RUN_FIELDS = tuple(Run.__dataclass_fields__)
+RUN_COLUMNS = ", ".join(f'"{f}"' for f in _RUN_FIELDS)  # "signal", "trigger": keywords somewhere
+_RUN_TIMES = tuple(i for i, f in enumerate(_RUN_FIELDS) if isinstance(s.runs.c[f].type, s.UTCDateTime))
 
 
 def normalize_url(url: str) -> str:
@@ -299,6 +301,34 @@ class Database:
         """The runs a SELECT of whole `runs` rows finds, in its own read transaction."""
         with self.tx(write=False) as c:
             return [Run(**row) for row in c.execute(q).mappings()]
+
+    def fetch(self, c: Connection, sql: str, params: Iterable[Any]) -> list[Any]:
+        """Rows of `sql` (placeholders `?`, datetimes aware) through the driver's own
+        cursor: SQLAlchemy's per-row mapping and its time zone conversion of each datetime
+        cost more than the database's work on the loop's and the notifier's hot reads."""
+        driver: Any = c.connection.driver_connection
+        if self.dialect == "sqlite":
+            values = tuple(sqlite_text(v) if isinstance(v, datetime) else v for v in params)
+            rows: list[Any] = driver.execute(sql, values).fetchall()
+            return rows
+        driver.execute("SET LOCAL TIME ZONE 'UTC'")  # aware UTC datetimes, this transaction only
+        rows = driver.execute(sql.replace("?", "%s"), tuple(params)).fetchall()
+        return rows
+
+    def fetch_runs(self, c: Connection, sql: str, params: Iterable[Any]) -> list[Run]:
+        """Runs read through the driver (`fetch`): `sql` selects `RUN_COLUMNS`."""
+        rows = self.fetch(c, sql, params)
+        if self.dialect != "sqlite":
+            return [Run(*row) for row in rows]
+        parse = datetime.fromisoformat
+        out = []
+        for row in rows:
+            v = list(row)
+            for i in _RUN_TIMES:
+                if v[i] is not None:
+                    v[i] = parse(v[i] + "+00:00")  # SQLite keeps naive UTC text (schema.UTCDateTime)
+            out.append(Run(*v))
+        return out
 
 
 class SqlPart:
