@@ -15,7 +15,7 @@ from chronod.core import policy
 from chronod.core.model import JobSpec, RunState, Trigger, json_text_and_hash
 from chronod.store import schema as s
 from chronod.store.api import FellDue, JobRow, Run
-from chronod.store.sqldb import BATCH, SqlPart, bound, chunks
+from chronod.store.sqldb import BATCH, SqlPart, bound, chunks, sqlite_text
 
 
 class _Stored(NamedTuple):
@@ -64,7 +64,9 @@ class DefinitionsSql(SqlPart):
             arrived = [job_id for job_id in wanted if job_id not in stored or stored[job_id].removed_at is not None]
             # Straight to the driver: every row shares `now`, converted once; SQLAlchemy's
             # per-row parameter handling cost as much as the database's work at 100,000 jobs.
-            at = bound(s.job_known.c.known_from, c, now)
+            # On SQLite as the text it stores: the driver's own adapter converted the same
+            # datetime again for every row (a tenth of a cold start's sync at 100,000 jobs).
+            at = sqlite_text(now) if self.dialect == "sqlite" else bound(s.job_known.c.known_from, c, now)
             mark = "?" if self.dialect == "sqlite" else "%s"
             for chunk in chunks(arrived, BATCH):
                 c.exec_driver_sql(
