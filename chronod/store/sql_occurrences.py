@@ -17,7 +17,7 @@ from chronod.core.model import RunState, Trigger
 from chronod.store import pgbatch
 from chronod.store import schema as s
 from chronod.store.api import Run
-from chronod.store.sqldb import BATCH, RUN_COLUMNS, WAITING, SqlPart, aware, chunks, fenced_node, terminal
+from chronod.store.sqldb import BATCH, RUN_COLUMNS, WAITING, SqlPart, aware, chunks, fenced_node, ids_in, terminal
 
 
 class OccurrencesSql(SqlPart):
@@ -167,7 +167,7 @@ class OccurrencesSql(SqlPart):
         for (state, error), ids in sorted(groups.items(), key=lambda g: (g[0][0], g[0][1] or "")):
             now = self._ts()
             for part in chunks(sorted(ids), 1000):
-                waiting = sa.select(r.run_id).where(r.run_id.in_(part), r.state.in_(WAITING))
+                waiting = sa.select(r.run_id).where(ids_in(r.run_id, part, self.dialect), r.state.in_(WAITING))
                 free = waiting.with_for_update(skip_locked=True).scalar_subquery()
                 update = s.runs.update().where(r.run_id.in_(free), self._lease_live(token, node))
                 values = dict(state=state, error=error, finished_at=now, updated_at=now, next_attempt_at=None)
@@ -188,7 +188,11 @@ class OccurrencesSql(SqlPart):
         and `attempts` (a run started while the database was unreachable) override now and
         attempts + 1."""
         r = s.runs.c
-        free = sa.select(r.run_id).where(r.run_id.in_(run_ids), r.state.in_(WAITING)).with_for_update(skip_locked=True)
+        free = (
+            sa.select(r.run_id)
+            .where(ids_in(r.run_id, run_ids, self.dialect), r.state.in_(WAITING))
+            .with_for_update(skip_locked=True)
+        )
         now = self._ts()
         update = (
             s.runs.update()

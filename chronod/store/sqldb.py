@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc, func
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, make_url
 
 from chronod.core.model import TERMINAL_STATES, RunState
@@ -437,6 +438,15 @@ def bound(column: sa.Column[Any], c: Connection, value: Any) -> Any:
     """`value` as the driver takes it for `column` (its type's conversion, once)."""
     process = column.type.bind_processor(c.dialect)
     return value if process is None else process(value)
+
+
+def ids_in(column: sa.ColumnElement[str], ids: list[str], dialect: str) -> sa.ColumnElement[bool]:
+    """`column IN ids`; on PostgreSQL `column = ANY(array)`, one parameter: an IN list is a
+    new statement text for each length, converted and planned afresh every time, where an
+    array's statement is the same each time (the driver prepares it once)."""
+    if dialect == "postgresql":
+        return column == sa.any_(sa.literal(ids, ARRAY(sa.Text)))
+    return column.in_(ids)
 
 
 def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
