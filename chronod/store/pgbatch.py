@@ -1,7 +1,7 @@
 """PostgreSQL: the per-run writes of a batch of runs in one statement, from arrays.
 
 Claims too: the claim's UPDATE of the run rows and the INSERT of their attempt rows go as
-one statement (`claim`), so a chunk of claims is one round trip whatever its size.
+one statement (`claim_statement`), so a chunk of claims is one round trip whatever its size.
 
 A node that starts or ends a hundred runs a second wrote each one as two UPDATEs (the run,
 its attempt row), one round trip each; on a loaded host every round trip waits its turn
@@ -21,7 +21,7 @@ definition of a live lease for every fenced write.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
@@ -62,17 +62,17 @@ def attempt_row(run: RowMapping) -> dict[str, Any]:
     )
 
 
-def claim(c: Connection, update: sa.Update) -> Sequence[RowMapping]:
-    """Run a claim (`update`: the run rows made running, built and fenced by the caller,
-    `OccurrencesSql._claim`) and insert the attempt row of every run it claimed, in one
-    statement (a data-modifying WITH); returns the claimed run rows. A run the update
-    does not claim (held by another node, no longer waiting, a stale token) gets no
+def claim_statement(update: sa.Update) -> sa.Select[Any]:
+    """A claim (`update`: the run rows made running, built and fenced by the caller,
+    `OccurrencesSql._claim`) with the insert of the attempt row of every run it claims, as
+    one statement (a data-modifying WITH) that returns the claimed run rows. A run the
+    update does not claim (held by another node, no longer waiting, a stale token) gets no
     attempt row: the INSERT reads only what the UPDATE returned."""
     done = update.returning(*s.runs.c).cte("claimed")
     att = done.c
     rows = sa.select(att.run_id, att.attempts, att.node, att.token, sa.literal(str(RunState.RUNNING)), att.started_at)
     inserted = s.attempts.insert().from_select(list(ATTEMPT_COLUMNS), rows).cte("claimed_attempts")
-    return c.execute(sa.select(done).add_cte(inserted)).mappings().all()
+    return sa.select(done).add_cte(inserted)
 
 
 def set_processes(

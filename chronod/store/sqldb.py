@@ -125,7 +125,9 @@ def lease_held(now: sa.ColumnElement[datetime]) -> list[sa.ColumnElement[bool]]:
 
 
 def lease_live(
-    token: int | sa.ColumnElement[Any] | None, now: sa.ColumnElement[datetime], node: str | None = None
+    token: int | sa.ColumnElement[Any] | None,
+    now: sa.ColumnElement[datetime],
+    node: str | sa.ColumnElement[str] | None = None,
 ) -> sa.Exists:
     """THE fencing predicate: EXISTS a node holding `token` (by name too when given) whose
     lease holds at `now`. Every fenced write, the PostgreSQL batches too (`pgbatch`), is
@@ -371,7 +373,9 @@ class SqlPart:
         return sa.or_(until_col.is_(None), until_col > self._now_sql())
 
     # --- fencing -------------------------------------------------------------------------
-    def _lease_live(self, token: int | sa.ColumnElement[Any] | None, node: str | None = None) -> sa.Exists:
+    def _lease_live(
+        self, token: int | sa.ColumnElement[Any] | None, node: str | sa.ColumnElement[str] | None = None
+    ) -> sa.Exists:
         """`lease_live` on this database's lease clock: every fenced write asks here."""
         return lease_live(token, self._now_sql(), node)
 

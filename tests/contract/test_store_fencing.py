@@ -84,9 +84,9 @@ def test_a_batch_under_a_live_token_is_written_through_the_batch_statements(stor
 
 
 def test_every_fenced_write_asks_the_one_lease_live_predicate(store, monkeypatch):
-    """Replace the store's predicate by one that forgets lease expiry: a batch under a
-    lapsed lease is then accepted on both databases, PostgreSQL's batch statements too,
-    which shows they have no predicate of their own."""
+    """Replace the store's predicate by one that forgets lease expiry: a batch or a claim
+    under a lapsed lease is then accepted on both databases, PostgreSQL's batch statements
+    and its claim built in advance too, which shows they have no predicate of their own."""
     if not isinstance(store, SqlStore):
         pytest.skip("the fencing predicate of the SQL store")
     token = acquire(store)
@@ -101,7 +101,11 @@ def test_every_fenced_write_asks_the_one_lease_live_predicate(store, monkeypatch
             cond.append(n.name == node)
         return sa.exists().where(*cond)
 
+    store.insert_runs([run(5)])
+    assert store.dispatch("fence-000005", "n1", token, None) is None  # a claim under the lapsed lease
     monkeypatch.setattr(SqlStore, "_lease_live", token_only)
     assert store.set_processes([(rid, 1, 10, 20) for rid in ids[2:]], token) == set(ids[2:])
     assert store.finish_many([Ending(rid, 1, "succeeded") for rid in ids[2:]], token) == set(ids[2:])
     assert [store.get_run(rid).state for rid in ids] == ["running", "running", "succeeded", "succeeded"]
+    # the claim too, though PostgreSQL's statement for it was built before the predicate changed
+    assert store.dispatch("fence-000005", "n1", token, None) is not None
