@@ -981,3 +981,35 @@ def test_shed_runs_store_no_state_and_a_restart_after_them_tells_nothing_twice(s
     finally:
         again.stop()
         store.close()
+
+
+def test_the_silent_gauge_follows_a_job_into_silence_and_out_of_it(store_url, tmp_path):
+    """`chrono_job_silent` is set only when it changes, and still says each change."""
+    from chronod.core.clock import Clock
+    from chronod.daemon.metrics import Metrics
+    from chronod.notify.service import NotifyService
+
+    store = _spec_store(
+        store_url, tmp_path, jobs_file(job("beat", "true", "http://127.0.0.1:9/", on=("failed",), max_silence_s=60))
+    )
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    store.insert_runs([_run("beat", now - timedelta(seconds=30), "succeeded")])
+    metrics = Metrics()
+    svc = NotifyService(store, Clock(), lambda *a, **k: None, "n1", metrics=metrics, send=lambda route, body: None)
+
+    def silent() -> float | None:
+        return metrics.registry.get_sample_value("chrono_job_silent", {"job": "beat"})
+
+    try:
+        svc.step(now)
+        assert silent() == 0
+        svc.step(now + timedelta(seconds=45))  # 75 s after the success, past its 60 s
+        assert silent() == 1
+        svc.step(now + timedelta(seconds=46))
+        assert silent() == 1
+        store.insert_runs([_run("beat", now + timedelta(seconds=47), "succeeded")])
+        svc.step(now + timedelta(seconds=48))
+        assert silent() == 0
+    finally:
+        svc.stop()
+        store.close()
