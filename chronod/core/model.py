@@ -368,4 +368,20 @@ TERMINAL_STATES: tuple[str, ...] = tuple(
         RunState.LOST,
     )
 )
+# The terminal states the notifier reads. A skip other than an overlap tells a job's owner
+# nothing and changes nothing the notifier keeps (`chronod.notify.core.after_run`: only
+# which runs it has seen), and past a fleet's ceiling most ended runs are such skips (the
+# shed ones): reading them cost the deciding node as much as everything else it decides.
+NOTICED_STATES: tuple[str, ...] = tuple(
+    s
+    for s in TERMINAL_STATES
+    if s
+    not in (
+        RunState.SKIPPED_OUTAGE,
+        RunState.SKIPPED_PAUSED,
+        RunState.SKIPPED_BLACKOUT,
+        RunState.SKIPPED_RESOURCE,
+        RunState.SKIPPED_ACCOUNT,
+    )
+)
 ACTIVE_STATES: tuple[str, ...] = (RunState.PENDING.value, RunState.RUNNING.value, RunState.RETRY_WAIT.value)

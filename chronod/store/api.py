@@ -659,9 +659,10 @@ class NoticeOutbox(Protocol):
         """Replace the state kept under each name, in one transaction."""
 
     def changed_run_keys(self, since: datetime, until: datetime) -> list[tuple[str, datetime]]:
-        """(run id, updated_at) of the terminal runs whose row changed in [since, until),
-        oldest first: two narrow columns, so that a reader can tell what it has already
-        read without reading whole rows again."""
+        """(run id, updated_at) of the runs whose row changed in [since, until) that ended
+        in a state the notifier reads (`model.NOTICED_STATES`: not the skips that tell
+        nothing), oldest first: two narrow columns, so that a reader can tell what it has
+        already read without reading whole rows again."""
 
     def terminal_runs(self, run_ids: Iterable[str]) -> list[Run]:
         """The runs among `run_ids` that are in a terminal state, in (updated_at, run id) order."""

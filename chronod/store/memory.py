@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from chronod.core import policy
 from chronod.core.history import Mark
-from chronod.core.model import TERMINAL_STATES, JobSpec, RunState, Trigger
+from chronod.core.model import NOTICED_STATES, TERMINAL_STATES, JobSpec, RunState, Trigger
 from chronod.fsutil import same_process
 from chronod.store.api import (
     Attempt,
@@ -60,6 +60,7 @@ from chronod.store.sqldb import fenced_node
 _UTC = timezone.utc
 _WAITING = frozenset((RunState.PENDING.value, RunState.RETRY_WAIT.value))
 _TERMINAL = frozenset(TERMINAL_STATES)
+_NOTICED = frozenset(NOTICED_STATES)
 _RUNNING = RunState.RUNNING.value
 _PENDING = RunState.PENDING.value
 _RETRY_WAIT = RunState.RETRY_WAIT.value
@@ -1475,7 +1476,7 @@ class MemoryOutbox:
             keys = [
                 (r.run_id, r.updated_at)
                 for r in self._t.runs.values()
-                if r.state in _TERMINAL and r.updated_at is not None and lo <= r.updated_at < hi
+                if r.state in _NOTICED and r.updated_at is not None and lo <= r.updated_at < hi
             ]
         return sorted(keys, key=lambda k: (k[1], k[0]))
 

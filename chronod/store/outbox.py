@@ -23,7 +23,7 @@ from typing import Any, Iterable, Protocol
 
 import sqlalchemy as sa
 
-from chronod.core.model import TERMINAL_STATES, RunState
+from chronod.core.model import NOTICED_STATES, TERMINAL_STATES, RunState
 from chronod.store import schema as s
 from chronod.store.api import Run
 from chronod.store.sqldb import RUN_COLUMNS, Database, aware
@@ -128,9 +128,10 @@ class Outbox:
 
     # --- what changed -------------------------------------------------------------------
     def changed_run_keys(self, since: datetime, until: datetime) -> list[tuple[str, datetime]]:
-        """(run id, updated_at) of the terminal runs whose row changed in [since, until),
-        oldest first: two narrow columns, so that a reader can tell what it has already
-        read without reading whole rows again. Through the driver (`Database.fetch`): the
+        """(run id, updated_at) of the runs whose row changed in [since, until) that ended
+        in a state the notifier reads (`NOTICED_STATES`), oldest first: two narrow columns,
+        so that a reader can tell what it has already read without reading whole rows
+        again. Through the driver (`Database.fetch`): the
         notifier reads 10 keys or more for each ended run (its overlap), and SQLAlchemy's
         row and its time conversion for each were most of this read's CPU."""
         with self.db.tx(write=False) as c:
@@ -323,8 +324,9 @@ _SET_STATES_PG = (
     "ON CONFLICT (name) DO UPDATE SET state_json = excluded.state_json, updated_at = excluded.updated_at"
 )
 _TERMINAL = ", ".join(repr(str(x)) for x in TERMINAL_STATES)  # the terminal states as SQL literals
+_NOTICED = ", ".join(repr(str(x)) for x in NOTICED_STATES)
 _CHANGED_RUN_KEYS = (
-    f"SELECT run_id, updated_at FROM runs WHERE state IN ({_TERMINAL}) AND updated_at >= ? AND updated_at < ? "
+    f"SELECT run_id, updated_at FROM runs WHERE state IN ({_NOTICED}) AND updated_at >= ? AND updated_at < ? "
     "ORDER BY updated_at, run_id"
 )
 _TERMINAL_RUNS = f"SELECT {RUN_COLUMNS} FROM runs WHERE state IN ({_TERMINAL}) AND"

@@ -25,16 +25,18 @@ def run(i: int, state: str, updated_at: datetime) -> Run:
     )
 
 
-def test_changed_run_keys_name_the_terminal_runs_changed_in_the_window_oldest_first(store):
+def test_changed_run_keys_name_the_runs_ended_as_the_notifier_reads_them_in_the_window_oldest_first(store):
     at = [T0 + timedelta(seconds=s) for s in range(6)]
     store.insert_runs(
         [
             run(1, "succeeded", at[3]),
             run(2, "failed", at[1]),
             run(3, "pending", at[2]),  # not ended: not a change the notifier reads
-            run(4, "skipped_outage", at[1]),
+            run(4, "skipped_overlap", at[1]),
             run(5, "succeeded", at[5]),  # at the window's end: outside
             run(6, "succeeded", at[0] - timedelta(microseconds=1)),  # before it
+            run(7, "skipped_outage", at[2]),  # a skip that tells nothing (shed): not read
+            run(8, "skipped_paused", at[2]),
         ]
     )
     keys = outbox(store).changed_run_keys(at[0], at[5])

@@ -320,3 +320,26 @@ def test_the_down_is_the_longer_of_the_wall_and_the_monotonic_spans():
     assert core.downtime_s({"at": T0.isoformat()}, behind, 1600.0, "b1") == 501.0
     assert core.downtime_s({}, behind, 1600.0, "b1") == 0.0
     assert core.downtime_s(alive, behind, 1600.0, None) == 501.0
+
+
+def test_a_skip_the_notifier_does_not_read_would_tell_nothing_and_change_nothing_but_the_seen_mark():
+    """The store leaves the skips out of what the notifier reads (`NOTICED_STATES`): each
+    would tell nothing, to a route that asks for every event, and leave every part of the
+    state but the seen mark as it was, whatever the state before."""
+    from dataclasses import replace
+
+    from chronod.core.model import NOTICED_STATES, TERMINAL_STATES
+
+    every = Notify(on=tuple(TERMINAL_STATES) + ("silence", "recovered"), webhook="http://x/")
+    quiet = [s for s in TERMINAL_STATES if s not in NOTICED_STATES]
+    assert quiet and "skipped_overlap" in NOTICED_STATES
+    befores = [
+        NotifyState(),
+        NotifyState(condition="failed", basis=T0),
+        NotifyState(condition="ok", overlap=True, silent=True, basis=T0),
+    ]
+    for state in quiet:
+        for before in befores:
+            told, after = core.after_run(spec(notify=(every,)), run(3, state), before)
+            assert told == [], state
+            assert replace(after, seen_at=before.seen_at, seen_run=before.seen_run) == before, state
