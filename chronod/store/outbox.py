@@ -131,9 +131,9 @@ class Outbox:
         """(run id, updated_at) of the runs whose row changed in [since, until) that ended
         in a state the notifier reads (`NOTICED_STATES`), oldest first: two narrow columns,
         so that a reader can tell what it has already read without reading whole rows
-        again. Through the driver (`Database.fetch`): the
-        notifier reads 10 keys or more for each ended run (its overlap), and SQLAlchemy's
-        row and its time conversion for each were most of this read's CPU."""
+        again. Through the driver (`Database.fetch`): the notifier reads 10 keys or more
+        for each ended run (its overlap), and SQLAlchemy's row and its time conversion for
+        each were most of this read's CPU."""
         with self.db.tx(write=False) as c:
             rows = self.db.fetch(c, _CHANGED_RUN_KEYS, (since, until))
         if self.db.dialect == "postgresql":
@@ -145,8 +145,8 @@ class Outbox:
         """The runs among `run_ids` that are in a terminal state, in (updated_at, run id) order."""
         ids, out = sorted(set(run_ids)), []
         # Through the driver (`Database.fetch_runs`): SQLAlchemy's mapping of each row was
-        # most of this read's CPU, and the notifier reads every ended run of the fleet (at
-        # 3,000 endings a second, shed ones included, a tenth of the deciding node's CPU).
+        # most of this read's CPU, and the deciding notifier reads the whole row of each
+        # run that ends anywhere in the fleet (`changed_run_keys`).
         with self.db.tx(write=False) as c:
             if self.db.dialect == "postgresql":
                 # one array parameter: an IN list of 500 ids was converted by the driver
