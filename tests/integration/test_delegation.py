@@ -156,7 +156,13 @@ def test_a_delegated_file_cannot_take_over_a_root_job_or_resource_whatever_the_o
         owner.pw_gid,
     )
     d = Chronod(world["reg"], world["db"], world["log"]).start()
-    wait_until(lambda: len(runs_json("backup", world["db"])) >= 2, timeout=15, what="root's backup to run")
+    # a run that ended, not two runs of any state: a pending one and one still going (its
+    # `echo` not done when chronod stops) were two, and the file was not there yet
+    wait_until(
+        lambda: any(r["state"] == "succeeded" for r in runs_json("backup", world["db"])),
+        timeout=15,
+        what="root's backup to succeed",
+    )
     d.stop()
     assert (world["out"] / "backup").read_text().strip() == "root"
     assert not (world["out"] / "evil").exists()
