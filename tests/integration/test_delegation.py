@@ -224,6 +224,15 @@ def two_users_files(world, owner, other, *, evil_first: bool) -> tuple[Path, Pat
     return theirs, evil
 
 
+def says(path: Path, text: str) -> bool:
+    """`path` holds `text` (a line): not only there, as it is once the job's shell has opened
+    it and before its `echo` has written."""
+    try:
+        return path.read_text().strip() == text
+    except FileNotFoundError:
+        return False
+
+
 @pytest.mark.parametrize("evil_first", [True, False])
 def test_a_delegated_file_takes_no_job_id_resource_or_window_of_another_users_file(world, owner, evil_first):
     with account(OTHER) as other:
@@ -247,13 +256,13 @@ def test_a_file_of_another_user_made_older_does_not_run_its_command_under_a_runn
         evil.unlink()
         d = Chronod(world["reg"], world["db"], world["log"]).start()
         try:
-            wait_until(lambda: (world["out"] / "backup").exists(), timeout=15, what="alice's backup to run")
+            wait_until(lambda: says(world["out"] / "backup", "alice"), timeout=15, what="alice's backup to run")
             put(evil, evil_text, owner.pw_uid, owner.pw_gid)
             older = time.time() - 86400 * 365
             os.utime(evil, (older, older))
             wait_until(lambda: "registry.error" in d.log_since_start(), timeout=15, what="the reload")
             (world["out"] / "backup").unlink()
-            wait_until(lambda: (world["out"] / "backup").exists(), timeout=15, what="alice's backup to run again")
+            wait_until(lambda: says(world["out"] / "backup", "alice"), timeout=15, what="alice's backup to run again")
         finally:
             d.stop()
     assert (world["out"] / "backup").read_text().strip() == "alice"
