@@ -97,7 +97,7 @@ class OccurrencesSql(SqlPart):
         after `until` (through the index by state), then the job keys of those."""
         with self._tx(write=False) as c:
             runs = self._fetch_runs(c, f"{_SOON} ORDER BY fire_at, run_id", (until,))
-            keys = {k for (k,) in self._fetch(c, f"SELECT job_key FROM runs WHERE {_LATER}", (until,))}
+            keys = {k for (k,) in self.database.fetch(c, f"SELECT job_key FROM runs WHERE {_LATER}", (until,))}
         return runs, keys
 
     def pending_later(self, until: datetime, after: tuple[datetime, str] | None, limit: int) -> list[Run]:
@@ -128,9 +128,6 @@ class OccurrencesSql(SqlPart):
         if not sql.startswith("SELECT"):
             sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE {sql}"
         return self.database.fetch_runs(c, sql, params)
-
-    def _fetch(self, c: Connection, sql: str, params: Iterable[Any]) -> list[Any]:
-        return self.database.fetch(c, sql, params)
 
     def dispatch(self, run_id: str, node: str, token: int, next_run: Run | None) -> Run | None:
         with self._tx() as c:
@@ -223,12 +220,11 @@ class OccurrencesSql(SqlPart):
         """The claim's UPDATE of the waiting runs among `run_ids` (values or bound
         parameters), fenced on `token`."""
         r = s.runs.c
-        which = (
-            r.run_id == sa.any_(run_ids)
-            if isinstance(run_ids, sa.BindParameter)
-            else ids_in(r.run_id, run_ids, self.dialect)
+        free = (
+            sa.select(r.run_id)
+            .where(ids_in(r.run_id, run_ids, self.dialect), r.state.in_(WAITING))
+            .with_for_update(skip_locked=True)
         )
-        free = sa.select(r.run_id).where(which, r.state.in_(WAITING)).with_for_update(skip_locked=True)
         now = self._ts()
         return (
             s.runs.update()
@@ -431,7 +427,7 @@ def _group_key(resource: str) -> int:
     return (0x63720000 << 32) | zlib.crc32(resource.encode())
 
 
-# the reads of waiting runs through the driver (`_fetch`): the state is written as a literal,
+# the reads of waiting runs through the driver (`Database.fetch`): the state is written as a literal,
 # which each planner matches to the partial index of pending runs by fire time
 _WAITING = f"state IN ('{RunState.PENDING}', '{RunState.RETRY_WAIT}')"
 _SCHEDULED = f"state = '{RunState.PENDING}' AND \"trigger\" = '{Trigger.SCHEDULE}'"

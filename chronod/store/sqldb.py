@@ -444,10 +444,15 @@ def bound(column: sa.Column[Any], c: Connection, value: Any) -> Any:
     return value if process is None else process(value)
 
 
-def ids_in(column: sa.ColumnElement[str], ids: list[str], dialect: str) -> sa.ColumnElement[bool]:
+def ids_in(
+    column: sa.ColumnElement[str], ids: list[str] | sa.BindParameter[Any], dialect: str
+) -> sa.ColumnElement[bool]:
     """`column IN ids`; on PostgreSQL `column = ANY(array)`, one parameter: an IN list is a
     new statement text for each length, converted and planned afresh every time, where an
-    array's statement is the same each time (the driver prepares it once)."""
+    array's statement is the same each time (the driver prepares it once). `ids` may be
+    an array parameter bound later (PostgreSQL only)."""
+    if isinstance(ids, sa.BindParameter):
+        return column == sa.any_(ids)
     if dialect == "postgresql":
         return column == sa.any_(sa.literal(ids, ARRAY(sa.Text)))
     return column.in_(ids)
